@@ -1,0 +1,1 @@
+//! Library half of the binary: the work lives here, main.rs parses arguments.

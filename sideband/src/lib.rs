@@ -1,0 +1,5 @@
+//! perf_event records, the perf.data container and the process timeline.
+//!
+//! Pure code, no syscalls: the recorder (`ptrec`), the simulator (`ptsim`) and
+//! the decoder (`ptdec`) all read and write perf's formats through this crate.
+#![forbid(unsafe_code)]
