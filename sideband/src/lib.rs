@@ -3,3 +3,8 @@
 //! Pure code, no syscalls: the recorder (`ptrec`), the simulator (`ptsim`) and
 //! the decoder (`ptdec`) all read and write perf's formats through this crate.
 #![forbid(unsafe_code)]
+
+pub mod attr;
+pub mod auxtrace_info;
+pub mod record;
+pub mod sample;
