@@ -678,3 +678,276 @@ impl fmt::Display for Record {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Arg as WArg, ArgValue, Writer};
+
+    /// Builds a file from words; `s(..)` packs a padded string stream.
+    fn file(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    fn s(text: &str) -> Vec<u64> {
+        let mut b = text.as_bytes().to_vec();
+        b.resize(padded(b.len()), 0);
+        b.chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    fn header() -> Vec<u64> {
+        vec![MAGIC, RT_INIT | 2 << 4, 1_000_000_000]
+    }
+
+    fn err_of(bytes: &[u8]) -> (usize, &'static str, String) {
+        match parse(bytes) {
+            Err(Error::Malformed {
+                offset,
+                record,
+                reason,
+            }) => (offset, record, reason),
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    fn sample() -> Vec<u8> {
+        let mut w = Writer::new(Vec::new(), 1_000_000_000).unwrap();
+        w.process(1, "p").unwrap();
+        let t = w.thread(1, 2, "t").unwrap();
+        w.duration_complete(
+            t,
+            "c",
+            "n",
+            1,
+            2,
+            &[WArg::new("s", "v"), WArg::new("x", 3u64)],
+        )
+        .unwrap();
+        w.counter(t, "c", "k", 3, 4, &[WArg::new("y", ArgValue::F64(1.5))])
+            .unwrap();
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn inline_strings_and_inline_threads() {
+        // Instant event: inline thread (ref 0), inline category "cat" (3
+        // bytes), inline name "hello world" (11), one string arg with inline
+        // name and value, then a null arg with an empty name.
+        let mut w = header();
+        let body_words = 1 + 1 + 2 + 1 + 2 + (1 + 1 + 1) + 1;
+        w.push(
+            RT_EVENT
+                | (body_words as u64) << 4
+                | 2 << 20
+                | (0x8000 | 3) << 32
+                | (0x8000 | 11) << 48,
+        );
+        w.push(77); // ts
+        w.extend([10, 11]); // pid, tid
+        w.extend(s("cat"));
+        w.extend(s("hello world"));
+        w.push(AT_STRING | 3 << 4 | (0x8000 | 4) << 16 | (0x8000 | 5) << 32);
+        w.extend(s("key1"));
+        w.extend(s("value"));
+        w.push(AT_NULL | 1 << 4);
+        let records = parse(&file(&w)).unwrap();
+        let RecordKind::Event(e) = &records[2].kind else {
+            panic!("{records:?}")
+        };
+        assert_eq!(e.thread, ThreadRef { pid: 10, tid: 11 });
+        assert_eq!(
+            (e.category.as_str(), e.name.as_str()),
+            ("cat", "hello world")
+        );
+        assert_eq!(e.args[0].name, "key1");
+        assert_eq!(e.args[0].value, Value::Str("value".into()));
+        assert_eq!(e.args[1].value, Value::Null);
+        assert_eq!(e.ts, 77);
+    }
+
+    #[test]
+    fn unknown_records_events_and_args_are_skipped() {
+        let mut w = header();
+        w.extend([5 | 3 << 4, 0, 0]); // blob, 3 words
+        w.extend([RT_METADATA | 1 << 4 | 9 << 16]); // unknown metadata type
+        w.extend([RT_LARGE | 2 << 4, 0]); // large record, 32-bit size field
+                                          // Async begin with an argument of unknown type 13 (2 words) and an
+                                          // extra trailing word the reader does not know about.
+        w.extend([
+            RT_EVENT | 8 << 4 | ET_ASYNC_BEGIN << 16 | 1 << 20,
+            5,
+            1,
+            2,
+            13 | 2 << 4,
+            0xdead,
+            88,
+            0xffff,
+        ]);
+        w.extend([RT_EVENT | 4 << 4 | 12 << 16, 6, 1, 2]); // reserved event type 12
+        let records = parse(&file(&w)).unwrap();
+        let kinds: Vec<_> = records[2..].iter().map(|r| r.kind.clone()).collect();
+        assert_eq!(
+            kinds[..3],
+            [
+                RecordKind::Unknown {
+                    record_type: 5,
+                    words: 3
+                },
+                RecordKind::Unknown {
+                    record_type: 0,
+                    words: 1
+                },
+                RecordKind::Unknown {
+                    record_type: 15,
+                    words: 2
+                },
+            ]
+        );
+        let RecordKind::Event(e) = &kinds[3] else {
+            panic!()
+        };
+        assert_eq!(e.kind, EventKind::AsyncBegin { id: 88 });
+        assert_eq!(e.args[0].value, Value::Unknown { arg_type: 13 });
+        let RecordKind::Event(e) = &kinds[4] else {
+            panic!()
+        };
+        assert_eq!(e.kind, EventKind::Unknown(12));
+    }
+
+    #[test]
+    fn providers_keep_their_own_tables() {
+        let mut w = vec![MAGIC];
+        w.extend([RT_METADATA | 2 << 4 | MT_PROVIDER_INFO << 16 | 1 << 20 | 1 << 52]);
+        w.extend(s("a"));
+        w.extend([RT_STRING | 2 << 4 | 1 << 16 | 3 << 32]);
+        w.extend(s("one"));
+        w.extend([RT_METADATA | 2 << 4 | MT_PROVIDER_INFO << 16 | 2 << 20 | 1 << 52]);
+        w.extend(s("b"));
+        w.extend([RT_STRING | 2 << 4 | 1 << 16 | 3 << 32]);
+        w.extend(s("two"));
+        w.extend([RT_METADATA | 1 << 4 | MT_PROVIDER_SECTION << 16 | 1 << 20]);
+        w.extend([RT_EVENT | 4 << 4 | 1 << 48, 0, 1, 1]);
+        w.extend([RT_METADATA | 1 << 4 | MT_PROVIDER_EVENT << 16 | 1 << 20]);
+        let records = parse(&file(&w)).unwrap();
+        let RecordKind::Event(e) = &records[6].kind else {
+            panic!("{records:?}")
+        };
+        assert_eq!(e.name, "one");
+        assert_eq!(
+            records[7].kind,
+            RecordKind::ProviderEvent { id: 1, event: 0 }
+        );
+    }
+
+    #[test]
+    fn malformed_inputs_name_offset_and_record() {
+        // Size word 0.
+        let mut w = header();
+        w.push(RT_STRING | 1 << 16);
+        assert_eq!(err_of(&file(&w)).0, 24);
+        assert_eq!(err_of(&file(&w)).1, "string");
+        assert!(err_of(&file(&w)).2.contains("size word is 0"));
+
+        // Size past the end.
+        let mut w = header();
+        w.extend([RT_THREAD | 3 << 4 | 1 << 16, 1]);
+        let (off, rec, why) = err_of(&file(&w));
+        assert_eq!((off, rec), (24, "thread"));
+        assert!(why.contains("past the end"), "{why}");
+
+        // Truncated header.
+        let mut b = file(&header());
+        b.extend([1, 2, 3]);
+        assert_eq!(err_of(&b).0, 24);
+        assert_eq!(err_of(&b).1, "header");
+
+        // String ref to an undefined index.
+        let mut w = header();
+        w.extend([RT_EVENT | 3 << 4 | 5 << 32, 0, 0]);
+        w[3] = RT_EVENT | 4 << 4 | 5 << 32;
+        w.push(0);
+        let (off, rec, why) = err_of(&file(&w));
+        assert_eq!((off, rec), (24, "event"));
+        assert!(why.contains("string index 5"), "{why}");
+
+        // Thread ref to an undefined index.
+        let mut w = header();
+        w.extend([RT_EVENT | 2 << 4 | 9 << 24, 0]);
+        assert!(err_of(&file(&w)).2.contains("thread index 9"));
+
+        // Inline string longer than its record.
+        let mut w = header();
+        w.extend([RT_EVENT | 4 << 4 | (0x8000 | 100) << 48, 0, 1, 1]);
+        let (_, rec, why) = err_of(&file(&w));
+        assert_eq!(rec, "event");
+        assert!(why.contains("name needs 104 bytes"), "{why}");
+
+        // Argument with size word 0.
+        let mut w = header();
+        w.extend([RT_EVENT | 5 << 4 | 1 << 20, 0, 1, 1, AT_U64]);
+        assert!(err_of(&file(&w)).2.contains("size word 0"));
+
+        // Argument whose declared size is shorter than its value.
+        let mut w = header();
+        w.extend([RT_EVENT | 6 << 4 | 1 << 20, 0, 1, 1, AT_U64 | 1 << 4, 7]);
+        assert!(err_of(&file(&w)).2.contains("u64 argument"));
+
+        // Bad magic and non-UTF-8 strings.
+        let bad_magic = file(&[MAGIC ^ 1 << 40]);
+        assert_eq!(err_of(&bad_magic).1, "metadata");
+        let mut w = header();
+        w.extend([RT_STRING | 2 << 4 | 1 << 16 | 2 << 32, 0xfffe]);
+        assert!(err_of(&file(&w)).2.contains("not UTF-8"));
+    }
+
+    #[test]
+    fn truncation_at_every_length_never_panics() {
+        let bytes = sample();
+        let boundaries: Vec<usize> = parse(&bytes)
+            .unwrap()
+            .iter()
+            .map(|r| r.offset)
+            .chain([bytes.len()])
+            .collect();
+        for cut in 0..bytes.len() {
+            match parse(&bytes[..cut]) {
+                Ok(_) => assert!(boundaries.contains(&cut), "cut {cut} parsed"),
+                Err(Error::Malformed { offset, .. }) => assert!(offset <= cut),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn corrupted_bytes_never_panic() {
+        let bytes = sample();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5000 {
+            let mut b = bytes.clone();
+            for _ in 0..3 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let i = (seed % b.len() as u64) as usize;
+                b[i] = (seed >> 32) as u8;
+            }
+            let _ = parse(&b);
+        }
+    }
+
+    #[test]
+    fn dump_resolves_strings_and_threads() {
+        let text = dump(&sample()).unwrap();
+        assert!(text.lines().count() > 8);
+        assert!(
+            text.contains(
+                "duration_complete ts=1 pid=1 tid=2 cat=\"c\" name=\"n\" end=2 \
+             args={\"s\": str(\"v\"), \"x\": u64(3)}"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("kernel_object thread koid=2 name=\"t\" args={\"process\": koid(1)}"));
+    }
+}
