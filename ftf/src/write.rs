@@ -196,7 +196,9 @@ impl<W: Write> Writer<W> {
     }
 
     /// Writes a kernel object record of any `obj_type` (a `ZX_OBJ_TYPE_*`
-    /// number, see [`OBJ_TYPE_PROCESS`] and [`OBJ_TYPE_THREAD`]).
+    /// number, see [`OBJ_TYPE_PROCESS`] and [`OBJ_TYPE_THREAD`]). The spec
+    /// allows every type, but the `fxt` Python reader (0.3.0) rejects types
+    /// other than process and thread.
     pub fn kernel_object(
         &mut self,
         obj_type: u8,
@@ -268,7 +270,8 @@ impl<W: Write> Writer<W> {
     }
 
     /// A duration complete event: a slice from `start` to `end` (both in
-    /// ticks; the record stores the end time, not the length).
+    /// ticks; the record stores the end time, not the length). Perfetto drops
+    /// a slice whose `end` is before its `start`.
     pub fn duration_complete(
         &mut self,
         thread: ThreadRef,
