@@ -1,23 +1,16 @@
 //! Fuchsia Trace Format (FTF) writer and reader. Knows nothing about Intel PT:
-//! `ptdec` feeds [`Writer`] processes, threads, slices and instants, and the
+//! `ptdec` feeds [`Writer`] processes, threads, slices and instants; the
 //! [`read`] module parses any FTF file back into records and a text dump for
 //! golden tests and for `ptdec` to inspect its own output.
 //!
-//! The writer is hand-written from the format's specification
-//! (fuchsia.dev, reference/tracing/trace-format). The Rust crates we found for
-//! FTF (`ftfrs`, a prototype record-level encoder in which the caller assigns
-//! string and thread table indexes, and `ftfrs-tracing`, a `tracing` layer on
-//! top of it) do not manage bounded string/thread tables with slot reuse, do
-//! not offer kernel-object records for process and thread names, and build a
-//! record value per event; nor are they in the registry this workspace builds
-//! from. What we need is small: about a dozen record layouts, tables that
-//! recycle their 32767/255 slots, and an event path that allocates nothing.
-//!
-//! Layout choices, all from the spec: records are little-endian 64-bit words;
-//! every string goes through the string table (so no record ever approaches
-//! the 32 KiB record limit); every thread goes through the thread table; event
-//! names, categories and argument names longer than [`MAX_STRING_LEN`] bytes
-//! are cut at a UTF-8 character boundary.
+//! Why hand-written, from the spec (fuchsia.dev reference/tracing/trace-format):
+//! the Rust FTF crates we found are `ftfrs` (a prototype record-level
+//! encoder: the caller picks string and thread table indexes, one `Record`
+//! value per event, no kernel object records among its listed types) and
+//! `ftfrs-tracing` (a `tracing` layer over it); neither documents reusing table
+//! slots when the 32767/255 limits are reached, and neither is in the registry
+//! this workspace builds from (`cargo info` finds neither). What we need is
+//! small: a dozen record layouts, recycling tables, an allocation-free event path.
 #![forbid(unsafe_code)]
 
 mod error;
