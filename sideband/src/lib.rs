@@ -8,3 +8,4 @@ pub mod attr;
 pub mod auxtrace_info;
 pub mod record;
 pub mod sample;
+pub mod timeconv;
