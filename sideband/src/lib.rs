@@ -6,6 +6,7 @@
 
 pub mod attr;
 pub mod auxtrace_info;
+pub mod ordered;
 pub mod record;
 pub mod sample;
 pub mod timeconv;
