@@ -6,7 +6,17 @@
 
 pub mod attr;
 pub mod auxtrace_info;
+pub mod endian;
+pub mod error;
+pub mod feature;
+pub mod file;
+pub mod parse;
 pub mod ordered;
 pub mod record;
 pub mod sample;
+pub mod serialize;
+pub mod sink;
+pub mod writer;
+
+pub use error::Error;
 pub mod timeconv;

@@ -3,7 +3,7 @@
 //! from `tools/lib/perf/include/perf/event.h`).
 //!
 //! This module holds only the types; parsing and serialization live in
-//! [`crate::parse`] and [`crate::write`] so that every producer (perf.data
+//! [`crate::parse`] and [`crate::serialize`] so that every producer (perf.data
 //! files, ptrec's live rings, ptsim) builds the same values. Payloads that can
 //! be large (AUXTRACE data, unknown record bodies) are borrowed from the input.
 
@@ -53,6 +53,59 @@ pub mod kind {
     pub const HEADER_FEATURE: u32 = 80;
     pub const COMPRESSED: u32 = 81;
     pub const FINISHED_INIT: u32 = 82;
+
+    /// The record kind's name as perf prints it in `perf report -D`'s
+    /// "Aggregated stats" (`PERF_RECORD_` stripped).
+    pub fn name(kind: u32) -> &'static str {
+        match kind {
+            MMAP => "MMAP",
+            LOST => "LOST",
+            COMM => "COMM",
+            EXIT => "EXIT",
+            THROTTLE => "THROTTLE",
+            UNTHROTTLE => "UNTHROTTLE",
+            FORK => "FORK",
+            READ => "READ",
+            SAMPLE => "SAMPLE",
+            MMAP2 => "MMAP2",
+            AUX => "AUX",
+            ITRACE_START => "ITRACE_START",
+            LOST_SAMPLES => "LOST_SAMPLES",
+            SWITCH => "SWITCH",
+            SWITCH_CPU_WIDE => "SWITCH_CPU_WIDE",
+            NAMESPACES => "NAMESPACES",
+            KSYMBOL => "KSYMBOL",
+            BPF_EVENT => "BPF_EVENT",
+            CGROUP => "CGROUP",
+            TEXT_POKE => "TEXT_POKE",
+            AUX_OUTPUT_HW_ID => "AUX_OUTPUT_HW_ID",
+            HEADER_ATTR => "ATTR",
+            HEADER_EVENT_TYPE => "EVENT_TYPE",
+            HEADER_TRACING_DATA => "TRACING_DATA",
+            HEADER_BUILD_ID => "BUILD_ID",
+            FINISHED_ROUND => "FINISHED_ROUND",
+            ID_INDEX => "ID_INDEX",
+            AUXTRACE_INFO => "AUXTRACE_INFO",
+            AUXTRACE => "AUXTRACE",
+            AUXTRACE_ERROR => "AUXTRACE_ERROR",
+            THREAD_MAP => "THREAD_MAP",
+            CPU_MAP => "CPU_MAP",
+            STAT_CONFIG => "STAT_CONFIG",
+            STAT => "STAT",
+            STAT_ROUND => "STAT_ROUND",
+            EVENT_UPDATE => "EVENT_UPDATE",
+            TIME_CONV => "TIME_CONV",
+            HEADER_FEATURE => "FEATURE",
+            COMPRESSED => "COMPRESSED",
+            FINISHED_INIT => "FINISHED_INIT",
+            _ => "UNKNOWN",
+        }
+    }
+
+    /// Kernel records (below 64) carry the sample_id trailer when the attr has sample_id_all.
+    pub fn is_kernel(kind: u32) -> bool {
+        kind < HEADER_ATTR
+    }
 }
 
 /// `perf_event_header.misc` bits.
@@ -113,7 +166,12 @@ pub struct Event<'a> {
 /// MMAP2's file identity: inode numbers, or (with `misc::MMAP_BUILD_ID`) a build-id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileId {
-    Inode { maj: u32, min: u32, ino: u64, ino_generation: u64 },
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+        ino_generation: u64,
+    },
     /// At most 20 bytes.
     BuildId(Vec<u8>),
 }
@@ -189,45 +247,243 @@ pub enum Record<'a> {
     /// PERF_RECORD_MMAP (`file_id == None`) or MMAP2.
     Mmap(Mmap),
     /// PERF_RECORD_COMM; `misc::COMM_EXEC` in the event's misc marks exec.
-    Comm { pid: u32, tid: u32, comm: String },
+    Comm {
+        pid: u32,
+        tid: u32,
+        comm: String,
+    },
     Fork(Task),
     Exit(Task),
     /// PERF_RECORD_SWITCH; direction and preemption are in misc.
     Switch,
     /// PERF_RECORD_SWITCH_CPU_WIDE: the next (switch out) or previous (switch in) task.
-    SwitchCpuWide { next_prev_pid: u32, next_prev_tid: u32 },
-    Lost { id: u64, lost: u64 },
-    LostSamples { lost: u64 },
+    SwitchCpuWide {
+        next_prev_pid: u32,
+        next_prev_tid: u32,
+    },
+    Lost {
+        id: u64,
+        lost: u64,
+    },
+    LostSamples {
+        lost: u64,
+    },
     /// PERF_RECORD_AUX: new data in the AUX area; `flags` are `aux_flags::*`.
-    Aux { aux_offset: u64, aux_size: u64, flags: u64 },
-    ItraceStart { pid: u32, tid: u32 },
+    Aux {
+        aux_offset: u64,
+        aux_size: u64,
+        flags: u64,
+    },
+    ItraceStart {
+        pid: u32,
+        tid: u32,
+    },
     /// THROTTLE (`unthrottle == false`) or UNTHROTTLE.
-    Throttle { unthrottle: bool, time: u64, id: u64, stream_id: u64 },
-    Ksymbol { addr: u64, len: u32, ksym_type: u16, flags: u16, name: String },
-    TextPoke { addr: u64, old_bytes: Vec<u8>, new_bytes: Vec<u8> },
+    Throttle {
+        unthrottle: bool,
+        time: u64,
+        id: u64,
+        stream_id: u64,
+    },
+    Ksymbol {
+        addr: u64,
+        len: u32,
+        ksym_type: u16,
+        flags: u16,
+        name: String,
+    },
+    TextPoke {
+        addr: u64,
+        old_bytes: Vec<u8>,
+        new_bytes: Vec<u8>,
+    },
     /// PERF_RECORD_SAMPLE, decoded as far as the attr's sample_type describes it.
     Sample(crate::sample::Sample<'a>),
 
     /// perf's PERF_RECORD_HEADER_ATTR (pipe mode): an attr and its ids.
-    HeaderAttr { attr: crate::attr::Attr, ids: Vec<u64> },
+    HeaderAttr {
+        attr: crate::attr::Attr,
+        ids: Vec<u64>,
+    },
     /// PERF_RECORD_HEADER_FEATURE (pipe mode): one feature section's bytes.
-    HeaderFeature { feature: u64, data: Cow<'a, [u8]> },
+    HeaderFeature {
+        feature: u64,
+        data: Cow<'a, [u8]>,
+    },
     /// PERF_RECORD_HEADER_BUILD_ID (pipe mode), kept raw.
-    HeaderBuildId { data: Cow<'a, [u8]> },
-    /// PERF_RECORD_HEADER_TRACING_DATA (pipe mode): size of the data that follows the record.
-    HeaderTracingData { size: u32 },
+    HeaderBuildId {
+        data: Cow<'a, [u8]>,
+    },
+    /// PERF_RECORD_HEADER_TRACING_DATA: the tracing data that FOLLOWS the
+    /// record (its `size` field is `data.len()`, a multiple of 8).
+    HeaderTracingData {
+        data: Cow<'a, [u8]>,
+    },
     FinishedRound,
     FinishedInit,
+    /// PERF_RECORD_ID_INDEX; a record that also carries perf 6's
+    /// `id_index_entry_2` array (machine_pid, vcpu) is kept as `Unknown`.
     IdIndex(Vec<IdIndexEntry>),
     AuxtraceInfo(crate::auxtrace_info::AuxtraceInfo),
     Auxtrace(Auxtrace<'a>),
     /// PERF_RECORD_AUXTRACE_ERROR, kept raw.
-    AuxtraceError { data: Cow<'a, [u8]> },
+    AuxtraceError {
+        data: Cow<'a, [u8]>,
+    },
     /// PERF_RECORD_THREAD_MAP: (pid, comm) pairs.
     ThreadMap(Vec<(u64, String)>),
-    /// PERF_RECORD_CPU_MAP: the cpu numbers (whichever encoding perf used).
+    /// PERF_RECORD_CPU_MAP in its list encoding (`PERF_CPU_MAP__CPUS`); the
+    /// mask and range encodings are kept as `Unknown`.
     CpuMap(Vec<u32>),
     TimeConv(TimeConv),
-    /// Any other record type, kept as its body bytes (after the 8-byte header).
-    Unknown { kind: u32, body: Cow<'a, [u8]> },
+    /// Any other record type, or a known one in a layout this crate does not
+    /// type, kept as its body bytes: after the 8-byte header, and for kernel
+    /// records before the sample_id trailer (which is in [`Event::sample_id`]).
+    Unknown {
+        kind: u32,
+        body: Cow<'a, [u8]>,
+    },
+}
+
+impl Record<'_> {
+    /// The `perf_event_header.type` this record is written with.
+    pub fn kind(&self) -> u32 {
+        match self {
+            Record::Mmap(m) if m.file_id.is_some() => kind::MMAP2,
+            Record::Mmap(_) => kind::MMAP,
+            Record::Comm { .. } => kind::COMM,
+            Record::Fork(_) => kind::FORK,
+            Record::Exit(_) => kind::EXIT,
+            Record::Switch => kind::SWITCH,
+            Record::SwitchCpuWide { .. } => kind::SWITCH_CPU_WIDE,
+            Record::Lost { .. } => kind::LOST,
+            Record::LostSamples { .. } => kind::LOST_SAMPLES,
+            Record::Aux { .. } => kind::AUX,
+            Record::ItraceStart { .. } => kind::ITRACE_START,
+            Record::Throttle {
+                unthrottle: false, ..
+            } => kind::THROTTLE,
+            Record::Throttle {
+                unthrottle: true, ..
+            } => kind::UNTHROTTLE,
+            Record::Ksymbol { .. } => kind::KSYMBOL,
+            Record::TextPoke { .. } => kind::TEXT_POKE,
+            Record::Sample(_) => kind::SAMPLE,
+            Record::HeaderAttr { .. } => kind::HEADER_ATTR,
+            Record::HeaderFeature { .. } => kind::HEADER_FEATURE,
+            Record::HeaderBuildId { .. } => kind::HEADER_BUILD_ID,
+            Record::HeaderTracingData { .. } => kind::HEADER_TRACING_DATA,
+            Record::FinishedRound => kind::FINISHED_ROUND,
+            Record::FinishedInit => kind::FINISHED_INIT,
+            Record::IdIndex(_) => kind::ID_INDEX,
+            Record::AuxtraceInfo(_) => kind::AUXTRACE_INFO,
+            Record::Auxtrace(_) => kind::AUXTRACE,
+            Record::AuxtraceError { .. } => kind::AUXTRACE_ERROR,
+            Record::ThreadMap(_) => kind::THREAD_MAP,
+            Record::CpuMap(_) => kind::CPU_MAP,
+            Record::TimeConv(_) => kind::TIME_CONV,
+            Record::Unknown { kind, .. } => *kind,
+        }
+    }
+
+    /// A copy that owns its bytes (for keeping records past the input's lifetime).
+    pub fn into_owned(self) -> Record<'static> {
+        fn own(c: Cow<'_, [u8]>) -> Cow<'static, [u8]> {
+            Cow::Owned(c.into_owned())
+        }
+        match self {
+            Record::Mmap(m) => Record::Mmap(m),
+            Record::Comm { pid, tid, comm } => Record::Comm { pid, tid, comm },
+            Record::Fork(t) => Record::Fork(t),
+            Record::Exit(t) => Record::Exit(t),
+            Record::Switch => Record::Switch,
+            Record::SwitchCpuWide {
+                next_prev_pid,
+                next_prev_tid,
+            } => Record::SwitchCpuWide {
+                next_prev_pid,
+                next_prev_tid,
+            },
+            Record::Lost { id, lost } => Record::Lost { id, lost },
+            Record::LostSamples { lost } => Record::LostSamples { lost },
+            Record::Aux {
+                aux_offset,
+                aux_size,
+                flags,
+            } => Record::Aux {
+                aux_offset,
+                aux_size,
+                flags,
+            },
+            Record::ItraceStart { pid, tid } => Record::ItraceStart { pid, tid },
+            Record::Throttle {
+                unthrottle,
+                time,
+                id,
+                stream_id,
+            } => Record::Throttle {
+                unthrottle,
+                time,
+                id,
+                stream_id,
+            },
+            Record::Ksymbol {
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            } => Record::Ksymbol {
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            },
+            Record::TextPoke {
+                addr,
+                old_bytes,
+                new_bytes,
+            } => Record::TextPoke {
+                addr,
+                old_bytes,
+                new_bytes,
+            },
+            Record::Sample(s) => Record::Sample(s.into_owned()),
+            Record::HeaderAttr { attr, ids } => Record::HeaderAttr { attr, ids },
+            Record::HeaderFeature { feature, data } => Record::HeaderFeature {
+                feature,
+                data: own(data),
+            },
+            Record::HeaderBuildId { data } => Record::HeaderBuildId { data: own(data) },
+            Record::HeaderTracingData { data } => Record::HeaderTracingData { data: own(data) },
+            Record::FinishedRound => Record::FinishedRound,
+            Record::FinishedInit => Record::FinishedInit,
+            Record::IdIndex(v) => Record::IdIndex(v),
+            Record::AuxtraceInfo(i) => Record::AuxtraceInfo(i),
+            Record::Auxtrace(a) => Record::Auxtrace(Auxtrace {
+                data: own(a.data),
+                ..a
+            }),
+            Record::AuxtraceError { data } => Record::AuxtraceError { data: own(data) },
+            Record::ThreadMap(v) => Record::ThreadMap(v),
+            Record::CpuMap(v) => Record::CpuMap(v),
+            Record::TimeConv(t) => Record::TimeConv(t),
+            Record::Unknown { kind, body } => Record::Unknown {
+                kind,
+                body: own(body),
+            },
+        }
+    }
+}
+
+impl Event<'_> {
+    /// A copy that owns its bytes.
+    pub fn into_owned(self) -> Event<'static> {
+        Event {
+            misc: self.misc,
+            record: self.record.into_owned(),
+            sample_id: self.sample_id,
+        }
+    }
 }

@@ -1,0 +1,528 @@
+//! Reading perf.data (`tools/perf/util/header.c`, `session.c`): file mode
+//! (header, attrs and their ids, data section, feature sections) and pipe mode
+//! (`perf record -o -`: a 16-byte header, then attrs and features as records).
+//!
+//! The reader works on `&'a [u8]` and hands out [`Event<'a>`]s whose large
+//! payloads (AUXTRACE data) borrow from it. This crate forbids `unsafe`, so it
+//! does not map files itself: the caller either reads the file into a `Vec`
+//! or maps it (memmap2's `Mmap` derefs to `&[u8]`) where its unsafe code lives.
+//!
+//! ```text
+//! struct perf_file_section { u64 offset; u64 size; };
+//! struct perf_file_header {
+//!     u64                      magic;        /* "PERFILE2", its byte order is the file's */
+//!     u64                      size;         /* sizeof(perf_file_header) = 104 */
+//!     u64                      attr_size;    /* sizeof(perf_file_attr): attr + ids section */
+//!     struct perf_file_section attrs;
+//!     struct perf_file_section data;
+//!     struct perf_file_section event_types;  /* unused */
+//!     DECLARE_BITMAP(adds_features, 256);    /* one perf_file_section each, after the data */
+//! };
+//! struct perf_pipe_file_header { u64 magic; u64 size; /* = 16 */ };
+//! ```
+//!
+//! A file whose header was never finalized (`data.size == 0`: the recorder
+//! was killed) is read from the data offset up to its last complete record,
+//! with a warning, and its feature sections are ignored. perf prints the same
+//! warning ("data size field is 0"); perf 6.1 then reads no records at all.
+
+use crate::attr::{Attr, AttrSet};
+use crate::endian::{Be, ByteOrder, Cursor, Endian, Le, Malformed};
+use crate::error::Error;
+use crate::feature::{self, Features, Section};
+use crate::parse::{self, RawRecord, RecordHeader, HEADER_LEN};
+use crate::record::{kind, Event};
+
+/// perf.data's magic, "PERFILE2", as a little-endian u64.
+pub const MAGIC: u64 = 0x3245_4c49_4652_4550;
+/// `sizeof(struct perf_file_header)`.
+pub const FILE_HEADER_LEN: u64 = 104;
+/// `sizeof(struct perf_pipe_file_header)`.
+pub const PIPE_HEADER_LEN: u64 = 16;
+/// `sizeof(struct perf_file_section)`.
+pub const SECTION_LEN: u64 = 16;
+
+/// A `perf_file_section`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileSection {
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The header of a file-mode perf.data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileHeader {
+    pub size: u64,
+    pub attr_size: u64,
+    pub attrs: FileSection,
+    pub data: FileSection,
+    pub event_types: FileSection,
+    pub adds_features: [u64; 4],
+}
+
+impl FileHeader {
+    /// Whether feature bit `id` is set.
+    pub fn has_feature(&self, id: u32) -> bool {
+        self.adds_features
+            .get((id / 64) as usize)
+            .is_some_and(|w| w >> (id % 64) & 1 != 0)
+    }
+}
+
+/// A parsed perf.data file or pipe stream over borrowed bytes.
+#[derive(Debug, Clone)]
+pub struct PerfFile<'a> {
+    bytes: &'a [u8],
+    order: ByteOrder,
+    header: Option<FileHeader>,
+    attrs: AttrSet,
+    features: Features<'a>,
+    data_start: usize,
+    data_end: usize,
+    warnings: Vec<String>,
+}
+
+impl<'a> PerfFile<'a> {
+    /// Parses the header, attrs and features and checks the framing of every
+    /// record (sizes, AUXTRACE payloads); record bodies are parsed when
+    /// iterated with [`PerfFile::events`].
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, Error> {
+        let mut m = [0u8; 8];
+        m.copy_from_slice(bytes.get(..8).ok_or_else(|| Error::Header {
+            what: format!("{} bytes are too few for a perf.data header", bytes.len()),
+        })?);
+        let magic = u64::from_le_bytes(m);
+        if magic == MAGIC {
+            Self::parse_impl::<Le>(bytes)
+        } else if magic == MAGIC.swap_bytes() {
+            Self::parse_impl::<Be>(bytes)
+        } else {
+            Err(Error::BadMagic { magic })
+        }
+    }
+
+    fn parse_impl<E: Endian>(bytes: &'a [u8]) -> Result<Self, Error> {
+        let hdr_err = |what: String| Error::Header { what };
+        let mut c = Cursor::<E>::new(bytes);
+        let _magic = c.u64("magic").map_err(|m| hdr_err(m.0))?;
+        let size = c.u64("size").map_err(|m| hdr_err(m.0))?;
+        let mut f = PerfFile {
+            bytes,
+            order: E::ORDER,
+            header: None,
+            attrs: AttrSet::new(),
+            features: Features::new(E::ORDER),
+            data_start: 0,
+            data_end: 0,
+            warnings: Vec::new(),
+        };
+        if size == PIPE_HEADER_LEN {
+            f.data_start = PIPE_HEADER_LEN as usize;
+            f.scan_pipe::<E>()?;
+            return Ok(f);
+        }
+        // 72 is the header before the feature bitmap existed.
+        if size != FILE_HEADER_LEN && size != 72 {
+            return Err(hdr_err(format!(
+                "header size {size}, expected 104 (file) or 16 (pipe)"
+            )));
+        }
+        let h = Self::read_header::<E>(&mut c, size).map_err(|m| hdr_err(m.0))?;
+        f.header = Some(h);
+        f.read_attrs::<E>(&h)?;
+        let len = bytes.len() as u64;
+        let unfinalized = h.data.size == 0;
+        let data_end = if unfinalized {
+            f.warnings.push(format!(
+                "the header's data size is 0 (the recorder did not finish): records read from offset {:#x} \
+                 up to the last complete one, feature sections ignored",
+                h.data.offset
+            ));
+            len
+        } else {
+            h.data
+                .offset
+                .checked_add(h.data.size)
+                .filter(|&e| e <= len)
+                .ok_or_else(|| {
+                    hdr_err(format!(
+                        "data section {:#x}+{:#x} runs past the end of the {len}-byte file",
+                        h.data.offset, h.data.size
+                    ))
+                })?
+        };
+        if h.data.offset < h.size || h.data.offset > len {
+            return Err(hdr_err(format!(
+                "data offset {:#x} is outside the file",
+                h.data.offset
+            )));
+        }
+        f.data_start = h.data.offset as usize;
+        f.data_end = data_end as usize;
+        f.scan::<E>(unfinalized, false)?;
+        if !unfinalized {
+            f.read_features::<E>(&h)?;
+        }
+        Ok(f)
+    }
+
+    fn read_header<E: Endian>(c: &mut Cursor<'_, E>, size: u64) -> Result<FileHeader, Malformed> {
+        let sect = |c: &mut Cursor<'_, E>, what: &str| -> Result<FileSection, Malformed> {
+            Ok(FileSection {
+                offset: c.u64(what)?,
+                size: c.u64(what)?,
+            })
+        };
+        let attr_size = c.u64("attr_size")?;
+        let attrs = sect(c, "attrs section")?;
+        let data = sect(c, "data section")?;
+        let event_types = sect(c, "event_types section")?;
+        let mut adds_features = [0u64; 4];
+        if size == FILE_HEADER_LEN {
+            for w in &mut adds_features {
+                *w = c.u64("adds_features")?;
+            }
+        }
+        Ok(FileHeader {
+            size,
+            attr_size,
+            attrs,
+            data,
+            event_types,
+            adds_features,
+        })
+    }
+
+    fn read_attrs<E: Endian>(&mut self, h: &FileHeader) -> Result<(), Error> {
+        if h.attr_size == 0 {
+            return Err(Error::Header {
+                what: "attr_size is 0".into(),
+            });
+        }
+        let region = h
+            .attrs
+            .offset
+            .checked_add(h.attrs.size)
+            .and_then(|end| self.bytes.get(h.attrs.offset as usize..end as usize))
+            .ok_or_else(|| Error::Header {
+                what: format!(
+                    "attrs section {:#x}+{:#x} runs past the end of the file",
+                    h.attrs.offset, h.attrs.size
+                ),
+            })?;
+        let stride = usize::try_from(h.attr_size).unwrap_or(usize::MAX);
+        for (index, entry) in region.chunks(stride).enumerate() {
+            let offset = h.attrs.offset + (index * stride) as u64;
+            let err = |what: String| Error::Attr {
+                index,
+                offset,
+                what,
+            };
+            if entry.len() < stride {
+                // perf ignores a partial trailing entry (nr_attrs = size / attr_size).
+                break;
+            }
+            let (attr, used) = Attr::parse::<E>(entry).map_err(|m| err(m.0))?;
+            let mut c = Cursor::<E>::new(entry.get(used..).unwrap_or_default());
+            let ids_off = c.u64("ids.offset").map_err(|m| err(m.0))?;
+            let ids_size = c.u64("ids.size").map_err(|m| err(m.0))?;
+            let ids_bytes = ids_off
+                .checked_add(ids_size)
+                .and_then(|end| self.bytes.get(ids_off as usize..end as usize))
+                .ok_or_else(|| {
+                    err(format!(
+                        "ids section {ids_off:#x}+{ids_size:#x} runs past the end of the file"
+                    ))
+                })?;
+            let mut ic = Cursor::<E>::new(ids_bytes);
+            let n = ids_bytes.len() / 8;
+            let ids = (0..n)
+                .map(|_| ic.u64("id"))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| err(m.0))?;
+            self.attrs.push(attr, ids);
+        }
+        Ok(())
+    }
+
+    fn read_features<E: Endian>(&mut self, h: &FileHeader) -> Result<(), Error> {
+        let table = h.data.offset.saturating_add(h.data.size);
+        let mut n = 0u64;
+        for fid in 1..feature::id::BITS {
+            if !h.has_feature(fid) {
+                continue;
+            }
+            let at = table + n * SECTION_LEN;
+            n += 1;
+            let ferr = |what: String| Error::Feature {
+                feature: feature::id::name(fid),
+                offset: at,
+                what,
+            };
+            let entry = self
+                .bytes
+                .get(at as usize..(at + SECTION_LEN) as usize)
+                .ok_or_else(|| {
+                    ferr("the feature section table runs past the end of the file".into())
+                })?;
+            let mut c = Cursor::<E>::new(entry);
+            let s = FileSection {
+                offset: c.u64("offset").map_err(|m| ferr(m.0))?,
+                size: c.u64("size").map_err(|m| ferr(m.0))?,
+            };
+            let data = s
+                .offset
+                .checked_add(s.size)
+                .and_then(|end| self.bytes.get(s.offset as usize..end as usize))
+                .ok_or_else(|| {
+                    ferr(format!(
+                        "section {:#x}+{:#x} runs past the end of the file",
+                        s.offset, s.size
+                    ))
+                })?;
+            self.features.insert(
+                fid,
+                Section {
+                    offset: s.offset,
+                    data,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Pipe mode: frames every record, collects HEADER_ATTR and HEADER_FEATURE.
+    fn scan_pipe<E: Endian>(&mut self) -> Result<(), Error> {
+        self.data_end = self.bytes.len();
+        self.scan::<E>(true, true)
+    }
+
+    /// Frames the records from `data_start` to `data_end`. `lenient`: an
+    /// incomplete last record ends the data with a warning instead of an error.
+    fn scan<E: Endian>(&mut self, lenient: bool, pipe: bool) -> Result<(), Error> {
+        let mut pos = self.data_start;
+        let mut warned_compressed = false;
+        loop {
+            match next_raw::<E>(self.bytes, pos, self.data_end) {
+                Ok(None) => break,
+                Ok(Some(r)) => {
+                    pos += r.stream_len();
+                    if r.header.kind == kind::COMPRESSED && !warned_compressed {
+                        warned_compressed = true;
+                        self.warnings.push(format!(
+                            "COMPRESSED records (perf record -z) are not decompressed; the first is at offset {:#x}",
+                            r.offset
+                        ));
+                    }
+                    if pipe {
+                        self.pipe_record::<E>(&r)?;
+                    }
+                }
+                Err(Incomplete::Truncated(what)) if lenient => {
+                    self.warnings.push(format!(
+                        "the data ends inside a record at offset {pos:#x} ({what}); read up to there"
+                    ));
+                    break;
+                }
+                Err(Incomplete::Truncated(what)) | Err(Incomplete::Malformed(what)) => {
+                    let k = RecordHeader::parse::<E>(self.bytes.get(pos..).unwrap_or_default())
+                        .map_or(u32::MAX, |h| h.kind);
+                    return Err(Error::record(pos as u64, k, what));
+                }
+            }
+        }
+        self.data_end = pos;
+        Ok(())
+    }
+
+    fn pipe_record<E: Endian>(&mut self, r: &RawRecord<'a>) -> Result<(), Error> {
+        match r.header.kind {
+            kind::HEADER_ATTR | kind::HEADER_FEATURE => {
+                match parse::parse_event::<E>(&AttrSet::new(), r)?.record {
+                    crate::record::Record::HeaderAttr { attr, ids } => {
+                        self.attrs.push(attr, ids);
+                    }
+                    crate::record::Record::HeaderFeature { feature, data } => {
+                        if let (Ok(fid), std::borrow::Cow::Borrowed(data)) =
+                            (u32::try_from(feature), data)
+                        {
+                            if fid != feature::id::RESERVED && fid < feature::id::BITS {
+                                self.features.insert(
+                                    fid,
+                                    Section {
+                                        offset: r.offset,
+                                        data,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The input's byte order.
+    pub fn byte_order(&self) -> ByteOrder {
+        self.order
+    }
+
+    /// Pipe mode (`perf record -o -`).
+    pub fn is_pipe(&self) -> bool {
+        self.header.is_none()
+    }
+
+    /// The file header (file mode only).
+    pub fn header(&self) -> Option<&FileHeader> {
+        self.header.as_ref()
+    }
+
+    /// The attrs with their ids (from the attrs section, or HEADER_ATTR records in pipe mode).
+    pub fn attrs(&self) -> &AttrSet {
+        &self.attrs
+    }
+
+    /// The feature sections (from the section table, or HEADER_FEATURE records in pipe mode).
+    pub fn features(&self) -> &Features<'a> {
+        &self.features
+    }
+
+    /// What was odd but readable (unfinalized header, truncated tail, ...).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Offsets of the first record and the end of the last complete one.
+    pub fn data_range(&self) -> std::ops::Range<u64> {
+        self.data_start as u64..self.data_end as u64
+    }
+
+    /// The records, framed but not parsed (kind, misc, bytes, payload).
+    pub fn raw_records(&self) -> RawRecords<'a> {
+        RawRecords {
+            bytes: self.bytes,
+            pos: self.data_start,
+            end: self.data_end,
+            order: self.order,
+        }
+    }
+
+    /// The records, parsed; stops after the first error.
+    pub fn events<'f>(&'f self) -> Events<'f, 'a> {
+        Events {
+            file: self,
+            raw: self.raw_records(),
+            failed: false,
+        }
+    }
+
+    /// Parses one framed record with this file's byte order and attrs.
+    pub fn parse_raw(&self, r: &RawRecord<'a>) -> Result<Event<'a>, Error> {
+        match self.order {
+            ByteOrder::Little => parse::parse_event::<Le>(&self.attrs, r),
+            ByteOrder::Big => parse::parse_event::<Be>(&self.attrs, r),
+        }
+    }
+}
+
+enum Incomplete {
+    /// The bytes end inside the record.
+    Truncated(String),
+    /// The record's header cannot be right (size below 8).
+    Malformed(String),
+}
+
+/// Frames the record at `pos` (ending before `end`), AUXTRACE payload included.
+fn next_raw<E: Endian>(
+    bytes: &[u8],
+    pos: usize,
+    end: usize,
+) -> Result<Option<RawRecord<'_>>, Incomplete> {
+    if pos >= end {
+        return Ok(None);
+    }
+    let avail = bytes.get(pos..end).unwrap_or_default();
+    let h = RecordHeader::parse::<E>(avail).ok_or_else(|| {
+        Incomplete::Truncated(format!("{} bytes left, a header needs 8", avail.len()))
+    })?;
+    let size = usize::from(h.size);
+    if size < HEADER_LEN {
+        return Err(Incomplete::Malformed(format!(
+            "header.size {size} is below the header's 8 bytes"
+        )));
+    }
+    let rec = avail.get(..size).ok_or_else(|| {
+        Incomplete::Truncated(format!(
+            "{} record of {size} bytes, {} left",
+            kind::name(h.kind),
+            avail.len()
+        ))
+    })?;
+    let plen = parse::payload_len::<E>(&h, rec).map_err(|m| Incomplete::Malformed(m.0))?;
+    let payload = usize::try_from(plen)
+        .ok()
+        .and_then(|p| avail.get(size..size.checked_add(p)?))
+        .ok_or_else(|| {
+            Incomplete::Truncated(format!(
+                "{} record announcing {plen} bytes of data, {} left",
+                kind::name(h.kind),
+                avail.len() - size
+            ))
+        })?;
+    Ok(Some(RawRecord {
+        offset: pos as u64,
+        header: h,
+        bytes: rec,
+        payload,
+    }))
+}
+
+/// Iterator over framed records; see [`PerfFile::raw_records`].
+#[derive(Debug, Clone)]
+pub struct RawRecords<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: usize,
+    order: ByteOrder,
+}
+
+impl<'a> Iterator for RawRecords<'a> {
+    type Item = RawRecord<'a>;
+
+    fn next(&mut self) -> Option<RawRecord<'a>> {
+        // The range was framed when the file was parsed: this cannot fail.
+        let r = match self.order {
+            ByteOrder::Little => next_raw::<Le>(self.bytes, self.pos, self.end),
+            ByteOrder::Big => next_raw::<Be>(self.bytes, self.pos, self.end),
+        }
+        .ok()
+        .flatten()?;
+        self.pos += r.stream_len();
+        Some(r)
+    }
+}
+
+/// Iterator over parsed records with their offsets; see [`PerfFile::events`].
+#[derive(Debug)]
+pub struct Events<'f, 'a> {
+    file: &'f PerfFile<'a>,
+    raw: RawRecords<'a>,
+    failed: bool,
+}
+
+impl<'a> Iterator for Events<'_, 'a> {
+    type Item = Result<(u64, Event<'a>), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let r = self.raw.next()?;
+        let ev = self.file.parse_raw(&r);
+        self.failed = ev.is_err();
+        Some(ev.map(|e| (r.offset, e)))
+    }
+}

@@ -1,0 +1,292 @@
+//! Writing perf.data, in file mode over a `Write + Seek` sink and in pipe mode
+//! over any `Write` (for `ptrec -o -`). Records go through the same
+//! serializer as everything else ([`crate::serialize`]); all integers are
+//! little-endian.
+//!
+//! File layout, as `perf record` writes it: the 104-byte header (a
+//! placeholder until [`FileWriter::finish`]), the ids of every attr, the attrs
+//! section (`perf_event_attr` + ids `perf_file_section` each), the data
+//! records, then the feature section table and the sections, and finally the
+//! header rewritten with the data size and the feature bitmap.
+//!
+//! AUXTRACE records are indexed as they are written and the index is stored
+//! as the AUXTRACE feature, which perf uses to queue the trace buffers of the
+//! whole file before decoding (`auxtrace_queues__process_index`); perf checks
+//! each entry's size against the record's `header.size`.
+
+use std::collections::BTreeMap;
+use std::io::{Seek, SeekFrom, Write};
+
+use crate::attr::{AttrSet, ATTR_SIZE_VER8};
+use crate::error::Error;
+use crate::feature::{self, AuxtraceIndexEntry};
+use crate::file::{FILE_HEADER_LEN, MAGIC, PIPE_HEADER_LEN, SECTION_LEN};
+use crate::parse::HEADER_LEN;
+use crate::record::{kind, Event, Record};
+use crate::serialize::serialize_event;
+use crate::sink::{Buf, Sink};
+
+/// A file-mode perf.data writer. The sink must be empty (positioned at 0).
+#[derive(Debug)]
+pub struct FileWriter<W: Write + Seek> {
+    sink: Sink<W>,
+    attrs: AttrSet,
+    attr_size: u64,
+    attrs_section: (u64, u64),
+    data_offset: u64,
+    features: BTreeMap<u32, Vec<u8>>,
+    index: Vec<AuxtraceIndexEntry>,
+    auto_index: bool,
+    buf: Vec<u8>,
+}
+
+impl<W: Write + Seek> FileWriter<W> {
+    /// Writes the header placeholder, the ids and the attrs. All attrs must
+    /// have the same size (perf reads them with one stride).
+    pub fn new(inner: W, attrs: AttrSet) -> Result<Self, Error> {
+        let attr_len = attrs
+            .entries()
+            .first()
+            .map_or(ATTR_SIZE_VER8 as usize, |e| e.attr.encoded_len());
+        if attrs
+            .entries()
+            .iter()
+            .any(|e| e.attr.encoded_len() != attr_len)
+        {
+            return Err(Error::unwritable(
+                "attrs section",
+                "attrs of different sizes",
+            ));
+        }
+        let mut sink = Sink::new(inner, 0);
+        sink.zeros(FILE_HEADER_LEN as usize)?;
+        let mut ids_at = Vec::with_capacity(attrs.len());
+        for e in attrs.entries() {
+            ids_at.push((sink.pos(), 8 * e.ids.len() as u64));
+            for id in &e.ids {
+                sink.u64(*id)?;
+            }
+        }
+        let attrs_offset = sink.pos();
+        let mut b = Buf::buf();
+        for (e, (off, size)) in attrs.entries().iter().zip(&ids_at) {
+            e.attr.write(&mut b)?;
+            b.u64(*off)?;
+            b.u64(*size)?;
+        }
+        sink.bytes(b.as_slice())?;
+        let data_offset = sink.pos();
+        Ok(FileWriter {
+            sink,
+            attr_size: attr_len as u64 + SECTION_LEN,
+            attrs_section: (attrs_offset, data_offset - attrs_offset),
+            attrs,
+            data_offset,
+            features: BTreeMap::new(),
+            index: Vec::new(),
+            auto_index: true,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The attrs records are laid out with.
+    pub fn attrs(&self) -> &AttrSet {
+        &self.attrs
+    }
+
+    /// File offset of the next record.
+    pub fn pos(&self) -> u64 {
+        self.sink.pos()
+    }
+
+    /// Writes one record (and the data following an AUXTRACE record); returns its offset.
+    pub fn write_event(&mut self, ev: &Event<'_>) -> Result<u64, Error> {
+        self.buf.clear();
+        let rec_len = serialize_event(&self.attrs, ev, &mut self.buf)?;
+        let at = self.sink.pos();
+        if matches!(ev.record, Record::Auxtrace(_)) {
+            self.index.push(AuxtraceIndexEntry {
+                file_offset: at,
+                size: rec_len as u64,
+            });
+        }
+        self.sink.bytes(&self.buf)?;
+        Ok(at)
+    }
+
+    /// Writes a record's bytes as they are (little-endian, e.g. from a
+    /// perf ring), with the data following it for AUXTRACE; returns its offset.
+    pub fn write_raw(&mut self, record: &[u8], following: &[u8]) -> Result<u64, Error> {
+        check_raw(record)?;
+        let at = self.sink.pos();
+        if record.get(..4) == Some(&kind::AUXTRACE.to_le_bytes()) {
+            self.index.push(AuxtraceIndexEntry {
+                file_offset: at,
+                size: record.len() as u64,
+            });
+        }
+        self.sink.bytes(record)?;
+        self.sink.bytes(following)?;
+        Ok(at)
+    }
+
+    /// Sets a feature section's bytes (see [`crate::feature`] for encoders).
+    pub fn set_feature(&mut self, id: u32, data: Vec<u8>) -> Result<(), Error> {
+        if id == feature::id::RESERVED || id >= feature::id::BITS {
+            return Err(Error::unwritable(
+                "feature section",
+                format!("feature id {id} is outside 1..256"),
+            ));
+        }
+        self.features.insert(id, data);
+        Ok(())
+    }
+
+    /// Whether to store the index of the AUXTRACE records written (default:
+    /// yes, when there are any; it replaces an AUXTRACE section set by hand).
+    pub fn set_auxtrace_index(&mut self, on: bool) {
+        self.auto_index = on;
+    }
+
+    /// Writes the feature sections and the final header; returns the sink.
+    pub fn finish(mut self) -> Result<W, Error> {
+        let data_size = self.sink.pos() - self.data_offset;
+        if self.auto_index && !self.index.is_empty() {
+            self.features.insert(
+                feature::id::AUXTRACE,
+                feature::encode_auxtrace_index(&self.index),
+            );
+        }
+        let table = self.sink.pos();
+        let mut next = table + SECTION_LEN * self.features.len() as u64;
+        let mut bitmap = [0u64; 4];
+        for (id, data) in &self.features {
+            bitmap[(id / 64) as usize] |= 1 << (id % 64);
+            self.sink.u64(next)?;
+            self.sink.u64(data.len() as u64)?;
+            next += data.len() as u64;
+        }
+        for data in self.features.values() {
+            self.sink.bytes(data)?;
+        }
+        let mut h = Buf::buf();
+        h.u64(MAGIC)?;
+        h.u64(FILE_HEADER_LEN)?;
+        h.u64(self.attr_size)?;
+        h.u64(self.attrs_section.0)?;
+        h.u64(self.attrs_section.1)?;
+        h.u64(self.data_offset)?;
+        h.u64(data_size)?;
+        h.u64(0)?;
+        h.u64(0)?;
+        for w in bitmap {
+            h.u64(w)?;
+        }
+        let mut inner = self.sink.into_inner();
+        inner.seek(SeekFrom::Start(0))?;
+        inner.write_all(h.as_slice())?;
+        inner.seek(SeekFrom::End(0))?;
+        inner.flush()?;
+        Ok(inner)
+    }
+}
+
+/// A pipe-mode perf.data writer: the 16-byte pipe header, then HEADER_ATTR
+/// records for the attrs; features are HEADER_FEATURE records.
+#[derive(Debug)]
+pub struct PipeWriter<W: Write> {
+    sink: Sink<W>,
+    attrs: AttrSet,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> PipeWriter<W> {
+    /// Writes the pipe header and one HEADER_ATTR record per attr.
+    pub fn new(inner: W, attrs: AttrSet) -> Result<Self, Error> {
+        let mut sink = Sink::new(inner, 0);
+        sink.u64(MAGIC)?;
+        sink.u64(PIPE_HEADER_LEN)?;
+        let mut w = PipeWriter {
+            sink,
+            attrs: AttrSet::new(),
+            buf: Vec::new(),
+        };
+        for e in attrs.entries() {
+            w.write_event(&Event {
+                misc: 0,
+                record: Record::HeaderAttr {
+                    attr: e.attr,
+                    ids: e.ids.clone(),
+                },
+                sample_id: Default::default(),
+            })?;
+        }
+        w.attrs = attrs;
+        Ok(w)
+    }
+
+    pub fn attrs(&self) -> &AttrSet {
+        &self.attrs
+    }
+
+    /// Stream offset of the next record.
+    pub fn pos(&self) -> u64 {
+        self.sink.pos()
+    }
+
+    /// Writes a HEADER_FEATURE record (at most 65519 bytes of data).
+    pub fn write_feature(&mut self, id: u32, data: &[u8]) -> Result<u64, Error> {
+        if id == feature::id::RESERVED || id >= feature::id::BITS {
+            return Err(Error::unwritable(
+                "HEADER_FEATURE",
+                format!("feature id {id} is outside 1..256"),
+            ));
+        }
+        self.write_event(&Event {
+            misc: 0,
+            record: Record::HeaderFeature {
+                feature: u64::from(id),
+                data: data.into(),
+            },
+            sample_id: Default::default(),
+        })
+    }
+
+    /// Writes one record (and the data following an AUXTRACE record); returns its offset.
+    pub fn write_event(&mut self, ev: &Event<'_>) -> Result<u64, Error> {
+        self.buf.clear();
+        serialize_event(&self.attrs, ev, &mut self.buf)?;
+        let at = self.sink.pos();
+        self.sink.bytes(&self.buf)?;
+        Ok(at)
+    }
+
+    /// Writes a record's bytes as they are, with the data following it.
+    pub fn write_raw(&mut self, record: &[u8], following: &[u8]) -> Result<u64, Error> {
+        check_raw(record)?;
+        let at = self.sink.pos();
+        self.sink.bytes(record)?;
+        self.sink.bytes(following)?;
+        Ok(at)
+    }
+
+    /// Flushes and returns the sink.
+    pub fn finish(mut self) -> Result<W, Error> {
+        self.sink.get_mut().flush()?;
+        Ok(self.sink.into_inner())
+    }
+}
+
+fn check_raw(record: &[u8]) -> Result<(), Error> {
+    let size = record.get(6..8).map(|s| u16::from_le_bytes([s[0], s[1]]));
+    if record.len() < HEADER_LEN
+        || size != Some(record.len() as u16)
+        || record.len() > usize::from(u16::MAX)
+    {
+        return Err(Error::unwritable(
+            "raw record",
+            format!("{} bytes whose header.size is {size:?}", record.len()),
+        ));
+    }
+    Ok(())
+}
