@@ -10,13 +10,13 @@ pub mod endian;
 pub mod error;
 pub mod feature;
 pub mod file;
-pub mod parse;
 pub mod ordered;
+pub mod parse;
 pub mod record;
 pub mod sample;
 pub mod serialize;
 pub mod sink;
+pub mod timeconv;
 pub mod writer;
 
 pub use error::Error;
-pub mod timeconv;
