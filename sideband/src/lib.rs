@@ -17,6 +17,7 @@ pub mod sample;
 pub mod serialize;
 pub mod sink;
 pub mod timeconv;
+pub mod timeline;
 pub mod writer;
 
 pub use error::Error;
