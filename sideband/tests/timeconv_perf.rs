@@ -13,9 +13,11 @@ use std::process::Command;
 use sideband::timeconv::TscConversion;
 
 fn realdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/realdata")
-        .join(name)
+    let dir = std::env::var_os("PT_REALDATA").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/realdata"),
+        PathBuf::from,
+    );
+    dir.join(name)
 }
 
 /// The workspace's policy for missing tools (see `tests/src/lib.rs`).
