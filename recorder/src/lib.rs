@@ -1,1 +1,7 @@
-//! Library half of the binary: the work lives here, main.rs parses arguments.
+//! ptrec, the library half: everything the `ptrec` binary does, and the
+//! sideband capture that `ptsim` shares with it. Unsafe code lives only in
+//! [`sys`] (syscalls, mappings) and [`ring`] (volatile ring access).
+
+pub mod ring;
+pub mod sideband_capture;
+pub mod sys;
