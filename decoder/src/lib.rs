@@ -1,1 +1,5 @@
-//! Library half of the binary: the work lives here, main.rs parses arguments.
+//! ptdec, the library half: reads a trace dir or perf.data, decodes its Intel
+//! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
+//! arguments and prints errors.
+
+pub mod ops;

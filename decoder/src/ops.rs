@@ -1,0 +1,76 @@
+//! The contract between the decoding stage (libipt over one AUX buffer, with
+//! sideband applied: `decode`) and the call-stack stage (`stack`, which turns
+//! a thread's control flow into nested slices for FTF). Decoding emits, per
+//! thread, the control transfers that matter for call stacks and the places
+//! where the trace has holes; nothing here knows about symbols or FTF.
+
+/// Where a point in the trace sits in time. `time` is perf time in ns (the
+/// sideband's clock, converted from TSC/MTC/CYC); `insns` counts instructions
+/// the thread executed in the traced region so far; `cycles` counts core
+/// cycles from CYC packets when the trace has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamp {
+    pub time: u64,
+    pub insns: u64,
+    pub cycles: Option<u64>,
+}
+
+/// Why a thread's control flow has a hole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GapKind {
+    /// Internal buffer overflow (OVF): the hardware lost packets.
+    Overflow,
+    /// The AUX buffer was truncated or data was lost (PERF_RECORD_AUX flags, LOST).
+    LostData,
+    /// A decode error; the text names it (libipt's error and the offset).
+    DecodeError(String),
+    /// No image for the code at `ip`: instructions there cannot be followed.
+    NoImage { ip: u64 },
+}
+
+/// One step of a thread's traced control flow, in execution order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Tracing of this thread (re)starts at `ip` (after a PSB, TIP.PGE,
+    /// a context switch in, or after a gap). The first `Enabled` of a thread
+    /// has `first == true`.
+    Enabled { at: Stamp, ip: u64, first: bool },
+    /// Tracing stops at `ip` (syscall, interrupt, switch out, end of trace):
+    /// the time until the next `Enabled` is untraced. `kernel` is true when the
+    /// thread is known to be in the kernel (syscall or async exit with
+    /// user-only tracing).
+    Disabled { at: Stamp, ip: u64, kernel: bool },
+    /// A call instruction at `from` transferred to `to`.
+    Call { at: Stamp, from: u64, to: u64 },
+    /// A return instruction at `from` went to `to`.
+    Return { at: Stamp, from: u64, to: u64 },
+    /// An unconditional jump at `from` to `to` (direct or indirect); the stack
+    /// stage decides whether it is a tail call (a jump to a function's entry).
+    Jump { at: Stamp, from: u64, to: u64 },
+    /// The flow has a hole; after it the call stack restarts, never guessed.
+    Gap { at: Stamp, kind: GapKind, offset: u64 },
+    /// The thread's part of this buffer ends (end of data); open frames close here.
+    End { at: Stamp },
+}
+
+impl Op {
+    /// The stamp of this step.
+    pub fn stamp(&self) -> Stamp {
+        match self {
+            Op::Enabled { at, .. }
+            | Op::Disabled { at, .. }
+            | Op::Call { at, .. }
+            | Op::Return { at, .. }
+            | Op::Jump { at, .. }
+            | Op::Gap { at, .. }
+            | Op::End { at } => *at,
+        }
+    }
+}
+
+/// Receives the decoded steps of each thread. Steps of one thread arrive in
+/// order; steps of different threads may interleave.
+pub trait OpSink {
+    /// One step of thread `tid` of process `pid`.
+    fn op(&mut self, pid: u32, tid: u32, op: Op);
+}
