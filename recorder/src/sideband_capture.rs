@@ -13,6 +13,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use perf_event_open_sys::bindings as b;
+use sideband::attr::{Attr, AttrSet};
+use sideband::endian::Le;
 
 use crate::ring::{Ring, RingError};
 use crate::sys::{self, perf_event_attr, Ioctl, Mapping};
@@ -154,6 +156,22 @@ impl SidebandCapture {
         &self.cpus
     }
 
+    /// The attr and event ids in the `sideband` crate's form, for parsing
+    /// the drained records and for writing them into a perf.data.
+    pub fn attr_set(&self) -> io::Result<AttrSet> {
+        let bytes = sys::attr_bytes(&self.attr);
+        let (attr, _) = Attr::parse::<Le>(&bytes)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+        let ids = self
+            .cpus
+            .iter()
+            .map(|c| sys::event_id(&c.fd))
+            .collect::<io::Result<_>>()?;
+        let mut set = AttrSet::new();
+        set.push(attr, ids);
+        Ok(set)
+    }
+
     /// Enables every event now (instead of at exec).
     pub fn enable(&self) -> io::Result<()> {
         self.cpus
@@ -228,16 +246,34 @@ mod tests {
         }
         let mut bytes = Vec::new();
         cap.drain(&mut bytes).unwrap();
-        let mut kinds = Vec::new();
-        let mut off = 0;
-        while off + 8 <= bytes.len() {
-            let kind = u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap());
-            let size = u16::from_le_bytes([bytes[off + 6], bytes[off + 7]]) as usize;
-            kinds.push(kind);
-            off += size;
+        // The live ring feeds the timeline through the same interface as a
+        // perf.data file does.
+        let attrs = cap.attr_set().unwrap();
+        let mut timeline = sideband::timeline::Timeline::new();
+        let mut last_time = 0;
+        for raw in sideband::parse::ring_records(&bytes) {
+            let event = sideband::parse::parse_event_le(&attrs, &raw.unwrap()).unwrap();
+            assert_eq!(event.sample_id.pid, Some(pid as u32), "{event:?}");
+            last_time = event.sample_id.time.unwrap_or(last_time);
+            timeline.apply(&event);
         }
-        assert!(kinds.contains(&3), "a COMM record (exec): {kinds:?}");
-        assert!(kinds.contains(&10), "MMAP2 records: {kinds:?}");
-        assert!(kinds.contains(&4), "an EXIT record: {kinds:?}");
+        let pid = pid as u32;
+        assert_eq!(
+            timeline.name(pid, last_time),
+            Some("true"),
+            "COMM with exec"
+        );
+        let maps = timeline.image_map(pid, last_time);
+        let files: Vec<&str> = maps.iter().map(|m| m.file.filename.as_str()).collect();
+        assert!(
+            files.iter().any(|f| f.ends_with("/true")),
+            "the executable: {files:?}"
+        );
+        assert!(files.iter().any(|f| f.contains("libc")), "libc: {files:?}");
+        let lifetimes = timeline.thread_lifetimes(pid);
+        assert!(
+            lifetimes.iter().any(|t| t.end.is_some()),
+            "EXIT seen: {lifetimes:?}"
+        );
     }
 }

@@ -78,6 +78,26 @@ pub fn ioctl(fd: &OwnedFd, op: Ioctl) -> io::Result<()> {
     check(ret).map(drop)
 }
 
+/// The kernel's id of an event (PERF_EVENT_IOC_ID): the value records carry
+/// in their IDENTIFIER / ID sample fields.
+pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: `fd` is a live perf event fd; the kernel writes one u64 through
+    // the pointer, which points to our local.
+    check(unsafe { sys::ioctls::ID(fd.as_raw_fd(), &mut id) })?;
+    Ok(id)
+}
+
+/// The bytes of an attr as the kernel and perf.data lay it out.
+pub fn attr_bytes(attr: &perf_event_attr) -> Vec<u8> {
+    let len = std::mem::size_of::<perf_event_attr>();
+    // SAFETY: perf_event_attr is a repr(C) plain-data struct of `len` bytes
+    // with no padding holes the kernel does not define (bindgen asserts the
+    // layout); we copy it out byte for byte.
+    unsafe { std::slice::from_raw_parts((attr as *const perf_event_attr).cast::<u8>(), len) }
+        .to_vec()
+}
+
 /// A shared mapping of part of a perf event fd, unmapped on drop.
 #[derive(Debug)]
 pub struct Mapping {

@@ -3,9 +3,8 @@
 //! (`perf record -o -`: a 16-byte header, then attrs and features as records).
 //!
 //! The reader works on `&'a [u8]` and hands out [`Event<'a>`]s whose large
-//! payloads (AUXTRACE data) borrow from it. This crate forbids `unsafe`, so it
-//! does not map files itself: the caller either reads the file into a `Vec`
-//! or maps it (memmap2's `Mmap` derefs to `&[u8]`) where its unsafe code lives.
+//! payloads (AUXTRACE data) borrow from it. [`crate::bytes::FileBytes`] maps
+//! a file (or reads a pipe) to get those bytes.
 //!
 //! ```text
 //! struct perf_file_section { u64 offset; u64 size; };

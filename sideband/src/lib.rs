@@ -2,10 +2,12 @@
 //!
 //! Pure code, no syscalls: the recorder (`ptrec`), the simulator (`ptsim`) and
 //! the decoder (`ptdec`) all read and write perf's formats through this crate.
-#![forbid(unsafe_code)]
+//! The one unsafe block (mapping a file) is in [`bytes`].
+#![deny(unsafe_code)]
 
 pub mod attr;
 pub mod auxtrace_info;
+pub mod bytes;
 pub mod endian;
 pub mod error;
 pub mod feature;

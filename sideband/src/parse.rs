@@ -68,6 +68,37 @@ impl RawRecord<'_> {
     }
 }
 
+/// Splits little-endian kernel records laid end to end (what ptrec and ptsim
+/// copy out of a DATA ring) into [`RawRecord`]s. Kernel rings never carry
+/// AUXTRACE payloads, so `payload` is always empty. `offset` counts from the
+/// start of `bytes`. Stops with an error at a record whose size is impossible.
+pub fn ring_records(bytes: &[u8]) -> impl Iterator<Item = Result<RawRecord<'_>, Error>> + '_ {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        let rest = bytes.get(off..).filter(|r| !r.is_empty())?;
+        let at = off as u64;
+        let header = RecordHeader::parse::<Le>(rest);
+        let size = header.map_or(0, |h| usize::from(h.size));
+        let header = match header {
+            Some(h) if size >= HEADER_LEN && size <= rest.len() => h,
+            _ => {
+                off = bytes.len(); // stop after reporting
+                let kind = header.map_or(0, |h| h.kind);
+                let why = format!("record size {size} with {} bytes left", rest.len());
+                return Some(Err(Error::record(at, kind, why)));
+            }
+        };
+        let raw = RawRecord {
+            offset: off as u64,
+            header,
+            bytes: &rest[..size],
+            payload: &[],
+        };
+        off += size;
+        Some(Ok(raw))
+    })
+}
+
 /// How many bytes follow a record of this header in the stream: AUXTRACE's
 /// `size`, HEADER_TRACING_DATA's `size`. `Err` when the record is too short to
 /// say.
@@ -677,4 +708,43 @@ fn parse_user<'a, E: Endian>(
         }
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod ring_record_tests {
+    use super::*;
+
+    fn rec(kind: u32, size: u16) -> Vec<u8> {
+        let mut r = kind.to_le_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&size.to_le_bytes());
+        r.resize(usize::from(size).max(8), 0xab);
+        r
+    }
+
+    #[test]
+    fn ring_records_split_and_stop_at_a_bad_size() {
+        let mut bytes = rec(3, 16);
+        bytes.extend(rec(10, 24));
+        let got: Vec<_> = ring_records(&bytes).map(|r| r.unwrap()).collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[1].offset, got[1].header.kind, got[1].bytes.len()),
+            (16, 10, 24)
+        );
+
+        bytes.extend(rec(4, 4)); // size below a header
+        bytes.extend(rec(3, 16)); // never reached
+        let got: Vec<_> = ring_records(&bytes).collect();
+        assert_eq!(got.len(), 3);
+        let err = got[2].as_ref().unwrap_err().to_string();
+        assert!(
+            err.contains("40") || err.contains("0x28"),
+            "offset named: {err}"
+        );
+
+        let cut = &bytes[..20]; // second record cut short
+        let got: Vec<_> = ring_records(cut).collect();
+        assert!(got[0].is_ok() && got[1].is_err() && got.len() == 2);
+    }
 }

@@ -1,0 +1,77 @@
+//! The bytes of a perf.data file: memory-mapped when it is a regular file (so
+//! AUXTRACE payloads are borrowed from the page cache, never copied), read
+//! into memory when it is a pipe or a FIFO (`perf record -o -` output).
+//!
+//! This is the crate's one unsafe block: mapping a file. Everything else in
+//! `sideband` is safe code over the `&[u8]` this hands out.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::ops::Deref;
+use std::path::Path;
+
+/// A whole input file as bytes.
+#[derive(Debug)]
+pub enum FileBytes {
+    /// A read-only private mapping of a regular file.
+    Mapped(memmap2::Mmap),
+    /// The contents of a pipe, FIFO or empty file.
+    Read(Vec<u8>),
+}
+
+impl FileBytes {
+    /// Maps `path` (or reads it, when it cannot be mapped).
+    pub fn open(path: &Path) -> io::Result<FileBytes> {
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the mapping is read-only and private. If another process
+            // truncates or rewrites the file while it is mapped, reads may see
+            // changed bytes or fault; every reader of these bytes treats them
+            // as untrusted (sizes checked, no panics), and a recorder never
+            // rewrites a finished trace in place.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            Ok(FileBytes::Mapped(map))
+        } else {
+            Self::read_all(file)
+        }
+    }
+
+    /// Reads a stream to its end (pipe-mode input on stdin).
+    pub fn read_all(mut input: impl Read) -> io::Result<FileBytes> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes)?;
+        Ok(FileBytes::Read(bytes))
+    }
+}
+
+impl Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Read(v) => v,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_a_file_and_reads_a_pipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"PERFILE2 and more").unwrap();
+        let b = FileBytes::open(&p).unwrap();
+        assert!(matches!(b, FileBytes::Mapped(_)));
+        assert_eq!(&b[..8], b"PERFILE2");
+        let r = FileBytes::read_all(&b"abc"[..]).unwrap();
+        assert_eq!(&*r, b"abc");
+        std::fs::write(&p, b"").unwrap();
+        assert!(FileBytes::open(&p).unwrap().is_empty());
+        assert!(FileBytes::open(&dir.path().join("missing")).is_err());
+    }
+}
