@@ -3,3 +3,5 @@
 //! arguments and prints errors.
 
 pub mod ops;
+pub mod images;
+pub mod symbols;

@@ -1,0 +1,847 @@
+//! The image store: finds the bytes of every file named by MMAP/MMAP2 (and of
+//! the kernel) so libipt can follow the code and symbols can be named. It sits
+//! between the sideband timeline (which says which file is mapped where) and
+//! the decoder and symbolizer (which read the file's bytes). One store is
+//! shared by all decode threads; each file is found, checked and mapped once.
+//!
+//! # Where a file is looked for, in order
+//!
+//! For a recorded path `P` (` (deleted)` suffix dropped) and the build-id
+//! recorded for it (MMAP2 build-id form, or the perf.data BUILD_ID feature
+//! through [`ImageStore::add_known_build_ids`]):
+//!
+//! 1. `TRACE/sysroot/P` (copies made by ptrec at record time);
+//! 2. `DIR/P` for each `--sysroot DIR`, in order (like perf's `--symfs` and
+//!    ptxed's `--pevent:sysroot`);
+//! 3. perf's build-id cache (default `~/.debug`), when the build-id is known:
+//!    `.build-id/xx/yyyy…/elf` (perf's layout since 4.x: the link leads to
+//!    `~/.debug/P/<hex>/` whose `elf` is the binary), `.build-id/xx/yyyy…` when
+//!    it is itself a file (the older layout), and `P/<hex>/elf`;
+//! 4. the live filesystem `P` (unless `live_fs` is off).
+//!
+//! A candidate whose build-id differs from the recorded one is a warning and is
+//! not used; the search goes on. When no build-id was recorded (MMAP, or MMAP2
+//! in its inode form), copies under a sysroot are trusted as the user's
+//! choice, and the live file is accepted with one warning per file unless
+//! MMAP2's inode and device numbers say it is the very file that was mapped —
+//! inode numbers are the only identity the recording has, and decoding on the
+//! recording machine is the common case.
+//!
+//! # The vDSO
+//!
+//! `[vdso]` is never taken from the decoding machine (its vDSO is a different
+//! kernel's) unless the build-ids match. ptrec and ptsim write the traced
+//! processes' vDSO into the trace dir as
+//!
+//! * `TRACE/images/vdso-<build-id hex>.so` — one file per distinct vDSO, and a
+//!   BUILD_ID feature entry named `[vdso]` with that build-id, so the decoder
+//!   knows which one to use;
+//! * `TRACE/images/vdso.so` — used when the recording names no build-id for
+//!   `[vdso]` (a trace with a single vDSO, the usual case);
+//!
+//! and when neither applies, a single `images/vdso-*.so` is used with a
+//! warning. perf's build-id cache (`~/.debug/[vdso]/<hex>/vdso`) is also
+//! searched when the build-id is known.
+//!
+//! # The kernel
+//!
+//! `--vmlinux FILE` when given, else `kcore_dir/kcore` (perf's `--kcore`
+//! layout: an ELF core whose program headers map kernel virtual addresses,
+//! with `kcore_dir/kallsyms` beside it for symbols).
+//!
+//! `[anon…]`, `//anon`, `[heap]`, `[stack]` and similar are not files: they are
+//! never looked up and never listed as missing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use object::{Object, ObjectSegment, SegmentFlags};
+use sideband::record::FileId;
+use sideband::timeline::MappedFile;
+
+/// Why an image could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file starts like an ELF file but its headers cannot be parsed.
+    #[error("{path}: malformed ELF: {reason}")]
+    MalformedElf { path: PathBuf, reason: String },
+    /// A PT_LOAD segment lies beyond the end of the file.
+    #[error("{path}: truncated: segment at file offset {offset:#x} + {size:#x} is beyond the file's {file_size:#x} bytes")]
+    Truncated {
+        path: PathBuf,
+        offset: u64,
+        size: u64,
+        file_size: u64,
+    },
+    /// The file's build-id is not the one recorded.
+    #[error("{path}: build-id {found} differs from the recorded {expected}; not used")]
+    BuildIdMismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+}
+
+/// Where images are looked for. See the module doc for the order.
+#[derive(Debug, Clone)]
+pub struct SearchPath {
+    /// The trace dir: its `sysroot/` and `images/` are searched.
+    pub trace_dir: Option<PathBuf>,
+    /// `--sysroot DIR`s, searched in order after the trace dir's sysroot.
+    pub sysroots: Vec<PathBuf>,
+    /// perf's build-id cache; `~/.debug` by default.
+    pub buildid_dir: Option<PathBuf>,
+    /// Whether files may be taken from the decoding machine's own filesystem.
+    pub live_fs: bool,
+    /// perf's `--kcore` copy: `kcore` and `kallsyms`.
+    pub kcore_dir: Option<PathBuf>,
+    /// An uncompressed kernel ELF image, preferred over `kcore_dir`.
+    pub vmlinux: Option<PathBuf>,
+}
+
+impl Default for SearchPath {
+    fn default() -> Self {
+        SearchPath {
+            trace_dir: None,
+            sysroots: Vec::new(),
+            buildid_dir: std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug")),
+            live_fs: true,
+            kcore_dir: None,
+            vmlinux: None,
+        }
+    }
+}
+
+impl SearchPath {
+    /// The defaults for decoding trace dir `dir`: its `sysroot/`, `images/`
+    /// and `kcore_dir/`, `~/.debug`, and the live filesystem.
+    pub fn for_trace(dir: impl Into<PathBuf>) -> SearchPath {
+        let dir = dir.into();
+        SearchPath {
+            kcore_dir: Some(dir.join("kcore_dir")),
+            trace_dir: Some(dir),
+            ..SearchPath::default()
+        }
+    }
+
+    /// The roots under which system paths (`/usr/lib/debug/...`) of the
+    /// recording machine are searched: the trace sysroot, then each
+    /// `--sysroot`.
+    pub(crate) fn roots(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.trace_dir
+            .iter()
+            .map(|d| d.join("sysroot"))
+            .chain(self.sysroots.iter().cloned())
+    }
+}
+
+/// One ELF PT_LOAD program header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub file_offset: u64,
+    pub vaddr: u64,
+    pub filesz: u64,
+    pub memsz: u64,
+    pub executable: bool,
+}
+
+/// The bytes of an image: mapped, or read when mapping is not possible (empty
+/// files, some special filesystems).
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// A file found for a mapping (or the kernel), checked and mapped.
+pub struct Image {
+    /// The name the recording gave it.
+    pub recorded_name: String,
+    /// The file found.
+    pub path: PathBuf,
+    /// Its build-id (from its ELF note), if it has one.
+    pub build_id: Option<Vec<u8>>,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its PT_LOAD program headers; empty for non-ELF files.
+    pub segments: Vec<Segment>,
+    pub is_elf: bool,
+    bytes: Bytes,
+    /// Unique per loaded image: the symbol cache's key.
+    pub(crate) id: u64,
+    /// Where the symbolizer looks for separate debug files.
+    pub(crate) search: Arc<SearchPath>,
+    /// For the kernel image from kcore: the kallsyms file beside it.
+    pub(crate) kallsyms: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("recorded_name", &self.recorded_name)
+            .field("path", &self.path)
+            .field("build_id", &self.build_id.as_deref().map(hex))
+            .field("size", &self.size)
+            .field("segments", &self.segments)
+            .field("is_elf", &self.is_elf)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_IMAGE_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Image {
+    /// Opens, maps and checks `path`. Files that are not ELF are accepted as
+    /// raw bytes (no segments); files that start as ELF must parse and have
+    /// every PT_LOAD inside the file.
+    pub fn load(
+        recorded_name: &str,
+        path: &Path,
+        search: Arc<SearchPath>,
+    ) -> Result<Image, ImageError> {
+        let io = |source| ImageError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(io(std::io::Error::other("not a regular file")));
+        }
+        let bytes = if meta.len() == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
+            // SAFETY: the file is opened read-only and mapped private; the
+            // mapping lives as long as the Image. Another process truncating
+            // the file while we read it could fault (SIGBUS) — the same risk
+            // perf and every debugger take with the binaries they read; a
+            // trace dir and a sysroot are not written during a decode.
+            match unsafe { memmap2::Mmap::map(&file) } {
+                Ok(m) => Bytes::Mapped(m),
+                Err(_) => Bytes::Owned(std::fs::read(path).map_err(io)?),
+            }
+        };
+        Image::from_bytes(recorded_name, path, bytes, search)
+    }
+
+    fn from_bytes(
+        recorded_name: &str,
+        path: &Path,
+        bytes: Bytes,
+        search: Arc<SearchPath>,
+    ) -> Result<Image, ImageError> {
+        let data = bytes.as_slice();
+        let size = data.len() as u64;
+        let is_elf = data.starts_with(b"\x7fELF");
+        let mut segments = Vec::new();
+        let mut build_id = None;
+        if is_elf {
+            let malformed = |e: object::Error| ImageError::MalformedElf {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            };
+            let obj = object::File::parse(data).map_err(malformed)?;
+            for seg in obj.segments() {
+                let (offset, filesz) = seg.file_range();
+                let executable = match seg.flags() {
+                    SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
+                    _ => false,
+                };
+                if offset.checked_add(filesz).is_none_or(|end| end > size) {
+                    return Err(ImageError::Truncated {
+                        path: path.to_owned(),
+                        offset,
+                        size: filesz,
+                        file_size: size,
+                    });
+                }
+                segments.push(Segment {
+                    file_offset: offset,
+                    vaddr: seg.address(),
+                    filesz,
+                    memsz: seg.size(),
+                    executable,
+                });
+            }
+            build_id = obj.build_id().map_err(malformed)?.map(<[u8]>::to_vec);
+        }
+        Ok(Image {
+            recorded_name: recorded_name.to_owned(),
+            path: path.to_owned(),
+            build_id,
+            size,
+            segments,
+            is_elf,
+            bytes,
+            id: NEXT_IMAGE_ID.fetch_add(1, Ordering::Relaxed),
+            search,
+            kallsyms: None,
+        })
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_slice()
+    }
+
+    /// The ELF virtual address of a file offset (through the PT_LOAD that
+    /// holds it); `None` outside every segment and for non-ELF files.
+    pub fn offset_to_vaddr(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| file_offset >= s.file_offset && file_offset - s.file_offset < s.filesz)
+            .map(|s| s.vaddr + (file_offset - s.file_offset))
+    }
+
+    /// The file offset of an ELF virtual address; `None` when it is not
+    /// backed by file bytes (outside every segment, or in `.bss`).
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz)
+            .map(|s| s.file_offset + (vaddr - s.vaddr))
+    }
+}
+
+/// A file the decode needed and could not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingImage {
+    /// The recorded name.
+    pub name: String,
+    /// The recorded build-id, if any.
+    pub build_id: Option<Vec<u8>>,
+    /// Why it is missing: where it was looked for, or why candidates were rejected.
+    pub reason: String,
+    /// `(pid, start, end)` ranges left undecoded because of it, by pid and address.
+    pub ranges: Vec<(u32, u64, u64)>,
+}
+
+/// The cache key of a mapped file: its name and recorded identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Identity {
+    None,
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+        ino_generation: u64,
+    },
+    BuildId(Vec<u8>),
+}
+
+impl From<&Option<FileId>> for Identity {
+    fn from(id: &Option<FileId>) -> Self {
+        match id {
+            None => Identity::None,
+            Some(FileId::Inode {
+                maj,
+                min,
+                ino,
+                ino_generation,
+            }) => Identity::Inode {
+                maj: *maj,
+                min: *min,
+                ino: *ino,
+                ino_generation: *ino_generation,
+            },
+            Some(FileId::BuildId(b)) => Identity::BuildId(b.clone()),
+        }
+    }
+}
+
+type Key = (String, Identity);
+type Lookup = Result<Arc<Image>, String>;
+
+#[derive(Default)]
+struct Notes {
+    /// Warnings, in order, each once.
+    warnings: Vec<String>,
+    seen: HashSet<String>,
+    /// Undecoded ranges by file, with the file's recorded build-id.
+    undecoded: BTreeMap<Key, (MappedFile, Vec<(u32, u64, u64)>)>,
+}
+
+/// Finds, checks and caches the images of a trace. `Send + Sync`: one store is
+/// shared by all decode threads.
+pub struct ImageStore {
+    search: Arc<SearchPath>,
+    known_build_ids: RwLock<HashMap<String, Vec<u8>>>,
+    /// One slot per (name, identity); resolved once, outside the map's lock.
+    cache: Mutex<HashMap<Key, Arc<OnceLock<Lookup>>>>,
+    /// Images by the path found, so two keys naming one file share it.
+    by_path: Mutex<HashMap<PathBuf, Arc<Image>>>,
+    kernel: OnceLock<Lookup>,
+    notes: Mutex<Notes>,
+}
+
+impl Ord for Identity {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        format!("{self:?}").cmp(&format!("{other:?}"))
+    }
+}
+
+impl PartialOrd for Identity {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Recorded names that are not files: anonymous memory, heap, stack, ...
+pub fn is_not_a_file(name: &str) -> bool {
+    name.is_empty()
+        || name.starts_with("[anon")
+        || name.starts_with("//anon")
+        || name == "[heap]"
+        || name.starts_with("[stack")
+        || name == "[vvar]"
+        || name == "[vvar_vclock]"
+        || name == "[vsyscall]"
+        || name == "[uprobes]"
+        || name.starts_with("/dev/zero")
+        || name.starts_with("/anon_hugepage")
+        || name.starts_with("/SYSV")
+        || name.starts_with("/memfd:")
+}
+
+/// Is `name` one of the kernel's image names (`[kernel.kallsyms]_text`, ...)?
+pub fn is_kernel_name(name: &str) -> bool {
+    name.starts_with("[kernel.kallsyms]") || name.starts_with("[guest.kernel.kallsyms")
+}
+
+/// Lower-case hex of a build-id.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+impl ImageStore {
+    pub fn new(search: SearchPath) -> ImageStore {
+        ImageStore {
+            search: Arc::new(search),
+            known_build_ids: RwLock::new(HashMap::new()),
+            cache: Mutex::new(HashMap::new()),
+            by_path: Mutex::new(HashMap::new()),
+            kernel: OnceLock::new(),
+            notes: Mutex::new(Notes::default()),
+        }
+    }
+
+    /// The search path this store uses.
+    pub fn search(&self) -> &SearchPath {
+        &self.search
+    }
+
+    /// Build-ids the recording names for files (perf.data's BUILD_ID feature).
+    /// Call before the first [`ImageStore::get`]: a file already resolved is
+    /// not looked up again. A build-id in an MMAP2 record wins over these.
+    pub fn add_known_build_ids(&self, entries: impl IntoIterator<Item = (String, Vec<u8>)>) {
+        let mut known = self
+            .known_build_ids
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        for (name, id) in entries {
+            known.insert(name, id);
+        }
+    }
+
+    /// The image for a mapping's file, cached by (filename, file id); `None`
+    /// when it is not a file, not found or rejected (the reason is recorded
+    /// for [`ImageStore::missing`]).
+    pub fn get(&self, file: &MappedFile) -> Option<Arc<Image>> {
+        if is_not_a_file(&file.filename) {
+            return None;
+        }
+        if is_kernel_name(&file.filename) {
+            return self.kernel();
+        }
+        self.lookup(file).ok()
+    }
+
+    fn lookup(&self, file: &MappedFile) -> Lookup {
+        let key: Key = (file.filename.clone(), Identity::from(&file.file_id));
+        let slot = {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.entry(key).or_default().clone()
+        };
+        slot.get_or_init(|| self.resolve(file)).clone()
+    }
+
+    /// The build-id the recording gives for `file`, if any.
+    pub fn recorded_build_id(&self, file: &MappedFile) -> Option<Vec<u8>> {
+        match &file.file_id {
+            Some(FileId::BuildId(b)) if !b.is_empty() => Some(b.clone()),
+            _ => {
+                let known = self
+                    .known_build_ids
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner());
+                known.get(&file.filename).cloned()
+            }
+        }
+    }
+
+    fn resolve(&self, file: &MappedFile) -> Lookup {
+        let name = file
+            .filename
+            .strip_suffix(" (deleted)")
+            .unwrap_or(&file.filename);
+        let expected = self.recorded_build_id(file);
+        let mut tried = Vec::new();
+        let mut rejected = Vec::new();
+        for candidate in self.candidates(name, expected.as_deref()) {
+            if !candidate.path.is_file() {
+                continue;
+            }
+            tried.push(candidate.path.display().to_string());
+            match self.accept(file, name, &candidate, expected.as_deref()) {
+                Ok(image) => return Ok(image),
+                Err(e) => {
+                    if matches!(e, ImageError::BuildIdMismatch { .. }) {
+                        self.warn(e.to_string());
+                    }
+                    rejected.push(e.to_string());
+                }
+            }
+        }
+        Err(if rejected.is_empty() {
+            format!("not found (looked in {})", self.places(name))
+        } else {
+            rejected.join("; ")
+        })
+    }
+
+    fn places(&self, name: &str) -> String {
+        let mut p: Vec<String> = Vec::new();
+        if let Some(d) = &self.search.trace_dir {
+            if name == "[vdso]" {
+                p.push(d.join("images").display().to_string());
+            } else {
+                p.push(d.join("sysroot").display().to_string());
+            }
+        }
+        p.extend(self.search.sysroots.iter().map(|s| s.display().to_string()));
+        if let Some(b) = &self.search.buildid_dir {
+            p.push(format!("build-id cache {}", b.display()));
+        }
+        if self.search.live_fs && name != "[vdso]" {
+            p.push("the live filesystem".into());
+        }
+        p.join(", ")
+    }
+
+    /// The places to try for `name`, in order.
+    fn candidates(&self, name: &str, expected: Option<&[u8]>) -> Vec<Candidate> {
+        let s = &self.search;
+        let mut out = Vec::new();
+        let push =
+            |out: &mut Vec<Candidate>, path: PathBuf, kind| out.push(Candidate { path, kind });
+        if name == "[vdso]" {
+            if let Some(images) = s.trace_dir.as_ref().map(|d| d.join("images")) {
+                if let Some(id) = expected {
+                    push(
+                        &mut out,
+                        images.join(format!("vdso-{}.so", hex(id))),
+                        Kind::Copy,
+                    );
+                }
+                push(&mut out, images.join("vdso.so"), Kind::Copy);
+                let mut others: Vec<PathBuf> = std::fs::read_dir(&images)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("vdso-") && n.ends_with(".so"))
+                    })
+                    .collect();
+                if others.len() == 1 && expected.is_none() {
+                    push(&mut out, others.remove(0), Kind::Guess);
+                }
+            }
+            if let (Some(cache), Some(id)) = (&s.buildid_dir, expected) {
+                let h = hex(id);
+                push(
+                    &mut out,
+                    cache.join("[vdso]").join(&h).join("vdso"),
+                    Kind::Copy,
+                );
+                let (a, b) = h.split_at(2.min(h.len()));
+                push(
+                    &mut out,
+                    cache.join(".build-id").join(a).join(b).join("vdso"),
+                    Kind::Copy,
+                );
+            }
+            return out;
+        }
+        let rel = Path::new(name.trim_start_matches('/'));
+        for root in s.roots() {
+            push(&mut out, root.join(rel), Kind::Copy);
+        }
+        if let (Some(cache), Some(id)) = (&s.buildid_dir, expected) {
+            let h = hex(id);
+            let (a, b) = h.split_at(2.min(h.len()));
+            let link = cache.join(".build-id").join(a).join(b);
+            push(&mut out, link.join("elf"), Kind::Copy);
+            push(&mut out, link, Kind::Copy);
+            push(&mut out, cache.join(rel).join(&h).join("elf"), Kind::Copy);
+        }
+        if s.live_fs && name.starts_with('/') {
+            push(&mut out, PathBuf::from(name), Kind::Live);
+        }
+        out
+    }
+
+    /// Loads a candidate and checks it against what was recorded.
+    fn accept(
+        &self,
+        file: &MappedFile,
+        name: &str,
+        c: &Candidate,
+        expected: Option<&[u8]>,
+    ) -> Result<Arc<Image>, ImageError> {
+        let known = self
+            .by_path
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&c.path)
+            .cloned();
+        let image = match known {
+            Some(i) => i,
+            None => {
+                let i = Arc::new(Image::load(&file.filename, &c.path, self.search.clone())?);
+                self.by_path
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(c.path.clone())
+                    .or_insert(i)
+                    .clone()
+            }
+        };
+        if let Some(expected) = expected {
+            if image.build_id.as_deref() != Some(expected) {
+                return Err(ImageError::BuildIdMismatch {
+                    path: c.path.clone(),
+                    expected: hex(expected),
+                    found: image.build_id.as_deref().map_or("(none)".into(), hex),
+                });
+            }
+            return Ok(image);
+        }
+        match c.kind {
+            Kind::Copy => {}
+            Kind::Guess => self.warn(format!(
+                "{name}: no build-id recorded; using {} as the only vDSO image in the trace",
+                c.path.display()
+            )),
+            Kind::Live => {
+                if !same_inode(&c.path, &file.file_id) {
+                    self.warn(format!(
+                        "{name}: no build-id recorded; using the file on this machine, which may differ from the one traced (copy it into the trace's sysroot/ or use --sysroot)"
+                    ));
+                }
+            }
+        }
+        Ok(image)
+    }
+
+    /// The kernel image (`--vmlinux`, else `kcore_dir/kcore`), when available.
+    pub fn kernel(&self) -> Option<Arc<Image>> {
+        self.kernel
+            .get_or_init(|| {
+                let s = &self.search;
+                let name = "[kernel.kallsyms]";
+                if let Some(v) = &s.vmlinux {
+                    return Image::load(name, v, self.search.clone())
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string());
+                }
+                let Some(dir) = &s.kcore_dir else {
+                    return Err("no kcore_dir in the trace and no --vmlinux".into());
+                };
+                let kcore = dir.join("kcore");
+                if !kcore.is_file() {
+                    return Err(format!("{} not found and no --vmlinux", kcore.display()));
+                }
+                let mut image =
+                    Image::load(name, &kcore, self.search.clone()).map_err(|e| e.to_string())?;
+                let kallsyms = dir.join("kallsyms");
+                image.kallsyms = kallsyms.is_file().then_some(kallsyms);
+                Ok(Arc::new(image))
+            })
+            .as_ref()
+            .ok()
+            .cloned()
+    }
+
+    /// Records that `[start, end)` of `pid` was left undecoded because `file`
+    /// was missing.
+    pub fn note_undecoded(&self, file: &MappedFile, pid: u32, start: u64, end: u64) {
+        if is_not_a_file(&file.filename) {
+            return;
+        }
+        let key: Key = (file.filename.clone(), Identity::from(&file.file_id));
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = notes
+            .undecoded
+            .entry(key)
+            .or_insert_with(|| (file.clone(), Vec::new()));
+        add_range(&mut entry.1, (pid, start, end.max(start)));
+    }
+
+    /// Missing images, each listed once (per name and recorded identity) with
+    /// the reason and the ranges left undecoded, by name.
+    pub fn missing(&self) -> Vec<MissingImage> {
+        let mut out: BTreeMap<Key, MissingImage> = BTreeMap::new();
+        let failed: Vec<(Key, String)> = {
+            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache
+                .iter()
+                .filter_map(|(k, slot)| match slot.get() {
+                    Some(Err(reason)) => Some((k.clone(), reason.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (key, reason) in failed {
+            let build_id = match &key.1 {
+                Identity::BuildId(b) => Some(b.clone()),
+                _ => self
+                    .known_build_ids
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&key.0)
+                    .cloned(),
+            };
+            out.insert(
+                key.clone(),
+                MissingImage {
+                    name: key.0,
+                    build_id,
+                    reason,
+                    ranges: Vec::new(),
+                },
+            );
+        }
+        let undecoded: Vec<(Key, MappedFile, Vec<(u32, u64, u64)>)> = {
+            let notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+            notes
+                .undecoded
+                .iter()
+                .map(|(k, (f, r))| (k.clone(), f.clone(), r.clone()))
+                .collect()
+        };
+        for (key, file, ranges) in undecoded {
+            let reason = if is_kernel_name(&file.filename) {
+                match self.kernel.get() {
+                    Some(Err(r)) => r.clone(),
+                    _ => "the kernel image was not available".into(),
+                }
+            } else {
+                match self.lookup(&file) {
+                    Err(r) => r,
+                    Ok(_) => "found, but the decoder could not use it".into(),
+                }
+            };
+            let build_id = self.recorded_build_id(&file);
+            let m = out.entry(key).or_insert_with(|| MissingImage {
+                name: file.filename.clone(),
+                build_id,
+                reason,
+                ranges: Vec::new(),
+            });
+            m.ranges = ranges;
+        }
+        out.into_values().collect()
+    }
+
+    /// Build-id mismatches and other warnings, each once, in the order they
+    /// arose.
+    pub fn warnings(&self) -> Vec<String> {
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .warnings
+            .clone()
+    }
+
+    fn warn(&self, msg: String) {
+        let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if notes.seen.insert(msg.clone()) {
+            notes.warnings.push(msg);
+        }
+    }
+}
+
+/// Adds a range, merging it with the ranges of the same pid it overlaps or
+/// touches; keeps the list sorted.
+fn add_range(ranges: &mut Vec<(u32, u64, u64)>, r: (u32, u64, u64)) {
+    let (pid, mut start, mut end) = r;
+    ranges.retain(|&(p, s, e)| {
+        if p == pid && s <= end && start <= e {
+            start = start.min(s);
+            end = end.max(e);
+            false
+        } else {
+            true
+        }
+    });
+    let at = ranges.partition_point(|&x| x < (pid, start, end));
+    ranges.insert(at, (pid, start, end));
+}
+
+/// Does the live file at `path` have the inode MMAP2 recorded?
+fn same_inode(path: &Path, id: &Option<FileId>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(FileId::Inode { maj, min, ino, .. }) = id else {
+        return false;
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    let dev = meta.dev();
+    // glibc's gnu_dev_major/minor.
+    let dev_maj = (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0fff)) as u32;
+    let dev_min = (((dev >> 12) & 0xffff_ff00) | (dev & 0xff)) as u32;
+    meta.ino() == *ino && dev_maj == *maj && dev_min == *min
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A copy the user or the recorder provided (sysroot, build-id cache, trace images).
+    Copy,
+    /// A guess among the trace's images.
+    Guess,
+    /// The decoding machine's own file.
+    Live,
+}
+
+struct Candidate {
+    path: PathBuf,
+    kind: Kind,
+}
