@@ -5,3 +5,4 @@
 pub mod ops;
 pub mod images;
 pub mod symbols;
+pub mod stack;

@@ -1,0 +1,1099 @@
+//! Call-stack reconstruction: one [`ThreadStack`] per thread turns the
+//! decoding stage's [`Op`]s into completed, nested [`Slice`]s that `emit`
+//! writes as FTF duration-complete events. Pure state machine: function
+//! identity comes from a [`Resolver`] (symbols and the sideband timeline in
+//! production, a map in tests).
+//!
+//! # Rules
+//!
+//! * The first `Enabled` of a segment (trace start, or after a gap) opens the
+//!   *base* frame: the function containing its ip. Its start is the segment's
+//!   first instant; it is marked `unknown_start` unless the ip is the
+//!   function's entry.
+//! * `Call` pushes a frame that remembers its call site. A call to the next
+//!   instruction that is not a function entry (`call 1f; 1: pop`, PIC code
+//!   reading its own address) is not a call and is ignored, as libipt and
+//!   hardware return compression ignore it.
+//! * `Return` to `to` pops to the matching frame, searching from the top:
+//!   first a frame whose call site lies 1..=15 bytes below `to` (the
+//!   instruction after a call; `Op::Call` carries the call's address, not
+//!   its length, and an x86 instruction is at most 15 bytes); then, below
+//!   the top, a frame whose function contains `to`. Frames above the match
+//!   are skipped (longjmp, exceptions) and end at the return. No match: the
+//!   return goes above the known stack. Every open frame ends, and the
+//!   function returned into gets a frame *retroactively*: it starts at the
+//!   segment's first instant, one level above the old bottom (depth -1, -2,
+//!   ... relative to the base frame), marked `unknown_start`.
+//! * `Jump` to another function's entry is a tail call (or a PLT stub's jump):
+//!   the top frame ends and the target starts at the same depth, keeping the
+//!   call site. A jump into the middle of a function that is open lower on
+//!   the stack (longjmp is a `jmp`) pops to it. Any other jump changes nothing.
+//! * `Disabled` starts untraced time, written as an `Untraced` slice one level
+//!   below the top frame when tracing resumes (`kernel`: syscall or
+//!   interrupt; otherwise switched out or not traced). When `Enabled` resumes
+//!   in a different function: an open frame of that function is popped to
+//!   (sigreturn into an interrupted caller), a function entry is pushed (a
+//!   signal handler), anything else restarts the stack as a new segment.
+//! * `Gap` ends all frames and untraced time at the gap, and the stack stays
+//!   empty until the next `Enabled` starts a new segment: never guessed. The
+//!   gap itself is a `Gap` slice from the gap to that `Enabled` (or `End`).
+//! * `End` ends untraced time, gaps and all frames at its stamp. A later
+//!   `Enabled` starts a new segment.
+//!
+//! # Output order
+//!
+//! Slices come out when they end, children before parents, except that a
+//! slice starting at the same instant as its parent (same time, instruction
+//! count or cycle count) is held back and follows its parent: a reader that
+//! breaks timestamp ties by file order (Perfetto's sorter does) then sees the
+//! parent first and nests them right. Held-back slices are few: only those
+//! tied with an open ancestor.
+
+use std::sync::Arc;
+
+use crate::ops::{GapKind, Op, Stamp};
+
+/// Longest x86 instruction, bounding the distance from a call to its return address.
+const MAX_INSN_LEN: u64 = 15;
+
+/// A function as the stack knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Func {
+    /// Its first instruction (for code without a symbol: the address the
+    /// frame was entered at).
+    pub entry: u64,
+    /// Symbol name, or a fallback such as `libfoo.so+0x1234`.
+    pub name: Arc<str>,
+    /// The file it comes from (as recorded), empty when unknown.
+    pub module: Arc<str>,
+}
+
+/// Where function identity comes from.
+pub trait Resolver {
+    /// The function containing `addr` in process `pid` at perf time `time`,
+    /// or `None` when no symbol covers it.
+    fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<Arc<Func>>;
+
+    /// Whether `addr` is the first instruction of a function.
+    fn is_function_entry(&self, pid: u32, addr: u64, time: u64) -> bool;
+
+    /// A stand-in for code at `addr` without a symbol; the stack never
+    /// compares such functions with others.
+    fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> Arc<Func> {
+        Arc::new(Func {
+            entry: addr,
+            name: format!("0x{addr:x}").into(),
+            module: "".into(),
+        })
+    }
+}
+
+/// What a slice stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SliceKind {
+    /// A function call. `unknown_start`: the call was not seen (the trace or
+    /// segment began inside it, or it was created retroactively), so the
+    /// slice starts at the segment's first instant.
+    Call {
+        func: Arc<Func>,
+        unknown_start: bool,
+    },
+    /// Untraced time: `kernel` for syscalls and interrupts, otherwise switched
+    /// out or tracing off. `ip` is where tracing stopped.
+    Untraced { kernel: bool, ip: u64 },
+    /// A hole in the trace; the stack restarted after it.
+    Gap { kind: GapKind, offset: u64 },
+}
+
+/// A completed slice of one thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    pub pid: u32,
+    pub tid: u32,
+    /// Nesting level relative to the segment's base frame (0); negative for
+    /// frames created retroactively above it. Gaps have depth 0.
+    pub depth: i32,
+    pub start: Stamp,
+    pub end: Stamp,
+    pub kind: SliceKind,
+}
+
+impl Slice {
+    /// Instructions executed inside the slice, callees included.
+    pub fn insns(&self) -> u64 {
+        self.end.insns.saturating_sub(self.start.insns)
+    }
+
+    /// Core cycles inside the slice, when both ends have a cycle count.
+    pub fn cycles(&self) -> Option<u64> {
+        Some(self.end.cycles?.saturating_sub(self.start.cycles?))
+    }
+}
+
+/// What the stack did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackStats {
+    pub calls: u64,
+    pub returns: u64,
+    pub tail_calls: u64,
+    /// Returns and jumps that skipped open frames (longjmp, exceptions).
+    pub skipped_frames: u64,
+    /// Frames created for returns above the known stack.
+    pub retroactive_frames: u64,
+    /// Calls to the next instruction, ignored.
+    pub ignored_calls: u64,
+    /// Resumes in an unrelated function that restarted the stack.
+    pub restarts: u64,
+    pub untraced: u64,
+    pub gaps: u64,
+    pub max_depth: i32,
+}
+
+#[derive(Debug)]
+struct Frame {
+    func: Arc<Func>,
+    /// Whether `func` came from a symbol (only then is it compared).
+    known: bool,
+    start: Stamp,
+    /// Address of the call instruction that opened this frame.
+    call_site: Option<u64>,
+    unknown_start: bool,
+    depth: i32,
+    /// Closed slices that start at the same instant as this frame.
+    held: Vec<Slice>,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// No segment: before the first `Enabled`, or after `End`.
+    Idle,
+    Running,
+    Disabled {
+        at: Stamp,
+        ip: u64,
+        kernel: bool,
+    },
+    InGap {
+        at: Stamp,
+        kind: GapKind,
+        offset: u64,
+    },
+}
+
+/// The call stack of one thread.
+#[derive(Debug)]
+pub struct ThreadStack {
+    pid: u32,
+    tid: u32,
+    frames: Vec<Frame>,
+    /// First instant of the current segment.
+    base: Option<Stamp>,
+    /// Closed bottom-level slices starting at `base`: a retroactive frame
+    /// may still become their parent.
+    base_held: Vec<Slice>,
+    state: State,
+    last: Stamp,
+    stats: StackStats,
+}
+
+/// Whether two stamps coincide on any time axis.
+fn ties(a: &Stamp, b: &Stamp) -> bool {
+    a.time == b.time || a.insns == b.insns || (a.cycles.is_some() && a.cycles == b.cycles)
+}
+
+impl ThreadStack {
+    pub fn new(pid: u32, tid: u32) -> Self {
+        Self {
+            pid,
+            tid,
+            frames: Vec::new(),
+            base: None,
+            base_held: Vec::new(),
+            state: State::Idle,
+            last: Stamp::default(),
+            stats: StackStats::default(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    pub fn stats(&self) -> &StackStats {
+        &self.stats
+    }
+
+    /// The open frames' function names, bottom first (for tests and debugging).
+    pub fn open_frames(&self) -> Vec<&str> {
+        self.frames.iter().map(|f| &*f.func.name).collect()
+    }
+
+    /// Applies one step; completed slices go to `out`.
+    pub fn push(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        let at = self.clamp(op.stamp());
+        // Anything but Enabled/Gap/End while tracing is off resumes it implicitly.
+        let resumes_at = match op {
+            Op::Call { from, .. } | Op::Return { from, .. } | Op::Jump { from, .. } => Some(*from),
+            Op::Disabled { ip, .. } => Some(*ip),
+            _ => None,
+        };
+        if let Some(ip) = resumes_at {
+            if !matches!(self.state, State::Running) {
+                self.enable(at, ip, resolver, out);
+            }
+        }
+        match op {
+            Op::Enabled { ip, .. } => self.enable(at, *ip, resolver, out),
+            Op::Disabled { ip, kernel, .. } => {
+                self.state = State::Disabled {
+                    at,
+                    ip: *ip,
+                    kernel: *kernel,
+                };
+            }
+            Op::Call { from, to, .. } => self.call(at, *from, *to, resolver),
+            Op::Return { to, .. } => self.ret(at, *to, resolver, out),
+            Op::Jump { to, .. } => self.jump(at, *to, resolver, out),
+            Op::Gap { kind, offset, .. } => {
+                self.end_segment(at, out);
+                self.stats.gaps += 1;
+                self.state = State::InGap {
+                    at,
+                    kind: kind.clone(),
+                    offset: *offset,
+                };
+            }
+            Op::End { .. } => {
+                self.end_segment(at, out);
+                self.state = State::Idle;
+            }
+        }
+    }
+
+    /// Stamps never go backwards within a thread, so slices never end before
+    /// they start.
+    fn clamp(&mut self, s: Stamp) -> Stamp {
+        let s = Stamp {
+            time: s.time.max(self.last.time),
+            insns: s.insns.max(self.last.insns),
+            cycles: match (s.cycles, self.last.cycles) {
+                (Some(c), Some(l)) => Some(c.max(l)),
+                (c, _) => c,
+            },
+        };
+        self.last = s;
+        s
+    }
+
+    fn resolve(&self, resolver: &dyn Resolver, addr: u64, t: u64) -> (Arc<Func>, bool) {
+        match resolver.function_of(self.pid, addr, t) {
+            Some(f) => (f, true),
+            None => (resolver.unknown(self.pid, addr, t), false),
+        }
+    }
+
+    fn top_depth(&self) -> i32 {
+        self.frames.last().map_or(-1, |f| f.depth)
+    }
+
+    fn open(
+        &mut self,
+        func: Arc<Func>,
+        known: bool,
+        start: Stamp,
+        call_site: Option<u64>,
+        unknown_start: bool,
+        depth: i32,
+    ) {
+        self.stats.max_depth = self.stats.max_depth.max(depth);
+        self.frames.push(Frame {
+            func,
+            known,
+            start,
+            call_site,
+            unknown_start,
+            depth,
+            held: Vec::new(),
+        });
+    }
+
+    /// Starts a segment at `at` inside the function containing `ip`.
+    fn start_segment(&mut self, at: Stamp, ip: u64, resolver: &dyn Resolver) {
+        let (func, known) = self.resolve(resolver, ip, at.time);
+        let unknown_start = !(known && func.entry == ip);
+        self.base = Some(at);
+        self.open(func, known, at, None, unknown_start, 0);
+        self.state = State::Running;
+    }
+
+    fn enable(&mut self, at: Stamp, ip: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        match std::mem::replace(&mut self.state, State::Running) {
+            State::Idle => self.start_segment(at, ip, resolver),
+            State::InGap {
+                at: gap_at,
+                kind,
+                offset,
+            } => {
+                self.finish(
+                    Slice {
+                        pid: self.pid,
+                        tid: self.tid,
+                        depth: 0,
+                        start: gap_at,
+                        end: at,
+                        kind: SliceKind::Gap { kind, offset },
+                    },
+                    Vec::new(),
+                    out,
+                );
+                self.start_segment(at, ip, resolver);
+            }
+            State::Disabled {
+                at: off_at,
+                ip: off_ip,
+                kernel,
+            } => {
+                let untraced = Slice {
+                    pid: self.pid,
+                    tid: self.tid,
+                    depth: self.top_depth() + 1,
+                    start: off_at,
+                    end: at,
+                    kind: SliceKind::Untraced { kernel, ip: off_ip },
+                };
+                self.stats.untraced += 1;
+                if self.frames.is_empty() {
+                    self.finish(untraced, Vec::new(), out);
+                    self.start_segment(at, ip, resolver);
+                    return;
+                }
+                let (func, known) = self.resolve(resolver, ip, at.time);
+                let top = self.frames.last().expect("not empty");
+                if !known || !top.known || top.func.entry == func.entry {
+                    self.finish(untraced, Vec::new(), out);
+                } else if let Some(i) = self.lower_frame_of(&func) {
+                    // The top frame left through the kernel (sigreturn);
+                    // frames between it and `i` are skipped.
+                    self.finish(untraced, Vec::new(), out);
+                    self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
+                    self.pop_to(i + 1, at, out);
+                } else if resolver.is_function_entry(self.pid, ip, at.time) {
+                    // Entered from the kernel like a call: a signal handler.
+                    self.finish(untraced, Vec::new(), out);
+                    let depth = self.top_depth() + 1;
+                    self.open(func, known, at, None, false, depth);
+                } else {
+                    // Resumed somewhere unrelated (exec, a context we never
+                    // saw): the old frames end where tracing stopped.
+                    self.stats.restarts += 1;
+                    self.close_segment(off_at, out);
+                    let mut untraced = untraced;
+                    untraced.depth = 0;
+                    self.finish(untraced, Vec::new(), out);
+                    self.start_segment(at, ip, resolver);
+                }
+            }
+            State::Running => {
+                // Re-enabled without a disable (a PSB): nothing changes.
+            }
+        }
+    }
+
+    fn call(&mut self, at: Stamp, from: u64, to: u64, resolver: &dyn Resolver) {
+        let next = to.wrapping_sub(from);
+        if (1..=MAX_INSN_LEN).contains(&next) && !resolver.is_function_entry(self.pid, to, at.time)
+        {
+            self.stats.ignored_calls += 1;
+            return;
+        }
+        self.stats.calls += 1;
+        let (func, known) = self.resolve(resolver, to, at.time);
+        let depth = self.top_depth() + 1;
+        self.open(func, known, at, Some(from), false, depth);
+    }
+
+    /// The highest frame below the top running `func`.
+    fn lower_frame_of(&self, func: &Func) -> Option<usize> {
+        let below_top = self.frames.len().checked_sub(1)?;
+        self.frames[..below_top]
+            .iter()
+            .rposition(|f| f.known && f.func.entry == func.entry)
+    }
+
+    fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        self.stats.returns += 1;
+        // The frame whose call site `to` follows returns; frames above it are skipped.
+        let by_site = self.frames.iter().rposition(|f| {
+            f.call_site
+                .is_some_and(|site| (1..=MAX_INSN_LEN).contains(&to.wrapping_sub(site)))
+        });
+        if let Some(i) = by_site {
+            self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
+            self.pop_to(i, at, out);
+            return;
+        }
+        let (func, known) = self.resolve(resolver, to, at.time);
+        if known {
+            if let Some(i) = self.lower_frame_of(&func) {
+                self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
+                self.pop_to(i + 1, at, out);
+                return;
+            }
+        }
+        // Above the known stack: the function returned into was running
+        // when the segment began.
+        let depth = self.frames.first().map_or(0, |f| f.depth) - 1;
+        self.pop_to(0, at, out);
+        let base = self.base.unwrap_or(at);
+        self.stats.retroactive_frames += 1;
+        self.open(func, known, base, None, true, depth);
+        let held = std::mem::take(&mut self.base_held);
+        self.frames.last_mut().expect("just opened").held = held;
+    }
+
+    fn jump(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        let Some(top) = self.frames.last() else {
+            return;
+        };
+        let top_known = top.known;
+        let top_entry = top.func.entry;
+        if resolver.is_function_entry(self.pid, to, at.time) {
+            let (func, known) = self.resolve(resolver, to, at.time);
+            if top_known && known && func.entry == top_entry {
+                return; // a jump to its own entry
+            }
+            self.stats.tail_calls += 1;
+            let frame = self.frames.pop().expect("top exists");
+            let (depth, call_site) = (frame.depth, frame.call_site);
+            self.close(frame, at, out);
+            self.open(func, known, at, call_site, false, depth);
+            return;
+        }
+        if !top_known {
+            return;
+        }
+        if let Some(func) = resolver.function_of(self.pid, to, at.time) {
+            if func.entry != top_entry {
+                if let Some(i) = self.lower_frame_of(&func) {
+                    self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
+                    self.pop_to(i + 1, at, out);
+                }
+            }
+        }
+    }
+
+    /// Ends frames `i..` at `at`, top first.
+    fn pop_to(&mut self, i: usize, at: Stamp, out: &mut dyn FnMut(Slice)) {
+        while self.frames.len() > i {
+            let frame = self.frames.pop().expect("len > i");
+            self.close(frame, at, out);
+        }
+    }
+
+    fn close(&mut self, frame: Frame, end: Stamp, out: &mut dyn FnMut(Slice)) {
+        let slice = Slice {
+            pid: self.pid,
+            tid: self.tid,
+            depth: frame.depth,
+            start: frame.start,
+            end,
+            kind: SliceKind::Call {
+                func: frame.func,
+                unknown_start: frame.unknown_start,
+            },
+        };
+        self.finish(slice, frame.held, out);
+    }
+
+    /// Emits `slice` and the slices held behind it, or holds them all behind
+    /// the parent they tie with.
+    fn finish(&mut self, slice: Slice, held: Vec<Slice>, out: &mut dyn FnMut(Slice)) {
+        if let Some(parent) = self.frames.last_mut() {
+            if ties(&parent.start, &slice.start) {
+                parent.held.push(slice);
+                parent.held.extend(held);
+                return;
+            }
+        } else if matches!(self.state, State::Running | State::Disabled { .. })
+            && self.base.is_some_and(|b| ties(&b, &slice.start))
+        {
+            self.base_held.push(slice);
+            self.base_held.extend(held);
+            return;
+        }
+        out(slice);
+        held.into_iter().for_each(out);
+    }
+
+    /// Ends every frame at `at` and releases what waited for a retroactive parent.
+    fn close_segment(&mut self, at: Stamp, out: &mut dyn FnMut(Slice)) {
+        self.pop_to(0, at, out);
+        self.base_held.drain(..).for_each(&mut *out);
+        self.base = None;
+    }
+
+    /// Ends untraced time, gaps and frames at `at` (for `Gap` and `End`).
+    fn end_segment(&mut self, at: Stamp, out: &mut dyn FnMut(Slice)) {
+        match std::mem::replace(&mut self.state, State::Running) {
+            State::Disabled {
+                at: off_at,
+                ip,
+                kernel,
+            } => {
+                self.stats.untraced += 1;
+                let untraced = Slice {
+                    pid: self.pid,
+                    tid: self.tid,
+                    depth: self.top_depth() + 1,
+                    start: off_at,
+                    end: at,
+                    kind: SliceKind::Untraced { kernel, ip },
+                };
+                self.finish(untraced, Vec::new(), out);
+            }
+            State::InGap {
+                at: gap_at,
+                kind,
+                offset,
+            } => {
+                self.state = State::Idle;
+                self.finish(
+                    Slice {
+                        pid: self.pid,
+                        tid: self.tid,
+                        depth: 0,
+                        start: gap_at,
+                        end: at,
+                        kind: SliceKind::Gap { kind, offset },
+                    },
+                    Vec::new(),
+                    out,
+                );
+            }
+            State::Running | State::Idle => {}
+        }
+        self.close_segment(at, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const MAIN: u64 = 0x1000;
+    const A: u64 = 0x2000;
+    const B: u64 = 0x3000;
+    const C: u64 = 0x4000;
+    const D: u64 = 0x5000;
+    const F: u64 = 0x6000;
+    const HANDLER: u64 = 0x7000;
+    const X: u64 = 0x8000;
+
+    /// Functions of 0x100 bytes at the addresses above; nothing else has a symbol.
+    struct Map(BTreeMap<u64, Arc<Func>>);
+
+    impl Map {
+        fn new() -> Self {
+            let names = [
+                (MAIN, "main"),
+                (A, "a"),
+                (B, "b"),
+                (C, "c"),
+                (D, "d"),
+                (F, "f"),
+                (HANDLER, "handler"),
+                (X, "x"),
+            ];
+            Map(names
+                .iter()
+                .map(|&(entry, name)| {
+                    let func = Func {
+                        entry,
+                        name: name.into(),
+                        module: "prog".into(),
+                    };
+                    (entry, Arc::new(func))
+                })
+                .collect())
+        }
+    }
+
+    impl Resolver for Map {
+        fn function_of(&self, _pid: u32, addr: u64, _time: u64) -> Option<Arc<Func>> {
+            let (&entry, f) = self.0.range(..=addr).next_back()?;
+            (addr < entry + 0x100).then(|| f.clone())
+        }
+        fn is_function_entry(&self, _pid: u32, addr: u64, _time: u64) -> bool {
+            self.0.contains_key(&addr)
+        }
+    }
+
+    /// Time `t` ns, ten instructions per ns.
+    fn s(t: u64) -> Stamp {
+        Stamp {
+            time: t,
+            insns: t * 10,
+            cycles: None,
+        }
+    }
+
+    fn enabled(t: u64, ip: u64) -> Op {
+        Op::Enabled {
+            at: s(t),
+            ip,
+            first: false,
+        }
+    }
+    fn call(t: u64, from: u64, to: u64) -> Op {
+        Op::Call { at: s(t), from, to }
+    }
+    /// A return to just after a 5-byte call at `site`.
+    fn ret(t: u64, from: u64, site: u64) -> Op {
+        Op::Return {
+            at: s(t),
+            from,
+            to: site + 5,
+        }
+    }
+    fn jump(t: u64, from: u64, to: u64) -> Op {
+        Op::Jump { at: s(t), from, to }
+    }
+    fn disabled(t: u64, ip: u64, kernel: bool) -> Op {
+        Op::Disabled {
+            at: s(t),
+            ip,
+            kernel,
+        }
+    }
+    fn end(t: u64) -> Op {
+        Op::End { at: s(t) }
+    }
+
+    /// One line per slice: depth, name (`?` marks an unknown start), times, instructions.
+    fn render(slice: &Slice) -> String {
+        let name = match &slice.kind {
+            SliceKind::Call {
+                func,
+                unknown_start,
+            } => {
+                format!("{}{}", func.name, if *unknown_start { "?" } else { "" })
+            }
+            SliceKind::Untraced { kernel: true, .. } => "[kernel]".into(),
+            SliceKind::Untraced { kernel: false, .. } => "[untraced]".into(),
+            SliceKind::Gap { kind, .. } => format!("[gap {kind:?}]"),
+        };
+        format!(
+            "{} {name} {}-{} i{}",
+            slice.depth,
+            slice.start.time,
+            slice.end.time,
+            slice.insns()
+        )
+    }
+
+    fn run(ops: &[Op]) -> (Vec<String>, StackStats) {
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2);
+        let mut slices = Vec::new();
+        for op in ops {
+            stack.push(op, &map, &mut |sl: Slice| {
+                assert!(sl.start.time <= sl.end.time, "{sl:?}");
+                assert_eq!((sl.pid, sl.tid), (1, 2));
+                slices.push(render(&sl));
+            });
+        }
+        (slices, stack.stats().clone())
+    }
+
+    fn assert_slices(ops: &[Op], want: &[&str]) -> StackStats {
+        let (got, stats) = run(ops);
+        assert_eq!(got, want, "\ngot:  {got:#?}\nwant: {want:#?}");
+        stats
+    }
+
+    #[test]
+    fn nested_calls_end_children_first() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN + 0x10),
+                call(10, MAIN + 0x20, A),
+                call(20, A + 0x8, B),
+                ret(30, B + 0x50, A + 0x8),
+                ret(40, A + 0x30, MAIN + 0x20),
+                end(50),
+            ],
+            &["2 b 20-30 i100", "1 a 10-40 i300", "0 main? 0-50 i500"],
+        );
+        assert_eq!((stats.calls, stats.returns, stats.max_depth), (2, 2, 2));
+    }
+
+    #[test]
+    fn recursion_pairs_each_return_with_its_call() {
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, F),
+                call(20, F + 0x10, F),
+                call(30, F + 0x10, F),
+                ret(40, F + 0x30, F + 0x10),
+                ret(50, F + 0x30, F + 0x10),
+                ret(60, F + 0x30, MAIN + 0x20),
+                end(70),
+            ],
+            &[
+                "3 f 30-40 i100",
+                "2 f 20-50 i300",
+                "1 f 10-60 i500",
+                "0 main 0-70 i700",
+            ],
+        );
+    }
+
+    #[test]
+    fn tail_call_replaces_the_top_frame() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                jump(12, A + 0x10, A + 0x40), // inside a: nothing
+                jump(14, A + 0x50, A),        // to its own entry: nothing
+                jump(20, A + 0x60, B),        // tail call
+                jump(25, B + 0x60, C),        // and another
+                ret(30, C + 0x10, MAIN + 0x20),
+                end(40),
+            ],
+            &[
+                "1 a 10-20 i100",
+                "1 b 20-25 i50",
+                "1 c 25-30 i50",
+                "0 main 0-40 i400",
+            ],
+        );
+        assert_eq!(stats.tail_calls, 2);
+    }
+
+    #[test]
+    fn return_skipping_three_frames() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                call(20, A + 0x20, B),
+                call(30, B + 0x20, C),
+                call(40, C + 0x20, D),
+                // d returns to a's call site in main: b, c, d are skipped.
+                ret(50, D + 0x30, MAIN + 0x20),
+                end(60),
+            ],
+            &[
+                "4 d 40-50 i100",
+                "3 c 30-50 i200",
+                "2 b 20-50 i300",
+                "1 a 10-50 i400",
+                "0 main 0-60 i600",
+            ],
+        );
+        assert_eq!(stats.skipped_frames, 3);
+    }
+
+    #[test]
+    fn longjmp_by_jump_pops_to_the_open_frame() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                call(20, A + 0x20, B),
+                call(30, B + 0x20, C),
+                call(40, C + 0x20, D),
+                jump(50, D + 0x30, A + 0x44), // longjmp back into a
+                ret(60, A + 0x50, MAIN + 0x20),
+                end(70),
+            ],
+            &[
+                "4 d 40-50 i100",
+                "3 c 30-50 i200",
+                "2 b 20-50 i300",
+                "1 a 10-60 i500",
+                "0 main 0-70 i700",
+            ],
+        );
+        assert_eq!(stats.skipped_frames, 3);
+    }
+
+    #[test]
+    fn returns_above_the_known_stack_create_frames_retroactively() {
+        let stats = assert_slices(
+            &[
+                enabled(5, B + 0x10),        // the trace begins inside b
+                ret(10, B + 0x50, A + 0x30), // b returns into a: a was running
+                call(12, A + 0x40, C),       // a calls c
+                ret(15, C + 0x10, A + 0x40),
+                ret(20, A + 0x60, MAIN + 0x30), // a returns into main: main too
+                end(30),
+            ],
+            &[
+                // Parents first: main and a start where b does, so a reader
+                // breaking timestamp ties by file order nests them right.
+                "0 c 12-15 i30",
+                "-2 main? 5-30 i250",
+                "-1 a? 5-20 i150",
+                "0 b? 5-10 i50",
+            ],
+        );
+        assert_eq!(stats.retroactive_frames, 2);
+    }
+
+    #[test]
+    fn return_into_recursive_caller_above_the_stack() {
+        // The trace begins in f called by f: the return lands in f again,
+        // which is a new (retroactive) frame, not the one that returned.
+        assert_slices(
+            &[enabled(0, F + 0x30), ret(10, F + 0x40, F + 0x10), end(20)],
+            &["-1 f? 0-20 i200", "0 f? 0-10 i100"],
+        );
+    }
+
+    #[test]
+    fn syscalls_are_kernel_slices_inside_the_caller() {
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                disabled(15, A + 0x32, true),
+                enabled(25, A + 0x34),
+                ret(30, A + 0x40, MAIN + 0x20),
+                disabled(35, MAIN + 0x40, false), // switched out
+                enabled(45, MAIN + 0x40),
+                end(50),
+            ],
+            &[
+                "2 [kernel] 15-25 i100",
+                "1 a 10-30 i200",
+                "1 [untraced] 35-45 i100",
+                "0 main 0-50 i500",
+            ],
+        );
+    }
+
+    #[test]
+    fn signal_handler_and_sigreturn() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                disabled(20, A + 0x30, true), // interrupt: a signal is delivered
+                enabled(22, HANDLER),         // the handler runs
+                disabled(30, HANDLER + 0x40, true), // rt_sigreturn
+                enabled(32, A + 0x30),        // back in a
+                ret(40, A + 0x50, MAIN + 0x20),
+                end(50),
+            ],
+            &[
+                "2 [kernel] 20-22 i20",
+                "3 [kernel] 30-32 i20",
+                "2 handler 22-32 i100",
+                "1 a 10-40 i300",
+                "0 main 0-50 i500",
+            ],
+        );
+        assert_eq!(stats.skipped_frames, 0);
+    }
+
+    #[test]
+    fn resume_in_an_unrelated_function_restarts_the_stack() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                disabled(20, A + 0x30, true), // execve
+                enabled(30, X + 0x10),
+                end(40),
+            ],
+            &[
+                "1 a 10-20 i100",
+                "0 main 0-20 i200",
+                "0 [kernel] 20-30 i100",
+                "0 x? 30-40 i100",
+            ],
+        );
+        assert_eq!(stats.restarts, 1);
+    }
+
+    #[test]
+    fn overflow_ends_every_frame_and_restarts_empty() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                Op::Gap {
+                    at: s(20),
+                    kind: GapKind::Overflow,
+                    offset: 0x4000,
+                },
+                enabled(30, B + 0x10),
+                // A return after the gap is above the (new) known stack: a is
+                // created retroactively from the gap's end, never from before.
+                ret(35, B + 0x20, A + 0x30),
+                end(40),
+            ],
+            &[
+                "1 a 10-20 i100",
+                "0 main 0-20 i200",
+                "0 [gap Overflow] 20-30 i100",
+                "-1 a? 30-40 i100",
+                "0 b? 30-35 i50",
+            ],
+        );
+        assert_eq!((stats.gaps, stats.retroactive_frames), (1, 1));
+    }
+
+    #[test]
+    fn gap_while_untraced_and_gap_at_the_end() {
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                disabled(10, MAIN + 0x30, true),
+                Op::Gap {
+                    at: s(20),
+                    kind: GapKind::LostData,
+                    offset: 0,
+                },
+                Op::Gap {
+                    at: s(25),
+                    kind: GapKind::DecodeError("no memory mapped".into()),
+                    offset: 0x10,
+                },
+                end(40),
+            ],
+            &[
+                "1 [kernel] 10-20 i100",
+                "0 main 0-20 i200",
+                "0 [gap LostData] 20-25 i50",
+                "0 [gap DecodeError(\"no memory mapped\")] 25-40 i150",
+            ],
+        );
+    }
+
+    #[test]
+    fn end_closes_open_frames_and_a_new_segment_may_follow() {
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                call(20, A + 0x20, B),
+                disabled(30, B + 0x10, false),
+                end(40),
+                enabled(50, C + 0x8),
+                end(60),
+            ],
+            &[
+                "3 [untraced] 30-40 i100",
+                "2 b 20-40 i200",
+                "1 a 10-40 i300",
+                "0 main 0-40 i400",
+                "0 c? 50-60 i100",
+            ],
+        );
+    }
+
+    #[test]
+    fn slices_tied_with_their_parent_follow_it() {
+        // Coarse timing: a is called in the same ns main was entered.
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(0, MAIN + 0x20, A),
+                call(0, A + 0x20, B),
+                ret(5, B + 0x10, A + 0x20),
+                ret(5, A + 0x10, MAIN + 0x20),
+                call(7, MAIN + 0x40, C),
+                ret(8, C + 0x10, MAIN + 0x40),
+                end(10),
+            ],
+            &[
+                "1 c 7-8 i10",
+                "0 main 0-10 i100",
+                "1 a 0-5 i50",
+                "2 b 0-5 i50",
+            ],
+        );
+    }
+
+    #[test]
+    fn calls_to_the_next_instruction_are_not_calls() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, MAIN + 0x25), // call 1f; 1: pop %rbx
+                call(20, MAIN + 0x30, A),
+                ret(30, A + 0x10, MAIN + 0x30),
+                end(40),
+            ],
+            &["1 a 20-30 i100", "0 main 0-40 i400"],
+        );
+        assert_eq!((stats.ignored_calls, stats.calls), (1, 1));
+    }
+
+    #[test]
+    fn unknown_code_keeps_its_entry_address_and_is_never_compared() {
+        assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, 0x9_0000), // no symbol
+                jump(15, 0x9_0010, 0x9_0500),    // not an entry: nothing
+                ret(20, 0x9_0600, MAIN + 0x20),
+                end(30),
+            ],
+            &["1 0x90000 10-20 i100", "0 main 0-30 i300"],
+        );
+    }
+
+    #[test]
+    fn cycles_and_implicit_resume() {
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2);
+        let mut out = Vec::new();
+        let c = |t: u64, cyc: u64| Stamp {
+            time: t,
+            insns: t,
+            cycles: Some(cyc),
+        };
+        let ops = [
+            Op::Enabled {
+                at: c(0, 100),
+                ip: MAIN,
+                first: true,
+            },
+            Op::Disabled {
+                at: c(10, 130),
+                ip: MAIN + 0x10,
+                kernel: true,
+            },
+            // The decoder saw no Enabled before this call: tracing resumed.
+            Op::Call {
+                at: c(20, 150),
+                from: MAIN + 0x20,
+                to: A,
+            },
+            // Time going backwards is clamped.
+            Op::End { at: c(15, 170) },
+        ];
+        for op in &ops {
+            stack.push(op, &map, &mut |s| out.push(s));
+        }
+        let got: Vec<_> = out.iter().map(|s| (render(s), s.cycles())).collect();
+        assert_eq!(
+            got,
+            [
+                ("1 [kernel] 10-20 i10".to_string(), Some(20)),
+                ("1 a 20-20 i0".to_string(), Some(20)),
+                ("0 main 0-20 i20".to_string(), Some(70)),
+            ]
+        );
+    }
+}
