@@ -6,3 +6,4 @@ pub mod ops;
 pub mod images;
 pub mod symbols;
 pub mod stack;
+pub mod emit;

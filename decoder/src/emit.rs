@@ -1,0 +1,793 @@
+//! FTF emission: the call-stack stage's [`Slice`]s become duration-complete
+//! events on one track per thread, under its process, in one file or one file
+//! per `--split` window. Last stage of the data flow; knows the layout a user
+//! sees in Perfetto (DESIGN.md, "FTF output").
+//!
+//! # Layout
+//!
+//! * A kernel-object record per process (koid = pid) and per thread (koid =
+//!   tid, `process` = pid), written before the thread's first event in each
+//!   file. The thread is named by its COMM at its first traced instant; a
+//!   later COMM (exec, prctl) is an instant `comm: NEW` on the thread at the
+//!   time of the change, so the track keeps one name and the rename is
+//!   visible where it happened.
+//! * A call: category `call`, name = the function, args `insns` (u64,
+//!   inclusive of callees), `cycles` (u64, when CYC packets were recorded),
+//!   `addr` (pointer, the function's entry), `module` (string), and
+//!   `unknown_start = true` when the call was not seen (the trace began
+//!   inside it; it starts at the thread's first traced instant).
+//! * Untraced time: category `untraced`, a slice named `[kernel]` (syscall or
+//!   interrupt with user-only tracing) or `[untraced]` (switched out, tracing
+//!   off) nested in the function it interrupted, with `ip` where tracing stopped.
+//! * A gap: category `gap`, a top-level slice `[gap: overflow]`,
+//!   `[gap: lost data]`, `[gap: decode error]` or `[gap: no image]` from
+//!   the hole to where tracing resumed, with `reason`, `offset` (in the AUX
+//!   buffer) and, for missing images, `ip`. A decode error is also an instant
+//!   `[decode error]` at the gap, so a zero-length gap stays clickable.
+//! * Slices cut at a window boundary (`--split`, `--start`, `--duration`)
+//!   carry `cut` = `start`, `end` or `both`: the side that lies outside this
+//!   file. Their `insns` and `cycles` are those of the whole call.
+//!
+//! # Time axes
+//!
+//! `ns`: perf time minus the origin (the trace's first timestamp), 1e9 ticks
+//! per second. `cycles` and `instructions`: the thread's counters as ticks,
+//! still written as 1e9 ticks per second, so Perfetto's "ns" read as cycles or
+//! instructions. Windows are always in perf time; on the counter axes a slice
+//! crossing a window boundary is kept whole (the counters at the boundary are
+//! not known) and marked `cut`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::write::GzEncoder;
+use ftf::{Arg, ArgValue, ThreadRef, Writer};
+
+use crate::ops::{GapKind, Stamp};
+use crate::stack::{Slice, SliceKind};
+
+/// Most `--split` files one run may write (all stay open until the end,
+/// because a long call is written only when it ends).
+pub const MAX_WINDOWS: u64 = 4096;
+
+/// What the output timestamps count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeAxis {
+    /// Nanoseconds of perf time from the origin.
+    #[default]
+    Ns,
+    /// Core cycles (CYC packets).
+    Cycles,
+    /// Instructions executed by the thread.
+    Instructions,
+}
+
+/// Why emission failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    /// An output file could not be created or written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The FTF writer failed (its sink failed, or a value is out of range).
+    #[error("writing {path}: {source}")]
+    Ftf {
+        path: PathBuf,
+        #[source]
+        source: ftf::Error,
+    },
+    /// `--time-axis cycles` on a trace without cycle counts.
+    #[error("tid {tid}: no cycle counts (the trace has no CYC packets); use --time-axis ns or instructions")]
+    NoCycles { tid: u32 },
+    /// More `--split` windows than [`MAX_WINDOWS`].
+    #[error(
+        "--split would write more than {MAX_WINDOWS} files (window {index}); use a longer duration"
+    )]
+    TooManyWindows { index: u64 },
+}
+
+/// Where the FTF goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A file; gzip-compressed when its name ends in `.gz`. With windows,
+    /// `out.ftf` becomes `out-0.ftf`, `out-1.ftf`, ...
+    File(PathBuf),
+    /// Standard output (no windows).
+    Stdout,
+    /// Memory, for tests: [`Written::bytes`].
+    Memory,
+}
+
+/// How slices become events.
+#[derive(Debug, Clone, Default)]
+pub struct EmitOptions {
+    pub axis: TimeAxis,
+    /// Perf time (ns) of tick 0 on the `ns` axis.
+    pub origin: u64,
+    /// Only slices overlapping `[start, end)` (perf time) are written, cut to it.
+    pub range: Option<(u64, u64)>,
+    /// One file per window of this many ns (counted from the range start or
+    /// the origin).
+    pub split: Option<u64>,
+}
+
+/// One file written.
+#[derive(Debug)]
+pub struct Written {
+    /// The window index, with `--split`.
+    pub window: Option<u64>,
+    /// `None` for stdout and memory.
+    pub path: Option<PathBuf>,
+    /// The FTF bytes, for [`Target::Memory`]; empty otherwise.
+    pub bytes: Vec<u8>,
+    /// Events written (slices and instants).
+    pub events: u64,
+}
+
+/// What the emitter wrote, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmitStats {
+    pub calls: u64,
+    pub untraced: u64,
+    pub gaps: u64,
+    /// Slices outside `--start`/`--duration`.
+    pub dropped: u64,
+    /// Slice pieces cut at a window boundary.
+    pub cut: u64,
+}
+
+enum Sink {
+    Plain(File),
+    Gzip(GzEncoder<File>),
+    Stdout(io::Stdout),
+    Memory(Vec<u8>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Plain(f) => f.write(buf),
+            Sink::Gzip(g) => g.write(buf),
+            Sink::Stdout(s) => s.write(buf),
+            Sink::Memory(v) => v.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Plain(f) => f.flush(),
+            Sink::Gzip(g) => g.flush(),
+            Sink::Stdout(s) => s.flush(),
+            Sink::Memory(v) => v.flush(),
+        }
+    }
+}
+
+impl Sink {
+    /// Completes the stream (the gzip trailer) and returns memory bytes.
+    fn close(self) -> io::Result<Vec<u8>> {
+        match self {
+            Sink::Plain(mut f) => f.flush().map(|()| Vec::new()),
+            Sink::Gzip(g) => g.finish().map(|_| Vec::new()),
+            Sink::Stdout(mut s) => s.flush().map(|()| Vec::new()),
+            Sink::Memory(v) => Ok(v),
+        }
+    }
+}
+
+struct Window {
+    writer: Writer<Sink>,
+    path: Option<PathBuf>,
+    /// Threads whose kernel objects this file already has.
+    threads: HashSet<(u32, u32)>,
+    processes: HashSet<u32>,
+    events: u64,
+}
+
+/// A thread as the output names it.
+#[derive(Debug, Clone)]
+struct ThreadInfo {
+    name: String,
+    process: String,
+}
+
+/// Writes slices as FTF. See the module doc for the layout.
+pub struct Emitter {
+    target: Target,
+    opts: EmitOptions,
+    windows: BTreeMap<u64, Window>,
+    threads: HashMap<(u32, u32), ThreadInfo>,
+    stats: EmitStats,
+}
+
+/// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
+pub fn window_path(path: &Path, index: u64) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (stem, ext) = match name.strip_suffix(".gz") {
+        Some(inner) => match inner.rfind('.') {
+            Some(i) if i > 0 => (&name[..i], &name[i..]),
+            _ => (inner, ".gz"),
+        },
+        None => match name.rfind('.') {
+            Some(i) if i > 0 => (&name[..i], &name[i..]),
+            _ => (name.as_str(), ""),
+        },
+    };
+    path.with_file_name(format!("{stem}-{index}{ext}"))
+}
+
+fn gap_name(kind: &GapKind) -> &'static str {
+    match kind {
+        GapKind::Overflow => "[gap: overflow]",
+        GapKind::LostData => "[gap: lost data]",
+        GapKind::DecodeError(_) => "[gap: decode error]",
+        GapKind::NoImage { .. } => "[gap: no image]",
+    }
+}
+
+fn gap_reason(kind: &GapKind) -> String {
+    match kind {
+        GapKind::Overflow => "trace buffer overflow (OVF): the hardware lost packets".into(),
+        GapKind::LostData => "AUX data lost or truncated".into(),
+        GapKind::DecodeError(e) => e.clone(),
+        GapKind::NoImage { ip } => format!("no image for the code at {ip:#x}"),
+    }
+}
+
+impl Emitter {
+    /// An emitter writing to `target`. Files are created when their first
+    /// event comes (without `--split`, at once).
+    pub fn new(target: Target, opts: EmitOptions) -> Result<Self, EmitError> {
+        let mut e = Emitter {
+            target,
+            opts,
+            windows: BTreeMap::new(),
+            threads: HashMap::new(),
+            stats: EmitStats::default(),
+        };
+        if e.opts.split.is_none() {
+            e.window(0)?;
+        }
+        Ok(e)
+    }
+
+    pub fn stats(&self) -> &EmitStats {
+        &self.stats
+    }
+
+    /// Names a thread before its first slice: `name` its COMM at its first
+    /// traced instant, `process` the name of its process, `renames` the
+    /// names it took later, with their perf times.
+    pub fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        let info = ThreadInfo {
+            name: name.to_owned(),
+            process: process.to_owned(),
+        };
+        self.threads.insert((pid, tid), info);
+        for (t, new) in renames {
+            if !self.in_range(*t, *t) {
+                continue;
+            }
+            let index = self.window_of(*t);
+            let ts = self.ticks_at(*t);
+            let args = [Arg::new("name", new.as_str())];
+            let label = format!("comm: {new}");
+            self.with_window(index, pid, tid, |w, th| {
+                w.instant(th, "comm", &label, ts, &args)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn in_range(&self, start: u64, end: u64) -> bool {
+        match self.opts.range {
+            None => true,
+            Some((rs, re)) => start < re && (end > rs || start >= rs),
+        }
+    }
+
+    /// The window start used for `--split` numbering.
+    fn split_base(&self) -> u64 {
+        self.opts.range.map_or(self.opts.origin, |r| r.0)
+    }
+
+    fn window_of(&self, t: u64) -> u64 {
+        match self.opts.split {
+            None => 0,
+            Some(d) => t.saturating_sub(self.split_base()) / d.max(1),
+        }
+    }
+
+    fn ticks_at(&self, t: u64) -> u64 {
+        t.saturating_sub(self.opts.origin)
+    }
+
+    fn ticks(&self, tid: u32, s: &Stamp) -> Result<u64, EmitError> {
+        Ok(match self.opts.axis {
+            TimeAxis::Ns => self.ticks_at(s.time),
+            TimeAxis::Instructions => s.insns,
+            TimeAxis::Cycles => s.cycles.ok_or(EmitError::NoCycles { tid })?,
+        })
+    }
+
+    fn window(&mut self, index: u64) -> Result<&mut Window, EmitError> {
+        if !self.windows.contains_key(&index) {
+            if index >= MAX_WINDOWS {
+                return Err(EmitError::TooManyWindows { index });
+            }
+            let split = self.opts.split.is_some();
+            let (sink, path) = match &self.target {
+                Target::Memory => (Sink::Memory(Vec::new()), None),
+                Target::Stdout => (Sink::Stdout(io::stdout()), None),
+                Target::File(p) => {
+                    let path = if split {
+                        window_path(p, index)
+                    } else {
+                        p.clone()
+                    };
+                    let io = |source| EmitError::Io {
+                        path: path.clone(),
+                        source,
+                    };
+                    let file = File::create(&path).map_err(io)?;
+                    let gz = path.extension().is_some_and(|e| e == "gz");
+                    let sink = if gz {
+                        Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))
+                    } else {
+                        Sink::Plain(file)
+                    };
+                    (sink, Some(path))
+                }
+            };
+            let writer =
+                Writer::with_provider(sink, 1_000_000_000, 1, "ptdec").map_err(|source| {
+                    EmitError::Ftf {
+                        path: path.clone().unwrap_or_else(|| "<output>".into()),
+                        source,
+                    }
+                })?;
+            self.windows.insert(
+                index,
+                Window {
+                    writer,
+                    path,
+                    threads: HashSet::new(),
+                    processes: HashSet::new(),
+                    events: 0,
+                },
+            );
+        }
+        Ok(self.windows.get_mut(&index).expect("inserted above"))
+    }
+
+    /// Runs `f` with window `index`'s writer, after naming the thread there.
+    fn with_window(
+        &mut self,
+        index: u64,
+        pid: u32,
+        tid: u32,
+        f: impl FnOnce(&mut Writer<Sink>, ThreadRef) -> ftf::Result<()>,
+    ) -> Result<(), EmitError> {
+        let info = self.threads.get(&(pid, tid)).cloned();
+        let w = self.window(index)?;
+        let path = w.path.clone();
+        let err = |source| EmitError::Ftf {
+            path: path.clone().unwrap_or_else(|| "<output>".into()),
+            source,
+        };
+        let th = ThreadRef {
+            pid: pid.into(),
+            tid: tid.into(),
+        };
+        if w.threads.insert((pid, tid)) {
+            let (name, process) = match &info {
+                Some(i) => (i.name.as_str(), i.process.as_str()),
+                None => ("", ""),
+            };
+            if w.processes.insert(pid) {
+                w.writer.process(pid.into(), process).map_err(err)?;
+            }
+            w.writer.thread(pid.into(), tid.into(), name).map_err(err)?;
+        }
+        w.events += 1;
+        f(&mut w.writer, th).map_err(err)
+    }
+
+    /// Writes one slice (cut into the windows it crosses).
+    pub fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
+        let (t0, t1) = (s.start.time, s.end.time);
+        if !self.in_range(t0, t1) {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
+        match &s.kind {
+            SliceKind::Call { .. } => self.stats.calls += 1,
+            SliceKind::Untraced { .. } => self.stats.untraced += 1,
+            SliceKind::Gap { .. } => self.stats.gaps += 1,
+        }
+        // The part inside the range, then one piece per window it touches; a
+        // piece ending exactly at a boundary belongs to the window before it.
+        let (lo, hi) = match self.opts.range {
+            Some((rs, re)) => (t0.max(rs), t1.min(re).max(t0.max(rs))),
+            None => (t0, t1),
+        };
+        let first = self.window_of(lo);
+        let last = if hi > lo {
+            self.window_of(hi - 1)
+        } else {
+            first
+        };
+        let ns = self.opts.axis == TimeAxis::Ns;
+        let start_ticks = self.ticks(s.tid, &s.start)?;
+        let end_ticks = self.ticks(s.tid, &s.end)?;
+        for index in first..=last {
+            let (mut a, mut b) = (t0, t1);
+            if let Some(d) = self.opts.split {
+                let ws = self.split_base() + index * d;
+                a = a.max(ws);
+                b = b.min(ws + d);
+            }
+            a = a.max(lo);
+            b = b.min(hi).max(a);
+            let cut = match (a > t0, b < t1) {
+                (false, false) => None,
+                (true, false) => Some("start"),
+                (false, true) => Some("end"),
+                (true, true) => Some("both"),
+            };
+            if cut.is_some() {
+                self.stats.cut += 1;
+            }
+            let (ta, tb) = if ns {
+                (self.ticks_at(a), self.ticks_at(b))
+            } else {
+                (start_ticks, end_ticks)
+            };
+            self.write_piece(index, s, ta, tb, cut)?;
+        }
+        Ok(())
+    }
+
+    fn write_piece(
+        &mut self,
+        index: u64,
+        s: &Slice,
+        start: u64,
+        end: u64,
+        cut: Option<&str>,
+    ) -> Result<(), EmitError> {
+        let mut args: Vec<Arg> = Vec::with_capacity(6);
+        let gap_text;
+        let (cat, name): (&str, &str) = match &s.kind {
+            SliceKind::Call {
+                func,
+                unknown_start,
+            } => {
+                args.push(Arg::new("insns", s.insns()));
+                if let Some(c) = s.cycles() {
+                    args.push(Arg::new("cycles", c));
+                }
+                args.push(Arg::new("addr", ArgValue::Pointer(func.entry)));
+                args.push(Arg::new("module", &*func.module));
+                if *unknown_start {
+                    args.push(Arg::new("unknown_start", true));
+                }
+                ("call", &func.name)
+            }
+            SliceKind::Untraced { kernel, ip } => {
+                args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
+                ("untraced", if *kernel { "[kernel]" } else { "[untraced]" })
+            }
+            SliceKind::Gap { kind, offset } => {
+                gap_text = gap_reason(kind);
+                args.push(Arg::new("reason", gap_text.as_str()));
+                args.push(Arg::new("offset", *offset));
+                if let GapKind::NoImage { ip } = kind {
+                    args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
+                }
+                ("gap", gap_name(kind))
+            }
+        };
+        if let Some(c) = cut {
+            args.push(Arg::new("cut", c));
+        }
+        self.with_window(index, s.pid, s.tid, |w, th| {
+            w.duration_complete(th, cat, name, start, end, &args)
+        })?;
+        if let SliceKind::Gap {
+            kind: kind @ GapKind::DecodeError(_),
+            offset,
+        } = &s.kind
+        {
+            if cut.is_none_or(|c| c == "end") {
+                let reason = gap_reason(kind);
+                let args = [
+                    Arg::new("reason", reason.as_str()),
+                    Arg::new("offset", *offset),
+                ];
+                self.with_window(index, s.pid, s.tid, |w, th| {
+                    w.instant(th, "gap", "[decode error]", start, &args)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and closes every file.
+    pub fn finish(self) -> Result<Vec<Written>, EmitError> {
+        let split = self.opts.split.is_some();
+        let mut out = Vec::new();
+        for (index, w) in self.windows {
+            let label = w.path.clone().unwrap_or_else(|| "<output>".into());
+            let sink = w.writer.finish().map_err(|source| EmitError::Ftf {
+                path: label.clone(),
+                source,
+            })?;
+            let bytes = sink.close().map_err(|source| EmitError::Io {
+                path: label,
+                source,
+            })?;
+            out.push(Written {
+                window: split.then_some(index),
+                path: w.path,
+                bytes,
+                events: w.events,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::Func;
+    use std::sync::Arc;
+
+    fn st(t: u64) -> Stamp {
+        Stamp {
+            time: t,
+            insns: t * 2,
+            cycles: Some(t * 3),
+        }
+    }
+
+    fn call(depth: i32, name: &str, t0: u64, t1: u64, unknown_start: bool) -> Slice {
+        Slice {
+            pid: 10,
+            tid: 11,
+            depth,
+            start: st(t0),
+            end: st(t1),
+            kind: SliceKind::Call {
+                func: Arc::new(Func {
+                    entry: 0x401000,
+                    name: name.into(),
+                    module: "/bin/prog".into(),
+                }),
+                unknown_start,
+            },
+        }
+    }
+
+    /// The dump's kernel objects and events, without offsets.
+    fn events(bytes: &[u8]) -> Vec<String> {
+        ftf::read::dump(bytes)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once(' ').map(|(_, rest)| rest.to_string()))
+            .filter(|l| {
+                l.starts_with("kernel_object")
+                    || l.starts_with("duration_complete")
+                    || l.starts_with("instant")
+            })
+            .collect()
+    }
+
+    fn emitter(opts: EmitOptions) -> Emitter {
+        let mut e = Emitter::new(Target::Memory, opts).unwrap();
+        e.thread(10, 11, "worker", "prog", &[(150, "renamed".into())])
+            .unwrap();
+        e
+    }
+
+    #[test]
+    fn every_slice_kind_as_ftf() {
+        let mut e = emitter(EmitOptions {
+            origin: 100,
+            ..Default::default()
+        });
+        e.slice(&call(0, "main", 100, 200, true)).unwrap();
+        e.slice(&Slice {
+            depth: 1,
+            kind: SliceKind::Untraced {
+                kernel: true,
+                ip: 0x401010,
+            },
+            ..call(1, "", 120, 130, false)
+        })
+        .unwrap();
+        e.slice(&Slice {
+            depth: 0,
+            kind: SliceKind::Gap {
+                kind: GapKind::DecodeError("bad packet".into()),
+                offset: 64,
+            },
+            ..call(0, "", 200, 210, false)
+        })
+        .unwrap();
+        let out = e.finish().unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].window, None);
+        let got = events(&out[0].bytes);
+        let want = [
+            r#"kernel_object process koid=10 name="prog""#,
+            r#"kernel_object thread koid=11 name="worker" args={"process": koid(10)}"#,
+            r#"instant ts=50 pid=10 tid=11 cat="comm" name="comm: renamed" args={"name": str("renamed")}"#,
+            r#"duration_complete ts=0 pid=10 tid=11 cat="call" name="main" end=100 args={"insns": u64(200), "cycles": u64(300), "addr": ptr(0x401000), "module": str("/bin/prog"), "unknown_start": bool(true)}"#,
+            r#"duration_complete ts=20 pid=10 tid=11 cat="untraced" name="[kernel]" end=30 args={"ip": ptr(0x401010)}"#,
+            r#"duration_complete ts=100 pid=10 tid=11 cat="gap" name="[gap: decode error]" end=110 args={"reason": str("bad packet"), "offset": u64(64)}"#,
+            r#"instant ts=100 pid=10 tid=11 cat="gap" name="[decode error]" args={"reason": str("bad packet"), "offset": u64(64)}"#,
+        ];
+        assert_eq!(got, want, "{got:#?}");
+    }
+
+    #[test]
+    fn split_cuts_slices_at_window_boundaries() {
+        let mut e = emitter(EmitOptions {
+            origin: 0,
+            split: Some(100),
+            ..Default::default()
+        });
+        e.slice(&call(0, "long", 50, 250, false)).unwrap();
+        e.slice(&call(1, "inside", 120, 180, false)).unwrap();
+        e.slice(&call(1, "at_boundary", 180, 200, false)).unwrap();
+        let out = e.finish().unwrap();
+        let windows: Vec<_> = out.iter().map(|w| w.window).collect();
+        assert_eq!(windows, [Some(0), Some(1), Some(2)]);
+        let names: Vec<Vec<String>> = out
+            .iter()
+            .map(|w| {
+                events(&w.bytes)
+                    .into_iter()
+                    .filter(|l| l.starts_with("duration"))
+                    .map(|l| {
+                        let field = |key: &str| {
+                            l.split(' ')
+                                .find(|f| f.starts_with(key))
+                                .unwrap_or("")
+                                .to_string()
+                        };
+                        let cut = l
+                            .split("\"cut\": ")
+                            .nth(1)
+                            .map_or("", |c| c.trim_end_matches('}'));
+                        format!(
+                            "{} {} {} {cut}",
+                            field("ts="),
+                            field("end="),
+                            field("name=")
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                vec![r#"ts=50 end=100 name="long" str("end")"#],
+                vec![
+                    r#"ts=100 end=200 name="long" str("both")"#,
+                    r#"ts=120 end=180 name="inside" "#,
+                    r#"ts=180 end=200 name="at_boundary" "#,
+                ],
+                vec![r#"ts=200 end=250 name="long" str("start")"#],
+            ]
+        );
+        // Every file names its threads; the rename at 150 lands in window 1.
+        for w in &out {
+            let ev = events(&w.bytes);
+            assert!(ev[0].starts_with("kernel_object process koid=10"), "{ev:?}");
+            assert_eq!(
+                ev.iter().any(|l| l.contains("comm: renamed")),
+                w.window == Some(1)
+            );
+        }
+    }
+
+    #[test]
+    fn range_drops_and_cuts() {
+        let mut e = emitter(EmitOptions {
+            origin: 0,
+            range: Some((100, 200)),
+            ..Default::default()
+        });
+        e.slice(&call(0, "before", 10, 90, false)).unwrap();
+        e.slice(&call(0, "after", 200, 300, false)).unwrap();
+        e.slice(&call(0, "across", 50, 150, false)).unwrap();
+        e.slice(&call(0, "zero_at_start", 100, 100, false)).unwrap();
+        assert_eq!(e.stats().dropped, 2);
+        let out = e.finish().unwrap();
+        let ev: Vec<_> = events(&out[0].bytes)
+            .into_iter()
+            .filter(|l| l.starts_with("duration"))
+            .collect();
+        assert_eq!(ev.len(), 2, "{ev:#?}");
+        assert!(ev[0].contains(r#"ts=100 pid=10 tid=11 cat="call" name="across" end=150"#));
+        assert!(ev[0].ends_with(r#""cut": str("start")}"#), "{}", ev[0]);
+        assert!(ev[1].contains(r#"ts=100 pid=10 tid=11 cat="call" name="zero_at_start" end=100"#));
+    }
+
+    #[test]
+    fn counter_axes() {
+        let mut e = emitter(EmitOptions {
+            axis: TimeAxis::Instructions,
+            ..Default::default()
+        });
+        e.slice(&call(0, "main", 100, 200, false)).unwrap();
+        let out = e.finish().unwrap();
+        let ev = events(&out[0].bytes);
+        assert!(
+            ev[3].starts_with("duration_complete ts=200") && ev[3].contains("end=400"),
+            "{ev:#?}"
+        );
+
+        let mut e = emitter(EmitOptions {
+            axis: TimeAxis::Cycles,
+            ..Default::default()
+        });
+        let mut s = call(0, "main", 100, 200, false);
+        e.slice(&s).unwrap();
+        s.start.cycles = None;
+        assert!(matches!(e.slice(&s), Err(EmitError::NoCycles { tid: 11 })));
+    }
+
+    #[test]
+    fn gzip_files_and_window_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.ftf.gz");
+        let mut e = Emitter::new(
+            Target::File(path.clone()),
+            EmitOptions {
+                split: Some(100),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        e.thread(10, 11, "worker", "prog", &[]).unwrap();
+        e.slice(&call(0, "main", 0, 150, false)).unwrap();
+        let out = e.finish().unwrap();
+        assert_eq!(out.len(), 2);
+        for (i, w) in out.iter().enumerate() {
+            let p = w.path.as_ref().unwrap();
+            assert_eq!(*p, dir.path().join(format!("out-{i}.ftf.gz")));
+            let mut bytes = Vec::new();
+            let gz = std::fs::File::open(p).unwrap();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut bytes).unwrap();
+            assert!(ftf::read::dump(&bytes).unwrap().contains("name=\"main\""));
+        }
+        assert_eq!(
+            window_path(Path::new("a/out.ftf"), 3),
+            Path::new("a/out-3.ftf")
+        );
+        assert_eq!(window_path(Path::new("out"), 0), Path::new("out-0"));
+        assert_eq!(window_path(Path::new("x.gz"), 1), Path::new("x-1.gz"));
+        assert_eq!(window_path(Path::new(".hidden"), 1), Path::new(".hidden-1"));
+    }
+}
