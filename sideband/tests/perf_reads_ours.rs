@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
 use sideband::file::PerfFile;
 use sideband::record::{Event, Record};
@@ -44,7 +42,7 @@ fn perf_reads_the_rewritten_file_without_warning_and_decodes_it_alike() {
         return;
     };
     let name = "perf.data.intel_pt-4.14";
-    let orig_path = Path::new(REALDATA).join(name);
+    let orig_path = pt_tests::realdata(name);
     let bytes = realdata(name);
     let ours = temp_file(&rewrite(&PerfFile::parse(&bytes).unwrap()));
 
@@ -91,7 +89,7 @@ fn perf_reads_our_pipe_stream() {
     );
     assert_eq!(
         perf_counts(&perf, ours.path(), true),
-        perf_counts(&perf, &Path::new(REALDATA).join(name), true)
+        perf_counts(&perf, &pt_tests::realdata(name), true)
     );
 }
 

@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use common::*;
 use sideband::auxtrace_info::IntelPtInfo;
@@ -39,7 +38,7 @@ fn every_record_parses_and_counts_match_perf() {
         let ours = our_counts(&f);
         println!("{name}: {ours:?}");
         if let Some(perf) = &perf {
-            let theirs = perf_counts(perf, &Path::new(REALDATA).join(name), f.is_pipe());
+            let theirs = perf_counts(perf, &pt_tests::realdata(name), f.is_pipe());
             assert_eq!(ours, theirs, "{name}: our counts vs perf report -D");
         }
     }
@@ -303,7 +302,7 @@ fn auxtrace_info_time_conv_and_auxtrace_match_perf_dump() {
         let (dump, err, ok) = run_perf(
             &perf,
             &["script", "-D"],
-            &Path::new(REALDATA).join(name),
+            &pt_tests::realdata(name),
             f.is_pipe(),
         );
         assert!(ok, "{name}: perf script -D failed: {err}");

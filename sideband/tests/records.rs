@@ -805,19 +805,5 @@ fn perf_reads_a_small_file_built_from_records() {
 }
 
 fn perf_bin() -> Option<std::path::PathBuf> {
-    let p = std::path::PathBuf::from("/usr/bin/perf");
-    if std::process::Command::new(&p)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return Some(p);
-    }
-    if std::env::var("PT_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
-        panic!("perf_reads_a_small_file_built_from_records: perf not found (PT_REQUIRE_TOOLS=1)");
-    }
-    eprintln!(
-        "SKIPPED perf_reads_a_small_file_built_from_records: perf not found; install linux-perf"
-    );
-    None
+    pt_tests::perf("perf_reads_a_small_file_built_from_records")
 }

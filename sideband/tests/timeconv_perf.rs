@@ -13,28 +13,12 @@ use std::process::Command;
 use sideband::timeconv::TscConversion;
 
 fn realdata(name: &str) -> PathBuf {
-    let dir = std::env::var_os("PT_REALDATA").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/realdata"),
-        PathBuf::from,
-    );
-    dir.join(name)
+    pt_tests::realdata(name)
 }
 
 /// The workspace's policy for missing tools (see `tests/src/lib.rs`).
 fn perf(test: &str) -> Option<PathBuf> {
-    let perf = std::env::var_os("PT_PERF").map_or_else(|| PathBuf::from("perf"), PathBuf::from);
-    if Command::new(&perf)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return Some(perf);
-    }
-    if std::env::var("PT_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
-        panic!("{test}: perf is not installed (PT_REQUIRE_TOOLS=1; run `bash scripts/setup`)");
-    }
-    eprintln!("SKIPPED {test}: perf is not installed (Debian package linux-perf)");
-    None
+    pt_tests::perf(test)
 }
 
 fn run(perf: &Path, args: &[&str]) -> String {

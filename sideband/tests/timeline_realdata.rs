@@ -26,11 +26,7 @@ const EXEC_TIME: u64 = 641_256_847_598;
 const EXIT_TIME: u64 = 641_258_039_091;
 
 fn realdata(name: &str) -> PathBuf {
-    let dir = std::env::var_os("PT_REALDATA").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/realdata"),
-        PathBuf::from,
-    );
-    dir.join(name)
+    pt_tests::realdata(name)
 }
 
 fn read(name: &str) -> Vec<u8> {
@@ -46,19 +42,7 @@ fn events<'a>(file: &PerfFile<'a>) -> Vec<(u64, Event<'a>)> {
 
 /// The workspace's policy for missing tools (see `tests/src/lib.rs`).
 fn perf(test: &str) -> Option<PathBuf> {
-    let perf = std::env::var_os("PT_PERF").map_or_else(|| PathBuf::from("perf"), PathBuf::from);
-    if Command::new(&perf)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return Some(perf);
-    }
-    if std::env::var("PT_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
-        panic!("{test}: perf is not installed (PT_REQUIRE_TOOLS=1; run `bash scripts/setup`)");
-    }
-    eprintln!("SKIPPED {test}: perf is not installed (Debian package linux-perf)");
-    None
+    pt_tests::perf(test)
 }
 
 fn perf_out(perf: &Path, args: &[&str]) -> String {

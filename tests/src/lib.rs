@@ -16,9 +16,17 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `../shared/realdata` beside the workspace, where the real recordings live.
+/// `../shared/realdata` beside the workspace, where the real recordings live
+/// (`PT_REALDATA` overrides it).
 pub fn realdata_dir() -> PathBuf {
-    workspace_root().join("../shared/realdata")
+    std::env::var_os("PT_REALDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/realdata"))
+}
+
+/// One file of the real recordings (see `../shared/realdata/README.md`).
+pub fn realdata(name: &str) -> PathBuf {
+    realdata_dir().join(name)
 }
 
 fn tools_required() -> bool {

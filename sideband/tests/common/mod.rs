@@ -14,7 +14,6 @@ use sideband::file::PerfFile;
 use sideband::record::{kind, Record};
 use sideband::writer::{FileWriter, PipeWriter};
 
-pub const REALDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/realdata");
 pub const FILES: [&str; 3] = [
     "perf.data.intel_pt-4.14",
     "perf.data.piped.intel_pt-4.14",
@@ -22,34 +21,14 @@ pub const FILES: [&str; 3] = [
 ];
 
 pub fn realdata(name: &str) -> Vec<u8> {
-    let p = Path::new(REALDATA).join(name);
+    let p = pt_tests::realdata(name);
     std::fs::read(&p)
         .unwrap_or_else(|e| panic!("{}: {e} (see ../shared/realdata/README.md)", p.display()))
 }
 
 /// `perf`, or `None` after printing a skip line (a panic under PT_REQUIRE_TOOLS=1).
 pub fn perf(test: &str) -> Option<PathBuf> {
-    let p = std::env::var_os("PERF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/perf".into());
-    let ok = Command::new(&p)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(p);
-    }
-    if std::env::var("PT_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
-        panic!(
-            "{test}: perf not found at {} (PT_REQUIRE_TOOLS=1)",
-            p.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED {test}: perf not found at {}; install linux-perf",
-        p.display()
-    );
-    None
+    pt_tests::perf(test)
 }
 
 /// Runs perf with `args`, the input file given with `-i` (file mode) or on
