@@ -310,7 +310,7 @@ impl Image {
         self.segments
             .iter()
             .find(|s| file_offset >= s.file_offset && file_offset - s.file_offset < s.filesz)
-            .map(|s| s.vaddr + (file_offset - s.file_offset))
+            .map(|s| s.vaddr.wrapping_add(file_offset - s.file_offset))
     }
 
     /// The file offset of an ELF virtual address; `None` when it is not
@@ -319,7 +319,7 @@ impl Image {
         self.segments
             .iter()
             .find(|s| vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz)
-            .map(|s| s.file_offset + (vaddr - s.vaddr))
+            .map(|s| s.file_offset.wrapping_add(vaddr - s.vaddr))
     }
 }
 
@@ -371,14 +371,16 @@ impl From<&Option<FileId>> for Identity {
 
 type Key = (String, Identity);
 type Lookup = Result<Arc<Image>, String>;
+/// `(pid, start, end)`: addresses of a process left undecoded.
+type Ranges = Vec<(u32, u64, u64)>;
 
 #[derive(Default)]
 struct Notes {
     /// Warnings, in order, each once.
     warnings: Vec<String>,
     seen: HashSet<String>,
-    /// Undecoded ranges by file, with the file's recorded build-id.
-    undecoded: BTreeMap<Key, (MappedFile, Vec<(u32, u64, u64)>)>,
+    /// Undecoded ranges by file.
+    undecoded: BTreeMap<Key, (MappedFile, Ranges)>,
 }
 
 /// Finds, checks and caches the images of a trace. `Send + Sync`: one store is
@@ -748,7 +750,7 @@ impl ImageStore {
                 },
             );
         }
-        let undecoded: Vec<(Key, MappedFile, Vec<(u32, u64, u64)>)> = {
+        let undecoded: Vec<(Key, MappedFile, Ranges)> = {
             let notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
             notes
                 .undecoded
@@ -844,4 +846,151 @@ enum Kind {
 struct Candidate {
     path: PathBuf,
     kind: Kind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal ELF64 executable: the header and one PT_LOAD of `filesz`
+    /// bytes at file offset 0, vaddr 0x400000.
+    fn tiny_elf(filesz: u64) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2; // ELFCLASS64
+        b[5] = 1; // little-endian
+        b[6] = 1; // EV_CURRENT
+        b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        b[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+        b[20..24].copy_from_slice(&1u32.to_le_bytes());
+        b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        b[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let mut ph = vec![0u8; 56];
+        ph[0..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        ph[4..8].copy_from_slice(&5u32.to_le_bytes()); // R+X
+        ph[16..24].copy_from_slice(&0x40_0000u64.to_le_bytes());
+        ph[24..32].copy_from_slice(&0x40_0000u64.to_le_bytes());
+        ph[32..40].copy_from_slice(&filesz.to_le_bytes());
+        ph[40..48].copy_from_slice(&filesz.wrapping_add(0x100).to_le_bytes());
+        b.extend(ph);
+        b
+    }
+
+    fn load(bytes: Vec<u8>) -> Result<Image, ImageError> {
+        Image::from_bytes(
+            "/x",
+            Path::new("/x"),
+            Bytes::Owned(bytes),
+            Arc::new(SearchPath::default()),
+        )
+    }
+
+    #[test]
+    fn hand_built_elf_segments_and_translation() {
+        let img = load(tiny_elf(120)).unwrap();
+        assert!(img.is_elf);
+        assert_eq!(
+            img.segments,
+            vec![Segment {
+                file_offset: 0,
+                vaddr: 0x40_0000,
+                filesz: 120,
+                memsz: 376,
+                executable: true
+            }]
+        );
+        assert_eq!(img.offset_to_vaddr(0x10), Some(0x40_0010));
+        assert_eq!(img.offset_to_vaddr(120), None);
+        assert_eq!(img.vaddr_to_offset(0x40_0077), Some(0x77));
+        // .bss-like tail: in memory, not in the file.
+        assert_eq!(img.vaddr_to_offset(0x40_0080), None);
+        assert_eq!(img.build_id, None);
+    }
+
+    #[test]
+    fn segment_beyond_the_file_is_truncation() {
+        let e = load(tiny_elf(0x1000)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ImageError::Truncated {
+                    size: 0x1000,
+                    file_size: 120,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = load(tiny_elf(u64::MAX)).unwrap_err();
+        assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
+    }
+
+    #[test]
+    fn elf_cut_in_its_headers_is_malformed() {
+        for cut in [4, 20, 63, 64, 100] {
+            let e = load(tiny_elf(120)[..cut].to_vec()).unwrap_err();
+            assert!(matches!(e, ImageError::MalformedElf { .. }), "{cut}: {e}");
+        }
+    }
+
+    #[test]
+    fn non_elf_files_are_raw_bytes() {
+        let img = load(b"\x90\x90\xc3".to_vec()).unwrap();
+        assert!(!img.is_elf);
+        assert!(img.segments.is_empty());
+        assert_eq!(img.bytes(), b"\x90\x90\xc3");
+        assert_eq!(img.offset_to_vaddr(0), None);
+    }
+
+    #[test]
+    fn ranges_merge_per_pid() {
+        let mut r = Vec::new();
+        add_range(&mut r, (1, 10, 20));
+        add_range(&mut r, (2, 15, 16));
+        add_range(&mut r, (1, 20, 30));
+        add_range(&mut r, (1, 40, 50));
+        add_range(&mut r, (1, 5, 12));
+        assert_eq!(r, vec![(1, 5, 30), (1, 40, 50), (2, 15, 16)]);
+        add_range(&mut r, (1, 0, 100));
+        assert_eq!(r, vec![(1, 0, 100), (2, 15, 16)]);
+    }
+
+    #[test]
+    fn names_that_are_not_files() {
+        for n in [
+            "//anon",
+            "[anon:dalvik]",
+            "[heap]",
+            "[stack]",
+            "[stack:123]",
+            "",
+            "/memfd:jit (deleted)",
+        ] {
+            assert!(is_not_a_file(n), "{n}");
+        }
+        for n in ["/usr/lib/libc.so.6", "[vdso]", "[kernel.kallsyms]_text"] {
+            assert!(!is_not_a_file(n), "{n}");
+        }
+        assert!(is_kernel_name("[kernel.kallsyms]_text"));
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+    }
+
+    #[test]
+    fn deleted_suffix_is_dropped_for_lookup() {
+        let store = ImageStore::new(SearchPath {
+            buildid_dir: None,
+            ..SearchPath::default()
+        });
+        let file = MappedFile {
+            filename: "/bin/true (deleted)".into(),
+            file_id: None,
+            prot: None,
+            flags: None,
+        };
+        let img = store.get(&file).expect("/bin/true");
+        assert_eq!(img.path, Path::new("/bin/true"));
+        assert_eq!(img.recorded_name, "/bin/true (deleted)");
+    }
 }

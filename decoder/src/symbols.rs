@@ -6,12 +6,16 @@
 //! sorted table is computed once, on first use.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget, SectionKind,
+    SymbolKind,
+};
 
-use crate::images::{Image, SearchPath};
+use crate::images::{hex, Image, SearchPath};
 
 /// A function: its demangled name and the addresses it covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,26 +35,62 @@ impl Symbol {
     }
 }
 
-/// The sorted functions of one image (or one perf map).
+/// One function of a table; its name is demangled on first use (a large C++
+/// library has hundreds of thousands of symbols, a trace touches a few).
+#[derive(Debug)]
+struct Entry {
+    vaddr: u64,
+    size: u64,
+    raw: Box<str>,
+    name: OnceLock<Arc<str>>,
+}
+
+impl Entry {
+    fn symbol(&self) -> Symbol {
+        let name = self.name.get_or_init(|| demangle(&self.raw).into()).clone();
+        Symbol {
+            name,
+            vaddr: self.vaddr,
+            size: self.size,
+        }
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        addr >= self.vaddr && addr - self.vaddr < self.size.max(1)
+    }
+}
+
+/// The sorted functions of one image (or one perf map), and where they came
+/// from.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
-    /// Sorted by `vaddr`, one per address, non-overlapping after sizing.
-    syms: Vec<Symbol>,
+    /// Sorted by `vaddr`, one per address.
+    entries: Vec<Entry>,
+    /// The separate debug file whose `.symtab` was used, if any.
+    debug_file: Option<PathBuf>,
 }
 
 impl SymbolTable {
-    pub(crate) fn lookup(&self, vaddr: u64) -> Option<&Symbol> {
-        let i = self.syms.partition_point(|s| s.vaddr <= vaddr);
-        let s = self.syms[..i].last()?;
-        s.contains(vaddr).then_some(s)
+    pub(crate) fn lookup(&self, vaddr: u64) -> Option<Symbol> {
+        let i = self.entries.partition_point(|s| s.vaddr <= vaddr);
+        // A symbol may sit inside a sized one (a local label with a type):
+        // look back a little for the innermost one that holds the address.
+        self.entries[..i]
+            .iter()
+            .rev()
+            .take(4)
+            .find(|e| e.contains(vaddr))
+            .map(Entry::symbol)
     }
 
     pub(crate) fn is_entry(&self, vaddr: u64) -> bool {
-        self.syms.binary_search_by_key(&vaddr, |s| s.vaddr).is_ok()
+        self.entries
+            .binary_search_by_key(&vaddr, |s| s.vaddr)
+            .is_ok()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.syms.len()
+        self.entries.len()
     }
 }
 
@@ -102,7 +142,7 @@ impl SymbolCache {
 
     /// The symbol containing `vaddr` (ELF virtual address) in `image`.
     pub fn lookup(&self, image: &Arc<Image>, vaddr: u64) -> Option<Symbol> {
-        self.table(image).get()?.lookup(vaddr).cloned()
+        self.table(image).get()?.lookup(vaddr)
     }
 
     /// Is `vaddr` the first address of a function in `image`? (Tail-call detection.)
@@ -113,6 +153,11 @@ impl SymbolCache {
     /// How many functions `image` has (0 when it has no symbols).
     pub fn symbol_count(&self, image: &Arc<Image>) -> usize {
         self.table(image).get().map_or(0, SymbolTable::len)
+    }
+
+    /// The separate debug file whose symbols were used for `image`, if any.
+    pub fn debug_file(&self, image: &Arc<Image>) -> Option<PathBuf> {
+        self.table(image).get()?.debug_file.clone()
     }
 
     /// JIT symbols from `perf-PID.map` for `pid`: lookup by absolute address.
@@ -129,7 +174,7 @@ impl SymbolCache {
             }
             SymbolTable::default()
         });
-        table.lookup(addr).cloned()
+        table.lookup(addr)
     }
 }
 
@@ -180,7 +225,10 @@ pub(crate) fn parse_perf_map(text: &str) -> SymbolTable {
             rank: 0,
         });
     }
-    finish(raw, u64::MAX)
+    SymbolTable {
+        entries: finish(raw, u64::MAX),
+        debug_file: None,
+    }
 }
 
 struct RawSym {
@@ -191,37 +239,44 @@ struct RawSym {
     rank: u32,
 }
 
-/// Sorts, picks one name per address, sizes zero-sized symbols up to the next
-/// one (or `limit`), and demangles.
-fn finish(mut raw: Vec<RawSym>, limit: u64) -> SymbolTable {
+/// Sorts, picks one name per address (perf's preferences: sized over
+/// unsized, `.symtab` over `.dynsym`, global over weak over local, fewer
+/// leading underscores), and sizes zero-sized symbols up to the next one (or
+/// `limit`).
+fn finish(mut raw: Vec<RawSym>, limit: u64) -> Vec<Entry> {
+    let underscores = |n: &str| n.len() - n.trim_start_matches('_').len();
     raw.sort_by(|a, b| {
-        (a.vaddr, a.rank, a.size == 0, a.name.len()).cmp(&(
+        (a.vaddr, a.size == 0, a.rank, underscores(&a.name)).cmp(&(
             b.vaddr,
-            b.rank,
             b.size == 0,
-            b.name.len(),
+            b.rank,
+            underscores(&b.name),
         ))
     });
     raw.dedup_by_key(|s| s.vaddr);
-    let mut syms = Vec::with_capacity(raw.len());
+    let mut entries = Vec::with_capacity(raw.len());
     for i in 0..raw.len() {
         let next = raw.get(i + 1).map_or(limit, |n| n.vaddr);
-        let r = &raw[i];
+        let r = &mut raw[i];
         let size = if r.size == 0 {
             next.saturating_sub(r.vaddr)
         } else {
             r.size
         };
-        syms.push(Symbol {
-            name: demangle(&r.name).into(),
+        entries.push(Entry {
             vaddr: r.vaddr,
             size,
+            raw: std::mem::take(&mut r.name).into_boxed_str(),
+            name: OnceLock::new(),
         });
     }
-    SymbolTable { syms }
+    entries
 }
 
 fn build_table(image: &Image) -> SymbolTable {
+    if let Some(kallsyms) = &image.kallsyms {
+        return kallsyms_table(image, kallsyms);
+    }
     if !image.is_elf {
         return SymbolTable::default();
     }
@@ -229,36 +284,386 @@ fn build_table(image: &Image) -> SymbolTable {
         return SymbolTable::default();
     };
     let mut raw = Vec::new();
-    for (table, base_rank) in [(obj.symbols(), 0), (obj.dynamic_symbols(), 8)] {
-        for s in table {
-            if s.kind() != SymbolKind::Text || !s.is_definition() {
-                continue;
-            }
-            let Ok(name) = s.name() else { continue };
-            if name.is_empty() {
-                continue;
-            }
-            let rank = base_rank
-                + if s.is_global() {
-                    0
-                } else if s.is_weak() {
-                    1
-                } else {
-                    2
-                };
-            raw.push(RawSym {
-                vaddr: s.address(),
-                size: s.size(),
-                name: name.to_owned(),
-                rank,
-            });
+    let mut debug_file = None;
+    if has_functions(&obj) {
+        elf_functions(obj.symbols(), 0, &mut raw);
+    } else if let Some(debug) = find_debug_file(image, &obj) {
+        if let Ok(dobj) = object::File::parse(debug.bytes()) {
+            elf_functions(dobj.symbols(), 0, &mut raw);
+            debug_file = Some(debug.path.clone());
         }
     }
+    elf_functions(obj.dynamic_symbols(), 8, &mut raw);
+    plt_functions(&obj, &mut raw);
     let limit = obj
         .sections()
-        .filter(|s| s.kind() == object::SectionKind::Text)
-        .map(|s| s.address() + s.size())
+        .filter(|s| s.kind() == SectionKind::Text)
+        .map(|s| s.address().saturating_add(s.size()))
         .max()
         .unwrap_or(u64::MAX);
-    finish(raw, limit)
+    SymbolTable {
+        entries: finish(raw, limit),
+        debug_file,
+    }
+}
+
+/// Does the file's own `.symtab` name any function?
+fn has_functions(obj: &object::File<'_>) -> bool {
+    obj.symbols()
+        .any(|s| s.kind() == SymbolKind::Text && s.is_definition())
+}
+
+/// The defined functions (STT_FUNC and STT_GNU_IFUNC, which `object` both
+/// calls Text) of a symbol table.
+fn elf_functions<'d>(
+    syms: impl Iterator<Item = impl ObjectSymbol<'d>>,
+    base_rank: u32,
+    raw: &mut Vec<RawSym>,
+) {
+    for s in syms {
+        if s.kind() != SymbolKind::Text || !s.is_definition() {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        let rank = base_rank
+            + if s.is_global() {
+                0
+            } else if s.is_weak() {
+                1
+            } else {
+                2
+            };
+        raw.push(RawSym {
+            vaddr: s.address(),
+            size: s.size(),
+            name: name.to_owned(),
+            rank,
+        });
+    }
+}
+
+/// `NAME@plt` for each x86-64 PLT entry, named as `objdump -d` names them.
+///
+/// Each entry jumps through a GOT slot: `jmp *disp32(%rip)` (`ff 25`), after
+/// an `endbr64` (`f3 0f 1e fa`) in IBT PLTs and/or a `bnd` prefix (`f2`). The
+/// slot's dynamic relocation (JUMP_SLOT in `.rela.plt`, GLOB_DAT in
+/// `.rela.dyn` for `.plt.got`) names the function. Lazy `.plt` (16-byte
+/// entries after a 16-byte header whose jump has no relocation), IBT
+/// `.plt.sec` (16 bytes) and `.plt.got` (8 bytes, 16 with IBT) are all read
+/// this way, so the layouts need no table of their own; IBT's `.plt` entries
+/// (`endbr64; push; jmp .plt`) have no GOT jump and stay unnamed, as in objdump.
+fn plt_functions(obj: &object::File<'_>, raw: &mut Vec<RawSym>) {
+    if obj.architecture() != object::Architecture::X86_64 {
+        return;
+    }
+    let (Some(relocs), Some(dynsyms)) = (obj.dynamic_relocations(), obj.dynamic_symbol_table())
+    else {
+        return;
+    };
+    let mut got: HashMap<u64, String> = HashMap::new();
+    for (slot, r) in relocs {
+        if let RelocationTarget::Symbol(i) = r.target() {
+            if let Some(name) = dynsyms.symbol_by_index(i).ok().and_then(|s| s.name().ok()) {
+                if !name.is_empty() {
+                    got.insert(slot, name.to_owned());
+                }
+            }
+        }
+    }
+    if got.is_empty() {
+        return;
+    }
+    for sec in obj.sections() {
+        let Ok(sname) = sec.name() else { continue };
+        if !matches!(sname, ".plt" | ".plt.sec" | ".plt.got") {
+            continue;
+        }
+        let Ok(data) = sec.data() else { continue };
+        let ibt = data.starts_with(&ENDBR64);
+        let entsize = if sname == ".plt.got" && !ibt { 8 } else { 16 };
+        for (k, entry) in data.chunks_exact(entsize).enumerate() {
+            let addr = sec.address() + (k * entsize) as u64;
+            let Some(slot) = got_jump(entry, addr) else {
+                continue;
+            };
+            if let Some(name) = got.get(&slot) {
+                raw.push(RawSym {
+                    vaddr: addr,
+                    size: entsize as u64,
+                    name: format!("{name}@plt"),
+                    rank: 4,
+                });
+            }
+        }
+    }
+}
+
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+/// The GOT slot a PLT entry at `addr` jumps through, if it starts with
+/// `[endbr64] [bnd] jmp *disp32(%rip)`.
+fn got_jump(entry: &[u8], addr: u64) -> Option<u64> {
+    let mut p = 0;
+    if entry.starts_with(&ENDBR64) {
+        p = 4;
+    }
+    if entry.get(p) == Some(&0xf2) {
+        p += 1;
+    }
+    if entry.get(p..p + 2) != Some(&[0xff, 0x25]) {
+        return None;
+    }
+    let disp = i32::from_le_bytes(entry.get(p + 2..p + 6)?.try_into().ok()?);
+    Some(
+        addr.wrapping_add(p as u64 + 6)
+            .wrapping_add(disp as i64 as u64),
+    )
+}
+
+/// The separate debug file of `image`, as gdb finds it: by build-id
+/// (`/usr/lib/debug/.build-id/xx/rest.debug`, and perf's cache
+/// `.build-id/xx/rest/debug`), then by `.gnu_debuglink` (next to the file,
+/// in its `.debug/`, and in `/usr/lib/debug/<dir>/`), each under the
+/// trace's sysroot, every `--sysroot` and, when allowed, `/`. A candidate is
+/// used only when its build-id matches the image's, or (without build-ids)
+/// when its CRC32 matches the debuglink's.
+fn find_debug_file(image: &Image, obj: &object::File<'_>) -> Option<Image> {
+    let search = &image.search;
+    let mut roots: Vec<PathBuf> = search.roots().collect();
+    if search.live_fs {
+        roots.push(PathBuf::from("/"));
+    }
+    let build_id = image.build_id.as_deref().filter(|b| b.len() >= 2);
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(id) = build_id {
+        let h = hex(id);
+        let (a, b) = h.split_at(2);
+        for root in &roots {
+            candidates.push(
+                root.join("usr/lib/debug/.build-id")
+                    .join(a)
+                    .join(format!("{b}.debug")),
+            );
+        }
+        if let Some(cache) = &search.buildid_dir {
+            candidates.push(cache.join(".build-id").join(a).join(b).join("debug"));
+        }
+    }
+    let link = obj.gnu_debuglink().ok().flatten();
+    if let Some((name, _)) = link {
+        let name = Path::new(std::ffi::OsStr::from_bytes(name));
+        let mut dirs: Vec<PathBuf> = image
+            .path
+            .parent()
+            .map(Path::to_owned)
+            .into_iter()
+            .collect();
+        let recorded_dir = Path::new(&image.recorded_name).parent();
+        if let Some(rd) = recorded_dir.filter(|d| d.is_absolute()) {
+            let rel = rd.strip_prefix("/").unwrap_or(rd);
+            for root in &roots {
+                dirs.push(root.join(rel));
+            }
+        }
+        for d in &dirs {
+            candidates.push(d.join(name));
+            candidates.push(d.join(".debug").join(name));
+        }
+        if let Some(rd) = recorded_dir.filter(|d| d.is_absolute()) {
+            let rel = rd.strip_prefix("/").unwrap_or(rd);
+            for root in &roots {
+                candidates.push(root.join("usr/lib/debug").join(rel).join(name));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in candidates {
+        if !seen.insert(c.clone()) || !c.is_file() || c == image.path {
+            continue;
+        }
+        let Ok(debug) = Image::load(&image.recorded_name, &c, search.clone()) else {
+            continue;
+        };
+        let ok = match (build_id, debug.build_id.as_deref()) {
+            (Some(a), Some(b)) => a == b,
+            _ => link.is_some_and(|(_, crc)| crc32(debug.bytes()) == crc),
+        };
+        if ok {
+            return Some(debug);
+        }
+    }
+    None
+}
+
+/// CRC-32 (IEEE, as `.gnu_debuglink` stores it).
+fn crc32(data: &[u8]) -> u32 {
+    static TABLE: OnceLock<[u32; 256]> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = [0u32; 256];
+        for (i, e) in t.iter_mut().enumerate() {
+            let mut c = i as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *e = c;
+        }
+        t
+    });
+    let mut crc = !0u32;
+    for &b in data {
+        crc = table[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// The kernel's functions from a kallsyms file (`ADDR TYPE NAME [MODULE]`,
+/// text types `T t W w`), sized to the next symbol and capped at the end of
+/// the kcore segment that holds them. All-zero addresses (kptr_restrict)
+/// give an empty table.
+fn kallsyms_table(image: &Image, path: &Path) -> SymbolTable {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return SymbolTable::default();
+    };
+    let mut raw = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(a), Some(t), Some(n)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if !matches!(t, "T" | "t" | "W" | "w") {
+            continue;
+        }
+        let Ok(vaddr) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        if vaddr == 0 {
+            continue;
+        }
+        let rank = if t == "T" || t == "W" { 0 } else { 2 };
+        raw.push(RawSym {
+            vaddr,
+            size: 0,
+            name: n.to_owned(),
+            rank,
+        });
+    }
+    let mut entries = finish(raw, u64::MAX);
+    // The last symbol of each segment would otherwise reach the next one.
+    for e in &mut entries {
+        if let Some(seg) = image
+            .segments
+            .iter()
+            .find(|s| e.vaddr >= s.vaddr && e.vaddr - s.vaddr < s.memsz)
+        {
+            e.size = e.size.min(seg.memsz - (e.vaddr - seg.vaddr));
+        }
+    }
+    SymbolTable {
+        entries,
+        debug_file: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_cpp_and_rust() {
+        assert_eq!(
+            demangle("_ZN6shapes6Circle4areaEi"),
+            "shapes::Circle::area(int)"
+        );
+        assert_eq!(demangle("_Z5twiceIlET_S0_"), "long twice<long>(long)");
+        // Rust legacy (the hash is dropped) and v0.
+        assert_eq!(
+            demangle("_ZN5hello5inner4work17h0123456789abcdefE"),
+            "hello::inner::work"
+        );
+        assert_eq!(demangle("_RNvCs6GmmlP4bgsG_1r5inner"), "r::inner");
+        // C names, PLT names and garbage stay as they are.
+        for n in ["malloc", "puts@plt", "_Z", "_R", "_ZZZ"] {
+            assert_eq!(demangle(n), n);
+        }
+    }
+
+    #[test]
+    fn crc32_is_the_debuglink_crc() {
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn plt_entry_forms() {
+        // Lazy .plt entry: jmp *0x2fe2(%rip) at 0x1030 -> 0x1030 + 6 + 0x2fe2.
+        let lazy = [
+            0xff, 0x25, 0xe2, 0x2f, 0, 0, 0x68, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0,
+        ];
+        assert_eq!(got_jump(&lazy, 0x1030), Some(0x4018));
+        // IBT .plt.sec: endbr64; bnd jmp *disp(%rip).
+        let ibt = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0xf2, 0xff, 0x25, 0x10, 0, 0, 0, 0x0f, 0x1f, 0x44, 0, 0,
+        ];
+        assert_eq!(got_jump(&ibt, 0x2000), Some(0x2000 + 11 + 0x10));
+        // Negative displacement.
+        let back = [0xff, 0x25, 0xf0, 0xff, 0xff, 0xff, 0x66, 0x90];
+        assert_eq!(got_jump(&back, 0x1000), Some(0x1000 + 6 - 0x10));
+        // IBT lazy .plt: endbr64; push; bnd jmp rel32: no GOT jump.
+        let push = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x68, 0, 0, 0, 0, 0xf2, 0xe9, 0, 0, 0, 0, 0x90,
+        ];
+        assert_eq!(got_jump(&push, 0x1000), None);
+        assert_eq!(got_jump(&[0xff, 0x25, 1], 0), None);
+    }
+
+    #[test]
+    fn perf_map_lines() {
+        let t = parse_perf_map(
+            "1000 10 first\n0x2000 0x0 sized by the next\n3000 8 _ZN3jit4stubEv\n\nzz 10 bad\n4000\n",
+        );
+        assert_eq!(t.len(), 3);
+        let s = t.lookup(0x100f).unwrap();
+        assert_eq!((&*s.name, s.vaddr, s.size), ("first", 0x1000, 0x10));
+        assert!(t.lookup(0x1010).is_none());
+        assert_eq!(t.lookup(0x2fff).unwrap().size, 0x1000);
+        assert_eq!(&*t.lookup(0x3000).unwrap().name, "jit::stub()");
+    }
+
+    #[test]
+    fn aliases_pick_one_name_and_unsized_symbols_reach_the_next() {
+        let raw = |vaddr, size, name: &str, rank| RawSym {
+            vaddr,
+            size,
+            name: name.into(),
+            rank,
+        };
+        let entries = finish(
+            vec![
+                raw(0x100, 0, "__unsized_alias", 0),
+                raw(0x100, 0x20, "__local_name", 2),
+                raw(0x100, 0x20, "global_name", 0),
+                raw(0x100, 0x20, "_global_name", 0),
+                raw(0x200, 0, "tail", 1),
+            ],
+            0x280,
+        );
+        let t = SymbolTable {
+            entries,
+            debug_file: None,
+        };
+        assert_eq!(t.len(), 2);
+        let s = t.lookup(0x11f).unwrap();
+        assert_eq!((&*s.name, s.size), ("global_name", 0x20));
+        assert!(t.lookup(0x120).is_none());
+        assert_eq!(t.lookup(0x27f).unwrap().size, 0x80);
+        assert!(t.lookup(0x280).is_none());
+        assert!(t.is_entry(0x200) && !t.is_entry(0x201));
+    }
 }
