@@ -337,7 +337,7 @@ pub struct MissingImage {
 }
 
 /// The cache key of a mapped file: its name and recorded identity.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Identity {
     None,
     Inode {
@@ -394,18 +394,6 @@ pub struct ImageStore {
     by_path: Mutex<HashMap<PathBuf, Arc<Image>>>,
     kernel: OnceLock<Lookup>,
     notes: Mutex<Notes>,
-}
-
-impl Ord for Identity {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        format!("{self:?}").cmp(&format!("{other:?}"))
-    }
-}
-
-impl PartialOrd for Identity {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 /// Recorded names that are not files: anonymous memory, heap, stack, ...
@@ -673,32 +661,72 @@ impl ImageStore {
     }
 
     /// The kernel image (`--vmlinux`, else `kcore_dir/kcore`), when available.
+    /// A vmlinux whose build-id differs from the recorded
+    /// `[kernel.kallsyms]` one is a warning and is not used. kcore carries no
+    /// build-id; its symbols come from `kcore_dir/kallsyms`, else from perf's
+    /// build-id cache (`.build-id/xx/yyyy…/kallsyms`).
     pub fn kernel(&self) -> Option<Arc<Image>> {
         self.kernel
-            .get_or_init(|| {
-                let s = &self.search;
-                let name = "[kernel.kallsyms]";
-                if let Some(v) = &s.vmlinux {
-                    return Image::load(name, v, self.search.clone())
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string());
-                }
-                let Some(dir) = &s.kcore_dir else {
-                    return Err("no kcore_dir in the trace and no --vmlinux".into());
-                };
-                let kcore = dir.join("kcore");
-                if !kcore.is_file() {
-                    return Err(format!("{} not found and no --vmlinux", kcore.display()));
-                }
-                let mut image =
-                    Image::load(name, &kcore, self.search.clone()).map_err(|e| e.to_string())?;
-                let kallsyms = dir.join("kallsyms");
-                image.kallsyms = kallsyms.is_file().then_some(kallsyms);
-                Ok(Arc::new(image))
-            })
+            .get_or_init(|| self.resolve_kernel())
             .as_ref()
             .ok()
             .cloned()
+    }
+
+    fn resolve_kernel(&self) -> Lookup {
+        let s = &self.search;
+        let name = "[kernel.kallsyms]";
+        let expected = self
+            .known_build_ids
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        let mut reasons = Vec::new();
+        if let Some(v) = &s.vmlinux {
+            match Image::load(name, v, s.clone()) {
+                Ok(img) => match (&expected, &img.build_id) {
+                    (Some(want), Some(got)) if want != got => {
+                        let e = ImageError::BuildIdMismatch {
+                            path: v.clone(),
+                            expected: hex(want),
+                            found: hex(got),
+                        };
+                        self.warn(e.to_string());
+                        reasons.push(e.to_string());
+                    }
+                    _ => return Ok(Arc::new(img)),
+                },
+                Err(e) => reasons.push(e.to_string()),
+            }
+        }
+        let kcore = s.kcore_dir.as_ref().map(|d| d.join("kcore"));
+        match kcore.filter(|k| k.is_file()) {
+            Some(kcore) => {
+                let mut image = Image::load(name, &kcore, s.clone()).map_err(|e| e.to_string())?;
+                let beside = kcore.with_file_name("kallsyms");
+                let cached = match (&s.buildid_dir, &expected) {
+                    (Some(cache), Some(id)) => {
+                        let h = hex(id);
+                        let (a, b) = h.split_at(2.min(h.len()));
+                        Some(cache.join(".build-id").join(a).join(b).join("kallsyms"))
+                    }
+                    _ => None,
+                };
+                image.kallsyms = std::iter::once(beside).chain(cached).find(|p| p.is_file());
+                Ok(Arc::new(image))
+            }
+            None => {
+                reasons.push(match &s.kcore_dir {
+                    Some(d) => format!("{} not found", d.join("kcore").display()),
+                    None => "no kcore_dir".into(),
+                });
+                if s.vmlinux.is_none() {
+                    reasons.push("no --vmlinux given".into());
+                }
+                Err(reasons.join("; "))
+            }
+        }
     }
 
     /// Records that `[start, end)` of `pid` was left undecoded because `file`

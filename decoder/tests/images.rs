@@ -734,3 +734,58 @@ fn threads_share_one_store_and_cache() {
         assert_eq!(&**name, "malloc");
     }
 }
+
+#[test]
+fn vmlinux_is_preferred_unless_its_build_id_differs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace");
+    let kdir = trace.join("kcore_dir");
+    std::fs::create_dir_all(&kdir).unwrap();
+    std::fs::copy("/bin/true", kdir.join("kcore")).unwrap();
+    let vmlinux = tmp.path().join("vmlinux");
+    std::fs::copy(LIBC, &vmlinux).unwrap();
+    let s = SearchPath {
+        vmlinux: Some(vmlinux.clone()),
+        ..search(Some(&trace), false)
+    };
+    let store = ImageStore::new(s.clone());
+    assert_eq!(store.kernel().unwrap().path, vmlinux);
+    // vmlinux has its own .symtab/.dynsym: no kallsyms needed.
+    assert!(SymbolCache::new().symbol_count(&store.kernel().unwrap()) > 1000);
+
+    // The recording names another kernel: vmlinux is rejected, kcore used.
+    let store = ImageStore::new(s.clone());
+    let kid = build_id_of("/bin/true");
+    store.add_known_build_ids([("[kernel.kallsyms]".to_string(), kid.clone())]);
+    assert_eq!(store.kernel().unwrap().path, kdir.join("kcore"));
+    assert_eq!(store.warnings().len(), 1, "{:?}", store.warnings());
+
+    // kallsyms from perf's build-id cache when kcore_dir has none.
+    let cache = tmp.path().join("dotdebug");
+    let h = hex(&kid);
+    let text = *store
+        .kernel()
+        .unwrap()
+        .segments
+        .iter()
+        .find(|s| s.executable)
+        .unwrap();
+    let cached = cache.join(".build-id").join(&h[..2]).join(&h[2..]);
+    std::fs::create_dir_all(&cached).unwrap();
+    std::fs::write(
+        cached.join("kallsyms"),
+        format!("{:016x} T start_kernel\n", text.vaddr),
+    )
+    .unwrap();
+    let store = ImageStore::new(SearchPath {
+        buildid_dir: Some(cache),
+        vmlinux: None,
+        ..s
+    });
+    store.add_known_build_ids([("[kernel.kallsyms]".to_string(), kid)]);
+    let k = store.kernel().unwrap();
+    assert_eq!(
+        &*SymbolCache::new().lookup(&k, text.vaddr + 4).unwrap().name,
+        "start_kernel"
+    );
+}
