@@ -29,9 +29,9 @@
 //!
 //! # The vDSO
 //!
-//! `[vdso]` is never taken from the decoding machine (its vDSO is a different
-//! kernel's) unless the build-ids match. ptrec and ptsim write the traced
-//! processes' vDSO into the trace dir as
+//! `[vdso]` is never taken from the decoding machine: its vDSO is most likely
+//! another kernel's, and the decoder hands libipt files, not memory. ptrec and
+//! ptsim write the traced processes' vDSO into the trace dir as
 //!
 //! * `TRACE/images/vdso-<build-id hex>.so` — one file per distinct vDSO, and a
 //!   BUILD_ID feature entry named `[vdso]` with that build-id, so the decoder
@@ -47,7 +47,9 @@
 //!
 //! `--vmlinux FILE` when given, else `kcore_dir/kcore` (perf's `--kcore`
 //! layout: an ELF core whose program headers map kernel virtual addresses,
-//! with `kcore_dir/kallsyms` beside it for symbols).
+//! with `kcore_dir/kallsyms` beside it for symbols). Every kernel name
+//! (`[kernel.kallsyms]…`) gets this one image; kernel module maps are looked
+//! up as files.
 //!
 //! `[anon…]`, `//anon`, `[heap]`, `[stack]` and similar are not files: they are
 //! never looked up and never listed as missing.
@@ -788,9 +790,9 @@ impl ImageStore {
         };
         for (key, file, ranges) in undecoded {
             let reason = if is_kernel_name(&file.filename) {
-                match self.kernel.get() {
-                    Some(Err(r)) => r.clone(),
-                    _ => "the kernel image was not available".into(),
+                match self.kernel.get_or_init(|| self.resolve_kernel()) {
+                    Err(r) => r.clone(),
+                    Ok(_) => "found, but the decoder could not use it".into(),
                 }
             } else {
                 match self.lookup(&file) {

@@ -4,6 +4,10 @@
 //! kallsyms, and JIT maps (`/tmp/perf-PID.map`). Names are demangled (C++ and
 //! Rust legacy/v0). One [`SymbolCache`] is shared by all threads; each image's
 //! sorted table is computed once, on first use.
+//!
+//! JIT maps are read from `TRACE/images/perf-PID.map` (where ptrec copies
+//! `/tmp/perf-PID.map` at the end of a recording), then from `/tmp` itself
+//! when the live filesystem may be used ([`SymbolCache::for_search`]).
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;

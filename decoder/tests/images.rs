@@ -789,3 +789,19 @@ fn vmlinux_is_preferred_unless_its_build_id_differs() {
         "start_kernel"
     );
 }
+
+#[test]
+fn missing_kernel_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = ImageStore::new(search(Some(tmp.path()), false));
+    store.note_undecoded(
+        &mf("[kernel.kallsyms]_text", None),
+        0,
+        0xffff_ffff_8100_0000,
+        0xffff_ffff_8100_0010,
+    );
+    let m = store.missing();
+    assert_eq!(m.len(), 1);
+    assert!(m[0].reason.contains("kcore"), "{}", m[0].reason);
+    assert!(m[0].reason.contains("--vmlinux"), "{}", m[0].reason);
+}
