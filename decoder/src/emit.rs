@@ -260,6 +260,16 @@ impl Emitter {
         Ok(e)
     }
 
+    /// Sets the perf time of tick 0 (before the first event).
+    pub fn set_origin(&mut self, origin: u64) {
+        self.opts.origin = origin;
+    }
+
+    /// The perf time of tick 0.
+    pub fn origin(&self) -> u64 {
+        self.opts.origin
+    }
+
     pub fn stats(&self) -> &EmitStats {
         &self.stats
     }

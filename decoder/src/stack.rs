@@ -39,6 +39,9 @@
 //!   gap itself is a `Gap` slice from the gap to that `Enabled` (or `End`).
 //! * `End` ends untraced time, gaps and all frames at its stamp. A later
 //!   `Enabled` starts a new segment.
+//! * A frame whose call was not seen and that ends at the very stamp it
+//!   began (tracing resumed straight into a gap, as at code without an
+//!   image) is dropped: nothing was traced in it.
 //!
 //! # Output order
 //!
@@ -146,7 +149,27 @@ pub struct StackStats {
     pub restarts: u64,
     pub untraced: u64,
     pub gaps: u64,
+    /// Frames entered and left at the same instant without a seen call
+    /// (resumed straight into a gap): not written.
+    pub empty_frames: u64,
     pub max_depth: i32,
+}
+
+impl StackStats {
+    /// Adds another thread's counts (`max_depth`: the larger).
+    pub fn add(&mut self, o: &StackStats) {
+        self.calls += o.calls;
+        self.returns += o.returns;
+        self.tail_calls += o.tail_calls;
+        self.skipped_frames += o.skipped_frames;
+        self.retroactive_frames += o.retroactive_frames;
+        self.ignored_calls += o.ignored_calls;
+        self.restarts += o.restarts;
+        self.untraced += o.untraced;
+        self.gaps += o.gaps;
+        self.empty_frames += o.empty_frames;
+        self.max_depth = self.max_depth.max(o.max_depth);
+    }
 }
 
 #[derive(Debug)]
@@ -225,6 +248,11 @@ impl ThreadStack {
 
     pub fn stats(&self) -> &StackStats {
         &self.stats
+    }
+
+    /// The latest stamp seen.
+    pub fn last_stamp(&self) -> Stamp {
+        self.last
     }
 
     /// The open frames' function names, bottom first (for tests and debugging).
@@ -495,6 +523,12 @@ impl ThreadStack {
     }
 
     fn close(&mut self, frame: Frame, end: Stamp, out: &mut dyn FnMut(Slice)) {
+        if frame.unknown_start && frame.start == end && frame.held.is_empty() {
+            // Tracing resumed here and stopped at once (a resume straight
+            // into a gap, as at code without an image): nothing ran in it.
+            self.stats.empty_frames += 1;
+            return;
+        }
         let slice = Slice {
             pid: self.pid,
             tid: self.tid,
@@ -950,6 +984,27 @@ mod tests {
             ],
         );
         assert_eq!((stats.gaps, stats.retroactive_frames), (1, 1));
+    }
+
+    #[test]
+    fn resuming_straight_into_a_gap_leaves_no_empty_frame() {
+        let stats = assert_slices(
+            &[
+                enabled(10, X + 0x10),
+                Op::Gap {
+                    at: s(10),
+                    kind: GapKind::NoImage { ip: X + 0x10 },
+                    offset: 0,
+                },
+                enabled(20, MAIN),
+                end(30),
+            ],
+            &[
+                "0 [gap NoImage { ip: 32784 }] 10-20 i100",
+                "0 main 20-30 i100",
+            ],
+        );
+        assert_eq!(stats.empty_frames, 1);
     }
 
     #[test]
