@@ -3,5 +3,6 @@
 //! [`sys`] (syscalls, mappings) and [`ring`] (volatile ring access).
 
 pub mod ring;
+pub mod session;
 pub mod sideband_capture;
 pub mod sys;

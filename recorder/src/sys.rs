@@ -172,3 +172,28 @@ pub fn page_size() -> usize {
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n).unwrap_or(4096)
 }
+
+/// poll(2) for POLLIN on `fds` for up to `timeout`; returns each fd's
+/// revents (all 0 on timeout). EINTR counts as a timeout.
+pub fn poll_in(
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    timeout: std::time::Duration,
+) -> io::Result<Vec<i16>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfds` is a live array of `pfds.len()` pollfd structs that the
+    // kernel reads and writes during the call; the fds are borrowed for it.
+    let ret = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    match check(ret) {
+        Ok(_) => Ok(pfds.iter().map(|p| p.revents).collect()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(vec![0; pfds.len()]),
+        Err(e) => Err(e),
+    }
+}

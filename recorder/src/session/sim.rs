@@ -1,0 +1,1 @@
+//! Simulated buffers for tests and the benchmark (filled in next).
