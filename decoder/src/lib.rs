@@ -3,6 +3,8 @@
 //! arguments and prints errors.
 
 pub mod ops;
+pub mod input;
+pub mod decode;
 pub mod images;
 pub mod symbols;
 pub mod stack;

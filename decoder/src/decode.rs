@@ -1,0 +1,1345 @@
+//! The decoding stage: libipt's block decoder over each [`Segment`] of AUX
+//! data, with the sideband applied, producing per-thread [`Op`]s for the
+//! call-stack stage.
+//!
+//! # How a segment is decoded
+//!
+//! One block decoder per segment (configured from the trace: CPU for errata,
+//! MTC frequency, nominal frequency, CPUID.15H ratio), blocks ended at every
+//! call and jump so that each control transfer is seen. The image follows
+//! the process that runs: per-thread buffers use their thread's process;
+//! per-cpu buffers take the task from the sideband's context switches, applied
+//! where the trace is outside user code — at a TIP.PGE (tracing enabled)
+//! with a small slack for timing imprecision, or at a kernel block once the
+//! switch is due when the kernel is traced (libipt-sb's rule; a user-only
+//! trace cannot switch tasks while it is enabled). The libipt image is
+//! rebuilt only when the (process, map version) changes; sections come from a
+//! per-worker image section cache, so each file section is mapped once per
+//! worker.
+//!
+//! # Errors
+//!
+//! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
+//! code's memory is not in the image) at the error's stream offset and the
+//! decoder resynchronizes at the next PSB (libipt 2.1 has no `pt_blk_resync`).
+//! OVF becomes `Gap(Overflow)`; data lost between segments (AUX records
+//! flagged truncated/partial/collision, or holes in the AUX offsets) becomes
+//! `Gap(LostData)`.
+//!
+//! # Order of the ops handed to the sink
+//!
+//! Segments are decoded in parallel (`std::thread::scope`, one worker per
+//! core). Each worker collects its segment's ops as *runs* (a stretch of one
+//! task on one buffer). When all are done, the runs of each thread are put in
+//! order (per-thread buffers: stream order; per-cpu buffers: by start time,
+//! since a thread migrates between CPUs), their counters made cumulative, and
+//! handed to the sink thread by thread, on the calling thread: every thread's
+//! ops arrive in execution order, one thread after another, each thread's
+//! last op an [`Op::End`]. Memory is therefore proportional to the number of
+//! ops of the trace.
+//!
+//! # Counters
+//!
+//! `Stamp::insns` counts the instructions the thread retired in traced code
+//! up to and including the op's branch. `Stamp::cycles` is present when the
+//! recording had CYC packets; it is estimated from libipt's cycle-accurate
+//! time and the core:bus ratio (`Δtsc × CBR / max non-turbo ratio`).
+//! `Stamp::time` is perf time (ns) from libipt's TSC estimate (TSC, MTC, CYC);
+//! traces without a TSC conversion carry raw TSC values.
+//!
+//! # Unsafe
+//!
+//! This module holds the decoder crate's unsafe code, three small blocks:
+//! handing the segment's bytes to libipt (`buffer_from_raw`), and reading
+//! the raw instruction class and event type from libipt-rs's
+//! `#[repr(transparent)]` wrappers, whose own accessors panic on values
+//! libipt 2.1 produces (`ptic_indirect`, event-trace events).
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use libipt::asid::Asid;
+use libipt::block::{Block, BlockDecoder};
+use libipt::enc_dec_builder::{Cpu, EncoderDecoderBuilder, Frequency, PtEncoderDecoder};
+use libipt::error::{PtError, PtErrorCode};
+use libipt::event::{Event as PtEvent, EventType};
+use libipt::image::SectionCache;
+use sideband::timeline::{Mapping, TaskId};
+
+use crate::images::{is_kernel_name, ImageStore};
+use crate::input::{Segment, Trace};
+use crate::ops::{GapKind, Op, OpSink, Stamp};
+
+/// What to decode and how.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeOptions {
+    /// Only these threads (`--tid`); `None`: all.
+    pub tids: Option<BTreeSet<u32>>,
+    /// Only these processes (`--pid`); `None`: all.
+    pub pids: Option<BTreeSet<u32>>,
+    /// Drop ops before this perf time (ns).
+    pub start: Option<u64>,
+    /// Drop ops after this perf time (ns); decoding of a segment stops past it.
+    pub end: Option<u64>,
+    /// Worker threads; 0: `available_parallelism`.
+    pub jobs: usize,
+    /// How far (ns) a context switch or mmap record may lie after the time
+    /// libipt estimates for a TIP.PGE and still apply to it; `None`: two MTC
+    /// periods (1 µs without MTC).
+    pub switch_slack_ns: Option<u64>,
+}
+
+impl DecodeOptions {
+    /// Whether ops of `task` are wanted.
+    pub fn wants(&self, task: TaskId) -> bool {
+        self.tids.as_ref().is_none_or(|t| t.contains(&task.tid))
+            && self.pids.as_ref().is_none_or(|p| p.contains(&task.pid))
+    }
+
+    fn filtered(&self) -> bool {
+        self.tids.is_some() || self.pids.is_some()
+    }
+}
+
+/// Per-thread totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    pub insns: u64,
+    pub calls: u64,
+    pub returns: u64,
+    pub jumps: u64,
+    pub gaps: u64,
+    /// Ops handed to the sink.
+    pub ops: u64,
+    /// Perf time of the first and last op.
+    pub span: Option<(u64, u64)>,
+}
+
+/// What the decode did, for the CLI's summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Segments decoded and skipped (by the thread filters).
+    pub segments: u64,
+    pub segments_skipped: u64,
+    /// Trace bytes decoded.
+    pub bytes: u64,
+    /// Synchronizations at a PSB (first sync and resyncs).
+    pub syncs: u64,
+    pub blocks: u64,
+    pub insns: u64,
+    /// Per (pid, tid).
+    pub threads: BTreeMap<(u32, u32), ThreadStats>,
+    /// Decode errors by libipt error name.
+    pub errors: BTreeMap<String, u64>,
+    pub overflows: u64,
+    /// Gaps for lost AUX data.
+    pub lost_data: u64,
+    /// Decode stops at code with no image.
+    pub no_image: u64,
+    /// Instructions decoded while no thread was known to run (per-cpu
+    /// buffers without switch sideband); their ops are dropped.
+    pub unattributed_insns: u64,
+    /// Ops handed to the sink.
+    pub ops: u64,
+    /// First and last TSC seen by the decoders.
+    pub tsc_span: Option<(u64, u64)>,
+    /// First and last perf time of the ops handed over.
+    pub time_span: Option<(u64, u64)>,
+}
+
+impl DecodeStats {
+    fn merge_segment(&mut self, s: &SegStats) {
+        self.segments += 1;
+        self.bytes += s.bytes;
+        self.syncs += s.syncs;
+        self.blocks += s.blocks;
+        self.insns += s.insns;
+        self.overflows += s.overflows;
+        self.lost_data += s.lost_data;
+        self.no_image += s.no_image;
+        self.unattributed_insns += s.unattributed_insns;
+        for (k, v) in &s.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        if let Some((a, b)) = s.tsc_span {
+            self.tsc_span = Some(self.tsc_span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+    }
+}
+
+/// A decode that could not run at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// libipt refused to set up a decoder or image section cache.
+    #[error("libipt: cannot {what}: {source}")]
+    Libipt {
+        what: &'static str,
+        #[source]
+        source: PtError,
+    },
+    /// A worker thread panicked.
+    #[error("a decode worker panicked: {0}")]
+    Worker(String),
+}
+
+// ---------------------------------------------------------------------------
+// The unsafe room: raw views of libipt-rs wrappers.
+
+/// The raw `pt_block` of a block. `Block::class()` panics on `ptic_indirect`,
+/// which libipt 2.1's block cache reports for indirect jumps and far transfers.
+fn raw_block(b: Block) -> libipt_sys::pt_block {
+    // SAFETY: `Block` is `#[repr(transparent)]` over `pt_block`
+    // (libipt-0.4.0 src/block/mod.rs), so both have the same size and layout,
+    // and the bits came from a `pt_block` libipt filled in.
+    unsafe { std::mem::transmute::<Block, libipt_sys::pt_block>(b) }
+}
+
+/// The raw `pt_event_type` of an event. `Event::event_type()` panics on the
+/// event-trace events libipt 2.1 can produce (`ptev_interrupt`, ...).
+fn raw_event_type(e: &PtEvent) -> u32 {
+    // SAFETY: `Event` is `#[repr(transparent)]` over `pt_event`
+    // (libipt-0.4.0 src/event/mod.rs) and `Copy`; reading the copy's plain
+    // `type_` field reads an initialized integer.
+    let raw = unsafe { std::mem::transmute::<PtEvent, libipt_sys::pt_event>(*e) };
+    raw.type_
+}
+
+/// The event types libipt-rs 0.4 can wrap without panicking.
+#[allow(non_upper_case_globals)]
+fn wrapped_event(t: u32) -> bool {
+    use libipt_sys::*;
+    matches!(
+        t,
+        pt_event_type_ptev_enabled
+            | pt_event_type_ptev_disabled
+            | pt_event_type_ptev_async_disabled
+            | pt_event_type_ptev_async_branch
+            | pt_event_type_ptev_paging
+            | pt_event_type_ptev_async_paging
+            | pt_event_type_ptev_overflow
+            | pt_event_type_ptev_exec_mode
+            | pt_event_type_ptev_tsx
+            | pt_event_type_ptev_stop
+            | pt_event_type_ptev_vmcs
+            | pt_event_type_ptev_async_vmcs
+            | pt_event_type_ptev_exstop
+            | pt_event_type_ptev_mwait
+            | pt_event_type_ptev_pwre
+            | pt_event_type_ptev_pwrx
+            | pt_event_type_ptev_ptwrite
+            | pt_event_type_ptev_tick
+            | pt_event_type_ptev_cbr
+            | pt_event_type_ptev_mnt
+    )
+}
+
+/// A decoder over `bytes`, which must outlive it.
+fn block_decoder<'a>(
+    cfg: &EncoderDecoderBuilder<BlockDecoder<'a>>,
+    bytes: &'a mut [u8],
+) -> Result<BlockDecoder<'a>, PtError> {
+    // SAFETY: libipt keeps `begin`/`end` pointers into `bytes`; the returned
+    // decoder borrows `bytes` for `'a`, so the buffer outlives it and is not
+    // touched while the decoder lives.
+    let b = unsafe { cfg.clone().buffer_from_raw(bytes.as_mut_ptr(), bytes.len()) };
+    b.build()
+}
+
+// ---------------------------------------------------------------------------
+// The plan: what every worker shares.
+
+/// A file section for libipt: `size` bytes at `offset` of `path` loaded at `vaddr`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SectionSpec {
+    path: String,
+    offset: u64,
+    size: u64,
+    vaddr: u64,
+}
+
+/// A mapping's identity in the (immutable) timeline.
+type MapKey = (u64, u64, u64, usize);
+
+fn map_key(m: &Mapping) -> MapKey {
+    (m.start, m.end, m.pgoff, Arc::as_ptr(&m.file) as usize)
+}
+
+/// The pid used for "no process known": the image is the kernel's only.
+const NO_PID: u32 = u32::MAX;
+
+fn is_kernel_ip(ip: u64) -> bool {
+    ip >> 63 == 1
+}
+
+/// The processes whose code the trace may hold: those of per-thread
+/// buffers' threads, of tasks switched in on per-cpu buffers, and of
+/// ITRACE_START records; restricted by the options' filters.
+fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
+    let tl = &trace.timeline;
+    let mut tasks: BTreeSet<TaskId> = BTreeSet::new();
+    for b in &trace.buffers {
+        if let Some(tid) = b.tid {
+            tasks.extend(
+                tl.thread_lifetimes(tid)
+                    .iter()
+                    .map(|th| TaskId { pid: th.pid, tid }),
+            );
+            if tl.thread_lifetimes(tid).is_empty() {
+                tasks.insert(TaskId { pid: tid, tid });
+            }
+        }
+        if let Some(cpu) = b.cpu {
+            tasks.extend(tl.cpu_slots(cpu).iter().filter_map(|s| s.task));
+        }
+    }
+    tasks.extend(trace.itrace_starts.iter().map(|i| TaskId {
+        pid: i.pid,
+        tid: i.tid,
+    }));
+    tasks
+        .into_iter()
+        .filter(|t| opts.wants(*t))
+        .map(|t| t.pid)
+        .collect()
+}
+
+struct Plan<'t> {
+    trace: &'t Trace,
+    images: &'t ImageStore,
+    opts: &'t DecodeOptions,
+    specs: Vec<SectionSpec>,
+    /// The sections of each mapping that has an image.
+    map_specs: HashMap<MapKey, Vec<usize>>,
+    /// Per pid: the times its image (or the kernel's) changes.
+    changes: HashMap<u32, Vec<u64>>,
+    freq: Frequency,
+    cpu: Option<Cpu>,
+    slack: u64,
+    cyc: bool,
+    nom: u64,
+    per_cpu: bool,
+}
+
+impl<'t> Plan<'t> {
+    fn new(trace: &'t Trace, images: &'t ImageStore, opts: &'t DecodeOptions) -> Self {
+        let info = &trace.info;
+        let tl = &trace.timeline;
+        let mut specs = Vec::new();
+        let mut spec_index: HashMap<SectionSpec, usize> = HashMap::new();
+        let mut map_specs: HashMap<MapKey, Vec<usize>> = HashMap::new();
+        let mut add = |spec: SectionSpec| -> usize {
+            *spec_index.entry(spec.clone()).or_insert_with(|| {
+                specs.push(spec);
+                specs.len() - 1
+            })
+        };
+        let kernel_history = tl.kernel_map().history();
+        let mut kernel_changes = Vec::new();
+        // Kernel code (image and modules) comes from the kernel image (kcore
+        // maps the modules too), never from the module files.
+        let kernel = trace.kernel_traced().then(|| images.kernel()).flatten();
+        for m in kernel_history {
+            kernel_changes.push(m.since);
+            kernel_changes.push(m.until);
+            let Some(img) = &kernel else {
+                continue;
+            };
+            let path = img.path.to_string_lossy().into_owned();
+            let mut v = Vec::new();
+            for s in img.segments.iter().filter(|s| s.executable) {
+                let lo = s.vaddr.max(m.start);
+                let hi = s.vaddr.saturating_add(s.filesz).min(m.end);
+                if lo < hi {
+                    v.push(add(SectionSpec {
+                        path: path.clone(),
+                        offset: s.file_offset + (lo - s.vaddr),
+                        size: hi - lo,
+                        vaddr: lo,
+                    }));
+                }
+            }
+            map_specs.insert(map_key(m), v);
+        }
+        let mut changes = HashMap::new();
+        for pid in traced_pids(trace, opts) {
+            let mut c = kernel_changes.clone();
+            if let Some(pm) = tl.process_maps(pid) {
+                for m in pm.history() {
+                    c.push(m.since);
+                    c.push(m.until);
+                    if is_kernel_name(&m.file.filename) {
+                        continue;
+                    }
+                    let Some(img) = images.get(&m.file) else {
+                        continue;
+                    };
+                    let spec = SectionSpec {
+                        path: img.path.to_string_lossy().into_owned(),
+                        offset: m.pgoff,
+                        size: m.end - m.start,
+                        vaddr: m.start,
+                    };
+                    if m.pgoff < img.size {
+                        let i = add(spec);
+                        map_specs.insert(map_key(m), vec![i]);
+                    }
+                }
+            }
+            c.retain(|&t| t != u64::MAX);
+            c.sort_unstable();
+            c.dedup();
+            changes.insert(pid, c);
+        }
+        kernel_changes.retain(|&t| t != u64::MAX);
+        kernel_changes.sort_unstable();
+        kernel_changes.dedup();
+        changes.insert(NO_PID, kernel_changes);
+
+        let mtc_bits = info.mtc_freq_bits.min(15) as u8;
+        let freq = Frequency::new(
+            mtc_bits,
+            info.max_non_turbo_ratio.min(255) as u8,
+            info.tsc_ctc_ratio_n as u32,
+            info.tsc_ctc_ratio_d as u32,
+        );
+        let cpu = trace
+            .cpu
+            .as_ref()
+            .filter(|c| c.is_intel())
+            .map(|c| Cpu::intel(c.family, c.model, c.stepping));
+        let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
+        let slack = opts.switch_slack_ns.unwrap_or_else(|| {
+            let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
+            match (&trace.tsc, mtc && n != 0 && d != 0) {
+                (Some(tc), true) => {
+                    let ticks = (2u64 << mtc_bits) * n / d;
+                    tc.tsc_to_perf_time(ticks)
+                        .wrapping_sub(tc.tsc_to_perf_time(0))
+                        .clamp(100, 1_000_000)
+                }
+                _ => 1_000,
+            }
+        });
+        Plan {
+            trace,
+            images,
+            opts,
+            specs,
+            map_specs,
+            changes,
+            freq,
+            cpu,
+            slack,
+            cyc: trace.config_bit(info.cyc_bit).unwrap_or(false),
+            nom: info.max_non_turbo_ratio,
+            per_cpu: info.per_cpu_mmaps,
+        }
+    }
+
+    fn perf_time(&self, tsc: u64) -> u64 {
+        self.trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc))
+    }
+
+    /// The version of `pid`'s image at `t`, and until when it holds.
+    fn version(&self, pid: u32, t: u64) -> (usize, u64) {
+        let c = self
+            .changes
+            .get(&pid)
+            .or_else(|| self.changes.get(&NO_PID))
+            .map_or(&[][..], Vec::as_slice);
+        let v = c.partition_point(|&x| x <= t);
+        (v, c.get(v).copied().unwrap_or(u64::MAX))
+    }
+
+    /// The section specs of `pid`'s image at `t` (user mappings, then kernel).
+    fn image_specs(&self, pid: u32, t: u64) -> Vec<usize> {
+        let tl = &self.trace.timeline;
+        let user = (pid != NO_PID)
+            .then(|| tl.image_map(pid, t))
+            .into_iter()
+            .flat_map(|m| m.iter());
+        user.chain(tl.kernel_map().at(t))
+            .filter_map(|m| self.map_specs.get(&map_key(m)))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// Whether the buffer of segment `s` may hold ops of wanted threads.
+    fn wanted(&self, s: &Segment) -> bool {
+        if !self.opts.filtered() {
+            return true;
+        }
+        let b = &self.trace.buffers[s.buffer];
+        let tl = &self.trace.timeline;
+        if self.per_cpu {
+            match b.cpu {
+                Some(cpu) if !tl.cpu_slots(cpu).is_empty() => tl
+                    .cpu_slots(cpu)
+                    .iter()
+                    .any(|sl| sl.task.is_some_and(|t| self.opts.wants(t))),
+                _ => true,
+            }
+        } else {
+            match b.tid {
+                Some(tid) => {
+                    let lifetimes = tl.thread_lifetimes(tid);
+                    if lifetimes.is_empty() {
+                        self.opts.wants(TaskId { pid: tid, tid })
+                    } else {
+                        lifetimes
+                            .iter()
+                            .any(|th| self.opts.wants(TaskId { pid: th.pid, tid }))
+                    }
+                }
+                None => true,
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Per segment.
+
+/// A stretch of one task's ops on one buffer; counters are run-local.
+#[derive(Debug, Clone)]
+struct Run {
+    task: TaskId,
+    start: u64,
+    ops: Vec<Op>,
+    insns: u64,
+    cycles: u64,
+}
+
+#[derive(Debug, Default)]
+struct SegStats {
+    bytes: u64,
+    syncs: u64,
+    blocks: u64,
+    insns: u64,
+    overflows: u64,
+    lost_data: u64,
+    no_image: u64,
+    unattributed_insns: u64,
+    errors: BTreeMap<String, u64>,
+    tsc_span: Option<(u64, u64)>,
+}
+
+struct SegOut {
+    runs: Vec<Run>,
+    stats: SegStats,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transfer {
+    Call,
+    Return,
+    Jump,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    kind: Transfer,
+    from: u64,
+    at: Stamp,
+}
+
+/// One worker: its image section cache holds every section of the plan.
+struct Worker<'p, 't> {
+    plan: &'p Plan<'t>,
+    iscache: Rc<SectionCache>,
+    isids: Vec<Option<u32>>,
+}
+
+impl<'p, 't> Worker<'p, 't> {
+    fn new(plan: &'p Plan<'t>) -> Result<Self, DecodeError> {
+        let mut cache = SectionCache::new(None).map_err(|source| DecodeError::Libipt {
+            what: "allocate an image section cache",
+            source,
+        })?;
+        let isids = plan
+            .specs
+            .iter()
+            .map(|s| cache.add_file(&s.path, s.offset, s.size, s.vaddr).ok())
+            .collect();
+        Ok(Worker {
+            plan,
+            iscache: Rc::new(cache),
+            isids,
+        })
+    }
+
+    fn decode(&self, seg: &Segment) -> Result<SegOut, DecodeError> {
+        let plan = self.plan;
+        let trace = plan.trace;
+        let buf = &trace.buffers[seg.buffer];
+        let mut bytes = trace.segment_bytes(seg).into_owned();
+        let mut cfg = BlockDecoder::builder()
+            .freq(plan.freq)
+            .set_end_on_call(true)
+            .set_end_on_jump(true);
+        if let Some(cpu) = plan.cpu {
+            cfg = cfg.cpu(cpu);
+        }
+        let len = bytes.len() as u64;
+        let mut dec = block_decoder(&cfg, &mut bytes).map_err(|source| DecodeError::Libipt {
+            what: "allocate a block decoder",
+            source,
+        })?;
+        let miss = Rc::new(Cell::new(None::<u64>));
+        let m2 = miss.clone();
+        dec.image()
+            .set_callback(Some(move |_: &mut [u8], ip: u64, _: Asid| {
+                m2.set(Some(ip));
+                -(PtErrorCode::Nomap as i32)
+            }));
+        let owner = if plan.per_cpu {
+            buf.cpu.map(Owner::Cpu)
+        } else {
+            buf.tid.map(Owner::Thread)
+        }
+        .or(buf.cpu.map(Owner::Cpu));
+        let mut st = SegState {
+            w: self,
+            seg,
+            owner,
+            runs: Vec::new(),
+            run: None,
+            task: None,
+            image: None,
+            image_until: 0,
+            next_switch: u64::MAX,
+            pending: None,
+            need_enable: true,
+            last_ip: 0,
+            tsc: 0,
+            last_cycle_tsc: None,
+            cbr: 0,
+            time: 0,
+            lost_first: seg.after_loss,
+            stats: SegStats {
+                bytes: len,
+                ..SegStats::default()
+            },
+            end: plan.opts.end.map(|e| e.saturating_add(plan.slack)),
+        };
+        st.run_decoder(&mut dec, &miss);
+        st.finish();
+        Ok(SegOut {
+            runs: st.runs,
+            stats: st.stats,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Cpu(u32),
+    Thread(u32),
+}
+
+struct SegState<'w, 'p, 't> {
+    w: &'w Worker<'p, 't>,
+    seg: &'w Segment,
+    owner: Option<Owner>,
+    runs: Vec<Run>,
+    run: Option<Run>,
+    task: Option<TaskId>,
+    /// (pid, version) of the image in the decoder.
+    image: Option<(u32, usize)>,
+    image_until: u64,
+    next_switch: u64,
+    pending: Option<Pending>,
+    /// After a sync: the first block starts a traced stretch.
+    need_enable: bool,
+    last_ip: u64,
+    tsc: u64,
+    last_cycle_tsc: Option<u64>,
+    cbr: u32,
+    time: u64,
+    /// The segment follows lost data: the first run starts with a gap.
+    lost_first: bool,
+    stats: SegStats,
+    end: Option<u64>,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl SegState<'_, '_, '_> {
+    fn plan(&self) -> &Plan<'_> {
+        self.w.plan
+    }
+
+    fn run_decoder(&mut self, dec: &mut BlockDecoder<'_>, miss: &Cell<Option<u64>>) {
+        let mut last_sync: Option<u64> = None;
+        let mut status = match self.sync(dec, &mut last_sync) {
+            Some(s) => s,
+            None => return,
+        };
+        loop {
+            while status.event_pending() {
+                match dec.event() {
+                    Ok((ev, s)) => {
+                        status = s;
+                        self.update_time(dec, ev.tsc());
+                        self.on_event(dec, &ev);
+                    }
+                    Err(e) => match self.recover(dec, &e, miss, &mut last_sync) {
+                        Some(s) => status = s,
+                        None => return,
+                    },
+                }
+            }
+            match dec.decode_next() {
+                Ok((blk, s)) => {
+                    status = s;
+                    self.update_time(dec, None);
+                    if let Flow::Stop = self.on_block(dec, raw_block(blk)) {
+                        return;
+                    }
+                }
+                Err(e) if e.code() == PtErrorCode::Eos => return,
+                Err(e) => match self.recover(dec, &e, miss, &mut last_sync) {
+                    Some(s) => status = s,
+                    None => return,
+                },
+            }
+        }
+    }
+
+    /// Synchronizes at the next PSB after the last one; `None` at the end.
+    fn sync(
+        &mut self,
+        dec: &mut BlockDecoder<'_>,
+        last: &mut Option<u64>,
+    ) -> Option<libipt::status::Status> {
+        for _ in 0..64 {
+            match dec.sync_forward() {
+                Ok(s) => {
+                    let off = dec.sync_offset().ok();
+                    if off.is_some() && off <= *last {
+                        return None;
+                    }
+                    *last = off;
+                    self.stats.syncs += 1;
+                    self.need_enable = true;
+                    self.pending = None;
+                    self.update_time(dec, None);
+                    return Some(s);
+                }
+                Err(e) if e.code() == PtErrorCode::Eos => return None,
+                Err(e) => {
+                    *self
+                        .stats
+                        .errors
+                        .entry(format!("sync: {:?}", e.code()))
+                        .or_default() += 1;
+                }
+            }
+        }
+        None
+    }
+
+    fn update_time(&mut self, dec: &mut BlockDecoder<'_>, tsc: Option<u64>) {
+        let tsc = match tsc {
+            Some(t) => t,
+            None => match dec.time() {
+                Ok((t, _, _)) => t,
+                Err(_) => return,
+            },
+        };
+        // libipt answers all-ones right after a sync, before the decoder has
+        // read the PSB+'s TSC.
+        if tsc == 0 || tsc == u64::MAX {
+            return;
+        }
+        if self.plan().cyc {
+            if let (Some(prev), Some(run)) = (self.last_cycle_tsc, self.run.as_mut()) {
+                if tsc > prev {
+                    let d = tsc - prev;
+                    let nom = self.w.plan.nom;
+                    run.cycles += if self.cbr != 0 && nom != 0 {
+                        d * u64::from(self.cbr) / nom
+                    } else {
+                        d
+                    };
+                }
+            }
+            self.last_cycle_tsc = Some(tsc);
+        }
+        self.tsc = tsc;
+        self.stats.tsc_span = Some(
+            self.stats
+                .tsc_span
+                .map_or((tsc, tsc), |(a, b)| (a.min(tsc), b.max(tsc))),
+        );
+        self.time = self.w.plan.perf_time(tsc);
+    }
+
+    fn stamp(&self) -> Stamp {
+        let run = self.run.as_ref();
+        Stamp {
+            time: self.time,
+            insns: run.map_or(0, |r| r.insns),
+            cycles: self.plan().cyc.then(|| run.map_or(0, |r| r.cycles)),
+        }
+    }
+
+    fn push(&mut self, op: Op) {
+        if let Some(r) = self.run.as_mut() {
+            r.ops.push(op);
+        }
+    }
+
+    fn gap(&mut self, kind: GapKind, offset: u64) {
+        let at = self.stamp();
+        self.push(Op::Gap {
+            at,
+            kind,
+            offset: self.seg.aux_offset + offset,
+        });
+    }
+
+    /// The task running at `t` on this buffer.
+    fn task_at(&self, t: u64) -> Option<TaskId> {
+        let tl = &self.plan().trace.timeline;
+        match self.owner? {
+            Owner::Cpu(cpu) => tl.task_on_cpu(cpu, t),
+            Owner::Thread(tid) => Some(TaskId {
+                pid: tl.thread(tid, t).map_or(tid, |th| th.pid),
+                tid,
+            }),
+        }
+    }
+
+    /// Makes `task` the current one: closes the current run, starts another.
+    fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
+        if task == self.task && (self.run.is_some() || task.is_none()) {
+            return;
+        }
+        if let Some(mut r) = self.run.take() {
+            if !matches!(
+                r.ops.last(),
+                Some(Op::Disabled { .. }) | Some(Op::Gap { .. }) | None
+            ) {
+                let at = Stamp {
+                    time: self.time,
+                    insns: r.insns,
+                    cycles: self.plan().cyc.then_some(r.cycles),
+                };
+                r.ops.push(Op::Disabled {
+                    at,
+                    ip,
+                    kernel: true,
+                });
+            }
+            self.runs.push(r);
+        }
+        self.task = task;
+        self.run = task.map(|task| Run {
+            task,
+            start: self.time,
+            ops: Vec::new(),
+            insns: 0,
+            cycles: 0,
+        });
+        if self.run.is_some() && std::mem::take(&mut self.lost_first) {
+            self.stats.lost_data += 1;
+            self.gap(GapKind::LostData, 0);
+        }
+        if let Owner::Cpu(cpu) = self.owner.unwrap_or(Owner::Thread(0)) {
+            let slots = self.plan().trace.timeline.cpu_slots(cpu);
+            let i = slots.partition_point(|s| s.since <= self.time);
+            self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
+        }
+    }
+
+    /// Puts the image of the current task at `t` into the decoder.
+    fn refresh_image(&mut self, dec: &mut BlockDecoder<'_>, t: u64) {
+        let pid = self.task.map_or(NO_PID, |t| t.pid);
+        let (v, until) = self.plan().version(pid, t);
+        self.image_until = until;
+        if self.image == Some((pid, v)) {
+            return;
+        }
+        self.image = Some((pid, v));
+        let specs = self.plan().image_specs(pid, t);
+        let img = dec.image();
+        let _ = img.remove_by_asid(&Asid::new(None, None));
+        for i in specs {
+            if let Some(isid) = self.w.isids[i] {
+                let _ = img.add_cached(self.w.iscache.clone(), isid, None);
+            }
+        }
+    }
+
+    /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
+    fn enable(&mut self, dec: &mut BlockDecoder<'_>, ip: u64) {
+        let t = self.time.saturating_add(self.plan().slack);
+        let task = match self.owner {
+            Some(Owner::Cpu(_)) => self.task_at(t),
+            _ => self.task_at(self.time),
+        };
+        self.switch_to(task, ip);
+        self.refresh_image(dec, t);
+        let at = self.stamp();
+        self.push(Op::Enabled {
+            at,
+            ip,
+            first: false,
+        });
+        self.need_enable = false;
+        self.last_ip = ip;
+    }
+
+    /// A pending transfer completes at `to`, or is dropped (`None`).
+    fn resolve(&mut self, to: Option<u64>) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let Some(to) = to else {
+            return;
+        };
+        let (at, from) = (p.at, p.from);
+        self.push(match p.kind {
+            Transfer::Call => Op::Call { at, from, to },
+            Transfer::Return => Op::Return { at, from, to },
+            Transfer::Jump => Op::Jump { at, from, to },
+        });
+    }
+
+    fn on_event(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
+        let ty = raw_event_type(ev);
+        if !wrapped_event(ty) {
+            return;
+        }
+        let suppressed = ev.ip_suppressed();
+        match ev.event_type() {
+            EventType::Enabled(e) => {
+                self.resolve(Some(e.ip()));
+                self.enable(dec, e.ip());
+            }
+            EventType::Disabled(e) => {
+                let ip = (!suppressed).then(|| e.ip());
+                self.resolve(ip);
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: ip.unwrap_or(self.last_ip),
+                    kernel: ip.is_none_or(is_kernel_ip),
+                });
+            }
+            EventType::AsnycDisabled(e) => {
+                self.resolve(Some(e.at()));
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: e.at(),
+                    kernel: suppressed || is_kernel_ip(e.ip()),
+                });
+                self.last_ip = e.at();
+            }
+            EventType::AsyncBranch(e) => {
+                self.resolve(Some(e.from()));
+                let at = self.stamp();
+                self.push(Op::Call {
+                    at,
+                    from: e.from(),
+                    to: e.to(),
+                });
+                self.last_ip = e.to();
+            }
+            EventType::Overflow(e) => {
+                self.pending = None;
+                self.stats.overflows += 1;
+                let off = dec.offset().unwrap_or(0);
+                self.gap(GapKind::Overflow, off);
+                if suppressed {
+                    self.need_enable = true;
+                } else {
+                    self.enable(dec, e.ip());
+                }
+            }
+            EventType::Stop(_) => {
+                self.resolve(None);
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: self.last_ip,
+                    kernel: false,
+                });
+            }
+            EventType::Cbr(_) => {
+                if let Ok(c) = dec.core_bus_ratio() {
+                    self.cbr = c;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: libipt_sys::pt_block) -> Flow {
+        if b.ninsn == 0 {
+            return Flow::Continue;
+        }
+        if self.end.is_some_and(|e| self.time > e) {
+            return Flow::Stop;
+        }
+        self.resolve(Some(b.ip));
+        if self.need_enable {
+            self.enable(dec, b.ip);
+        }
+        if is_kernel_ip(b.ip) {
+            // Kernel code: a due context switch or image change applies here.
+            if self.time >= self.next_switch {
+                let task = self.task_at(self.time);
+                self.switch_to(task, b.ip);
+                if self.task.is_some() {
+                    let at = self.stamp();
+                    self.push(Op::Enabled {
+                        at,
+                        ip: b.ip,
+                        first: false,
+                    });
+                }
+                self.refresh_image(dec, self.time);
+            } else if self.time >= self.image_until {
+                self.refresh_image(dec, self.time);
+            }
+        }
+        let n = u64::from(b.ninsn);
+        self.stats.blocks += 1;
+        self.stats.insns += n;
+        match self.run.as_mut() {
+            Some(r) => r.insns += n,
+            None => self.stats.unattributed_insns += n,
+        }
+        self.last_ip = b.end_ip;
+        let kind = self.classify(&b);
+        if let Some(kind) = kind {
+            self.pending = Some(Pending {
+                kind,
+                from: b.end_ip,
+                at: self.stamp(),
+            });
+        }
+        Flow::Continue
+    }
+
+    /// The control transfer the block's last instruction makes.
+    #[allow(non_upper_case_globals)]
+    fn classify(&self, b: &libipt_sys::pt_block) -> Option<Transfer> {
+        use libipt_sys::*;
+        match b.iclass {
+            pt_insn_class_ptic_call | pt_insn_class_ptic_far_call => Some(Transfer::Call),
+            pt_insn_class_ptic_return | pt_insn_class_ptic_far_return => Some(Transfer::Return),
+            pt_insn_class_ptic_jump | pt_insn_class_ptic_far_jump => Some(Transfer::Jump),
+            pt_insn_class_ptic_cond_jump
+            | pt_insn_class_ptic_other
+            | pt_insn_class_ptic_ptwrite => None,
+            // ptic_indirect (an indirect jump or a far transfer) and
+            // ptic_unknown: look at the instruction.
+            _ => self.decode_last(b),
+        }
+    }
+
+    fn decode_last(&self, b: &libipt_sys::pt_block) -> Option<Transfer> {
+        let mut buf = [0u8; 16];
+        let bytes: &[u8] = if b.truncated() != 0 {
+            &b.raw[..usize::from(b.size).min(b.raw.len())]
+        } else if b.isid > 0 {
+            let n = self
+                .w
+                .iscache
+                .read(&mut buf[..15], b.isid as u32, b.end_ip)
+                .ok()?;
+            &buf[..n as usize]
+        } else {
+            return Some(Transfer::Jump);
+        };
+        #[allow(non_upper_case_globals)]
+        let bitness = match b.mode {
+            libipt_sys::pt_exec_mode_ptem_16bit => 16,
+            libipt_sys::pt_exec_mode_ptem_32bit => 32,
+            _ => 64,
+        };
+        let mut d =
+            iced_x86::Decoder::with_ip(bitness, bytes, b.end_ip, iced_x86::DecoderOptions::NONE);
+        let insn = d.decode();
+        if insn.is_invalid() {
+            return None;
+        }
+        use iced_x86::FlowControl as F;
+        match insn.flow_control() {
+            F::Call | F::IndirectCall => Some(Transfer::Call),
+            F::Return => Some(Transfer::Return),
+            F::UnconditionalBranch | F::IndirectBranch => Some(Transfer::Jump),
+            // syscall, int n: a far call into the kernel.
+            F::Interrupt => Some(Transfer::Call),
+            _ => None,
+        }
+    }
+
+    /// Records a decode error as a gap and resynchronizes at the next PSB.
+    /// A segment that ends in lost data usually ends inside a packet: an
+    /// error after which no PSB follows is that loss, reported by the
+    /// `LostData` gap [`SegState::finish`] adds, not as a decode error.
+    fn recover(
+        &mut self,
+        dec: &mut BlockDecoder<'_>,
+        e: &PtError,
+        miss: &Cell<Option<u64>>,
+        last_sync: &mut Option<u64>,
+    ) -> Option<libipt::status::Status> {
+        let off = dec.offset().unwrap_or(0);
+        self.pending = None;
+        let code = e.code();
+        let kind = if code == PtErrorCode::Nomap {
+            self.stats.no_image += 1;
+            let ip = miss.take().unwrap_or(self.last_ip);
+            let pid = self.task.map_or(NO_PID, |t| t.pid);
+            if let Some(m) = self.plan().trace.timeline.lookup(pid, ip, self.time) {
+                self.plan()
+                    .images
+                    .note_undecoded(&m.file, pid, m.start, m.end);
+            }
+            GapKind::NoImage { ip }
+        } else {
+            GapKind::DecodeError(format!("{e} at offset {:#x}", self.seg.aux_offset + off))
+        };
+        let at = self.stamp();
+        let next = self.sync(dec, last_sync);
+        if next.is_none() && self.seg.before_loss && code != PtErrorCode::Nomap {
+            return None;
+        }
+        *self.stats.errors.entry(format!("{code:?}")).or_default() += 1;
+        self.push(Op::Gap {
+            at,
+            kind,
+            offset: self.seg.aux_offset + off,
+        });
+        next
+    }
+
+    fn finish(&mut self) {
+        self.pending = None;
+        if let Some(r) = self.run.take() {
+            self.runs.push(r);
+        }
+        if self.seg.before_loss {
+            if let Some(r) = self.runs.last_mut() {
+                let at = r.ops.last().map_or(
+                    Stamp {
+                        time: self.time,
+                        ..Stamp::default()
+                    },
+                    Op::stamp,
+                );
+                let offset = self.seg.aux_offset + self.seg.len() as u64;
+                r.ops.push(Op::Gap {
+                    at,
+                    kind: GapKind::LostData,
+                    offset,
+                });
+                self.stats.lost_data += 1;
+            }
+        }
+        self.runs.retain(|r| !r.ops.is_empty() || r.insns > 0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The entry point.
+
+/// Decodes every segment of `trace` and hands each thread's ops to `sink`,
+/// thread by thread (see the module doc for the order and the counters).
+pub fn decode(
+    trace: &Trace,
+    images: &ImageStore,
+    opts: &DecodeOptions,
+    sink: &mut dyn OpSink,
+) -> Result<DecodeStats, DecodeError> {
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let plan = Plan::new(trace, images, opts);
+    let mut stats = DecodeStats::default();
+    let segments = trace.segments();
+    let mut jobs: Vec<usize> = Vec::new();
+    for (i, s) in segments.iter().enumerate() {
+        if plan.wanted(s) {
+            jobs.push(i);
+        } else {
+            stats.segments_skipped += 1;
+        }
+    }
+    // Largest first, for balance.
+    jobs.sort_by_key(|&i| std::cmp::Reverse(segments[i].len()));
+    let n = match opts.jobs {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .clamp(1, jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Vec<Result<Vec<(usize, SegOut)>, DecodeError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(usize, SegOut)>, DecodeError> {
+                    let w = Worker::new(&plan)?;
+                    let mut out = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&i) = jobs.get(k) else { break };
+                        out.push((i, w.decode(&segments[i])?));
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|p| {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Err(DecodeError::Worker(msg))
+                })
+            })
+            .collect()
+    });
+    let mut outs: Vec<Option<SegOut>> = (0..segments.len()).map(|_| None).collect();
+    for r in results {
+        for (i, o) in r? {
+            stats.merge_segment(&o.stats);
+            outs[i] = Some(o);
+        }
+    }
+    // Runs per thread, in segment (= buffer, stream) order.
+    let mut by_task: BTreeMap<TaskId, Vec<Run>> = BTreeMap::new();
+    for o in outs.into_iter().flatten() {
+        for r in o.runs {
+            by_task.entry(r.task).or_default().push(r);
+        }
+    }
+    for (task, mut runs) in by_task {
+        if !opts.wants(task) {
+            continue;
+        }
+        if plan.per_cpu {
+            runs.sort_by_key(|r| r.start);
+        }
+        emit_thread(task, runs, opts, plan.cyc, sink, &mut stats);
+    }
+    Ok(stats)
+}
+
+/// The ip an op happens at (for a synthesized `Enabled`).
+fn op_ip(op: &Op) -> u64 {
+    match op {
+        Op::Enabled { ip, .. } | Op::Disabled { ip, .. } => *ip,
+        Op::Call { from, .. } | Op::Return { from, .. } | Op::Jump { from, .. } => *from,
+        Op::Gap { .. } | Op::End { .. } => 0,
+    }
+}
+
+fn set_stamp(op: &mut Op, s: Stamp) {
+    match op {
+        Op::Enabled { at, .. }
+        | Op::Disabled { at, .. }
+        | Op::Call { at, .. }
+        | Op::Return { at, .. }
+        | Op::Jump { at, .. }
+        | Op::Gap { at, .. }
+        | Op::End { at } => *at = s,
+    }
+}
+
+fn emit_thread(
+    task: TaskId,
+    runs: Vec<Run>,
+    opts: &DecodeOptions,
+    cyc: bool,
+    sink: &mut dyn OpSink,
+    stats: &mut DecodeStats,
+) {
+    let ts = stats.threads.entry((task.pid, task.tid)).or_default();
+    let (mut insns, mut cycles) = (0u64, 0u64);
+    let mut first = true;
+    let mut last: Option<Stamp> = None;
+    let mut skipped = false;
+    let mut n_ops = 0u64;
+    let mut span: Option<(u64, u64)> = None;
+    let mut send = |op: Op, first: &mut bool, last: &mut Option<Stamp>| {
+        let mut op = op;
+        if let Op::Enabled { first: f, .. } = &mut op {
+            *f = std::mem::take(first);
+        }
+        let s = op.stamp();
+        span = Some(span.map_or((s.time, s.time), |(a, b)| (a.min(s.time), b.max(s.time))));
+        *last = Some(s);
+        n_ops += 1;
+        sink.op(task.pid, task.tid, op);
+    };
+    'runs: for run in runs {
+        ts.insns += run.insns;
+        for mut op in run.ops {
+            let s = op.stamp();
+            let fixed = Stamp {
+                time: s.time,
+                insns: s.insns + insns,
+                cycles: cyc.then(|| s.cycles.unwrap_or(0) + cycles),
+            };
+            set_stamp(&mut op, fixed);
+            match &op {
+                Op::Call { .. } => ts.calls += 1,
+                Op::Return { .. } => ts.returns += 1,
+                Op::Jump { .. } => ts.jumps += 1,
+                Op::Gap { .. } => ts.gaps += 1,
+                _ => {}
+            }
+            if opts.start.is_some_and(|st| fixed.time < st) {
+                skipped = true;
+                continue;
+            }
+            if opts.end.is_some_and(|e| fixed.time > e) {
+                break 'runs;
+            }
+            if std::mem::take(&mut skipped) && !matches!(op, Op::Enabled { .. } | Op::Gap { .. }) {
+                let ip = op_ip(&op);
+                send(
+                    Op::Enabled {
+                        at: fixed,
+                        ip,
+                        first: false,
+                    },
+                    &mut first,
+                    &mut last,
+                );
+            }
+            send(op, &mut first, &mut last);
+        }
+        insns += run.insns;
+        cycles += run.cycles;
+    }
+    if let Some(at) = last {
+        send(Op::End { at }, &mut first, &mut last);
+    }
+    ts.ops += n_ops;
+    if let Some((a, b)) = span {
+        ts.span = Some((a, b));
+        stats.time_span = Some(
+            stats
+                .time_span
+                .map_or((a, b), |(x, y)| (x.min(a), y.max(b))),
+        );
+    }
+    stats.ops += n_ops;
+}

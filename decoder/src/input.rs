@@ -1,0 +1,599 @@
+//! Opening a trace: a trace dir (`DIR/data` plus `images/`, `sysroot/`,
+//! `kcore_dir/` beside it), a perf dir from `perf record --kcore -o DIR`, or
+//! a bare perf.data file (file or pipe format). Everything the decoding stage
+//! needs is collected here in one pass over the records: the Intel PT
+//! configuration, the TSC conversion, the CPU (for libipt's errata), the
+//! sideband replayed into a [`Timeline`], and the AUXTRACE chunks grouped into
+//! buffers and split into independently decodable [`Segment`]s.
+//!
+//! The file is memory-mapped through `sideband::bytes::FileBytes` (that
+//! crate's one unsafe block); this module has no unsafe code. AUXTRACE
+//! payloads are kept as byte ranges into the mapping, never copied here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sideband::attr::Attr;
+use sideband::auxtrace_info::{IntelPtInfo, AUXTRACE_INTEL_PT};
+use sideband::bytes::FileBytes;
+use sideband::file::PerfFile;
+use sideband::record::{aux_flags, Event, Record};
+use sideband::timeconv::TscConversion;
+use sideband::timeline::Timeline;
+
+/// `u32` -1 as perf writes "no cpu" / "no thread" in AUXTRACE records.
+const NONE32: u32 = u32::MAX;
+
+/// Why a trace cannot be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The path does not exist or cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A directory that holds no `data` file.
+    #[error("{path} is a directory without a `data` file: expected a trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or a perf.data file")]
+    NotATraceDir { path: PathBuf },
+    /// The file is not perf.data, or its structure is broken (truncated, corrupt).
+    #[error("{path}: {source}")]
+    Perf {
+        path: PathBuf,
+        #[source]
+        source: sideband::Error,
+    },
+    /// The file has no PERF_RECORD_AUXTRACE_INFO: it holds no AUX-area trace.
+    #[error("{path} holds no AUX-area trace (no AUXTRACE_INFO record): record with ptrec, or `perf record -e intel_pt//`")]
+    NoAuxtraceInfo { path: PathBuf },
+    /// The AUX-area trace is not Intel PT (e.g. Arm CoreSight or SPE).
+    #[error("{path} holds an AUX-area trace of kind {kind}, not Intel PT (kind {AUXTRACE_INTEL_PT}); ptdec decodes only Intel PT")]
+    NotIntelPt { path: PathBuf, kind: u32 },
+    /// The Intel PT AUXTRACE_INFO record is malformed.
+    #[error("{path}: Intel PT AUXTRACE_INFO record at offset {offset:#x}: {what}")]
+    BadIntelPtInfo {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+}
+
+/// The CPU the trace was recorded on, from perf's CPUID feature
+/// (`GenuineIntel,6,78,3`): libipt applies errata workarounds by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuId {
+    pub vendor: String,
+    pub family: u16,
+    pub model: u8,
+    pub stepping: u8,
+}
+
+impl CpuId {
+    /// Parses perf's `vendor,family,model,stepping` (x86's `get_cpuid` format).
+    pub fn parse(s: &str) -> Option<CpuId> {
+        let mut it = s.trim_end_matches('\0').split(',');
+        let vendor = it.next()?.trim().to_string();
+        let num = |t: Option<&str>| -> Option<u64> {
+            let t = t?.trim();
+            t.strip_prefix("0x")
+                .map_or_else(|| t.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+        };
+        Some(CpuId {
+            vendor,
+            family: u16::try_from(num(it.next())?).ok()?,
+            model: u8::try_from(num(it.next())?).ok()?,
+            stepping: u8::try_from(num(it.next()).unwrap_or(0)).ok()?,
+        })
+    }
+
+    pub fn is_intel(&self) -> bool {
+        self.vendor == "GenuineIntel"
+    }
+}
+
+/// One PERF_RECORD_AUXTRACE payload: a piece of one buffer's byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// Offset of the AUXTRACE record in the file.
+    pub record_offset: u64,
+    /// Where the payload sits in the file.
+    pub file_offset: usize,
+    pub len: usize,
+    /// Offset of the payload in the buffer's stream.
+    pub aux_offset: u64,
+    /// perf's reference (a TSC for snapshots).
+    pub reference: u64,
+}
+
+/// Where data of a buffer is known to be missing (PERF_RECORD_AUX flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuxLoss {
+    /// The stream offset after which data is missing (end of the AUX record's range).
+    pub aux_offset: u64,
+    /// `aux_flags::*` of the record.
+    pub flags: u64,
+    /// Perf time of the AUX record.
+    pub time: Option<u64>,
+}
+
+/// One AUX buffer (perf's "queue"): a CPU's (per-cpu mmaps) or a thread's
+/// (per-thread mmaps) stream of trace bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuxBuffer {
+    /// The mmap index perf recorded (`auxtrace.idx`).
+    pub idx: u32,
+    pub cpu: Option<u32>,
+    pub tid: Option<u32>,
+    /// In stream order.
+    pub chunks: Vec<Chunk>,
+    /// Sorted by offset.
+    pub losses: Vec<AuxLoss>,
+}
+
+/// A stretch of one buffer's bytes that is decoded with one libipt decoder:
+/// contiguous chunks concatenated, split where data was lost (and, in
+/// snapshot mode, one per snapshot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Index into [`Trace::buffers`].
+    pub buffer: usize,
+    /// Stream offset of the first byte.
+    pub aux_offset: u64,
+    /// File ranges `(offset, len)` whose concatenation is the segment.
+    pub pieces: Vec<(usize, usize)>,
+    /// Data was lost just before this segment (a gap in the offsets, or an
+    /// AUX record flagged truncated/partial/collision).
+    pub after_loss: bool,
+    /// Data was lost just after this segment.
+    pub before_loss: bool,
+}
+
+impl Segment {
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(|p| p.1).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// ITRACE_START: tracing of a task started (on a cpu, for per-cpu buffers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItraceStart {
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: Option<u32>,
+    pub time: Option<u64>,
+}
+
+/// An opened trace: configuration, sideband and the AUX buffers.
+#[derive(Debug)]
+pub struct Trace {
+    /// The perf.data file read.
+    pub data_path: PathBuf,
+    /// The trace dir holding `images/`, `sysroot/`, `kcore_dir/` (when the
+    /// input was a directory, or a file named `data` inside one).
+    pub dir: Option<PathBuf>,
+    bytes: FileBytes,
+    pub pipe: bool,
+    pub info: IntelPtInfo,
+    /// The intel_pt event's attr (its config bits say tsc/mtc/cyc/noretcomp).
+    pub pt_attr: Option<Attr>,
+    /// TSC -> perf time; `None` when the recording has no usable conversion.
+    pub tsc: Option<TscConversion>,
+    pub cpu: Option<CpuId>,
+    pub nr_cpus: Option<u32>,
+    /// BUILD_ID feature entries: (file name, build-id).
+    pub build_ids: Vec<(String, Vec<u8>)>,
+    pub timeline: Timeline,
+    pub buffers: Vec<AuxBuffer>,
+    pub itrace_starts: Vec<ItraceStart>,
+    /// Sum of PERF_RECORD_LOST counts (sideband records lost).
+    pub lost_records: u64,
+    /// AUX records with the truncated, partial or collision flag.
+    pub aux_losses: u64,
+    /// Perf time of the first and last sideband records with a time.
+    pub sideband_span: Option<(u64, u64)>,
+    /// What was odd but readable.
+    pub warnings: Vec<String>,
+}
+
+impl Trace {
+    /// Opens a trace dir, a perf dir or a perf.data file (file or pipe format).
+    pub fn open(path: impl AsRef<Path>) -> Result<Trace, InputError> {
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let (data_path, dir) = if meta.is_dir() {
+            let data = path.join("data");
+            if !data.is_file() {
+                return Err(InputError::NotATraceDir {
+                    path: path.to_owned(),
+                });
+            }
+            (data, Some(path.to_owned()))
+        } else {
+            let dir = (path.file_name() == Some("data".as_ref()))
+                .then(|| path.parent().map(Path::to_owned))
+                .flatten()
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        ".".into()
+                    } else {
+                        d
+                    }
+                });
+            (path.to_owned(), dir)
+        };
+        let bytes = FileBytes::open(&data_path).map_err(|source| InputError::Io {
+            path: data_path.clone(),
+            source,
+        })?;
+        Self::from_bytes(bytes, data_path, dir)
+    }
+
+    /// Reads a trace from bytes already in memory (tests, stdin).
+    pub fn from_bytes(
+        bytes: FileBytes,
+        data_path: PathBuf,
+        dir: Option<PathBuf>,
+    ) -> Result<Trace, InputError> {
+        let perr = |source| InputError::Perf {
+            path: data_path.clone(),
+            source,
+        };
+        let file = PerfFile::parse(&bytes).map_err(perr)?;
+        let mut warnings: Vec<String> = file.warnings().to_vec();
+        let features = file.features();
+        let cpu = match features.cpuid() {
+            Ok(Some(s)) => {
+                let c = CpuId::parse(&s);
+                if c.is_none() {
+                    warnings.push(format!(
+                        "CPUID feature {s:?} not understood; decoding without errata workarounds"
+                    ));
+                }
+                c
+            }
+            Ok(None) => None,
+            Err(e) => {
+                warnings.push(format!("CPUID feature unreadable: {e}"));
+                None
+            }
+        };
+        let nr_cpus = match features.nrcpus() {
+            Ok(n) => n.map(|n| n.available.max(n.online)),
+            Err(e) => {
+                warnings.push(format!("NRCPUS feature unreadable: {e}"));
+                None
+            }
+        };
+        let build_ids = match features.build_ids() {
+            Ok(v) => v
+                .unwrap_or_default()
+                .into_iter()
+                .map(|b| (b.filename, b.build_id))
+                .collect(),
+            Err(e) => {
+                warnings.push(format!("BUILD_ID feature unreadable: {e}"));
+                Vec::new()
+            }
+        };
+
+        let mut info: Option<(u64, IntelPtInfo)> = None;
+        let mut time_conv = None;
+        let mut by_idx: BTreeMap<u32, AuxBuffer> = BTreeMap::new();
+        let mut aux_records: Vec<(Option<u32>, Option<u32>, AuxLoss)> = Vec::new();
+        let mut itrace_starts = Vec::new();
+        let mut lost_records = 0u64;
+        let mut span: Option<(u64, u64)> = None;
+        let mut sideband: Vec<Event<'_>> = Vec::new();
+
+        for raw in file.raw_records() {
+            let ev = file.parse_raw(&raw).map_err(perr)?;
+            if let Some(t) = ev.sample_id.time.filter(|&t| t != 0) {
+                span = Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+            }
+            match &ev.record {
+                Record::AuxtraceInfo(ai) => {
+                    if ai.kind != AUXTRACE_INTEL_PT {
+                        return Err(InputError::NotIntelPt {
+                            path: data_path.clone(),
+                            kind: ai.kind,
+                        });
+                    }
+                    let pt = IntelPtInfo::from_words(&ai.priv_words).map_err(|m| {
+                        InputError::BadIntelPtInfo {
+                            path: data_path.clone(),
+                            offset: raw.offset,
+                            what: m.0,
+                        }
+                    })?;
+                    if info.is_some() {
+                        warnings.push(format!(
+                            "a second AUXTRACE_INFO at offset {:#x} is ignored",
+                            raw.offset
+                        ));
+                    } else {
+                        info = Some((raw.offset, pt));
+                    }
+                }
+                Record::Auxtrace(a) => {
+                    let file_offset = raw.offset as usize + raw.bytes.len();
+                    let b = by_idx.entry(a.idx).or_insert_with(|| AuxBuffer {
+                        idx: a.idx,
+                        cpu: (a.cpu != NONE32).then_some(a.cpu),
+                        tid: (a.tid != NONE32).then_some(a.tid),
+                        ..AuxBuffer::default()
+                    });
+                    b.chunks.push(Chunk {
+                        record_offset: raw.offset,
+                        file_offset,
+                        len: a.data.len(),
+                        aux_offset: a.offset,
+                        reference: a.reference,
+                    });
+                }
+                Record::TimeConv(tc) => time_conv = Some(*tc),
+                Record::Aux {
+                    aux_offset,
+                    aux_size,
+                    flags,
+                } => {
+                    let lossy = aux_flags::TRUNCATED | aux_flags::PARTIAL | aux_flags::COLLISION;
+                    if flags & lossy != 0 {
+                        aux_records.push((
+                            ev.sample_id.cpu,
+                            ev.sample_id.tid,
+                            AuxLoss {
+                                aux_offset: aux_offset.saturating_add(*aux_size),
+                                flags: *flags,
+                                time: ev.sample_id.time,
+                            },
+                        ));
+                    }
+                }
+                Record::ItraceStart { pid, tid } => itrace_starts.push(ItraceStart {
+                    pid: *pid,
+                    tid: *tid,
+                    cpu: ev.sample_id.cpu,
+                    time: ev.sample_id.time,
+                }),
+                Record::Lost { lost, .. } => lost_records += lost,
+                _ => {}
+            }
+            if !matches!(ev.record, Record::Auxtrace(_)) {
+                sideband.push(ev);
+            }
+        }
+
+        let Some((info_offset, info)) = info else {
+            return Err(InputError::NoAuxtraceInfo { path: data_path });
+        };
+        let pt_attr = file
+            .attrs()
+            .entries()
+            .iter()
+            .map(|e| e.attr)
+            .find(|a| u64::from(a.kind) == info.pmu_type);
+        if pt_attr.is_none() {
+            warnings.push(format!(
+                "no attr has the intel_pt PMU type {} of AUXTRACE_INFO (offset {info_offset:#x})",
+                info.pmu_type
+            ));
+        }
+        let tsc = match TscConversion::from_intel_pt(&info) {
+            Ok(c) => {
+                // TIME_CONV adds the short-time extension where the kernel has it.
+                match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                    Some(Ok(tc)) => Some(match tc.short_time() {
+                        Some((cycles, mask)) => c.with_short_time(cycles, mask),
+                        None => c,
+                    }),
+                    _ => Some(c),
+                }
+            }
+            Err(e) => match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                Some(Ok(c)) => Some(c),
+                _ => {
+                    warnings.push(format!("{e}"));
+                    None
+                }
+            },
+        };
+
+        let timeline = Timeline::replay(sideband);
+
+        let per_cpu = info.per_cpu_mmaps;
+        let mut buffers: Vec<AuxBuffer> = by_idx.into_values().collect();
+        let aux_losses = aux_records.len() as u64;
+        for (cpu, tid, loss) in aux_records {
+            let hit = buffers.iter_mut().find(|b| {
+                if per_cpu {
+                    cpu.is_some() && b.cpu == cpu
+                } else {
+                    tid.is_some() && b.tid == tid
+                }
+            });
+            match hit {
+                Some(b) => b.losses.push(loss),
+                None => warnings.push(format!(
+                    "an AUX record with flags {:#x} (cpu {cpu:?}, tid {tid:?}) matches no AUX buffer",
+                    loss.flags
+                )),
+            }
+        }
+        for b in &mut buffers {
+            b.chunks.sort_by_key(|c| c.aux_offset);
+            b.losses.sort_by_key(|l| l.aux_offset);
+        }
+        if buffers.is_empty() {
+            warnings.push(
+                "the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)".into(),
+            );
+        }
+
+        let pipe = file.is_pipe();
+        drop(file);
+        Ok(Trace {
+            data_path,
+            dir,
+            bytes,
+            pipe,
+            info,
+            pt_attr,
+            tsc,
+            cpu,
+            nr_cpus,
+            build_ids,
+            timeline,
+            buffers,
+            itrace_starts,
+            lost_records,
+            aux_losses,
+            sideband_span: span,
+            warnings,
+        })
+    }
+
+    /// Whether a config bit of the intel_pt event is set (`bit` from
+    /// [`IntelPtInfo`], e.g. `cyc_bit`); `None` without the attr or the bit.
+    pub fn config_bit(&self, bit: u64) -> Option<bool> {
+        let a = self.pt_attr?;
+        (bit != 0 && bit < 64).then(|| a.config >> bit & 1 != 0)
+    }
+
+    /// Whether the kernel was traced (the intel_pt event did not exclude it).
+    pub fn kernel_traced(&self) -> bool {
+        self.pt_attr
+            .is_some_and(|a| a.flags & sideband::attr::flags::EXCLUDE_KERNEL == 0)
+    }
+
+    /// The buffers split into segments, in buffer then stream order.
+    ///
+    /// Full-trace mode: contiguous chunks are concatenated; a chunk that does
+    /// not start where the previous ended (lost or overlapping data), and
+    /// a lossy AUX record's end offset, start a new segment. Snapshot mode:
+    /// every chunk is a snapshot of the ring and is decoded on its own (perf
+    /// trims overlapping snapshots; we decode each whole).
+    pub fn segments(&self) -> Vec<Segment> {
+        let mut out = Vec::new();
+        for (bi, b) in self.buffers.iter().enumerate() {
+            if self.info.snapshot_mode {
+                out.extend(b.chunks.iter().filter(|c| c.len > 0).map(|c| Segment {
+                    buffer: bi,
+                    aux_offset: c.aux_offset,
+                    pieces: vec![(c.file_offset, c.len)],
+                    after_loss: false,
+                    before_loss: false,
+                }));
+                continue;
+            }
+            let mut cur: Option<Segment> = None;
+            let mut after_loss = false;
+            let mut prev_end: Option<u64> = None;
+            let mut close = |cur: &mut Option<Segment>, after_loss: &mut bool| {
+                if let Some(mut s) = cur.take() {
+                    s.before_loss = true;
+                    out.push(s);
+                }
+                *after_loss = true;
+            };
+            for c in b.chunks.iter().filter(|c| c.len > 0) {
+                let (c_start, c_end) = (c.aux_offset, c.aux_offset + c.len as u64);
+                if prev_end.is_some_and(|e| e != c_start) {
+                    close(&mut cur, &mut after_loss);
+                }
+                let cuts = b
+                    .losses
+                    .iter()
+                    .map(|l| l.aux_offset)
+                    .filter(|&o| o >= c_start && o <= c_end);
+                let mut pos = c_start;
+                for cut in cuts.chain(std::iter::once(u64::MAX)) {
+                    let to = cut.min(c_end);
+                    if to > pos {
+                        let s = cur.get_or_insert_with(|| Segment {
+                            buffer: bi,
+                            aux_offset: pos,
+                            pieces: Vec::new(),
+                            after_loss: std::mem::take(&mut after_loss),
+                            before_loss: false,
+                        });
+                        s.pieces.push((
+                            c.file_offset + (pos - c_start) as usize,
+                            (to - pos) as usize,
+                        ));
+                        pos = to;
+                    }
+                    if cut != u64::MAX {
+                        close(&mut cur, &mut after_loss);
+                    }
+                }
+                prev_end = Some(c_end);
+            }
+            if let Some(s) = cur {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// A segment's bytes (borrowed when it is one piece, else concatenated).
+    pub fn segment_bytes(&self, s: &Segment) -> std::borrow::Cow<'_, [u8]> {
+        let get = |&(off, len): &(usize, usize)| self.bytes.get(off..off + len).unwrap_or_default();
+        match s.pieces.as_slice() {
+            [one] => std::borrow::Cow::Borrowed(get(one)),
+            many => std::borrow::Cow::Owned(many.iter().flat_map(get).copied().collect()),
+        }
+    }
+
+    /// The whole input's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Total trace bytes in all buffers.
+    pub fn trace_bytes(&self) -> u64 {
+        self.buffers
+            .iter()
+            .flat_map(|b| &b.chunks)
+            .map(|c| c.len as u64)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpuid_strings() {
+        let c = CpuId::parse("GenuineIntel,6,78,3").unwrap();
+        assert_eq!((c.family, c.model, c.stepping), (6, 78, 3));
+        assert!(c.is_intel());
+        let c = CpuId::parse("GenuineIntel,6,151,2\0\0").unwrap();
+        assert_eq!(c.model, 151);
+        assert!(CpuId::parse("AuthenticAMD").is_none());
+        assert!(CpuId::parse("x,1,999,1").is_none());
+    }
+
+    #[test]
+    fn missing_and_wrong_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Trace::open(dir.path().join("nope")).unwrap_err();
+        assert!(matches!(e, InputError::Io { .. }), "{e}");
+        let e = Trace::open(dir.path()).unwrap_err();
+        assert!(matches!(e, InputError::NotATraceDir { .. }), "{e}");
+        let f = dir.path().join("x.data");
+        std::fs::write(&f, b"this is not perf data at all").unwrap();
+        let e = Trace::open(&f).unwrap_err();
+        assert!(matches!(e, InputError::Perf { .. }), "{e}");
+        assert!(e.to_string().contains("x.data"), "{e}");
+    }
+}
