@@ -9,3 +9,5 @@ pub mod images;
 pub mod symbols;
 pub mod stack;
 pub mod emit;
+pub mod pipeline;
+pub mod summary;

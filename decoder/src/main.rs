@@ -1,5 +1,392 @@
-//! `ptdec` command line: argument parsing and error printing only.
-fn main() {
-    eprintln!("ptdec: not implemented yet");
-    std::process::exit(2);
+//! `ptdec` command line: argument parsing and error printing only; the work
+//! is `ptdec::pipeline::run` and `ptdec::summary`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use ptdec::decode::DecodeOptions;
+use ptdec::emit::{EmitOptions, Target, TimeAxis};
+use ptdec::images::{ImageStore, SearchPath};
+use ptdec::input::Trace;
+use ptdec::pipeline::{self, RunOptions};
+use ptdec::summary::{self, Progress};
+use ptdec::symbols::SymbolCache;
+
+const EXAMPLES: &str = "\
+Examples:
+  ptdec trace.dir -o out.ftf                 decode everything; open out.ftf in ui.perfetto.dev
+  ptdec trace.dir -o out.ftf.gz              the same, gzip-compressed (Perfetto opens it)
+  ptdec trace.dir --sysroot /mnt/target -o out.ftf
+                                             decode on another machine with a copy of its files
+  ptdec perf.data --start 1.5 --duration 250ms --tid 4242 -o part.ftf
+                                             250 ms of one thread, 1.5 s after the recording began
+  ptdec trace.dir --start @123456789000 -o out.ftf
+                                             from an absolute perf timestamp (ns)
+  ptdec trace.dir --split 100ms -o out.ftf   out-0.ftf, out-1.ftf, ... one per 100 ms
+  ptdec info trace.dir                       what the trace holds, without decoding
+  ptdec dump out.ftf                         the FTF as text, one record per line
+
+Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
+\"250ms\", \"10us\"), relative to the first timestamp of the recording (which is
+also 0 in the output); --start also takes an absolute perf time in ns
+written \"@NS\" (as `perf script` prints it, times 1e9).";
+
+#[derive(Parser)]
+#[command(
+    name = "ptdec",
+    version,
+    about = "Decode an Intel PT trace (ptrec, ptsim or `perf record -e intel_pt//`) into a Fuchsia Trace Format file of per-thread call stacks for Perfetto",
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    decode: DecodeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print what a trace holds (configuration, cpus, threads, time range,
+    /// AUX data sizes, losses, images found and missing) without decoding.
+    ///
+    /// Example: ptdec info trace.dir
+    Info {
+        /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+        trace: PathBuf,
+        #[command(flatten)]
+        images: ImageArgs,
+    },
+    /// Print an FTF file (plain or .gz) as text, one record per line.
+    ///
+    /// Example: ptdec dump out.ftf | grep duration_complete
+    Dump {
+        /// The FTF file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct ImageArgs {
+    /// A copy of the recording machine's root filesystem, searched for the
+    /// traced binaries after the trace dir's own sysroot/. Repeatable.
+    /// Example: --sysroot /mnt/target
+    #[arg(long = "sysroot", value_name = "DIR")]
+    sysroots: Vec<PathBuf>,
+    /// perf's build-id cache (default ~/.debug). Example: --buildid-dir ~/.debug
+    #[arg(long, value_name = "DIR")]
+    buildid_dir: Option<PathBuf>,
+    /// A `perf record --kcore` copy holding kcore and kallsyms (default: the
+    /// trace dir's kcore_dir/). Example: --kcore trace.dir/kcore_dir
+    #[arg(long, value_name = "DIR")]
+    kcore: Option<PathBuf>,
+    /// An uncompressed kernel ELF image, preferred over kcore.
+    /// Example: --vmlinux /usr/lib/debug/boot/vmlinux-6.1.0
+    #[arg(long, value_name = "FILE")]
+    vmlinux: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+    #[arg(required = true)]
+    trace: Option<PathBuf>,
+    /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
+    /// Example: -o out.ftf
+    #[arg(short, long, value_name = "OUT", required = true)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    images: ImageArgs,
+    /// What the output's timestamps count: ns (perf time from the first
+    /// timestamp), cycles (needs CYC packets) or instructions (per thread).
+    /// Example: --time-axis instructions
+    #[arg(long, value_enum, default_value_t = Axis::Ns)]
+    time_axis: Axis,
+    /// Decode from this time on: seconds or a unit ("1.5", "250ms") after the
+    /// first timestamp, or "@NS" in absolute perf time. Example: --start 2s
+    #[arg(long, value_name = "T", allow_hyphen_values = false)]
+    start: Option<String>,
+    /// Decode this long (from --start, or from the first timestamp).
+    /// Example: --duration 10ms
+    #[arg(long, value_name = "D")]
+    duration: Option<String>,
+    /// Only these threads. Example: --tid 4242,4243
+    #[arg(long, value_name = "TID,..", value_delimiter = ',')]
+    tid: Vec<u32>,
+    /// Only the threads of these processes. Example: --pid 4242
+    #[arg(long, value_name = "PID,..", value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// Write one file per window of this length: out-0.ftf, out-1.ftf, ...;
+    /// calls crossing a boundary appear in both files, cut and marked
+    /// `cut`. Windows without events write no file. Example: --split 100ms
+    #[arg(long, value_name = "D")]
+    split: Option<String>,
+    /// No progress and no summary on stderr (errors are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+    /// Decode with N threads (default: all cores). Example: -j 4
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
+    jobs: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Axis {
+    Ns,
+    Cycles,
+    Instructions,
+}
+
+/// A `--start` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeArg {
+    /// ns after the origin.
+    Relative(u64),
+    /// Absolute perf time, ns.
+    Absolute(u64),
+}
+
+/// Parses "1.5" (seconds), "250ms", "10us", "5ns", "2s"; "@NS" is absolute.
+fn parse_time(s: &str) -> Result<TimeArg, String> {
+    let s = s.trim();
+    if let Some(abs) = s.strip_prefix('@') {
+        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|_| {
+            format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+        });
+    }
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|&(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
+    .unwrap_or((s, 1e9));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1.8e19 => Ok(TimeArg::Relative((v * scale).round() as u64)),
+        _ => Err(format!(
+            "`{s}` is not a time: give seconds (\"1.5\") or a number with s, ms, us or ns (\"250ms\")"
+        )),
+    }
+}
+
+fn parse_duration(what: &str, s: &str) -> Result<u64> {
+    match parse_time(s) {
+        Ok(TimeArg::Relative(ns)) => Ok(ns),
+        Ok(TimeArg::Absolute(_)) => bail!("{what} {s}: a duration cannot be absolute; drop the @"),
+        Err(e) => bail!("{what} {e}"),
+    }
+}
+
+fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
+    let mut s = match &trace.dir {
+        Some(d) => SearchPath::for_trace(d),
+        None => SearchPath::default(),
+    };
+    s.sysroots = a.sysroots.clone();
+    if a.buildid_dir.is_some() {
+        s.buildid_dir = a.buildid_dir.clone();
+    }
+    if a.kcore.is_some() {
+        s.kcore_dir = a.kcore.clone();
+    }
+    s.vmlinux = a.vmlinux.clone();
+    s
+}
+
+fn open(path: &Path) -> Result<Trace> {
+    Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))
+}
+
+fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
+    let trace = open(trace_path)?;
+    let images = ImageStore::new(search_path(&trace, a));
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let text = summary::info(&trace, &images);
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn dump(file: &Path) -> Result<()> {
+    let raw = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
+            .with_context(|| format!("{}: bad gzip data", file.display()))?;
+        v
+    } else {
+        raw
+    };
+    let text = ftf::read::dump(&bytes)
+        .with_context(|| format!("{} is not a readable FTF file", file.display()))?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn decode(a: DecodeArgs) -> Result<()> {
+    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
+        bail!("give a trace and -o OUT (see --help)");
+    };
+    let trace = open(&trace_path)?;
+    let origin = pipeline::origin(&trace);
+    let start = match a.start.as_deref().map(parse_time).transpose() {
+        Err(e) => bail!("--start {e}"),
+        Ok(None) => None,
+        Ok(Some(TimeArg::Absolute(t))) => Some(t),
+        Ok(Some(TimeArg::Relative(ns))) => match origin {
+            Some(o) => Some(o + ns),
+            None => bail!(
+                "--start {}: {} has no TSC conversion, so relative times have no origin; give an absolute time as @NS",
+                a.start.as_deref().unwrap_or_default(),
+                trace_path.display()
+            ),
+        },
+    };
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| parse_duration("--duration", d))
+        .transpose()?;
+    let end = match duration {
+        None => None,
+        Some(d) => match start.or(origin) {
+            Some(s) => Some(s.saturating_add(d)),
+            None => bail!("--duration needs --start @NS on a trace without TSC conversion"),
+        },
+    };
+    let split = a
+        .split
+        .as_deref()
+        .map(|d| parse_duration("--split", d))
+        .transpose()?;
+    if split == Some(0) {
+        bail!("--split must be longer than 0");
+    }
+    let axis = match a.time_axis {
+        Axis::Ns => TimeAxis::Ns,
+        Axis::Cycles => {
+            if trace.config_bit(trace.info.cyc_bit) == Some(false) {
+                bail!(
+                    "--time-axis cycles: {} was recorded without CYC packets; use --time-axis ns or instructions",
+                    trace_path.display()
+                );
+            }
+            TimeAxis::Cycles
+        }
+        Axis::Instructions => TimeAxis::Instructions,
+    };
+    let target = if output == Path::new("-") {
+        if split.is_some() {
+            bail!("--split writes several files; give -o a file name, not -");
+        }
+        Target::Stdout
+    } else {
+        Target::File(output.clone())
+    };
+    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    let decode = DecodeOptions {
+        tids: set(a.tid),
+        pids: set(a.pid),
+        start,
+        end,
+        jobs: a.jobs,
+        ..DecodeOptions::default()
+    };
+    let emit = EmitOptions {
+        axis,
+        origin: 0,
+        range: (start.is_some() || end.is_some())
+            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
+        split,
+    };
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    let progress = Progress::new(a.quiet);
+    progress.message(format!("decoding {}", trace_path.display()));
+    let on_op = || progress.op();
+    let on_op = move |_tid: u32| on_op();
+    let result = pipeline::run(
+        &trace,
+        &images,
+        &symbols,
+        RunOptions {
+            decode,
+            emit,
+            target,
+            on_op: Some(&on_op),
+        },
+    );
+    progress.finish();
+    let report = result.with_context(|| {
+        format!(
+            "decoding {} into {}",
+            trace_path.display(),
+            output.display()
+        )
+    })?;
+    if !a.quiet {
+        eprint!("{}", summary::render(&report));
+    }
+    Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Info { trace, images }) => info(&trace, &images),
+        Some(Command::Dump { file }) => dump(&file),
+        None => decode(cli.decode),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ptdec: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time("1.5"), Ok(TimeArg::Relative(1_500_000_000)));
+        assert_eq!(parse_time("250ms"), Ok(TimeArg::Relative(250_000_000)));
+        assert_eq!(parse_time("10us"), Ok(TimeArg::Relative(10_000)));
+        assert_eq!(parse_time("7ns"), Ok(TimeArg::Relative(7)));
+        assert_eq!(parse_time("2s"), Ok(TimeArg::Relative(2_000_000_000)));
+        assert_eq!(parse_time("@123456789"), Ok(TimeArg::Absolute(123456789)));
+        assert!(parse_time("-1").is_err());
+        assert!(parse_time("1.5h").is_err());
+        assert!(parse_time("@1.5").is_err());
+        assert!(parse_duration("--split", "@5").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

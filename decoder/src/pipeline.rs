@@ -1,0 +1,350 @@
+//! The whole `ptdec` run as library code: open the trace, decode its AUX
+//! data (`decode`), rebuild each thread's call stack (`stack`) with
+//! functions named from the images (`images`, `symbols`) and the sideband
+//! timeline, and write FTF (`emit`). `main.rs` only parses arguments and
+//! prints; `summary` renders the [`Report`].
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use sideband::timeline::Timeline;
+
+use crate::decode::{decode, DecodeError, DecodeOptions, DecodeStats};
+use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, Written};
+use crate::images::{is_kernel_name, ImageStore, MissingImage};
+use crate::input::Trace;
+use crate::ops::{Op, OpSink};
+use crate::stack::{Func, Resolver, StackStats, ThreadStack};
+use crate::symbols::{fallback_name, SymbolCache};
+
+/// Cached resolutions before the cache is dropped and refilled.
+const RESOLVE_CACHE_MAX: usize = 1 << 20;
+
+/// Names functions from the images mapped in the sideband timeline:
+/// mapping → image → ELF vaddr → symbol, else JIT maps (`perf-PID.map`);
+/// code without a symbol is named `module+0xOFFSET` (or its address when no
+/// mapping covers it).
+pub struct TraceResolver<'a> {
+    timeline: &'a Timeline,
+    images: &'a ImageStore,
+    symbols: &'a SymbolCache,
+    cache: RefCell<HashMap<(u32, u64), Resolved>>,
+}
+
+#[derive(Clone)]
+struct Resolved {
+    /// Perf-time range the answer holds for (the mapping's lifetime).
+    since: u64,
+    until: u64,
+    func: Option<Arc<Func>>,
+    entry: bool,
+    fallback: Arc<Func>,
+}
+
+impl<'a> TraceResolver<'a> {
+    pub fn new(timeline: &'a Timeline, images: &'a ImageStore, symbols: &'a SymbolCache) -> Self {
+        Self {
+            timeline,
+            images,
+            symbols,
+            cache: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn resolve(&self, pid: u32, addr: u64, t: u64) -> Resolved {
+        if let Some(r) = self.cache.borrow().get(&(pid, addr)) {
+            if r.since <= t && t < r.until {
+                return r.clone();
+            }
+        }
+        let r = self.resolve_uncached(pid, addr, t);
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() >= RESOLVE_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert((pid, addr), r.clone());
+        r
+    }
+
+    /// A JIT map (`perf-PID.map`) symbol: absolute addresses.
+    fn perf_map(&self, pid: u32, addr: u64, r: &mut Resolved) {
+        if let Some(s) = self.symbols.lookup_perf_map(pid, addr) {
+            r.entry = s.vaddr == addr;
+            r.func = Some(Arc::new(Func {
+                entry: s.vaddr,
+                name: s.name,
+                module: format!("perf-{pid}.map").into(),
+            }));
+        }
+    }
+
+    fn resolve_uncached(&self, pid: u32, addr: u64, t: u64) -> Resolved {
+        let Some(m) = self.timeline.lookup(pid, addr, t) else {
+            let mut r = Resolved {
+                since: 0,
+                until: u64::MAX,
+                entry: false,
+                fallback: Arc::new(Func {
+                    entry: addr,
+                    name: format!("0x{addr:x}").into(),
+                    module: "".into(),
+                }),
+                func: None,
+            };
+            self.perf_map(pid, addr, &mut r);
+            return r;
+        };
+        let module: Arc<str> = m.file.filename.as_str().into();
+        let offset = m.file_offset(addr);
+        let kernel = is_kernel_name(&m.file.filename);
+        // The kernel map's "offset" is the address itself: name it so.
+        let name = if kernel {
+            format!("[kernel] 0x{addr:x}")
+        } else {
+            fallback_name(&m.file.filename, offset)
+        };
+        let fallback = Arc::new(Func {
+            entry: addr,
+            name: name.into(),
+            module: module.clone(),
+        });
+        let mut r = Resolved {
+            since: m.since,
+            until: m.until,
+            func: None,
+            entry: false,
+            fallback,
+        };
+        let image = self.images.get(&m.file);
+        let vaddr = match &image {
+            Some(_) if kernel => Some(addr),
+            Some(img) => img.offset_to_vaddr(offset),
+            None => None,
+        };
+        if let (Some(image), Some(vaddr)) = (image, vaddr) {
+            if let Some(sym) = self.symbols.lookup(&image, vaddr) {
+                r.entry = sym.vaddr == vaddr;
+                r.func = Some(Arc::new(Func {
+                    entry: addr.wrapping_sub(vaddr - sym.vaddr),
+                    name: sym.name,
+                    module,
+                }));
+                return r;
+            }
+        }
+        // JIT code sits in anonymous mappings (or files without symbols).
+        self.perf_map(pid, addr, &mut r);
+        r
+    }
+}
+
+impl Resolver for TraceResolver<'_> {
+    fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<Arc<Func>> {
+        self.resolve(pid, addr, time).func
+    }
+
+    fn is_function_entry(&self, pid: u32, addr: u64, time: u64) -> bool {
+        self.resolve(pid, addr, time).entry
+    }
+
+    fn unknown(&self, pid: u32, addr: u64, time: u64) -> Arc<Func> {
+        self.resolve(pid, addr, time).fallback
+    }
+}
+
+/// One thread of the output.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadReport {
+    /// COMM at its first traced instant.
+    pub name: String,
+    pub stack: StackStats,
+}
+
+/// What a run did: everything the summary prints.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub decode: DecodeStats,
+    /// Call-stack totals over all threads.
+    pub stack: StackStats,
+    pub threads: BTreeMap<(u32, u32), ThreadReport>,
+    pub emit: EmitStats,
+    pub written: Vec<Written>,
+    pub missing: Vec<MissingImage>,
+    pub warnings: Vec<String>,
+    /// Perf time of tick 0.
+    pub origin: u64,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+}
+
+/// Feeds the decoder's ops through per-thread stacks into the emitter.
+pub struct StackSink<'a, 'e> {
+    resolver: &'a dyn Resolver,
+    timeline: &'a Timeline,
+    emitter: &'e mut Emitter,
+    stacks: HashMap<(u32, u32), ThreadStack>,
+    threads: BTreeMap<(u32, u32), ThreadReport>,
+    /// Set the emitter's origin from the first op (no TSC conversion).
+    origin_from_first_op: bool,
+    error: Option<EmitError>,
+    /// Called after each op, for progress.
+    on_op: Option<&'a dyn Fn(u32)>,
+}
+
+impl<'a, 'e> StackSink<'a, 'e> {
+    pub fn new(
+        resolver: &'a dyn Resolver,
+        timeline: &'a Timeline,
+        emitter: &'e mut Emitter,
+    ) -> Self {
+        Self {
+            resolver,
+            timeline,
+            emitter,
+            stacks: HashMap::new(),
+            threads: BTreeMap::new(),
+            origin_from_first_op: false,
+            error: None,
+            on_op: None,
+        }
+    }
+
+    /// Ends what is still open and returns the per-thread reports, or the
+    /// first write error.
+    pub fn finish(mut self) -> Result<BTreeMap<(u32, u32), ThreadReport>, EmitError> {
+        let mut keys: Vec<_> = self.stacks.keys().copied().collect();
+        keys.sort_unstable();
+        for (pid, tid) in keys {
+            // Threads whose ops did not end with End (a decoder that stopped early).
+            let last = self.stacks[&(pid, tid)].last_stamp();
+            self.op(pid, tid, Op::End { at: last });
+        }
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        for ((pid, tid), stack) in self.stacks {
+            self.threads.entry((pid, tid)).or_default().stack = stack.stats().clone();
+        }
+        Ok(self.threads)
+    }
+
+    fn register(&mut self, pid: u32, tid: u32, t: u64) -> Result<(), EmitError> {
+        let tl = self.timeline;
+        let name = tl.name(tid, t).map(str::to_owned).unwrap_or_else(|| {
+            if tid == 0 {
+                "swapper".into()
+            } else {
+                format!("tid {tid}")
+            }
+        });
+        let process = tl.name(pid, t).map_or_else(|| name.clone(), str::to_owned);
+        let mut renames = Vec::new();
+        if let Some(th) = tl.thread(tid, t) {
+            let mut prev = name.clone();
+            for c in th.names().iter().filter(|c| c.time > t) {
+                if *c.name != *prev {
+                    renames.push((c.time, c.name.to_string()));
+                    prev = c.name.to_string();
+                }
+            }
+        }
+        self.threads.entry((pid, tid)).or_default().name = name.clone();
+        self.emitter.thread(pid, tid, &name, &process, &renames)
+    }
+}
+
+impl OpSink for StackSink<'_, '_> {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        if self.error.is_some() {
+            return;
+        }
+        if !self.stacks.contains_key(&(pid, tid)) {
+            let t = op.stamp().time;
+            if self.origin_from_first_op {
+                self.emitter.set_origin(t);
+                self.origin_from_first_op = false;
+            }
+            if let Err(e) = self.register(pid, tid, t) {
+                self.error = Some(e);
+                return;
+            }
+            self.stacks.insert((pid, tid), ThreadStack::new(pid, tid));
+        }
+        let stack = self.stacks.get_mut(&(pid, tid)).expect("inserted above");
+        let emitter = &mut *self.emitter;
+        let error = &mut self.error;
+        stack.push(&op, self.resolver, &mut |s| {
+            if error.is_none() {
+                if let Err(e) = emitter.slice(&s) {
+                    *error = Some(e);
+                }
+            }
+        });
+        if let Some(f) = self.on_op {
+            f(tid);
+        }
+    }
+}
+
+/// Everything a decode run needs besides the trace.
+pub struct RunOptions<'a> {
+    pub decode: DecodeOptions,
+    /// The range and split are perf times here; the origin is filled in.
+    pub emit: EmitOptions,
+    pub target: Target,
+    /// Called per op handed to the stacks (progress).
+    pub on_op: Option<&'a dyn Fn(u32)>,
+}
+
+/// The perf time shown as 0: the first sideband timestamp (the recording's
+/// start), or `None` when the trace has no TSC conversion (op times are
+/// then raw TSC and the first op sets the origin).
+pub fn origin(trace: &Trace) -> Option<u64> {
+    trace.tsc.as_ref()?;
+    trace.sideband_span.map(|s| s.0)
+}
+
+/// Decodes `trace` into FTF.
+pub fn run(
+    trace: &Trace,
+    images: &ImageStore,
+    symbols: &SymbolCache,
+    opts: RunOptions,
+) -> Result<Report, RunError> {
+    let origin = origin(trace);
+    let mut emit = opts.emit.clone();
+    emit.origin = origin.unwrap_or(0);
+    let mut emitter = Emitter::new(opts.target.clone(), emit)?;
+    let resolver = TraceResolver::new(&trace.timeline, images, symbols);
+    let mut sink = StackSink::new(&resolver, &trace.timeline, &mut emitter);
+    sink.origin_from_first_op = origin.is_none();
+    sink.on_op = opts.on_op;
+    let decode_stats = decode(trace, images, &opts.decode, &mut sink)?;
+    let threads = sink.finish()?;
+    let mut stack = StackStats::default();
+    for t in threads.values() {
+        stack.add(&t.stack);
+    }
+    let emit_stats = emitter.stats().clone();
+    let origin = emitter.origin();
+    let written = emitter.finish()?;
+    Ok(Report {
+        decode: decode_stats,
+        stack,
+        threads,
+        emit: emit_stats,
+        written,
+        missing: images.missing(),
+        warnings: images.warnings(),
+        origin,
+    })
+}

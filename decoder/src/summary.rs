@@ -1,0 +1,389 @@
+//! What `ptdec` tells the user on stderr: a progress spinner while it works
+//! (only on a terminal, never with `--quiet`), the summary of a decode run
+//! ([`Report`]), and `ptdec info`'s description of a trace without decoding.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::images::{hex, is_kernel_name, is_not_a_file, ImageStore};
+use crate::input::Trace;
+use crate::pipeline::Report;
+
+/// A spinner on stderr counting ops; hidden when stderr is not a terminal
+/// or when `quiet`.
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    pub fn new(quiet: bool) -> Self {
+        let bar = if quiet || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed}] {msg} {human_pos} ops ({per_sec})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        };
+        Progress { bar }
+    }
+
+    pub fn message(&self, msg: impl Into<std::borrow::Cow<'static, str>>) {
+        self.bar.set_message(msg);
+    }
+
+    /// One op handed to the call stacks.
+    pub fn op(&self) {
+        self.bar.inc(1);
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A duration in ns as `1.234 s`, `12.5 ms`, `3.2 µs` or `45 ns`.
+pub fn duration(ns: u64) -> String {
+    let f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.3} µs", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// The end-of-run summary for stderr.
+pub fn render(report: &Report) -> String {
+    let d = &report.decode;
+    let s = &report.stack;
+    let mut o = String::new();
+    let files: Vec<String> = report
+        .written
+        .iter()
+        .map(|w| {
+            w.path
+                .as_ref()
+                .map_or_else(|| "<stdout>".into(), |p| p.display().to_string())
+        })
+        .collect();
+    let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
+    if let Some((a, b)) = d.time_span {
+        let _ = writeln!(
+            o,
+            "  time span     {} (perf time {a} .. {b}; 0 in the output is {})",
+            duration(b.saturating_sub(a)),
+            report.origin
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  decoded       {} of trace in {} segments ({} skipped), {} syncs",
+        bytes(d.bytes),
+        d.segments,
+        d.segments_skipped,
+        thousands(d.syncs)
+    );
+    let _ = writeln!(
+        o,
+        "  instructions  {} in {} blocks",
+        thousands(d.insns),
+        thousands(d.blocks)
+    );
+    let _ = writeln!(
+        o,
+        "  calls         {} (returns {}, tail calls {}, frames skipped by longjmp/exceptions {}, retroactive frames {}, max depth {})",
+        thousands(s.calls),
+        thousands(s.returns),
+        thousands(s.tail_calls),
+        thousands(s.skipped_frames),
+        thousands(s.retroactive_frames),
+        s.max_depth
+    );
+    let _ = writeln!(
+        o,
+        "  untraced      {} slices (syscalls, interrupts, switched out)",
+        thousands(s.untraced)
+    );
+    let _ = writeln!(
+        o,
+        "  gaps          {} (overflow {}, lost data {}, no image {}, other decode errors {})",
+        thousands(s.gaps),
+        d.overflows,
+        d.lost_data,
+        d.no_image,
+        s.gaps
+            .saturating_sub(d.overflows + d.lost_data + d.no_image)
+    );
+    if !d.errors.is_empty() {
+        let kinds: Vec<String> = d.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(o, "  errors        {}", kinds.join(", "));
+    }
+    if d.unattributed_insns > 0 {
+        let _ = writeln!(
+            o,
+            "  unattributed  {} instructions ran while no thread was known (no switch sideband); dropped",
+            thousands(d.unattributed_insns)
+        );
+    }
+    if report.emit.dropped > 0 || report.emit.cut > 0 {
+        let _ = writeln!(
+            o,
+            "  window        {} slices outside --start/--duration, {} pieces cut at boundaries",
+            thousands(report.emit.dropped),
+            thousands(report.emit.cut)
+        );
+    }
+    if !report.threads.is_empty() {
+        let _ = writeln!(o, "  threads       pid/tid name: instructions, calls, gaps");
+    }
+    for ((pid, tid), t) in &report.threads {
+        let insns = d.threads.get(&(*pid, *tid)).map_or(0, |x| x.insns);
+        let _ = writeln!(
+            o,
+            "    {pid}/{tid} {}: {}, {}, {}",
+            t.name,
+            thousands(insns),
+            thousands(t.stack.calls),
+            t.stack.gaps
+        );
+    }
+    if !report.missing.is_empty() {
+        let _ = writeln!(o, "  missing images (their code was not decoded):");
+        for m in &report.missing {
+            let id = m
+                .build_id
+                .as_deref()
+                .map(|b| format!(" build-id {}", hex(b)))
+                .unwrap_or_default();
+            let _ = writeln!(o, "    {}{id}: {}", m.name, m.reason);
+        }
+        let _ = writeln!(
+            o,
+            "    give them with --sysroot DIR (a copy of the recording machine's files), --buildid-dir DIR, --kcore DIR or --vmlinux FILE"
+        );
+    }
+    for w in &report.warnings {
+        let _ = writeln!(o, "  warning: {w}");
+    }
+    o
+}
+
+/// `ptdec info`: what a trace holds, without decoding.
+pub fn info(trace: &Trace, images: &ImageStore) -> String {
+    let mut o = String::new();
+    let i = &trace.info;
+    let _ = writeln!(
+        o,
+        "file          {} ({} format, {})",
+        trace.data_path.display(),
+        if trace.pipe { "pipe" } else { "file" },
+        bytes(trace.bytes().len() as u64)
+    );
+    if let Some(dir) = &trace.dir {
+        let _ = writeln!(o, "trace dir     {}", dir.display());
+    }
+    match &trace.cpu {
+        Some(c) => {
+            let _ = writeln!(
+                o,
+                "cpu           {} family {} model {} stepping {}{}",
+                c.vendor,
+                c.family,
+                c.model,
+                c.stepping,
+                trace
+                    .nr_cpus
+                    .map(|n| format!(", {n} cpus"))
+                    .unwrap_or_default()
+            );
+        }
+        None => {
+            let _ = writeln!(o, "cpu           unknown (no CPUID feature)");
+        }
+    }
+    let bit = |b: u64| match trace.config_bit(b) {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    };
+    let _ = writeln!(
+        o,
+        "intel_pt      {} buffers, {} mode, tsc {}, mtc {} (freq bits {}), cyc {}, noretcomp {}, kernel {}",
+        if i.per_cpu_mmaps { "per-cpu" } else { "per-thread" },
+        if i.snapshot_mode { "snapshot" } else { "full-trace" },
+        bit(i.tsc_bit),
+        bit(i.mtc_bit),
+        i.mtc_freq_bits,
+        bit(i.cyc_bit),
+        bit(i.noretcomp_bit),
+        if trace.kernel_traced() { "traced" } else { "not traced" }
+    );
+    let _ = writeln!(
+        o,
+        "timing        TSC:CTC {}/{}, max non-turbo ratio {}, TSC conversion {}",
+        i.tsc_ctc_ratio_n,
+        i.tsc_ctc_ratio_d,
+        i.max_non_turbo_ratio,
+        if trace.tsc.is_some() {
+            "present"
+        } else {
+            "missing (times stay in TSC)"
+        }
+    );
+    if let Some(f) = &i.filter {
+        let _ = writeln!(o, "filter        {f}");
+    }
+    if let Some((a, b)) = trace.sideband_span {
+        let _ = writeln!(
+            o,
+            "time          perf time {a} .. {b} ({})",
+            duration(b.saturating_sub(a))
+        );
+    }
+    let chunks: usize = trace.buffers.iter().map(|b| b.chunks.len()).sum();
+    let _ = writeln!(
+        o,
+        "aux data      {} in {} buffers, {} AUXTRACE records, {} segments",
+        bytes(trace.trace_bytes()),
+        trace.buffers.len(),
+        chunks,
+        trace.segments().len()
+    );
+    for b in &trace.buffers {
+        let size: u64 = b.chunks.iter().map(|c| c.len as u64).sum();
+        let who = match (b.cpu, b.tid) {
+            (Some(c), _) => format!("cpu {c}"),
+            (None, Some(t)) => format!("tid {t}"),
+            _ => "?".into(),
+        };
+        let _ = writeln!(
+            o,
+            "  buffer {:>3}  {who}: {} in {} records{}",
+            b.idx,
+            bytes(size),
+            b.chunks.len(),
+            if b.losses.is_empty() {
+                String::new()
+            } else {
+                format!(", {} lossy AUX records", b.losses.len())
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "losses        {} sideband records lost, {} AUX records flagged truncated/partial/collision",
+        trace.lost_records, trace.aux_losses
+    );
+    let tl = &trace.timeline;
+    let threads: Vec<_> = tl.threads().collect();
+    let _ = writeln!(o, "threads       {}", threads.len());
+    for th in threads {
+        let names: Vec<&str> = th.names().iter().map(|c| &*c.name).collect();
+        let _ = writeln!(
+            o,
+            "  {}/{} {}",
+            th.pid,
+            th.tid,
+            if names.is_empty() {
+                "(no name)".to_string()
+            } else {
+                names.join(" → ")
+            }
+        );
+    }
+    // Every file mapped executable in a process, once.
+    let mut files = BTreeSet::new();
+    let mut seen = Vec::new();
+    for pid in tl.pids() {
+        if let Some(maps) = tl.process_maps(pid) {
+            for m in maps.history() {
+                if !is_not_a_file(&m.file.filename) && files.insert(m.file.filename.clone()) {
+                    seen.push(m.file.clone());
+                }
+            }
+        }
+    }
+    if trace.kernel_traced() {
+        if let Some(m) = tl
+            .kernel_map()
+            .history()
+            .iter()
+            .find(|m| is_kernel_name(&m.file.filename))
+        {
+            if files.insert(m.file.filename.clone()) {
+                seen.push(m.file.clone());
+            }
+        }
+    }
+    let _ = writeln!(o, "images        {}", seen.len());
+    for f in &seen {
+        match images.get(f) {
+            Some(img) => {
+                let _ = writeln!(o, "  found    {} → {}", f.filename, img.path.display());
+            }
+            None => {
+                let _ = writeln!(o, "  missing  {}", f.filename);
+            }
+        }
+    }
+    for m in images.missing() {
+        let _ = writeln!(o, "  why      {}: {}", m.name, m.reason);
+    }
+    for w in trace.warnings.iter().chain(&images.warnings()) {
+        let _ = writeln!(o, "warning       {w}");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(duration(45), "45 ns");
+        assert_eq!(duration(1_500), "1.500 µs");
+        assert_eq!(duration(2_000_000_000), "2.000 s");
+        assert_eq!(bytes(2048), "2.0 KiB");
+    }
+}

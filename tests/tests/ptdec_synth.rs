@@ -1,0 +1,662 @@
+//! `ptdec` end to end on a synthesized trace: a small program assembled with
+//! iced-x86 (nested calls, a syscall inside a function, recursion, a tail
+//! call, exit), its control flow emulated into ptsim's events, turned into
+//! Intel PT by ptsim's packet generator and written as a trace dir with a
+//! JIT map naming the functions. The FTF that comes out must hold exactly
+//! the slices that the emulated execution implies (computed here from the
+//! events, independently of the decoder), must be read by the `fxt` Python
+//! package as our reader reads it, and its text dump must match the golden
+//! file `decoder/tests/golden/synth.txt` (rewritten with
+//! `PTDEC_GOLDEN_UPDATE=1`).
+
+use std::io::Cursor;
+use std::path::Path;
+use std::process::Command;
+
+use ftf::read::{EventKind, RecordKind, Value};
+use iced_x86::code_asm::*;
+use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
+use ptdec::decode::DecodeOptions;
+use ptdec::emit::{EmitOptions, Target, TimeAxis};
+use ptdec::images::{ImageStore, SearchPath};
+use ptdec::input::Trace;
+use ptdec::pipeline::{run, Report, RunOptions};
+use ptdec::symbols::SymbolCache;
+use ptsim::model::{Event, Executed, InsnClass};
+use ptsim::pt::{Config, Generator};
+use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER8};
+use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
+use sideband::record::{misc, Auxtrace, Event as PEvent, FileId, Mmap, Record, SampleId, TimeConv};
+use sideband::sample::sample_type;
+use sideband::writer::FileWriter;
+
+const BASE: u64 = 0x40_0000;
+const PID: u32 = 4242;
+const TID: u32 = 4242;
+const PMU: u32 = 8;
+
+struct Program {
+    code: Vec<u8>,
+    /// (entry, size, name), by address.
+    funcs: Vec<(u64, u64, &'static str)>,
+}
+
+impl Program {
+    fn func_at_entry(&self, ip: u64) -> Option<&'static str> {
+        self.funcs.iter().find(|f| f.0 == ip).map(|f| f.2)
+    }
+}
+
+fn assemble() -> Program {
+    let mut a = CodeAssembler::new(64).unwrap();
+    let mut main = a.create_label();
+    let mut fa = a.create_label();
+    let mut fb = a.create_label();
+    let mut rec = a.create_label();
+    let mut rec_end = a.create_label();
+    let mut t = a.create_label();
+    let mut c = a.create_label();
+    let mut end = a.create_label();
+
+    a.set_label(&mut main).unwrap();
+    a.call(fa).unwrap();
+    a.mov(ebx, 3).unwrap();
+    a.call(rec).unwrap();
+    a.call(t).unwrap();
+    a.nop().unwrap();
+    a.syscall().unwrap(); // exit
+    a.hlt().unwrap();
+
+    a.set_label(&mut fa).unwrap();
+    a.call(fb).unwrap();
+    a.syscall().unwrap(); // a syscall that returns
+    a.nop().unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut fb).unwrap();
+    a.nop().unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut rec).unwrap();
+    a.dec(ebx).unwrap();
+    a.je(rec_end).unwrap();
+    a.call(rec).unwrap();
+    a.set_label(&mut rec_end).unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut t).unwrap();
+    a.nop().unwrap();
+    a.jmp(c).unwrap(); // tail call
+
+    a.set_label(&mut c).unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+    a.set_label(&mut end).unwrap();
+    a.nop().unwrap();
+
+    let res = a
+        .assemble_options(BASE, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+        .unwrap();
+    let ip = |l: &CodeLabel| res.label_ip(l).unwrap();
+    let labels = [
+        (ip(&main), "main"),
+        (ip(&fa), "a"),
+        (ip(&fb), "b"),
+        (ip(&rec), "rec"),
+        (ip(&t), "t"),
+        (ip(&c), "c"),
+        (ip(&end), ""),
+    ];
+    let funcs = labels
+        .windows(2)
+        .map(|w| (w[0].0, w[1].0 - w[0].0, w[0].1))
+        .collect();
+    Program {
+        code: res.inner.code_buffer,
+        funcs,
+    }
+}
+
+/// The program's control flow as ptsim's engine would report it: one event
+/// per retired instruction; a syscall costs 100,000 cycles of kernel time.
+fn execute(p: &Program) -> Vec<Event> {
+    let mut ev = vec![Event::ThreadBegin {
+        pid: PID,
+        tid: TID,
+        ip: BASE,
+        cycles: 0,
+    }];
+    let mut counter = 0u32;
+    let mut zf = false;
+    let mut stack = Vec::new();
+    let mut ip = BASE;
+    let mut cycles = 0u64;
+    let mut syscalls = 0;
+    loop {
+        let off = (ip - BASE) as usize;
+        let i = Decoder::with_ip(64, &p.code[off..], ip, DecoderOptions::NONE).decode();
+        let fall = i.next_ip();
+        let (class, next) = match (i.mnemonic(), i.flow_control()) {
+            (Mnemonic::Syscall, _) => (InsnClass::FarTransfer, fall),
+            (_, FlowControl::Call) => {
+                stack.push(fall);
+                (InsnClass::DirectCall, i.near_branch_target())
+            }
+            (_, FlowControl::Return) => (InsnClass::Return, stack.pop().unwrap()),
+            (_, FlowControl::UnconditionalBranch) => {
+                (InsnClass::DirectJump, i.near_branch_target())
+            }
+            (Mnemonic::Je, _) => (
+                InsnClass::CondBranch,
+                if zf { i.near_branch_target() } else { fall },
+            ),
+            (Mnemonic::Mov, _) => {
+                counter = i.immediate(1) as u32;
+                (InsnClass::Other, fall)
+            }
+            (Mnemonic::Dec, _) => {
+                counter = counter.wrapping_sub(1);
+                zf = counter == 0;
+                (InsnClass::Other, fall)
+            }
+            (Mnemonic::Nop, _) => (InsnClass::Other, fall),
+            (m, _) => panic!("emulator lacks {m:?} at {ip:#x}"),
+        };
+        cycles += 3;
+        ev.push(Event::Insn(Executed {
+            tid: TID,
+            ip,
+            len: i.len() as u8,
+            class,
+            next_ip: next,
+            cycles,
+        }));
+        if class == InsnClass::FarTransfer {
+            syscalls += 1;
+            if syscalls == 2 {
+                ev.push(Event::ThreadEnd {
+                    tid: TID,
+                    cycles: cycles + 10,
+                });
+                return ev;
+            }
+            cycles += 100_000;
+        }
+        ip = next;
+    }
+}
+
+/// What the FTF must show, from the events alone: (depth, name, first
+/// instruction index, end index), where a call's slice runs from the
+/// instruction count after the call to the count after its return.
+fn truth(p: &Program, events: &[Event]) -> Vec<(i32, String, u64, u64)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&str, u64)> = vec![("main", 0)];
+    let mut n = 0u64;
+    for e in events {
+        let Event::Insn(e) = e else { continue };
+        n += 1;
+        match e.class {
+            InsnClass::DirectCall => stack.push((p.func_at_entry(e.next_ip).unwrap(), n)),
+            InsnClass::Return => {
+                let (name, start) = stack.pop().unwrap();
+                out.push((stack.len() as i32, name.to_string(), start, n));
+            }
+            InsnClass::DirectJump => {
+                if let Some(f) = p.func_at_entry(e.next_ip) {
+                    let (name, start) = stack.pop().unwrap();
+                    out.push((stack.len() as i32, name.to_string(), start, n));
+                    stack.push((f, n));
+                }
+            }
+            InsnClass::FarTransfer => {
+                out.push((stack.len() as i32, "[kernel]".into(), n, n));
+            }
+            _ => {}
+        }
+    }
+    while let Some((name, start)) = stack.pop() {
+        out.push((stack.len() as i32, name.to_string(), start, n));
+    }
+    out.sort_by_key(|s| (s.2, s.0));
+    out
+}
+
+fn sid(time: u64) -> SampleId {
+    SampleId {
+        pid: Some(PID),
+        tid: Some(TID),
+        time: Some(time),
+        cpu: Some(0),
+        identifier: Some(1),
+        ..SampleId::default()
+    }
+}
+
+/// Writes `dir/data`, the code as `dir/sysroot/usr/bin/prog` (a raw file,
+/// no ELF: names come from `dir/images/perf-PID.map`). perf time == TSC.
+fn write_trace(dir: &Path, cfg: &Config, p: &Program, aux: &[u8]) {
+    let t = cfg.timing;
+    let info = IntelPtInfo {
+        pmu_type: u64::from(PMU),
+        time_shift: 0,
+        time_mult: 1,
+        time_zero: 0,
+        cap_user_time_zero: true,
+        tsc_bit: 10,
+        noretcomp_bit: 11,
+        have_sched_switch: 0,
+        snapshot_mode: false,
+        per_cpu_mmaps: false,
+        mtc_bit: 9,
+        mtc_freq_bits: u64::from(cfg.mtc_period),
+        tsc_ctc_ratio_n: u64::from(t.tsc_ctc_ratio_n),
+        tsc_ctc_ratio_d: u64::from(t.tsc_ctc_ratio_d),
+        cyc_bit: 1,
+        max_non_turbo_ratio: u64::from(t.max_nonturbo_ratio),
+        filter: None,
+        extra_words: Vec::new(),
+    };
+    let config = u64::from(cfg.tsc) << 10
+        | u64::from(cfg.mtc) << 9
+        | u64::from(cfg.cyc) << 1
+        | u64::from(cfg.noretcomp) << 11
+        | u64::from(cfg.mtc_period) << 14;
+    let attr = Attr {
+        kind: PMU,
+        size: ATTR_SIZE_VER8,
+        config,
+        sample_type: sample_type::TID
+            | sample_type::TIME
+            | sample_type::CPU
+            | sample_type::IDENTIFIER,
+        flags: flags::SAMPLE_ID_ALL | flags::EXCLUDE_KERNEL | flags::EXCLUDE_HV,
+        ..Attr::default()
+    };
+    let mut attrs = AttrSet::new();
+    attrs.push(attr, vec![1]);
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
+    let t0 = t.tsc_base;
+    let ev = |misc, record, time| PEvent {
+        misc,
+        record,
+        sample_id: sid(time),
+    };
+    let records = vec![
+        PEvent {
+            misc: 0,
+            record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
+            sample_id: SampleId::default(),
+        },
+        PEvent {
+            misc: 0,
+            record: Record::TimeConv(TimeConv {
+                time_shift: 0,
+                time_mult: 1,
+                time_zero: 0,
+                ..TimeConv::default()
+            }),
+            sample_id: SampleId::default(),
+        },
+        ev(
+            misc::COMM_EXEC,
+            Record::Comm {
+                pid: PID,
+                tid: TID,
+                comm: "prog".into(),
+            },
+            t0 - 3000,
+        ),
+        ev(
+            misc::USER,
+            Record::Mmap(Mmap {
+                pid: PID,
+                tid: TID,
+                addr: BASE,
+                len: 0x1000,
+                pgoff: 0,
+                file_id: Some(FileId::Inode {
+                    maj: 8,
+                    min: 1,
+                    ino: 1234,
+                    ino_generation: 0,
+                }),
+                prot: Some(5),
+                flags: Some(2),
+                filename: "/usr/bin/prog".into(),
+            }),
+            t0 - 2000,
+        ),
+        ev(0, Record::ItraceStart { pid: PID, tid: TID }, t0 - 1000),
+        PEvent {
+            misc: 0,
+            record: Record::Auxtrace(Auxtrace {
+                offset: 0,
+                reference: 0,
+                idx: 0,
+                tid: TID,
+                cpu: u32::MAX,
+                data: aux.into(),
+            }),
+            sample_id: SampleId::default(),
+        },
+        PEvent {
+            misc: 0,
+            record: Record::FinishedRound,
+            sample_id: SampleId::default(),
+        },
+    ];
+    for r in &records {
+        w.write_event(r).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    std::fs::write(dir.join("data"), bytes).unwrap();
+    let bin = dir.join("sysroot/usr/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("prog"), &p.code).unwrap();
+    let map: String = p
+        .funcs
+        .iter()
+        .map(|(a, s, n)| format!("{a:x} {s:x} {n}\n"))
+        .collect();
+    std::fs::create_dir_all(dir.join("images")).unwrap();
+    std::fs::write(dir.join(format!("images/perf-{PID}.map")), map).unwrap();
+}
+
+/// Synthesizes the trace with `cfg` and decodes it with `emit` into memory.
+fn decode_synth(cfg: Config, emit: EmitOptions) -> (Program, Vec<Event>, Report) {
+    let p = assemble();
+    let events = execute(&p);
+    let out = Generator::run(cfg.clone(), &events).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(dir.path(), &cfg, &p, &out.bytes);
+    let trace = Trace::open(dir.path()).unwrap();
+    let images = ImageStore::new(SearchPath {
+        live_fs: false,
+        buildid_dir: None,
+        ..SearchPath::for_trace(dir.path())
+    });
+    let symbols = SymbolCache::for_search(images.search());
+    let report = run(
+        &trace,
+        &images,
+        &symbols,
+        RunOptions {
+            decode: DecodeOptions::default(),
+            emit,
+            target: Target::Memory,
+            on_op: None,
+        },
+    )
+    .unwrap();
+    (p, events, report)
+}
+
+fn str_arg<'a>(args: &'a [ftf::read::Arg], name: &str) -> Option<&'a Value> {
+    args.iter().find(|a| a.name == name).map(|a| &a.value)
+}
+
+/// The FTF's slices as (depth, name, start, end) on the instruction axis,
+/// depth recomputed from nesting.
+fn slices(bytes: &[u8]) -> Vec<(i32, String, u64, u64)> {
+    let mut v: Vec<(String, u64, u64)> = Vec::new();
+    for r in ftf::read::parse(bytes).unwrap() {
+        if let RecordKind::Event(e) = r.kind {
+            if let EventKind::DurationComplete { end } = e.kind {
+                assert_eq!(
+                    (e.thread.pid, e.thread.tid),
+                    (u64::from(PID), u64::from(TID))
+                );
+                v.push((e.name, e.ts, end));
+            }
+        }
+    }
+    // Parents come first on ties in file order, so a stable sort by start
+    // keeps them first.
+    let mut sorted = v.clone();
+    sorted.sort_by_key(|s| s.1);
+    let mut out = Vec::new();
+    let mut open: Vec<(u64, u64)> = Vec::new();
+    for (name, s, e) in sorted {
+        while open.last().is_some_and(|&(os, oe)| !(os <= s && e <= oe)) {
+            open.pop();
+        }
+        out.push((open.len() as i32, name, s, e));
+        open.push((s, e));
+    }
+    out.sort_by_key(|s| (s.2, s.0));
+    out
+}
+
+#[test]
+fn slices_match_the_emulated_execution() {
+    let (p, events, report) = decode_synth(
+        Config::default(),
+        EmitOptions {
+            axis: TimeAxis::Instructions,
+            ..EmitOptions::default()
+        },
+    );
+    let want = truth(&p, &events);
+    let got = slices(&report.written[0].bytes);
+    assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
+    assert!(report.missing.is_empty(), "{:?}", report.missing);
+    let s = &report.stack;
+    assert_eq!((s.calls, s.returns, s.tail_calls, s.gaps), (6, 6, 1, 0));
+    assert_eq!((s.retroactive_frames, s.skipped_frames), (0, 0));
+    assert_eq!(report.threads[&(PID, TID)].name, "prog");
+}
+
+#[test]
+fn ns_axis_slices_nest_and_carry_their_args() {
+    let (_, _, report) = decode_synth(Config::default(), EmitOptions::default());
+    let records = ftf::read::parse(&report.written[0].bytes).unwrap();
+    let mut calls = 0;
+    for r in &records {
+        let RecordKind::Event(e) = &r.kind else {
+            continue;
+        };
+        let EventKind::DurationComplete { end } = e.kind else {
+            continue;
+        };
+        assert!(e.ts <= end, "{e:?}");
+        match e.category.as_str() {
+            "call" => {
+                calls += 1;
+                assert!(
+                    matches!(str_arg(&e.args, "insns"), Some(Value::U64(_))),
+                    "{e:?}"
+                );
+                assert!(
+                    matches!(str_arg(&e.args, "addr"), Some(Value::Pointer(_))),
+                    "{e:?}"
+                );
+                assert!(
+                    matches!(str_arg(&e.args, "module"), Some(Value::Str(m)) if m == "perf-4242.map"),
+                    "{e:?}"
+                );
+                assert!(str_arg(&e.args, "cycles").is_none(), "no CYC: {e:?}");
+            }
+            "untraced" => assert_eq!(e.name, "[kernel]"),
+            other => panic!("unexpected category {other}: {e:?}"),
+        }
+    }
+    assert_eq!(calls, 8); // main, a, b, rec ×3, t, c
+    let kobj: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.kind {
+            RecordKind::KernelObject(k) => Some((k.obj_type, k.koid, k.name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kobj,
+        [(1, 4242, "prog".to_string()), (2, 4242, "prog".to_string())]
+    );
+    // The syscall inside a: untraced time of about 100,000 TSC ticks (perf time == TSC).
+    let kernel = records.iter().find_map(|r| match &r.kind {
+        RecordKind::Event(e) if e.name == "[kernel]" => match e.kind {
+            EventKind::DurationComplete { end } if end > e.ts => Some(end - e.ts),
+            _ => None,
+        },
+        _ => None,
+    });
+    assert!(
+        kernel.is_some_and(|d| (90_000..=110_000).contains(&d)),
+        "{kernel:?}"
+    );
+}
+
+#[test]
+fn cycles_axis_with_cyc_packets() {
+    let (p, events, report) = decode_synth(
+        Config {
+            cyc: true,
+            mtc_period: 0,
+            ..Config::default()
+        },
+        EmitOptions {
+            axis: TimeAxis::Cycles,
+            ..EmitOptions::default()
+        },
+    );
+    // Cycle stamps are coarser than instructions (many ops share one), so
+    // zero-length slices make the nesting ambiguous: check the slices and
+    // that each one's `cycles` arg is its length on this axis.
+    let mut names = Vec::new();
+    for r in ftf::read::parse(&report.written[0].bytes).unwrap() {
+        let RecordKind::Event(e) = r.kind else {
+            continue;
+        };
+        let EventKind::DurationComplete { end } = e.kind else {
+            continue;
+        };
+        if e.category == "call" {
+            assert_eq!(
+                str_arg(&e.args, "cycles"),
+                Some(&Value::U64(end - e.ts)),
+                "{e:?}"
+            );
+        }
+        names.push(e.name);
+    }
+    let mut want: Vec<_> = truth(&p, &events).into_iter().map(|s| s.1).collect();
+    names.sort();
+    want.sort();
+    assert_eq!(names, want);
+    let dump = ftf::read::dump(&report.written[0].bytes).unwrap();
+    assert!(dump.contains("\"cycles\": u64("), "{dump}");
+}
+
+#[test]
+fn golden_dump() {
+    let (_, _, report) = decode_synth(Config::default(), EmitOptions::default());
+    let dump = ftf::read::dump(&report.written[0].bytes).unwrap();
+    let path = pt_tests::workspace_root().join("decoder/tests/golden/synth.txt");
+    if std::env::var("PTDEC_GOLDEN_UPDATE").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &dump).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; create it with PTDEC_GOLDEN_UPDATE=1 cargo test -p pt-tests --test ptdec_synth",
+            path.display()
+        )
+    });
+    if dump != want {
+        let first = dump
+            .lines()
+            .zip(want.lines())
+            .find(|(a, b)| a != b)
+            .map(|(a, b)| format!("got:  {a}\nwant: {b}"))
+            .unwrap_or_else(|| "one is a prefix of the other".into());
+        panic!(
+            "FTF dump differs from {} (rewrite with PTDEC_GOLDEN_UPDATE=1 after review):\n{first}",
+            path.display()
+        );
+    }
+}
+
+const FXT_EVENTS: &str = r#"
+import sys
+from fxt.reader import parse_records
+with open(sys.argv[1], "rb") as f:
+    result = parse_records(f)
+if result.had_unexpected_eof:
+    print("unexpected EOF:", result.eof_error, file=sys.stderr)
+    sys.exit(2)
+for provider_id, provider in sorted(result.records_by_provider.items()):
+    for r in provider.records:
+        name = type(r).__name__
+        if name == "KernelObjectRecord":
+            print(f"kobj {int(r.type)} {r.id} {r.name}")
+        elif hasattr(r, "thread"):
+            print(f"{name} {r.thread.process_id} {r.thread.thread_id} {r.category} {r.name} {r.timestamp_ns} {len(r.args)}")
+"#;
+
+/// The same view from our reader (the trace has 1e9 ticks per second).
+fn our_events(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for r in ftf::read::parse(bytes).unwrap() {
+        match r.kind {
+            RecordKind::KernelObject(k) => {
+                s += &format!("kobj {} {} {}\n", k.obj_type, k.koid, k.name)
+            }
+            RecordKind::Event(e) => {
+                let class = match e.kind {
+                    EventKind::Instant => "InstantEventRecord",
+                    EventKind::DurationComplete { .. } => "DurationCompleteEventRecord",
+                    other => panic!("ptdec never writes {other:?}"),
+                };
+                s += &format!(
+                    "{class} {} {} {} {} {} {}\n",
+                    e.thread.pid,
+                    e.thread.tid,
+                    e.category,
+                    e.name,
+                    e.ts,
+                    e.args.len()
+                );
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+#[test]
+fn fxt_reads_the_decoded_trace() {
+    let test = "fxt_reads_the_decoded_trace";
+    let Some(python) = pt_tests::python_with_fxt(test) else {
+        return;
+    };
+    let (_, _, report) = decode_synth(
+        Config {
+            async_every: Some(7),
+            ..Config::default()
+        },
+        EmitOptions::default(),
+    );
+    let bytes = &report.written[0].bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let (script, file) = (dir.path().join("ev.py"), dir.path().join("t.ftf"));
+    std::fs::write(&script, FXT_EVENTS).unwrap();
+    std::fs::write(&file, bytes).unwrap();
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fxt: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(theirs, our_events(bytes));
+    assert!(
+        theirs.contains("DurationCompleteEventRecord 4242 4242 call rec"),
+        "{theirs}"
+    );
+}
