@@ -276,35 +276,32 @@ fn is_kernel_ip(ip: u64) -> bool {
 }
 
 /// The processes whose code the trace may hold: those of per-thread
-/// buffers' threads, of tasks switched in on per-cpu buffers, and of
-/// ITRACE_START records; restricted by the options' filters.
+/// buffers' threads (restricted by the options' filters: other buffers are
+/// not decoded), of tasks switched in on per-cpu buffers and of ITRACE_START
+/// records (all of them: a per-cpu buffer is decoded whole, and its other
+/// tasks' ops dropped).
 fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
     let tl = &trace.timeline;
-    let mut tasks: BTreeSet<TaskId> = BTreeSet::new();
+    let mut pids = BTreeSet::new();
     for b in &trace.buffers {
         if let Some(tid) = b.tid {
-            tasks.extend(
-                tl.thread_lifetimes(tid)
-                    .iter()
-                    .map(|th| TaskId { pid: th.pid, tid }),
-            );
-            if tl.thread_lifetimes(tid).is_empty() {
-                tasks.insert(TaskId { pid: tid, tid });
-            }
+            let lifetimes = tl.thread_lifetimes(tid);
+            let tasks = lifetimes
+                .iter()
+                .map(|th| TaskId { pid: th.pid, tid })
+                .chain(lifetimes.is_empty().then_some(TaskId { pid: tid, tid }));
+            pids.extend(tasks.filter(|t| opts.wants(*t)).map(|t| t.pid));
         }
         if let Some(cpu) = b.cpu {
-            tasks.extend(tl.cpu_slots(cpu).iter().filter_map(|s| s.task));
+            pids.extend(
+                tl.cpu_slots(cpu)
+                    .iter()
+                    .filter_map(|s| s.task.map(|t| t.pid)),
+            );
         }
     }
-    tasks.extend(trace.itrace_starts.iter().map(|i| TaskId {
-        pid: i.pid,
-        tid: i.tid,
-    }));
-    tasks
-        .into_iter()
-        .filter(|t| opts.wants(*t))
-        .map(|t| t.pid)
-        .collect()
+    pids.extend(trace.itrace_starts.iter().map(|i| i.pid));
+    pids
 }
 
 struct Plan<'t> {

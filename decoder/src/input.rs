@@ -482,66 +482,7 @@ impl Trace {
     /// every chunk is a snapshot of the ring and is decoded on its own (perf
     /// trims overlapping snapshots; we decode each whole).
     pub fn segments(&self) -> Vec<Segment> {
-        let mut out = Vec::new();
-        for (bi, b) in self.buffers.iter().enumerate() {
-            if self.info.snapshot_mode {
-                out.extend(b.chunks.iter().filter(|c| c.len > 0).map(|c| Segment {
-                    buffer: bi,
-                    aux_offset: c.aux_offset,
-                    pieces: vec![(c.file_offset, c.len)],
-                    after_loss: false,
-                    before_loss: false,
-                }));
-                continue;
-            }
-            let mut cur: Option<Segment> = None;
-            let mut after_loss = false;
-            let mut prev_end: Option<u64> = None;
-            let mut close = |cur: &mut Option<Segment>, after_loss: &mut bool| {
-                if let Some(mut s) = cur.take() {
-                    s.before_loss = true;
-                    out.push(s);
-                }
-                *after_loss = true;
-            };
-            for c in b.chunks.iter().filter(|c| c.len > 0) {
-                let (c_start, c_end) = (c.aux_offset, c.aux_offset + c.len as u64);
-                if prev_end.is_some_and(|e| e != c_start) {
-                    close(&mut cur, &mut after_loss);
-                }
-                let cuts = b
-                    .losses
-                    .iter()
-                    .map(|l| l.aux_offset)
-                    .filter(|&o| o >= c_start && o <= c_end);
-                let mut pos = c_start;
-                for cut in cuts.chain(std::iter::once(u64::MAX)) {
-                    let to = cut.min(c_end);
-                    if to > pos {
-                        let s = cur.get_or_insert_with(|| Segment {
-                            buffer: bi,
-                            aux_offset: pos,
-                            pieces: Vec::new(),
-                            after_loss: std::mem::take(&mut after_loss),
-                            before_loss: false,
-                        });
-                        s.pieces.push((
-                            c.file_offset + (pos - c_start) as usize,
-                            (to - pos) as usize,
-                        ));
-                        pos = to;
-                    }
-                    if cut != u64::MAX {
-                        close(&mut cur, &mut after_loss);
-                    }
-                }
-                prev_end = Some(c_end);
-            }
-            if let Some(s) = cur {
-                out.push(s);
-            }
-        }
-        out
+        split_segments(&self.buffers, self.info.snapshot_mode)
     }
 
     /// A segment's bytes (borrowed when it is one piece, else concatenated).
@@ -568,9 +509,131 @@ impl Trace {
     }
 }
 
+/// See [`Trace::segments`].
+fn split_segments(buffers: &[AuxBuffer], snapshot: bool) -> Vec<Segment> {
+    let mut out = Vec::new();
+    for (bi, b) in buffers.iter().enumerate() {
+        if snapshot {
+            out.extend(b.chunks.iter().filter(|c| c.len > 0).map(|c| Segment {
+                buffer: bi,
+                aux_offset: c.aux_offset,
+                pieces: vec![(c.file_offset, c.len)],
+                after_loss: false,
+                before_loss: false,
+            }));
+            continue;
+        }
+        let mut cur: Option<Segment> = None;
+        let mut after_loss = false;
+        let mut prev_end: Option<u64> = None;
+        let mut close = |cur: &mut Option<Segment>, after_loss: &mut bool| {
+            if let Some(mut s) = cur.take() {
+                s.before_loss = true;
+                out.push(s);
+            }
+            *after_loss = true;
+        };
+        for c in b.chunks.iter().filter(|c| c.len > 0) {
+            let (c_start, c_end) = (c.aux_offset, c.aux_offset + c.len as u64);
+            if prev_end.is_some_and(|e| e != c_start) {
+                close(&mut cur, &mut after_loss);
+            }
+            let cuts = b
+                .losses
+                .iter()
+                .map(|l| l.aux_offset)
+                .filter(|&o| o >= c_start && o <= c_end);
+            let mut pos = c_start;
+            for cut in cuts.chain(std::iter::once(u64::MAX)) {
+                let to = cut.min(c_end);
+                if to > pos {
+                    let s = cur.get_or_insert_with(|| Segment {
+                        buffer: bi,
+                        aux_offset: pos,
+                        pieces: Vec::new(),
+                        after_loss: std::mem::take(&mut after_loss),
+                        before_loss: false,
+                    });
+                    s.pieces.push((
+                        c.file_offset + (pos - c_start) as usize,
+                        (to - pos) as usize,
+                    ));
+                    pos = to;
+                }
+                if cut != u64::MAX {
+                    close(&mut cur, &mut after_loss);
+                }
+            }
+            prev_end = Some(c_end);
+        }
+        if let Some(s) = cur {
+            out.push(s);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunk(aux_offset: u64, len: usize) -> Chunk {
+        Chunk {
+            record_offset: 0,
+            file_offset: 1000 + aux_offset as usize,
+            len,
+            aux_offset,
+            reference: 0,
+        }
+    }
+
+    fn loss(aux_offset: u64) -> AuxLoss {
+        AuxLoss {
+            aux_offset,
+            flags: aux_flags::TRUNCATED,
+            time: None,
+        }
+    }
+
+    #[test]
+    fn contiguous_chunks_join_and_losses_split() {
+        let b = AuxBuffer {
+            chunks: vec![
+                chunk(0, 100),
+                chunk(100, 50),
+                chunk(200, 10),
+                chunk(210, 90),
+            ],
+            losses: vec![loss(120), loss(210)],
+            ..AuxBuffer::default()
+        };
+        let segs = split_segments(&[b], false);
+        let view: Vec<_> = segs
+            .iter()
+            .map(|s| (s.aux_offset, s.pieces.clone(), s.after_loss, s.before_loss))
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                (0, vec![(1000, 100), (1100, 20)], false, true),
+                (120, vec![(1120, 30)], true, true),
+                (200, vec![(1200, 10)], true, true),
+                (210, vec![(1210, 90)], true, false),
+            ]
+        );
+        assert_eq!(segs[0].len(), 120);
+    }
+
+    #[test]
+    fn snapshots_are_decoded_one_by_one() {
+        let b = AuxBuffer {
+            chunks: vec![chunk(0, 100), chunk(50, 100), chunk(400, 0)],
+            ..AuxBuffer::default()
+        };
+        let segs = split_segments(&[b], true);
+        assert_eq!(segs.len(), 2);
+        assert!(segs.iter().all(|s| !s.after_loss && !s.before_loss));
+    }
 
     #[test]
     fn cpuid_strings() {

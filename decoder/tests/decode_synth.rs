@@ -110,9 +110,13 @@ fn assemble() -> Program {
 
 /// Runs the program's control flow and reports it as ptsim's engine would.
 fn execute(p: &Program) -> Vec<Event> {
+    execute_as(p, PID, TID)
+}
+
+fn execute_as(p: &Program, pid: u32, tid: u32) -> Vec<Event> {
     let mut ev = vec![Event::ThreadBegin {
-        pid: PID,
-        tid: TID,
+        pid,
+        tid,
         ip: p.entry,
         cycles: 0,
     }];
@@ -178,7 +182,7 @@ fn execute(p: &Program) -> Vec<Event> {
         };
         cycles += 1 + ip % 3;
         ev.push(Event::Insn(Executed {
-            tid: TID,
+            tid,
             ip,
             len: i.len() as u8,
             class,
@@ -189,7 +193,7 @@ fn execute(p: &Program) -> Vec<Event> {
             syscalls += 1;
             if syscalls == 2 {
                 ev.push(Event::ThreadEnd {
-                    tid: TID,
+                    tid,
                     cycles: cycles + 10,
                 });
                 return ev;
@@ -311,9 +315,13 @@ impl OpSink for Collect {
 }
 
 fn sid(time: u64) -> SampleId {
+    sid_of(PID, TID, time)
+}
+
+fn sid_of(pid: u32, tid: u32, time: u64) -> SampleId {
     SampleId {
-        pid: Some(PID),
-        tid: Some(TID),
+        pid: Some(pid),
+        tid: Some(tid),
         time: Some(time),
         cpu: Some(0),
         identifier: Some(1),
@@ -335,9 +343,33 @@ struct Aux<'a> {
     truncated_at: Option<u64>,
 }
 
+/// Who runs and how the AUX area was mapped.
+struct Setup {
+    /// Per-cpu buffer (cpu 0) instead of a per-thread one.
+    per_cpu: bool,
+    /// (pid, tid) of each traced task; each gets COMM and MMAP2 records.
+    tasks: Vec<(u32, u32)>,
+    /// More sideband records (context switches).
+    extra: Vec<PEvent<'static>>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            per_cpu: false,
+            tasks: vec![(PID, TID)],
+            extra: Vec::new(),
+        }
+    }
+}
+
+fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
+    write_trace_with(dir, cfg, code, aux, &Setup::default());
+}
+
 /// Writes `dir/data` and `dir/sysroot/usr/bin/prog`. perf time == TSC
 /// (time_mult 1, time_shift 0, time_zero 0).
-fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
+fn write_trace_with(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>, setup: &Setup) {
     let t = cfg.timing;
     let info = IntelPtInfo {
         pmu_type: u64::from(PMU),
@@ -349,7 +381,7 @@ fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
         noretcomp_bit: 11,
         have_sched_switch: 0,
         snapshot_mode: false,
-        per_cpu_mmaps: false,
+        per_cpu_mmaps: setup.per_cpu,
         mtc_bit: 9,
         mtc_freq_bits: u64::from(cfg.mtc_period),
         tsc_ctc_ratio_n: u64::from(t.tsc_ctc_ratio_n),
@@ -395,20 +427,26 @@ fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
             }),
             sample_id: SampleId::default(),
         },
-        ev(
-            misc::COMM_EXEC,
-            Record::Comm {
-                pid: PID,
-                tid: TID,
+    ];
+    for r in &records {
+        w.write_event(r).unwrap();
+    }
+    for &(pid, tid) in &setup.tasks {
+        let at = |time| sid_of(pid, tid, time);
+        let comm = PEvent {
+            misc: misc::COMM_EXEC,
+            record: Record::Comm {
+                pid,
+                tid,
                 comm: "prog".into(),
             },
-            t0 - 3000,
-        ),
-        ev(
-            misc::USER,
-            Record::Mmap(Mmap {
-                pid: PID,
-                tid: TID,
+            sample_id: at(t0 - 3000),
+        };
+        let mmap = PEvent {
+            misc: misc::USER,
+            record: Record::Mmap(Mmap {
+                pid,
+                tid,
                 addr: BASE,
                 len: 0x1000,
                 pgoff: 0,
@@ -422,11 +460,22 @@ fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
                 flags: Some(2),
                 filename: PROG.into(),
             }),
-            t0 - 2000,
-        ),
-        ev(0, Record::ItraceStart { pid: PID, tid: TID }, t0 - 1000),
-    ];
-    for r in &records {
+            sample_id: at(t0 - 2000),
+        };
+        w.write_event(&comm).unwrap();
+        w.write_event(&mmap).unwrap();
+    }
+    let (pid0, tid0) = setup.tasks[0];
+    w.write_event(&PEvent {
+        misc: 0,
+        record: Record::ItraceStart {
+            pid: pid0,
+            tid: tid0,
+        },
+        sample_id: sid_of(pid0, tid0, t0 - 1000),
+    })
+    .unwrap();
+    for r in &setup.extra {
         w.write_event(r).unwrap();
     }
     for (i, (offset, data)) in aux.chunks.iter().enumerate() {
@@ -448,8 +497,8 @@ fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
                 offset: *offset,
                 reference: 0,
                 idx: 0,
-                tid: TID,
-                cpu: u32::MAX,
+                tid: if setup.per_cpu { u32::MAX } else { TID },
+                cpu: if setup.per_cpu { 0 } else { u32::MAX },
                 data: (*data).into(),
             }),
             sample_id: SampleId::default(),
@@ -846,4 +895,120 @@ fn time_window_and_thread_filter() {
     assert!(ops.iter().all(|o| o.stamp().time >= second));
     assert!(ops.len() < full.len());
     let _ = events;
+}
+
+/// Moves every clock of `ev` by `delta` cycles.
+fn shifted(ev: &Event, delta: u64) -> Event {
+    let mut e = ev.clone();
+    match &mut e {
+        Event::ThreadBegin { cycles, .. }
+        | Event::Async { cycles, .. }
+        | Event::ThreadEnd { cycles, .. } => *cycles += delta,
+        Event::Insn(i) => i.cycles += delta,
+    }
+    e
+}
+
+fn cycles_of(ev: &Event) -> u64 {
+    match ev {
+        Event::ThreadBegin { cycles, .. }
+        | Event::Async { cycles, .. }
+        | Event::ThreadEnd { cycles, .. } => *cycles,
+        Event::Insn(i) => i.cycles,
+    }
+}
+
+/// Two processes take turns on one CPU, switching at their syscalls; the
+/// per-cpu buffer's ops go to the task the SWITCH_CPU_WIDE records name.
+#[test]
+fn per_cpu_buffer_follows_context_switches() {
+    const PID2: u32 = 5151;
+    const TID2: u32 = 5152;
+    let cfg = Config::default();
+    let p = assemble();
+    let a = execute_as(&p, PID, TID);
+    let b = execute_as(&p, PID2, TID2);
+    let after_syscall = |evs: &[Event]| {
+        1 + evs
+            .iter()
+            .position(|e| matches!(e, Event::Insn(i) if i.class == InsnClass::FarTransfer))
+            .unwrap()
+    };
+    let (a1, a2) = a.split_at(after_syscall(&a));
+    let (b1, b2) = b.split_at(after_syscall(&b));
+    // Lay the pieces end to end on one clock, 100k cycles of kernel between.
+    let gap = 100_000;
+    let mut merged = Vec::new();
+    let mut clock = 0u64;
+    let mut switches = Vec::new();
+    let tasks = [(PID, TID), (PID2, TID2), (PID, TID), (PID2, TID2)];
+    for (n, piece) in [a1, b1, a2, b2].into_iter().enumerate() {
+        let start = cycles_of(&piece[0]);
+        let base = if n == 0 { 0 } else { clock + gap };
+        if n > 0 {
+            switches.push((clock + gap / 2, tasks[n - 1], tasks[n]));
+        }
+        for e in piece {
+            let e = shifted(e, base.wrapping_sub(start));
+            clock = cycles_of(&e);
+            merged.push(e);
+        }
+    }
+    let out = Generator::run(cfg.clone(), &merged).unwrap();
+    let timing = cfg.timing;
+    let mut extra = Vec::new();
+    for (cycles, (opid, otid), (npid, ntid)) in switches {
+        let t = timing.tsc(cycles);
+        extra.push(PEvent {
+            misc: misc::SWITCH_OUT,
+            record: Record::SwitchCpuWide {
+                next_prev_pid: npid,
+                next_prev_tid: ntid,
+            },
+            sample_id: sid_of(opid, otid, t),
+        });
+        extra.push(PEvent {
+            misc: 0,
+            record: Record::SwitchCpuWide {
+                next_prev_pid: opid,
+                next_prev_tid: otid,
+            },
+            sample_id: sid_of(npid, ntid, t + 1),
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_trace_with(
+        dir.path(),
+        &cfg,
+        &p.code,
+        &Aux {
+            chunks: vec![(0, &out.bytes)],
+            truncated_at: None,
+        },
+        &Setup {
+            per_cpu: true,
+            tasks: vec![(PID, TID), (PID2, TID2)],
+            extra,
+        },
+    );
+    let (c, stats, _) = run_decode(dir.path(), &DecodeOptions::default());
+    assert!(stats.errors.is_empty(), "{:?}", stats.errors);
+    assert_eq!(stats.unattributed_insns, 0);
+    assert_eq!(c.ops.len(), 2, "{:?}", c.ops.keys());
+    for (key, events) in [((PID, TID), &a), ((PID2, TID2), &b)] {
+        let got: Vec<Op> = c.ops[&key].iter().map(untimed).collect();
+        assert_eq!(got, expected_ops(events, &[]), "{key:?}");
+    }
+    // Only one of them with a pid filter.
+    let (c, _, _) = run_decode(
+        dir.path(),
+        &DecodeOptions {
+            pids: Some([PID2].into()),
+            ..DecodeOptions::default()
+        },
+    );
+    assert_eq!(
+        c.ops.keys().copied().collect::<Vec<_>>(),
+        vec![(PID2, TID2)]
+    );
 }
