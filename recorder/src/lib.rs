@@ -6,3 +6,6 @@ pub mod ring;
 pub mod session;
 pub mod sideband_capture;
 pub mod sys;
+pub mod config;
+pub mod errors;
+pub mod pmu;
