@@ -55,7 +55,7 @@
 //! `#[repr(transparent)]` wrappers, whose own accessors panic on values
 //! libipt 2.1 produces (`ptic_indirect`, event-trace events).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -550,6 +550,8 @@ struct Worker<'p, 't> {
     plan: &'p Plan<'t>,
     iscache: Rc<SectionCache>,
     isids: Vec<Option<u32>>,
+    /// The isids of each (pid, map version) image built so far.
+    image_sets: RefCell<HashMap<(u32, usize), Rc<[u32]>>>,
 }
 
 impl<'p, 't> Worker<'p, 't> {
@@ -567,6 +569,7 @@ impl<'p, 't> Worker<'p, 't> {
             plan,
             iscache: Rc::new(cache),
             isids,
+            image_sets: RefCell::new(HashMap::new()),
         })
     }
 
@@ -818,6 +821,11 @@ impl SegState<'_, '_, '_> {
 
     /// Makes `task` the current one: closes the current run, starts another.
     fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
+        if let Some(Owner::Cpu(cpu)) = self.owner {
+            let slots = self.plan().trace.timeline.cpu_slots(cpu);
+            let i = slots.partition_point(|s| s.since <= self.time);
+            self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
+        }
         if task == self.task && (self.run.is_some() || task.is_none()) {
             return;
         }
@@ -851,11 +859,6 @@ impl SegState<'_, '_, '_> {
             self.stats.lost_data += 1;
             self.gap(GapKind::LostData, 0);
         }
-        if let Owner::Cpu(cpu) = self.owner.unwrap_or(Owner::Thread(0)) {
-            let slots = self.plan().trace.timeline.cpu_slots(cpu);
-            let i = slots.partition_point(|s| s.since <= self.time);
-            self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
-        }
     }
 
     /// Puts the image of the current task at `t` into the decoder.
@@ -867,13 +870,23 @@ impl SegState<'_, '_, '_> {
             return;
         }
         self.image = Some((pid, v));
-        let specs = self.plan().image_specs(pid, t);
+        let isids = self
+            .w
+            .image_sets
+            .borrow_mut()
+            .entry((pid, v))
+            .or_insert_with(|| {
+                self.plan()
+                    .image_specs(pid, t)
+                    .into_iter()
+                    .filter_map(|i| self.w.isids[i])
+                    .collect()
+            })
+            .clone();
         let img = dec.image();
         let _ = img.remove_by_asid(&Asid::new(None, None));
-        for i in specs {
-            if let Some(isid) = self.w.isids[i] {
-                let _ = img.add_cached(self.w.iscache.clone(), isid, None);
-            }
+        for &isid in isids.iter() {
+            let _ = img.add_cached(self.w.iscache.clone(), isid, None);
         }
     }
 

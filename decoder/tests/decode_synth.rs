@@ -1012,3 +1012,40 @@ fn per_cpu_buffer_follows_context_switches() {
         vec![(PID2, TID2)]
     );
 }
+
+/// Without the program's file the decoder stops at its first instruction:
+/// a NoImage gap, and the image store lists the file with the range.
+#[test]
+fn missing_code_is_a_no_image_gap_and_reported() {
+    let cfg = Config::default();
+    let (p, _events, out) = generate(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        &cfg,
+        &p.code,
+        &Aux {
+            chunks: vec![(0, &out.bytes)],
+            truncated_at: None,
+        },
+    );
+    std::fs::remove_file(dir.path().join("sysroot/usr/bin/prog")).unwrap();
+    let (c, stats, images) = run_decode(dir.path(), &DecodeOptions::default());
+    assert_eq!(stats.no_image, 1);
+    assert_eq!(stats.insns, 0);
+    let ops = &c.ops[&(PID, TID)];
+    assert!(
+        ops.iter().any(|o| matches!(
+            o,
+            Op::Gap {
+                kind: GapKind::NoImage { ip: BASE },
+                ..
+            }
+        )),
+        "{ops:?}"
+    );
+    let missing = images.missing();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].name, PROG);
+    assert_eq!(missing[0].ranges, vec![(PID, BASE, BASE + 0x1000)]);
+}
