@@ -545,13 +545,16 @@ struct Pending {
     at: Stamp,
 }
 
+/// (pid, map version) of an image.
+type ImageKey = (u32, usize);
+
 /// One worker: its image section cache holds every section of the plan.
 struct Worker<'p, 't> {
     plan: &'p Plan<'t>,
     iscache: Rc<SectionCache>,
     isids: Vec<Option<u32>>,
     /// The isids of each (pid, map version) image built so far.
-    image_sets: RefCell<HashMap<(u32, usize), Rc<[u32]>>>,
+    image_sets: RefCell<HashMap<ImageKey, Rc<[u32]>>>,
 }
 
 impl<'p, 't> Worker<'p, 't> {
