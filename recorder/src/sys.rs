@@ -197,3 +197,17 @@ pub fn poll_in(
         Err(e) => Err(e),
     }
 }
+
+/// The time stamp counter (perf's `reference` of AUXTRACE records on x86);
+/// 0 elsewhere.
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no memory effects; every x86_64 CPU has it.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
