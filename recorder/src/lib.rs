@@ -4,6 +4,7 @@
 
 pub mod ring;
 pub mod session;
+pub mod trigger;
 pub mod sideband_capture;
 pub mod sys;
 pub mod config;
