@@ -10,3 +10,7 @@ pub mod sys;
 pub mod config;
 pub mod errors;
 pub mod pmu;
+pub mod outdir;
+pub mod target;
+pub mod capture;
+pub mod record;

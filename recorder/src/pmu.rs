@@ -154,7 +154,7 @@ impl Pmu {
         })?;
         let mut formats = BTreeMap::new();
         for (name, path, text) in read_folder(&dir.join("format"))? {
-            let field = FormatField::parse(&text).ok_or_else(|| Error::SysfsFormat {
+            let field = FormatField::parse(&text).ok_or(Error::SysfsFormat {
                 path,
                 text,
                 expected: "configN:BIT[-BIT][,...]",

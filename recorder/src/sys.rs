@@ -198,6 +198,187 @@ pub fn poll_in(
     }
 }
 
+// ---- Setup helpers for ptrec's targets (target.rs, main.rs) ----
+
+/// Tells the kernel where the AUX area goes (`aux_offset`/`aux_size` in the
+/// metadata page), which must precede the AUX mmap.
+pub fn set_aux_area(base: &Mapping, offset: u64, size: u64) {
+    let meta = base.as_ptr().cast::<perf_event_mmap_page>().as_ptr();
+    // SAFETY: `base` maps at least the metadata page (a successful map of a
+    // perf fd at offset 0); these two fields are written only by user space,
+    // before the AUX mmap that reads them.
+    unsafe {
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*meta).aux_offset), offset);
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*meta).aux_size), size);
+    }
+}
+
+/// perf time conversion of the metadata page: `(time_shift, time_mult,
+/// time_zero, cap_user_time_zero)`, read under the page's seqlock.
+pub fn time_conv(base: &Mapping) -> (u16, u32, u64, bool) {
+    let meta = base.as_ptr().cast::<perf_event_mmap_page>().as_ptr();
+    loop {
+        // SAFETY: as in `set_aux_area`, the page is mapped for `base`'s
+        // lifetime; the kernel updates these fields under `lock`, which we
+        // read before and after with acquire ordering (its seqlock protocol).
+        let (seq, v, seq2) = unsafe {
+            let seq = std::ptr::read_volatile(std::ptr::addr_of!((*meta).lock));
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let caps = std::ptr::read_volatile(std::ptr::addr_of!((*meta).__bindgen_anon_1.capabilities));
+            let v = (
+                std::ptr::read_volatile(std::ptr::addr_of!((*meta).time_shift)),
+                std::ptr::read_volatile(std::ptr::addr_of!((*meta).time_mult)),
+                std::ptr::read_volatile(std::ptr::addr_of!((*meta).time_zero)),
+                // cap_user_time_zero is bit 4 of `capabilities`.
+                caps & (1 << 4) != 0,
+            );
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            (seq, v, std::ptr::read_volatile(std::ptr::addr_of!((*meta).lock)))
+        };
+        if seq == seq2 {
+            return v;
+        }
+    }
+}
+
+/// Sends `sig` to `pid` (0 tests that the process exists).
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill has no memory-safety preconditions.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// Waits for child `pid` to end; returns its exit code (128+signal when killed).
+pub fn wait_child(pid: i32) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on a pid with a valid pointer to our local.
+        match check(unsafe { libc::waitpid(pid, &mut status, 0) }) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(_) => break,
+        }
+    }
+    Ok(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    })
+}
+
+/// A forked child held before its exec until [`HeldChild::go`], so that
+/// events can be opened on it first (perf record's workload "go pipe").
+#[derive(Debug)]
+pub struct HeldChild {
+    /// The child's pid.
+    pub pid: i32,
+    go: Option<OwnedFd>,
+    exec_err: OwnedFd,
+}
+
+fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into our two-element array.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both fds were just created for us and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl HeldChild {
+    /// Forks; the child waits for [`go`](Self::go) and then execs `path`
+    /// with `argv` (the caller resolved `path` through PATH, so that the child
+    /// only makes async-signal-safe calls). If this process dies first, the
+    /// child sees the pipe close and exits 127 without running anything.
+    pub fn spawn(path: &std::ffi::CStr, argv: &[std::ffi::CString]) -> io::Result<HeldChild> {
+        let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        let (go_r, go_w) = pipe_cloexec()?;
+        let (err_r, err_w) = pipe_cloexec()?;
+        // SAFETY: between fork and exec the child calls only async-signal-safe
+        // functions (read, execv, write, _exit) on memory prepared before the
+        // fork (`ptrs`, `path`, the fds).
+        let pid = check(unsafe { libc::fork() })?;
+        if pid == 0 {
+            // SAFETY: see above. `go_r` stays open in the child only until
+            // exec (O_CLOEXEC); a byte or EOF from it releases the child.
+            unsafe {
+                let mut byte = 0u8;
+                let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                if n != 1 {
+                    libc::_exit(127);
+                }
+                libc::execv(path.as_ptr(), ptrs.as_ptr());
+                let errno = *libc::__errno_location();
+                libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+                libc::_exit(127);
+            }
+        }
+        drop((go_r, err_w));
+        Ok(HeldChild {
+            pid,
+            go: Some(go_w),
+            exec_err: err_r,
+        })
+    }
+
+    /// Lets the child exec; returns the exec error if it failed.
+    pub fn go(&mut self) -> io::Result<()> {
+        let Some(go) = self.go.take() else {
+            return Ok(());
+        };
+        let byte = 1u8;
+        // SAFETY: writing one byte from our local into a pipe fd we own.
+        check(unsafe { libc::write(go.as_raw_fd(), (&byte as *const u8).cast(), 1) } as i32)?;
+        drop(go);
+        let mut errno = 0i32;
+        // SAFETY: reading at most 4 bytes into our local i32. EOF (0) means
+        // the exec succeeded and closed the CLOEXEC write end.
+        let n = unsafe { libc::read(self.exec_err.as_raw_fd(), (&mut errno as *mut i32).cast(), 4) };
+        if n == 4 {
+            Err(io::Error::from_raw_os_error(errno))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Signal counters set by the handlers [`install_signal_counters`] installs.
+pub mod signals {
+    use std::sync::atomic::AtomicU64;
+    /// SIGINT + SIGTERM + SIGHUP received.
+    pub static STOP: AtomicU64 = AtomicU64::new(0);
+    /// SIGUSR2 received.
+    pub static SNAPSHOT: AtomicU64 = AtomicU64::new(0);
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    use std::sync::atomic::Ordering;
+    // Only atomics: async-signal-safe.
+    if sig == libc::SIGUSR2 {
+        signals::SNAPSHOT.fetch_add(1, Ordering::SeqCst);
+    } else {
+        signals::STOP.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Counts SIGINT, SIGTERM, SIGHUP (stop) and SIGUSR2 (snapshot) in
+/// [`signals`] instead of letting them end the process.
+pub fn install_signal_counters() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR2] {
+        // SAFETY: a zeroed sigaction is valid; the handler only touches
+        // atomics (async-signal-safe) and SA_RESTART keeps syscalls going.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            check(libc::sigaction(sig, &sa, std::ptr::null_mut()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The time stamp counter (perf's `reference` of AUXTRACE records on x86);
 /// 0 elsewhere.
 pub fn tsc() -> u64 {

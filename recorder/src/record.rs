@@ -1,0 +1,591 @@
+//! One recording from start to end, as the `ptrec` binary runs it: PMU and
+//! config terms, the output directory, events and rings ([`crate::target`]),
+//! the perf.data header records (AUXTRACE_INFO, TIME_CONV, the existing
+//! threads' COMM/MMAP2 for `-p`, feature sections), the captures
+//! ([`crate::capture`]), the session that drains the rings
+//! ([`crate::session`]), and the watchers that end it (target exit, the
+//! control fifo, signals).
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sideband::auxtrace_info::AuxtraceInfo;
+use sideband::feature::{self, id as feat};
+use sideband::record::{misc, Event, FileId, Mmap, Record, SampleId, TimeConv as TimeConvRecord};
+
+use crate::capture::{self, MappedFiles};
+use crate::config::{self, parse_event};
+use crate::errors::{Error, SYSFS};
+use crate::outdir::OutDir;
+use crate::pmu::Pmu;
+use crate::session::{
+    Mode, ProgressFn, Report, Session, SessionConfig, SessionError, StopReason, StopSignal,
+    TraceWriter,
+};
+use crate::sys::{self, Ioctl};
+use crate::target::{self, OpenOptions, Target};
+
+/// Everything a recording is asked to do.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub target: Target,
+    pub out: PathBuf,
+    pub force: bool,
+    /// `-e` terms (perf's spelling), `None` for perf's defaults.
+    pub event: Option<String>,
+    /// `-k`: trace the kernel too, and copy kcore into `kcore_dir/`.
+    pub kernel: bool,
+    /// `-m DATA[,AUX]` pages; `None` parts take perf's defaults.
+    pub data_pages: Option<usize>,
+    pub aux_pages: Option<usize>,
+    pub mode: Mode,
+    pub max_snapshots: Option<u32>,
+    pub duration: Option<Duration>,
+    pub per_thread: bool,
+    pub cpus: Option<Vec<u32>>,
+    /// `--archive`: copy mapped binaries into `sysroot/`.
+    pub archive: bool,
+    pub sysfs_root: PathBuf,
+    /// No intel_pt event: only the sideband (works without the PMU).
+    pub sideband_only: bool,
+    /// `--control fifo:CTL[,ACK]`.
+    pub control: Option<(PathBuf, Option<PathBuf>)>,
+    /// The command line, for the CMDLINE feature.
+    pub cmdline: Vec<String>,
+}
+
+impl RecordOptions {
+    /// Defaults for `target` into `out`.
+    pub fn new(target: Target, out: impl Into<PathBuf>) -> Self {
+        RecordOptions {
+            target,
+            out: out.into(),
+            force: false,
+            event: None,
+            kernel: false,
+            data_pages: None,
+            aux_pages: None,
+            mode: Mode::FullTrace,
+            max_snapshots: None,
+            duration: None,
+            per_thread: false,
+            cpus: None,
+            archive: false,
+            sysfs_root: SYSFS.into(),
+            sideband_only: false,
+            control: None,
+            cmdline: Vec::new(),
+        }
+    }
+}
+
+/// What a finished recording did.
+#[derive(Debug)]
+pub struct Summary {
+    pub report: Report,
+    pub out: PathBuf,
+    /// Exit code of the recorded command.
+    pub child_status: Option<i32>,
+    /// Things that did not work but did not stop the recording (a vDSO or
+    /// binary that could not be copied).
+    pub warnings: Vec<String>,
+}
+
+fn output(path: &std::path::Path) -> impl Fn(sideband::Error) -> Error + '_ {
+    move |e| Error::Output {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// Records until the target exits, `stop` is signalled, the duration passes
+/// or the snapshots are taken.
+pub fn record(
+    opts: &RecordOptions,
+    stop: &StopSignal,
+    progress: Option<ProgressFn>,
+) -> Result<Summary, Error> {
+    let pmu = if opts.sideband_only {
+        None
+    } else {
+        Some(Pmu::intel_pt(&opts.sysfs_root)?)
+    };
+    let spec = parse_event(opts.event.as_deref().unwrap_or(""))?;
+    let pt_config = match &pmu {
+        Some(p) => config::build_config(p, &spec.terms)?,
+        None => 0,
+    };
+    let snapshot = matches!(opts.mode, Mode::Snapshot { .. });
+    let (def_data, def_aux) = target::default_pages(target::privileged());
+    let data_pages = opts.data_pages.unwrap_or(def_data);
+    let aux_pages = opts.aux_pages.unwrap_or(def_aux);
+    target::check_pages(data_pages, aux_pages, snapshot)?;
+    if let Mode::Snapshot { size: Some(size) } = opts.mode {
+        let ring = (aux_pages * sys::page_size()) as u64;
+        if size > ring {
+            return Err(Error::Usage(format!(
+                "snapshot size {size} must not be greater than the AUX ring ({ring} bytes); \
+                 raise it with -m DATA,AUX"
+            )));
+        }
+    }
+    if let Target::Pids(pids) = &opts.target {
+        for &pid in pids {
+            target::threads_of(pid)?;
+        }
+    }
+
+    let dir = OutDir::create(&opts.out, opts.force)?;
+    let result = record_into(
+        &dir,
+        opts,
+        pmu.as_ref(),
+        pt_config,
+        &spec,
+        data_pages,
+        aux_pages,
+        stop,
+        progress,
+    );
+    if result.is_err() && !dir.data().exists() {
+        // Nothing was recorded: leave no empty directory behind.
+        let _ = std::fs::remove_dir_all(dir.path());
+    }
+    let summary = result?;
+    dir.chown_to_sudo_user()?;
+    Ok(summary)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_into(
+    dir: &OutDir,
+    opts: &RecordOptions,
+    pmu: Option<&Pmu>,
+    pt_config: u64,
+    spec: &config::EventSpec,
+    data_pages: usize,
+    aux_pages: usize,
+    stop: &StopSignal,
+    progress: Option<ProgressFn>,
+) -> Result<Summary, Error> {
+    let kernel = opts.kernel || spec.kernel;
+    let open_opts = OpenOptions {
+        per_thread: opts.per_thread,
+        kernel,
+        exclude_user: !spec.user,
+        data_pages,
+        aux_pages,
+        snapshot: matches!(opts.mode, Mode::Snapshot { .. }),
+        sideband_only: opts.sideband_only,
+        cpus: opts.cpus.clone(),
+    };
+    let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
+    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+
+    let data_path = dir.data();
+    let mut writer =
+        TraceWriter::create(&data_path, opened.attrs.clone()).map_err(output(&data_path))?;
+    let sb_id = opened
+        .attrs
+        .entries()
+        .last()
+        .and_then(|e| e.ids.first().copied());
+    if let Some(info) = &opened.info {
+        writer
+            .write_event(&Event {
+                misc: 0,
+                record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(info)),
+                sample_id: SampleId::default(),
+            })
+            .map_err(output(&data_path))?;
+        writer
+            .write_event(&Event {
+                misc: 0,
+                record: Record::TimeConv(TimeConvRecord {
+                    time_shift: info.time_shift,
+                    time_mult: info.time_mult,
+                    time_zero: info.time_zero,
+                    time_cycles: None,
+                    time_mask: None,
+                    cap_user_time_zero: None,
+                    cap_user_time_short: None,
+                }),
+                sample_id: SampleId::default(),
+            })
+            .map_err(output(&data_path))?;
+    }
+    if let Target::Pids(pids) = &opts.target {
+        for ev in synthesize_existing(pids, sb_id) {
+            writer.write_event(&ev).map_err(output(&data_path))?;
+        }
+    }
+    write_env_features(&mut writer, opts).map_err(output(&data_path))?;
+    if kernel {
+        capture::copy_kcore(&dir.subdir("kcore_dir")?)?;
+    }
+    let images = dir.subdir("images")?;
+    let (vdsos, w) = capture::capture_vdsos(&images, &opened.pids);
+    warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(w);
+
+    // --archive: files seen in MMAP records, copied when the file is finished.
+    let seen: Arc<Mutex<MappedFiles>> = Arc::default();
+    let sysroot = if opts.archive {
+        Some(dir.subdir("sysroot")?)
+    } else {
+        None
+    };
+    {
+        let (seen, warnings, pids) = (seen.clone(), warnings.clone(), opened.pids.clone());
+        writer.on_finish(Box::new(move |w: &mut TraceWriter| {
+            let mut saved = vdsos;
+            if let Some(sysroot) = sysroot {
+                let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let (copies, warns) = capture::archive(&sysroot, &pids, &seen);
+                saved.extend(copies);
+                warnings
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(warns);
+            }
+            let entries = capture::build_id_entries(&saved);
+            if !entries.is_empty() {
+                w.set_feature(feat::BUILD_ID, feature::encode_build_ids(&entries)?)?;
+            }
+            Ok(())
+        }));
+    }
+
+    let cfg = SessionConfig {
+        mode: opts.mode,
+        max_snapshots: opts.max_snapshots,
+        duration: opts.duration,
+        ..SessionConfig::default()
+    };
+    let buffers = std::mem::take(&mut opened.buffers);
+    let mut session = Session::new(buffers, writer, cfg);
+    if opts.archive {
+        let attrs = opened.attrs.clone();
+        let seen = seen.clone();
+        session = session.with_data_observer(Box::new(move |_, bytes| {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            for raw in sideband::parse::ring_records(bytes).flatten() {
+                if let Ok(Event {
+                    record: Record::Mmap(m),
+                    ..
+                }) = sideband::parse::parse_event_le(&attrs, &raw)
+                {
+                    let id = match m.file_id {
+                        Some(FileId::BuildId(b)) => Some(b),
+                        _ => None,
+                    };
+                    seen.entry(m.filename).or_insert(id);
+                }
+            }
+        }));
+    }
+    if let Some(p) = progress {
+        session = session.with_progress(p);
+    }
+
+    let done = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    if let Some((ctl, ack)) = &opts.control {
+        threads.push(spawn_control(
+            ctl.clone(),
+            ack.clone(),
+            stop.clone(),
+            opened.pt_fds(),
+            done.clone(),
+        )?);
+    }
+    opened.start()?;
+    let child_pid = opened.child.as_ref().map(|c| c.pid);
+    let child_status = Arc::new(Mutex::new(None));
+    match child_pid {
+        Some(pid) => {
+            let (stop, status) = (stop.clone(), child_status.clone());
+            threads.push(std::thread::spawn(move || {
+                let code = sys::wait_child(pid).ok();
+                *status.lock().unwrap_or_else(|e| e.into_inner()) = code;
+                stop.targets_exited();
+            }));
+        }
+        None if !opened.pids.is_empty() => {
+            let (stop, done, pids) = (stop.clone(), done.clone(), opened.pids.clone());
+            threads.push(std::thread::spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    if pids.iter().all(|&p| {
+                        sys::kill(p, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
+                    }) {
+                        stop.targets_exited();
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }));
+        }
+        None => {}
+    }
+
+    let run = session.run(stop);
+    done.store(true, Ordering::SeqCst);
+    if let Some(pid) = child_pid {
+        // The session ended before the command (stop request, duration):
+        // the command does not outlive its recording.
+        if stop.stop_reason() != Some(StopReason::TargetsExited) {
+            let _ = sys::kill(pid, libc::SIGTERM);
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let report = run.map_err(|e| match e {
+        SessionError::Output { .. } => Error::Output {
+            path: data_path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        },
+        other => Error::Open {
+            what: "recording".into(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })?;
+    let warnings = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
+    let child_status = *child_status.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(Summary {
+        report,
+        out: dir.path().to_path_buf(),
+        child_status,
+        warnings,
+    })
+}
+
+/// COMM and MMAP2 records for the threads and executable mappings that
+/// existed before recording (perf's `perf_event__synthesize_thread_map`),
+/// without which a running process's code could not be found.
+pub fn synthesize_existing(pids: &[i32], sideband_id: Option<u64>) -> Vec<Event<'static>> {
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(tids) = target::threads_of(pid) else {
+            continue;
+        };
+        let sid = |tid: i32| SampleId {
+            pid: Some(pid as u32),
+            tid: Some(tid as u32),
+            time: Some(0),
+            cpu: Some(0),
+            identifier: sideband_id,
+            ..Default::default()
+        };
+        for &tid in &tids {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_default();
+            out.push(Event {
+                misc: misc::USER,
+                record: Record::Comm {
+                    pid: pid as u32,
+                    tid: tid as u32,
+                    comm,
+                },
+                sample_id: sid(tid),
+            });
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        for m in capture::parse_maps(&maps) {
+            if !m.perms.contains('x') || (!m.path.starts_with('/') && m.path != "[vdso]") {
+                continue;
+            }
+            let (maj, min) = m.dev;
+            out.push(Event {
+                misc: misc::USER,
+                record: Record::Mmap(Mmap {
+                    pid: pid as u32,
+                    tid: pid as u32,
+                    addr: m.start,
+                    len: m.end - m.start,
+                    pgoff: m.offset,
+                    file_id: Some(FileId::Inode {
+                        maj,
+                        min,
+                        ino: m.inode,
+                        ino_generation: 0,
+                    }),
+                    prot: Some(prot_bits(&m.perms)),
+                    flags: Some(if m.perms.contains('p') {
+                        libc::MAP_PRIVATE
+                    } else {
+                        libc::MAP_SHARED
+                    } as u32),
+                    filename: m.path.clone(),
+                }),
+                sample_id: sid(pid),
+            });
+        }
+    }
+    out
+}
+
+fn prot_bits(perms: &str) -> u32 {
+    let mut p = 0;
+    for (c, bit) in [
+        ('r', libc::PROT_READ),
+        ('w', libc::PROT_WRITE),
+        ('x', libc::PROT_EXEC),
+    ] {
+        if perms.contains(c) {
+            p |= bit;
+        }
+    }
+    p as u32
+}
+
+/// HOSTNAME, OSRELEASE, ARCH, NRCPUS, CPUDESC, CPUID and CMDLINE, as perf
+/// writes them (perf's Intel PT decoder reads the cpuid for errata).
+fn write_env_features(w: &mut TraceWriter, opts: &RecordOptions) -> Result<(), sideband::Error> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    w.set_feature(
+        feat::HOSTNAME,
+        feature::encode_string(&read("/proc/sys/kernel/hostname")),
+    )?;
+    w.set_feature(
+        feat::OSRELEASE,
+        feature::encode_string(&read("/proc/sys/kernel/osrelease")),
+    )?;
+    w.set_feature(feat::ARCH, feature::encode_string(std::env::consts::ARCH))?;
+    let online = crate::sideband_capture::online_cpus()
+        .map(|c| c.len() as u32)
+        .unwrap_or(1);
+    w.set_feature(
+        feat::NRCPUS,
+        feature::encode_nrcpus(feature::NrCpus {
+            available: online,
+            online,
+        }),
+    )?;
+    let cpuinfo = read("/proc/cpuinfo");
+    let field = |k: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (a, b) = l.split_once(':')?;
+            (a.trim() == k).then(|| b.trim().to_string())
+        })
+    };
+    if let Some(model) = field("model name") {
+        w.set_feature(feat::CPUDESC, feature::encode_string(&model))?;
+    }
+    if let (Some(v), Some(f), Some(m), Some(s)) = (
+        field("vendor_id"),
+        field("cpu family"),
+        field("model"),
+        field("stepping"),
+    ) {
+        w.set_feature(
+            feat::CPUID,
+            feature::encode_string(&format!("{v},{f},{m},{s}")),
+        )?;
+    }
+    if !opts.cmdline.is_empty() {
+        w.set_feature(feat::CMDLINE, feature::encode_cmdline(&opts.cmdline))?;
+    }
+    Ok(())
+}
+
+/// `--control fifo:CTL[,ACK]`: perf's commands `snapshot`, `enable`,
+/// `disable`, `stop` and `ping`, one per line; each is acknowledged with
+/// `ack\n` on ACK when given.
+fn spawn_control(
+    ctl: PathBuf,
+    ack: Option<PathBuf>,
+    stop: StopSignal,
+    pt_fds: Vec<Arc<std::os::fd::OwnedFd>>,
+    done: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, Error> {
+    let open_err = |p: &PathBuf| {
+        let p = p.clone();
+        move |source| Error::Open {
+            what: format!("opening the control fifo {}", p.display()),
+            source,
+        }
+    };
+    // Read-write and non-blocking, as perf opens it: no EOF when writers
+    // come and go, and the thread can notice the end of the recording.
+    let mut ctl_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&ctl)
+        .map_err(open_err(&ctl))?;
+    let mut ack_file = match &ack {
+        Some(a) => Some(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(a)
+                .map_err(open_err(a))?,
+        ),
+        None => None,
+    };
+    Ok(std::thread::spawn(move || {
+        let mut pending = Vec::new();
+        let mut buf = [0u8; 256];
+        while !done.load(Ordering::SeqCst) {
+            match ctl_file.read(&mut buf) {
+                Ok(n) if n > 0 => pending.extend_from_slice(&buf[..n]),
+                _ => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
+            while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=nl).collect();
+                let cmd = String::from_utf8_lossy(&line).trim().to_string();
+                match cmd.as_str() {
+                    "snapshot" => stop.request_snapshot(),
+                    "stop" => stop.stop(StopReason::Requested),
+                    "enable" | "disable" => {
+                        let op = if cmd == "enable" { Ioctl::Enable } else { Ioctl::Disable };
+                        for fd in &pt_fds {
+                            let _ = sys::ioctl(fd, op);
+                        }
+                    }
+                    "ping" | "" => {}
+                    other => eprintln!("ptrec: unknown control command {other:?} (snapshot, enable, disable, stop, ping)"),
+                }
+                if let Some(a) = &mut ack_file {
+                    let _ = a.write_all(b"ack\n");
+                }
+            }
+        }
+    }))
+}
+
+/// Forwards the signal counters of [`sys::signals`] to `stop` until `done`:
+/// SIGINT/SIGTERM/SIGHUP stop, SIGUSR2 takes a snapshot (as perf record).
+pub fn spawn_signal_forwarder(
+    stop: StopSignal,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut snaps = sys::signals::SNAPSHOT.load(Ordering::SeqCst);
+        while !done.load(Ordering::SeqCst) {
+            if sys::signals::STOP.load(Ordering::SeqCst) > 0 {
+                stop.stop(StopReason::Requested);
+            }
+            let now = sys::signals::SNAPSHOT.load(Ordering::SeqCst);
+            for _ in snaps..now {
+                stop.request_snapshot();
+            }
+            snaps = now;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}

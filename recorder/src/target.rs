@@ -1,0 +1,632 @@
+//! What to trace, turned into open events and mapped rings: the step between
+//! the configuration (pmu.rs, config.rs) and the session that drains the
+//! rings. Each buffer is one ring (DATA + AUX) owned by one intel_pt event;
+//! the other events of that buffer (intel_pt on other threads, the dummy
+//! sideband event) send their records into it with PERF_EVENT_IOC_SET_OUTPUT,
+//! as perf record does.
+//!
+//! * `-p PID[,PID]`: per-cpu buffers; on each CPU the events are opened on
+//!   every existing thread of each PID with `inherit`, so threads and
+//!   processes they create later are traced too.
+//! * `--per-thread`: one buffer per existing thread (`/proc/PID/task`), no
+//!   inheritance (the kernel refuses to mmap an inherited per-task event).
+//! * `-- CMD`: a child held before its exec; events opened on it with
+//!   `enable_on_exec` and inherit, per-cpu buffers; then it runs.
+//! * `-a`: per-cpu events on every task (needs privilege).
+
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sideband::attr::{Attr, AttrSet};
+use sideband::endian::Le;
+
+use crate::config::{self, EventOptions, InfoOptions, TimeConv};
+use crate::errors::Error;
+use crate::pmu::Pmu;
+use crate::ring::Ring;
+use crate::session::{Buffer, BufferControl, FdControl};
+use crate::sideband_capture::{self, SidebandOptions};
+use crate::sys::{self, perf_event_attr, Ioctl, Mapping};
+
+/// What to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Running processes (all their threads).
+    Pids(Vec<i32>),
+    /// A command started by ptrec.
+    Command(Vec<OsString>),
+    /// Every task on every CPU.
+    SystemWide,
+}
+
+/// How the events and rings are set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// One buffer per thread instead of per CPU (`--per-thread`; not with `-a`).
+    pub per_thread: bool,
+    /// intel_pt event options (kernel tracing, user exclusion).
+    pub kernel: bool,
+    pub exclude_user: bool,
+    /// DATA ring pages (a power of two).
+    pub data_pages: usize,
+    /// AUX ring pages (a power of two).
+    pub aux_pages: usize,
+    /// Snapshot mode: the AUX area is mapped read-only (overwrite mode).
+    pub snapshot: bool,
+    /// Only the sideband event, no intel_pt (tests, and checking the
+    /// sideband path on machines without the PMU).
+    pub sideband_only: bool,
+    /// Restrict per-cpu buffers to these CPUs (default: every online CPU).
+    pub cpus: Option<Vec<u32>>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            per_thread: false,
+            kernel: false,
+            exclude_user: false,
+            data_pages: 128,
+            aux_pages: 1024,
+            snapshot: false,
+            sideband_only: false,
+            cpus: None,
+        }
+    }
+}
+
+/// Whether perf would treat this user as privileged for buffer sizes
+/// (`perf_event_paranoid_check(-1)`): root, CAP_PERFMON or CAP_SYS_ADMIN
+/// in the effective set, or perf_event_paranoid below 0.
+pub fn privileged() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    let caps = crate::outdir::status_field("CapEff:")
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .unwrap_or(0);
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    crate::outdir::running_as_root()
+        || caps & (1 << CAP_SYS_ADMIN) != 0
+        || caps & (1 << CAP_PERFMON) != 0
+        || paranoid < 0
+}
+
+/// perf's default `-m DATA,AUX` for Intel PT (`intel_pt_recording_options`):
+/// 4 MiB of AUX for privileged users, else 128 KiB of AUX and 256 KiB of
+/// DATA; DATA otherwise 512 KiB (perf's default mmap size).
+pub fn default_pages(privileged: bool) -> (usize, usize) {
+    let page = sys::page_size();
+    if privileged {
+        ((512 << 10) / page, (4 << 20) / page)
+    } else {
+        ((256 << 10) / page, (128 << 10) / page)
+    }
+}
+
+/// Checks `-m` values as perf does: powers of two; AUX at least 8 KiB (4 KiB
+/// in snapshot mode).
+pub fn check_pages(data_pages: usize, aux_pages: usize, snapshot: bool) -> Result<(), Error> {
+    if data_pages == 0 || !data_pages.is_power_of_two() {
+        return Err(Error::Usage(format!(
+            "-m: {data_pages} DATA pages: must be a power of two (e.g. 64, 128)"
+        )));
+    }
+    let min = if snapshot { 4 << 10 } else { 8 << 10 };
+    let bytes = aux_pages * sys::page_size();
+    if bytes < min || !aux_pages.is_power_of_two() {
+        return Err(Error::Usage(format!(
+            "-m: invalid AUX size {aux_pages} pages for Intel PT: must be at least {} KiB and a power of two",
+            min >> 10
+        )));
+    }
+    Ok(())
+}
+
+/// The threads of `pid` (`/proc/PID/task`), or [`Error::NoSuchPid`].
+pub fn threads_of(pid: i32) -> Result<Vec<i32>, Error> {
+    let dir = PathBuf::from(format!("/proc/{pid}/task"));
+    let entries = std::fs::read_dir(&dir).map_err(|_| Error::NoSuchPid { pid })?;
+    let mut tids: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    if tids.is_empty() {
+        return Err(Error::NoSuchPid { pid });
+    }
+    Ok(tids)
+}
+
+/// Finds `prog` through PATH as execvp would (a name with a slash is used as is).
+pub fn resolve_program(prog: &OsString) -> Result<PathBuf, Error> {
+    let p = Path::new(prog);
+    if prog.as_bytes().contains(&b'/') {
+        return Ok(p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let cand = dir.join(p);
+        if let Ok(m) = std::fs::metadata(&cand) {
+            use std::os::unix::fs::PermissionsExt;
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Ok(cand);
+            }
+        }
+    }
+    Err(Error::Usage(format!(
+        "cannot run {:?}: not found in PATH",
+        prog.to_string_lossy()
+    )))
+}
+
+/// The open events and rings of a recording.
+pub struct Opened {
+    /// One per ring, for [`crate::session::Session::new`].
+    pub buffers: Vec<Buffer>,
+    /// The attrs (intel_pt first, then the sideband dummy) with the ids of
+    /// every event, for the perf.data header.
+    pub attrs: AttrSet,
+    /// The intel_pt attr (absent with `sideband_only`).
+    pub pt_attr: Option<perf_event_attr>,
+    /// The sideband attr.
+    pub sideband_attr: perf_event_attr,
+    /// The PERF_RECORD_AUXTRACE_INFO words (absent with `sideband_only`).
+    pub info: Option<sideband::auxtrace_info::IntelPtInfo>,
+    /// The processes traced (the child's pid for a command; empty for `-a`).
+    pub pids: Vec<i32>,
+    /// The child for a command, held before its exec until [`Opened::start`].
+    pub child: Option<sys::HeldChild>,
+    /// Every intel_pt event (to enable them at start).
+    pt_fds: Vec<Arc<OwnedFd>>,
+    /// The sideband events, kept open for the recording's life.
+    _sideband_fds: Vec<OwnedFd>,
+    enable_now: bool,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("buffers", &self.buffers.len())
+            .field("pids", &self.pids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    /// The intel_pt events (for `enable`/`disable` from the control fifo).
+    pub fn pt_fds(&self) -> Vec<Arc<OwnedFd>> {
+        self.pt_fds.clone()
+    }
+
+    /// Starts tracing: enables the intel_pt events (`-p`, `-a`), or lets the
+    /// held command exec (its events start at the exec).
+    pub fn start(&mut self) -> Result<(), Error> {
+        if self.enable_now {
+            for fd in &self.pt_fds {
+                sys::ioctl(fd, Ioctl::Enable).map_err(|source| Error::Open {
+                    what: "enabling the intel_pt event".into(),
+                    source,
+                })?;
+            }
+        }
+        if let Some(child) = &mut self.child {
+            child.go().map_err(|source| Error::Open {
+                what: format!("executing the command (pid {})", child.pid),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Controls every intel_pt event writing into one ring. Pausing acts on the
+/// ring itself (PERF_EVENT_IOC_PAUSE_OUTPUT on its owner pauses all writers);
+/// enable/disable, and the fallback without pause, act on each event.
+struct GroupControl {
+    owner: FdControl,
+    others: Vec<Arc<OwnedFd>>,
+}
+
+impl GroupControl {
+    fn each(&self, op: Ioctl) -> std::io::Result<()> {
+        self.others.iter().try_for_each(|fd| sys::ioctl(fd, op))
+    }
+}
+
+impl BufferControl for GroupControl {
+    fn pause(&self) -> std::io::Result<()> {
+        self.owner.pause()?;
+        if !self.owner.can_pause() {
+            self.each(Ioctl::Disable)?;
+        }
+        Ok(())
+    }
+    fn resume(&self) -> std::io::Result<()> {
+        if !self.owner.can_pause() {
+            self.each(Ioctl::Enable)?;
+        }
+        self.owner.resume()
+    }
+    fn enable(&self) -> std::io::Result<()> {
+        self.each(Ioctl::Enable)?;
+        self.owner.enable()
+    }
+    fn disable(&self) -> std::io::Result<()> {
+        self.owner.disable()?;
+        self.each(Ioctl::Disable)
+    }
+    fn can_pause(&self) -> bool {
+        self.owner.can_pause()
+    }
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.owner.poll_fd()
+    }
+}
+
+/// One ring and the (pid, cpu) pairs whose events write into it.
+struct Plan {
+    cpu: Option<u32>,
+    tid: Option<u32>,
+    pairs: Vec<(i32, i32)>,
+}
+
+fn plans(target: &Target, pids: &[i32], opts: &OpenOptions) -> Result<Vec<Plan>, Error> {
+    let cpus = match &opts.cpus {
+        Some(c) => c.clone(),
+        None => sideband_capture::online_cpus().map_err(|source| Error::Open {
+            what: "reading the online CPUs".into(),
+            source,
+        })?,
+    };
+    let mut tasks = Vec::new();
+    match target {
+        Target::SystemWide => tasks.push(-1),
+        // The child has one thread until it execs.
+        Target::Command(_) => tasks.extend_from_slice(pids),
+        Target::Pids(_) => {
+            for &pid in pids {
+                tasks.extend(threads_of(pid)?);
+            }
+        }
+    }
+    Ok(if opts.per_thread {
+        tasks
+            .iter()
+            .map(|&tid| Plan {
+                cpu: None,
+                tid: Some(tid as u32),
+                pairs: vec![(tid, -1)],
+            })
+            .collect()
+    } else {
+        cpus.iter()
+            .map(|&cpu| Plan {
+                cpu: Some(cpu),
+                tid: None,
+                pairs: tasks.iter().map(|&t| (t, cpu as i32)).collect(),
+            })
+            .collect()
+    })
+}
+
+/// Opens every event and maps every ring for `target`. `pmu` and `pt_config`
+/// are unused with `sideband_only`.
+pub fn open(
+    pmu: Option<&Pmu>,
+    pt_config: u64,
+    target: &Target,
+    opts: &OpenOptions,
+) -> Result<Opened, Error> {
+    if opts.per_thread && *target == Target::SystemWide {
+        return Err(Error::Usage(
+            "--per-thread and -a cannot be combined".into(),
+        ));
+    }
+    let is_command = matches!(target, Target::Command(_));
+    let mut child = None;
+    let pids = match target {
+        Target::Pids(p) => p.clone(),
+        Target::SystemWide => Vec::new(),
+        Target::Command(argv) => {
+            let prog = resolve_program(&argv[0])?;
+            let path = CString::new(prog.as_os_str().as_bytes())
+                .map_err(|_| Error::Usage("the command contains a NUL byte".into()))?;
+            let args = argv
+                .iter()
+                .map(|a| CString::new(a.as_bytes()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| Error::Usage("an argument contains a NUL byte".into()))?;
+            let c = sys::HeldChild::spawn(&path, &args).map_err(|source| Error::Open {
+                what: "starting the command".into(),
+                source,
+            })?;
+            let pid = c.pid;
+            child = Some(c);
+            vec![pid]
+        }
+    };
+    let result = open_events(pmu, pt_config, target, &pids, opts, is_command);
+    match result {
+        Ok(mut o) => {
+            o.child = child;
+            Ok(o)
+        }
+        Err(e) => {
+            // Dropping the held child's go pipe lets it exit without running.
+            drop(child);
+            Err(e)
+        }
+    }
+}
+
+fn open_events(
+    pmu: Option<&Pmu>,
+    pt_config: u64,
+    target: &Target,
+    pids: &[i32],
+    opts: &OpenOptions,
+    is_command: bool,
+) -> Result<Opened, Error> {
+    let per_cpu = !opts.per_thread;
+    let pt_attr = match (opts.sideband_only, pmu) {
+        (false, Some(pmu)) => Some(config::intel_pt_attr(
+            pmu,
+            pt_config,
+            &EventOptions {
+                kernel: opts.kernel,
+                inherit: per_cpu,
+                enable_on_exec: is_command,
+                exclude_user: opts.exclude_user,
+            },
+        )),
+        (false, None) => {
+            return Err(Error::Usage(
+                "internal: the intel_pt event needs its PMU".into(),
+            ))
+        }
+        (true, _) => None,
+    };
+    let mut sb_attr = sideband_capture::dummy_attr(&SidebandOptions {
+        context_switch: true,
+        build_id: true,
+        enable_on_exec: is_command,
+    });
+    sb_attr.set_inherit(u64::from(per_cpu));
+    if opts.kernel {
+        sb_attr.set_exclude_kernel(0);
+    }
+
+    let page = sys::page_size();
+    let mut buffers = Vec::new();
+    let mut pt_fds = Vec::new();
+    let mut pt_ids = Vec::new();
+    let mut sb_fds = Vec::new();
+    let mut sb_ids = Vec::new();
+    let mut time = None;
+    let plans = plans(target, pids, opts)?;
+    for (idx, plan) in plans.into_iter().enumerate() {
+        let mut owner: Option<Arc<OwnedFd>> = None;
+        let mut others = Vec::new();
+        let mut base = None;
+        for &(pid, cpu) in &plan.pairs {
+            let who = match (pid, cpu) {
+                (-1, c) => format!("cpu {c}"),
+                (p, -1) => format!("thread {p}"),
+                (p, c) => format!("pid {p} on cpu {c}"),
+            };
+            let pid_for_err = (pid > 0).then_some(pid);
+            if let Some(attr) = &pt_attr {
+                let fd = sys::perf_event_open(attr, pid, cpu, None).map_err(|e| {
+                    Error::from_open(
+                        format!("opening the intel_pt event ({who})"),
+                        pid_for_err,
+                        e,
+                    )
+                })?;
+                pt_ids.push(event_id(&fd)?);
+                let fd = Arc::new(fd);
+                match &owner {
+                    None => {
+                        base = Some(map_rings(&fd, opts, page)?);
+                        owner = Some(fd.clone());
+                    }
+                    Some(o) => {
+                        set_output(&fd, o)?;
+                        others.push(fd.clone());
+                    }
+                }
+                pt_fds.push(fd);
+            }
+            // The sideband event, writing into the same ring (or owning it
+            // when there is no intel_pt event).
+            let sb = open_sideband(&mut sb_attr, pid, cpu).map_err(|e| {
+                Error::from_open(
+                    format!("opening the sideband event ({who})"),
+                    pid_for_err,
+                    e,
+                )
+            })?;
+            sb_ids.push(event_id(&sb)?);
+            match &owner {
+                Some(o) => {
+                    set_output(&sb, o)?;
+                    sb_fds.push(sb);
+                }
+                None => {
+                    base = Some(map_rings(&sb, opts, page)?);
+                    owner = Some(Arc::new(sb));
+                }
+            }
+        }
+        let (Some(owner), Some((base, aux))) = (owner, base) else {
+            continue;
+        };
+        if time.is_none() {
+            let (time_shift, time_mult, time_zero, cap_user_time_zero) = sys::time_conv(&base);
+            time = Some(TimeConv {
+                time_shift,
+                time_mult,
+                time_zero,
+                cap_user_time_zero,
+            });
+        }
+        let ring = Ring::from_mappings(base, aux).map_err(|e| Error::Open {
+            what: "mapping the ring".into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
+        let control: Box<dyn BufferControl> = Box::new(GroupControl {
+            owner: FdControl::new(owner),
+            others,
+        });
+        buffers.push(Buffer {
+            idx: idx as u32,
+            cpu: plan.cpu,
+            tid: plan.tid,
+            ring,
+            control,
+        });
+    }
+
+    let mut attrs = AttrSet::new();
+    if let Some(a) = &pt_attr {
+        attrs.push(parse_attr(a)?, pt_ids);
+    }
+    attrs.push(parse_attr(&sb_attr)?, sb_ids);
+    let info = pmu.filter(|_| pt_attr.is_some()).map(|pmu| {
+        config::intel_pt_info(
+            pmu,
+            &InfoOptions {
+                snapshot: opts.snapshot,
+                per_cpu_mmaps: per_cpu,
+                have_sched_switch: match (target, per_cpu) {
+                    (Target::SystemWide, _) => 3,
+                    (_, true) => 2,
+                    (_, false) => 0,
+                },
+                time: time.unwrap_or_default(),
+            },
+        )
+    });
+    Ok(Opened {
+        buffers,
+        attrs,
+        pt_attr,
+        sideband_attr: sb_attr,
+        info,
+        pids: pids.to_vec(),
+        child: None,
+        pt_fds,
+        _sideband_fds: sb_fds,
+        enable_now: !is_command,
+    })
+}
+
+/// Opens the sideband event, dropping `build_id` when the kernel refuses it
+/// (before 5.12) for this and every later open.
+fn open_sideband(attr: &mut perf_event_attr, pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
+    match sys::perf_event_open(attr, pid, cpu, None) {
+        Err(e) if attr.build_id() == 1 && e.raw_os_error() == Some(libc::EINVAL) => {
+            attr.set_build_id(0);
+            sys::perf_event_open(attr, pid, cpu, None)
+        }
+        r => r,
+    }
+}
+
+fn event_id(fd: &OwnedFd) -> Result<u64, Error> {
+    sys::event_id(fd).map_err(|source| Error::Open {
+        what: "reading an event id".into(),
+        source,
+    })
+}
+
+fn set_output(fd: &OwnedFd, owner: &OwnedFd) -> Result<(), Error> {
+    sys::ioctl(fd, Ioctl::SetOutput(owner.as_raw_fd())).map_err(|source| Error::Open {
+        what: "redirecting an event into its buffer (PERF_EVENT_IOC_SET_OUTPUT)".into(),
+        source,
+    })
+}
+
+/// Maps the DATA ring (metadata page + `data_pages`) and, when the event
+/// is intel_pt, the AUX ring right after it: read-write for full trace,
+/// read-only for snapshots (the kernel then overwrites old data).
+fn map_rings(
+    fd: &OwnedFd,
+    opts: &OpenOptions,
+    page: usize,
+) -> Result<(Mapping, Option<Mapping>), Error> {
+    let data_len = (opts.data_pages + 1) * page;
+    let base =
+        Mapping::map(fd, 0, data_len, true).map_err(|e| map_err("DATA", opts.data_pages, e))?;
+    if opts.sideband_only {
+        return Ok((base, None));
+    }
+    let aux_len = opts.aux_pages * page;
+    sys::set_aux_area(&base, data_len as u64, aux_len as u64);
+    let aux = Mapping::map(fd, data_len as u64, aux_len, !opts.snapshot)
+        .map_err(|e| map_err("AUX", opts.aux_pages, e))?;
+    Ok((base, Some(aux)))
+}
+
+fn map_err(which: &'static str, pages: usize, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => Error::mlock(which, pages, e),
+        _ => Error::Open {
+            what: format!("mapping the {which} ring ({pages} pages)"),
+            source: e,
+        },
+    }
+}
+
+/// The attr as the perf.data header stores it. The bindings' struct is
+/// newer than many perf versions (perf 6.1 refuses a 144-byte attr as "a more
+/// recent ABI"), so it is cut to the 128 bytes of ATTR_SIZE_VER7 when the
+/// fields after them (config3 and later) are unused, as they are here.
+fn parse_attr(attr: &perf_event_attr) -> Result<Attr, Error> {
+    let mut bytes = sys::attr_bytes(attr);
+    let ver7 = sideband::attr::ATTR_SIZE_VER7 as usize;
+    if bytes.len() > ver7 && bytes[ver7..].iter().all(|&b| b == 0) {
+        bytes.truncate(ver7);
+        bytes[4..8].copy_from_slice(&(ver7 as u32).to_le_bytes());
+    }
+    Attr::parse::<Le>(&bytes)
+        .map(|(a, _)| a)
+        .map_err(|e| Error::Open {
+            what: "encoding an attr".into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.0),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_defaults_and_checks() {
+        let page = sys::page_size();
+        assert_eq!(default_pages(true), ((512 << 10) / page, (4 << 20) / page));
+        assert_eq!(
+            default_pages(false),
+            ((256 << 10) / page, (128 << 10) / page)
+        );
+        assert!(check_pages(128, 1024, false).is_ok());
+        assert!(check_pages(100, 1024, false).is_err());
+        assert!(check_pages(128, 1000, false).is_err());
+        assert!(check_pages(128, 1, false).is_err());
+        assert!(check_pages(128, 1, true).is_ok());
+    }
+
+    #[test]
+    fn threads_and_programs() {
+        let me = std::process::id() as i32;
+        assert!(threads_of(me).unwrap().contains(&me));
+        assert!(matches!(threads_of(i32::MAX), Err(Error::NoSuchPid { .. })));
+        assert!(resolve_program(&"true".into()).unwrap().is_absolute());
+        assert!(resolve_program(&"no-such-program-xyz".into()).is_err());
+    }
+}

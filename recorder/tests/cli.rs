@@ -1,0 +1,281 @@
+//! The `ptrec` binary on this machine: clear errors without the PMU, the
+//! sideband path for real (checked by perf), captures, and a real Intel PT
+//! recording where the PMU exists.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXE: &str = env!("CARGO_BIN_EXE_ptrec");
+
+fn ptrec(args: &[&str]) -> Output {
+    Command::new(EXE).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sysfs(cpu: &str) -> String {
+    format!("{}/tests/sysfs/{cpu}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn have_pt() -> bool {
+    Path::new("/sys/bus/event_source/devices/intel_pt").exists()
+}
+
+#[test]
+fn pid_1_without_the_pmu() {
+    if have_pt() {
+        eprintln!("SKIPPED pid_1_without_the_pmu: this machine has an intel_pt PMU");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let o = ptrec(&["-p", "1", "-o", out.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("no intel_pt PMU") && err.contains("ptsim"),
+        "{err}"
+    );
+    assert!(err.contains("virtual machines usually lack it"), "{err}");
+    assert!(!out.exists(), "no output dir is left behind");
+}
+
+#[test]
+fn fake_tree_without_pt() {
+    let o = ptrec(&["--sysfs-root", &sysfs("no-pt"), "-p", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("ptsim"), "{}", stderr(&o));
+}
+
+#[test]
+fn config_errors_from_the_binary() {
+    let sk = sysfs("skylake");
+    let o = ptrec(&["--sysfs-root", &sk, "-e", "cyc,bogus", "-p", "1"]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("unknown intel_pt config term \"bogus\""),
+        "{err}"
+    );
+    let o = ptrec(&["--sysfs-root", &sk, "-e", "mtc_period=5", "-p", "1"]);
+    assert!(
+        stderr(&o).contains("Valid values are: 0,3,6,9"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ptrec(&["--sysfs-root", &sk, "-e", "ptw", "-p", "1"]);
+    assert!(stderr(&o).contains("caps/ptwrite is 0"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_pid_existing_dir_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let o = ptrec(&[
+        "--sideband-only",
+        "-p",
+        "2147483646",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("no such process: pid 2147483646"), "{err}");
+    assert!(!out.exists());
+
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("data"), b"old").unwrap();
+    let o = ptrec(&["--sideband-only", "-o", out.to_str().unwrap(), "--", "true"]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("already exists") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("data")).unwrap(), b"old");
+
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let o = ptrec(&[
+        "--sideband-only",
+        "-f",
+        "-o",
+        link.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(out.join("data")).unwrap(), b"old");
+}
+
+#[test]
+fn usage_errors() {
+    let o = ptrec(&[]);
+    assert!(stderr(&o).contains("nothing to record"), "{}", stderr(&o));
+    let o = ptrec(&["-m", "100,64", "--sideband-only", "--", "true"]);
+    assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
+    let o = ptrec(&[
+        "--sideband-only",
+        "-o",
+        "/nonexistent-dir/x",
+        "--",
+        "no-such-prog-xyz",
+    ]);
+    assert!(!o.status.success());
+    let help = String::from_utf8_lossy(&ptrec(&["--help"]).stdout).into_owned();
+    for opt in [
+        "--pid",
+        "--all-cpus",
+        "--per-thread",
+        "--output",
+        "--force",
+        "--event",
+        "--kernel",
+        "--mmap-pages",
+        "--snapshot",
+        "--max-snapshots",
+        "--duration",
+        "--control",
+        "--trigger",
+        "--archive",
+        "--sysfs-root",
+        "--sideband-only",
+        "perf_event_paranoid",
+        "CAP_PERFMON",
+    ] {
+        assert!(help.contains(opt), "--help lacks {opt}");
+    }
+}
+
+fn perf_script(test: &str, dir: &Path) -> Option<String> {
+    let perf = pt_tests::perf(test)?;
+    let o = Command::new(perf)
+        .args(["script", "--show-task-events", "--show-mmap-events", "-i"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "perf script: {}", stderr(&o));
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The sideband event on a real command, written by the session into
+/// DIR/data, as perf reads it; the vDSO and --archive copies beside it.
+#[test]
+fn sideband_of_a_command_read_by_perf() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let o = ptrec(&[
+        "--sideband-only",
+        "-q",
+        "--archive",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // vDSO: an ELF image named by its build-id, the one this kernel maps.
+    let images: Vec<PathBuf> = std::fs::read_dir(dir.join("images"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(images.len(), 1, "{images:?}");
+    let bytes = std::fs::read(&images[0]).unwrap();
+    let id =
+        ptrec::capture::build_id(&bytes).expect("the saved vDSO parses as ELF with a build-id");
+    let own = ptrec::capture::build_id(&ptrec::capture::read_vdso("self").unwrap()).unwrap();
+    assert_eq!(id, own);
+    assert_eq!(
+        images[0].file_name().unwrap().to_str().unwrap(),
+        format!("vdso-{}.so", ptrec::capture::hex(&id))
+    );
+    assert!(ptrec::capture::has_text(&bytes));
+
+    // --archive: the executable, same build-id as on disk.
+    let copy = std::fs::read(dir.join("sysroot/usr/bin/true"))
+        .or_else(|_| std::fs::read(dir.join("sysroot/bin/true")))
+        .expect("sysroot holds the traced executable");
+    let real = std::fs::read(std::fs::canonicalize("/bin/true").unwrap()).unwrap();
+    assert_eq!(
+        ptrec::capture::build_id(&copy),
+        ptrec::capture::build_id(&real)
+    );
+
+    let Some(text) = perf_script("sideband_of_a_command_read_by_perf", &dir) else {
+        return;
+    };
+    assert!(text.contains("PERF_RECORD_COMM exec: true:"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("PERF_RECORD_MMAP2") && l.ends_with("/true")),
+        "{text}"
+    );
+    assert!(text.contains("libc"), "{text}");
+    assert!(text.contains("PERF_RECORD_EXIT"), "{text}");
+}
+
+/// `-p`: the threads and mappings that existed before recording are
+/// synthesized (COMM, MMAP2), then the duration ends the recording.
+#[test]
+fn sideband_of_a_running_process() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    // Let it exec.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let pid = child.id().to_string();
+    let o = ptrec(&[
+        "--sideband-only",
+        "-q",
+        "--duration",
+        "0.3",
+        "-p",
+        &pid,
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(text) = perf_script("sideband_of_a_running_process", &dir) else {
+        return;
+    };
+    assert!(
+        text.contains(&format!("PERF_RECORD_COMM: sleep:{pid}/{pid}")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("PERF_RECORD_MMAP2") && l.contains("/sleep")),
+        "{text}"
+    );
+}
+
+/// A real Intel PT recording of `ls`, decoded by perf (and ptdec when built).
+#[test]
+fn intel_pt_recording_of_ls() {
+    if !have_pt() {
+        eprintln!("SKIPPED: no intel_pt PMU on this machine (VMs usually lack it)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let o = ptrec(&["-q", "-o", dir.to_str().unwrap(), "--", "ls", "/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(perf) = pt_tests::perf("intel_pt_recording_of_ls") else {
+        return;
+    };
+    let o = Command::new(perf)
+        .args(["script", "--itrace=cr", "-i"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(text.contains("ls"), "perf decoded no calls: {text}");
+}
