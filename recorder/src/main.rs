@@ -216,9 +216,10 @@ fn options(args: &Args) -> anyhow::Result<RecordOptions> {
         }
         None => None,
     };
-    if args.trigger.is_some() {
-        bail!("--trigger is not implemented yet in this build; use -S with SIGUSR2 or --control fifo:CTL");
+    if args.trigger.is_some() && args.snapshot.is_none() {
+        bail!("--trigger takes snapshots: it needs snapshot mode (-S)");
     }
+    o.trigger = args.trigger.clone();
     o.cmdline = std::env::args().collect();
     Ok(o)
 }

@@ -54,6 +54,8 @@ pub struct RecordOptions {
     pub sideband_only: bool,
     /// `--control fifo:CTL[,ACK]`.
     pub control: Option<(PathBuf, Option<PathBuf>)>,
+    /// `--trigger SYMBOL|ADDR|FILE:SYMBOL`: a snapshot on each hit.
+    pub trigger: Option<String>,
     /// The command line, for the CMDLINE feature.
     pub cmdline: Vec<String>,
 }
@@ -78,6 +80,7 @@ impl RecordOptions {
             sysfs_root: SYSFS.into(),
             sideband_only: false,
             control: None,
+            trigger: None,
             cmdline: Vec::new(),
         }
     }
@@ -292,7 +295,7 @@ fn record_into(
     }
 
     let done = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
+    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     if let Some((ctl, ack)) = &opts.control {
         threads.push(spawn_control(
             ctl.clone(),
@@ -301,6 +304,21 @@ fn record_into(
             opened.pt_fds(),
             done.clone(),
         )?);
+    }
+    if let Some(spec) = &opts.trigger {
+        for (tid, addr) in trigger_points(&opts.target, &opened, spec)? {
+            let bp = crate::trigger::Breakpoint::open(tid, addr).map_err(|e| {
+                Error::from_open(
+                    format!("setting the --trigger breakpoint at {addr:#x} in thread {tid}"),
+                    Some(tid),
+                    e,
+                )
+            })?;
+            let handle = bp.forward(stop.clone(), done.clone());
+            threads.push(std::thread::spawn(move || {
+                let _ = handle.join();
+            }));
+        }
     }
     opened.start()?;
     let child_pid = opened.child.as_ref().map(|c| c.pid);
@@ -361,6 +379,39 @@ fn record_into(
         child_status,
         warnings,
     })
+}
+
+/// Where `--trigger` breakpoints go: every thread of each `-p` process at
+/// the symbol's address there; a command only takes an absolute address
+/// (its symbols move when it execs).
+fn trigger_points(
+    target: &Target,
+    opened: &target::Opened,
+    spec: &str,
+) -> Result<Vec<(i32, u64)>, Error> {
+    let mut out = Vec::new();
+    match target {
+        Target::Pids(pids) => {
+            for &pid in pids {
+                let addr = target::resolve_trigger(pid, spec)?;
+                for tid in target::threads_of(pid)? {
+                    out.push((tid, addr));
+                }
+            }
+        }
+        Target::Command(_) if spec.starts_with("0x") => {
+            let addr = target::resolve_trigger(0, spec)?;
+            out.extend(opened.pids.iter().map(|&p| (p, addr)));
+        }
+        _ => {
+            return Err(Error::Usage(
+                "--trigger SYMBOL needs -p PID (a command's symbols are placed at its exec); \
+                 with a command give an absolute 0xADDR"
+                    .into(),
+            ))
+        }
+    }
+    Ok(out)
 }
 
 /// COMM and MMAP2 records for the threads and executable mappings that

@@ -224,7 +224,8 @@ pub fn time_conv(base: &Mapping) -> (u16, u32, u64, bool) {
         let (seq, v, seq2) = unsafe {
             let seq = std::ptr::read_volatile(std::ptr::addr_of!((*meta).lock));
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            let caps = std::ptr::read_volatile(std::ptr::addr_of!((*meta).__bindgen_anon_1.capabilities));
+            let caps =
+                std::ptr::read_volatile(std::ptr::addr_of!((*meta).__bindgen_anon_1.capabilities));
             let v = (
                 std::ptr::read_volatile(std::ptr::addr_of!((*meta).time_shift)),
                 std::ptr::read_volatile(std::ptr::addr_of!((*meta).time_mult)),
@@ -233,7 +234,11 @@ pub fn time_conv(base: &Mapping) -> (u16, u32, u64, bool) {
                 caps & (1 << 4) != 0,
             );
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            (seq, v, std::ptr::read_volatile(std::ptr::addr_of!((*meta).lock)))
+            (
+                seq,
+                v,
+                std::ptr::read_volatile(std::ptr::addr_of!((*meta).lock)),
+            )
         };
         if seq == seq2 {
             return v;
@@ -334,7 +339,13 @@ impl HeldChild {
         let mut errno = 0i32;
         // SAFETY: reading at most 4 bytes into our local i32. EOF (0) means
         // the exec succeeded and closed the CLOEXEC write end.
-        let n = unsafe { libc::read(self.exec_err.as_raw_fd(), (&mut errno as *mut i32).cast(), 4) };
+        let n = unsafe {
+            libc::read(
+                self.exec_err.as_raw_fd(),
+                (&mut errno as *mut i32).cast(),
+                4,
+            )
+        };
         if n == 4 {
             Err(io::Error::from_raw_os_error(errno))
         } else {

@@ -629,4 +629,90 @@ mod tests {
         assert!(resolve_program(&"true".into()).unwrap().is_absolute());
         assert!(resolve_program(&"no-such-program-xyz".into()).is_err());
     }
+
+    #[test]
+    fn trigger_symbols_resolve_to_run_time_addresses() {
+        let me = std::process::id() as i32;
+        // A libc function's run-time address in this process.
+        let want = libc::getpid as usize as u64;
+        assert_eq!(resolve_trigger(me, "libc.so.6:getpid").unwrap(), want);
+        assert_eq!(resolve_trigger(me, "getpid").unwrap(), want);
+        assert_eq!(resolve_trigger(me, "0x1234").unwrap(), 0x1234);
+        let e = resolve_trigger(me, "no_such_symbol_xyz").unwrap_err();
+        assert!(e.to_string().contains("no symbol"), "{e}");
+    }
+}
+
+/// Resolves a `--trigger` spec to an address in process `pid`: `0xADDR` as
+/// is, `FILE:SYMBOL` in the mapped file whose path is FILE or ends with
+/// `/FILE`, `SYMBOL` in the main executable, then in every other mapped
+/// file. The symbol's ELF address becomes a file offset through its PT_LOAD
+/// segment, and that offset a run-time address through the mapping that
+/// covers it in `/proc/PID/maps` (so PIE and shared libraries work).
+pub fn resolve_trigger(pid: i32, spec: &str) -> Result<u64, Error> {
+    if let Some(hex) = spec.strip_prefix("0x") {
+        return u64::from_str_radix(hex, 16)
+            .map_err(|_| Error::Usage(format!("--trigger {spec:?}: bad hex address")));
+    }
+    let (file, symbol) = match spec.rsplit_once(':') {
+        Some((f, s)) => (Some(f), s),
+        None => (None, spec),
+    };
+    let maps_text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|_| Error::NoSuchPid { pid })?;
+    let maps = crate::capture::parse_maps(&maps_text);
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let mut files: Vec<String> = Vec::new();
+    for m in &maps {
+        if crate::capture::is_file_mapping(&m.path) && !files.contains(&m.path) {
+            files.push(m.path.clone());
+        }
+    }
+    // The main executable first.
+    files.sort_by_key(|f| Some(f) != exe.as_ref());
+    let files: Vec<&String> = files
+        .iter()
+        .filter(|f| match file {
+            Some(want) => *f == want || f.ends_with(&format!("/{want}")),
+            None => true,
+        })
+        .collect();
+    for path in &files {
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        let Some(offset) = symbol_file_offset(&bytes, symbol) else {
+            continue;
+        };
+        if let Some(m) = maps
+            .iter()
+            .find(|m| &&m.path == path && offset >= m.offset && offset - m.offset < m.end - m.start)
+        {
+            return Ok(m.start + (offset - m.offset));
+        }
+    }
+    Err(Error::Usage(format!(
+        "--trigger {spec:?}: no symbol {symbol:?} in {} mapped by pid {pid}",
+        match file {
+            Some(f) => format!("a file named {f}"),
+            None => "any file".into(),
+        }
+    )))
+}
+
+/// The file offset of `symbol`'s address in an ELF image.
+fn symbol_file_offset(bytes: &[u8], symbol: &str) -> Option<u64> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let file = object::File::parse(bytes).ok()?;
+    let addr = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.name() == Ok(symbol) && s.address() != 0)?
+        .address();
+    file.segments().find_map(|seg| {
+        let (off, size) = seg.file_range();
+        (addr >= seg.address() && addr - seg.address() < size).then(|| off + (addr - seg.address()))
+    })
 }

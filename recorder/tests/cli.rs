@@ -279,3 +279,46 @@ fn intel_pt_recording_of_ls() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(text.contains("ls"), "perf decoded no calls: {text}");
 }
+
+/// `--trigger`: a hardware execute breakpoint on a libc function of a running
+/// process; each hit takes a snapshot, and `--max-snapshots 2` ends the
+/// recording by itself (breakpoints work in VMs).
+#[test]
+fn trigger_on_a_libc_function_takes_snapshots() {
+    let Ok(mut child) = Command::new("python3")
+        .args([
+            "-c",
+            "import os,time\nwhile True:\n    os.getpid(); time.sleep(0.02)",
+        ])
+        .spawn()
+    else {
+        eprintln!("SKIPPED trigger_on_a_libc_function_takes_snapshots: python3 is not installed");
+        return;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let pid = child.id().to_string();
+    let o = ptrec(&[
+        "--sideband-only",
+        "-q",
+        "-S",
+        "--max-snapshots",
+        "2",
+        "--duration",
+        "20",
+        "--trigger",
+        "libc.so.6:getpid",
+        "-p",
+        &pid,
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("2 snapshots"), "{err}");
+    let o = ptrec(&["--sideband-only", "--trigger", "main", "-p", &pid]);
+    assert!(stderr(&o).contains("needs snapshot mode"), "{}", stderr(&o));
+}
