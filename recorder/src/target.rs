@@ -602,47 +602,6 @@ fn parse_attr(attr: &perf_event_attr) -> Result<Attr, Error> {
         })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_defaults_and_checks() {
-        let page = sys::page_size();
-        assert_eq!(default_pages(true), ((512 << 10) / page, (4 << 20) / page));
-        assert_eq!(
-            default_pages(false),
-            ((256 << 10) / page, (128 << 10) / page)
-        );
-        assert!(check_pages(128, 1024, false).is_ok());
-        assert!(check_pages(100, 1024, false).is_err());
-        assert!(check_pages(128, 1000, false).is_err());
-        assert!(check_pages(128, 1, false).is_err());
-        assert!(check_pages(128, 1, true).is_ok());
-    }
-
-    #[test]
-    fn threads_and_programs() {
-        let me = std::process::id() as i32;
-        assert!(threads_of(me).unwrap().contains(&me));
-        assert!(matches!(threads_of(i32::MAX), Err(Error::NoSuchPid { .. })));
-        assert!(resolve_program(&"true".into()).unwrap().is_absolute());
-        assert!(resolve_program(&"no-such-program-xyz".into()).is_err());
-    }
-
-    #[test]
-    fn trigger_symbols_resolve_to_run_time_addresses() {
-        let me = std::process::id() as i32;
-        // A libc function's run-time address in this process.
-        let want = libc::getpid as usize as u64;
-        assert_eq!(resolve_trigger(me, "libc.so.6:getpid").unwrap(), want);
-        assert_eq!(resolve_trigger(me, "getpid").unwrap(), want);
-        assert_eq!(resolve_trigger(me, "0x1234").unwrap(), 0x1234);
-        let e = resolve_trigger(me, "no_such_symbol_xyz").unwrap_err();
-        assert!(e.to_string().contains("no symbol"), "{e}");
-    }
-}
-
 /// Resolves a `--trigger` spec to an address in process `pid`: `0xADDR` as
 /// is, `FILE:SYMBOL` in the mapped file whose path is FILE or ends with
 /// `/FILE`, `SYMBOL` in the main executable, then in every other mapped
@@ -715,4 +674,45 @@ fn symbol_file_offset(bytes: &[u8], symbol: &str) -> Option<u64> {
         let (off, size) = seg.file_range();
         (addr >= seg.address() && addr - seg.address() < size).then(|| off + (addr - seg.address()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_defaults_and_checks() {
+        let page = sys::page_size();
+        assert_eq!(default_pages(true), ((512 << 10) / page, (4 << 20) / page));
+        assert_eq!(
+            default_pages(false),
+            ((256 << 10) / page, (128 << 10) / page)
+        );
+        assert!(check_pages(128, 1024, false).is_ok());
+        assert!(check_pages(100, 1024, false).is_err());
+        assert!(check_pages(128, 1000, false).is_err());
+        assert!(check_pages(128, 1, false).is_err());
+        assert!(check_pages(128, 1, true).is_ok());
+    }
+
+    #[test]
+    fn threads_and_programs() {
+        let me = std::process::id() as i32;
+        assert!(threads_of(me).unwrap().contains(&me));
+        assert!(matches!(threads_of(i32::MAX), Err(Error::NoSuchPid { .. })));
+        assert!(resolve_program(&"true".into()).unwrap().is_absolute());
+        assert!(resolve_program(&"no-such-program-xyz".into()).is_err());
+    }
+
+    #[test]
+    fn trigger_symbols_resolve_to_run_time_addresses() {
+        let me = std::process::id() as i32;
+        // A libc function's run-time address in this process.
+        let want = libc::getpid as *const () as usize as u64;
+        assert_eq!(resolve_trigger(me, "libc.so.6:getpid").unwrap(), want);
+        assert_eq!(resolve_trigger(me, "getpid").unwrap(), want);
+        assert_eq!(resolve_trigger(me, "0x1234").unwrap(), 0x1234);
+        let e = resolve_trigger(me, "no_such_symbol_xyz").unwrap_err();
+        assert!(e.to_string().contains("no symbol"), "{e}");
+    }
 }
