@@ -9,12 +9,11 @@
 //! over a bounded channel. Everything here is safe code over [`crate::ring`]
 //! and [`crate::sys`], so it runs against [`sim`] producers in tests.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::ring::{Ring, RingError};
 use crate::sys::{self, Ioctl};
@@ -247,10 +246,10 @@ impl StopSignal {
 
     /// Ends the session (the first reason given wins).
     pub fn stop(&self, reason: StopReason) {
-        let _ = self
-            .inner
-            .stop
-            .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        let _ =
+            self.inner
+                .stop
+                .compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Every target exited: ends the session (with a final snapshot in
@@ -372,7 +371,8 @@ pub enum SessionError {
 }
 
 fn output_message(source: &sideband::Error, report: &Report, finalized: bool) -> String {
-    let disk_full = matches!(source, sideband::Error::Io(e) if e.raw_os_error() == Some(libc::ENOSPC));
+    let disk_full =
+        matches!(source, sideband::Error::Io(e) if e.raw_os_error() == Some(libc::ENOSPC));
     let what = if disk_full {
         "the disk is full".to_string()
     } else {
@@ -443,7 +443,3 @@ impl Session {
         drain::run(self, stop)
     }
 }
-
-// Keep the otherwise unused imports of the interface commit honest.
-#[allow(dead_code)]
-type _Unused = (VecDeque<u8>, Instant);

@@ -71,9 +71,7 @@ impl Breakpoint {
     /// Drains the ring; returns the hits (SAMPLE records) since the last call.
     pub fn take_hits(&mut self) -> io::Result<u64> {
         let mut bytes = Vec::new();
-        self.ring
-            .drain_data(&mut bytes)
-            .map_err(io::Error::other)?;
+        self.ring.drain_data(&mut bytes).map_err(io::Error::other)?;
         let mut n = 0;
         for rec in sideband::parse::ring_records(&bytes) {
             let rec = rec.map_err(io::Error::other)?;

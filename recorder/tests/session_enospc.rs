@@ -28,7 +28,8 @@ fn disk_full_leaves_a_readable_file_of_everything_before() {
         poll_interval: Duration::from_millis(2),
         ..Default::default()
     };
-    let session = Session::new(buffers, out, cfg).with_waiter(Box::new(SimWaiter::new(Arc::clone(&waker))));
+    let session =
+        Session::new(buffers, out, cfg).with_waiter(Box::new(SimWaiter::new(Arc::clone(&waker))));
     let stop = StopSignal::new();
     let err = thread::scope(|sc| {
         let h = sc.spawn(|| session.run(&stop));
@@ -67,7 +68,10 @@ fn disk_full_leaves_a_readable_file_of_everything_before() {
         panic!("not an output error: {err}")
     };
     let msg = err.to_string();
-    assert!(msg.contains("disk is full") && msg.contains("readable"), "{msg}");
+    assert!(
+        msg.contains("disk is full") && msg.contains("readable"),
+        "{msg}"
+    );
     assert!(finalized);
     assert_eq!(report.stop, Some(StopReason::WriteFailed));
     let bytes = bytes.lock().unwrap().clone();
@@ -91,5 +95,8 @@ fn disk_full_leaves_a_readable_file_of_everything_before() {
         assert!(produced.starts_with(&data), "buffer {i}: DATA is a prefix");
     }
     assert_eq!(aux_total, report.bytes_aux);
-    assert!(aux_total > 100_000, "most of the disk holds trace: {aux_total}");
+    assert!(
+        aux_total > 100_000,
+        "most of the disk holds trace: {aux_total}"
+    );
 }

@@ -43,7 +43,12 @@ impl OutputSink for Mem {
 /// varying size into `buf`. `polite` waits for room instead of letting the
 /// kernel drop bytes; at the end, one record is retried until it fits so
 /// pending losses are reported, and the pending AUX record is flushed.
-fn produce(buf: Arc<SimBuffer>, seed: u64, aux_total: usize, polite: bool) -> thread::JoinHandle<()> {
+fn produce(
+    buf: Arc<SimBuffer>,
+    seed: u64,
+    aux_total: usize,
+    polite: bool,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let bytes = pattern(seed, aux_total);
         let mut sent = 0;
@@ -114,7 +119,10 @@ fn check_equal(bufs: &[Arc<SimBuffer>], bytes: &[u8]) {
         assert!(data == b.data_stream(), "buffer {i}: DATA records differ");
     }
     assert!(p.rounds > 0, "FINISHED_ROUND after drain passes");
-    assert_eq!(p.auxtrace_index_entries, p.aux.values().map(Vec::len).sum::<usize>());
+    assert_eq!(
+        p.auxtrace_index_entries,
+        p.aux.values().map(Vec::len).sum::<usize>()
+    );
 }
 
 #[test]
@@ -151,7 +159,10 @@ fn back_pressure_losses_are_recorded_and_counted() {
     };
     let (report, bytes) = run_session(&bufs, cfg, Box::new(SleepWaiter), producers);
     let b = &bufs[0];
-    assert!(b.aux_dropped() > 0, "the producer must have overrun the AUX ring");
+    assert!(
+        b.aux_dropped() > 0,
+        "the producer must have overrun the AUX ring"
+    );
     assert!(b.lost_records() > 0, "and the DATA ring");
     assert_eq!(report.lost_records, b.lost_records());
     assert_eq!(report.truncated_aux, b.truncated_records());
@@ -174,7 +185,11 @@ fn watermark_wakeups_drive_the_drain() {
     let stop_waker = Arc::clone(&waker);
     let (report, bytes) = run_session(&bufs, cfg, Box::new(SimWaiter::new(waker)), producers);
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
-    assert!(stop_waker.wakeups() > 100, "{} wake-ups", stop_waker.wakeups());
+    assert!(
+        stop_waker.wakeups() > 100,
+        "{} wake-ups",
+        stop_waker.wakeups()
+    );
     assert_eq!(report.bytes_aux, 2_000_000);
     check_equal(&bufs, &bytes);
 }

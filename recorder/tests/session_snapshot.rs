@@ -35,7 +35,10 @@ fn producer(buf: Arc<SimBuffer>, seed: u64, run: Arc<AtomicBool>) -> thread::Joi
 fn wait_pauses(bufs: &[Arc<SimBuffer>], n: usize) {
     let t = Instant::now();
     while bufs.iter().any(|b| b.pause_heads().len() < n) {
-        assert!(t.elapsed() < Duration::from_secs(10), "snapshot {n} never taken");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "snapshot {n} never taken"
+        );
         thread::sleep(Duration::from_millis(1));
     }
 }
@@ -54,7 +57,12 @@ fn check_snapshots(bufs: &[Arc<SimBuffer>], bytes: &[u8], limit: Option<u64>) ->
             let h = *heads
                 .iter()
                 .find(|&&h| h > last && h > c.offset && h - c.offset == want(h))
-                .unwrap_or_else(|| panic!("buffer {i}: chunk at {} matches no pause head {heads:?}", c.offset));
+                .unwrap_or_else(|| {
+                    panic!(
+                        "buffer {i}: chunk at {} matches no pause head {heads:?}",
+                        c.offset
+                    )
+                });
             last = h;
             let len = (h - c.offset) as usize;
             assert!(c.data.len() >= len && c.data.len() - len < 8);
@@ -83,7 +91,8 @@ fn session(
         .enumerate()
         .map(|(i, b)| b.buffer(i as u32, Some(i as u32)).unwrap())
         .collect();
-    let s = Session::new(buffers, out, cfg).with_waiter(Box::new(SimWaiter::new(Arc::clone(waker))));
+    let s =
+        Session::new(buffers, out, cfg).with_waiter(Box::new(SimWaiter::new(Arc::clone(waker))));
     (s, bytes)
 }
 
@@ -138,7 +147,10 @@ fn several_snapshots_while_the_producer_overwrites() {
     for chunks in p.aux.values() {
         assert_eq!(chunks[0].offset, 0);
         assert_eq!(chunks[0].data.len(), 3000usize.next_multiple_of(8));
-        assert!(chunks[1..].iter().all(|c| c.data.len() == AUX as usize), "wrapped: whole ring");
+        assert!(
+            chunks[1..].iter().all(|c| c.data.len() == AUX as usize),
+            "wrapped: whole ring"
+        );
     }
 }
 
@@ -160,9 +172,14 @@ fn max_snapshots_ends_the_session() {
     thread::sleep(Duration::from_millis(5));
     let report = thread::scope(|sc| {
         let h = sc.spawn(|| s.run(&stop));
-        for _ in 0..10 {
-            stop.request_snapshot();
+        for k in 1..=3 {
             thread::sleep(Duration::from_millis(3));
+            stop.request_snapshot();
+            wait_pauses(&bufs, k);
+        }
+        // Requests past the maximum are not served.
+        for _ in 0..7 {
+            stop.request_snapshot();
         }
         h.join().unwrap().unwrap()
     });
@@ -206,5 +223,8 @@ fn snapshot_size_and_disable_when_pause_is_unavailable() {
     p.join().unwrap();
     assert_eq!(report.snapshots, 4);
     // Resumed (re-enabled) after each snapshot: every one saw new bytes.
-    assert_eq!(check_snapshots(&bufs, &out.lock().unwrap(), Some(1000)), vec![4]);
+    assert_eq!(
+        check_snapshots(&bufs, &out.lock().unwrap(), Some(1000)),
+        vec![4]
+    );
 }

@@ -115,7 +115,9 @@ fn run(calls: u32, max: Option<u32>) -> Option<(ptrec::session::Report, u64)> {
 
 #[test]
 fn one_snapshot_per_breakpoint_hit() {
-    let Some((report, hits)) = run(5, None) else { return };
+    let Some((report, hits)) = run(5, None) else {
+        return;
+    };
     assert_eq!(hits, 5, "the breakpoint fires once per call");
     assert_eq!(report.snapshots, 5);
     assert_eq!(report.stop, Some(StopReason::TargetsExited));
@@ -123,7 +125,9 @@ fn one_snapshot_per_breakpoint_hit() {
 
 #[test]
 fn breakpoint_snapshots_stop_at_max_snapshots() {
-    let Some((report, hits)) = run(6, Some(3)) else { return };
+    let Some((report, hits)) = run(6, Some(3)) else {
+        return;
+    };
     assert_eq!(hits, 6);
     assert_eq!(report.snapshots, 3);
     assert_eq!(report.stop, Some(StopReason::MaxSnapshots));

@@ -347,7 +347,10 @@ impl Drainer {
                 self.counters
                     .copied
                     .fetch_add(data.len() as u64, Ordering::Relaxed);
-                self.send(Msg::Data { buf: i, bytes: data });
+                self.send(Msg::Data {
+                    buf: i,
+                    bytes: data,
+                });
                 sent = true;
             }
             if full && !stalled {
@@ -502,7 +505,7 @@ impl Drainer {
     fn send(&mut self, m: Msg) {
         if self.backlog.is_empty() {
             match self.tx.try_send(m) {
-                Ok(()) => return,
+                Ok(()) => {}
                 Err(TrySendError::Full(m)) => self.queue(m),
                 // The writer is gone (it failed and said so): drop.
                 Err(TrySendError::Disconnected(_)) => {}

@@ -297,5 +297,80 @@ impl TraceWriter {
         g.inner.release_reserve()?;
         Ok(size)
     }
+}
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink that accepts `budget` bytes, then fails with ENOSPC.
+    struct Full(io::Cursor<Vec<u8>>, usize);
+
+    impl Write for Full {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            let room = self.1.saturating_sub(self.0.position() as usize);
+            if room == 0 {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            self.0.write(&b[..b.len().min(room)])
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Seek for Full {
+        fn seek(&mut self, p: SeekFrom) -> io::Result<u64> {
+            self.0.seek(p)
+        }
+    }
+    impl OutputSink for Full {
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            self.0.get_mut().truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    fn guarded(budget: usize) -> Guarded {
+        Guarded {
+            inner: Box::new(Full(io::Cursor::new(Vec::new()), budget)),
+            pos: 0,
+            end: 0,
+            released: false,
+        }
+    }
+
+    #[test]
+    fn a_failed_append_is_cut_back_to_the_record_boundary() {
+        let mut g = guarded(10);
+        g.write_all(b"abcdef").unwrap();
+        assert!(g.write_all(b"ghijkl").is_err());
+        assert_eq!((g.pos, g.end), (6, 6));
+        assert_eq!(g.inner.seek(SeekFrom::End(0)).unwrap(), 6);
+        assert!(g.released);
+    }
+
+    #[test]
+    fn a_failed_overwrite_in_place_truncates_nothing() {
+        let mut g = guarded(8);
+        g.write_all(b"abcdefgh").unwrap();
+        g.seek(SeekFrom::Start(4)).unwrap();
+        g.write_all(b"XY").unwrap();
+        g.seek(SeekFrom::Start(6)).unwrap();
+        assert!(g.write_all(b"0123").is_err());
+        assert_eq!(g.inner.seek(SeekFrom::End(0)).unwrap(), 8);
+    }
+
+    #[test]
+    fn the_reserve_file_goes_away_when_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let w = TraceWriter::create(&path, crate::session::sim::sim_attrs(&[1])).unwrap();
+        let reserve = dir.path().join("data.reserve");
+        assert_eq!(std::fs::metadata(&reserve).unwrap().len(), DEFAULT_RESERVE);
+        let size = w.finish().unwrap();
+        assert!(!reserve.exists());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+        let bytes = std::fs::read(&path).unwrap();
+        sideband::file::PerfFile::parse(&bytes).unwrap();
+    }
 }

@@ -243,7 +243,8 @@ impl SimBuffer {
             return false;
         }
         let id = self.opts.id;
-        let lost = (st.pending_lost > 0).then(|| kernel_record(kind::LOST, &words(&[id, st.pending_lost]), id));
+        let lost = (st.pending_lost > 0)
+            .then(|| kernel_record(kind::LOST, &words(&[id, st.pending_lost]), id));
         let need = rec.len() as u64 + lost.as_ref().map_or(0, |l| l.len() as u64);
         let used = view.data_head() - view.data_tail();
         if used + need > self.opts.data_size {

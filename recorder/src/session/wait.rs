@@ -38,7 +38,7 @@ impl Waiter for PollWaiter {
             return Ok(());
         }
         let revents = sys::poll_in(&fds, timeout)?;
-        let hup = (libc::POLLHUP | libc::POLLERR) as i16;
+        let hup = libc::POLLHUP | libc::POLLERR;
         if revents.iter().all(|r| r & hup != 0) {
             // poll would return at once forever: sleep instead.
             std::thread::sleep(timeout);

@@ -121,10 +121,18 @@ pub fn assert_contiguous(chunks: &[Chunk], stream: &[u8]) {
         assert_eq!(c.offset, got.len() as u64, "chunk offsets are contiguous");
         got.extend_from_slice(&c.data);
     }
-    assert!(got.len() >= stream.len(), "{} < {}", got.len(), stream.len());
+    assert!(
+        got.len() >= stream.len(),
+        "{} < {}",
+        got.len(),
+        stream.len()
+    );
     assert!(got.len() - stream.len() < 8, "padding only at the end");
     assert!(got[stream.len()..].iter().all(|&b| b == 0));
-    assert!(got[..stream.len()] == *stream, "AUX bytes differ from the producer's");
+    assert!(
+        got[..stream.len()] == *stream,
+        "AUX bytes differ from the producer's"
+    );
 }
 
 /// An in-memory output that fails with ENOSPC past `budget` bytes, and
