@@ -2,12 +2,12 @@
 //! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
 //! arguments and prints errors.
 
-pub mod ops;
-pub mod input;
 pub mod decode;
-pub mod images;
-pub mod symbols;
-pub mod stack;
 pub mod emit;
+pub mod images;
+pub mod input;
+pub mod ops;
 pub mod pipeline;
+pub mod stack;
 pub mod summary;
+pub mod symbols;

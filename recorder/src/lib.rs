@@ -2,15 +2,15 @@
 //! sideband capture that `ptsim` shares with it. Unsafe code lives only in
 //! [`sys`] (syscalls, mappings) and [`ring`] (volatile ring access).
 
-pub mod ring;
-pub mod session;
-pub mod trigger;
-pub mod sideband_capture;
-pub mod sys;
+pub mod capture;
 pub mod config;
 pub mod errors;
-pub mod pmu;
 pub mod outdir;
-pub mod target;
-pub mod capture;
+pub mod pmu;
 pub mod record;
+pub mod ring;
+pub mod session;
+pub mod sideband_capture;
+pub mod sys;
+pub mod target;
+pub mod trigger;
