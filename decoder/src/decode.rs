@@ -542,6 +542,8 @@ enum Transfer {
 struct Pending {
     kind: Transfer,
     from: u64,
+    /// For a call: the address after it.
+    ret: u64,
     at: Stamp,
 }
 
@@ -555,6 +557,9 @@ struct Worker<'p, 't> {
     isids: Vec<Option<u32>>,
     /// The isids of each (pid, map version) image built so far.
     image_sets: RefCell<HashMap<ImageKey, Rc<[u32]>>>,
+    /// Lengths of call instructions read so far, by (isid, ip): a block
+    /// gives its last instruction's address, not its length.
+    call_lens: RefCell<HashMap<(i32, u64), u8>>,
 }
 
 impl<'p, 't> Worker<'p, 't> {
@@ -573,6 +578,7 @@ impl<'p, 't> Worker<'p, 't> {
             iscache: Rc::new(cache),
             isids,
             image_sets: RefCell::new(HashMap::new()),
+            call_lens: RefCell::new(HashMap::new()),
         })
     }
 
@@ -920,9 +926,9 @@ impl SegState<'_, '_, '_> {
         let Some(to) = to else {
             return;
         };
-        let (at, from) = (p.at, p.from);
+        let (at, from, ret) = (p.at, p.from, p.ret);
         self.push(match p.kind {
-            Transfer::Call => Op::Call { at, from, to },
+            Transfer::Call => Op::Call { at, from, to, ret },
             Transfer::Return => Op::Return { at, from, to },
             Transfer::Jump => Op::Jump { at, from, to },
         });
@@ -962,10 +968,12 @@ impl SegState<'_, '_, '_> {
             EventType::AsyncBranch(e) => {
                 self.resolve(Some(e.from()));
                 let at = self.stamp();
+                // An interrupt returns to the instruction it interrupted.
                 self.push(Op::Call {
                     at,
                     from: e.from(),
                     to: e.to(),
+                    ret: e.from(),
                 });
                 self.last_ip = e.to();
             }
@@ -1037,9 +1045,14 @@ impl SegState<'_, '_, '_> {
         self.last_ip = b.end_ip;
         let kind = self.classify(&b);
         if let Some(kind) = kind {
+            let ret = match kind {
+                Transfer::Call => b.end_ip + self.last_len(&b).map_or(0, u64::from),
+                _ => 0,
+            };
             self.pending = Some(Pending {
                 kind,
                 from: b.end_ip,
+                ret,
                 at: self.stamp(),
             });
         }
@@ -1064,6 +1077,40 @@ impl SegState<'_, '_, '_> {
     }
 
     fn decode_last(&self, b: &libipt_sys::pt_block) -> Option<Transfer> {
+        let insn = self.last_insn(b);
+        let Some(insn) = insn else {
+            // No bytes: libipt followed it, so it transfers control.
+            return (b.truncated() == 0 && b.isid <= 0).then_some(Transfer::Jump);
+        };
+        use iced_x86::FlowControl as F;
+        match insn.flow_control() {
+            F::Call | F::IndirectCall => Some(Transfer::Call),
+            F::Return => Some(Transfer::Return),
+            F::UnconditionalBranch | F::IndirectBranch => Some(Transfer::Jump),
+            // syscall, int n: a far call into the kernel.
+            F::Interrupt => Some(Transfer::Call),
+            _ => None,
+        }
+    }
+
+    /// The length of the block's last instruction (a call's: the return
+    /// address follows it), cached per worker.
+    fn last_len(&self, b: &libipt_sys::pt_block) -> Option<u8> {
+        if b.truncated() != 0 {
+            return Some(b.size);
+        }
+        let key = (b.isid, b.end_ip);
+        if let Some(&n) = self.w.call_lens.borrow().get(&key) {
+            return Some(n);
+        }
+        let n = self.last_insn(b)?.len() as u8;
+        self.w.call_lens.borrow_mut().insert(key, n);
+        Some(n)
+    }
+
+    /// The block's last instruction, decoded with iced-x86 from the block's
+    /// raw bytes (truncated blocks) or the image section cache.
+    fn last_insn(&self, b: &libipt_sys::pt_block) -> Option<iced_x86::Instruction> {
         let mut buf = [0u8; 16];
         let bytes: &[u8] = if b.truncated() != 0 {
             &b.raw[..usize::from(b.size).min(b.raw.len())]
@@ -1075,7 +1122,7 @@ impl SegState<'_, '_, '_> {
                 .ok()?;
             &buf[..n as usize]
         } else {
-            return Some(Transfer::Jump);
+            return None;
         };
         #[allow(non_upper_case_globals)]
         let bitness = match b.mode {
@@ -1086,18 +1133,7 @@ impl SegState<'_, '_, '_> {
         let mut d =
             iced_x86::Decoder::with_ip(bitness, bytes, b.end_ip, iced_x86::DecoderOptions::NONE);
         let insn = d.decode();
-        if insn.is_invalid() {
-            return None;
-        }
-        use iced_x86::FlowControl as F;
-        match insn.flow_control() {
-            F::Call | F::IndirectCall => Some(Transfer::Call),
-            F::Return => Some(Transfer::Return),
-            F::UnconditionalBranch | F::IndirectBranch => Some(Transfer::Jump),
-            // syscall, int n: a far call into the kernel.
-            F::Interrupt => Some(Transfer::Call),
-            _ => None,
-        }
+        (!insn.is_invalid()).then_some(insn)
     }
 
     /// Records a decode error as a gap and resynchronizes at the next PSB.

@@ -40,15 +40,28 @@ pub enum Op {
     /// thread is known to be in the kernel (syscall or async exit with
     /// user-only tracing).
     Disabled { at: Stamp, ip: u64, kernel: bool },
-    /// A call instruction at `from` transferred to `to`.
-    Call { at: Stamp, from: u64, to: u64 },
+    /// A call instruction at `from` transferred to `to`; `ret` is where the
+    /// matching return lands: the address after the call instruction (for an
+    /// interrupt or a syscall, the instruction to resume at). When the call's
+    /// bytes could not be read (never seen in practice) `ret == from`, an
+    /// address no return goes to, and the stack falls back to its other rules.
+    Call {
+        at: Stamp,
+        from: u64,
+        to: u64,
+        ret: u64,
+    },
     /// A return instruction at `from` went to `to`.
     Return { at: Stamp, from: u64, to: u64 },
     /// An unconditional jump at `from` to `to` (direct or indirect); the stack
     /// stage decides whether it is a tail call (a jump to a function's entry).
     Jump { at: Stamp, from: u64, to: u64 },
     /// The flow has a hole; after it the call stack restarts, never guessed.
-    Gap { at: Stamp, kind: GapKind, offset: u64 },
+    Gap {
+        at: Stamp,
+        kind: GapKind,
+        offset: u64,
+    },
     /// The thread's part of this buffer ends (end of data); open frames close here.
     End { at: Stamp },
 }

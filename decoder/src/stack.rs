@@ -10,16 +10,15 @@
 //!   *base* frame: the function containing its ip. Its start is the segment's
 //!   first instant; it is marked `unknown_start` unless the ip is the
 //!   function's entry.
-//! * `Call` pushes a frame that remembers its call site. A call to the next
-//!   instruction that is not a function entry (`call 1f; 1: pop`, PIC code
-//!   reading its own address) is not a call and is ignored, as libipt and
-//!   hardware return compression ignore it.
+//! * `Call` pushes a frame that remembers its return address (`Op::Call`'s
+//!   `ret`, the address after the call instruction). A call to its own
+//!   return address that is not a function entry (`call 1f; 1: pop`, PIC
+//!   code reading its own address) is not a call and is ignored, as libipt
+//!   and hardware return compression ignore it.
 //! * `Return` to `to` pops to the matching frame, searching from the top:
-//!   first a frame whose call site lies 1..=15 bytes below `to` (the
-//!   instruction after a call; `Op::Call` carries the call's address, not
-//!   its length, and an x86 instruction is at most 15 bytes); then, below
-//!   the top, a frame whose function contains `to`. Frames above the match
-//!   are skipped (longjmp, exceptions) and end at the return. No match: the
+//!   first a frame whose return address is exactly `to`; then, below the
+//!   top, a frame whose function contains `to`. Frames above the match are
+//!   skipped (longjmp, exceptions) and end at the return. No match: the
 //!   return goes above the known stack. Every open frame ends, and the
 //!   function returned into gets a frame *retroactively*: it starts at the
 //!   segment's first instant, one level above the old bottom (depth -1, -2,
@@ -55,9 +54,6 @@
 use std::sync::Arc;
 
 use crate::ops::{GapKind, Op, Stamp};
-
-/// Longest x86 instruction, bounding the distance from a call to its return address.
-const MAX_INSN_LEN: u64 = 15;
 
 /// A function as the stack knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,8 +174,9 @@ struct Frame {
     /// Whether `func` came from a symbol (only then is it compared).
     known: bool,
     start: Stamp,
-    /// Address of the call instruction that opened this frame.
-    call_site: Option<u64>,
+    /// Where the call that opened this frame returns to (a tail call's
+    /// frame inherits it).
+    ret: Option<u64>,
     unknown_start: bool,
     depth: i32,
     /// Closed slices that start at the same instant as this frame.
@@ -283,7 +280,7 @@ impl ThreadStack {
                     kernel: *kernel,
                 };
             }
-            Op::Call { from, to, .. } => self.call(at, *from, *to, resolver),
+            Op::Call { to, ret, .. } => self.call(at, *to, *ret, resolver),
             Op::Return { to, .. } => self.ret(at, *to, resolver, out),
             Op::Jump { to, .. } => self.jump(at, *to, resolver, out),
             Op::Gap { kind, offset, .. } => {
@@ -333,7 +330,7 @@ impl ThreadStack {
         func: Arc<Func>,
         known: bool,
         start: Stamp,
-        call_site: Option<u64>,
+        ret: Option<u64>,
         unknown_start: bool,
         depth: i32,
     ) {
@@ -342,7 +339,7 @@ impl ThreadStack {
             func,
             known,
             start,
-            call_site,
+            ret,
             unknown_start,
             depth,
             held: Vec::new(),
@@ -431,17 +428,15 @@ impl ThreadStack {
         }
     }
 
-    fn call(&mut self, at: Stamp, from: u64, to: u64, resolver: &dyn Resolver) {
-        let next = to.wrapping_sub(from);
-        if (1..=MAX_INSN_LEN).contains(&next) && !resolver.is_function_entry(self.pid, to, at.time)
-        {
+    fn call(&mut self, at: Stamp, to: u64, ret: u64, resolver: &dyn Resolver) {
+        if to == ret && !resolver.is_function_entry(self.pid, to, at.time) {
             self.stats.ignored_calls += 1;
             return;
         }
         self.stats.calls += 1;
         let (func, known) = self.resolve(resolver, to, at.time);
         let depth = self.top_depth() + 1;
-        self.open(func, known, at, Some(from), false, depth);
+        self.open(func, known, at, Some(ret), false, depth);
     }
 
     /// The highest frame below the top running `func`.
@@ -454,12 +449,8 @@ impl ThreadStack {
 
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         self.stats.returns += 1;
-        // The frame whose call site `to` follows returns; frames above it are skipped.
-        let by_site = self.frames.iter().rposition(|f| {
-            f.call_site
-                .is_some_and(|site| (1..=MAX_INSN_LEN).contains(&to.wrapping_sub(site)))
-        });
-        if let Some(i) = by_site {
+        // The frame whose call returns to `to` ends; frames above it are skipped.
+        if let Some(i) = self.frames.iter().rposition(|f| f.ret == Some(to)) {
             self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
             self.pop_to(i, at, out);
             return;
@@ -496,9 +487,9 @@ impl ThreadStack {
             }
             self.stats.tail_calls += 1;
             let frame = self.frames.pop().expect("top exists");
-            let (depth, call_site) = (frame.depth, frame.call_site);
+            let (depth, ret) = (frame.depth, frame.ret);
             self.close(frame, at, out);
-            self.open(func, known, at, call_site, false, depth);
+            self.open(func, known, at, ret, false, depth);
             return;
         }
         if !top_known {
@@ -683,16 +674,25 @@ mod tests {
             first: false,
         }
     }
+    /// A 5-byte call (`call rel32`).
     fn call(t: u64, from: u64, to: u64) -> Op {
-        Op::Call { at: s(t), from, to }
+        call_len(t, from, to, 5)
+    }
+    /// A call instruction of `len` bytes (`call *%rax` is 2).
+    fn call_len(t: u64, from: u64, to: u64, len: u64) -> Op {
+        Op::Call {
+            at: s(t),
+            from,
+            to,
+            ret: from + len,
+        }
     }
     /// A return to just after a 5-byte call at `site`.
     fn ret(t: u64, from: u64, site: u64) -> Op {
-        Op::Return {
-            at: s(t),
-            from,
-            to: site + 5,
-        }
+        ret_to(t, from, site + 5)
+    }
+    fn ret_to(t: u64, from: u64, to: u64) -> Op {
+        Op::Return { at: s(t), from, to }
     }
     fn jump(t: u64, from: u64, to: u64) -> Op {
         Op::Jump { at: s(t), from, to }
@@ -1095,6 +1095,52 @@ mod tests {
     }
 
     #[test]
+    fn a_call_over_a_few_bytes_is_a_call() {
+        // `call 1f` jumping over 7 bytes (a retpoline's capture loop) is no
+        // call to the next instruction, though it lands within 15 bytes.
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, MAIN + 0x2c),
+                ret_to(20, MAIN + 0x30, MAIN + 0x25),
+                end(30),
+            ],
+            &["1 main 10-20 i100", "0 main 0-30 i300"],
+        );
+        assert_eq!((stats.ignored_calls, stats.calls), (0, 1));
+    }
+
+    #[test]
+    fn returns_match_the_exact_return_address() {
+        // f recurses through two 2-byte indirect calls two bytes apart:
+        // f2 calls f3 from F+0x12 (returns to F+0x14), f3 calls f4 from
+        // F+0x10 (returns to F+0x12). An unwind from f4 straight to F+0x14
+        // ends f4 *and* f3: f4's call site lies 4 bytes below the target,
+        // but only f3's return address is the target.
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, F),
+                call_len(20, F + 0x10, F, 2),
+                call_len(30, F + 0x12, F, 2),
+                call_len(40, F + 0x10, F, 2),
+                ret_to(50, F + 0x40, F + 0x14),
+                ret_to(60, F + 0x40, F + 0x12),
+                ret(70, F + 0x40, MAIN + 0x20),
+                end(80),
+            ],
+            &[
+                "4 f 40-50 i100",
+                "3 f 30-50 i200",
+                "2 f 20-60 i400",
+                "1 f 10-70 i600",
+                "0 main 0-80 i800",
+            ],
+        );
+        assert_eq!((stats.skipped_frames, stats.retroactive_frames), (1, 0));
+    }
+
+    #[test]
     fn unknown_code_keeps_its_entry_address_and_is_never_compared() {
         assert_slices(
             &[
@@ -1134,6 +1180,7 @@ mod tests {
                 at: c(20, 150),
                 from: MAIN + 0x20,
                 to: A,
+                ret: MAIN + 0x25,
             },
             // Time going backwards is clamped.
             Op::End { at: c(15, 170) },

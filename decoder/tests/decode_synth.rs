@@ -251,9 +251,12 @@ fn expected_ops(events: &[Event], injected: &[Injected]) -> Vec<Op> {
                 insns += 1;
                 let (from, to, s) = (e.ip, e.next_ip, at(insns));
                 match e.class {
-                    InsnClass::DirectCall | InsnClass::IndirectCall => {
-                        ops.push(Op::Call { at: s, from, to })
-                    }
+                    InsnClass::DirectCall | InsnClass::IndirectCall => ops.push(Op::Call {
+                        at: s,
+                        from,
+                        to,
+                        ret: from + u64::from(e.len),
+                    }),
                     InsnClass::Return => ops.push(Op::Return { at: s, from, to }),
                     InsnClass::DirectJump | InsnClass::IndirectJump => {
                         ops.push(Op::Jump { at: s, from, to })
