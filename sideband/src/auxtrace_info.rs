@@ -85,17 +85,24 @@ pub struct IntelPtInfo {
     pub time_mult: u64,
     pub time_zero: u64,
     pub cap_user_time_zero: bool,
-    /// Bit position of `tsc` in the intel_pt event's config.
+    /// The `tsc` term's mask in the intel_pt event's config (perf stores
+    /// `perf_pmu__format_bits`, a mask such as 0x400, not a bit number; the
+    /// other `*_bit` words likewise).
     pub tsc_bit: u64,
+    /// Mask of the `noretcomp` term.
     pub noretcomp_bit: u64,
     pub have_sched_switch: u64,
     pub snapshot_mode: bool,
     pub per_cpu_mmaps: bool,
+    /// Mask of the `mtc` term.
     pub mtc_bit: u64,
+    /// Mask of the `mtc_period` field in config (e.g. 0x3c000): a field, not
+    /// a value; see [`IntelPtInfo::mtc_period`].
     pub mtc_freq_bits: u64,
     /// TSC:CTC ratio numerator / denominator (CPUID 0x15 EBX / EAX).
     pub tsc_ctc_ratio_n: u64,
     pub tsc_ctc_ratio_d: u64,
+    /// Mask of the `cyc` term.
     pub cyc_bit: u64,
     pub max_non_turbo_ratio: u64,
     /// The address filter string, when one was set.
@@ -105,6 +112,22 @@ pub struct IntelPtInfo {
 }
 
 impl IntelPtInfo {
+    /// Whether the config term with `mask` (one of the `*_bit` words) is set
+    /// in the intel_pt event's `config`; `None` when the mask is 0 (the CPU
+    /// or the recording perf has no such term).
+    pub fn term_set(config: u64, mask: u64) -> Option<bool> {
+        (mask != 0).then_some(config & mask != 0)
+    }
+
+    /// The `mtc_period` term's value in the intel_pt event's `config` (the
+    /// MTCFreq field that libipt's `mtc_freq` wants), extracted with the
+    /// `mtc_freq_bits` mask as perf's `intel_pt_mtc_period` does; `None`
+    /// when the mask is 0.
+    pub fn mtc_period(&self, config: u64) -> Option<u8> {
+        let mask = self.mtc_freq_bits;
+        (mask != 0).then(|| ((config & mask) >> mask.trailing_zeros()) as u8)
+    }
+
     /// Reads the private words. Words an older perf did not write read as 0.
     pub fn from_words(w: &[u64]) -> Result<Self, Malformed> {
         use intel_pt_word as iw;
@@ -231,6 +254,30 @@ mod tests {
             filter: None,
             extra_words: vec![0],
         }
+    }
+
+    /// The real Skylake recording's attr: `config: 0x300e601` (perf evlist -v
+    /// of ../shared/realdata/perf.data.intel_pt-4.14): tsc, mtc, mtc_period=3,
+    /// no cyc, no noretcomp.
+    #[test]
+    fn terms_from_the_real_config() {
+        let i = sample();
+        let config = 0x300e601;
+        assert_eq!(IntelPtInfo::term_set(config, i.tsc_bit), Some(true));
+        assert_eq!(IntelPtInfo::term_set(config, i.mtc_bit), Some(true));
+        assert_eq!(IntelPtInfo::term_set(config, i.cyc_bit), Some(false));
+        assert_eq!(IntelPtInfo::term_set(config, i.noretcomp_bit), Some(false));
+        assert_eq!(IntelPtInfo::term_set(config, 0), None);
+        assert_eq!(i.mtc_period(config), Some(3));
+        assert_eq!(i.mtc_period(0x0003_c000), Some(15));
+        assert_eq!(
+            IntelPtInfo {
+                mtc_freq_bits: 0,
+                ..i
+            }
+            .mtc_period(config),
+            None
+        );
     }
 
     #[test]
