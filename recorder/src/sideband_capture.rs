@@ -126,7 +126,24 @@ impl SidebandCapture {
     /// creates later) on each online CPU, each with a DATA ring of
     /// `data_pages` pages (a power of two).
     pub fn open_task(pid: i32, opts: &SidebandOptions, data_pages: usize) -> io::Result<Self> {
+        Self::open_task_clock(pid, opts, data_pages, None)
+    }
+
+    /// [`SidebandCapture::open_task`], with records stamped by `clockid`
+    /// (`use_clockid`, e.g. `libc::CLOCK_MONOTONIC`) instead of perf's own
+    /// clock when given. ptsim reads CLOCK_MONOTONIC around the tracee's
+    /// kernel round trips to place each record in its simulated timeline.
+    pub fn open_task_clock(
+        pid: i32,
+        opts: &SidebandOptions,
+        data_pages: usize,
+        clockid: Option<i32>,
+    ) -> io::Result<Self> {
         let mut attr = dummy_attr(opts);
+        if let Some(clock) = clockid {
+            attr.set_use_clockid(1);
+            attr.clockid = clock;
+        }
         let cpus = online_cpus()?;
         let mut out = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
