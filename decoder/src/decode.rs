@@ -58,7 +58,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use libipt::asid::Asid;
@@ -67,10 +67,10 @@ use libipt::enc_dec_builder::{Cpu, EncoderDecoderBuilder, Frequency, PtEncoderDe
 use libipt::error::{PtError, PtErrorCode};
 use libipt::event::{Event as PtEvent, EventType};
 use libipt::image::SectionCache;
-use sideband::timeline::{Mapping, TaskId};
+use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use crate::images::{is_kernel_name, ImageStore};
-use crate::input::{Segment, Trace};
+use crate::input::{AuxBuffer, Segment, Trace};
 use crate::ops::{GapKind, Op, OpSink, Stamp};
 
 /// What to decode and how.
@@ -90,6 +90,29 @@ pub struct DecodeOptions {
     /// libipt estimates for a TIP.PGE and still apply to it; `None`: two MTC
     /// periods (1 µs without MTC).
     pub switch_slack_ns: Option<u64>,
+    /// Called from the decode workers as trace bytes are decoded: (bytes
+    /// decoded, bytes to decode). Decoding is done when they are equal;
+    /// the ops are handed to the sink after that.
+    pub progress: Option<ProgressCallback>,
+}
+
+/// The progress callback's type.
+pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
+
+/// A progress callback in [`DecodeOptions`].
+#[derive(Clone)]
+pub struct ProgressCallback(pub Arc<ProgressFn>);
+
+impl ProgressCallback {
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        ProgressCallback(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ProgressCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressCallback")
+    }
 }
 
 impl DecodeOptions {
@@ -304,15 +327,26 @@ fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
     pids
 }
 
+/// Where the running task, its image and perf time come from.
+enum Source<'t> {
+    /// A perf.data trace: the sideband timeline and the images it names.
+    Perf {
+        trace: &'t Trace,
+        images: &'t ImageStore,
+        /// The sections of each mapping that has an image.
+        map_specs: HashMap<MapKey, Vec<usize>>,
+        /// Per pid: the times its image (or the kernel's) changes.
+        changes: HashMap<u32, Vec<u64>>,
+    },
+    /// Raw PT (`ptdec raw`): one thread, one image of every section, time
+    /// in TSC ticks (or ns from a given TSC frequency).
+    Raw { tsc_hz: Option<u64> },
+}
+
 struct Plan<'t> {
-    trace: &'t Trace,
-    images: &'t ImageStore,
+    src: Source<'t>,
     opts: &'t DecodeOptions,
     specs: Vec<SectionSpec>,
-    /// The sections of each mapping that has an image.
-    map_specs: HashMap<MapKey, Vec<usize>>,
-    /// Per pid: the times its image (or the kernel's) changes.
-    changes: HashMap<u32, Vec<u64>>,
     freq: Frequency,
     cpu: Option<Cpu>,
     slack: u64,
@@ -422,12 +456,14 @@ impl<'t> Plan<'t> {
             }
         });
         Plan {
-            trace,
-            images,
+            src: Source::Perf {
+                trace,
+                images,
+                map_specs,
+                changes,
+            },
             opts,
             specs,
-            map_specs,
-            changes,
             freq,
             cpu,
             slack,
@@ -437,16 +473,62 @@ impl<'t> Plan<'t> {
         }
     }
 
+    /// The plan of a raw decode: every section is in the one image.
+    fn raw(sections: &[RawSection], cfg: &RawConfig, opts: &'t DecodeOptions) -> Self {
+        let specs = sections
+            .iter()
+            .map(|s| SectionSpec {
+                path: s.path.to_string_lossy().into_owned(),
+                offset: s.offset,
+                size: s.size,
+                vaddr: s.vaddr,
+            })
+            .collect();
+        Plan {
+            src: Source::Raw {
+                tsc_hz: cfg.tsc_hz.filter(|&hz| hz > 0),
+            },
+            opts,
+            specs,
+            freq: Frequency::new(
+                cfg.mtc_freq,
+                cfg.nom_freq,
+                cfg.cpuid_15_ebx,
+                cfg.cpuid_15_eax,
+            ),
+            cpu: cfg.cpu.map(|(f, m, s)| Cpu::intel(f, m, s)),
+            slack: 0,
+            cyc: cfg.cycles,
+            nom: u64::from(cfg.nom_freq),
+            per_cpu: false,
+        }
+    }
+
+    fn timeline(&self) -> Option<&'t Timeline> {
+        match self.src {
+            Source::Perf { trace, .. } => Some(&trace.timeline),
+            Source::Raw { .. } => None,
+        }
+    }
+
     fn perf_time(&self, tsc: u64) -> u64 {
-        self.trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc))
+        match &self.src {
+            Source::Perf { trace, .. } => trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc)),
+            Source::Raw { tsc_hz: None } => tsc,
+            Source::Raw { tsc_hz: Some(hz) } => {
+                (u128::from(tsc) * 1_000_000_000 / u128::from(*hz)).min(u128::from(u64::MAX)) as u64
+            }
+        }
     }
 
     /// The version of `pid`'s image at `t`, and until when it holds.
     fn version(&self, pid: u32, t: u64) -> (usize, u64) {
-        let c = self
-            .changes
+        let Source::Perf { changes, .. } = &self.src else {
+            return (0, u64::MAX);
+        };
+        let c = changes
             .get(&pid)
-            .or_else(|| self.changes.get(&NO_PID))
+            .or_else(|| changes.get(&NO_PID))
             .map_or(&[][..], Vec::as_slice);
         let v = c.partition_point(|&x| x <= t);
         (v, c.get(v).copied().unwrap_or(u64::MAX))
@@ -454,13 +536,19 @@ impl<'t> Plan<'t> {
 
     /// The section specs of `pid`'s image at `t` (user mappings, then kernel).
     fn image_specs(&self, pid: u32, t: u64) -> Vec<usize> {
-        let tl = &self.trace.timeline;
+        let Source::Perf {
+            trace, map_specs, ..
+        } = &self.src
+        else {
+            return (0..self.specs.len()).collect();
+        };
+        let tl = &trace.timeline;
         let user = (pid != NO_PID)
             .then(|| tl.image_map(pid, t))
             .into_iter()
             .flat_map(|m| m.iter());
         user.chain(tl.kernel_map().at(t))
-            .filter_map(|m| self.map_specs.get(&map_key(m)))
+            .filter_map(|m| map_specs.get(&map_key(m)))
             .flatten()
             .copied()
             .collect()
@@ -468,11 +556,14 @@ impl<'t> Plan<'t> {
 
     /// Whether the buffer of segment `s` may hold ops of wanted threads.
     fn wanted(&self, s: &Segment) -> bool {
+        let Source::Perf { trace, .. } = &self.src else {
+            return true;
+        };
         if !self.opts.filtered() {
             return true;
         }
-        let b = &self.trace.buffers[s.buffer];
-        let tl = &self.trace.timeline;
+        let b = &trace.buffers[s.buffer];
+        let tl = &trace.timeline;
         if self.per_cpu {
             match b.cpu {
                 Some(cpu) if !tl.cpu_slots(cpu).is_empty() => tl
@@ -582,11 +673,13 @@ impl<'p, 't> Worker<'p, 't> {
         })
     }
 
-    fn decode(&self, seg: &Segment) -> Result<SegOut, DecodeError> {
+    fn decode(
+        &self,
+        seg: SegMeta,
+        mut bytes: Vec<u8>,
+        progress: &Progress<'_>,
+    ) -> Result<SegOut, DecodeError> {
         let plan = self.plan;
-        let trace = plan.trace;
-        let buf = &trace.buffers[seg.buffer];
-        let mut bytes = trace.segment_bytes(seg).into_owned();
         let mut cfg = BlockDecoder::builder()
             .freq(plan.freq)
             .set_end_on_call(true)
@@ -606,16 +699,12 @@ impl<'p, 't> Worker<'p, 't> {
                 m2.set(Some(ip));
                 -(PtErrorCode::Nomap as i32)
             }));
-        let owner = if plan.per_cpu {
-            buf.cpu.map(Owner::Cpu)
-        } else {
-            buf.tid.map(Owner::Thread)
-        }
-        .or(buf.cpu.map(Owner::Cpu));
         let mut st = SegState {
             w: self,
             seg,
-            owner,
+            owner: seg.owner,
+            progress,
+            reported: 0,
             runs: Vec::new(),
             run: None,
             task: None,
@@ -645,16 +734,74 @@ impl<'p, 't> Worker<'p, 't> {
     }
 }
 
+/// Whose trace a buffer holds.
 #[derive(Debug, Clone, Copy)]
 enum Owner {
+    /// A CPU's: the sideband's context switches say who runs.
     Cpu(u32),
+    /// A thread's; its process from the sideband.
     Thread(u32),
+    /// One known task (raw PT).
+    Task(TaskId),
 }
+
+/// A stretch of trace bytes decoded with one decoder, as the segment
+/// decoder sees it: where it sits in its buffer's stream and whose it is.
+#[derive(Debug, Clone, Copy)]
+struct SegMeta {
+    /// Stream offset of the first byte (error offsets are reported in it).
+    aux_offset: u64,
+    len: u64,
+    /// Data was lost just before / just after it.
+    after_loss: bool,
+    before_loss: bool,
+    owner: Option<Owner>,
+}
+
+impl SegMeta {
+    fn of(s: &Segment, buf: &AuxBuffer, per_cpu: bool) -> SegMeta {
+        let owner = if per_cpu {
+            buf.cpu.map(Owner::Cpu)
+        } else {
+            buf.tid.map(Owner::Thread)
+        }
+        .or(buf.cpu.map(Owner::Cpu));
+        SegMeta {
+            aux_offset: s.aux_offset,
+            len: s.len() as u64,
+            after_loss: s.after_loss,
+            before_loss: s.before_loss,
+            owner,
+        }
+    }
+}
+
+/// Decoded bytes of all segments, for the progress callback.
+struct Progress<'a> {
+    done: AtomicU64,
+    total: u64,
+    report: Option<&'a ProgressFn>,
+}
+
+impl Progress<'_> {
+    fn add(&self, n: u64) {
+        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(f) = self.report {
+            f(done.min(self.total), self.total);
+        }
+    }
+}
+
+/// Blocks between progress reports within a segment.
+const PROGRESS_BLOCKS: u32 = 1 << 12;
 
 struct SegState<'w, 'p, 't> {
     w: &'w Worker<'p, 't>,
-    seg: &'w Segment,
+    seg: SegMeta,
     owner: Option<Owner>,
+    progress: &'w Progress<'w>,
+    /// Bytes of this segment reported to `progress`.
+    reported: u64,
     runs: Vec<Run>,
     run: Option<Run>,
     task: Option<TaskId>,
@@ -692,7 +839,14 @@ impl SegState<'_, '_, '_> {
             Some(s) => s,
             None => return,
         };
+        let mut blocks = 0u32;
         loop {
+            blocks = blocks.wrapping_add(1);
+            if blocks % PROGRESS_BLOCKS == 0 {
+                if let Ok(off) = dec.offset() {
+                    self.report_progress(off);
+                }
+            }
             while status.event_pending() {
                 match dec.event() {
                     Ok((ev, s)) => {
@@ -818,20 +972,21 @@ impl SegState<'_, '_, '_> {
 
     /// The task running at `t` on this buffer.
     fn task_at(&self, t: u64) -> Option<TaskId> {
-        let tl = &self.plan().trace.timeline;
+        let tl = self.plan().timeline();
         match self.owner? {
-            Owner::Cpu(cpu) => tl.task_on_cpu(cpu, t),
+            Owner::Cpu(cpu) => tl?.task_on_cpu(cpu, t),
             Owner::Thread(tid) => Some(TaskId {
-                pid: tl.thread(tid, t).map_or(tid, |th| th.pid),
+                pid: tl.and_then(|tl| tl.thread(tid, t)).map_or(tid, |th| th.pid),
                 tid,
             }),
+            Owner::Task(task) => Some(task),
         }
     }
 
     /// Makes `task` the current one: closes the current run, starts another.
     fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
-        if let Some(Owner::Cpu(cpu)) = self.owner {
-            let slots = self.plan().trace.timeline.cpu_slots(cpu);
+        if let (Some(Owner::Cpu(cpu)), Some(tl)) = (self.owner, self.plan().timeline()) {
+            let slots = tl.cpu_slots(cpu);
             let i = slots.partition_point(|s| s.since <= self.time);
             self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
         }
@@ -1154,10 +1309,10 @@ impl SegState<'_, '_, '_> {
             self.stats.no_image += 1;
             let ip = miss.take().unwrap_or(self.last_ip);
             let pid = self.task.map_or(NO_PID, |t| t.pid);
-            if let Some(m) = self.plan().trace.timeline.lookup(pid, ip, self.time) {
-                self.plan()
-                    .images
-                    .note_undecoded(&m.file, pid, m.start, m.end);
+            if let Source::Perf { trace, images, .. } = &self.plan().src {
+                if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {
+                    images.note_undecoded(&m.file, pid, m.start, m.end);
+                }
             }
             GapKind::NoImage { ip }
         } else {
@@ -1177,7 +1332,17 @@ impl SegState<'_, '_, '_> {
         next
     }
 
+    /// Tells the progress callback that the decoder reached `offset`.
+    fn report_progress(&mut self, offset: u64) {
+        let offset = offset.min(self.seg.len);
+        if offset > self.reported {
+            self.progress.add(offset - self.reported);
+            self.reported = offset;
+        }
+    }
+
     fn finish(&mut self) {
+        self.report_progress(self.seg.len);
         self.pending = None;
         if let Some(r) = self.run.take() {
             self.runs.push(r);
@@ -1191,7 +1356,7 @@ impl SegState<'_, '_, '_> {
                     },
                     Op::stamp,
                 );
-                let offset = self.seg.aux_offset + self.seg.len() as u64;
+                let offset = self.seg.aux_offset + self.seg.len;
                 r.ops.push(Op::Gap {
                     at,
                     kind: GapKind::LostData,
@@ -1219,32 +1384,111 @@ pub fn decode(
     let plan = Plan::new(trace, images, opts);
     let mut stats = DecodeStats::default();
     let segments = trace.segments();
-    let mut jobs: Vec<usize> = Vec::new();
+    let mut jobs: Vec<(usize, SegMeta)> = Vec::new();
     for (i, s) in segments.iter().enumerate() {
         if plan.wanted(s) {
-            jobs.push(i);
+            let meta = SegMeta::of(s, &trace.buffers[s.buffer], plan.per_cpu);
+            jobs.push((i, meta));
         } else {
             stats.segments_skipped += 1;
         }
     }
+    let metas: Vec<SegMeta> = jobs.iter().map(|j| j.1).collect();
+    let bytes = |k: usize| trace.segment_bytes(&segments[jobs[k].0]).into_owned();
+    decode_jobs(&plan, &metas, &bytes, sink, stats)
+}
+
+/// A file section of a raw decode's image: `size` bytes at `offset` of
+/// `path`, loaded at `vaddr` (ptxed's `--raw` and `--elf` sections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSection {
+    pub path: std::path::PathBuf,
+    pub offset: u64,
+    pub size: u64,
+    pub vaddr: u64,
+}
+
+/// What a raw decode cannot read from a perf.data file: the values ptxed
+/// takes on its command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawConfig {
+    /// (family, model, stepping) of the CPU, for libipt's errata
+    /// workarounds; `None`: decode by the spec.
+    pub cpu: Option<(u16, u8, u8)>,
+    /// IA32_RTIT_CTL.MTCFreq (needed when the trace has MTC packets).
+    pub mtc_freq: u8,
+    /// The max non-turbo ratio, MSR_PLATFORM_INFO[15:8] (calibrates CYC).
+    pub nom_freq: u8,
+    /// CPUID leaf 0x15 eax (denominator) and ebx (numerator) of the TSC to
+    /// core crystal clock ratio (needed with MTC packets).
+    pub cpuid_15_eax: u32,
+    pub cpuid_15_ebx: u32,
+    /// The TSC frequency: times become ns; `None`: they stay TSC ticks.
+    pub tsc_hz: Option<u64>,
+    /// Count cycles (the trace has CYC packets).
+    pub cycles: bool,
+}
+
+/// The task a raw decode's ops belong to.
+pub const RAW_TASK: TaskId = TaskId { pid: 1, tid: 1 };
+
+/// Decodes raw Intel PT (as LLDB, simple-pt or kAFL write it: the bytes
+/// of one trace buffer, no perf.data around them) as one thread,
+/// [`RAW_TASK`], with an image made of `sections`. `Stamp::time` is in TSC
+/// ticks, or ns when `cfg.tsc_hz` is given; `opts.start`/`end` compare with it.
+pub fn decode_raw(
+    pt: &[u8],
+    sections: &[RawSection],
+    cfg: &RawConfig,
+    opts: &DecodeOptions,
+    sink: &mut dyn OpSink,
+) -> Result<DecodeStats, DecodeError> {
+    let plan = Plan::raw(sections, cfg, opts);
+    let meta = SegMeta {
+        aux_offset: 0,
+        len: pt.len() as u64,
+        after_loss: false,
+        before_loss: false,
+        owner: Some(Owner::Task(RAW_TASK)),
+    };
+    let bytes = |_: usize| pt.to_vec();
+    decode_jobs(&plan, &[meta], &bytes, sink, DecodeStats::default())
+}
+
+/// The shared core: decodes the segments `jobs` (whose bytes `bytes(k)`
+/// gives) in parallel, then hands each thread's ops to `sink`.
+fn decode_jobs(
+    plan: &Plan<'_>,
+    jobs: &[SegMeta],
+    bytes: &(dyn Fn(usize) -> Vec<u8> + Sync),
+    sink: &mut dyn OpSink,
+    mut stats: DecodeStats,
+) -> Result<DecodeStats, DecodeError> {
+    let opts = plan.opts;
     // Largest first, for balance.
-    jobs.sort_by_key(|&i| std::cmp::Reverse(segments[i].len()));
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(jobs[k].len));
     let n = match opts.jobs {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     }
     .clamp(1, jobs.len().max(1));
+    let progress = Progress {
+        done: AtomicU64::new(0),
+        total: jobs.iter().map(|j| j.len).sum(),
+        report: opts.progress.as_ref().map(|p| &*p.0),
+    };
     let next = AtomicUsize::new(0);
     let results: Vec<Result<Vec<(usize, SegOut)>, DecodeError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
             .map(|_| {
                 scope.spawn(|| -> Result<Vec<(usize, SegOut)>, DecodeError> {
-                    let w = Worker::new(&plan)?;
+                    let w = Worker::new(plan)?;
                     let mut out = Vec::new();
                     loop {
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&i) = jobs.get(k) else { break };
-                        out.push((i, w.decode(&segments[i])?));
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&k) = order.get(i) else { break };
+                        out.push((k, w.decode(jobs[k], bytes(k), &progress)?));
                     }
                     Ok(out)
                 })
@@ -1264,11 +1508,11 @@ pub fn decode(
             })
             .collect()
     });
-    let mut outs: Vec<Option<SegOut>> = (0..segments.len()).map(|_| None).collect();
+    let mut outs: Vec<Option<SegOut>> = (0..jobs.len()).map(|_| None).collect();
     for r in results {
-        for (i, o) in r? {
+        for (k, o) in r? {
             stats.merge_segment(&o.stats);
-            outs[i] = Some(o);
+            outs[k] = Some(o);
         }
     }
     // Runs per thread, in segment (= buffer, stream) order.

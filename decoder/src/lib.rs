@@ -8,6 +8,7 @@ pub mod images;
 pub mod input;
 pub mod ops;
 pub mod pipeline;
+pub mod raw;
 pub mod stack;
 pub mod summary;
 pub mod symbols;

@@ -9,11 +9,12 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use ptdec::decode::DecodeOptions;
+use ptdec::decode::{DecodeOptions, RawConfig};
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::pipeline::{self, RunOptions};
+use ptdec::raw::{self, RawInput};
 use ptdec::summary::{self, Progress};
 use ptdec::symbols::SymbolCache;
 
@@ -29,6 +30,8 @@ Examples:
                                              from an absolute perf timestamp (ns)
   ptdec trace.dir --split 100ms -o out.ftf   out-0.ftf, out-1.ftf, ... one per 100 ms
   ptdec info trace.dir                       what the trace holds, without decoding
+  ptdec raw --pt trace.pt --elf ./prog --cpu 6/85/4 -o out.ftf
+                                             raw PT (LLDB, simple-pt, kAFL) as one thread
   ptdec dump out.ftf                         the FTF as text, one record per line
 
 Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
@@ -64,6 +67,17 @@ enum Command {
         #[command(flatten)]
         images: ImageArgs,
     },
+    /// Decode raw Intel PT (no perf.data: LLDB, simple-pt, kAFL) as one
+    /// thread, with the code given as ELF files or raw bytes, in the forms
+    /// libipt's ptxed takes.
+    ///
+    /// Times are TSC ticks from the first timestamp (written as ns: 1 tick
+    /// shows as 1 ns), or ns with --tsc-freq. Without TSC/MTC packets use
+    /// --time-axis instructions.
+    ///
+    /// Example: ptdec raw --pt trace.pt --elf ./prog --raw vdso.bin:0x7ffff7fc1000 -o out.ftf
+    #[command(group(clap::ArgGroup::new("code").args(["elf", "raw"]).multiple(true).required(true)))]
+    Raw(RawArgs),
     /// Print an FTF file (plain or .gz) as text, one record per line.
     ///
     /// Example: ptdec dump out.ftf | grep duration_complete
@@ -91,6 +105,82 @@ struct ImageArgs {
     /// Example: --vmlinux /usr/lib/debug/boot/vmlinux-6.1.0
     #[arg(long, value_name = "FILE")]
     vmlinux: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RawArgs {
+    /// The raw trace, or a byte range of it. Example: --pt trace.pt:0x1000-0x8000
+    #[arg(long, value_name = "FILE[:FROM[-TO]]", value_parser = raw::parse_file_range)]
+    pt: raw::FileRange,
+    /// An ELF file whose PT_LOAD segments are loaded at their addresses, or
+    /// with the lowest at BASE (a PIE or shared object). Repeatable.
+    /// Example: --elf ./libfoo.so:0x7f0000000000
+    #[arg(long, value_name = "FILE[:BASE]", value_parser = raw::parse_elf)]
+    elf: Vec<raw::ElfSpec>,
+    /// Raw code bytes of FILE (or of its range FROM..TO) loaded at ADDR.
+    /// Repeatable. Example: --raw dump.bin:0x200-0x1200:0x400000
+    #[arg(long, value_name = "FILE[:FROM[-TO]]:ADDR", value_parser = raw::parse_raw)]
+    raw: Vec<raw::RawSpec>,
+    /// The CPU, FAMILY/MODEL[/STEPPING], for libipt's errata workarounds;
+    /// `none`: decode by the spec (default). Example: --cpu 6/85/4
+    #[arg(long, value_name = "F/M[/S]", value_parser = parse_cpu)]
+    cpu: Option<CpuArg>,
+    /// IA32_RTIT_CTL.MTCFreq the trace was recorded with (needed with MTC).
+    /// Example: --mtc-freq 3
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    mtc_freq: u8,
+    /// Max non-turbo ratio, MSR_PLATFORM_INFO[15:8] (calibrates CYC timing).
+    /// Example: --nom-freq 24
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    nom_freq: u8,
+    /// CPUID.15H:EAX, the TSC/crystal clock ratio's denominator (needed with MTC).
+    /// Example: --cpuid-0x15.eax 2
+    #[arg(long = "cpuid-0x15.eax", value_name = "N", default_value_t = 0)]
+    cpuid_15_eax: u32,
+    /// CPUID.15H:EBX, the TSC/crystal clock ratio's numerator (needed with MTC).
+    /// Example: --cpuid-0x15.ebx 200
+    #[arg(long = "cpuid-0x15.ebx", value_name = "N", default_value_t = 0)]
+    cpuid_15_ebx: u32,
+    /// TSC frequency in Hz (or with kHz, MHz, GHz): output times in ns
+    /// instead of TSC ticks. Example: --tsc-freq 2.4GHz
+    #[arg(long, value_name = "HZ", value_parser = parse_hz)]
+    tsc_freq: Option<u64>,
+    /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// What the output's timestamps count: ns (TSC ticks, or ns with
+    /// --tsc-freq), cycles (needs CYC packets) or instructions.
+    #[arg(long, value_enum, default_value_t = Axis::Ns)]
+    time_axis: Axis,
+    /// No progress and no summary on stderr (errors are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// A `--cpu` value: `None` for `none`.
+#[derive(Clone)]
+struct CpuArg(Option<(u16, u8, u8)>);
+
+fn parse_cpu(s: &str) -> Result<CpuArg, String> {
+    raw::parse_cpu(s).map(CpuArg)
+}
+
+/// `2400000000`, `2.4GHz`, `100MHz`, `25kHz`.
+fn parse_hz(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, scale) = [("ghz", 1e9), ("mhz", 1e6), ("khz", 1e3), ("hz", 1.0)]
+        .iter()
+        .find_map(|&(unit, scale)| lower.strip_suffix(unit).map(|n| (n.to_string(), scale)))
+        .unwrap_or((lower.clone(), 1.0));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1.8e19 => {
+            Ok((v * scale).round() as u64)
+        }
+        _ => Err(format!(
+            "`{t}` is not a frequency: give Hz (\"2400000000\") or a number with kHz, MHz or GHz (\"2.4GHz\")"
+        )),
+    }
 }
 
 #[derive(Args)]
@@ -136,7 +226,7 @@ struct DecodeArgs {
     jobs: usize,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Axis {
     Ns,
     Cycles,
@@ -295,6 +385,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     } else {
         Target::File(output.clone())
     };
+    let progress = Progress::new(a.quiet);
     let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
     let decode = DecodeOptions {
         tids: set(a.tid),
@@ -313,7 +404,6 @@ fn decode(a: DecodeArgs) -> Result<()> {
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
-    let progress = Progress::new(a.quiet);
     progress.message(format!("decoding {}", trace_path.display()));
     let on_op = || progress.op();
     let on_op = move |_tid: u32| on_op();
@@ -342,6 +432,64 @@ fn decode(a: DecodeArgs) -> Result<()> {
     Ok(())
 }
 
+fn decode_raw(a: RawArgs) -> Result<()> {
+    let input = RawInput::load(&a.pt, &a.elf, &a.raw)
+        .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
+    let cfg = RawConfig {
+        cpu: a.cpu.and_then(|c| c.0),
+        mtc_freq: a.mtc_freq,
+        nom_freq: a.nom_freq,
+        cpuid_15_eax: a.cpuid_15_eax,
+        cpuid_15_ebx: a.cpuid_15_ebx,
+        tsc_hz: a.tsc_freq,
+        cycles: a.time_axis == Axis::Cycles,
+    };
+    let target = if a.output == Path::new("-") {
+        Target::Stdout
+    } else {
+        Target::File(a.output.clone())
+    };
+    let progress = Progress::new(a.quiet);
+    progress.message(format!("decoding {}", a.pt.path.display()));
+    let decode = DecodeOptions {
+        ..DecodeOptions::default()
+    };
+    let emit = EmitOptions {
+        axis: match a.time_axis {
+            Axis::Ns => TimeAxis::Ns,
+            Axis::Cycles => TimeAxis::Cycles,
+            Axis::Instructions => TimeAxis::Instructions,
+        },
+        ..EmitOptions::default()
+    };
+    let symbols = SymbolCache::new();
+    let on_op = || progress.op();
+    let on_op = move |_tid: u32| on_op();
+    let result = pipeline::run_raw(
+        &input,
+        &cfg,
+        &symbols,
+        RunOptions {
+            decode,
+            emit,
+            target,
+            on_op: Some(&on_op),
+        },
+    );
+    progress.finish();
+    let report = result.with_context(|| {
+        format!(
+            "decoding {} into {}",
+            a.pt.path.display(),
+            a.output.display()
+        )
+    })?;
+    if !a.quiet {
+        eprint!("{}", summary::render(&report));
+    }
+    Ok(())
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -354,6 +502,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
         Some(Command::Dump { file }) => dump(&file),
+        Some(Command::Raw(args)) => decode_raw(args),
         None => decode(cli.decode),
     };
     match result {

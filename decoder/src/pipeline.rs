@@ -10,11 +10,12 @@ use std::sync::Arc;
 
 use sideband::timeline::Timeline;
 
-use crate::decode::{decode, DecodeError, DecodeOptions, DecodeStats};
+use crate::decode::{decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig};
 use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::ops::{Op, OpSink};
+use crate::raw::RawInput;
 use crate::stack::{Func, Resolver, StackStats, ThreadStack};
 use crate::symbols::{fallback_name, SymbolCache};
 
@@ -174,6 +175,8 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// Perf time of tick 0.
     pub origin: u64,
+    /// Times are TSC ticks, not ns (`ptdec raw` without a TSC frequency).
+    pub tsc_ticks: bool,
 }
 
 /// Why a run failed.
@@ -198,6 +201,8 @@ pub struct StackSink<'a, 'e> {
     error: Option<EmitError>,
     /// Called after each op, for progress.
     on_op: Option<&'a dyn Fn(u32)>,
+    /// (thread, process) names for every thread, instead of the timeline's.
+    names: Option<(String, String)>,
 }
 
 impl<'a, 'e> StackSink<'a, 'e> {
@@ -215,6 +220,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
             origin_from_first_op: false,
             error: None,
             on_op: None,
+            names: None,
         }
     }
 
@@ -238,6 +244,10 @@ impl<'a, 'e> StackSink<'a, 'e> {
     }
 
     fn register(&mut self, pid: u32, tid: u32, t: u64) -> Result<(), EmitError> {
+        if let Some((name, process)) = &self.names {
+            self.threads.entry((pid, tid)).or_default().name = name.clone();
+            return self.emitter.thread(pid, tid, name, process, &[]);
+        }
         let tl = self.timeline;
         let name = tl.name(tid, t).map(str::to_owned).unwrap_or_else(|| {
             if tid == 0 {
@@ -346,5 +356,107 @@ pub fn run(
         missing: images.missing(),
         warnings: images.warnings(),
         origin,
+        tsc_ticks: false,
+    })
+}
+
+/// Names functions of a raw decode from its modules: `--elf` files by
+/// their symbols, `--raw` bytes as `FILE+0xOFFSET`.
+pub struct RawResolver<'a> {
+    input: &'a RawInput,
+    symbols: &'a SymbolCache,
+}
+
+impl<'a> RawResolver<'a> {
+    pub fn new(input: &'a RawInput, symbols: &'a SymbolCache) -> Self {
+        Self { input, symbols }
+    }
+
+    /// The function containing `addr` and whether `addr` is its entry.
+    fn symbol(&self, addr: u64) -> Option<(Arc<Func>, bool)> {
+        let m = self.input.module(addr)?;
+        let image = m.image.as_ref()?;
+        let link = addr.wrapping_sub(m.bias);
+        let sym = self.symbols.lookup(image, link)?;
+        let func = Func {
+            entry: addr.wrapping_sub(link - sym.vaddr),
+            name: sym.name,
+            module: m.name.as_str().into(),
+        };
+        Some((Arc::new(func), sym.vaddr == link))
+    }
+}
+
+impl Resolver for RawResolver<'_> {
+    fn function_of(&self, _pid: u32, addr: u64, _time: u64) -> Option<Arc<Func>> {
+        self.symbol(addr).map(|s| s.0)
+    }
+
+    fn is_function_entry(&self, _pid: u32, addr: u64, _time: u64) -> bool {
+        self.symbol(addr).is_some_and(|s| s.1)
+    }
+
+    fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> Arc<Func> {
+        let (name, module) = match self.input.module(addr) {
+            Some(m) => (
+                fallback_name(&m.name, m.file_offset(addr)),
+                m.name.as_str().into(),
+            ),
+            None => (format!("0x{addr:x}"), "".into()),
+        };
+        Arc::new(Func {
+            entry: addr,
+            name: name.into(),
+            module,
+        })
+    }
+}
+
+/// Decodes raw PT (`ptdec raw`) into FTF: one thread named after the trace
+/// file. Times are TSC ticks (ns with `cfg.tsc_hz`), 0 at the first op;
+/// `opts.emit`'s range and split are in that unit.
+pub fn run_raw(
+    input: &RawInput,
+    cfg: &RawConfig,
+    symbols: &SymbolCache,
+    opts: RunOptions,
+) -> Result<Report, RunError> {
+    let mut emitter = Emitter::new(opts.target.clone(), opts.emit.clone())?;
+    let resolver = RawResolver::new(input, symbols);
+    let timeline = Timeline::new();
+    let mut sink = StackSink::new(&resolver, &timeline, &mut emitter);
+    sink.origin_from_first_op = true;
+    sink.on_op = opts.on_op;
+    let file = input.pt_path.file_name().map_or_else(
+        || input.pt_path.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    );
+    sink.names = Some((file, "raw PT".into()));
+    let decode_stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?;
+    let threads = sink.finish()?;
+    let mut stack = StackStats::default();
+    for t in threads.values() {
+        stack.add(&t.stack);
+    }
+    let emit_stats = emitter.stats().clone();
+    let origin = emitter.origin();
+    let written = emitter.finish()?;
+    let mut warnings = Vec::new();
+    if decode_stats.insns > 0 && decode_stats.tsc_span.is_none() {
+        warnings.push(
+            "the trace has no timing packets (TSC/MTC): every slice is at time 0; use --time-axis instructions"
+                .to_string(),
+        );
+    }
+    Ok(Report {
+        decode: decode_stats,
+        stack,
+        threads,
+        emit: emit_stats,
+        written,
+        missing: Vec::new(),
+        warnings,
+        origin,
+        tsc_ticks: cfg.tsc_hz.is_none(),
     })
 }

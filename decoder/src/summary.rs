@@ -103,13 +103,24 @@ pub fn render(report: &Report) -> String {
         })
         .collect();
     let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
-    if let Some((a, b)) = d.time_span {
-        let _ = writeln!(
-            o,
-            "  time span     {} (perf time {a} .. {b}; 0 in the output is {})",
-            duration(b.saturating_sub(a)),
-            report.origin
-        );
+    match (d.time_span, report.tsc_ticks) {
+        (Some((a, b)), false) => {
+            let _ = writeln!(
+                o,
+                "  time span     {} (perf time {a} .. {b}; 0 in the output is {})",
+                duration(b.saturating_sub(a)),
+                report.origin
+            );
+        }
+        (Some((a, b)), true) => {
+            let _ = writeln!(
+                o,
+                "  time span     {} TSC ticks (TSC {a} .. {b}; 0 in the output is {})",
+                thousands(b.saturating_sub(a)),
+                report.origin
+            );
+        }
+        (None, _) => {}
     }
     let _ = writeln!(
         o,

@@ -1,0 +1,515 @@
+//! `ptdec raw` end to end: a small program assembled with iced-x86, its
+//! control flow emulated into ptsim's events and turned into raw Intel PT
+//! by ptsim's packet generator (the bytes of one trace buffer, as LLDB,
+//! simple-pt or kAFL write them), decoded by the `ptdec` binary with the
+//! code given as an ELF file (built here, with symbols), as the same ELF
+//! loaded at another base, and as raw bytes. The FTF must hold exactly the
+//! slices the emulated execution implies; bad arguments fail cleanly.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ftf::read::{EventKind, RecordKind};
+use iced_x86::code_asm::*;
+use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
+use ptsim::model::{Event, Executed, InsnClass};
+use ptsim::pt::{Config, Generator};
+
+const BASE: u64 = 0x40_0000;
+
+fn ptdec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ptdec"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+struct Program {
+    code: Vec<u8>,
+    /// (offset from the start of the code, size, name), by address.
+    funcs: Vec<(u64, u64, &'static str)>,
+}
+
+impl Program {
+    fn func_at(&self, ip: u64) -> &'static str {
+        self.funcs.iter().find(|f| BASE + f.0 == ip).unwrap().2
+    }
+}
+
+/// Nested calls, a recursion, a 2-byte indirect call, a syscall that
+/// returns and an exit syscall.
+fn assemble() -> Program {
+    let mut a = CodeAssembler::new(64).unwrap();
+    let mut main = a.create_label();
+    let mut fa = a.create_label();
+    let mut fb = a.create_label();
+    let mut rec = a.create_label();
+    let mut rec_end = a.create_label();
+    let mut c = a.create_label();
+    let mut end = a.create_label();
+
+    a.set_label(&mut main).unwrap();
+    a.call(fa).unwrap();
+    a.mov(ebx, 3).unwrap();
+    a.call(rec).unwrap();
+    a.lea(rax, ptr(c)).unwrap();
+    a.call(rax).unwrap();
+    a.nop().unwrap();
+    a.syscall().unwrap(); // exit
+    a.hlt().unwrap();
+
+    a.set_label(&mut fa).unwrap();
+    a.call(fb).unwrap();
+    a.syscall().unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut fb).unwrap();
+    a.nop().unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut rec).unwrap();
+    a.dec(ebx).unwrap();
+    a.je(rec_end).unwrap();
+    a.call(rec).unwrap();
+    a.set_label(&mut rec_end).unwrap();
+    a.ret().unwrap();
+
+    a.set_label(&mut c).unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+    a.set_label(&mut end).unwrap();
+    a.nop().unwrap();
+
+    let res = a
+        .assemble_options(BASE, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+        .unwrap();
+    let ip = |l: &CodeLabel| res.label_ip(l).unwrap() - BASE;
+    let labels = [
+        (ip(&main), "main"),
+        (ip(&fa), "a"),
+        (ip(&fb), "b"),
+        (ip(&rec), "rec"),
+        (ip(&c), "c"),
+        (ip(&end), ""),
+    ];
+    Program {
+        code: res.inner.code_buffer,
+        funcs: labels
+            .windows(2)
+            .map(|w| (w[0].0, w[1].0 - w[0].0, w[0].1))
+            .collect(),
+    }
+}
+
+/// The program's control flow as ptsim's engine reports it.
+fn execute(p: &Program) -> Vec<Event> {
+    let (pid, tid) = (1, 1);
+    let mut ev = vec![Event::ThreadBegin {
+        pid,
+        tid,
+        ip: BASE,
+        cycles: 0,
+    }];
+    let (mut counter, mut target, mut zf) = (0u32, 0u64, false);
+    let mut stack = Vec::new();
+    let (mut ip, mut cycles, mut syscalls) = (BASE, 0u64, 0);
+    loop {
+        let i = Decoder::with_ip(
+            64,
+            &p.code[(ip - BASE) as usize..],
+            ip,
+            DecoderOptions::NONE,
+        )
+        .decode();
+        let fall = i.next_ip();
+        let (class, next) = match (i.mnemonic(), i.flow_control()) {
+            (Mnemonic::Syscall, _) => (InsnClass::FarTransfer, fall),
+            (_, FlowControl::Call) => {
+                stack.push(fall);
+                (InsnClass::DirectCall, i.near_branch_target())
+            }
+            (_, FlowControl::IndirectCall) => {
+                stack.push(fall);
+                (InsnClass::IndirectCall, target)
+            }
+            (_, FlowControl::Return) => (InsnClass::Return, stack.pop().unwrap()),
+            (Mnemonic::Je, _) => (
+                InsnClass::CondBranch,
+                if zf { i.near_branch_target() } else { fall },
+            ),
+            (Mnemonic::Mov, _) => {
+                counter = i.immediate(1) as u32;
+                (InsnClass::Other, fall)
+            }
+            (Mnemonic::Dec, _) => {
+                counter = counter.wrapping_sub(1);
+                zf = counter == 0;
+                (InsnClass::Other, fall)
+            }
+            (Mnemonic::Lea, _) => {
+                target = i.ip_rel_memory_address();
+                (InsnClass::Other, fall)
+            }
+            (Mnemonic::Nop, _) => (InsnClass::Other, fall),
+            (m, _) => panic!("emulator lacks {m:?} at {ip:#x}"),
+        };
+        cycles += 3;
+        ev.push(Event::Insn(Executed {
+            tid,
+            ip,
+            len: i.len() as u8,
+            class,
+            next_ip: next,
+            cycles,
+        }));
+        if class == InsnClass::FarTransfer {
+            syscalls += 1;
+            if syscalls == 2 {
+                ev.push(Event::ThreadEnd {
+                    tid,
+                    cycles: cycles + 10,
+                });
+                return ev;
+            }
+            cycles += 100_000;
+        }
+        ip = next;
+    }
+}
+
+/// What the FTF must show on the instruction axis: (depth, name, start,
+/// end), a call running from the count after the call to the count after
+/// its return; `name(addr)` names a function by its entry.
+fn truth(events: &[Event], name: &dyn Fn(u64) -> String) -> Vec<(i32, String, u64, u64)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, u64)> = vec![(name(BASE), 0)];
+    let mut n = 0u64;
+    for e in events {
+        let Event::Insn(e) = e else { continue };
+        n += 1;
+        match e.class {
+            InsnClass::DirectCall | InsnClass::IndirectCall => stack.push((name(e.next_ip), n)),
+            InsnClass::Return => {
+                let (f, start) = stack.pop().unwrap();
+                out.push((stack.len() as i32, f, start, n));
+            }
+            InsnClass::FarTransfer => out.push((stack.len() as i32, "[kernel]".into(), n, n)),
+            _ => {}
+        }
+    }
+    while let Some((f, start)) = stack.pop() {
+        out.push((stack.len() as i32, f, start, n));
+    }
+    out.sort_by_key(|s| (s.2, s.0));
+    out
+}
+
+/// The FTF's duration slices as (depth, name, start, end), depth from nesting.
+fn slices(ftf_bytes: &[u8]) -> Vec<(i32, String, u64, u64)> {
+    let mut v: Vec<(String, u64, u64)> = Vec::new();
+    for r in ftf::read::parse(ftf_bytes).unwrap() {
+        if let RecordKind::Event(e) = r.kind {
+            if let EventKind::DurationComplete { end } = e.kind {
+                v.push((e.name, e.ts, end));
+            }
+        }
+    }
+    // Parents come first on ties in file order: a stable sort keeps them first.
+    v.sort_by_key(|s| s.1);
+    let mut out = Vec::new();
+    let mut open: Vec<(u64, u64)> = Vec::new();
+    for (name, s, e) in v {
+        while open.last().is_some_and(|&(os, oe)| !(os <= s && e <= oe)) {
+            open.pop();
+        }
+        out.push((open.len() as i32, name, s, e));
+        open.push((s, e));
+    }
+    out.sort_by_key(|s| (s.2, s.0));
+    out
+}
+
+/// An ELF64 section header: (name, type, flags, addr, offset, size, link,
+/// info, align, entsize).
+type Shdr = (u32, u32, u64, u64, u64, u64, u32, u32, u64, u64);
+
+/// A minimal ELF64 file: one PT_LOAD (R+X) holding `code` at `vaddr`
+/// (file offset 0x1000), a .text section and a symbol table of `funcs`
+/// (offset from `vaddr`, size, name).
+fn elf64(e_type: u16, code: &[u8], vaddr: u64, funcs: &[(u64, u64, &str)]) -> Vec<u8> {
+    fn put(v: &mut Vec<u8>, bytes: &[u8]) {
+        v.extend_from_slice(bytes);
+    }
+    let text_off = 0x1000u64;
+    let mut strtab = vec![0u8];
+    let mut symtab = vec![0u8; 24];
+    for &(off, size, name) in funcs {
+        let st_name = strtab.len() as u32;
+        strtab.extend_from_slice(name.as_bytes());
+        strtab.push(0);
+        put(&mut symtab, &st_name.to_le_bytes());
+        put(&mut symtab, &[0x12, 0]); // STB_GLOBAL | STT_FUNC, default visibility
+        put(&mut symtab, &1u16.to_le_bytes()); // .text
+        put(&mut symtab, &(vaddr + off).to_le_bytes());
+        put(&mut symtab, &size.to_le_bytes());
+    }
+    let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let symtab_off = text_off + code.len() as u64;
+    let strtab_off = symtab_off + symtab.len() as u64;
+    let shstrtab_off = strtab_off + strtab.len() as u64;
+    let shoff = (shstrtab_off + shstrtab.len() as u64 + 7) & !7;
+
+    let mut f = Vec::new();
+    put(&mut f, b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    put(&mut f, &e_type.to_le_bytes());
+    put(&mut f, &62u16.to_le_bytes()); // EM_X86_64
+    put(&mut f, &1u32.to_le_bytes());
+    put(&mut f, &vaddr.to_le_bytes()); // e_entry
+    put(&mut f, &64u64.to_le_bytes()); // e_phoff
+    put(&mut f, &shoff.to_le_bytes());
+    put(&mut f, &0u32.to_le_bytes());
+    for h in [64u16, 56, 1, 64, 5, 4] {
+        put(&mut f, &h.to_le_bytes()); // ehsize, phentsize, phnum, shentsize, shnum, shstrndx
+    }
+    // PT_LOAD, R+X.
+    put(&mut f, &1u32.to_le_bytes());
+    put(&mut f, &5u32.to_le_bytes());
+    for x in [
+        text_off,
+        vaddr,
+        vaddr,
+        code.len() as u64,
+        code.len() as u64,
+        0x1000,
+    ] {
+        put(&mut f, &x.to_le_bytes());
+    }
+    f.resize(text_off as usize, 0);
+    put(&mut f, code);
+    put(&mut f, &symtab);
+    put(&mut f, &strtab);
+    put(&mut f, shstrtab);
+    f.resize(shoff as usize, 0);
+    let sections: [Shdr; 5] = [
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        (1, 1, 6, vaddr, text_off, code.len() as u64, 0, 0, 16, 0),
+        (7, 2, 0, 0, symtab_off, symtab.len() as u64, 3, 1, 8, 24),
+        (15, 3, 0, 0, strtab_off, strtab.len() as u64, 0, 0, 1, 0),
+        (23, 3, 0, 0, shstrtab_off, shstrtab.len() as u64, 0, 0, 1, 0),
+    ];
+    for (name, ty, flags, addr, off, size, link, info, align, entsize) in sections {
+        put(&mut f, &name.to_le_bytes());
+        put(&mut f, &ty.to_le_bytes());
+        for x in [flags, addr, off, size] {
+            put(&mut f, &x.to_le_bytes());
+        }
+        put(&mut f, &link.to_le_bytes());
+        put(&mut f, &info.to_le_bytes());
+        put(&mut f, &align.to_le_bytes());
+        put(&mut f, &entsize.to_le_bytes());
+    }
+    f
+}
+
+/// The trace's timing options, as ptxed takes them.
+fn timing_args(cfg: &Config) -> Vec<String> {
+    let t = cfg.timing;
+    [
+        ("--mtc-freq", u64::from(cfg.mtc_period)),
+        ("--nom-freq", u64::from(t.max_nonturbo_ratio)),
+        ("--cpuid-0x15.eax", u64::from(t.tsc_ctc_ratio_d)),
+        ("--cpuid-0x15.ebx", u64::from(t.tsc_ctc_ratio_n)),
+    ]
+    .iter()
+    .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+    .collect()
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    p: Program,
+    events: Vec<Event>,
+    cfg: Config,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let p = assemble();
+        let events = execute(&p);
+        let cfg = Config::default();
+        let out = Generator::run(cfg.clone(), &events).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("trace.pt"), &out.bytes).unwrap();
+        Setup {
+            dir,
+            p,
+            events,
+            cfg,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_string_lossy().into_owned()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        ptdec()
+            .arg("raw")
+            .args(args)
+            .args(timing_args(&self.cfg))
+            .output()
+            .unwrap()
+    }
+
+    /// Decodes with `code_args` and returns the slices on `axis`.
+    fn decode(
+        &self,
+        code_args: &[&str],
+        axis: &str,
+        extra: &[&str],
+    ) -> Vec<(i32, String, u64, u64)> {
+        let out_path = self.path("out.ftf");
+        let pt = self.path("trace.pt");
+        let mut args = vec!["--pt", &pt, "--cpu", "6/85/4", "-o", &out_path];
+        args.extend_from_slice(&["--time-axis", axis]);
+        args.extend_from_slice(code_args);
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("ptdec: wrote"), "{err}");
+        eprintln!("{err}");
+        slices(&std::fs::read(&out_path).unwrap())
+    }
+}
+
+#[test]
+fn elf_with_symbols_gives_the_exact_call_tree() {
+    let s = Setup::new();
+    let funcs: Vec<_> = s.p.funcs.iter().map(|&(o, z, n)| (o, z, n)).collect();
+    std::fs::write(s.path("prog"), elf64(2, &s.p.code, BASE, &funcs)).unwrap();
+    let got = s.decode(&["--elf", &s.path("prog")], "instructions", &[]);
+    let want = truth(&s.events, &|a| s.p.func_at(a).to_string());
+    assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
+    // main, a, b, rec x3, c, two syscalls.
+    assert_eq!(got.len(), 9, "{got:#?}");
+
+    // The same code in a shared object linked at 0x1000, loaded at BASE.
+    std::fs::write(s.path("prog.so"), elf64(3, &s.p.code, 0x1000, &funcs)).unwrap();
+    let arg = format!("{}:{BASE:#x}", s.path("prog.so"));
+    let got = s.decode(&["--elf", &arg], "instructions", &[]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn raw_bytes_name_functions_by_file_offset() {
+    let s = Setup::new();
+    // The code sits 0x40 bytes into the file; give exactly its range.
+    let mut file = vec![0xccu8; 0x40];
+    file.extend_from_slice(&s.p.code);
+    file.extend_from_slice(&[0xcc; 0x10]);
+    std::fs::write(s.path("dump.bin"), &file).unwrap();
+    let arg = format!(
+        "{}:0x40-{:#x}:{BASE:#x}",
+        s.path("dump.bin"),
+        0x40 + s.p.code.len()
+    );
+    let got = s.decode(&["--raw", &arg], "instructions", &[]);
+    let want = truth(&s.events, &|a| format!("dump.bin+{:#x}", a - BASE + 0x40));
+    assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
+}
+
+#[test]
+fn times_are_tsc_ticks_or_ns_from_the_tsc_frequency() {
+    let s = Setup::new();
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let ticks = s.decode(&["--raw", &code], "ns", &[]);
+    let ns = s.decode(&["--raw", &code], "ns", &["--tsc-freq", "500MHz"]);
+    let main = |v: &[(i32, String, u64, u64)]| {
+        v.iter()
+            .find(|x| x.0 == 0 && x.1 == "code.bin+0x0")
+            .map(|x| (x.2, x.3))
+            .unwrap()
+    };
+    // One core cycle is one TSC tick here; the program runs ~200,000 cycles
+    // (two syscalls of 100,000), all inside the trace.
+    let (a, b) = main(&ticks);
+    assert_eq!(a, 0, "time 0 is the first op");
+    assert!((100_000..=250_000).contains(&b), "{ticks:#?}");
+    // At 500 MHz a tick is 2 ns.
+    let (c, d) = main(&ns);
+    assert_eq!(c, 0);
+    assert!(d.abs_diff(2 * b) <= 2, "{b} ticks, {d} ns");
+}
+
+#[test]
+fn bad_arguments_fail_cleanly() {
+    let s = Setup::new();
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let pt = s.path("trace.pt");
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    let out_path = s.path("out.ftf");
+    let check = |args: &[&str], code: i32, want: &str| {
+        let out = s.run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: wanted {want:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    // Usage errors (clap): exit 2.
+    check(
+        &["--pt", &pt, "--raw", &code, "--cpu", "6", "-o", &out_path],
+        2,
+        "FAMILY/MODEL[/STEPPING]",
+    );
+    let bad_range = format!("{}:0x20-0x10:0x1000", s.path("code.bin"));
+    check(
+        &["--pt", &pt, "--raw", &bad_range, "-o", &out_path],
+        2,
+        "bad range `0x20-0x10`",
+    );
+    let no_addr = s.path("code.bin");
+    check(
+        &["--pt", &pt, "--raw", &no_addr, "-o", &out_path],
+        2,
+        "FILE[:FROM[-TO]]:ADDR",
+    );
+    check(&["--pt", &pt, "-o", &out_path], 2, "--elf");
+    check(
+        &[
+            "--pt",
+            &pt,
+            "--raw",
+            &code,
+            "--tsc-freq",
+            "fast",
+            "-o",
+            &out_path,
+        ],
+        2,
+        "not a frequency",
+    );
+    // Files that cannot be used: exit 1, naming the file.
+    let missing = s.path("nope.pt");
+    check(
+        &["--pt", &missing, "--raw", &code, "-o", &out_path],
+        1,
+        "cannot read",
+    );
+    let beyond = format!("{}:0x0-0x100000:0x1000", s.path("code.bin"));
+    check(
+        &["--pt", &pt, "--raw", &beyond, "-o", &out_path],
+        1,
+        "outside the file",
+    );
+    check(
+        &["--pt", &pt, "--elf", &s.path("code.bin"), "-o", &out_path],
+        1,
+        "not an ELF file",
+    );
+    assert!(!Path::new(&out_path).exists());
+}
