@@ -393,6 +393,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         start,
         end,
         jobs: a.jobs,
+        progress: Some(progress.callback()),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
@@ -452,6 +453,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
     let progress = Progress::new(a.quiet);
     progress.message(format!("decoding {}", a.pt.path.display()));
     let decode = DecodeOptions {
+        progress: Some(progress.callback()),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {

@@ -1,7 +1,8 @@
-//! What `ptdec` tells the user on stderr: a progress spinner while it works
+//! What `ptdec` tells the user on stderr: a progress bar while it works
 //! (only on a terminal, never with `--quiet`), the summary of a decode run
 //! ([`Report`]), and `ptdec info`'s description of a trace without decoding.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -9,14 +10,25 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::decode::ProgressCallback;
 use crate::images::{hex, is_kernel_name, is_not_a_file, ImageStore};
 use crate::input::Trace;
 use crate::pipeline::Report;
 
-/// A spinner on stderr counting ops; hidden when stderr is not a terminal
-/// or when `quiet`.
+/// Progress on stderr: a bar over the trace bytes while libipt decodes
+/// them (fed from the decode workers through [`Progress::callback`]), then
+/// a counter of the ops handed to the call stacks and the FTF writer.
+/// Hidden when stderr is not a terminal or when `quiet`.
 pub struct Progress {
     bar: ProgressBar,
+    /// The ops phase has begun.
+    writing: Cell<bool>,
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("=> ")
 }
 
 impl Progress {
@@ -25,24 +37,45 @@ impl Progress {
             ProgressBar::hidden()
         } else {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed}] {msg} {human_pos} ops ({per_sec})",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
+            bar.set_style(style(
+                "{spinner} [{elapsed}] [{bar:30}] {bytes}/{total_bytes} (eta {eta}) {wide_msg}",
+            ));
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         };
-        Progress { bar }
+        Progress {
+            bar,
+            writing: Cell::new(false),
+        }
+    }
+
+    /// Whether nothing is drawn.
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
     }
 
     pub fn message(&self, msg: impl Into<std::borrow::Cow<'static, str>>) {
         self.bar.set_message(msg);
     }
 
+    /// The decode's progress callback: (bytes decoded, bytes to decode).
+    pub fn callback(&self) -> ProgressCallback {
+        let bar = self.bar.clone();
+        ProgressCallback::new(move |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+    }
+
     /// One op handed to the call stacks.
     pub fn op(&self) {
+        if !self.writing.replace(true) && !self.bar.is_hidden() {
+            self.bar.set_style(style(
+                "{spinner} [{elapsed}] building call stacks and writing FTF: {human_pos} ops",
+            ));
+            self.bar.unset_length();
+            self.bar.set_position(0);
+        }
         self.bar.inc(1);
     }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
-use ptdec::decode::{decode, DecodeOptions, DecodeStats};
+use ptdec::decode::{decode, DecodeOptions, DecodeStats, ProgressCallback};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::ops::{GapKind, Op, OpSink, Stamp};
@@ -623,6 +623,40 @@ fn default_config_gives_exact_ops() {
         (th.calls, th.returns, th.jumps),
         (calls as u64, calls as u64, 2)
     );
+}
+
+#[test]
+fn progress_counts_decoded_bytes_up_to_the_total() {
+    use std::sync::{Arc, Mutex};
+    let cfg = Config::default();
+    let (p, _, out) = generate(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        &cfg,
+        &p.code,
+        &Aux {
+            chunks: vec![(0, &out.bytes)],
+            truncated_at: None,
+        },
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let opts = DecodeOptions {
+        progress: Some(ProgressCallback::new(move |done, total| {
+            s2.lock().unwrap().push((done, total))
+        })),
+        ..DecodeOptions::default()
+    };
+    let (_, stats, _) = run_decode(dir.path(), &opts);
+    let seen = seen.lock().unwrap();
+    let total = out.bytes.len() as u64;
+    assert_eq!(stats.bytes, total);
+    // Reports inside the segment (every 4096 blocks), then its end.
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.iter().all(|&(_, t)| t == total), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(total, total)));
 }
 
 #[test]
