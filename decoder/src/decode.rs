@@ -17,6 +17,20 @@
 //! per-worker image section cache, so each file section is mapped once per
 //! worker.
 //!
+//! # Raw PT
+//!
+//! [`decode_raw`] runs the same per-segment decoder over raw trace bytes
+//! (`ptdec raw`): one segment, one task ([`RAW_TASK`]), one image holding
+//! every given section, and the libipt configuration the caller gives
+//! instead of AUXTRACE_INFO. There is no sideband, so `Stamp::time` is the
+//! TSC (or ns from a given TSC frequency).
+//!
+//! # Progress
+//!
+//! [`DecodeOptions::progress`] is called from the workers with the bytes
+//! decoded so far and the total, every 4096 blocks and at each segment's
+//! end; ops reach the sink only after every segment is decoded.
+//!
 //! # Errors
 //!
 //! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
