@@ -1431,7 +1431,7 @@ pub struct RawConfig {
     pub cpu: Option<(u16, u8, u8)>,
     /// IA32_RTIT_CTL.MTCFreq (needed when the trace has MTC packets).
     pub mtc_freq: u8,
-    /// The max non-turbo ratio, MSR_PLATFORM_INFO[15:8] (calibrates CYC).
+    /// The max non-turbo ratio, `MSR_PLATFORM_INFO[15:8]` (calibrates CYC).
     pub nom_freq: u8,
     /// CPUID leaf 0x15 eax (denominator) and ebx (numerator) of the TSC to
     /// core crystal clock ratio (needed with MTC packets).
