@@ -444,7 +444,8 @@ impl<'t> Plan<'t> {
         kernel_changes.dedup();
         changes.insert(NO_PID, kernel_changes);
 
-        let mtc_bits = info.mtc_freq_bits.min(15) as u8;
+        // perf's default when the attr is absent: mtc_period=3.
+        let mtc_bits = trace.mtc_period().unwrap_or(3).min(15);
         let freq = Frequency::new(
             mtc_bits,
             info.max_non_turbo_ratio.min(255) as u8,

@@ -461,11 +461,17 @@ impl Trace {
         })
     }
 
-    /// Whether a config bit of the intel_pt event is set (`bit` from
-    /// [`IntelPtInfo`], e.g. `cyc_bit`); `None` without the attr or the bit.
-    pub fn config_bit(&self, bit: u64) -> Option<bool> {
-        let a = self.pt_attr?;
-        (bit != 0 && bit < 64).then(|| a.config >> bit & 1 != 0)
+    /// Whether a config term of the intel_pt event is set; `mask` is one of
+    /// [`IntelPtInfo`]'s `*_bit` words (perf stores masks of config bits
+    /// there). `None` without the attr or when the CPU has no such term.
+    pub fn config_bit(&self, mask: u64) -> Option<bool> {
+        IntelPtInfo::term_set(self.pt_attr?.config, mask)
+    }
+
+    /// The `mtc_period` the intel_pt event was opened with (libipt's
+    /// `mtc_freq`), from its config and AUXTRACE_INFO's `mtc_freq_bits` mask.
+    pub fn mtc_period(&self) -> Option<u8> {
+        self.info.mtc_period(self.pt_attr?.config)
     }
 
     /// Whether the kernel was traced (the intel_pt event did not exclude it).

@@ -288,12 +288,12 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
     };
     let _ = writeln!(
         o,
-        "intel_pt      {} buffers, {} mode, tsc {}, mtc {} (freq bits {}), cyc {}, noretcomp {}, kernel {}",
+        "intel_pt      {} buffers, {} mode, tsc {}, mtc {} (mtc_period {}), cyc {}, noretcomp {}, kernel {}",
         if i.per_cpu_mmaps { "per-cpu" } else { "per-thread" },
         if i.snapshot_mode { "snapshot" } else { "full-trace" },
         bit(i.tsc_bit),
         bit(i.mtc_bit),
-        i.mtc_freq_bits,
+        trace.mtc_period().map_or("?".into(), |p| p.to_string()),
         bit(i.cyc_bit),
         bit(i.noretcomp_bit),
         if trace.kernel_traced() { "traced" } else { "not traced" }
