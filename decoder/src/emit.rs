@@ -115,6 +115,9 @@ pub struct EmitOptions {
     /// One file per window of this many ns (counted from the range start or
     /// the origin).
     pub split: Option<u64>,
+    /// Spread branches that share a timestamp over the time to the next
+    /// timestamp by instruction count (`ns` axis only; see [`crate::interp`]).
+    pub interpolate: bool,
 }
 
 /// One file written.

@@ -6,6 +6,7 @@ pub mod decode;
 pub mod emit;
 pub mod images;
 pub mod input;
+pub mod interp;
 pub mod ops;
 pub mod pipeline;
 pub mod raw;

@@ -152,6 +152,13 @@ struct RawArgs {
     /// --tsc-freq), cycles (needs CYC packets) or instructions.
     #[arg(long, value_enum, default_value_t = Axis::Ns)]
     time_axis: Axis,
+    /// Keep the raw timestamps: without CYC packets every call between two
+    /// timing packets gets the same time (zero-width slices); by default they
+    /// are spread by instruction count up to the next timestamp, as
+    /// magic-trace does (instruction counts are exact either way).
+    /// Example: --no-interpolate
+    #[arg(long)]
+    no_interpolate: bool,
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
@@ -199,6 +206,13 @@ struct DecodeArgs {
     /// Example: --time-axis instructions
     #[arg(long, value_enum, default_value_t = Axis::Ns)]
     time_axis: Axis,
+    /// Keep the raw timestamps: without CYC packets every call between two
+    /// timing packets gets the same time (zero-width slices); by default they
+    /// are spread by instruction count up to the next timestamp, as
+    /// magic-trace does (instruction counts are exact either way).
+    /// Example: --no-interpolate
+    #[arg(long)]
+    no_interpolate: bool,
     /// Decode from this time on: seconds or a unit ("1.5", "250ms") after the
     /// first timestamp, or "@NS" in absolute perf time. Example: --start 2s
     #[arg(long, value_name = "T", allow_hyphen_values = false)]
@@ -402,6 +416,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         range: (start.is_some() || end.is_some())
             .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
         split,
+        interpolate: !a.no_interpolate,
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -462,6 +477,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
             Axis::Cycles => TimeAxis::Cycles,
             Axis::Instructions => TimeAxis::Instructions,
         },
+        interpolate: !a.no_interpolate,
         ..EmitOptions::default()
     };
     let symbols = SymbolCache::new();

@@ -87,3 +87,9 @@ pub trait OpSink {
     /// One step of thread `tid` of process `pid`.
     fn op(&mut self, pid: u32, tid: u32, op: Op);
 }
+
+impl<S: OpSink + ?Sized> OpSink for &mut S {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        (**self).op(pid, tid, op)
+    }
+}

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use sideband::timeline::Timeline;
 
 use crate::decode::{decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig};
-use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, Written};
+use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
+use crate::interp::Interpolate;
 use crate::ops::{Op, OpSink};
 use crate::raw::RawInput;
 use crate::stack::{Func, Resolver, StackStats, ThreadStack};
@@ -333,12 +334,20 @@ pub fn run(
     let origin = origin(trace);
     let mut emit = opts.emit.clone();
     emit.origin = origin.unwrap_or(0);
+    let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
     let mut sink = StackSink::new(&resolver, &trace.timeline, &mut emitter);
     sink.origin_from_first_op = origin.is_none();
     sink.on_op = opts.on_op;
-    let decode_stats = decode(trace, images, &opts.decode, &mut sink)?;
+    let decode_stats = if interpolate {
+        let mut spread = Interpolate::new(&mut sink);
+        let stats = decode(trace, images, &opts.decode, &mut spread);
+        spread.finish();
+        stats?
+    } else {
+        decode(trace, images, &opts.decode, &mut sink)?
+    };
     let threads = sink.finish()?;
     let mut stack = StackStats::default();
     for t in threads.values() {
@@ -421,6 +430,7 @@ pub fn run_raw(
     symbols: &SymbolCache,
     opts: RunOptions,
 ) -> Result<Report, RunError> {
+    let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), opts.emit.clone())?;
     let resolver = RawResolver::new(input, symbols);
     let timeline = Timeline::new();
@@ -432,7 +442,14 @@ pub fn run_raw(
         |f| f.to_string_lossy().into_owned(),
     );
     sink.names = Some((file, "raw PT".into()));
-    let decode_stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?;
+    let decode_stats = if interpolate {
+        let mut spread = Interpolate::new(&mut sink);
+        let stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut spread);
+        spread.finish();
+        stats?
+    } else {
+        decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?
+    };
     let threads = sink.finish()?;
     let mut stack = StackStats::default();
     for t in threads.values() {

@@ -1,0 +1,216 @@
+//! Spreading time over instructions between timing packets.
+//!
+//! Without CYC, Intel PT timestamps advance only at timing packets (TSC, MTC
+//! every 2^mtc_period crystal ticks: a few hundred ns with perf's defaults),
+//! so every call between two packets gets the same timestamp and shows in
+//! Perfetto as a zero-width slice. Like magic-trace, ptdec spreads such a run
+//! of branches linearly by instruction count between the timestamp they share
+//! and the next, later timestamp of the same thread. Only runs of plain
+//! control flow (calls, returns, jumps) are spread, and only up to the next
+//! branch or trace-disable that carries a later time: time across a disable,
+//! enable or gap (kernel or lost time) is never redistributed. Instruction
+//! counts (`insns`) are exact either way; `--no-interpolate` turns this off.
+
+use std::collections::HashMap;
+
+use crate::ops::{Op, OpSink};
+
+/// An [`OpSink`] adapter that assigns interpolated times, then forwards.
+pub struct Interpolate<S: OpSink> {
+    inner: S,
+    /// Per thread: the anchor op and the branches that share its time.
+    pending: HashMap<(u32, u32), Vec<Op>>,
+}
+
+fn is_branch(op: &Op) -> bool {
+    matches!(op, Op::Call { .. } | Op::Return { .. } | Op::Jump { .. })
+}
+
+fn set_time(op: &mut Op, time: u64) {
+    match op {
+        Op::Enabled { at, .. }
+        | Op::Disabled { at, .. }
+        | Op::Call { at, .. }
+        | Op::Return { at, .. }
+        | Op::Jump { at, .. }
+        | Op::Gap { at, .. }
+        | Op::End { at } => at.time = time,
+    }
+}
+
+impl<S: OpSink> Interpolate<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> Self {
+        Interpolate {
+            inner,
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Forwards what is still held and returns the inner sink.
+    pub fn finish(mut self) -> S {
+        let mut keys: Vec<_> = self.pending.keys().copied().collect();
+        keys.sort_unstable();
+        for (pid, tid) in keys {
+            for op in self.pending.remove(&(pid, tid)).unwrap_or_default() {
+                self.inner.op(pid, tid, op);
+            }
+        }
+        self.inner
+    }
+}
+
+/// Spreads the times of `group[1..]` between `group[0]` (the anchor) and
+/// `next` by instruction count.
+fn spread(group: &mut [Op], next: &Op) {
+    let (Some(first), Some(_)) = (group.first(), group.get(1)) else {
+        return;
+    };
+    let (a, b) = (first.stamp(), next.stamp());
+    if b.time <= a.time || b.insns <= a.insns {
+        return;
+    }
+    let (dt, di) = ((b.time - a.time) as u128, (b.insns - a.insns) as u128);
+    for op in &mut group[1..] {
+        let i = op.stamp().insns.clamp(a.insns, b.insns);
+        let t = a.time as u128 + (i - a.insns) as u128 * dt / di;
+        set_time(op, (t as u64).min(b.time));
+    }
+}
+
+impl<S: OpSink> OpSink for Interpolate<S> {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        let group = self.pending.entry((pid, tid)).or_default();
+        if let Some(anchor) = group.first() {
+            if is_branch(&op) && op.stamp().time == anchor.stamp().time {
+                group.push(op);
+                return;
+            }
+            if is_branch(&op) || matches!(op, Op::Disabled { .. }) {
+                spread(group, &op);
+            }
+            for held in group.drain(..) {
+                self.inner.op(pid, tid, held);
+            }
+        }
+        if matches!(op, Op::Enabled { .. }) || is_branch(&op) {
+            group.push(op);
+        } else {
+            self.inner.op(pid, tid, op);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Stamp;
+
+    #[derive(Default)]
+    struct Collect(Vec<(u32, Op)>);
+    impl OpSink for Collect {
+        fn op(&mut self, _pid: u32, tid: u32, op: Op) {
+            self.0.push((tid, op));
+        }
+    }
+
+    fn at(time: u64, insns: u64) -> Stamp {
+        Stamp {
+            time,
+            insns,
+            cycles: None,
+        }
+    }
+    fn call(time: u64, insns: u64) -> Op {
+        Op::Call {
+            at: at(time, insns),
+            from: 1,
+            to: 2,
+            ret: 3,
+        }
+    }
+    fn times(c: &Collect) -> Vec<u64> {
+        c.0.iter().map(|(_, o)| o.stamp().time).collect()
+    }
+
+    #[test]
+    fn branches_sharing_a_timestamp_are_spread_by_instructions() {
+        let mut s = Interpolate::new(Collect::default());
+        s.op(
+            1,
+            1,
+            Op::Enabled {
+                at: at(100, 0),
+                ip: 0,
+                first: true,
+            },
+        );
+        s.op(1, 1, call(100, 10));
+        s.op(1, 1, call(100, 30));
+        s.op(1, 1, call(200, 40)); // next timing packet seen
+        s.op(1, 1, call(200, 50));
+        s.op(1, 1, Op::End { at: at(200, 60) });
+        let c = s.finish();
+        assert_eq!(times(&c), [100, 125, 175, 200, 200, 200]);
+    }
+
+    #[test]
+    fn time_across_a_disable_is_never_spread() {
+        let mut s = Interpolate::new(Collect::default());
+        s.op(1, 1, call(100, 10));
+        s.op(1, 1, call(100, 20));
+        s.op(
+            1,
+            1,
+            Op::Disabled {
+                at: at(100, 30),
+                ip: 5,
+                kernel: true,
+            },
+        );
+        s.op(
+            1,
+            1,
+            Op::Enabled {
+                at: at(900, 30),
+                ip: 7,
+                first: false,
+            },
+        );
+        s.op(1, 1, call(900, 35));
+        s.op(
+            1,
+            1,
+            Op::Gap {
+                at: at(1000, 40),
+                kind: crate::ops::GapKind::Overflow,
+                offset: 0,
+            },
+        );
+        let c = s.finish();
+        assert_eq!(times(&c), [100, 100, 100, 900, 900, 1000]);
+    }
+
+    #[test]
+    fn threads_are_kept_apart_and_flushed_at_the_end() {
+        let mut s = Interpolate::new(Collect::default());
+        s.op(1, 1, call(100, 0));
+        s.op(1, 2, call(500, 0));
+        s.op(1, 1, call(100, 5));
+        s.op(1, 2, call(600, 10));
+        s.op(1, 1, call(110, 10));
+        let c = s.finish();
+        let t1: Vec<u64> =
+            c.0.iter()
+                .filter(|(t, _)| *t == 1)
+                .map(|(_, o)| o.stamp().time)
+                .collect();
+        let t2: Vec<u64> =
+            c.0.iter()
+                .filter(|(t, _)| *t == 2)
+                .map(|(_, o)| o.stamp().time)
+                .collect();
+        assert_eq!(t1, [100, 105, 110]);
+        assert_eq!(t2, [500, 600]);
+    }
+}
