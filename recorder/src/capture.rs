@@ -234,15 +234,31 @@ pub fn archive(sysroot: &Path, pids: &[i32], seen: &MappedFiles) -> (Vec<Saved>,
     (done.into_values().collect(), warnings)
 }
 
+/// Whether `/proc/kcore` can be read (checked before a `-k` recording
+/// creates anything): a permission error names the file and the remedy; a
+/// kernel without `/proc/kcore` (CONFIG_PROC_KCORE off) is no error, see
+/// [`copy_kcore`].
+pub fn check_kcore() -> Result<(), Error> {
+    match File::open("/proc/kcore") {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(cap_err(
+            "/proc/kcore (-k copies the kernel's code from it; run as root, or with CAP_SYS_RAWIO)",
+        )(e)),
+        _ => Ok(()),
+    }
+}
+
 /// `-k`: `kcore_dir/` as `perf record --kcore` makes it: `kallsyms` and
 /// `modules` copied, and `kcore` an ELF core holding only the kernel text
 /// (`_stext`..`_etext`) and the module area, read from `/proc/kcore`.
-pub fn copy_kcore(kcore_dir: &Path) -> Result<(), Error> {
+/// Without `/proc/kcore` in this kernel, `kcore_dir/` holds `kallsyms` and
+/// `modules` only (perf then takes symbols from it but no code) and a
+/// warning says so.
+pub fn copy_kcore(kcore_dir: &Path) -> Result<Vec<String>, Error> {
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").map_err(cap_err("/proc/kallsyms"))?;
     std::fs::write(kcore_dir.join("kallsyms"), &kallsyms).map_err(cap_err("kcore_dir/kallsyms"))?;
-    if let Ok(m) = std::fs::read("/proc/modules") {
-        std::fs::write(kcore_dir.join("modules"), m).map_err(cap_err("kcore_dir/modules"))?;
-    }
+    // A kernel without module support has no /proc/modules: an empty list.
+    let modules = std::fs::read("/proc/modules").unwrap_or_default();
+    std::fs::write(kcore_dir.join("modules"), modules).map_err(cap_err("kcore_dir/modules"))?;
     let sym = |name: &str| {
         kallsyms.lines().find_map(|l| {
             let mut it = l.split_whitespace();
@@ -263,7 +279,16 @@ pub fn copy_kcore(kcore_dir: &Path) -> Result<(), Error> {
             "kernel addresses read as 0 (kptr_restrict); run as root",
         )));
     }
-    let kcore = File::open("/proc/kcore").map_err(cap_err("/proc/kcore"))?;
+    let kcore = match File::open("/proc/kcore") {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(vec![
+                "this kernel has no /proc/kcore (CONFIG_PROC_KCORE is off): kcore_dir/ holds \
+                 kallsyms and modules but no kernel code; decode the kernel with its vmlinux"
+                    .into(),
+            ])
+        }
+        r => r.map_err(cap_err("/proc/kcore (run as root, or with CAP_SYS_RAWIO)"))?,
+    };
     let segments = kcore_segments(&kcore).map_err(cap_err("/proc/kcore program headers"))?;
     let mut wanted = vec![(stext & !0xfff, (etext + 0xfff) & !0xfff)];
     // The module area: the span of module symbols (`[mod]` suffix).
@@ -293,7 +318,7 @@ pub fn copy_kcore(kcore_dir: &Path) -> Result<(), Error> {
     let mut f = File::create(&path).map_err(cap_err(path.display().to_string()))?;
     f.write_all(&elf_core(&out_segs))
         .map_err(cap_err(path.display().to_string()))?;
-    Ok(())
+    Ok(Vec::new())
 }
 
 struct Segment {

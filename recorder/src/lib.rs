@@ -11,6 +11,7 @@ pub mod record;
 pub mod ring;
 pub mod session;
 pub mod sideband_capture;
+pub mod synth;
 pub mod sys;
 pub mod target;
 pub mod trigger;

@@ -141,6 +141,11 @@ pub fn record(
             target::threads_of(pid)?;
         }
     }
+    if opts.kernel || spec.kernel {
+        // Before anything is created: -k needs the kernel's addresses.
+        crate::synth::read_kallsyms()?;
+        capture::check_kcore()?;
+    }
 
     let dir = OutDir::create(&opts.out, opts.force)?;
     let result = record_into(
@@ -187,7 +192,6 @@ fn record_into(
         cpus: opts.cpus.clone(),
     };
     let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
-    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
 
     let data_path = dir.data();
     let mut writer =
@@ -221,14 +225,25 @@ fn record_into(
             })
             .map_err(output(&data_path))?;
     }
-    if let Target::Pids(pids) = &opts.target {
-        for ev in synthesize_existing(pids, sb_id) {
+    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+    if kernel {
+        let kallsyms = crate::synth::read_kallsyms()?;
+        for ev in crate::synth::kernel_events(&kallsyms, sb_id) {
             writer.write_event(&ev).map_err(output(&data_path))?;
         }
     }
+    let existing = match &opts.target {
+        Target::Pids(pids) => pids.clone(),
+        Target::SystemWide => crate::synth::all_pids(),
+        Target::Command(_) => Vec::new(),
+    };
+    for ev in synthesize_existing(&existing, sb_id) {
+        writer.write_event(&ev).map_err(output(&data_path))?;
+    }
     write_env_features(&mut writer, opts).map_err(output(&data_path))?;
     if kernel {
-        capture::copy_kcore(&dir.subdir("kcore_dir")?)?;
+        let w = capture::copy_kcore(&dir.subdir("kcore_dir")?)?;
+        warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(w);
     }
     let images = dir.subdir("images")?;
     let (vdsos, w) = capture::capture_vdsos(&images, &opened.pids);

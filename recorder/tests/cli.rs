@@ -322,3 +322,173 @@ fn trigger_on_a_libc_function_takes_snapshots() {
     let o = ptrec(&["--sideband-only", "--trigger", "main", "-p", &pid]);
     assert!(stderr(&o).contains("needs snapshot mode"), "{}", stderr(&o));
 }
+
+/// `-k`: the kernel image is an MMAP `[kernel.kallsyms]_text` with pid -1 and
+/// pgoff `_text` (perf's convention), and `kcore_dir/` holds kallsyms and
+/// modules (and kcore when this kernel has `/proc/kcore`).
+#[test]
+fn kernel_mappings_with_k() {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let Some((text, _)) = ptrec::synth::kernel_extent(&kallsyms) else {
+        eprintln!("SKIPPED kernel_mappings_with_k: /proc/kallsyms hides addresses (not root)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let o = ptrec(&[
+        "--sideband-only",
+        "-q",
+        "-k",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kd = dir.join("kcore_dir");
+    let copied = std::fs::read_to_string(kd.join("kallsyms")).unwrap();
+    assert_eq!(ptrec::synth::kernel_extent(&copied).unwrap().0, text);
+    assert!(kd.join("modules").exists());
+    if Path::new("/proc/kcore").exists() {
+        assert!(kd.join("kcore").exists());
+    } else {
+        assert!(stderr(&o).contains("no /proc/kcore"), "{}", stderr(&o));
+    }
+    let n_modules = std::fs::read_to_string("/proc/modules")
+        .map(|m| ptrec::synth::parse_modules(&m).len())
+        .unwrap_or(0);
+    let Some(perf) = pt_tests::perf("kernel_mappings_with_k") else {
+        return;
+    };
+    let o = Command::new(perf)
+        .args(["script", "-D", "-i"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "perf script: {}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let want = format!("PERF_RECORD_MMAP -1/0: [{text:#x}(");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&want) && l.ends_with("x [kernel.kallsyms]_text"))
+        .unwrap_or_else(|| panic!("no kernel MMAP {want}: {out}"));
+    assert!(line.contains(&format!("@ {text:#x}]")), "{line}");
+    let kernel_mmaps = out
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_MMAP -1/0:"))
+        .count();
+    assert_eq!(kernel_mmaps, 1 + n_modules, "{out}");
+}
+
+/// `-k` for a user who cannot see kernel addresses: an error naming
+/// /proc/kallsyms and the remedy, nothing left behind.
+#[test]
+fn kernel_without_kallsyms_addresses() {
+    if !ptrec::outdir::running_as_root() || Command::new("setpriv").arg("--help").output().is_err()
+    {
+        eprintln!("SKIPPED kernel_without_kallsyms_addresses: needs root and setpriv");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let dir = tmp.path().join("t");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", EXE])
+        .args([
+            "--sideband-only",
+            "-k",
+            "-o",
+            dir.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    let as_nobody = std::fs::read_to_string("/proc/kallsyms").is_ok()
+        && Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "head",
+                "-1",
+                "/proc/kallsyms",
+            ])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).starts_with("0000000000000000"))
+            .unwrap_or(false);
+    if !as_nobody {
+        eprintln!("SKIPPED kernel_without_kallsyms_addresses: nobody sees kernel addresses here");
+        return;
+    }
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("/proc/kallsyms") && err.contains("root"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing is created");
+}
+
+/// `-a`: the processes already running are synthesized (COMM of each thread,
+/// MMAP2 of each executable mapping), as perf record -a does.
+#[test]
+fn system_wide_synthesizes_running_processes() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid = child.id();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let o = ptrec(&[
+        "--sideband-only",
+        "-q",
+        "-a",
+        "--duration",
+        "0.2",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    if !o.status.success() && stderr(&o).contains("perf_event_paranoid") {
+        eprintln!(
+            "SKIPPED system_wide_synthesizes_running_processes: {}",
+            stderr(&o)
+        );
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(text) = perf_script("system_wide_synthesizes_running_processes", &dir) else {
+        return;
+    };
+    assert!(
+        text.contains(&format!("PERF_RECORD_COMM: sleep:{pid}/{pid}")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&format!("PERF_RECORD_MMAP2 {pid}/{pid}:"))
+                && l.contains("r-xp")
+                && l.ends_with("/sleep")),
+        "{text}"
+    );
+    // Every thread of a multi-threaded process: this test's own thread.
+    let me = std::process::id();
+    let tid: u32 = std::fs::read_link("/proc/thread-self")
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("PERF_RECORD_COMM") && l.ends_with(&format!(":{me}/{tid}"))),
+        "thread {tid} of {me} missing"
+    );
+}
