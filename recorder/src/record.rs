@@ -190,6 +190,11 @@ fn record_into(
         snapshot: matches!(opts.mode, Mode::Snapshot { .. }),
         sideband_only: opts.sideband_only,
         cpus: opts.cpus.clone(),
+        stop_at_exec: matches!(opts.target, Target::Command(_))
+            && opts
+                .trigger
+                .as_deref()
+                .is_some_and(|t| !t.starts_with("0x")),
     };
     let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
 
@@ -320,22 +325,49 @@ fn record_into(
             done.clone(),
         )?);
     }
-    if let Some(spec) = &opts.trigger {
-        for (tid, addr) in trigger_points(&opts.target, &opened, spec)? {
-            let bp = crate::trigger::Breakpoint::open(tid, addr).map_err(|e| {
-                Error::from_open(
-                    format!("setting the --trigger breakpoint at {addr:#x} in thread {tid}"),
-                    Some(tid),
-                    e,
-                )
-            })?;
-            let handle = bp.forward(stop.clone(), done.clone());
-            threads.push(std::thread::spawn(move || {
-                let _ = handle.join();
-            }));
+    let mut open_trigger = |tid: i32, addr: u64| -> Result<(), Error> {
+        let bp = crate::trigger::Breakpoint::open(tid, addr).map_err(|e| {
+            Error::from_open(
+                format!("setting the --trigger breakpoint at {addr:#x} in thread {tid}"),
+                Some(tid),
+                e,
+            )
+        })?;
+        let handle = bp.forward(stop.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
+            let _ = handle.join();
+        }));
+        Ok(())
+    };
+    match &opts.trigger {
+        Some(spec) if !open_opts.stop_at_exec => {
+            for (tid, addr) in trigger_points(&opts.target, &opened, spec)? {
+                open_trigger(tid, addr)?;
+            }
         }
+        _ => {}
     }
     opened.start()?;
+    if let (Some(spec), Some(child), true) =
+        (&opts.trigger, opened.child.as_mut(), open_opts.stop_at_exec)
+    {
+        // Stopped at its exec: run it to its entry point (the loader has
+        // then mapped its libraries), resolve the symbol there, set the
+        // breakpoint, and let it go. On failure it does not run on.
+        let pid = child.pid;
+        let set = run_to_entry(child)
+            .and_then(|()| target::resolve_trigger(pid, spec))
+            .and_then(|addr| open_trigger(pid, addr));
+        if set.is_err() {
+            let _ = sys::kill(pid, libc::SIGKILL);
+        }
+        let detached = child.detach();
+        set?;
+        detached.map_err(|source| Error::Open {
+            what: format!("detaching from the command (pid {pid})"),
+            source,
+        })?;
+    }
     let child_pid = opened.child.as_ref().map(|c| c.pid);
     let child_status = Arc::new(Mutex::new(None));
     match child_pid {
@@ -396,9 +428,34 @@ fn record_into(
     })
 }
 
+/// Runs a command stopped at its exec up to its entry point (AT_ENTRY).
+fn run_to_entry(child: &mut sys::HeldChild) -> Result<(), Error> {
+    let pid = child.pid;
+    let auxv_path = format!("/proc/{pid}/auxv");
+    let auxv = std::fs::read(&auxv_path).map_err(|source| Error::Open {
+        what: format!("reading {auxv_path} for --trigger"),
+        source,
+    })?;
+    let entry = target::auxv_entry(&auxv).ok_or_else(|| Error::Open {
+        what: format!("reading {auxv_path} for --trigger"),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "no AT_ENTRY"),
+    })?;
+    #[cfg(target_arch = "x86_64")]
+    let ran = child.run_to(entry);
+    #[cfg(not(target_arch = "x86_64"))]
+    let ran: std::io::Result<()> = Err(std::io::Error::other(format!(
+        "--trigger SYMBOL with a command is x86-64 only; give 0xADDR (entry {entry:#x})"
+    )));
+    ran.map_err(|source| Error::Open {
+        what: format!("running the command (pid {pid}) to its entry point {entry:#x}"),
+        source,
+    })
+}
+
 /// Where `--trigger` breakpoints go: every thread of each `-p` process at
-/// the symbol's address there; a command only takes an absolute address
-/// (its symbols move when it execs).
+/// the symbol's address there; a command's absolute address on the
+/// command (a command's symbol is resolved after its exec, see
+/// [`run_to_entry`]).
 fn trigger_points(
     target: &Target,
     opened: &target::Opened,

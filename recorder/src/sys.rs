@@ -280,6 +280,9 @@ pub struct HeldChild {
     pub pid: i32,
     go: Option<OwnedFd>,
     exec_err: OwnedFd,
+    /// Traced (PTRACE_TRACEME): [`go`](Self::go) returns with the child
+    /// stopped right after its exec, until [`detach`](Self::detach).
+    traced: bool,
 }
 
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -295,7 +298,15 @@ impl HeldChild {
     /// with `argv` (the caller resolved `path` through PATH, so that the child
     /// only makes async-signal-safe calls). If this process dies first, the
     /// child sees the pipe close and exits 127 without running anything.
-    pub fn spawn(path: &std::ffi::CStr, argv: &[std::ffi::CString]) -> io::Result<HeldChild> {
+    ///
+    /// With `traced`, the child asks to be traced before its exec, so that
+    /// [`go`](Self::go) returns with it stopped at the exec (SIGTRAP): its
+    /// code is mapped but none of it has run.
+    pub fn spawn(
+        path: &std::ffi::CStr,
+        argv: &[std::ffi::CString],
+        traced: bool,
+    ) -> io::Result<HeldChild> {
         let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         let (go_r, go_w) = pipe_cloexec()?;
@@ -313,6 +324,9 @@ impl HeldChild {
                 if n != 1 {
                     libc::_exit(127);
                 }
+                if traced {
+                    libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+                }
                 libc::execv(path.as_ptr(), ptrs.as_ptr());
                 let errno = *libc::__errno_location();
                 libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
@@ -324,6 +338,7 @@ impl HeldChild {
             pid,
             go: Some(go_w),
             exec_err: err_r,
+            traced,
         })
     }
 
@@ -347,10 +362,86 @@ impl HeldChild {
             )
         };
         if n == 4 {
-            Err(io::Error::from_raw_os_error(errno))
-        } else {
-            Ok(())
+            return Err(io::Error::from_raw_os_error(errno));
         }
+        if self.traced {
+            self.wait_stop(libc::SIGTRAP)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the traced child to stop with `sig`.
+    fn wait_stop(&self, sig: i32) -> io::Result<()> {
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our child with a valid pointer to our local.
+            match check(unsafe { libc::waitpid(self.pid, &mut status, 0) }) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(_) => break,
+            }
+        }
+        if libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == sig {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "pid {} did not stop with signal {sig} (wait status {status:#x})",
+                self.pid
+            )))
+        }
+    }
+
+    /// Runs the traced, stopped child until it reaches `addr` (e.g. its
+    /// entry point, once the dynamic loader has mapped the libraries), with
+    /// a one-shot int3 there; it stays stopped at `addr`.
+    #[cfg(target_arch = "x86_64")]
+    pub fn run_to(&self, addr: u64) -> io::Result<()> {
+        let peek = |a: u64| -> io::Result<libc::c_long> {
+            // SAFETY: PTRACE_PEEKDATA reads a word of the stopped tracee; the
+            // result is in the return value, errors in errno (reset first).
+            unsafe {
+                *libc::__errno_location() = 0;
+                let v = libc::ptrace(libc::PTRACE_PEEKDATA, self.pid, a, 0);
+                if v == -1 && *libc::__errno_location() != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(v)
+            }
+        };
+        let poke = |a: u64, v: libc::c_long| -> io::Result<()> {
+            // SAFETY: PTRACE_POKEDATA writes a word into the stopped tracee.
+            check(unsafe { libc::ptrace(libc::PTRACE_POKEDATA, self.pid, a, v) } as i32).map(drop)
+        };
+        let orig = peek(addr)?;
+        poke(addr, (orig & !0xff) | 0xcc)?;
+        // SAFETY: continues the stopped tracee without a signal.
+        check(unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0, 0) } as i32)?;
+        self.wait_stop(libc::SIGTRAP)?;
+        poke(addr, orig)?;
+        // SAFETY: a zeroed user_regs_struct is valid; GETREGS/SETREGS read
+        // and write it whole for the stopped tracee.
+        unsafe {
+            let mut regs: libc::user_regs_struct = std::mem::zeroed();
+            check(libc::ptrace(libc::PTRACE_GETREGS, self.pid, 0, &mut regs) as i32)?;
+            if regs.rip != addr + 1 {
+                return Err(io::Error::other(format!(
+                    "pid {} stopped at {:#x}, not at {addr:#x}",
+                    self.pid, regs.rip
+                )));
+            }
+            regs.rip = addr;
+            check(libc::ptrace(libc::PTRACE_SETREGS, self.pid, 0, &regs) as i32)?;
+        }
+        Ok(())
+    }
+
+    /// Lets the traced child run on, untraced.
+    pub fn detach(&mut self) -> io::Result<()> {
+        if !std::mem::take(&mut self.traced) {
+            return Ok(());
+        }
+        // SAFETY: detaches our stopped tracee, delivering no signal.
+        check(unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid, 0, 0) } as i32).map(drop)
     }
 }
 

@@ -61,6 +61,9 @@ pub struct OpenOptions {
     pub sideband_only: bool,
     /// Restrict per-cpu buffers to these CPUs (default: every online CPU).
     pub cpus: Option<Vec<u32>>,
+    /// A command stays stopped (traced) after its exec at [`Opened::start`],
+    /// for `--trigger SYMBOL` to be resolved where it was loaded.
+    pub stop_at_exec: bool,
 }
 
 impl Default for OpenOptions {
@@ -74,6 +77,7 @@ impl Default for OpenOptions {
             snapshot: false,
             sideband_only: false,
             cpus: None,
+            stop_at_exec: false,
         }
     }
 }
@@ -341,9 +345,11 @@ pub fn open(
                 .map(|a| CString::new(a.as_bytes()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|_| Error::Usage("an argument contains a NUL byte".into()))?;
-            let c = sys::HeldChild::spawn(&path, &args).map_err(|source| Error::Open {
-                what: "starting the command".into(),
-                source,
+            let c = sys::HeldChild::spawn(&path, &args, opts.stop_at_exec).map_err(|source| {
+                Error::Open {
+                    what: "starting the command".into(),
+                    source,
+                }
             })?;
             let pid = c.pid;
             child = Some(c);
@@ -661,6 +667,17 @@ pub fn resolve_trigger(pid: i32, spec: &str) -> Result<u64, Error> {
     )))
 }
 
+/// AT_ENTRY (the program's entry point) from `/proc/PID/auxv` bytes (pairs
+/// of native words; AT_NULL ends them).
+pub fn auxv_entry(auxv: &[u8]) -> Option<u64> {
+    const AT_ENTRY: u64 = 9;
+    auxv.chunks_exact(16).find_map(|kv| {
+        let k = u64::from_ne_bytes(kv[..8].try_into().ok()?);
+        let v = u64::from_ne_bytes(kv[8..].try_into().ok()?);
+        (k == AT_ENTRY).then_some(v)
+    })
+}
+
 /// The file offset of `symbol`'s address in an ELF image.
 fn symbol_file_offset(bytes: &[u8], symbol: &str) -> Option<u64> {
     use object::{Object, ObjectSegment, ObjectSymbol};
@@ -702,6 +719,19 @@ mod tests {
         assert!(matches!(threads_of(i32::MAX), Err(Error::NoSuchPid { .. })));
         assert!(resolve_program(&"true".into()).unwrap().is_absolute());
         assert!(resolve_program(&"no-such-program-xyz".into()).is_err());
+    }
+
+    #[test]
+    fn entry_point_from_auxv() {
+        let auxv = std::fs::read("/proc/self/auxv").unwrap();
+        let entry = auxv_entry(&auxv).unwrap();
+        // Inside this test binary's executable mapping.
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let maps = crate::capture::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap());
+        assert!(maps.iter().any(|m| m.path == exe.to_str().unwrap()
+            && m.perms.contains('x')
+            && (m.start..m.end).contains(&entry)));
+        assert_eq!(auxv_entry(&[0; 32]), None);
     }
 
     #[test]

@@ -492,3 +492,83 @@ fn system_wide_synthesizes_running_processes() {
         "thread {tid} of {me} missing"
     );
 }
+
+const PIE_PROGRAM: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) void trigger_point(int i) { __asm__ volatile("" : : "r"(i) : "memory"); }
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) { trigger_point(i); getpid(); usleep(20000); }
+    return 0;
+}
+"#;
+
+/// `--trigger SYMBOL -- CMD`: a PIE's own function and a libc function are
+/// resolved after the exec (the command stopped at its entry point), one
+/// snapshot per call up to `--max-snapshots`, plus the one snapshot mode
+/// takes at the command's exit when the maximum was not reached.
+#[test]
+fn trigger_symbol_of_a_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, exe) = (tmp.path().join("p.c"), tmp.path().join("p"));
+    std::fs::write(&src, PIE_PROGRAM).unwrap();
+    let built = Command::new("gcc")
+        .args(["-O1", "-fPIE", "-pie", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("SKIPPED trigger_symbol_of_a_command: gcc cannot build the PIE program");
+        return;
+    }
+    let snapshots = |name: &str, trigger: &str, calls: u32, max: u32| {
+        let dir = tmp.path().join(name);
+        let o = ptrec(&[
+            "--sideband-only",
+            "-q",
+            "-S",
+            "--trigger",
+            trigger,
+            "--max-snapshots",
+            &max.to_string(),
+            "-o",
+            dir.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            &calls.to_string(),
+        ]);
+        let err = stderr(&o);
+        assert!(dir.join("data").exists(), "{err}");
+        let n: u32 = err
+            .split(", ")
+            .find_map(|p| p.strip_suffix(" snapshots\n")?.parse().ok())
+            .unwrap_or_else(|| panic!("no snapshot count: {err}"));
+        n
+    };
+    // Calls + the snapshot at exit; the maximum ends the recording first.
+    assert_eq!(snapshots("a", "trigger_point", 3, 10), 4);
+    assert_eq!(snapshots("b", "trigger_point", 5, 2), 2);
+    assert_eq!(snapshots("c", "trigger_point", 0, 10), 1);
+    // A shared-library symbol: libc is mapped by the entry point.
+    assert_eq!(snapshots("d", "libc.so.6:getpid", 4, 10), 5);
+
+    let o = ptrec(&[
+        "--sideband-only",
+        "-S",
+        "--trigger",
+        "no_such_fn_xyz",
+        "-o",
+        tmp.path().join("e").to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+        "1",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no symbol \"no_such_fn_xyz\""),
+        "{}",
+        stderr(&o)
+    );
+}
