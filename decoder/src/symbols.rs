@@ -299,15 +299,69 @@ fn build_table(image: &Image) -> SymbolTable {
     }
     elf_functions(obj.dynamic_symbols(), 8, &mut raw);
     plt_functions(&obj, &mut raw);
-    let limit = obj
+    irelative_plt_functions(&obj, &mut raw);
+    let text: Vec<(u64, u64)> = obj
         .sections()
         .filter(|s| s.kind() == SectionKind::Text)
-        .map(|s| s.address().saturating_add(s.size()))
-        .max()
-        .unwrap_or(u64::MAX);
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect();
+    let limit = text.iter().map(|t| t.1).max().unwrap_or(u64::MAX);
+    let mut entries = finish(raw, limit);
+    // An unsized symbol reaches the next one, but not past its own section:
+    // `_init` (unsized, in `.init`) must not swallow the `.plt` after it.
+    for e in &mut entries {
+        if let Some(&(_, end)) = text.iter().find(|t| t.0 <= e.vaddr && e.vaddr < t.1) {
+            e.size = e.size.min(end - e.vaddr);
+        }
+    }
     SymbolTable {
-        entries: finish(raw, limit),
+        entries,
         debug_file,
+    }
+}
+
+/// `*ABS*+0xRESOLVER@plt` for each `.plt` entry of a static program (as
+/// objdump names IRELATIVE PLT entries of dynamic ones): static glibc calls its IFUNCs (strlen, memcpy,
+/// ...) through a `.plt` whose GOT slots carry IRELATIVE relocations in
+/// `.rela.plt` (resolver address in the addend), and there is no dynamic
+/// symbol table for [`plt_functions`] to read.
+fn irelative_plt_functions(obj: &object::File<'_>, raw: &mut Vec<RawSym>) {
+    use object::elf::R_X86_64_IRELATIVE;
+    use object::RelocationFlags;
+    if obj.architecture() != object::Architecture::X86_64 || obj.dynamic_symbol_table().is_some() {
+        return;
+    }
+    let mut got: HashMap<u64, i64> = HashMap::new();
+    for sec in obj.sections() {
+        for (slot, r) in sec.relocations() {
+            if let RelocationFlags::Elf { r_type } = r.flags() {
+                if r_type == R_X86_64_IRELATIVE {
+                    got.insert(slot, r.addend());
+                }
+            }
+        }
+    }
+    if got.is_empty() {
+        return;
+    }
+    for sec in obj.sections() {
+        if !matches!(sec.name(), Ok(".plt" | ".iplt")) {
+            continue;
+        }
+        let Ok(data) = sec.data() else { continue };
+        // 8-byte entries (`jmp *slot(%rip); xchg %ax,%ax`) in GNU ld's
+        // static .plt, 16 with IBT: look at every 8 bytes.
+        for pos in (0..data.len().saturating_sub(5)).step_by(8) {
+            let addr = sec.address() + pos as u64;
+            if let Some(addend) = got_jump(&data[pos..], addr).and_then(|slot| got.get(&slot)) {
+                raw.push(RawSym {
+                    vaddr: addr,
+                    size: 8,
+                    name: format!("*ABS*+{addend:#x}@plt"),
+                    rank: 4,
+                });
+            }
+        }
     }
 }
 
