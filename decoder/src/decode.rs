@@ -1077,7 +1077,21 @@ impl SegState<'_, '_, '_> {
             _ => self.task_at(self.time),
         };
         self.switch_to(task, ip);
-        self.refresh_image(dec, t);
+        // The slack lets a mapping made just before tracing resumes count
+        // although the decoder's time lags; but it must not reach past an
+        // exec that follows soon after (a forked child runs a few hundred
+        // ns of its parent's code before execve): keep the image of now
+        // when only that one maps `ip`.
+        let image_t = match (self.plan().timeline(), self.task) {
+            (Some(tl), Some(task))
+                if tl.lookup(task.pid, ip, t).is_none()
+                    && tl.lookup(task.pid, ip, self.time).is_some() =>
+            {
+                self.time
+            }
+            _ => t,
+        };
+        self.refresh_image(dec, image_t);
         let at = self.stamp();
         self.push(Op::Enabled {
             at,
