@@ -33,6 +33,9 @@
 //!   in a different function: an open frame of that function is popped to
 //!   (sigreturn into an interrupted caller), a function entry is pushed (a
 //!   signal handler), anything else restarts the stack as a new segment.
+//!   A return that matches no frame while a signal handler is open ends the
+//!   handler (and what it left open): it returns to the signal trampoline,
+//!   whose rt_sigreturn resumes the interrupted frame.
 //! * `Gap` ends all frames and untraced time at the gap, and the stack stays
 //!   empty until the next `Enabled` starts a new segment: never guessed. The
 //!   gap itself is a `Gap` slice from the gap to that `Enabled` (or `End`).
@@ -179,6 +182,8 @@ struct Frame {
     ret: Option<u64>,
     unknown_start: bool,
     depth: i32,
+    /// Entered from the kernel at a function entry: a signal handler.
+    handler: bool,
     /// Closed slices that start at the same instant as this frame.
     held: Vec<Slice>,
 }
@@ -342,6 +347,7 @@ impl ThreadStack {
             ret,
             unknown_start,
             depth,
+            handler: false,
             held: Vec::new(),
         });
     }
@@ -411,6 +417,7 @@ impl ThreadStack {
                     self.finish(untraced, Vec::new(), out);
                     let depth = self.top_depth() + 1;
                     self.open(func, known, at, None, false, depth);
+                    self.frames.last_mut().expect("just opened").handler = true;
                 } else {
                     // Resumed somewhere unrelated (exec, a context we never
                     // saw): the old frames end where tracing stopped.
@@ -462,6 +469,14 @@ impl ThreadStack {
                 self.pop_to(i + 1, at, out);
                 return;
             }
+        }
+        // A signal handler returns to the signal trampoline (its return
+        // address was pushed by the kernel): the handler ends, and the
+        // trampoline's rt_sigreturn resumes the interrupted frame below.
+        if let Some(h) = self.frames.iter().rposition(|f| f.handler) {
+            self.stats.skipped_frames += (self.frames.len() - 1 - h) as u64;
+            self.pop_to(h, at, out);
+            return;
         }
         // Above the known stack: the function returned into was running
         // when the segment began.
@@ -936,6 +951,36 @@ mod tests {
             ],
         );
         assert_eq!(stats.skipped_frames, 0);
+    }
+
+    #[test]
+    fn a_handler_returning_to_the_signal_trampoline_ends_only_itself() {
+        // x is the trampoline (__restore_rt): the handler's ret goes there,
+        // its rt_sigreturn resumes a where the signal interrupted it.
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                disabled(20, A + 0x30, true),
+                enabled(22, HANDLER),
+                call(24, HANDLER + 0x10, B),
+                ret(26, B + 0x10, HANDLER + 0x10),
+                ret_to(30, HANDLER + 0x40, X),
+                disabled(31, X + 0x7, true),
+                enabled(33, A + 0x30),
+                ret(40, A + 0x50, MAIN + 0x20),
+                end(50),
+            ],
+            &[
+                "2 [kernel] 20-22 i20",
+                "3 b 24-26 i20",
+                "2 handler 22-30 i80",
+                "2 [kernel] 31-33 i20",
+                "1 a 10-40 i300",
+                "0 main 0-50 i500",
+            ],
+        );
+        assert_eq!((stats.retroactive_frames, stats.restarts), (0, 0));
     }
 
     #[test]
