@@ -236,6 +236,9 @@ pub fn render(report: &Report) -> String {
                 .map(|b| format!(" build-id {}", hex(b)))
                 .unwrap_or_default();
             let _ = writeln!(o, "    {}{id}: {}", m.name, m.reason);
+            for (pid, start, end) in &m.ranges {
+                let _ = writeln!(o, "      not decoded: pid {pid} {start:#x}-{end:#x}");
+            }
         }
         let _ = writeln!(
             o,
