@@ -75,3 +75,138 @@ pub fn perf(test: &str) -> Option<PathBuf> {
         missing(test, "perf is not installed (Debian package linux-perf)")
     }
 }
+
+/// Builds the fixture programs (`fixtures/programs/build.sh`) into `out`,
+/// once per test process; `None` (and a skip line, or a panic under
+/// `PT_REQUIRE_TOOLS=1`) when gcc is missing. build.sh rebuilds only what
+/// changed, so test binaries sharing `out` cost nothing after the first.
+pub fn fixture_programs(test: &str, out: &Path) -> Option<PathBuf> {
+    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let gcc = Command::new("gcc").arg("--version").output();
+    if !gcc.is_ok_and(|o| o.status.success()) {
+        return missing(test, "gcc is not installed (Debian package gcc)");
+    }
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|p| p == out) {
+        let script = workspace_root().join("fixtures/programs/build.sh");
+        let status = Command::new("bash")
+            .arg(&script)
+            .arg(out)
+            .status()
+            .expect("run bash");
+        assert!(
+            status.success(),
+            "{} {} failed",
+            script.display(),
+            out.display()
+        );
+        built.push(out.to_path_buf());
+    }
+    Some(out.to_path_buf())
+}
+
+/// Fills `home` as `perf record` would have filled `~/.debug` for the trace
+/// dir `trace`: each `images/vdso-<build-id>.so` at `.debug/[vdso]/<id>/vdso`
+/// with its `.debug/.build-id/xx/yyyy…` link, so that perf run with
+/// `HOME=home` can decode vDSO code.
+pub fn perf_home(trace: &Path, home: &Path) -> std::io::Result<()> {
+    let Ok(images) = std::fs::read_dir(trace.join("images")) else {
+        return Ok(());
+    };
+    for e in images.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(id) = name
+            .strip_prefix("vdso-")
+            .and_then(|n| n.strip_suffix(".so"))
+            .filter(|id| id.len() > 2)
+        else {
+            continue;
+        };
+        let d = home.join(".debug/[vdso]").join(id);
+        std::fs::create_dir_all(&d)?;
+        std::fs::copy(e.path(), d.join("vdso"))?;
+        let link_dir = home.join(".debug/.build-id").join(&id[..2]);
+        std::fs::create_dir_all(&link_dir)?;
+        let link = link_dir.join(&id[2..]);
+        if !link.exists() {
+            std::os::unix::fs::symlink(format!("../../[vdso]/{id}"), link)?;
+        }
+    }
+    Ok(())
+}
+
+/// A call or a return as perf's `--itrace=cr` branch samples state it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Branch {
+    pub call: bool,
+    pub from: u64,
+    pub to: u64,
+}
+
+impl std::fmt::Display for Branch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.call { "call" } else { "return" };
+        write!(f, "{kind} {:x} -> {:x}", self.from, self.to)
+    }
+}
+
+/// What `perf script --itrace=cr` found in a trace.
+#[derive(Debug, Default)]
+pub struct PerfBranches {
+    /// Calls and returns per tid, in order.
+    pub threads: std::collections::BTreeMap<u32, Vec<Branch>>,
+    /// Every `instruction trace error` line.
+    pub errors: Vec<String>,
+}
+
+/// Runs `perf script -i TRACE --itrace=cre -F tid,flags,ip,addr` with a
+/// HOME whose build-id cache holds the trace's vDSO (see [`perf_home`]) and
+/// keeps the `call` and `return` lines per thread; `tr strt`/`tr end`
+/// (tracing stopped and resumed around syscalls and interrupts) are not
+/// calls. Panics when perf fails.
+pub fn perf_branches(perf: &Path, trace: &Path, home: &Path) -> PerfBranches {
+    perf_home(trace, home).expect("build a perf HOME");
+    let out = Command::new(perf)
+        .args(["script", "--itrace=cre", "-F", "tid,flags,ip,addr", "-i"])
+        .arg(trace)
+        .env("HOME", home)
+        .env("PAGER", "cat")
+        .output()
+        .expect("run perf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "perf script failed on {}: {}",
+        trace.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let mut p = PerfBranches::default();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("instruction trace error") {
+            p.errors.push(line.to_string());
+            continue;
+        }
+        let Some((left, right)) = line.split_once("=>") else {
+            continue;
+        };
+        let words: Vec<&str> = left.split_whitespace().collect();
+        let (Some(tid), Some(from), Some(to)) = (
+            words.first().and_then(|w| w.parse::<u32>().ok()),
+            words.last().and_then(|w| hex(w)),
+            right.split_whitespace().next().and_then(hex),
+        ) else {
+            continue;
+        };
+        let call = match words[1..words.len() - 1].join(" ").as_str() {
+            "call" => true,
+            "return" => false,
+            _ => continue,
+        };
+        p.threads
+            .entry(tid)
+            .or_default()
+            .push(Branch { call, from, to });
+    }
+    p
+}

@@ -1,0 +1,723 @@
+//! Issue 4 end to end: real programs traced by ptsim, decoded by ptdec, and
+//! checked three ways against ptsim's ground truth (`truth/TID.txt`,
+//! `truth/summary.txt`) and perf's own Intel PT decoder.
+//!
+//! For each fixture program and trace configuration (default; `--per-cpu 2`;
+//! `--noretcomp`; `--cyc`):
+//!
+//! 1. **Ops = truth = perf, exactly.** ptdec's decoding stage
+//!    (`ptdec::decode::decode`) drives an [`OpSink`] that keeps each
+//!    thread's `Op::Call` and `Op::Return` as (from, to) pairs. Per thread
+//!    they must be the truth's `call` and `return` lines, in order, and the
+//!    `call`/`return` branch samples of `perf script --itrace=cr`. No
+//!    difference is allowed: ptsim traces every instruction from the first,
+//!    so no call starts before the trace.
+//! 2. **Instructions per thread** that ptdec decoded equal the truth's
+//!    `insns` column of `summary.txt`, and perf reports no decode error.
+//! 3. **The FTF** that the whole pipeline writes (`pipeline::run`, on the
+//!    instruction axis, so a slice's start and end are instruction counts
+//!    the truth also has): every truth call that returned is a call slice
+//!    that starts right after the call instruction (`index + 1`), whose `addr`
+//!    is the call's target and whose name is the target's symbol (checked
+//!    with `nm` for the static non-PIE programs), and which ends, at the same
+//!    nesting level, right after the return (a tail call hands the level to
+//!    the next function, so the *last* slice at that level ends there). A
+//!    call that never returned itself but was skipped by a return further
+//!    down (longjmp, a C++ exception) ends no later than that return: ptdec
+//!    ends it where it learns of the unwind (the `jmp` into the lower frame,
+//!    or that return). Its nesting depth (recomputed from the slices'
+//!    intervals) is the truth's depth (open calls plus signal handlers
+//!    running) plus a constant per thread and image: the frames that were
+//!    already open when tracing began (`_start`'s frame, the frame a
+//!    thread's first instruction belongs to). Calls that never returned
+//!    (`exit` is called from `main`) end at the end of the trace and are
+//!    not checked.
+//! 4. The `fxt` Python reader parses every FTF file written here, event for
+//!    event as our own reader does.
+//!
+//! The traces are made with ptsim's library (`ptsim::sim::run`) in this
+//! process, two at a time (the machine has two cores; ptsim's engines use
+//! `__WNOTHREAD`, so engines in one process never wait for each other's
+//! children), with an empty environment, so the runs are small and
+//! deterministic. perf and the fxt venv follow `pt_tests`' tool policy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ftf::read::{EventKind, RecordKind, Value};
+use pt_tests::Branch;
+use ptdec::decode::{decode, DecodeOptions, DecodeStats};
+use ptdec::emit::{EmitOptions, Target, TimeAxis};
+use ptdec::images::{ImageStore, SearchPath};
+use ptdec::input::Trace;
+use ptdec::ops::{Op, OpSink};
+use ptdec::pipeline::{run, Report, RunOptions};
+use ptdec::symbols::SymbolCache;
+use ptsim::truth::{read_thread_file, TruthLine};
+
+// ---- set-up ---------------------------------------------------------------
+
+fn programs(test: &str) -> Option<PathBuf> {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
+    pt_tests::fixture_programs(test, &out)
+}
+
+/// A trace configuration: its name and what it sets.
+#[derive(Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    apply: fn(&mut ptsim::sim::Options),
+}
+
+const DEFAULT: Variant = Variant {
+    name: "default",
+    apply: |_| {},
+};
+const PER_CPU_2: Variant = Variant {
+    name: "--per-cpu 2",
+    apply: |o| o.per_cpu = Some(2),
+};
+const NORETCOMP: Variant = Variant {
+    name: "--noretcomp",
+    apply: |o| o.pt.noretcomp = true,
+};
+const CYC: Variant = Variant {
+    name: "--cyc",
+    apply: |o| o.pt.cyc = true,
+};
+
+/// Runs ptsim on `prog` (empty environment; forkexec follows its child)
+/// into `tmp/trace`.
+fn simulate(progs: &Path, prog: &str, v: Variant) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    let mut o = ptsim::sim::Options::new(progs.join(prog), Vec::new(), &dir);
+    o.env = Some(Vec::new());
+    o.follow_children = prog == "forkexec";
+    (v.apply)(&mut o);
+    let r = ptsim::sim::run(o).unwrap_or_else(|e| panic!("ptsim {prog} {}: {e}", v.name));
+    assert!(
+        matches!(r.outcome.exit, Some(ptsim::engine::Exit::Code(0))),
+        "{prog} {}: {:?}",
+        v.name,
+        r.outcome.exit
+    );
+    (tmp, dir)
+}
+
+/// Runs `f` on each item, two at a time.
+fn parallel<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(item) = items.get(i) else { break };
+                f(item);
+            });
+        }
+    });
+}
+
+// ---- the truth --------------------------------------------------------------
+
+/// Each thread's truth lines.
+fn truth(dir: &Path) -> BTreeMap<u32, Vec<TruthLine>> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir.join("truth")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(tid) = name
+            .strip_suffix(".txt")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            m.insert(tid, read_thread_file(&e.path()).unwrap());
+        }
+    }
+    m
+}
+
+/// Instructions per tid from `truth/summary.txt`.
+fn truth_insns(dir: &Path) -> BTreeMap<u32, u64> {
+    let s = std::fs::read_to_string(dir.join("truth/summary.txt")).unwrap();
+    s.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.first()?.parse().ok()?, f.get(2)?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn branches_of_truth(lines: &[TruthLine]) -> Vec<Branch> {
+    lines
+        .iter()
+        .filter(|l| l.kind == "call" || l.kind == "return")
+        .map(|l| Branch {
+            call: l.kind == "call",
+            from: l.from,
+            to: l.to,
+        })
+        .collect()
+}
+
+/// A truth call that returned (or was unwound past), with what the FTF must
+/// show for it.
+#[derive(Debug)]
+struct ExpectedCall {
+    to: u64,
+    /// Instruction count right after the call.
+    start: u64,
+    /// Instruction count right after its return; `exact` false: it was
+    /// skipped (longjmp, exception) and the slice may end earlier.
+    end: u64,
+    exact: bool,
+    /// Open calls and signal handlers below it.
+    depth: i32,
+    /// Of those, calls that were later skipped (see [`expected_calls`]).
+    stale: i32,
+    /// Start of each open call or handler below it.
+    below: Vec<u64>,
+    /// Which image of the thread it ran in (exec starts another).
+    image: u32,
+}
+
+/// Replays a thread's truth with a shadow stack: a call pushes a frame; a
+/// return pops to the topmost frame whose call instruction lies just before
+/// the return's target (1..=15 bytes: the call's length), ending the frames
+/// above it as skipped; a return matching no frame while a signal handler
+/// runs ends the handler (it returns to the signal trampoline, whose
+/// sigreturn is the next far transfer away from a `syscall`'s next
+/// instruction); a far transfer or async exit into a handler pushes it.
+///
+/// The truth lists no jumps, so it cannot say *when* a longjmp or an
+/// exception's landing pad (both `jmp`) abandoned the frames that a later
+/// return skips: it only learns so at that return. Calls made in between
+/// (the landing pad's destructors, `_Unwind_Resume`) count such frames in
+/// their truth depth although they are gone; `stale` says how many, and
+/// the check allows the FTF depth to be that much shallower.
+fn expected_calls(lines: &[TruthLine]) -> Vec<ExpectedCall> {
+    enum Frame {
+        Call {
+            to: u64,
+            from: u64,
+            start: u64,
+            depth: i32,
+            below: Vec<u64>,
+        },
+        /// A signal handler entered at instruction `start`.
+        Handler { start: u64 },
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut image = 0;
+    let mut sigreturns = 0;
+    // Handlers left by a (sig)longjmp rather than through the trampoline.
+    let mut left_handlers = std::collections::HashSet::new();
+    let mut close = |f: Frame, end: u64, exact: bool, image: u32| {
+        if let Frame::Handler { start } = f {
+            left_handlers.insert(start);
+        }
+        if let Frame::Call {
+            to,
+            start,
+            depth,
+            below,
+            ..
+        } = f
+        {
+            out.push(ExpectedCall {
+                to,
+                start,
+                end,
+                exact,
+                depth,
+                stale: 0,
+                below,
+                image,
+            });
+        }
+    };
+    for (k, l) in lines.iter().enumerate() {
+        match l.kind.as_str() {
+            "begin" => {
+                image += 1;
+                stack.clear();
+            }
+            "call" => {
+                let below = stack
+                    .iter()
+                    .map(|f| match f {
+                        Frame::Call { start, .. } | Frame::Handler { start } => *start,
+                    })
+                    .collect();
+                stack.push(Frame::Call {
+                    to: l.to,
+                    from: l.from,
+                    start: l.index + 1,
+                    depth: stack.len() as i32,
+                    below,
+                })
+            }
+            "return" => {
+                let m = stack.iter().rposition(
+                    |f| matches!(f, Frame::Call { from, .. } if (1..=15).contains(&l.to.wrapping_sub(*from))),
+                );
+                match m {
+                    Some(i) => {
+                        while stack.len() > i + 1 {
+                            close(stack.pop().unwrap(), l.index + 1, false, image);
+                        }
+                        close(stack.pop().unwrap(), l.index + 1, true, image);
+                    }
+                    None if matches!(stack.last(), Some(Frame::Handler { .. })) => {
+                        stack.pop();
+                        sigreturns += 1;
+                    }
+                    // Returns above the traced stack (none in these programs).
+                    None => stack.clear(),
+                }
+            }
+            "far" | "async" => {
+                let exec = lines.get(k + 1).is_some_and(|n| n.kind == "end");
+                let resumes = l.kind == "far" && l.to == l.from + 2;
+                if l.to == 0 || exec || resumes {
+                    continue;
+                }
+                if l.kind == "far" && sigreturns > 0 {
+                    sigreturns -= 1; // rt_sigreturn back to the interrupted code
+                } else {
+                    stack.push(Frame::Handler { start: l.index + 1 });
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut skipped: std::collections::HashSet<u64> =
+        out.iter().filter(|c| !c.exact).map(|c| c.start).collect();
+    skipped.extend(left_handlers);
+    for c in &mut out {
+        c.stale = c.below.iter().filter(|s| skipped.contains(s)).count() as i32;
+    }
+    out
+}
+
+// ---- ptdec ------------------------------------------------------------------
+
+/// The calls and returns of each thread, as ptdec's decoding stage emits them.
+#[derive(Default)]
+struct Branches(BTreeMap<u32, Vec<Branch>>);
+
+impl OpSink for Branches {
+    fn op(&mut self, _pid: u32, tid: u32, op: Op) {
+        let b = match op {
+            Op::Call { from, to, .. } => Branch {
+                call: true,
+                from,
+                to,
+            },
+            Op::Return { from, to, .. } => Branch {
+                call: false,
+                from,
+                to,
+            },
+            _ => return,
+        };
+        self.0.entry(tid).or_default().push(b);
+    }
+}
+
+/// Binaries at their recorded paths on this machine, vDSO from the trace
+/// dir; never perf's ~/.debug.
+fn images(dir: &Path) -> ImageStore {
+    ImageStore::new(SearchPath {
+        buildid_dir: None,
+        ..SearchPath::for_trace(dir)
+    })
+}
+
+fn decode_ops(dir: &Path) -> (Branches, DecodeStats) {
+    let trace = Trace::open(dir).unwrap();
+    let mut sink = Branches::default();
+    let stats = decode(&trace, &images(dir), &DecodeOptions::default(), &mut sink).unwrap();
+    (sink, stats)
+}
+
+fn decode_ftf(dir: &Path, out: &Path) -> Report {
+    let trace = Trace::open(dir).unwrap();
+    let images = images(dir);
+    let symbols = SymbolCache::for_search(images.search());
+    run(
+        &trace,
+        &images,
+        &symbols,
+        RunOptions {
+            decode: DecodeOptions::default(),
+            emit: EmitOptions {
+                axis: TimeAxis::Instructions,
+                ..EmitOptions::default()
+            },
+            target: Target::File(out.to_path_buf()),
+            on_op: None,
+        },
+    )
+    .unwrap()
+}
+
+/// A call slice of the FTF, with its depth recomputed from the intervals.
+#[derive(Debug, Clone)]
+struct FtfSlice {
+    name: String,
+    addr: u64,
+    start: u64,
+    end: u64,
+    depth: i32,
+}
+
+/// The call slices of each thread (tid), nested by their intervals.
+fn ftf_slices(bytes: &[u8]) -> BTreeMap<u32, Vec<FtfSlice>> {
+    let mut by_tid: BTreeMap<u32, Vec<FtfSlice>> = BTreeMap::new();
+    for r in ftf::read::parse(bytes).unwrap() {
+        let RecordKind::Event(e) = r.kind else {
+            continue;
+        };
+        let EventKind::DurationComplete { end } = e.kind else {
+            continue;
+        };
+        if e.category != "call" {
+            continue;
+        }
+        let addr = e.args.iter().find(|a| a.name == "addr").map(|a| &a.value);
+        let Some(Value::Pointer(addr)) = addr else {
+            panic!("call slice without addr: {e:?}");
+        };
+        by_tid
+            .entry(e.thread.tid as u32)
+            .or_default()
+            .push(FtfSlice {
+                name: e.name,
+                addr: *addr,
+                start: e.ts,
+                end,
+                depth: 0,
+            });
+    }
+    for v in by_tid.values_mut() {
+        v.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+        let mut open: Vec<(u64, u64)> = Vec::new();
+        for s in v.iter_mut() {
+            while open
+                .last()
+                .is_some_and(|&(os, oe)| !(os <= s.start && s.end <= oe))
+            {
+                open.pop();
+            }
+            s.depth = open.len() as i32;
+            open.push((s.start, s.end));
+        }
+    }
+    by_tid
+}
+
+/// `nm -C` of a static non-PIE program: address -> every name there.
+fn symbols_of(prog: &Path) -> HashMap<u64, Vec<String>> {
+    let out = Command::new("nm")
+        .arg("-C")
+        .arg(prog)
+        .output()
+        .expect("run nm");
+    let mut m: HashMap<u64, Vec<String>> = HashMap::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = l.splitn(3, ' ').collect();
+        if let [a, t, n] = f[..] {
+            if matches!(t, "T" | "t" | "W" | "w" | "i") {
+                if let Ok(a) = u64::from_str_radix(a, 16) {
+                    m.entry(a).or_default().push(n.to_string());
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Checks the FTF slices of one thread against its truth (see the module
+/// doc, point 3); returns how many calls were checked.
+fn check_slices(
+    what: &str,
+    tid: u32,
+    want: &[ExpectedCall],
+    got: &[FtfSlice],
+    names: Option<&HashMap<u64, Vec<String>>>,
+) -> usize {
+    let by_start: HashMap<u64, &FtfSlice> = got.iter().map(|s| (s.start, s)).collect();
+    let mut offsets: BTreeMap<u32, i32> = BTreeMap::new();
+    for c in want.iter().filter(|c| c.stale == 0) {
+        if let Some(s) = by_start.get(&c.start) {
+            offsets.entry(c.image).or_insert(s.depth - c.depth);
+        }
+    }
+    for c in want {
+        let s = by_start.get(&c.start).unwrap_or_else(|| {
+            panic!(
+                "{what}: tid {tid}: no slice starts at instruction {} for the call to {:x}",
+                c.start, c.to
+            )
+        });
+        assert_eq!(s.addr, c.to, "{what}: tid {tid}: slice {s:?} for {c:?}");
+        if let Some(names) = names {
+            if let Some(n) = names.get(&c.to) {
+                assert!(n.contains(&s.name), "{what}: tid {tid}: {s:?} is {n:?}");
+            }
+        }
+        let off = *offsets.entry(c.image).or_insert(s.depth - c.depth);
+        let d = s.depth - c.depth;
+        assert!(
+            off - c.stale <= d && d <= off,
+            "{what}: tid {tid}: {s:?} for {c:?}: depth {d} relative to the truth's, not {off} as the other calls'"
+        );
+        // The level's last slice (a tail call hands it on) ends at the return.
+        let ends = got
+            .iter()
+            .filter(|o| o.depth == s.depth && o.start >= s.start && o.start <= c.end)
+            .map(|o| o.end)
+            .max()
+            .unwrap();
+        if c.exact {
+            assert_eq!(ends, c.end, "{what}: tid {tid}: {s:?} for {c:?}");
+        } else {
+            assert!(ends <= c.end, "{what}: tid {tid}: {s:?} for {c:?}");
+        }
+    }
+    want.len()
+}
+
+// ---- fxt ----------------------------------------------------------------
+
+const FXT_COUNT: &str = r#"
+import sys
+from collections import Counter
+from fxt.reader import parse_records
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        result = parse_records(f)
+    if result.had_unexpected_eof:
+        print("unexpected EOF in", path, result.eof_error, file=sys.stderr)
+        sys.exit(2)
+    c = Counter()
+    for provider in result.records_by_provider.values():
+        for r in provider.records:
+            if hasattr(r, "thread"):
+                c[(type(r).__name__, r.thread.thread_id, r.name)] += 1
+    for (kind, tid, name), n in sorted(c.items()):
+        print(f"{kind} {tid} {name} {n}")
+"#;
+
+/// The same counts from our reader.
+fn our_counts(bytes: &[u8]) -> String {
+    let mut c: BTreeMap<(String, u64, String), u64> = BTreeMap::new();
+    for r in ftf::read::parse(bytes).unwrap() {
+        if let RecordKind::Event(e) = r.kind {
+            let kind = match e.kind {
+                EventKind::Instant => "InstantEventRecord",
+                EventKind::DurationComplete { .. } => "DurationCompleteEventRecord",
+                other => panic!("ptdec never writes {other:?}"),
+            };
+            *c.entry((kind.into(), e.thread.tid, e.name)).or_default() += 1;
+        }
+    }
+    c.iter()
+        .map(|((k, t, n), v)| format!("{k} {t} {n} {v}\n"))
+        .collect()
+}
+
+/// The fxt reader finds in `file` the events our reader finds.
+fn fxt_agrees(python: &Path, file: &Path) {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("count.py");
+    std::fs::write(&script, FXT_COUNT).unwrap();
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fxt on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        theirs,
+        our_counts(&std::fs::read(file).unwrap()),
+        "{}",
+        file.display()
+    );
+}
+
+// ---- one program ------------------------------------------------------------
+
+/// Traces `prog`, decodes it, checks everything; prints one result line.
+fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
+    let what = format!("{prog} ({})", v.name);
+    let (_tmp, dir) = simulate(progs, prog, v);
+    let truth = truth(&dir);
+    let insns = truth_insns(&dir);
+
+    // 1 and 2: ops, instructions, perf.
+    let (ops, stats) = decode_ops(&dir);
+    assert!(
+        stats.errors.is_empty(),
+        "{what}: decode errors {:?}",
+        stats.errors
+    );
+    let mut got_insns: BTreeMap<u32, u64> = BTreeMap::new();
+    for ((_, tid), t) in &stats.threads {
+        *got_insns.entry(*tid).or_default() += t.insns;
+    }
+    let want_insns: BTreeMap<u32, u64> = insns.iter().map(|(t, n)| (*t, *n)).collect();
+    assert_eq!(got_insns, want_insns, "{what}: instructions per thread");
+    let perf = pt_tests::perf(test).map(|perf| {
+        let home = tempfile::tempdir().unwrap();
+        pt_tests::perf_branches(&perf, &dir, home.path())
+    });
+    if let Some(p) = &perf {
+        assert!(p.errors.is_empty(), "{what}: perf: {:?}", p.errors);
+    }
+    let (mut calls, mut returns) = (0, 0);
+    for (tid, lines) in &truth {
+        let want = branches_of_truth(lines);
+        let empty = Vec::new();
+        let sides = [
+            ("ptdec", ops.0.get(tid)),
+            (
+                "perf",
+                perf.as_ref().map(|p| p.threads.get(tid).unwrap_or(&empty)),
+            ),
+        ];
+        for (side, got) in sides {
+            let Some(got) = got.or((side == "ptdec").then_some(&empty)) else {
+                continue;
+            };
+            if let Some(i) = (0..want.len().max(got.len())).find(|&i| got.get(i) != want.get(i)) {
+                let show = |v: &[Branch]| {
+                    v[i.saturating_sub(3)..(i + 3).min(v.len())]
+                        .iter()
+                        .map(|b| format!("    {b}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                panic!(
+                    "{what}: tid {tid}: {side} and the truth differ at call/return #{i} ({side} {} vs truth {}):\n  {side}:\n{}\n  truth:\n{}",
+                    got.len(),
+                    want.len(),
+                    show(got),
+                    show(&want)
+                );
+            }
+        }
+        calls += want.iter().filter(|b| b.call).count();
+        returns += want.iter().filter(|b| !b.call).count();
+    }
+    if let Some(p) = &perf {
+        let extra: Vec<_> = p
+            .threads
+            .keys()
+            .filter(|t| !truth.contains_key(t))
+            .collect();
+        assert!(extra.is_empty(), "{what}: perf shows threads {extra:?}");
+    }
+
+    // 3: the FTF.
+    let ftf = dir.join("out.ftf");
+    let report = decode_ftf(&dir, &ftf);
+    assert!(report.missing.is_empty(), "{what}: {:?}", report.missing);
+    let slices = ftf_slices(&std::fs::read(&ftf).unwrap());
+    let static_nopie = !matches!(prog, "exception" | "vdso" | "plt" | "forkexec");
+    let names = static_nopie.then(|| symbols_of(&progs.join(prog)));
+    let mut checked = 0;
+    for (tid, lines) in &truth {
+        let empty = Vec::new();
+        let got = slices.get(tid).unwrap_or(&empty);
+        checked += check_slices(&what, *tid, &expected_calls(lines), got, names.as_ref());
+    }
+
+    // 4: fxt.
+    if let Some(python) = pt_tests::python_with_fxt(test) {
+        fxt_agrees(&python, &ftf);
+    }
+    let total: u64 = insns.values().sum();
+    eprintln!(
+        "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  slices checked {checked}",
+        v.name,
+        truth.len(),
+        if perf.is_some() { " = perf" } else { "" },
+    );
+}
+
+fn check_all(test: &str, list: &[&str], v: Variant) {
+    let Some(progs) = programs(test) else { return };
+    let list: Vec<&str> = list
+        .iter()
+        .copied()
+        .filter(|p| progs.join(p).exists())
+        .collect();
+    parallel(&list, |p| check(test, &progs, p, v));
+}
+
+// ---- tests ----------------------------------------------------------------
+
+/// Nested and recursive calls, tail calls, indirect calls, longjmp, C++
+/// exceptions, signals (raise, a fault, a timer), threads, fork+exec, the
+/// vDSO, lazy PLT binding, Rust trait objects.
+#[test]
+fn every_program_decodes_as_the_truth_and_perf_say() {
+    check_all(
+        "every_program_decodes_as_the_truth_and_perf_say",
+        &[
+            "plt",
+            "vdso",
+            "exception",
+            "tiny",
+            "recursion",
+            "tailcall",
+            "indirect",
+            "longjmp",
+            "signals",
+            "threads",
+            "forkexec",
+            "rust_calls",
+        ],
+        DEFAULT,
+    );
+}
+
+/// Per-cpu buffers: threads migrate and are switched out in user mode.
+#[test]
+fn per_cpu_buffers_decode_as_the_truth_says() {
+    check_all(
+        "per_cpu_buffers_decode_as_the_truth_says",
+        &["threads", "forkexec", "signals"],
+        PER_CPU_2,
+    );
+}
+
+/// Every return a TIP: the stack must match returns by their target alone.
+#[test]
+fn uncompressed_returns_decode_as_the_truth_says() {
+    check_all(
+        "uncompressed_returns_decode_as_the_truth_says",
+        &["longjmp", "signals", "recursion", "tailcall"],
+        NORETCOMP,
+    );
+}
+
+/// CYC packets: cycle-accurate timing must not change the flow.
+#[test]
+fn cycle_accurate_traces_decode_as_the_truth_says() {
+    check_all(
+        "cycle_accurate_traces_decode_as_the_truth_says",
+        &["threads", "vdso", "indirect"],
+        CYC,
+    );
+}
