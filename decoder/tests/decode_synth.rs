@@ -6,38 +6,24 @@
 //! returns, jumps and enable/disable points of the emulated execution, with
 //! exact instruction counts.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::Cursor;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use iced_x86::code_asm::*;
-use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
+use iced_x86::BlockEncoderOptions;
 use ptdec::decode::{decode, DecodeOptions, DecodeStats, ProgressCallback};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::ops::{GapKind, Op, OpSink, Stamp};
-use ptsim::model::{Event, Executed, InsnClass};
+use ptsim::model::{Event, InsnClass};
 use ptsim::pt::{drop_bytes, Config, Generator, Injected, InjectedKind, Output};
-use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER8};
-use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
-use sideband::record::{
-    aux_flags, misc, Auxtrace, Event as PEvent, FileId, Mmap, Record, SampleId, TimeConv,
-};
-use sideband::sample::sample_type;
-use sideband::writer::FileWriter;
+use ptsim::testkit::{self, sample_id, Aux, Program, Setup, Thread, BASE, PROG};
+use sideband::record::{misc, Event as PEvent, Record};
 
-const BASE: u64 = 0x40_0000;
 const PID: u32 = 4242;
 const TID: u32 = 4243;
-const PMU: u32 = 8;
-const PROG: &str = "/usr/bin/prog";
 /// Iterations of the loop calling `h`.
 const LOOPS: u64 = 2000;
-
-struct Program {
-    code: Vec<u8>,
-    entry: u64,
-}
 
 /// Nested calls, a recursion deeper than the return-compression stack, a
 /// loop with a conditional branch, an indirect call, a direct and an
@@ -102,10 +88,7 @@ fn assemble() -> Program {
     a.ret().unwrap();
 
     let res = a.assemble_options(BASE, BlockEncoderOptions::NONE).unwrap();
-    Program {
-        code: res.inner.code_buffer,
-        entry: BASE,
-    }
+    Program::new(res.inner.code_buffer, BASE)
 }
 
 /// Runs the program's control flow and reports it as ptsim's engine would.
@@ -113,95 +96,9 @@ fn execute(p: &Program) -> Vec<Event> {
     execute_as(p, PID, TID)
 }
 
+/// Instructions cost 1 to 3 cycles, so that CYC packets differ.
 fn execute_as(p: &Program, pid: u32, tid: u32) -> Vec<Event> {
-    let mut ev = vec![Event::ThreadBegin {
-        pid,
-        tid,
-        ip: p.entry,
-        cycles: 0,
-    }];
-    let mut regs: HashMap<iced_x86::Register, u64> = HashMap::new();
-    let mut stack: Vec<u64> = Vec::new();
-    let mut zf = false;
-    let mut ip = p.entry;
-    let mut cycles = 0u64;
-    let mut syscalls = 0;
-    loop {
-        let off = (ip - BASE) as usize;
-        let mut d = Decoder::with_ip(64, &p.code[off..], ip, DecoderOptions::NONE);
-        let i = d.decode();
-        let fall = i.next_ip();
-        let (class, next) = match (i.mnemonic(), i.flow_control()) {
-            (Mnemonic::Syscall, _) => (InsnClass::FarTransfer, fall),
-            (Mnemonic::Hlt, _) => panic!("hlt reached at {ip:#x}"),
-            (_, FlowControl::Call) => {
-                stack.push(fall);
-                (InsnClass::DirectCall, i.near_branch_target())
-            }
-            (_, FlowControl::IndirectCall) => {
-                stack.push(fall);
-                (InsnClass::IndirectCall, regs[&i.op0_register()])
-            }
-            (_, FlowControl::IndirectBranch) => (InsnClass::IndirectJump, regs[&i.op0_register()]),
-            (_, FlowControl::UnconditionalBranch) => {
-                (InsnClass::DirectJump, i.near_branch_target())
-            }
-            (_, FlowControl::Return) => (InsnClass::Return, stack.pop().unwrap()),
-            (m, FlowControl::ConditionalBranch) => {
-                let taken = match m {
-                    Mnemonic::Je => zf,
-                    Mnemonic::Jne => !zf,
-                    _ => unreachable!(),
-                };
-                (
-                    InsnClass::CondBranch,
-                    if taken { i.near_branch_target() } else { fall },
-                )
-            }
-            (m, _) => {
-                match m {
-                    Mnemonic::Mov => {
-                        regs.insert(i.op0_register().full_register(), i.immediate(1));
-                    }
-                    Mnemonic::Dec => {
-                        let r = regs.entry(i.op0_register().full_register()).or_insert(0);
-                        *r = u64::from((*r as u32).wrapping_sub(1));
-                        zf = *r == 0;
-                    }
-                    Mnemonic::Test => {
-                        zf = regs[&i.op0_register().full_register()] & i.immediate(1) == 0;
-                    }
-                    Mnemonic::Lea => {
-                        regs.insert(i.op0_register(), i.ip_rel_memory_address());
-                    }
-                    Mnemonic::Nop => {}
-                    other => panic!("emulator lacks {other:?}"),
-                }
-                (InsnClass::Other, fall)
-            }
-        };
-        cycles += 1 + ip % 3;
-        ev.push(Event::Insn(Executed {
-            tid,
-            ip,
-            len: i.len() as u8,
-            class,
-            next_ip: next,
-            cycles,
-        }));
-        if class == InsnClass::FarTransfer {
-            syscalls += 1;
-            if syscalls == 2 {
-                ev.push(Event::ThreadEnd {
-                    tid,
-                    cycles: cycles + 10,
-                });
-                return ev;
-            }
-            cycles += 100_000;
-        }
-        ip = next;
-    }
+    testkit::execute(p, &Thread::new(pid, tid).uneven())
 }
 
 fn zero() -> Stamp {
@@ -317,210 +214,8 @@ impl OpSink for Collect {
     }
 }
 
-fn sid(time: u64) -> SampleId {
-    sid_of(PID, TID, time)
-}
-
-fn sid_of(pid: u32, tid: u32, time: u64) -> SampleId {
-    SampleId {
-        pid: Some(pid),
-        tid: Some(tid),
-        time: Some(time),
-        cpu: Some(0),
-        identifier: Some(1),
-        ..SampleId::default()
-    }
-}
-
-fn ev(misc: u16, record: Record<'_>, time: u64) -> PEvent<'_> {
-    PEvent {
-        misc,
-        record,
-        sample_id: sid(time),
-    }
-}
-
-/// AUX data of the one per-thread buffer, and PERF_RECORD_AUX losses.
-struct Aux<'a> {
-    chunks: Vec<(u64, &'a [u8])>,
-    truncated_at: Option<u64>,
-}
-
-/// Who runs and how the AUX area was mapped.
-struct Setup {
-    /// Per-cpu buffer (cpu 0) instead of a per-thread one.
-    per_cpu: bool,
-    /// (pid, tid) of each traced task; each gets COMM and MMAP2 records.
-    tasks: Vec<(u32, u32)>,
-    /// More sideband records (context switches).
-    extra: Vec<PEvent<'static>>,
-}
-
-impl Default for Setup {
-    fn default() -> Self {
-        Setup {
-            per_cpu: false,
-            tasks: vec![(PID, TID)],
-            extra: Vec::new(),
-        }
-    }
-}
-
-fn write_trace(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>) {
-    write_trace_with(dir, cfg, code, aux, &Setup::default());
-}
-
-/// Writes `dir/data` and `dir/sysroot/usr/bin/prog`. perf time == TSC
-/// (time_mult 1, time_shift 0, time_zero 0).
-fn write_trace_with(dir: &Path, cfg: &Config, code: &[u8], aux: &Aux<'_>, setup: &Setup) {
-    let t = cfg.timing;
-    let info = IntelPtInfo {
-        pmu_type: u64::from(PMU),
-        time_shift: 0,
-        time_mult: 1,
-        time_zero: 0,
-        cap_user_time_zero: true,
-        // perf stores config masks here (Skylake's: see `perf script -D` of
-        // ../shared/realdata/perf.data.intel_pt-4.14).
-        tsc_bit: 1 << 10,
-        noretcomp_bit: 1 << 11,
-        have_sched_switch: 0,
-        snapshot_mode: false,
-        per_cpu_mmaps: setup.per_cpu,
-        mtc_bit: 1 << 9,
-        mtc_freq_bits: 0xf << 14,
-        tsc_ctc_ratio_n: u64::from(t.tsc_ctc_ratio_n),
-        tsc_ctc_ratio_d: u64::from(t.tsc_ctc_ratio_d),
-        cyc_bit: 1 << 1,
-        max_non_turbo_ratio: u64::from(t.max_nonturbo_ratio),
-        filter: None,
-        extra_words: Vec::new(),
-    };
-    let config = u64::from(cfg.tsc) << 10
-        | u64::from(cfg.mtc) << 9
-        | u64::from(cfg.cyc) << 1
-        | u64::from(cfg.noretcomp) << 11
-        | u64::from(cfg.mtc_period) << 14;
-    let attr = Attr {
-        kind: PMU,
-        size: ATTR_SIZE_VER8,
-        config,
-        sample_type: sample_type::TID
-            | sample_type::TIME
-            | sample_type::CPU
-            | sample_type::IDENTIFIER,
-        flags: flags::SAMPLE_ID_ALL | flags::EXCLUDE_KERNEL | flags::EXCLUDE_HV,
-        ..Attr::default()
-    };
-    let mut attrs = AttrSet::new();
-    attrs.push(attr, vec![1]);
-    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
-    let t0 = t.tsc_base;
-    let records: Vec<PEvent<'_>> = vec![
-        PEvent {
-            misc: 0,
-            record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
-            sample_id: SampleId::default(),
-        },
-        PEvent {
-            misc: 0,
-            record: Record::TimeConv(TimeConv {
-                time_shift: 0,
-                time_mult: 1,
-                time_zero: 0,
-                ..TimeConv::default()
-            }),
-            sample_id: SampleId::default(),
-        },
-    ];
-    for r in &records {
-        w.write_event(r).unwrap();
-    }
-    for &(pid, tid) in &setup.tasks {
-        let at = |time| sid_of(pid, tid, time);
-        let comm = PEvent {
-            misc: misc::COMM_EXEC,
-            record: Record::Comm {
-                pid,
-                tid,
-                comm: "prog".into(),
-            },
-            sample_id: at(t0 - 3000),
-        };
-        let mmap = PEvent {
-            misc: misc::USER,
-            record: Record::Mmap(Mmap {
-                pid,
-                tid,
-                addr: BASE,
-                len: 0x1000,
-                pgoff: 0,
-                file_id: Some(FileId::Inode {
-                    maj: 8,
-                    min: 1,
-                    ino: 1234,
-                    ino_generation: 0,
-                }),
-                prot: Some(5),
-                flags: Some(2),
-                filename: PROG.into(),
-            }),
-            sample_id: at(t0 - 2000),
-        };
-        w.write_event(&comm).unwrap();
-        w.write_event(&mmap).unwrap();
-    }
-    let (pid0, tid0) = setup.tasks[0];
-    w.write_event(&PEvent {
-        misc: 0,
-        record: Record::ItraceStart {
-            pid: pid0,
-            tid: tid0,
-        },
-        sample_id: sid_of(pid0, tid0, t0 - 1000),
-    })
-    .unwrap();
-    for r in &setup.extra {
-        w.write_event(r).unwrap();
-    }
-    for (i, (offset, data)) in aux.chunks.iter().enumerate() {
-        if let Some(cut) = aux.truncated_at.filter(|_| i == 1) {
-            w.write_event(&ev(
-                0,
-                Record::Aux {
-                    aux_offset: 0,
-                    aux_size: cut,
-                    flags: aux_flags::TRUNCATED,
-                },
-                t0,
-            ))
-            .unwrap();
-        }
-        w.write_event(&PEvent {
-            misc: 0,
-            record: Record::Auxtrace(Auxtrace {
-                offset: *offset,
-                reference: 0,
-                idx: 0,
-                tid: if setup.per_cpu { u32::MAX } else { TID },
-                cpu: if setup.per_cpu { 0 } else { u32::MAX },
-                data: (*data).into(),
-            }),
-            sample_id: SampleId::default(),
-        })
-        .unwrap();
-    }
-    w.write_event(&PEvent {
-        misc: 0,
-        record: Record::FinishedRound,
-        sample_id: SampleId::default(),
-    })
-    .unwrap();
-    let bytes = w.finish().unwrap().into_inner();
-    std::fs::write(dir.join("data"), bytes).unwrap();
-    let bin = dir.join("sysroot/usr/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("prog"), code).unwrap();
+fn write_trace(dir: &Path, cfg: &Config, p: &Program, aux: &Aux<'_>) {
+    testkit::write_trace(dir, cfg, p, aux, &Setup::task(PID, TID));
 }
 
 fn run_decode(dir: &Path, opts: &DecodeOptions) -> (Collect, DecodeStats, ImageStore) {
@@ -549,7 +244,7 @@ fn check_exact(cfg: Config) -> (Vec<Op>, DecodeStats) {
     write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,
@@ -636,7 +331,7 @@ fn progress_counts_decoded_bytes_up_to_the_total() {
     write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,
@@ -732,7 +427,7 @@ fn overflows_are_gaps_exactly_where_injected() {
     write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,
@@ -816,7 +511,7 @@ fn dropped_bytes_are_lost_data_and_resync() {
         write_trace(
             dir.path(),
             &cfg,
-            &p.code,
+            &p,
             &Aux {
                 chunks: vec![(0, a), (cut as u64, b)],
                 truncated_at: flagged.then_some(cut as u64),
@@ -893,7 +588,7 @@ fn time_window_and_thread_filter() {
     write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,
@@ -1004,7 +699,7 @@ fn per_cpu_buffer_follows_context_switches() {
                 next_prev_pid: npid,
                 next_prev_tid: ntid,
             },
-            sample_id: sid_of(opid, otid, t),
+            sample_id: sample_id(opid, otid, t),
         });
         extra.push(PEvent {
             misc: 0,
@@ -1012,14 +707,14 @@ fn per_cpu_buffer_follows_context_switches() {
                 next_prev_pid: opid,
                 next_prev_tid: otid,
             },
-            sample_id: sid_of(npid, ntid, t + 1),
+            sample_id: sample_id(npid, ntid, t + 1),
         });
     }
     let dir = tempfile::tempdir().unwrap();
-    write_trace_with(
+    testkit::write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,
@@ -1062,7 +757,7 @@ fn missing_code_is_a_no_image_gap_and_reported() {
     write_trace(
         dir.path(),
         &cfg,
-        &p.code,
+        &p,
         &Aux {
             chunks: vec![(0, &out.bytes)],
             truncated_at: None,

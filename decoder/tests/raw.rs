@@ -11,11 +11,10 @@ use std::process::{Command, Output};
 
 use ftf::read::{EventKind, RecordKind};
 use iced_x86::code_asm::*;
-use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
-use ptsim::model::{Event, Executed, InsnClass};
+use iced_x86::BlockEncoderOptions;
+use ptsim::model::{Event, InsnClass};
 use ptsim::pt::{Config, Generator};
-
-const BASE: u64 = 0x40_0000;
+use ptsim::testkit::{self, Program, Thread, BASE};
 
 fn ptdec() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ptdec"))
@@ -23,18 +22,6 @@ fn ptdec() -> Command {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-struct Program {
-    code: Vec<u8>,
-    /// (offset from the start of the code, size, name), by address.
-    funcs: Vec<(u64, u64, &'static str)>,
-}
-
-impl Program {
-    fn func_at(&self, ip: u64) -> &'static str {
-        self.funcs.iter().find(|f| BASE + f.0 == ip).unwrap().2
-    }
 }
 
 /// Nested calls, a recursion, a 2-byte indirect call, a syscall that
@@ -95,89 +82,12 @@ fn assemble() -> Program {
         (ip(&c), "c"),
         (ip(&end), ""),
     ];
-    Program {
-        code: res.inner.code_buffer,
-        funcs: labels
-            .windows(2)
-            .map(|w| (w[0].0, w[1].0 - w[0].0, w[0].1))
-            .collect(),
-    }
+    Program::new(res.inner.code_buffer, BASE).with_funcs(&labels)
 }
 
 /// The program's control flow as ptsim's engine reports it.
 fn execute(p: &Program) -> Vec<Event> {
-    let (pid, tid) = (1, 1);
-    let mut ev = vec![Event::ThreadBegin {
-        pid,
-        tid,
-        ip: BASE,
-        cycles: 0,
-    }];
-    let (mut counter, mut target, mut zf) = (0u32, 0u64, false);
-    let mut stack = Vec::new();
-    let (mut ip, mut cycles, mut syscalls) = (BASE, 0u64, 0);
-    loop {
-        let i = Decoder::with_ip(
-            64,
-            &p.code[(ip - BASE) as usize..],
-            ip,
-            DecoderOptions::NONE,
-        )
-        .decode();
-        let fall = i.next_ip();
-        let (class, next) = match (i.mnemonic(), i.flow_control()) {
-            (Mnemonic::Syscall, _) => (InsnClass::FarTransfer, fall),
-            (_, FlowControl::Call) => {
-                stack.push(fall);
-                (InsnClass::DirectCall, i.near_branch_target())
-            }
-            (_, FlowControl::IndirectCall) => {
-                stack.push(fall);
-                (InsnClass::IndirectCall, target)
-            }
-            (_, FlowControl::Return) => (InsnClass::Return, stack.pop().unwrap()),
-            (Mnemonic::Je, _) => (
-                InsnClass::CondBranch,
-                if zf { i.near_branch_target() } else { fall },
-            ),
-            (Mnemonic::Mov, _) => {
-                counter = i.immediate(1) as u32;
-                (InsnClass::Other, fall)
-            }
-            (Mnemonic::Dec, _) => {
-                counter = counter.wrapping_sub(1);
-                zf = counter == 0;
-                (InsnClass::Other, fall)
-            }
-            (Mnemonic::Lea, _) => {
-                target = i.ip_rel_memory_address();
-                (InsnClass::Other, fall)
-            }
-            (Mnemonic::Nop, _) => (InsnClass::Other, fall),
-            (m, _) => panic!("emulator lacks {m:?} at {ip:#x}"),
-        };
-        cycles += 3;
-        ev.push(Event::Insn(Executed {
-            tid,
-            ip,
-            len: i.len() as u8,
-            class,
-            next_ip: next,
-            cycles,
-        }));
-        if class == InsnClass::FarTransfer {
-            syscalls += 1;
-            if syscalls == 2 {
-                ev.push(Event::ThreadEnd {
-                    tid,
-                    cycles: cycles + 10,
-                });
-                return ev;
-            }
-            cycles += 100_000;
-        }
-        ip = next;
-    }
+    testkit::execute(p, &Thread::new(1, 1))
 }
 
 /// What the FTF must show on the instruction axis: (depth, name, start,
@@ -392,7 +302,7 @@ fn elf_with_symbols_gives_the_exact_call_tree() {
     let funcs: Vec<_> = s.p.funcs.iter().map(|&(o, z, n)| (o, z, n)).collect();
     std::fs::write(s.path("prog"), elf64(2, &s.p.code, BASE, &funcs)).unwrap();
     let got = s.decode(&["--elf", &s.path("prog")], "instructions", &[]);
-    let want = truth(&s.events, &|a| s.p.func_at(a).to_string());
+    let want = truth(&s.events, &|a| s.p.func_at(a).unwrap().to_string());
     assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
     // main, a, b, rec x3, c, two syscalls.
     assert_eq!(got.len(), 9, "{got:#?}");

@@ -9,43 +9,24 @@
 //! file `decoder/tests/golden/synth.txt` (rewritten with
 //! `PTDEC_GOLDEN_UPDATE=1`).
 
-use std::io::Cursor;
 use std::path::Path;
 use std::process::Command;
 
 use ftf::read::{EventKind, RecordKind, Value};
 use iced_x86::code_asm::*;
-use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Mnemonic};
+use iced_x86::BlockEncoderOptions;
 use ptdec::decode::DecodeOptions;
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::pipeline::{run, Report, RunOptions};
 use ptdec::symbols::SymbolCache;
-use ptsim::model::{Event, Executed, InsnClass};
+use ptsim::model::{Event, InsnClass};
 use ptsim::pt::{Config, Generator};
-use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER8};
-use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
-use sideband::record::{misc, Auxtrace, Event as PEvent, FileId, Mmap, Record, SampleId, TimeConv};
-use sideband::sample::sample_type;
-use sideband::writer::FileWriter;
+use ptsim::testkit::{self, Aux, Program, Setup, Thread, BASE};
 
-const BASE: u64 = 0x40_0000;
 const PID: u32 = 4242;
 const TID: u32 = 4242;
-const PMU: u32 = 8;
-
-struct Program {
-    code: Vec<u8>,
-    /// (entry, size, name), by address.
-    funcs: Vec<(u64, u64, &'static str)>,
-}
-
-impl Program {
-    fn func_at_entry(&self, ip: u64) -> Option<&'static str> {
-        self.funcs.iter().find(|f| f.0 == ip).map(|f| f.2)
-    }
-}
 
 fn assemble() -> Program {
     let mut a = CodeAssembler::new(64).unwrap();
@@ -98,7 +79,7 @@ fn assemble() -> Program {
     let res = a
         .assemble_options(BASE, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .unwrap();
-    let ip = |l: &CodeLabel| res.label_ip(l).unwrap();
+    let ip = |l: &CodeLabel| res.label_ip(l).unwrap() - BASE;
     let labels = [
         (ip(&main), "main"),
         (ip(&fa), "a"),
@@ -108,83 +89,13 @@ fn assemble() -> Program {
         (ip(&c), "c"),
         (ip(&end), ""),
     ];
-    let funcs = labels
-        .windows(2)
-        .map(|w| (w[0].0, w[1].0 - w[0].0, w[0].1))
-        .collect();
-    Program {
-        code: res.inner.code_buffer,
-        funcs,
-    }
+    Program::new(res.inner.code_buffer, BASE).with_funcs(&labels)
 }
 
 /// The program's control flow as ptsim's engine would report it: one event
 /// per retired instruction; a syscall costs 100,000 cycles of kernel time.
 fn execute(p: &Program) -> Vec<Event> {
-    let mut ev = vec![Event::ThreadBegin {
-        pid: PID,
-        tid: TID,
-        ip: BASE,
-        cycles: 0,
-    }];
-    let mut counter = 0u32;
-    let mut zf = false;
-    let mut stack = Vec::new();
-    let mut ip = BASE;
-    let mut cycles = 0u64;
-    let mut syscalls = 0;
-    loop {
-        let off = (ip - BASE) as usize;
-        let i = Decoder::with_ip(64, &p.code[off..], ip, DecoderOptions::NONE).decode();
-        let fall = i.next_ip();
-        let (class, next) = match (i.mnemonic(), i.flow_control()) {
-            (Mnemonic::Syscall, _) => (InsnClass::FarTransfer, fall),
-            (_, FlowControl::Call) => {
-                stack.push(fall);
-                (InsnClass::DirectCall, i.near_branch_target())
-            }
-            (_, FlowControl::Return) => (InsnClass::Return, stack.pop().unwrap()),
-            (_, FlowControl::UnconditionalBranch) => {
-                (InsnClass::DirectJump, i.near_branch_target())
-            }
-            (Mnemonic::Je, _) => (
-                InsnClass::CondBranch,
-                if zf { i.near_branch_target() } else { fall },
-            ),
-            (Mnemonic::Mov, _) => {
-                counter = i.immediate(1) as u32;
-                (InsnClass::Other, fall)
-            }
-            (Mnemonic::Dec, _) => {
-                counter = counter.wrapping_sub(1);
-                zf = counter == 0;
-                (InsnClass::Other, fall)
-            }
-            (Mnemonic::Nop, _) => (InsnClass::Other, fall),
-            (m, _) => panic!("emulator lacks {m:?} at {ip:#x}"),
-        };
-        cycles += 3;
-        ev.push(Event::Insn(Executed {
-            tid: TID,
-            ip,
-            len: i.len() as u8,
-            class,
-            next_ip: next,
-            cycles,
-        }));
-        if class == InsnClass::FarTransfer {
-            syscalls += 1;
-            if syscalls == 2 {
-                ev.push(Event::ThreadEnd {
-                    tid: TID,
-                    cycles: cycles + 10,
-                });
-                return ev;
-            }
-            cycles += 100_000;
-        }
-        ip = next;
-    }
+    testkit::execute(p, &Thread::new(PID, TID))
 }
 
 /// What the FTF must show, from the events alone: (depth, name, first
@@ -198,13 +109,13 @@ fn truth(p: &Program, events: &[Event]) -> Vec<(i32, String, u64, u64)> {
         let Event::Insn(e) = e else { continue };
         n += 1;
         match e.class {
-            InsnClass::DirectCall => stack.push((p.func_at_entry(e.next_ip).unwrap(), n)),
+            InsnClass::DirectCall => stack.push((p.func_at(e.next_ip).unwrap(), n)),
             InsnClass::Return => {
                 let (name, start) = stack.pop().unwrap();
                 out.push((stack.len() as i32, name.to_string(), start, n));
             }
             InsnClass::DirectJump => {
-                if let Some(f) = p.func_at_entry(e.next_ip) {
+                if let Some(f) = p.func_at(e.next_ip) {
                     let (name, start) = stack.pop().unwrap();
                     out.push((stack.len() as i32, name.to_string(), start, n));
                     stack.push((f, n));
@@ -223,144 +134,14 @@ fn truth(p: &Program, events: &[Event]) -> Vec<(i32, String, u64, u64)> {
     out
 }
 
-fn sid(time: u64) -> SampleId {
-    SampleId {
-        pid: Some(PID),
-        tid: Some(TID),
-        time: Some(time),
-        cpu: Some(0),
-        identifier: Some(1),
-        ..SampleId::default()
-    }
-}
-
-/// Writes `dir/data`, the code as `dir/sysroot/usr/bin/prog` (a raw file,
+/// Writes the trace dir (the code as `dir/sysroot/usr/bin/prog`, a raw file,
 /// no ELF: names come from `dir/images/perf-PID.map`). perf time == TSC.
 fn write_trace(dir: &Path, cfg: &Config, p: &Program, aux: &[u8]) {
-    let t = cfg.timing;
-    let info = IntelPtInfo {
-        pmu_type: u64::from(PMU),
-        time_shift: 0,
-        time_mult: 1,
-        time_zero: 0,
-        cap_user_time_zero: true,
-        // perf stores config masks here (Skylake's: see `perf script -D` of
-        // ../shared/realdata/perf.data.intel_pt-4.14).
-        tsc_bit: 1 << 10,
-        noretcomp_bit: 1 << 11,
-        have_sched_switch: 0,
-        snapshot_mode: false,
-        per_cpu_mmaps: false,
-        mtc_bit: 1 << 9,
-        mtc_freq_bits: 0xf << 14,
-        tsc_ctc_ratio_n: u64::from(t.tsc_ctc_ratio_n),
-        tsc_ctc_ratio_d: u64::from(t.tsc_ctc_ratio_d),
-        cyc_bit: 1 << 1,
-        max_non_turbo_ratio: u64::from(t.max_nonturbo_ratio),
-        filter: None,
-        extra_words: Vec::new(),
-    };
-    let config = u64::from(cfg.tsc) << 10
-        | u64::from(cfg.mtc) << 9
-        | u64::from(cfg.cyc) << 1
-        | u64::from(cfg.noretcomp) << 11
-        | u64::from(cfg.mtc_period) << 14;
-    let attr = Attr {
-        kind: PMU,
-        size: ATTR_SIZE_VER8,
-        config,
-        sample_type: sample_type::TID
-            | sample_type::TIME
-            | sample_type::CPU
-            | sample_type::IDENTIFIER,
-        flags: flags::SAMPLE_ID_ALL | flags::EXCLUDE_KERNEL | flags::EXCLUDE_HV,
-        ..Attr::default()
-    };
-    let mut attrs = AttrSet::new();
-    attrs.push(attr, vec![1]);
-    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
-    let t0 = t.tsc_base;
-    let ev = |misc, record, time| PEvent {
-        misc,
-        record,
-        sample_id: sid(time),
-    };
-    let records = vec![
-        PEvent {
-            misc: 0,
-            record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
-            sample_id: SampleId::default(),
-        },
-        PEvent {
-            misc: 0,
-            record: Record::TimeConv(TimeConv {
-                time_shift: 0,
-                time_mult: 1,
-                time_zero: 0,
-                ..TimeConv::default()
-            }),
-            sample_id: SampleId::default(),
-        },
-        ev(
-            misc::COMM_EXEC,
-            Record::Comm {
-                pid: PID,
-                tid: TID,
-                comm: "prog".into(),
-            },
-            t0 - 3000,
-        ),
-        ev(
-            misc::USER,
-            Record::Mmap(Mmap {
-                pid: PID,
-                tid: TID,
-                addr: BASE,
-                len: 0x1000,
-                pgoff: 0,
-                file_id: Some(FileId::Inode {
-                    maj: 8,
-                    min: 1,
-                    ino: 1234,
-                    ino_generation: 0,
-                }),
-                prot: Some(5),
-                flags: Some(2),
-                filename: "/usr/bin/prog".into(),
-            }),
-            t0 - 2000,
-        ),
-        ev(0, Record::ItraceStart { pid: PID, tid: TID }, t0 - 1000),
-        PEvent {
-            misc: 0,
-            record: Record::Auxtrace(Auxtrace {
-                offset: 0,
-                reference: 0,
-                idx: 0,
-                tid: TID,
-                cpu: u32::MAX,
-                data: aux.into(),
-            }),
-            sample_id: SampleId::default(),
-        },
-        PEvent {
-            misc: 0,
-            record: Record::FinishedRound,
-            sample_id: SampleId::default(),
-        },
-    ];
-    for r in &records {
-        w.write_event(r).unwrap();
-    }
-    let bytes = w.finish().unwrap().into_inner();
-    std::fs::write(dir.join("data"), bytes).unwrap();
-    let bin = dir.join("sysroot/usr/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("prog"), &p.code).unwrap();
+    testkit::write_trace(dir, cfg, p, &Aux::whole(aux), &Setup::task(PID, TID));
     let map: String = p
         .funcs
         .iter()
-        .map(|(a, s, n)| format!("{a:x} {s:x} {n}\n"))
+        .map(|(a, s, n)| format!("{:x} {s:x} {n}\n", p.base + a))
         .collect();
     std::fs::create_dir_all(dir.join("images")).unwrap();
     std::fs::write(dir.join(format!("images/perf-{PID}.map")), map).unwrap();
