@@ -9,8 +9,9 @@
 //! file `decoder/tests/golden/synth.txt` (rewritten with
 //! `PTDEC_GOLDEN_UPDATE=1`).
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use ftf::read::{EventKind, RecordKind, Value};
 use iced_x86::code_asm::*;
@@ -361,53 +362,6 @@ fn golden_dump() {
     }
 }
 
-const FXT_EVENTS: &str = r#"
-import sys
-from fxt.reader import parse_records
-with open(sys.argv[1], "rb") as f:
-    result = parse_records(f)
-if result.had_unexpected_eof:
-    print("unexpected EOF:", result.eof_error, file=sys.stderr)
-    sys.exit(2)
-for provider_id, provider in sorted(result.records_by_provider.items()):
-    for r in provider.records:
-        name = type(r).__name__
-        if name == "KernelObjectRecord":
-            print(f"kobj {int(r.type)} {r.id} {r.name}")
-        elif hasattr(r, "thread"):
-            print(f"{name} {r.thread.process_id} {r.thread.thread_id} {r.category} {r.name} {r.timestamp_ns} {len(r.args)}")
-"#;
-
-/// The same view from our reader (the trace has 1e9 ticks per second).
-fn our_events(bytes: &[u8]) -> String {
-    let mut s = String::new();
-    for r in ftf::read::parse(bytes).unwrap() {
-        match r.kind {
-            RecordKind::KernelObject(k) => {
-                s += &format!("kobj {} {} {}\n", k.obj_type, k.koid, k.name)
-            }
-            RecordKind::Event(e) => {
-                let class = match e.kind {
-                    EventKind::Instant => "InstantEventRecord",
-                    EventKind::DurationComplete { .. } => "DurationCompleteEventRecord",
-                    other => panic!("ptdec never writes {other:?}"),
-                };
-                s += &format!(
-                    "{class} {} {} {} {} {} {}\n",
-                    e.thread.pid,
-                    e.thread.tid,
-                    e.category,
-                    e.name,
-                    e.ts,
-                    e.args.len()
-                );
-            }
-            _ => {}
-        }
-    }
-    s
-}
-
 #[test]
 fn fxt_reads_the_decoded_trace() {
     let test = "fxt_reads_the_decoded_trace";
@@ -422,22 +376,8 @@ fn fxt_reads_the_decoded_trace() {
         EmitOptions::default(),
     );
     let bytes = &report.written[0].bytes;
-    let dir = tempfile::tempdir().unwrap();
-    let (script, file) = (dir.path().join("ev.py"), dir.path().join("t.ftf"));
-    std::fs::write(&script, FXT_EVENTS).unwrap();
-    std::fs::write(&file, bytes).unwrap();
-    let out = Command::new(python)
-        .arg(&script)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fxt: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let theirs = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(theirs, our_events(bytes));
+    common::fxt_agrees(test, &python, bytes);
+    let theirs = common::our_view(bytes);
     assert!(
         theirs.contains("DurationCompleteEventRecord 4242 4242 call rec"),
         "{theirs}"

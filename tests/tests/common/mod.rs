@@ -1,0 +1,87 @@
+//! What the `fxt` Python reader and our FTF reader each see in a file
+//! ptdec wrote, as comparable text: one line per kernel object and per event
+//! (class, pid, tid, category, name, timestamp, sorted argument names).
+
+use std::path::Path;
+use std::process::Command;
+
+use ftf::read::{EventKind, RecordKind};
+
+const FXT_EVENTS: &str = r#"
+import sys
+from fxt.reader import parse_records
+with open(sys.argv[1], "rb") as f:
+    result = parse_records(f)
+if result.had_unexpected_eof:
+    print("unexpected EOF:", result.eof_error, file=sys.stderr)
+    sys.exit(2)
+for provider_id, provider in sorted(result.records_by_provider.items()):
+    for r in provider.records:
+        name = type(r).__name__
+        if name == "KernelObjectRecord":
+            print(f"kobj {int(r.type)} {r.id} {r.name}")
+        elif hasattr(r, "thread"):
+            print(f"{name} {r.thread.process_id} {r.thread.thread_id} {r.category} {r.name} {r.timestamp_ns} {sorted(r.args)}")
+"#;
+
+/// The fxt script's view from our reader (1e9 ticks per second).
+pub fn our_view(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for r in ftf::read::parse(bytes).unwrap() {
+        match r.kind {
+            RecordKind::KernelObject(k) => {
+                s += &format!("kobj {} {} {}\n", k.obj_type, k.koid, k.name)
+            }
+            RecordKind::Event(e) => {
+                let class = match e.kind {
+                    EventKind::Instant => "InstantEventRecord",
+                    EventKind::DurationComplete { .. } => "DurationCompleteEventRecord",
+                    other => panic!("ptdec never writes {other:?}"),
+                };
+                let mut names: Vec<String> =
+                    e.args.iter().map(|a| format!("'{}'", a.name)).collect();
+                names.sort();
+                s += &format!(
+                    "{class} {} {} {} {} {} [{}]\n",
+                    e.thread.pid,
+                    e.thread.tid,
+                    e.category,
+                    e.name,
+                    e.ts,
+                    names.join(", ")
+                );
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Runs fxt on `bytes` and asserts it sees what [`our_view`] sees.
+pub fn fxt_agrees(test: &str, python: &Path, bytes: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (script, file) = (dir.path().join("ev.py"), dir.path().join("t.ftf"));
+    std::fs::write(&script, FXT_EVENTS).unwrap();
+    std::fs::write(&file, bytes).unwrap();
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{test}: fxt: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8(out.stdout).unwrap();
+    let ours = our_view(bytes);
+    if theirs != ours {
+        let first = theirs
+            .lines()
+            .zip(ours.lines())
+            .find(|(a, b)| a != b)
+            .map(|(a, b)| format!("fxt:  {a}\nours: {b}"))
+            .unwrap_or_else(|| "one is a prefix of the other".into());
+        panic!("{test}: fxt and our reader disagree:\n{first}");
+    }
+}
