@@ -293,7 +293,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("ptrec: {e:#}");
+            eprintln!("ptrec: {}", sideband::error::display_chain(e.as_ref()));
             ExitCode::from(2)
         }
     }

@@ -56,3 +56,50 @@ impl Error {
         }
     }
 }
+
+/// An error and its causes as one line for a binary's `main`, leaving out a
+/// cause whose text the line already holds (many errors here repeat their
+/// source in their own message, and `{:#}` would print it twice).
+pub fn display_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::display_chain;
+
+    #[derive(Debug)]
+    struct E(&'static str, Option<Box<E>>);
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for E {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn repeated_causes_are_left_out() {
+        let e = E(
+            "cannot read x: no such file",
+            Some(Box::new(E(
+                "no such file",
+                Some(Box::new(E("errno 2", None))),
+            ))),
+        );
+        assert_eq!(display_chain(&e), "cannot read x: no such file: errno 2");
+    }
+}
