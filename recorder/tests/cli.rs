@@ -151,10 +151,16 @@ fn usage_errors() {
     }
 }
 
-fn perf_script(test: &str, dir: &Path) -> Option<String> {
+/// What perf shows of the sideband.
+const TASK_EVENTS: &[&str] = &["--show-task-events", "--show-mmap-events"];
+
+/// `perf script ARGS -i DIR`'s stdout (asserting success); `None` without perf.
+fn perf_script(test: &str, args: &[&str], dir: &Path) -> Option<String> {
     let perf = pt_tests::perf(test)?;
     let o = Command::new(perf)
-        .args(["script", "--show-task-events", "--show-mmap-events", "-i"])
+        .arg("script")
+        .args(args)
+        .arg("-i")
         .arg(dir)
         .output()
         .unwrap();
@@ -206,7 +212,7 @@ fn sideband_of_a_command_read_by_perf() {
         ptrec::capture::build_id(&real)
     );
 
-    let Some(text) = perf_script("sideband_of_a_command_read_by_perf", &dir) else {
+    let Some(text) = perf_script("sideband_of_a_command_read_by_perf", TASK_EVENTS, &dir) else {
         return;
     };
     assert!(text.contains("PERF_RECORD_COMM exec: true:"), "{text}");
@@ -242,7 +248,7 @@ fn sideband_of_a_running_process() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(o.status.success(), "{}", stderr(&o));
-    let Some(text) = perf_script("sideband_of_a_running_process", &dir) else {
+    let Some(text) = perf_script("sideband_of_a_running_process", TASK_EVENTS, &dir) else {
         return;
     };
     assert!(
@@ -267,16 +273,9 @@ fn intel_pt_recording_of_ls() {
     let dir = tmp.path().join("t");
     let o = ptrec(&["-q", "-o", dir.to_str().unwrap(), "--", "ls", "/"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let Some(perf) = pt_tests::perf("intel_pt_recording_of_ls") else {
+    let Some(text) = perf_script("intel_pt_recording_of_ls", &["--itrace=cr"], &dir) else {
         return;
     };
-    let o = Command::new(perf)
-        .args(["script", "--itrace=cr", "-i"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", stderr(&o));
     assert!(text.contains("ls"), "perf decoded no calls: {text}");
 }
 
@@ -292,7 +291,10 @@ fn trigger_on_a_libc_function_takes_snapshots() {
         ])
         .spawn()
     else {
-        eprintln!("SKIPPED trigger_on_a_libc_function_takes_snapshots: python3 is not installed");
+        pt_tests::missing::<()>(
+            "trigger_on_a_libc_function_takes_snapshots",
+            "python3 is not installed",
+        );
         return;
     };
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -330,7 +332,10 @@ fn trigger_on_a_libc_function_takes_snapshots() {
 fn kernel_mappings_with_k() {
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
     let Some((text, _)) = ptrec::synth::kernel_extent(&kallsyms) else {
-        eprintln!("SKIPPED kernel_mappings_with_k: /proc/kallsyms hides addresses (not root)");
+        pt_tests::missing::<()>(
+            "kernel_mappings_with_k",
+            "/proc/kallsyms hides addresses (run the tests as root)",
+        );
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -357,16 +362,9 @@ fn kernel_mappings_with_k() {
     let n_modules = std::fs::read_to_string("/proc/modules")
         .map(|m| ptrec::synth::parse_modules(&m).len())
         .unwrap_or(0);
-    let Some(perf) = pt_tests::perf("kernel_mappings_with_k") else {
+    let Some(out) = perf_script("kernel_mappings_with_k", &["-D"], &dir) else {
         return;
     };
-    let o = Command::new(perf)
-        .args(["script", "-D", "-i"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "perf script: {}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
     let want = format!("PERF_RECORD_MMAP -1/0: [{text:#x}(");
     let line = out
         .lines()
@@ -386,7 +384,10 @@ fn kernel_mappings_with_k() {
 fn kernel_without_kallsyms_addresses() {
     if !ptrec::outdir::running_as_root() || Command::new("setpriv").arg("--help").output().is_err()
     {
-        eprintln!("SKIPPED kernel_without_kallsyms_addresses: needs root and setpriv");
+        pt_tests::missing::<()>(
+            "kernel_without_kallsyms_addresses",
+            "needs root and setpriv (util-linux)",
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -462,7 +463,11 @@ fn system_wide_synthesizes_running_processes() {
         return;
     }
     assert!(o.status.success(), "{}", stderr(&o));
-    let Some(text) = perf_script("system_wide_synthesizes_running_processes", &dir) else {
+    let Some(text) = perf_script(
+        "system_wide_synthesizes_running_processes",
+        TASK_EVENTS,
+        &dir,
+    ) else {
         return;
     };
     assert!(
@@ -520,7 +525,10 @@ fn trigger_symbol_of_a_command() {
         .status()
         .is_ok_and(|s| s.success());
     if !built {
-        eprintln!("SKIPPED trigger_symbol_of_a_command: gcc cannot build the PIE program");
+        pt_tests::missing::<()>(
+            "trigger_symbol_of_a_command",
+            "gcc cannot build the PIE program",
+        );
         return;
     }
     let snapshots = |name: &str, trigger: &str, calls: u32, max: u32| {
