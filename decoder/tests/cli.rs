@@ -2,23 +2,11 @@
 //! missing image is reported, nothing panics), `info`, `dump`, `--split`,
 //! gzip output, and clean failures for user mistakes and closed pipes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn ptdec() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ptdec"))
-}
-
-fn realdata(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/realdata")
-        .join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("SKIPPED: {} is not there", p.display());
-        None
-    }
 }
 
 fn text(b: &[u8]) -> String {
@@ -54,7 +42,7 @@ fn real_recordings_decode_and_report_missing_images() {
         "perf.data.piped.intel_pt-4.14",
         "tmon-alderlake-ptw.perf.data",
     ] {
-        let Some(input) = realdata(name) else {
+        let Some(input) = pt_tests::realdata_file(module_path!(), name) else {
             continue;
         };
         let dir = tempfile::tempdir().unwrap();
@@ -78,7 +66,7 @@ fn real_recordings_decode_and_report_missing_images() {
 
 #[test]
 fn skylake_recording_shows_threads_gaps_and_renames() {
-    let Some(input) = realdata("perf.data.intel_pt-4.14") else {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -106,7 +94,7 @@ fn skylake_recording_shows_threads_gaps_and_renames() {
 
 #[test]
 fn split_writes_one_file_per_window() {
-    let Some(input) = realdata("perf.data.intel_pt-4.14") else {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -137,7 +125,7 @@ fn split_writes_one_file_per_window() {
 
 #[test]
 fn start_and_duration_narrow_the_output() {
-    let Some(input) = realdata("perf.data.intel_pt-4.14") else {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -165,7 +153,7 @@ fn start_and_duration_narrow_the_output() {
 
 #[test]
 fn info_describes_the_trace() {
-    let Some(input) = realdata("perf.data.intel_pt-4.14") else {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
         return;
     };
     let out = ptdec().arg("info").arg(&input).output().unwrap();
@@ -212,7 +200,7 @@ fn user_mistakes_fail_cleanly() {
     let err = check_clean_failure(&ptdec().arg("dump").arg(&not_perf).output().unwrap());
     assert!(err.contains("junk.data") && err.contains("FTF"), "{err}");
 
-    if let Some(input) = realdata("perf.data.intel_pt-4.14") {
+    if let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") {
         let o = dir.path().join("o.ftf");
         let err = check_clean_failure(
             &ptdec()

@@ -3,24 +3,11 @@
 //! decoders' time span agrees with the TSC packets perf dumps.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use ptdec::decode::{decode, DecodeOptions};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::ops::{Op, OpSink};
-
-fn realdata(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/realdata")
-        .join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {} not present", p.display());
-        None
-    }
-}
 
 #[derive(Default)]
 struct Collect {
@@ -61,7 +48,7 @@ fn check_order(c: &Collect) {
 
 #[test]
 fn skylake_file_decodes_without_binaries() {
-    let Some(p) = realdata("perf.data.intel_pt-4.14") else {
+    let Some(p) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
         return;
     };
     let t = Trace::open(&p).unwrap();
@@ -101,7 +88,7 @@ fn skylake_file_decodes_without_binaries() {
 
 #[test]
 fn piped_file_decodes() {
-    let Some(p) = realdata("perf.data.piped.intel_pt-4.14") else {
+    let Some(p) = pt_tests::realdata_file(module_path!(), "perf.data.piped.intel_pt-4.14") else {
         return;
     };
     let t = Trace::open(&p).unwrap();
@@ -119,7 +106,7 @@ fn piped_file_decodes() {
 
 #[test]
 fn ptwrite_only_file_is_handled() {
-    let Some(p) = realdata("tmon-alderlake-ptw.perf.data") else {
+    let Some(p) = pt_tests::realdata_file(module_path!(), "tmon-alderlake-ptw.perf.data") else {
         return;
     };
     let t = Trace::open(&p).unwrap();

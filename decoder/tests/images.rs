@@ -45,14 +45,7 @@ fn build_id_of(path: &str) -> Vec<u8> {
 }
 
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        println!("skipped: {tool} not found");
-    }
-    ok
+    pt_tests::have_tool(module_path!(), tool)
 }
 
 fn run(cmd: &mut Command) {

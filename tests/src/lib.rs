@@ -29,6 +29,29 @@ pub fn realdata(name: &str) -> PathBuf {
     realdata_dir().join(name)
 }
 
+/// [`realdata`] when the file is there; otherwise the missing-tool policy
+/// (a skip line, or a panic under `PT_REQUIRE_TOOLS=1`).
+pub fn realdata_file(test: &str, name: &str) -> Option<PathBuf> {
+    let p = realdata(name);
+    if p.is_file() {
+        Some(p)
+    } else {
+        missing(
+            test,
+            &format!("{} is not there (../shared beside the clone)", p.display()),
+        )
+    }
+}
+
+/// Whether `tool --version` runs; a missing tool goes through the policy.
+pub fn have_tool(test: &str, tool: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok || missing::<()>(test, &format!("{tool} is not installed")).is_some()
+}
+
 fn tools_required() -> bool {
     std::env::var("PT_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
 }
