@@ -1452,14 +1452,11 @@ impl SegState<'_, '_, '_> {
                 });
                 return;
             };
-            ip = match insn.flow_control() {
-                iced_x86::FlowControl::UnconditionalBranch
-                | iced_x86::FlowControl::Call
-                | iced_x86::FlowControl::ConditionalBranch
-                    if insn.is_call_near() || insn.is_jmp_near() || insn.is_jcc_short_or_near() =>
-                {
-                    insn.near_branch_target()
-                }
+            // A direct branch inside a block was followed (ptxed's
+            // xed_next_ip adds the displacement likewise).
+            use iced_x86::OpKind as K;
+            ip = match insn.op0_kind() {
+                K::NearBranch16 | K::NearBranch32 | K::NearBranch64 => insn.near_branch_target(),
                 _ => insn.next_ip(),
             };
         }
