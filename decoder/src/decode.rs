@@ -1597,7 +1597,11 @@ impl SegState<'_, '_, '_> {
         // one gap for the whole stretch.
         let repeated = nomap
             && matches!(
-                self.run.as_ref().and_then(|r| r.ops.last()),
+                self.run.as_ref().and_then(|r| r
+                    .ops
+                    .iter()
+                    .rev()
+                    .find(|o| !matches!(o, Op::Enabled { .. } | Op::Disabled { .. }))),
                 Some(Op::Gap {
                     kind: GapKind::NoImage { .. },
                     ..

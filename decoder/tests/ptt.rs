@@ -104,9 +104,7 @@ fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
         let addr = l.strip_prefix("? ").unwrap_or(l);
         if addr.len() == 16 && addr.bytes().all(|b| b.is_ascii_hexdigit()) {
             lines.push(addr.to_string());
-        } else if l.starts_with('[')
-            && l[1..].split([' ', ',', ']']).any(|w| w == "overflow")
-        {
+        } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
             // `[overflow]`, or with --event:time `[TIME  overflow]`.
             lines.push("[overflow]".to_string());
         } else if let Some(inner) = l.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
