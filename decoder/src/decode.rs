@@ -244,7 +244,8 @@ pub struct DecodeStats {
     pub overflows: u64,
     /// Gaps for lost AUX data.
     pub lost_data: u64,
-    /// Decode stops at code with no image.
+    /// Gaps for code with no image (one per stretch: the `Nomap` errors
+    /// of each resync point in it make one gap).
     pub no_image: u64,
     /// Instructions decoded while no thread was known to run (per-cpu
     /// buffers without switch sideband); their ops are dropped.
@@ -958,7 +959,7 @@ impl SegState<'_, '_, '_> {
                 }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
-                let (blk, r) = dec.next();
+                let (blk, r) = dec.next_block();
                 if blk.ninsn > 0 {
                     self.update_time(dec, None);
                     if let Flow::Stop = self.on_block(dec, &blk) {
@@ -1547,7 +1548,6 @@ impl SegState<'_, '_, '_> {
         let nomap = failure == Failure::Pt(PtError::NOMAP);
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
-                self.stats.no_image += 1;
                 let ip = dec.image().take_miss().unwrap_or(self.last_ip);
                 let pid = self.task.map_or(NO_PID, |t| t.pid);
                 if let Source::Perf { trace, images, .. } = &self.plan().src {
@@ -1608,6 +1608,9 @@ impl SegState<'_, '_, '_> {
                 })
             );
         if !repeated {
+            if nomap {
+                self.stats.no_image += 1;
+            }
             self.push(Op::Gap {
                 at,
                 kind,

@@ -538,8 +538,11 @@ fn decode_raw(a: RawArgs) -> Result<()> {
 /// `ptdec raw --insn-list`: the listing's writer, shared with the decode
 /// worker; the first write error is kept and reported at the end.
 struct InsnList {
-    out: std::sync::Arc<std::sync::Mutex<(Box<dyn Write + Send>, Option<std::io::Error>)>>,
+    out: std::sync::Arc<std::sync::Mutex<ListOut>>,
 }
+
+/// The listing's writer and its first write error.
+type ListOut = (Box<dyn Write + Send>, Option<std::io::Error>);
 
 impl InsnList {
     fn create(path: &Path) -> Result<InsnList> {

@@ -78,9 +78,9 @@ fn skylake_file_decodes_without_binaries() {
     let (first, last) = st.tsc_span.unwrap();
     assert_eq!(first, 0xbc4c_befc32);
     assert!(last >= 0xbc4c_d2cfe8, "{last:#x}");
-    assert!(st.no_image > 10, "{st:?}");
-    assert_eq!(st.errors.get("Nomap"), Some(&st.no_image));
-    assert_eq!(st.resyncs, st.no_image);
+    assert!(st.resyncs > 10, "{st:?}");
+    assert_eq!(st.errors.get("Nomap"), Some(&st.resyncs));
+    assert!(st.no_image >= 1 && st.no_image <= st.resyncs, "{st:?}");
     let tc = t.tsc.unwrap();
     let (a, b) = st.time_span.unwrap();
     assert!(a >= tc.tsc_to_perf_time(first) && b <= tc.tsc_to_perf_time(last));
@@ -109,7 +109,7 @@ fn piped_file_decodes() {
     // Each of the two buffers syncs once; every stop at code without an
     // image resynchronizes at the error (see the test above).
     assert_eq!(st.syncs, 2);
-    assert_eq!(st.resyncs, st.no_image);
+    assert_eq!(st.errors.get("Nomap"), Some(&st.resyncs));
     assert!(st.tsc_span.unwrap().0 <= 0x3a7_176c8f3e);
     check_order(&c);
 }

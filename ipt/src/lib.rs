@@ -682,7 +682,7 @@ impl<'a> BlockDecoder<'a> {
 
     /// The next block and the status: libipt may decode instructions
     /// before an error, so the block comes with the error too.
-    pub fn next(&mut self) -> (Block, Result<Status>) {
+    pub fn next_block(&mut self) -> (Block, Result<Status>) {
         // SAFETY: zero is a valid pt_block (plain data).
         let mut b: ffi::pt_block = unsafe { std::mem::zeroed() };
         // SAFETY: live decoder; `b` is a pt_block of the size given.
@@ -792,7 +792,7 @@ impl<'a> InsnDecoder<'a> {
         check(unsafe { ffi::pt_insn_sync_forward(self.ptr.as_ptr()) }).map(Status)
     }
 
-    pub fn next(&mut self) -> Result<(Insn, Status)> {
+    pub fn next_insn(&mut self) -> Result<(Insn, Status)> {
         // SAFETY: zero is a valid pt_insn (plain data).
         let mut i: ffi::pt_insn = unsafe { std::mem::zeroed() };
         // SAFETY: live decoder; `i` has the size given.
@@ -1210,7 +1210,7 @@ impl<'a> PacketDecoder<'a> {
         Ok(o)
     }
 
-    pub fn next(&mut self) -> Result<Packet> {
+    pub fn next_packet(&mut self) -> Result<Packet> {
         // SAFETY: zero is a valid pt_packet (plain data).
         let mut p: ffi::pt_packet = unsafe { std::mem::zeroed() };
         // SAFETY: live decoder; `p` has the size given.
@@ -1273,7 +1273,7 @@ mod tests {
         dec.sync_forward().unwrap();
         let mut back = Vec::new();
         loop {
-            match dec.next() {
+            match dec.next_packet() {
                 Ok(p) => back.push(p),
                 Err(e) => {
                     assert_eq!(e, Error::EOS);
@@ -1338,7 +1338,7 @@ mod tests {
             while st.event_pending() {
                 st = d.event().unwrap().1;
             }
-            let (b, r) = d.next();
+            let (b, r) = d.next_block();
             insns += u32::from(b.ninsn);
             match r {
                 Ok(s) => st = s,
