@@ -31,14 +31,37 @@
 //! decoded so far and the total, every 4096 blocks and at each segment's
 //! end; ops reach the sink only after every segment is decoded.
 //!
+//! # The decode loop, as ptxed's
+//!
+//! Per segment: sync at the first PSB; then, as libipt's `ptxed` does,
+//! drain the pending events, stop when the status says end of stream
+//! (`pts_eos`: libipt would otherwise follow the code after the last packet
+//! and end in a false no-image error), and take the next block. The block
+//! `pt_blk_next` fills in before an error holds the instructions decoded
+//! before it: they count. Status updates (libipt's state at a PSB+) change
+//! nothing; an untraced stretch (`Op::Disabled` .. `Op::Enabled`) starts
+//! only at a real disable (TIP.PGD, async disable, TraceStop) while tracing
+//! is on, so its slices pair one to one with the trace's disable/enable
+//! pairs. An overflow before tracing was first enabled is still a gap.
+//!
 //! # Errors
 //!
 //! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
-//! code's memory is not in the image) at the error's stream offset and the
-//! decoder resynchronizes at the next PSB (libipt 2.1 has no `pt_blk_resync`).
-//! OVF becomes `Gap(Overflow)`; data lost between segments (AUX records
-//! flagged truncated/partial/collision, or holes in the AUX offsets) becomes
-//! `Gap(LostData)`.
+//! code's memory is not in the image; one per stretch) at the error's
+//! stream offset, and the decoder resynchronizes *at the error* with
+//! libipt 2.2's `pt_blk_resync` (ptxed's `--resync-on-error`: the next FUP,
+//! TIP.PGE or PSB that gives an IP, often long before the next PSB), or at
+//! the next PSB when that fails, when an error repeats at the same offset,
+//! or for `ptdec raw --on-error next-psb`. [`DecodeStats`] counts PSB syncs,
+//! resyncs and the bytes skipped. OVF becomes `Gap(Overflow)`; data lost
+//! between segments (AUX records flagged truncated/partial/collision, or
+//! holes in the AUX offsets) becomes `Gap(LostData)`.
+//!
+//! More than [`NO_PROGRESS_INSNS`] instructions decoded without libipt
+//! consuming a byte of trace is a decode error too (code that loops through
+//! direct jumps, which need no packets: a hostile or corrupt trace, or the
+//! wrong image), followed by a sync at the next PSB: memory per segment is
+//! bounded whatever the bytes are.
 //!
 //! # Order of the ops handed to the sink
 //!
@@ -63,11 +86,8 @@
 //!
 //! # Unsafe
 //!
-//! This module holds the decoder crate's unsafe code, three small blocks:
-//! handing the segment's bytes to libipt (`buffer_from_raw`), and reading
-//! the raw instruction class and event type from libipt-rs's
-//! `#[repr(transparent)]` wrappers, whose own accessors panic on values
-//! libipt 2.1 produces (`ptic_indirect`, event-trace events).
+//! None: libipt is reached through the `ipt` crate's safe wrapper, which
+//! holds all of the project's FFI.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
