@@ -91,26 +91,37 @@ fn direct_jump_loop_is_a_no_progress_gap_with_bounded_ops() {
     );
 }
 
-/// Four nops, then unmapped memory: the block that ends in the error holds
-/// the four instructions (ptxed counts them too).
+/// PIP (paging) packets, hand-encoded: `02 43` and CR3[47:5] shifted
+/// left by one.
+fn pip(cr3: u64) -> Vec<u8> {
+    let mut b = vec![0x02, 0x43];
+    b.extend_from_slice(&((cr3 >> 5) << 1).to_le_bytes()[..6]);
+    b
+}
+
+/// libipt's `pip-pip_mov_cr3-fail`: two paging events, one `mov cr3`;
+/// while looking for a second `mov cr3` to bind the second event to,
+/// libipt runs out of code. `pt_blk_next` returns the block holding `mov
+/// cr3` and `hlt` *with* the error: both instructions count (ptxed: 2).
 #[test]
 fn instructions_before_an_error_are_kept() {
-    let mut pkts = PSB_ENABLED.to_vec();
-    pkts.push(Packet::Tnt8 {
-        payload: 1,
-        bits: 1,
-    });
-    let pt = encode(&pkts);
-    let (ops, st) = run(&pt, &[0x90; 4]);
-    assert_eq!(st.insns, 4, "{st:?}");
-    assert_eq!(st.no_image, 1, "{st:?}");
-    assert!(ops.iter().any(|o| matches!(
-        o,
-        Op::Gap {
-            kind: GapKind::NoImage { ip: 0x1004 },
-            ..
-        }
-    )));
+    let mut pt = encode(&PSB_ENABLED);
+    pt.extend(pip(0xa000));
+    pt.extend(pip(0xb000));
+    // mov cr3, rax; hlt
+    let (ops, st) = run(&pt, &[0x0f, 0x22, 0xd8, 0xf4]);
+    assert_eq!(st.insns, 2, "{st:?}");
+    assert_eq!(st.errors.get("Nomap"), Some(&1), "{st:?}");
+    assert!(
+        ops.iter().any(|o| matches!(
+            o,
+            Op::Gap {
+                kind: GapKind::NoImage { .. },
+                ..
+            }
+        )),
+        "{ops:#?}"
+    );
 }
 
 /// TIP.PGD, two PSB+ without FUP (status updates: tracing is off), a
