@@ -335,6 +335,11 @@ struct Memory {
 }
 
 /// libipt's read-memory callback over a [`Memory`].
+///
+/// # Safety
+///
+/// Called by libipt only: `context` is the `Memory` installed with it by
+/// [`ImageRef::set_memory`] and `buffer` holds `size` writable bytes.
 unsafe extern "C" fn read_memory(
     buffer: *mut u8,
     size: usize,
