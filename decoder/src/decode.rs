@@ -31,14 +31,37 @@
 //! decoded so far and the total, every 4096 blocks and at each segment's
 //! end; ops reach the sink only after every segment is decoded.
 //!
+//! # The decode loop, as ptxed's
+//!
+//! Per segment: sync at the first PSB; then, as libipt's `ptxed` does,
+//! drain the pending events, stop when the status says end of stream
+//! (`pts_eos`: libipt would otherwise follow the code after the last packet
+//! and end in a false no-image error), and take the next block. The block
+//! `pt_blk_next` fills in before an error holds the instructions decoded
+//! before it: they count. Status updates (libipt's state at a PSB+) change
+//! nothing; an untraced stretch (`Op::Disabled` .. `Op::Enabled`) starts
+//! only at a real disable (TIP.PGD, async disable, TraceStop) while tracing
+//! is on, so its slices pair one to one with the trace's disable/enable
+//! pairs. An overflow before tracing was first enabled is still a gap.
+//!
 //! # Errors
 //!
 //! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
-//! code's memory is not in the image) at the error's stream offset and the
-//! decoder resynchronizes at the next PSB (libipt 2.1 has no `pt_blk_resync`).
-//! OVF becomes `Gap(Overflow)`; data lost between segments (AUX records
-//! flagged truncated/partial/collision, or holes in the AUX offsets) becomes
-//! `Gap(LostData)`.
+//! code's memory is not in the image; one per stretch) at the error's
+//! stream offset, and the decoder resynchronizes *at the error* with
+//! libipt 2.2's `pt_blk_resync` (ptxed's `--resync-on-error`: the next FUP,
+//! TIP.PGE or PSB that gives an IP, often long before the next PSB), or at
+//! the next PSB when that fails, when an error repeats at the same offset,
+//! or for `ptdec raw --on-error next-psb`. [`DecodeStats`] counts PSB syncs,
+//! resyncs and the bytes skipped. OVF becomes `Gap(Overflow)`; data lost
+//! between segments (AUX records flagged truncated/partial/collision, or
+//! holes in the AUX offsets) becomes `Gap(LostData)`.
+//!
+//! More than [`NO_PROGRESS_INSNS`] instructions decoded without libipt
+//! consuming a byte of trace is a decode error too (code that loops through
+//! direct jumps, which need no packets: a hostile or corrupt trace, or the
+//! wrong image), followed by a sync at the next PSB: memory per segment is
+//! bounded whatever the bytes are.
 //!
 //! # Order of the ops handed to the sink
 //!
@@ -63,24 +86,19 @@
 //!
 //! # Unsafe
 //!
-//! This module holds the decoder crate's unsafe code, three small blocks:
-//! handing the segment's bytes to libipt (`buffer_from_raw`), and reading
-//! the raw instruction class and event type from libipt-rs's
-//! `#[repr(transparent)]` wrappers, whose own accessors panic on values
-//! libipt 2.1 produces (`ptic_indirect`, event-trace events).
+//! None: libipt is reached through the `ipt` crate's safe wrapper, which
+//! holds all of the project's FFI.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use libipt::asid::Asid;
-use libipt::block::{Block, BlockDecoder};
-use libipt::enc_dec_builder::{Cpu, EncoderDecoderBuilder, Frequency, PtEncoderDecoder};
-use libipt::error::{PtError, PtErrorCode};
-use libipt::event::{Event as PtEvent, EventType};
-use libipt::image::SectionCache;
+use ipt::{
+    Block, BlockDecoder, Config as PtConfig, Cpu, Error as PtError, Event as PtEvent, EventKind,
+    Frequency, SectionCache, Status,
+};
 use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use crate::images::{is_kernel_name, ImageStore};
@@ -108,6 +126,70 @@ pub struct DecodeOptions {
     /// decoded, bytes to decode). Decoding is done when they are equal;
     /// the ops are handed to the sink after that.
     pub progress: Option<ProgressCallback>,
+    /// Called from the decode workers with every instruction, event and
+    /// error in decode order (`ptdec raw --insn-list`; meant for one
+    /// segment: with several, workers interleave).
+    pub insn_list: Option<ListCallback>,
+}
+
+/// One line of an instruction listing, as ptxed prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListItem {
+    /// An instruction at this address.
+    Insn(u64),
+    /// Tracing enabled.
+    Enabled,
+    /// Tracing disabled.
+    Disabled,
+    /// An internal buffer overflow.
+    Overflow,
+    /// A decode error at a trace offset (of the segment): `what` is
+    /// ptxed's error type (`error`, `sync error`), `message` libipt's.
+    Error {
+        offset: u64,
+        what: &'static str,
+        message: String,
+    },
+    /// The trace ended while tracing was enabled.
+    EndOfTrace,
+}
+
+impl std::fmt::Display for ListItem {
+    /// ptxed's `--no-inst` format (`[offset, ip: error: ...]` without the
+    /// ip, which ptdec does not reconstruct).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListItem::Insn(ip) => write!(f, "{ip:016x}"),
+            ListItem::Enabled => f.write_str("[enabled]"),
+            ListItem::Disabled => f.write_str("[disabled]"),
+            ListItem::Overflow => f.write_str("[overflow]"),
+            ListItem::Error {
+                offset,
+                what,
+                message,
+            } => write!(f, "[{offset:x}: {what}: {message}]"),
+            ListItem::EndOfTrace => f.write_str("[end of trace]"),
+        }
+    }
+}
+
+/// The listing callback's type.
+pub type ListFn = dyn Fn(&ListItem) + Send + Sync;
+
+/// A listing callback in [`DecodeOptions`].
+#[derive(Clone)]
+pub struct ListCallback(pub Arc<ListFn>);
+
+impl ListCallback {
+    pub fn new(f: impl Fn(&ListItem) + Send + Sync + 'static) -> Self {
+        ListCallback(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ListCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListCallback")
+    }
 }
 
 /// The progress callback's type.
@@ -163,8 +245,16 @@ pub struct DecodeStats {
     pub segments_skipped: u64,
     /// Trace bytes decoded.
     pub bytes: u64,
-    /// Synchronizations at a PSB (first sync and resyncs).
+    /// Synchronizations at a PSB (the first, and after errors when
+    /// resynchronizing at the error was not possible).
     pub syncs: u64,
+    /// Of those, resynchronizations at an error (`pt_blk_resync`).
+    pub resyncs: u64,
+    /// Trace bytes skipped from errors to where decoding resumed.
+    pub skipped_bytes: u64,
+    /// The most instructions decoded without libipt consuming a trace
+    /// byte (the no-progress bound is [`NO_PROGRESS_INSNS`]).
+    pub max_stall: u64,
     pub blocks: u64,
     pub insns: u64,
     /// Per (pid, tid).
@@ -174,7 +264,8 @@ pub struct DecodeStats {
     pub overflows: u64,
     /// Gaps for lost AUX data.
     pub lost_data: u64,
-    /// Decode stops at code with no image.
+    /// Gaps for code with no image (one per stretch: the `Nomap` errors
+    /// of each resync point in it make one gap).
     pub no_image: u64,
     /// Instructions decoded while no thread was known to run (per-cpu
     /// buffers without switch sideband); their ops are dropped.
@@ -192,6 +283,9 @@ impl DecodeStats {
         self.segments += 1;
         self.bytes += s.bytes;
         self.syncs += s.syncs;
+        self.resyncs += s.resyncs;
+        self.skipped_bytes += s.skipped_bytes;
+        self.max_stall = self.max_stall.max(s.max_stall);
         self.blocks += s.blocks;
         self.insns += s.insns;
         self.overflows += s.overflows;
@@ -218,72 +312,54 @@ pub enum DecodeError {
         #[source]
         source: PtError,
     },
+    /// A CPU libipt knows no errata for (`ptdec raw --cpu`).
+    #[error("libipt {v} knows no CPU {family}/{model}/{stepping}: give a CPU it knows (FAMILY/MODEL[/STEPPING], e.g. 6/85/4) or --cpu none to decode without errata workarounds", v = LIBIPT_VERSION)]
+    UnknownCpu {
+        family: u16,
+        model: u8,
+        stepping: u8,
+    },
     /// A worker thread panicked.
     #[error("a decode worker panicked: {0}")]
     Worker(String),
 }
 
-// ---------------------------------------------------------------------------
-// The unsafe room: raw views of libipt-rs wrappers.
+/// The vendored libipt's version, for messages.
+pub const LIBIPT_VERSION: &str = "2.2";
 
-/// The raw `pt_block` of a block. `Block::class()` panics on `ptic_indirect`,
-/// which libipt 2.1's block cache reports for indirect jumps and far transfers.
-fn raw_block(b: Block) -> libipt_sys::pt_block {
-    // SAFETY: `Block` is `#[repr(transparent)]` over `pt_block`
-    // (libipt-0.4.0 src/block/mod.rs), so both have the same size and layout,
-    // and the bits came from a `pt_block` libipt filled in.
-    unsafe { std::mem::transmute::<Block, libipt_sys::pt_block>(b) }
+/// More instructions than this decoded without libipt consuming a byte of
+/// trace is a decode error ("no progress"), followed by a resync at the
+/// next PSB. Only code that needs no packets runs without consuming trace:
+/// straight-line code and direct jumps and calls (every conditional
+/// branch, return and indirect branch needs TNT or TIP). Real code meets
+/// one of those within thousands of instructions (`DecodeStats::max_stall`
+/// of the real recordings and ptsim's programs stays far below this);
+/// libipt following a loop of direct jumps (a corrupt trace, or a trace
+/// against the wrong image) would otherwise grow the op list until memory
+/// runs out. Per stall at most this many instructions (and ops) are kept.
+pub const NO_PROGRESS_INSNS: u64 = 1 << 20;
+
+/// Why decoding a segment stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// libipt's error.
+    Pt(PtError),
+    /// The no-progress bound: this many instructions without trace.
+    NoProgress(u64),
 }
 
-/// The raw `pt_event_type` of an event. `Event::event_type()` panics on the
-/// event-trace events libipt 2.1 can produce (`ptev_interrupt`, ...).
-fn raw_event_type(e: &PtEvent) -> u32 {
-    // SAFETY: `Event` is `#[repr(transparent)]` over `pt_event`
-    // (libipt-0.4.0 src/event/mod.rs) and `Copy`; reading the copy's plain
-    // `type_` field reads an initialized integer.
-    let raw = unsafe { std::mem::transmute::<PtEvent, libipt_sys::pt_event>(*e) };
-    raw.type_
+/// Instructions decoded since the trace offset last moved.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stall {
+    offset: Option<u64>,
+    insns: u64,
 }
 
-/// The event types libipt-rs 0.4 can wrap without panicking.
-#[allow(non_upper_case_globals)]
-fn wrapped_event(t: u32) -> bool {
-    use libipt_sys::*;
-    matches!(
-        t,
-        pt_event_type_ptev_enabled
-            | pt_event_type_ptev_disabled
-            | pt_event_type_ptev_async_disabled
-            | pt_event_type_ptev_async_branch
-            | pt_event_type_ptev_paging
-            | pt_event_type_ptev_async_paging
-            | pt_event_type_ptev_overflow
-            | pt_event_type_ptev_exec_mode
-            | pt_event_type_ptev_tsx
-            | pt_event_type_ptev_stop
-            | pt_event_type_ptev_vmcs
-            | pt_event_type_ptev_async_vmcs
-            | pt_event_type_ptev_exstop
-            | pt_event_type_ptev_mwait
-            | pt_event_type_ptev_pwre
-            | pt_event_type_ptev_pwrx
-            | pt_event_type_ptev_ptwrite
-            | pt_event_type_ptev_tick
-            | pt_event_type_ptev_cbr
-            | pt_event_type_ptev_mnt
-    )
-}
-
-/// A decoder over `bytes`, which must outlive it.
-fn block_decoder<'a>(
-    cfg: &EncoderDecoderBuilder<BlockDecoder<'a>>,
-    bytes: &'a mut [u8],
-) -> Result<BlockDecoder<'a>, PtError> {
-    // SAFETY: libipt keeps `begin`/`end` pointers into `bytes`; the returned
-    // decoder borrows `bytes` for `'a`, so the buffer outlives it and is not
-    // touched while the decoder lives.
-    let b = unsafe { cfg.clone().buffer_from_raw(bytes.as_mut_ptr(), bytes.len()) };
-    b.build()
+/// One instruction of `bitness`-bit code at `ip` from `bytes`.
+fn decode_one(bitness: u32, bytes: &[u8], ip: u64) -> Option<iced_x86::Instruction> {
+    let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
+    let insn = d.decode();
+    (!insn.is_invalid()).then_some(insn)
 }
 
 // ---------------------------------------------------------------------------
@@ -367,6 +443,8 @@ struct Plan<'t> {
     cyc: bool,
     nom: u64,
     per_cpu: bool,
+    /// Resynchronize at an error (`pt_blk_resync`) rather than at the next PSB.
+    resync: bool,
 }
 
 impl<'t> Plan<'t> {
@@ -446,17 +524,17 @@ impl<'t> Plan<'t> {
 
         // perf's default when the attr is absent: mtc_period=3.
         let mtc_bits = trace.mtc_period().unwrap_or(3).min(15);
-        let freq = Frequency::new(
-            mtc_bits,
-            info.max_non_turbo_ratio.min(255) as u8,
-            info.tsc_ctc_ratio_n as u32,
-            info.tsc_ctc_ratio_d as u32,
-        );
-        let cpu = trace
-            .cpu
-            .as_ref()
-            .filter(|c| c.is_intel())
-            .map(|c| Cpu::intel(c.family, c.model, c.stepping));
+        let freq = Frequency {
+            mtc_freq: mtc_bits,
+            nom_freq: info.max_non_turbo_ratio.min(255) as u8,
+            cpuid_15_ebx: info.tsc_ctc_ratio_n as u32,
+            cpuid_15_eax: info.tsc_ctc_ratio_d as u32,
+        };
+        let cpu = trace.cpu.as_ref().filter(|c| c.is_intel()).map(|c| Cpu {
+            family: c.family,
+            model: c.model,
+            stepping: c.stepping,
+        });
         let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
         let slack = opts.switch_slack_ns.unwrap_or_else(|| {
             let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
@@ -485,6 +563,7 @@ impl<'t> Plan<'t> {
             cyc: trace.config_bit(info.cyc_bit).unwrap_or(false),
             nom: info.max_non_turbo_ratio,
             per_cpu: info.per_cpu_mmaps,
+            resync: true,
         }
     }
 
@@ -505,18 +584,36 @@ impl<'t> Plan<'t> {
             },
             opts,
             specs,
-            freq: Frequency::new(
-                cfg.mtc_freq,
-                cfg.nom_freq,
-                cfg.cpuid_15_ebx,
-                cfg.cpuid_15_eax,
-            ),
-            cpu: cfg.cpu.map(|(f, m, s)| Cpu::intel(f, m, s)),
+            freq: Frequency {
+                mtc_freq: cfg.mtc_freq,
+                nom_freq: cfg.nom_freq,
+                cpuid_15_eax: cfg.cpuid_15_eax,
+                cpuid_15_ebx: cfg.cpuid_15_ebx,
+            },
+            cpu: cfg.cpu.map(|(family, model, stepping)| Cpu {
+                family,
+                model,
+                stepping,
+            }),
             slack: 0,
             cyc: cfg.cycles,
             nom: u64::from(cfg.nom_freq),
             per_cpu: false,
+            resync: !cfg.next_psb_on_error,
         }
+    }
+
+    /// libipt's configuration: blocks end at every call and jump, so each
+    /// control transfer is seen. A CPU libipt knows no errata for decodes
+    /// by the spec (a raw decode refuses it before, in [`decode_raw`]).
+    fn pt_config(&self) -> PtConfig {
+        let mut c = PtConfig::default();
+        c.set_freq(self.freq);
+        c.set_block_flags(true, true);
+        if let Some(cpu) = self.cpu {
+            let _ = c.set_cpu(cpu);
+        }
+        c
     }
 
     fn timeline(&self) -> Option<&'t Timeline> {
@@ -622,6 +719,9 @@ struct Run {
 struct SegStats {
     bytes: u64,
     syncs: u64,
+    resyncs: u64,
+    skipped_bytes: u64,
+    max_stall: u64,
     blocks: u64,
     insns: u64,
     overflows: u64,
@@ -670,7 +770,7 @@ struct Worker<'p, 't> {
 
 impl<'p, 't> Worker<'p, 't> {
     fn new(plan: &'p Plan<'t>) -> Result<Self, DecodeError> {
-        let mut cache = SectionCache::new(None).map_err(|source| DecodeError::Libipt {
+        let cache = SectionCache::new().map_err(|source| DecodeError::Libipt {
             what: "allocate an image section cache",
             source,
         })?;
@@ -691,29 +791,19 @@ impl<'p, 't> Worker<'p, 't> {
     fn decode(
         &self,
         seg: SegMeta,
-        mut bytes: Vec<u8>,
+        bytes: Vec<u8>,
         progress: &Progress<'_>,
     ) -> Result<SegOut, DecodeError> {
         let plan = self.plan;
-        let mut cfg = BlockDecoder::builder()
-            .freq(plan.freq)
-            .set_end_on_call(true)
-            .set_end_on_jump(true);
-        if let Some(cpu) = plan.cpu {
-            cfg = cfg.cpu(cpu);
-        }
+        let cfg = plan.pt_config();
         let len = bytes.len() as u64;
-        let mut dec = block_decoder(&cfg, &mut bytes).map_err(|source| DecodeError::Libipt {
+        let mut dec = BlockDecoder::new(&cfg, &bytes).map_err(|source| DecodeError::Libipt {
             what: "allocate a block decoder",
             source,
         })?;
-        let miss = Rc::new(Cell::new(None::<u64>));
-        let m2 = miss.clone();
-        dec.image()
-            .set_callback(Some(move |_: &mut [u8], ip: u64, _: Asid| {
-                m2.set(Some(ip));
-                -(PtErrorCode::Nomap as i32)
-            }));
+        // No memory besides the file sections: the callback only records
+        // the address libipt found no code at (for the NoImage gap).
+        dec.image().set_memory(Vec::new());
         let mut st = SegState {
             w: self,
             seg,
@@ -729,6 +819,8 @@ impl<'p, 't> Worker<'p, 't> {
             pending: None,
             need_enable: true,
             last_ip: 0,
+            stall: Stall::default(),
+            last_error_offset: None,
             tsc: 0,
             last_cycle_tsc: None,
             cbr: 0,
@@ -740,7 +832,7 @@ impl<'p, 't> Worker<'p, 't> {
             },
             end: plan.opts.end.map(|e| e.saturating_add(plan.slack)),
         };
-        st.run_decoder(&mut dec, &miss);
+        st.run_decoder(&mut dec);
         st.finish();
         Ok(SegOut {
             runs: st.runs,
@@ -828,6 +920,10 @@ struct SegState<'w, 'p, 't> {
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
     last_ip: u64,
+    /// Instructions since the trace offset last moved.
+    stall: Stall,
+    /// Where the last error was (a second one there skips to the next PSB).
+    last_error_offset: Option<u64>,
     tsc: u64,
     last_cycle_tsc: Option<u64>,
     cbr: u32,
@@ -848,56 +944,88 @@ impl SegState<'_, '_, '_> {
         self.w.plan
     }
 
-    fn run_decoder(&mut self, dec: &mut BlockDecoder<'_>, miss: &Cell<Option<u64>>) {
+    fn run_decoder(&mut self, dec: &mut BlockDecoder<'_>) {
         let mut last_sync: Option<u64> = None;
         let mut status = match self.sync(dec, &mut last_sync) {
             Some(s) => s,
             None => return,
         };
         let mut blocks = 0u32;
-        loop {
+        'blocks: loop {
             blocks = blocks.wrapping_add(1);
             if blocks % PROGRESS_BLOCKS == 0 {
                 if let Ok(off) = dec.offset() {
                     self.report_progress(off);
                 }
             }
-            while status.event_pending() {
-                match dec.event() {
-                    Ok((ev, s)) => {
-                        status = s;
-                        self.update_time(dec, ev.tsc());
-                        self.on_event(dec, &ev);
+            let failure = 'step: {
+                while status.event_pending() {
+                    match dec.event() {
+                        Ok((ev, s)) => {
+                            status = s;
+                            self.update_time(dec, ev.tsc());
+                            self.on_event(dec, &ev);
+                        }
+                        Err(e) => break 'step Failure::Pt(e),
                     }
-                    Err(e) => match self.recover(dec, &e, miss, &mut last_sync) {
-                        Some(s) => status = s,
-                        None => return,
-                    },
                 }
-            }
-            match dec.decode_next() {
-                Ok((blk, s)) => {
-                    status = s;
+                // The end of the trace: libipt would otherwise follow the
+                // code after the last packet until it needs one.
+                if status.eos() {
+                    if !status.ip_suppressed() {
+                        self.list(ListItem::EndOfTrace);
+                    }
+                    return;
+                }
+                // libipt fills in the instructions it decoded before an
+                // error, so the block counts whatever the status.
+                let (blk, r) = dec.next_block();
+                if blk.ninsn > 0 {
                     self.update_time(dec, None);
-                    if let Flow::Stop = self.on_block(dec, raw_block(blk)) {
+                    if let Flow::Stop = self.on_block(dec, &blk) {
                         return;
                     }
                 }
-                Err(e) if e.code() == PtErrorCode::Eos => return,
-                Err(e) => match self.recover(dec, &e, miss, &mut last_sync) {
-                    Some(s) => status = s,
-                    None => return,
-                },
+                match r {
+                    Ok(s) => {
+                        status = s;
+                        match self.check_progress(dec, blk.ninsn) {
+                            Some(n) => Failure::NoProgress(n),
+                            None => continue 'blocks,
+                        }
+                    }
+                    Err(e) => Failure::Pt(e),
+                }
+            };
+            if failure == Failure::Pt(PtError::EOS) {
+                return;
+            }
+            match self.recover(dec, failure, &mut last_sync) {
+                Some(s) => status = s,
+                None => return,
             }
         }
     }
 
+    /// Counts `n` instructions decoded: `Some(count)` when more than
+    /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
+    /// trace (code that loops through direct jumps and calls, which need
+    /// no packets: libipt would follow it forever).
+    fn check_progress(&mut self, dec: &BlockDecoder<'_>, n: u16) -> Option<u64> {
+        let off = dec.offset().ok();
+        if off != self.stall.offset {
+            self.stall = Stall {
+                offset: off,
+                insns: 0,
+            };
+        }
+        self.stall.insns += u64::from(n);
+        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+        (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
+    }
+
     /// Synchronizes at the next PSB after the last one; `None` at the end.
-    fn sync(
-        &mut self,
-        dec: &mut BlockDecoder<'_>,
-        last: &mut Option<u64>,
-    ) -> Option<libipt::status::Status> {
+    fn sync(&mut self, dec: &mut BlockDecoder<'_>, last: &mut Option<u64>) -> Option<Status> {
         for _ in 0..64 {
             match dec.sync_forward() {
                 Ok(s) => {
@@ -907,22 +1035,69 @@ impl SegState<'_, '_, '_> {
                     }
                     *last = off;
                     self.stats.syncs += 1;
-                    self.need_enable = true;
-                    self.pending = None;
-                    self.update_time(dec, None);
+                    self.synced(dec);
                     return Some(s);
                 }
-                Err(e) if e.code() == PtErrorCode::Eos => return None,
+                Err(PtError::EOS) => return None,
                 Err(e) => {
-                    *self
-                        .stats
-                        .errors
-                        .entry(format!("sync: {:?}", e.code()))
-                        .or_default() += 1;
+                    let off = dec.offset().unwrap_or(0);
+                    self.list(ListItem::Error {
+                        offset: off,
+                        what: "sync error",
+                        message: e.message().to_string(),
+                    });
+                    *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
                 }
             }
         }
         None
+    }
+
+    /// State after the decoder (re)synchronized: a traced stretch starts
+    /// with the next block, nothing is pending.
+    fn synced(&mut self, dec: &mut BlockDecoder<'_>) {
+        self.need_enable = true;
+        self.pending = None;
+        self.stall = Stall::default();
+        self.update_time(dec, None);
+    }
+
+    /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
+    /// event or PSB that tells the IP, often long before the next PSB), as
+    /// ptxed's `--resync-on-error`; falls back to the next PSB. The events
+    /// libipt hands out on the way are returned for the caller to apply.
+    fn resync(
+        &mut self,
+        dec: &mut BlockDecoder<'_>,
+        last: &mut Option<u64>,
+        events: &mut Vec<PtEvent>,
+    ) -> Option<Status> {
+        for _ in 0..1024 {
+            match dec.resync() {
+                Ok(s) => {
+                    self.stats.resyncs += 1;
+                    self.synced(dec);
+                    if s.ip_suppressed() {
+                        self.list(ListItem::Disabled);
+                    }
+                    return Some(s);
+                }
+                Err(PtError::EVENT_IGNORED) => match dec.event() {
+                    Ok((ev, _)) => events.push(ev),
+                    Err(_) => break,
+                },
+                Err(PtError::EOS) => return None,
+                Err(e) => {
+                    *self
+                        .stats
+                        .errors
+                        .entry(format!("resync: {e:?}"))
+                        .or_default() += 1;
+                    break;
+                }
+            }
+        }
+        self.sync(dec, last)
     }
 
     fn update_time(&mut self, dec: &mut BlockDecoder<'_>, tsc: Option<u64>) {
@@ -1062,10 +1237,10 @@ impl SegState<'_, '_, '_> {
                     .collect()
             })
             .clone();
-        let img = dec.image();
-        let _ = img.remove_by_asid(&Asid::new(None, None));
+        let mut img = dec.image();
+        img.clear();
         for &isid in isids.iter() {
-            let _ = img.add_cached(self.w.iscache.clone(), isid, None);
+            let _ = img.add_cached(&self.w.iscache, isid);
         }
     }
 
@@ -1119,18 +1294,26 @@ impl SegState<'_, '_, '_> {
     }
 
     fn on_event(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
-        let ty = raw_event_type(ev);
-        if !wrapped_event(ty) {
-            return;
-        }
-        let suppressed = ev.ip_suppressed();
-        match ev.event_type() {
-            EventType::Enabled(e) => {
-                self.resolve(Some(e.ip()));
-                self.enable(dec, e.ip());
+        // Status updates (libipt's state at a PSB+) change nothing; an
+        // untraced stretch starts at a real disable while tracing is on
+        // (`need_enable` is false once a traced block or enable was seen)
+        // and ends at the next enable, so its slices pair one to one.
+        let update = ev.status_update();
+        match ev.kind() {
+            EventKind::Enabled { ip, .. } => {
+                if update && !self.need_enable {
+                    return;
+                }
+                self.list(ListItem::Enabled);
+                self.resolve(Some(ip));
+                self.enable(dec, ip);
             }
-            EventType::Disabled(e) => {
-                let ip = (!suppressed).then(|| e.ip());
+            EventKind::Disabled { ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
                 self.resolve(ip);
                 let at = self.stamp();
                 self.push(Op::Disabled {
@@ -1138,50 +1321,69 @@ impl SegState<'_, '_, '_> {
                     ip: ip.unwrap_or(self.last_ip),
                     kernel: ip.is_none_or(is_kernel_ip),
                 });
+                self.need_enable = true;
             }
-            EventType::AsnycDisabled(e) => {
-                self.resolve(Some(e.at()));
+            EventKind::AsyncDisabled { at: from, ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
+                self.resolve(Some(from));
                 let at = self.stamp();
                 self.push(Op::Disabled {
                     at,
-                    ip: e.at(),
-                    kernel: suppressed || is_kernel_ip(e.ip()),
+                    ip: from,
+                    kernel: ip.is_none_or(is_kernel_ip),
                 });
-                self.last_ip = e.at();
+                self.last_ip = from;
+                self.need_enable = true;
             }
-            EventType::AsyncBranch(e) => {
-                self.resolve(Some(e.from()));
+            EventKind::AsyncBranch { from, to } => {
+                self.resolve(Some(from));
+                let to = to.unwrap_or(from);
                 let at = self.stamp();
                 // An interrupt returns to the instruction it interrupted.
                 self.push(Op::Call {
                     at,
-                    from: e.from(),
-                    to: e.to(),
-                    ret: e.from(),
+                    from,
+                    to,
+                    ret: from,
                 });
-                self.last_ip = e.to();
+                self.last_ip = to;
             }
-            EventType::Overflow(e) => {
+            EventKind::Overflow { ip } => {
                 self.pending = None;
                 self.stats.overflows += 1;
+                self.list(ListItem::Overflow);
+                // An overflow before tracing was first enabled still
+                // belongs to the buffer's task: start its run for the gap.
+                if self.run.is_none() {
+                    let task = self.task_at(self.time);
+                    self.switch_to(task, ip.unwrap_or(0));
+                }
                 let off = dec.offset().unwrap_or(0);
                 self.gap(GapKind::Overflow, off);
-                if suppressed {
-                    self.need_enable = true;
-                } else {
-                    self.enable(dec, e.ip());
+                match ip {
+                    Some(ip) => self.enable(dec, ip),
+                    None => self.need_enable = true,
                 }
             }
-            EventType::Stop(_) => {
+            EventKind::Stop => {
                 self.resolve(None);
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
                 let at = self.stamp();
                 self.push(Op::Disabled {
                     at,
                     ip: self.last_ip,
                     kernel: false,
                 });
+                self.need_enable = true;
             }
-            EventType::Cbr(_) => {
+            EventKind::Cbr { .. } => {
                 if let Ok(c) = dec.core_bus_ratio() {
                     self.cbr = c;
                 }
@@ -1190,7 +1392,7 @@ impl SegState<'_, '_, '_> {
         }
     }
 
-    fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: libipt_sys::pt_block) -> Flow {
+    fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
         if b.ninsn == 0 {
             return Flow::Continue;
         }
@@ -1219,6 +1421,9 @@ impl SegState<'_, '_, '_> {
                 self.refresh_image(dec, self.time);
             }
         }
+        if self.plan().opts.insn_list.is_some() {
+            self.list_block(b);
+        }
         let n = u64::from(b.ninsn);
         self.stats.blocks += 1;
         self.stats.insns += n;
@@ -1227,10 +1432,10 @@ impl SegState<'_, '_, '_> {
             None => self.stats.unattributed_insns += n,
         }
         self.last_ip = b.end_ip;
-        let kind = self.classify(&b);
+        let kind = self.classify(b);
         if let Some(kind) = kind {
             let ret = match kind {
-                Transfer::Call => b.end_ip + self.last_len(&b).map_or(0, u64::from),
+                Transfer::Call => b.end_ip + self.last_len(b).map_or(0, u64::from),
                 _ => 0,
             };
             self.pending = Some(Pending {
@@ -1243,28 +1448,62 @@ impl SegState<'_, '_, '_> {
         Flow::Continue
     }
 
+    /// Hands an item to the instruction listing, if one was asked for.
+    fn list(&self, item: ListItem) {
+        if let Some(f) = &self.plan().opts.insn_list {
+            (f.0)(&item);
+        }
+    }
+
+    /// Lists every instruction of `b`: the addresses between `ip` and
+    /// `end_ip` come from decoding each instruction's length (ptxed does
+    /// the same with XED).
+    fn list_block(&self, b: &Block) {
+        let mut ip = b.ip;
+        for i in 0..b.ninsn {
+            self.list(ListItem::Insn(ip));
+            if i + 1 == b.ninsn {
+                break;
+            }
+            let Some(insn) = self.insn_at(b, ip) else {
+                self.list(ListItem::Error {
+                    offset: 0,
+                    what: "reconstruct error",
+                    message: format!("cannot read the instruction at {ip:#x}"),
+                });
+                return;
+            };
+            // A direct branch inside a block was followed (ptxed's
+            // xed_next_ip adds the displacement likewise).
+            use iced_x86::OpKind as K;
+            ip = match insn.op0_kind() {
+                K::NearBranch16 | K::NearBranch32 | K::NearBranch64 => insn.near_branch_target(),
+                _ => insn.next_ip(),
+            };
+        }
+    }
+
     /// The control transfer the block's last instruction makes.
     #[allow(non_upper_case_globals)]
-    fn classify(&self, b: &libipt_sys::pt_block) -> Option<Transfer> {
-        use libipt_sys::*;
+    fn classify(&self, b: &Block) -> Option<Transfer> {
+        use ipt::ffi::*;
         match b.iclass {
-            pt_insn_class_ptic_call | pt_insn_class_ptic_far_call => Some(Transfer::Call),
-            pt_insn_class_ptic_return | pt_insn_class_ptic_far_return => Some(Transfer::Return),
-            pt_insn_class_ptic_jump | pt_insn_class_ptic_far_jump => Some(Transfer::Jump),
-            pt_insn_class_ptic_cond_jump
-            | pt_insn_class_ptic_other
-            | pt_insn_class_ptic_ptwrite => None,
-            // ptic_indirect (an indirect jump or a far transfer) and
-            // ptic_unknown: look at the instruction.
+            ptic_call | ptic_far_call => Some(Transfer::Call),
+            ptic_return | ptic_far_return => Some(Transfer::Return),
+            ptic_jump | ptic_far_jump => Some(Transfer::Jump),
+            ptic_cond_jump | ptic_other | ptic_ptwrite => None,
+            // ptic_indirect (an indirect jump or a far transfer),
+            // ptic_unknown and classes newer libipt may add: look at the
+            // instruction.
             _ => self.decode_last(b),
         }
     }
 
-    fn decode_last(&self, b: &libipt_sys::pt_block) -> Option<Transfer> {
+    fn decode_last(&self, b: &Block) -> Option<Transfer> {
         let insn = self.last_insn(b);
         let Some(insn) = insn else {
             // No bytes: libipt followed it, so it transfers control.
-            return (b.truncated() == 0 && b.isid <= 0).then_some(Transfer::Jump);
+            return (!b.truncated && b.isid <= 0).then_some(Transfer::Jump);
         };
         use iced_x86::FlowControl as F;
         match insn.flow_control() {
@@ -1279,8 +1518,8 @@ impl SegState<'_, '_, '_> {
 
     /// The length of the block's last instruction (a call's: the return
     /// address follows it), cached per worker.
-    fn last_len(&self, b: &libipt_sys::pt_block) -> Option<u8> {
-        if b.truncated() != 0 {
+    fn last_len(&self, b: &Block) -> Option<u8> {
+        if b.truncated {
             return Some(b.size);
         }
         let key = (b.isid, b.end_ip);
@@ -1294,70 +1533,120 @@ impl SegState<'_, '_, '_> {
 
     /// The block's last instruction, decoded with iced-x86 from the block's
     /// raw bytes (truncated blocks) or the image section cache.
-    fn last_insn(&self, b: &libipt_sys::pt_block) -> Option<iced_x86::Instruction> {
-        let mut buf = [0u8; 16];
-        let bytes: &[u8] = if b.truncated() != 0 {
-            &b.raw[..usize::from(b.size).min(b.raw.len())]
-        } else if b.isid > 0 {
-            let n = self
-                .w
-                .iscache
-                .read(&mut buf[..15], b.isid as u32, b.end_ip)
-                .ok()?;
-            &buf[..n as usize]
-        } else {
-            return None;
-        };
-        #[allow(non_upper_case_globals)]
-        let bitness = match b.mode {
-            libipt_sys::pt_exec_mode_ptem_16bit => 16,
-            libipt_sys::pt_exec_mode_ptem_32bit => 32,
-            _ => 64,
-        };
-        let mut d =
-            iced_x86::Decoder::with_ip(bitness, bytes, b.end_ip, iced_x86::DecoderOptions::NONE);
-        let insn = d.decode();
-        (!insn.is_invalid()).then_some(insn)
+    fn last_insn(&self, b: &Block) -> Option<iced_x86::Instruction> {
+        if b.truncated {
+            let bytes = &b.raw[..usize::from(b.size).min(b.raw.len())];
+            return decode_one(b.bitness(), bytes, b.end_ip);
+        }
+        self.insn_at(b, b.end_ip)
     }
 
-    /// Records a decode error as a gap and resynchronizes at the next PSB.
-    /// A segment that ends in lost data usually ends inside a packet: an
+    /// The instruction at `ip` of block `b`'s image section.
+    fn insn_at(&self, b: &Block, ip: u64) -> Option<iced_x86::Instruction> {
+        if b.truncated && ip == b.end_ip {
+            return self.last_insn(b);
+        }
+        let isid = u32::try_from(b.isid).ok().filter(|&i| i > 0)?;
+        let mut buf = [0u8; 15];
+        let n = self.w.iscache.read(&mut buf, isid, ip).ok()?;
+        decode_one(b.bitness(), &buf[..n], ip)
+    }
+
+    /// Records a decode error as a gap and resynchronizes: at the error
+    /// (libipt errors, when the plan says so) or at the next PSB. A
+    /// segment that ends in lost data usually ends inside a packet: an
     /// error after which no PSB follows is that loss, reported by the
     /// `LostData` gap [`SegState::finish`] adds, not as a decode error.
     fn recover(
         &mut self,
         dec: &mut BlockDecoder<'_>,
-        e: &PtError,
-        miss: &Cell<Option<u64>>,
+        failure: Failure,
         last_sync: &mut Option<u64>,
-    ) -> Option<libipt::status::Status> {
+    ) -> Option<Status> {
         let off = dec.offset().unwrap_or(0);
         self.pending = None;
-        let code = e.code();
-        let kind = if code == PtErrorCode::Nomap {
-            self.stats.no_image += 1;
-            let ip = miss.take().unwrap_or(self.last_ip);
-            let pid = self.task.map_or(NO_PID, |t| t.pid);
-            if let Source::Perf { trace, images, .. } = &self.plan().src {
-                if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {
-                    images.note_undecoded(&m.file, pid, m.start, m.end);
+        let nomap = failure == Failure::Pt(PtError::NOMAP);
+        let (kind, name, message) = match failure {
+            Failure::Pt(e) if e == PtError::NOMAP => {
+                let ip = dec.image().take_miss().unwrap_or(self.last_ip);
+                let pid = self.task.map_or(NO_PID, |t| t.pid);
+                if let Source::Perf { trace, images, .. } = &self.plan().src {
+                    if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {
+                        images.note_undecoded(&m.file, pid, m.start, m.end);
+                    }
                 }
+                (GapKind::NoImage { ip }, e.name(), e.message().to_string())
             }
-            GapKind::NoImage { ip }
-        } else {
-            GapKind::DecodeError(format!("{e} at offset {:#x}", self.seg.aux_offset + off))
+            Failure::Pt(e) => (
+                GapKind::DecodeError(format!("{e} at offset {:#x}", self.seg.aux_offset + off)),
+                e.name(),
+                e.message().to_string(),
+            ),
+            Failure::NoProgress(n) => (
+                GapKind::DecodeError(format!(
+                    "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
+                     (code that loops through direct jumps and calls: a corrupt trace or image)",
+                    self.seg.aux_offset + off
+                )),
+                "NoProgress".to_string(),
+                "no progress".to_string(),
+            ),
         };
+        self.list(ListItem::Error {
+            offset: off,
+            what: "error",
+            message,
+        });
         let at = self.stamp();
-        let next = self.sync(dec, last_sync);
-        if next.is_none() && self.seg.before_loss && code != PtErrorCode::Nomap {
+        // Resynchronizing at the same offset twice would not progress:
+        // then (and for the no-progress bound) skip to the next PSB.
+        let again = self.last_error_offset == Some(off);
+        self.last_error_offset = Some(off);
+        let mut events = Vec::new();
+        let next = match failure {
+            Failure::Pt(_) if self.plan().resync && !again => {
+                self.resync(dec, last_sync, &mut events)
+            }
+            _ => self.sync(dec, last_sync),
+        };
+        if next.is_none() && self.seg.before_loss && !nomap {
             return None;
         }
-        *self.stats.errors.entry(format!("{code:?}")).or_default() += 1;
-        self.push(Op::Gap {
-            at,
-            kind,
-            offset: self.seg.aux_offset + off,
-        });
+        *self.stats.errors.entry(name).or_default() += 1;
+        // Code without an image stops decoding at each resync point again:
+        // one gap for the whole stretch.
+        let repeated = nomap
+            && matches!(
+                self.run.as_ref().and_then(|r| r
+                    .ops
+                    .iter()
+                    .rev()
+                    .find(|o| !matches!(o, Op::Enabled { .. } | Op::Disabled { .. }))),
+                Some(Op::Gap {
+                    kind: GapKind::NoImage { .. },
+                    ..
+                })
+            );
+        if !repeated {
+            if nomap {
+                self.stats.no_image += 1;
+            }
+            self.push(Op::Gap {
+                at,
+                kind,
+                offset: self.seg.aux_offset + off,
+            });
+        }
+        if next.is_some() {
+            let to = dec.offset().unwrap_or(off);
+            self.stats.skipped_bytes += to.saturating_sub(off);
+        } else {
+            self.stats.skipped_bytes += self.seg.len.saturating_sub(off);
+        }
+        for ev in &events {
+            self.update_time(dec, ev.tsc());
+            self.on_event(dec, ev);
+        }
         next
     }
 
@@ -1456,6 +1745,9 @@ pub struct RawConfig {
     pub tsc_hz: Option<u64>,
     /// Count cycles (the trace has CYC packets).
     pub cycles: bool,
+    /// After a decode error skip to the next PSB, as ptxed does without
+    /// `--resync-on-error`; default: resynchronize at the error.
+    pub next_psb_on_error: bool,
 }
 
 /// The task a raw decode's ops belong to.
@@ -1472,6 +1764,20 @@ pub fn decode_raw(
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
 ) -> Result<DecodeStats, DecodeError> {
+    if let Some((family, model, stepping)) = cfg.cpu {
+        let cpu = Cpu {
+            family,
+            model,
+            stepping,
+        };
+        if PtConfig::default().set_cpu(cpu).is_err() {
+            return Err(DecodeError::UnknownCpu {
+                family,
+                model,
+                stepping,
+            });
+        }
+    }
     let plan = Plan::raw(sections, cfg, opts);
     let meta = SegMeta {
         aux_offset: 0,

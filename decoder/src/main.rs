@@ -162,6 +162,23 @@ struct RawArgs {
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
+    /// Also write the instruction flow to FILE (`-`: stdout) as ptxed
+    /// --no-inst lists it: one address per instruction, `[enabled]`,
+    /// `[disabled]`, `[overflow]`, `[OFFSET: error: MESSAGE]`.
+    /// Example: --insn-list flow.txt
+    #[arg(long, value_name = "FILE")]
+    insn_list: Option<PathBuf>,
+    /// After a decode error: `resync` at the next point libipt can
+    /// resume from (ptxed --resync-on-error), or skip to the `next-psb`
+    /// (ptxed's default). Example: --on-error next-psb
+    #[arg(long, value_enum, default_value_t = OnError::Resync)]
+    on_error: OnError,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnError {
+    Resync,
+    NextPsb,
 }
 
 /// A `--cpu` value: `None` for `none`.
@@ -459,6 +476,11 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         cpuid_15_ebx: a.cpuid_15_ebx,
         tsc_hz: a.tsc_freq,
         cycles: a.time_axis == Axis::Cycles,
+        next_psb_on_error: a.on_error == OnError::NextPsb,
+    };
+    let list = match &a.insn_list {
+        None => None,
+        Some(p) => Some(InsnList::create(p)?),
     };
     let target = if a.output == Path::new("-") {
         Target::Stdout
@@ -469,6 +491,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
     progress.message(format!("decoding {}", a.pt.path.display()));
     let decode = DecodeOptions {
         progress: Some(progress.callback()),
+        insn_list: list.as_ref().map(InsnList::callback),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
@@ -502,10 +525,59 @@ fn decode_raw(a: RawArgs) -> Result<()> {
             a.output.display()
         )
     })?;
+    if let (Some(list), Some(path)) = (list, &a.insn_list) {
+        list.finish()
+            .with_context(|| format!("cannot write the instruction list {}", path.display()))?;
+    }
     if !a.quiet {
         eprint!("{}", summary::render(&report));
     }
     Ok(())
+}
+
+/// `ptdec raw --insn-list`: the listing's writer, shared with the decode
+/// worker; the first write error is kept and reported at the end.
+struct InsnList {
+    out: std::sync::Arc<std::sync::Mutex<ListOut>>,
+}
+
+/// The listing's writer and its first write error.
+type ListOut = (Box<dyn Write + Send>, Option<std::io::Error>);
+
+impl InsnList {
+    fn create(path: &Path) -> Result<InsnList> {
+        let w: Box<dyn Write + Send> = if path == Path::new("-") {
+            Box::new(std::io::BufWriter::new(std::io::stdout()))
+        } else {
+            let f = std::fs::File::create(path).with_context(|| {
+                format!("cannot create the instruction list {}", path.display())
+            })?;
+            Box::new(std::io::BufWriter::new(f))
+        };
+        Ok(InsnList {
+            out: std::sync::Arc::new(std::sync::Mutex::new((w, None))),
+        })
+    }
+
+    fn callback(&self) -> ptdec::decode::ListCallback {
+        let out = self.out.clone();
+        ptdec::decode::ListCallback::new(move |item| {
+            let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+            if g.1.is_none() {
+                if let Err(e) = writeln!(g.0, "{item}") {
+                    g.1 = Some(e);
+                }
+            }
+        })
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        let mut g = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = g.1.take() {
+            return Err(e);
+        }
+        g.0.flush()
+    }
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -430,7 +430,8 @@ pub fn run_raw(
     symbols: &SymbolCache,
     opts: RunOptions,
 ) -> Result<Report, RunError> {
-    let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
+    let axis = opts.emit.axis;
+    let interpolate = opts.emit.interpolate && axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), opts.emit.clone())?;
     let resolver = RawResolver::new(input, symbols);
     let timeline = Timeline::new();
@@ -459,7 +460,9 @@ pub fn run_raw(
     let origin = emitter.origin();
     let written = emitter.finish()?;
     let mut warnings = Vec::new();
-    if decode_stats.insns > 0 && decode_stats.tsc_span.is_none() {
+    // Only the ns axis needs timing packets (instructions need none; the
+    // cycles axis counts from CYC).
+    if decode_stats.insns > 0 && decode_stats.tsc_span.is_none() && axis == TimeAxis::Ns {
         warnings.push(
             "the trace has no timing packets (TSC/MTC): every slice is at time 0; use --time-axis instructions"
                 .to_string(),

@@ -197,6 +197,13 @@ pub fn render(report: &Report) -> String {
     if !d.errors.is_empty() {
         let kinds: Vec<String> = d.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(o, "  errors        {}", kinds.join(", "));
+        let _ = writeln!(
+            o,
+            "  resyncs       {} at the error, {} PSB syncs; {} of trace skipped after errors",
+            thousands(d.resyncs),
+            thousands(d.syncs),
+            bytes(d.skipped_bytes)
+        );
     }
     if d.unattributed_insns > 0 {
         let _ = writeln!(

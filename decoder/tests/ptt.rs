@@ -1,0 +1,356 @@
+//! libipt's own test suite against `ptdec raw`: every `test/src/*.ptt` of
+//! the vendored libipt is assembled by libipt's `pttc` (built here from
+//! vendor/libipt with cmake, cached under target/tmp; pttc needs yasm),
+//! and `ptdec raw` decodes the `.pt` with the code loaded as ptxed gets it
+//! in libipt's `script/test.bash` (`--raw X.bin:ORG`, the `; cpu` line's
+//! `--cpu`, one run per `; cpu` line, and the `; opt:ptxed` options that
+//! change decoding). Its `--insn-list` must equal `X-ptxed.exp` in every
+//! instruction address, every error (trace offset and libipt's message)
+//! and every overflow, in order. Tests that need what `ptdec raw` does not
+//! have are in [`NOT_APPLICABLE`] with the reason.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Tests whose expectations need what `ptdec raw` does not have.
+const NOT_APPLICABLE: &[(&str, &str)] = &[(
+    "ptxed-resync-nomap-mode_exec-fup",
+    "ptdec ends libipt's blocks at every call (end_on_call, so that each call is \
+     seen); libipt then reports the no-map error after the call only once it has \
+     read ahead past the FUP at 0x24 (ptdec: offset 0x2c), and pt_blk_resync \
+     resumes after that FUP, so the instruction at l2 is not decoded",
+)];
+
+/// The pevent tests need ptxed's `--pevent` sideband options (the `.sb`
+/// files pttc writes); `ptdec raw` takes no sideband.
+fn needs_sideband(files: &[String]) -> bool {
+    files.iter().any(|f| f.ends_with(".sb"))
+}
+
+fn vendored() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor/libipt")
+}
+
+/// Builds pttc from the vendored libipt (once; make is incremental).
+fn build_pttc(test: &str) -> Option<PathBuf> {
+    for tool in ["cmake", "make", "yasm"] {
+        if !pt_tests::have_tool(test, tool) {
+            return None;
+        }
+    }
+    let build = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libipt-pttc");
+    let pttc = build.join("bin/pttc");
+    let run = |c: &mut Command| {
+        let out = c.output().expect("run cmake/make");
+        assert!(
+            out.status.success(),
+            "{c:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if !build.join("Makefile").is_file() {
+        run(Command::new("cmake")
+            .arg("-S")
+            .arg(vendored())
+            .arg("-B")
+            .arg(&build)
+            .args([
+                "-DPTTC=ON",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DCMAKE_BUILD_TYPE=Release",
+            ]));
+    }
+    run(Command::new("make")
+        .arg("-C")
+        .arg(&build)
+        .args(["-j2", "pttc"]));
+    Some(pttc)
+}
+
+/// `; KEY VALUE` directives of a .ptt (script/test.bash's sed expressions).
+fn directives(text: &str, key: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix(';')?.trim_start();
+            let rest = l.strip_prefix(key)?;
+            rest.starts_with([' ', '\t'])
+                .then(|| rest.trim().to_string())
+        })
+        .collect()
+}
+
+/// The `org` address.
+fn org(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let lower = l.to_ascii_lowercase();
+        lower.strip_prefix("org").map(|_| l[3..].trim().to_string())
+    })
+}
+
+/// ptxed's expectation reduced to what is compared: instruction
+/// addresses, errors as `[OFFSET: KIND: MESSAGE]`, overflows; and the
+/// instruction count of `--stat` output.
+fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
+    let mut lines = Vec::new();
+    let mut count = None;
+    for l in exp.lines() {
+        let l = l.trim();
+        if let Some(n) = l.strip_prefix("insn:") {
+            count = n.trim().trim_end_matches('.').parse().ok();
+            continue;
+        }
+        let addr = l.strip_prefix("? ").unwrap_or(l);
+        if addr.len() == 16 && addr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            lines.push(addr.to_string());
+        } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
+            // `[overflow]`, or with --event:time `[TIME  overflow]`.
+            lines.push("[overflow]".to_string());
+        } else if let Some(inner) = l.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+            // [OFFSET, IP: KIND: MESSAGE]
+            if let Some((pos, rest)) = inner.split_once(", ") {
+                if let Some((_ip, kind_msg)) = rest.split_once(": ") {
+                    if kind_msg.starts_with("error: ") || kind_msg.starts_with("sync error: ") {
+                        lines.push(format!("[{pos}: {kind_msg}]"));
+                    }
+                }
+            }
+        }
+    }
+    (lines, count)
+}
+
+/// ptdec's listing reduced the same way.
+fn normalize_list(list: &str) -> Vec<String> {
+    list.lines()
+        .filter(|l| {
+            (l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit()))
+                || *l == "[overflow]"
+                || l.contains(": error: ")
+                || l.contains(": sync error: ")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// `ptdec raw` options for ptxed's, or why they cannot be given.
+/// `dir`: where pttc wrote its files (ptxed runs there).
+fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), String> {
+    let mut out = Vec::new();
+    let mut resync = false;
+    for line in opts {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let mut i = 0;
+        while i < words.len() {
+            let w = words[i];
+            let value = || words.get(i + 1).map(|v| v.to_string());
+            match w {
+                "--resync-on-error" => resync = true,
+                // More code, relative to where ptxed runs.
+                "--raw" => {
+                    let v = value().ok_or("--raw without a value")?;
+                    out.push(w.to_string());
+                    out.push(dir.join(v).display().to_string());
+                    i += 1;
+                }
+                "--cpu" | "--mtc-freq" | "--nom-freq" | "--cpuid-0x15.eax" | "--cpuid-0x15.ebx" => {
+                    out.push(w.to_string());
+                    out.push(value().ok_or(format!("{w} without a value"))?);
+                    i += 1;
+                }
+                // Output only: which events are printed, statistics, block
+                // boundaries, the decoder kind (block and instruction
+                // decoders decode the same flow), timing calibration.
+                "--quiet"
+                | "--stat"
+                | "--stat:insn"
+                | "--stat:blocks"
+                | "--event:ip"
+                | "--event:iflags"
+                | "--event:tick"
+                | "--event:time"
+                | "--block-decoder"
+                | "--insn-decoder"
+                | "--block:show-blocks"
+                | "--block:end-on-call"
+                | "--block:end-on-jump"
+                | "--insn:keep-tcal-on-ovf"
+                | "--block:keep-tcal-on-ovf" => {}
+                other => return Err(format!("ptxed option {other}")),
+            }
+            i += 1;
+        }
+    }
+    if !resync {
+        out.extend(["--on-error".to_string(), "next-psb".to_string()]);
+    }
+    Ok((out, resync))
+}
+
+struct Outcome {
+    runs: usize,
+    equal: usize,
+    failures: Vec<String>,
+    not_applicable: Vec<String>,
+}
+
+#[test]
+fn libipt_ptt_suite_matches_ptxed() {
+    let test = "libipt_ptt_suite_matches_ptxed";
+    let Some(pttc) = build_pttc(test) else {
+        return;
+    };
+    let src = vendored().join("test/src");
+    let mut ptts: Vec<PathBuf> = std::fs::read_dir(&src)
+        .expect("vendor/libipt/test/src")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ptt"))
+        .collect();
+    ptts.sort();
+    assert!(
+        ptts.len() > 200,
+        "only {} .ptt files in {}",
+        ptts.len(),
+        src.display()
+    );
+    let work = tempfile::tempdir().unwrap();
+    let mut o = Outcome {
+        runs: 0,
+        equal: 0,
+        failures: Vec::new(),
+        not_applicable: Vec::new(),
+    };
+    for ptt in &ptts {
+        run_ptt(&pttc, ptt, work.path(), &mut o);
+    }
+    eprintln!(
+        "ptt suite: {} files, {} runs, {} equal to ptxed, {} not applicable:\n  {}",
+        ptts.len(),
+        o.runs,
+        o.equal,
+        o.not_applicable.len(),
+        o.not_applicable.join("\n  ")
+    );
+    assert!(
+        o.failures.is_empty(),
+        "{} of {} runs differ from ptxed:\n{}",
+        o.failures.len(),
+        o.runs,
+        o.failures.join("\n")
+    );
+}
+
+fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
+    let name = ptt.file_stem().unwrap().to_string_lossy().into_owned();
+    let text = std::fs::read_to_string(ptt).unwrap();
+    if let Some((_, why)) = NOT_APPLICABLE.iter().find(|(n, _)| *n == name) {
+        o.not_applicable.push(format!("{name}: {why}"));
+        return;
+    }
+    let cpus = directives(&text, "cpu");
+    let cpus: Vec<Option<&str>> = if cpus.is_empty() {
+        vec![None]
+    } else {
+        cpus.iter().map(|c| Some(c.as_str())).collect()
+    };
+    let org = org(&text).unwrap_or_else(|| panic!("{name}: no org directive"));
+    let opts = directives(&text, "opt:ptxed");
+    for cpu in cpus {
+        let dir = work.join(format!(
+            "{name}-{}",
+            cpu.unwrap_or("none").replace('/', "_")
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = Command::new(pttc);
+        if let Some(cpu) = cpu {
+            c.args(["--cpu", cpu]);
+        }
+        let out = c.arg(ptt).current_dir(&dir).output().unwrap();
+        let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if !out.status.success() {
+            o.failures.push(format!(
+                "{name}: pttc failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+            continue;
+        }
+        if needs_sideband(&files) {
+            o.not_applicable
+                .push(format!("{name}: perf_event sideband (ptxed --pevent)"));
+            continue;
+        }
+        let Some(exp) = files.iter().find(|f| f.ends_with("-ptxed.exp")) else {
+            continue; // a ptdump-only test
+        };
+        o.runs += 1;
+        let (mut args, _resync) = match map_options(&opts, &dir) {
+            Ok(a) => a,
+            Err(why) => {
+                o.failures.push(format!("{name}: unmapped {why}"));
+                continue;
+            }
+        };
+        if let Some(cpu) = cpu {
+            args.extend(["--cpu".to_string(), cpu.to_string()]);
+        }
+        let exp_text = std::fs::read_to_string(dir.join(exp)).unwrap();
+        let list = dir.join("ptdec.list");
+        let out = Command::new(env!("CARGO_BIN_EXE_ptdec"))
+            .arg("raw")
+            .arg("--pt")
+            .arg(dir.join(format!("{name}.pt")))
+            .arg("--raw")
+            .arg(format!(
+                "{}:{org}",
+                dir.join(format!("{name}.bin")).display()
+            ))
+            .args(&args)
+            .arg("--insn-list")
+            .arg(&list)
+            .arg("-q")
+            .arg("--time-axis")
+            .arg("instructions")
+            .arg("-o")
+            .arg(dir.join("out.ftf"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // ptxed reports a CPU it knows no errata for as a configuration
+        // error; ptdec refuses it.
+        if exp_text.contains("config error: unknown cpu") {
+            if !out.status.success() && stderr.contains("knows no CPU") {
+                o.equal += 1;
+            } else {
+                o.failures
+                    .push(format!("{name}: an unknown CPU was not refused: {stderr}"));
+            }
+            continue;
+        }
+        if !out.status.success() {
+            o.failures.push(format!(
+                "{name} {cpu:?}: ptdec raw {args:?} failed: {stderr}"
+            ));
+            continue;
+        }
+        let got = normalize_list(&std::fs::read_to_string(&list).unwrap());
+        let (want, count) = normalize_exp(&exp_text);
+        let insns = got.iter().filter(|l| !l.starts_with('[')).count() as u64;
+        let same = match count {
+            // --quiet: only the statistics.
+            Some(n) if want.is_empty() => insns == n,
+            Some(n) => insns == n && got == want,
+            None => got == want,
+        };
+        if same {
+            o.equal += 1;
+        } else {
+            o.failures.push(format!(
+                "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {want:?} (insn count {count:?})\n  ptdec: {got:?}"
+            ));
+        }
+    }
+}
