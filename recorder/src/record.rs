@@ -148,6 +148,7 @@ pub fn record(
     }
 
     let dir = OutDir::create(&opts.out, opts.force)?;
+    let mut started = false;
     let result = record_into(
         &dir,
         opts,
@@ -158,14 +159,26 @@ pub fn record(
         aux_pages,
         stop,
         progress,
+        &mut started,
     );
-    if result.is_err() && !dir.data().exists() {
-        // Nothing was recorded: leave no empty directory behind.
-        let _ = std::fs::remove_dir_all(dir.path());
+    match result {
+        Err(e) if !started => {
+            // Nothing was recorded (the command could not run, an event
+            // could not be opened): leave no directory behind, and an
+            // existing trace being replaced as it was.
+            dir.discard();
+            Err(e)
+        }
+        Err(e) => {
+            // What was recorded is kept, and handed to the sudo user too.
+            let _ = dir.commit();
+            Err(e)
+        }
+        Ok(mut summary) => {
+            summary.out = dir.commit()?;
+            Ok(summary)
+        }
     }
-    let summary = result?;
-    dir.chown_to_sudo_user()?;
-    Ok(summary)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -179,6 +192,7 @@ fn record_into(
     aux_pages: usize,
     stop: &StopSignal,
     progress: Option<ProgressFn>,
+    started: &mut bool,
 ) -> Result<Summary, Error> {
     let kernel = opts.kernel || spec.kernel;
     let open_opts = OpenOptions {
@@ -348,6 +362,7 @@ fn record_into(
         _ => {}
     }
     opened.start()?;
+    *started = true;
     if let (Some(spec), Some(child), true) =
         (&opts.trigger, opened.child.as_mut(), open_opts.stop_at_exec)
     {
