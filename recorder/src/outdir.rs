@@ -101,12 +101,14 @@ impl OutDir {
                 std::io::ErrorKind::AlreadyExists => Error::OutputExists { path: dir.clone() },
                 _ => output_err(&dir)(e),
             })?;
-        Ok(OutDir {
+        let d = OutDir {
             path: dir,
             target: path.to_path_buf(),
             replaces,
             created_parents,
-        })
+        };
+        d.chown_to_sudo_user()?;
+        Ok(d)
     }
 
     /// Where files are written now (the staging dir while replacing).
@@ -323,6 +325,12 @@ fn create_parents(path: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(missing)
 }
 
+/// The invoking user's (uid, gid) when running as root under sudo: who
+/// everything ptrec leaves behind is handed to.
+pub fn sudo_user() -> Option<(u32, u32)> {
+    sudo_ids().filter(|_| running_as_root())
+}
+
 fn sudo_ids() -> Option<(u32, u32)> {
     let uid = std::env::var("SUDO_UID").ok()?.parse().ok()?;
     let gid = std::env::var("SUDO_GID").ok()?.parse().ok()?;
@@ -403,7 +411,11 @@ mod tests {
         fake_trace(&out);
         std::fs::write(out.join("data"), b"PERFILE2 old").unwrap();
         let d = OutDir::create(&out, true).unwrap();
-        assert_ne!(d.path(), out, "a replacement is staged beside the old trace");
+        assert_ne!(
+            d.path(),
+            out,
+            "a replacement is staged beside the old trace"
+        );
         std::fs::write(d.data(), b"PERFILE2 new").unwrap();
         // Until the commit, the old trace is intact.
         assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 old");
@@ -471,7 +483,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         fake_trace(tmp.path());
         let st = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "outdir::tests::force_refuses_home", "--nocapture"])
+            .args([
+                "--exact",
+                "outdir::tests::force_refuses_home",
+                "--nocapture",
+            ])
             .env("PT_OUTDIR_HOME_CHILD", "1")
             .env("HOME", tmp.path())
             .status()

@@ -267,6 +267,9 @@ fn record_into(
     let images = dir.subdir("images")?;
     let (vdsos, w) = capture::capture_vdsos(&images, &opened.pids);
     warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(w);
+    // Under sudo, hand over what exists now (data, images, kcore_dir): a
+    // ptrec killed from here on leaves nothing the user cannot remove.
+    dir.chown_to_sudo_user()?;
 
     // --archive: files seen in MMAP records, copied when the file is finished.
     let seen: Arc<Mutex<MappedFiles>> = Arc::default();
