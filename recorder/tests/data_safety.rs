@@ -163,7 +163,11 @@ fn force_replaces_only_a_trace_and_a_failed_start_keeps_it() {
     for cmd in ["/nonexistent/prog", script.to_str().unwrap()] {
         let o = run(&["-f", "-o", "t", "--", cmd]);
         assert!(!o.status.success(), "{cmd}");
-        assert_eq!(std::fs::read(tmp.path().join("t/data")).unwrap(), old, "{cmd}");
+        assert_eq!(
+            std::fs::read(tmp.path().join("t/data")).unwrap(),
+            old,
+            "{cmd}"
+        );
         // A failed start into a new directory leaves none.
         let o = run(&["-o", "fresh", "--", cmd]);
         assert!(!o.status.success(), "{cmd}");
