@@ -1,0 +1,110 @@
+//! Replays on stable every input the decode-path fuzz targets found
+//! (`fuzz/regressions/TARGET/`) and their seeds (`fuzz/seeds/TARGET/`)
+//! through the very harness the targets run (`fuzz/src/harness.rs`), so a
+//! fixed crash stays fixed without nightly. Each file runs in a child
+//! process with a memory limit, so an input that makes the decoder grow
+//! without bound fails this test instead of the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "../../fuzz/src/harness.rs"]
+#[allow(dead_code)]
+mod harness;
+
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let root = pt_tests::workspace_root().join("fuzz");
+    let mut v = Vec::new();
+    for kind in ["seeds", "regressions"] {
+        if let Ok(rd) = std::fs::read_dir(root.join(kind).join(target)) {
+            v.extend(rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// In the child: runs one input (`PT_FUZZ_REPLAY=TARGET:FILE`).
+fn replay_in_child() -> bool {
+    let Some(spec) = std::env::var_os("PT_FUZZ_REPLAY") else {
+        return false;
+    };
+    let spec = spec.to_string_lossy().into_owned();
+    let (target, file) = spec.split_once(':').expect("TARGET:FILE");
+    let data = std::fs::read(file).unwrap();
+    let insns = match target {
+        "raw_pt" => harness::raw_pt(&data),
+        "trace_dir" => harness::trace_dir(&data),
+        other => panic!("unknown target {other}"),
+    };
+    println!("decoded {insns} instructions");
+    true
+}
+
+/// Runs each input of `target` in a child (this test, filtered to itself)
+/// with a 2 GiB address-space limit and a 60 s timeout.
+fn replay_all(target: &str, test: &str) {
+    if replay_in_child() {
+        return;
+    }
+    let files = inputs(target);
+    assert!(!files.is_empty(), "no seeds for {target}");
+    let exe = std::env::current_exe().unwrap();
+    for f in files {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg("ulimit -v 2097152; exec timeout 60 \"$0\" \"$@\"")
+            .arg(&exe)
+            .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+            .env("PT_FUZZ_REPLAY", format!("{target}:{}", f.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{target} on {}: {}\n{}",
+            name(&f),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// The committed seed is what ptsim writes for the fixed image today, and
+/// both harnesses decode it (proof that they reach the decoder). Rewritten
+/// with `PT_FUZZ_SEEDS_UPDATE=1`.
+#[test]
+fn the_seed_is_a_real_trace_of_the_image() {
+    let seed = harness::seed();
+    assert!(harness::raw_pt(&seed) > 10, "raw_pt decodes the seed");
+    assert!(harness::trace_dir(&seed) > 10, "trace_dir decodes the seed");
+    for target in ["raw_pt", "trace_dir"] {
+        let path = pt_tests::workspace_root()
+            .join("fuzz/seeds")
+            .join(target)
+            .join("ptsim-run-of-the-image");
+        if std::env::var_os("PT_FUZZ_SEEDS_UPDATE").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &seed).unwrap();
+        }
+        assert_eq!(
+            std::fs::read(&path).ok(),
+            Some(seed.clone()),
+            "{} is stale: rerun with PT_FUZZ_SEEDS_UPDATE=1",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn raw_pt_inputs_decode_without_crashing() {
+    replay_all("raw_pt", "raw_pt_inputs_decode_without_crashing");
+}
+
+#[test]
+fn trace_dir_inputs_decode_without_crashing() {
+    replay_all("trace_dir", "trace_dir_inputs_decode_without_crashing");
+}
