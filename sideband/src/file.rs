@@ -32,7 +32,7 @@
 //!   features ignored;
 //! * a file cut inside its feature sections: the data section is read whole,
 //!   with the features that are complete.
-//! A pipe-mode stream that ends inside a record is read up to there.
+//! * a pipe-mode stream that ends inside a record is read up to there.
 
 use crate::attr::{Attr, AttrSet};
 use crate::endian::{Be, ByteOrder, Cursor, Endian, Le, Malformed};
