@@ -76,7 +76,10 @@ impl From<OutFileError> for io::Error {
 #[derive(Debug)]
 pub struct OutFile {
     file: Option<File>,
-    tmp: PathBuf,
+    /// The temporary renamed to `path` on commit; `None` when writing to a
+    /// device or FIFO (`-o /dev/null`, `-o /dev/stdout`), which is opened
+    /// as it is and never replaced.
+    tmp: Option<PathBuf>,
     path: PathBuf,
 }
 
@@ -100,11 +103,27 @@ impl OutFile {
         } else {
             path.to_path_buf()
         };
-        if std::fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
-            return Err(err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "it is a directory; give a file name",
-            )));
+        match std::fs::metadata(&real) {
+            Ok(m) if m.is_dir() => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    "it is a directory; give a file name",
+                )))
+            }
+            // A device, FIFO or socket is written in place: renaming a
+            // file over /dev/null would replace the device itself.
+            Ok(m) if !m.is_file() => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(err)?;
+                return Ok(OutFile {
+                    file: Some(file),
+                    tmp: None,
+                    path: path.to_path_buf(),
+                });
+            }
+            _ => {}
         }
         let name = real.file_name().ok_or_else(|| {
             err(io::Error::new(
@@ -128,7 +147,7 @@ impl OutFile {
             .map_err(err)?;
         Ok(OutFile {
             file: Some(file),
-            tmp,
+            tmp: Some(tmp),
             path: real,
         })
     }
@@ -139,10 +158,13 @@ impl OutFile {
             path: self.path.clone(),
             source,
         };
-        let file = self.file.take().expect("not yet committed");
+        let mut file = self.file.take().expect("not yet committed");
+        let Some(tmp) = self.tmp.take() else {
+            return file.flush().map_err(err);
+        };
         file.sync_all().map_err(err)?;
         drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(err)
+        std::fs::rename(&tmp, &self.path).map_err(err)
     }
 }
 
@@ -157,8 +179,8 @@ impl Write for OutFile {
 
 impl Drop for OutFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (Some(_), Some(tmp)) = (&self.file, &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
@@ -236,6 +258,21 @@ mod tests {
             assert!(e.to_string().contains("same file as the input"), "{e}");
         }
         assert_eq!(std::fs::read(&input).unwrap(), b"PERFILE2");
+    }
+
+    #[test]
+    fn a_device_is_written_in_place_never_replaced() {
+        let mut f = OutFile::create(Path::new("/dev/null")).unwrap();
+        f.write_all(b"bytes").unwrap();
+        f.commit().unwrap();
+        let m = std::fs::metadata("/dev/null").unwrap();
+        assert!(!m.is_file(), "/dev/null is still a device");
+        let names: Vec<_> = std::fs::read_dir("/dev")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".ptdec-"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
     }
 
     #[test]
