@@ -65,6 +65,19 @@ impl OutDir {
     /// staging directory beside it until [`OutDir::commit`]. A symbolic link
     /// as the last component is always refused.
     pub fn create(path: &Path, force: bool) -> Result<OutDir, Error> {
+        Self::create_impl(path, force, false)
+    }
+
+    /// As [`OutDir::create`], but the trace is always written to the
+    /// staging directory and appears under its name only at
+    /// [`OutDir::commit`]: for a writer that produces nothing readable
+    /// until it is done (ptsim), so that a killed run never leaves a
+    /// half-made trace dir under the name asked for.
+    pub fn create_staged(path: &Path, force: bool) -> Result<OutDir, Error> {
+        Self::create_impl(path, force, true)
+    }
+
+    fn create_impl(path: &Path, force: bool, always_stage: bool) -> Result<OutDir, Error> {
         if path.as_os_str().is_empty() {
             return Err(Error::Usage("the output path is empty".into()));
         }
@@ -87,7 +100,7 @@ impl OutDir {
             Err(e) => return Err(output_err(path)(e)),
         };
         let created_parents = create_parents(path)?;
-        let (dir, replaces) = if exists {
+        let (dir, replaces) = if exists || always_stage {
             (staging_name(path, "new")?, true)
         } else {
             (path.to_path_buf(), false)
@@ -150,6 +163,11 @@ impl OutDir {
     pub fn commit(self) -> Result<PathBuf, Error> {
         self.chown_to_sudo_user()?;
         if !self.replaces {
+            return Ok(self.target);
+        }
+        if std::fs::symlink_metadata(&self.target).is_err() {
+            // Staged without anything to replace: a plain rename.
+            std::fs::rename(&self.path, &self.target).map_err(output_err(&self.target))?;
             return Ok(self.target);
         }
         match crate::sys::rename_exchange(&self.path, &self.target) {
@@ -493,6 +511,27 @@ mod tests {
             .status()
             .unwrap();
         assert!(st.success());
+    }
+
+    #[test]
+    fn a_staged_trace_appears_only_at_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t");
+        let d = OutDir::create_staged(&out, false).unwrap();
+        std::fs::write(d.data(), b"PERFILE2").unwrap();
+        assert!(!out.exists(), "nothing under the name until the commit");
+        d.commit().unwrap();
+        assert_eq!(names(tmp.path()), ["t"]);
+        assert!(out.join("data").exists());
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
     }
 
     #[test]
