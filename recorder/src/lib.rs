@@ -5,6 +5,7 @@
 pub mod capture;
 pub mod config;
 pub mod errors;
+pub mod filter;
 pub mod outdir;
 pub mod pmu;
 pub mod record;

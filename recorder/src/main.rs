@@ -22,6 +22,8 @@ Examples:
   sudo ptrec -S -p 1234 --control fifo:ctl,ack
                                               snapshot mode: `echo snapshot > ctl` (or kill -USR2)
   sudo ptrec -k --archive -a --duration 2     whole system with the kernel, binaries copied
+  sudo ptrec --filter 'filter work @ ./prog' -- ./prog
+                                              trace only function work() of ./prog
   ptdec trace.dir -o out.ftf                  then decode; perf script -i trace.dir reads it too
 
 Privileges: Intel PT needs root, CAP_PERFMON (Linux 5.8+; CAP_SYS_ADMIN before),
@@ -103,6 +105,14 @@ struct Args {
     /// (a hardware execute breakpoint), e.g. `--trigger main` or `--trigger libc.so.6:abort`.
     #[arg(long, value_name = "SYMBOL|ADDR|FILE:SYMBOL")]
     trigger: Option<String>,
+
+    /// Trace only where address filters allow, in perf's syntax: `filter|start|stop|tracestop
+    /// START[/SIZE][@FILE]`, START and SIZE numbers or function symbols (spaces around symbols),
+    /// no @FILE for the kernel; several separated by ','. E.g. `--filter 'filter main @ ./prog'`,
+    /// `--filter 'filter 0x1130/0x80@/usr/bin/prog, tracestop memcpy @ /lib/x86_64-linux-gnu/libc.so.6'`.
+    /// At most caps/num_address_ranges filters.
+    #[arg(long, value_name = "FILTERS")]
+    filter: Option<String>,
 
     /// Copy every mapped executable into DIR/sysroot/ (checked by build-id) to decode elsewhere, e.g. `--archive`.
     #[arg(long)]
@@ -220,6 +230,7 @@ fn options(args: &Args) -> anyhow::Result<RecordOptions> {
         bail!("--trigger takes snapshots: it needs snapshot mode (-S)");
     }
     o.trigger = args.trigger.clone();
+    o.filter = args.filter.clone();
     o.cmdline = std::env::args().collect();
     Ok(o)
 }

@@ -58,6 +58,9 @@ pub struct RecordOptions {
     pub trigger: Option<String>,
     /// The command line, for the CMDLINE feature.
     pub cmdline: Vec<String>,
+    /// `--filter`: address filters in perf's syntax (resolved before
+    /// anything is created, see [`crate::filter`]).
+    pub filter: Option<String>,
 }
 
 impl RecordOptions {
@@ -82,6 +85,7 @@ impl RecordOptions {
             control: None,
             trigger: None,
             cmdline: Vec::new(),
+            filter: None,
         }
     }
 }
@@ -141,6 +145,16 @@ pub fn record(
             target::threads_of(pid)?;
         }
     }
+    // Before anything is created: a filter that cannot be resolved is a usage error.
+    let filter = match (&opts.filter, &pmu) {
+        (Some(text), Some(pmu)) => Some(crate::filter::resolve(text, pmu)?.1),
+        (Some(_), None) => {
+            return Err(Error::Usage(
+                "--filter applies to the intel_pt event; --sideband-only has none".into(),
+            ))
+        }
+        (None, _) => None,
+    };
     if opts.kernel || spec.kernel {
         // Before anything is created: -k needs the kernel's addresses.
         crate::synth::read_kallsyms()?;
@@ -155,6 +169,7 @@ pub fn record(
         pmu.as_ref(),
         pt_config,
         &spec,
+        filter,
         data_pages,
         aux_pages,
         stop,
@@ -188,6 +203,7 @@ fn record_into(
     pmu: Option<&Pmu>,
     pt_config: u64,
     spec: &config::EventSpec,
+    filter: Option<String>,
     data_pages: usize,
     aux_pages: usize,
     stop: &StopSignal,
@@ -209,6 +225,7 @@ fn record_into(
                 .trigger
                 .as_deref()
                 .is_some_and(|t| !t.starts_with("0x")),
+        filter,
     };
     let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
 

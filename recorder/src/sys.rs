@@ -78,6 +78,17 @@ pub fn ioctl(fd: &OwnedFd, op: Ioctl) -> io::Result<()> {
     check(ret).map(drop)
 }
 
+/// Sets an address filter string on an intel_pt event
+/// (PERF_EVENT_IOC_SET_FILTER; the kernel's syntax, see `crate::filter`).
+pub fn set_filter(fd: &OwnedFd, filter: &std::ffi::CStr) -> io::Result<()> {
+    // The kernel copies the string (strndup_user) and never writes it, but
+    // the binding takes `*mut`: hand it a private copy.
+    let mut bytes = filter.to_bytes_with_nul().to_vec();
+    // SAFETY: `fd` is a live perf event fd; the pointer is to our NUL-terminated
+    // buffer, alive for the call.
+    check(unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), bytes.as_mut_ptr().cast()) }).map(drop)
+}
+
 /// The kernel's id of an event (PERF_EVENT_IOC_ID): the value records carry
 /// in their IDENTIFIER / ID sample fields.
 pub fn event_id(fd: &OwnedFd) -> io::Result<u64> {

@@ -64,6 +64,9 @@ pub struct OpenOptions {
     /// A command stays stopped (traced) after its exec at [`Opened::start`],
     /// for `--trigger SYMBOL` to be resolved where it was loaded.
     pub stop_at_exec: bool,
+    /// `--filter`, resolved to the kernel's syntax ([`crate::filter`]): set
+    /// on every intel_pt event and recorded in AUXTRACE_INFO.
+    pub filter: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -78,6 +81,7 @@ impl Default for OpenOptions {
             sideband_only: false,
             cpus: None,
             stop_at_exec: false,
+            filter: None,
         }
     }
 }
@@ -318,6 +322,29 @@ fn plans(target: &Target, pids: &[i32], opts: &OpenOptions) -> Result<Vec<Plan>,
     })
 }
 
+/// Sets the resolved address filter on one intel_pt event.
+fn set_filter(fd: &OwnedFd, filter: &str, who: &str) -> Result<(), Error> {
+    let c = CString::new(filter)
+        .map_err(|_| Error::Usage("the --filter text contains a NUL byte".into()))?;
+    sys::set_filter(fd, &c).map_err(|source| {
+        let hint = match source.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => {
+                " (file filters need a task: -a traces CPUs, where only kernel filters apply)"
+            }
+            Some(libc::EINVAL) => {
+                " (the kernel refused it: a region must lie in one mapping of the file, \
+                 and no more filters than caps/num_address_ranges)"
+            }
+            Some(libc::ENOENT) => " (a file of the filter does not exist)",
+            _ => "",
+        };
+        Error::Open {
+            what: format!("setting the address filter {filter:?} ({who}){hint}"),
+            source,
+        }
+    })
+}
+
 /// Opens every event and maps every ring for `target`. `pmu` and `pt_config`
 /// are unused with `sideband_only`.
 pub fn open(
@@ -435,6 +462,9 @@ fn open_events(
                     )
                 })?;
                 pt_ids.push(event_id(&fd)?);
+                if let Some(filter) = &opts.filter {
+                    set_filter(&fd, filter, &who)?;
+                }
                 let fd = Arc::new(fd);
                 match &owner {
                     None => {
@@ -518,6 +548,10 @@ fn open_events(
             },
         )
     });
+    let info = info.map(|mut i| {
+        i.filter = opts.filter.clone();
+        i
+    });
     Ok(Opened {
         buffers,
         attrs,
@@ -593,7 +627,8 @@ fn map_err(which: &'static str, pages: usize, e: std::io::Error) -> Error {
 /// newer than many perf versions (perf 6.1 refuses a 144-byte attr as "a more
 /// recent ABI"), so it is cut to the 128 bytes of ATTR_SIZE_VER7 when the
 /// fields after them (config3 and later) are unused, as they are here.
-fn parse_attr(attr: &perf_event_attr) -> Result<Attr, Error> {
+/// The perf.data form of a kernel attr (trailing zero extensions cut to VER7).
+pub fn parse_attr(attr: &perf_event_attr) -> Result<Attr, Error> {
     let mut bytes = sys::attr_bytes(attr);
     let ver7 = sideband::attr::ATTR_SIZE_VER7 as usize;
     if bytes.len() > ver7 && bytes[ver7..].iter().all(|&b| b == 0) {

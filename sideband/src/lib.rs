@@ -5,6 +5,7 @@
 //! The one unsafe block (mapping a file) is in [`bytes`].
 #![deny(unsafe_code)]
 
+pub mod addr_filter;
 pub mod attr;
 pub mod auxtrace_info;
 pub mod bytes;
