@@ -126,6 +126,20 @@ pub enum Error {
     /// a directory that must never be replaced.
     #[error("--force: not replacing {}: {why}", path.display())]
     OutputRefused { path: PathBuf, why: String },
+    /// The recording failed after it started; what was recorded is kept.
+    #[error(
+        "{error}; what was recorded until then is in {}{}",
+        kept.display(),
+        replaced.as_ref().map_or(String::new(), |p| format!(
+            " (the trace {} it was to replace is unchanged)",
+            p.display()
+        ))
+    )]
+    Partial {
+        error: Box<Error>,
+        kept: PathBuf,
+        replaced: Option<PathBuf>,
+    },
     /// Creating or writing the output failed.
     #[error("writing {}: {source}", path.display())]
     Output {

@@ -187,6 +187,24 @@ impl OutDir {
         Ok(self.target)
     }
 
+    /// Whether an existing trace is to be replaced at [`OutDir::commit`].
+    pub fn replaces_existing(&self) -> bool {
+        self.replaces && std::fs::symlink_metadata(&self.target).is_ok()
+    }
+
+    /// Ends a run that failed after recording something: a new trace dir is
+    /// kept where it is; when an existing trace was to be replaced, that one
+    /// stays as it was and the new one is kept beside it (its staging name).
+    /// Hands it to the sudo user; returns where the recorded data is.
+    pub fn keep_failed(self) -> Result<PathBuf, Error> {
+        if self.replaces_existing() {
+            self.chown_to_sudo_user()?;
+            Ok(self.path)
+        } else {
+            self.commit()
+        }
+    }
+
     /// Removes what this run created (a start that recorded nothing); an
     /// existing trace being replaced is left untouched.
     pub fn discard(self) {
@@ -449,6 +467,17 @@ mod tests {
         assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 new");
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no staging dir left: {names:?}");
+        // A run that failed after recording: the old trace stays, the new
+        // one is kept beside it.
+        let d = OutDir::create(&out, true).unwrap();
+        std::fs::write(d.data(), b"PERFILE2 partial").unwrap();
+        let kept = d.keep_failed().unwrap();
+        assert_ne!(kept, out);
+        assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 new");
+        assert_eq!(
+            std::fs::read(kept.join("data")).unwrap(),
+            b"PERFILE2 partial"
+        );
     }
 
     #[test]

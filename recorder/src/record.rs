@@ -185,9 +185,17 @@ pub fn record(
             Err(e)
         }
         Err(e) => {
-            // What was recorded is kept, and handed to the sudo user too.
-            let _ = dir.commit();
-            Err(e)
+            // What was recorded is kept (and handed to the sudo user); an
+            // existing trace it was to replace stays as it was.
+            let replaced = dir.replaces_existing().then(|| dir.target().to_path_buf());
+            match dir.keep_failed() {
+                Ok(kept) => Err(Error::Partial {
+                    error: Box::new(e),
+                    kept,
+                    replaced,
+                }),
+                Err(_) => Err(e),
+            }
         }
         Ok(mut summary) => {
             summary.out = dir.commit()?;

@@ -64,7 +64,7 @@ fn record_and_kill(dir: &Path, script: &str, env: &[(&str, &str)]) {
 fn a_killed_recorder_leaves_a_readable_trace() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
-    record_and_kill(&dir, "ls / >/dev/null; exec sleep 5", &[]);
+    record_and_kill(&dir, "ls / >/dev/null; exec sleep 10", &[]);
     // No reserve file or anything else half-made beside the trace.
     assert_eq!(names(&dir), ["data", "images"]);
     assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
@@ -110,7 +110,7 @@ fn under_sudo_a_killed_recording_belongs_to_the_user() {
     let dir = tmp.path().join("new/t");
     record_and_kill(
         &dir,
-        "ls / >/dev/null; exec sleep 5",
+        "ls / >/dev/null; exec sleep 10",
         &[("SUDO_UID", "65534"), ("SUDO_GID", "65533")],
     );
     let mut left = vec![tmp.path().join("new"), dir.clone()];
