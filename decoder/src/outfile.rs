@@ -8,6 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +39,12 @@ fn same_as_input(path: &Path) -> Option<PathBuf> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino())
+        .find(|(dev, ino, input)| {
+            // Still that file: a deleted input's inode may have been reused.
+            *dev == m.dev()
+                && *ino == m.ino()
+                && std::fs::metadata(input).is_ok_and(|i| i.dev() == *dev && i.ino() == *ino)
+        })
         .map(|(_, _, p)| p.clone())
 }
 
@@ -131,8 +137,12 @@ impl OutFile {
                 "the path has no file name",
             ))
         })?;
+        // At most 200 bytes of the name, so that the temporary stays within
+        // NAME_MAX (255) whenever the final name does.
         let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
+        tmp_name.push(std::ffi::OsStr::from_bytes(
+            &name.as_bytes()[..name.len().min(200)],
+        ));
         tmp_name.push(format!(
             ".ptdec-{}-{}.tmp",
             std::process::id(),
@@ -245,12 +255,23 @@ mod tests {
     }
 
     #[test]
-    fn an_input_is_never_an_output_also_through_a_link() {
+    fn a_name_of_255_bytes_can_be_written() {
         let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("data");
+        let out = dir.path().join("x".repeat(255));
+        let mut f = OutFile::create(&out).unwrap();
+        f.write_all(b"ok").unwrap();
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn an_input_is_never_an_output_also_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let input = dir.join("data");
         std::fs::write(&input, b"PERFILE2").unwrap();
         protect_input(&input);
-        let link = dir.path().join("link.ftf");
+        let link = dir.join("link.ftf");
         std::os::unix::fs::symlink(&input, &link).unwrap();
         for p in [&input, &link] {
             let e = OutFile::create(p).unwrap_err();

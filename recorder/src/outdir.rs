@@ -10,6 +10,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -320,8 +321,11 @@ fn staging_name(path: &Path, kind: &str) -> Result<PathBuf, Error> {
     let name = path
         .file_name()
         .ok_or_else(|| refused(path, "it has no final name component"))?;
+    // At most 200 bytes of the name: within NAME_MAX whenever `name` is.
     let mut s = OsString::from(".");
-    s.push(name);
+    s.push(std::ffi::OsStr::from_bytes(
+        &name.as_bytes()[..name.len().min(200)],
+    ));
     s.push(format!(".{kind}-{}", std::process::id()));
     let p = path.with_file_name(s);
     if std::fs::symlink_metadata(&p).is_ok() {
@@ -561,6 +565,17 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn a_name_of_255_bytes_is_replaced_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t".repeat(255));
+        OutDir::create(&out, false).unwrap().commit().unwrap();
+        let d = OutDir::create_staged(&out, true).unwrap();
+        std::fs::write(d.data(), b"PERFILE2").unwrap();
+        d.commit().unwrap();
+        assert!(out.join("data").exists());
     }
 
     #[test]
