@@ -57,11 +57,15 @@ pub fn seed() -> Vec<u8> {
         .bytes
 }
 
-/// A per-process scratch directory (the fuzz targets run in one process).
+/// A per-process scratch directory under `$PT_FUZZ_SCRATCH` (set by
+/// scripts/fuzz and the stable replay to a directory they remove), else the
+/// temporary directory.
 fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("pt-fuzz-{}", std::process::id()));
+        let base =
+            std::env::var_os("PT_FUZZ_SCRATCH").map_or_else(std::env::temp_dir, PathBuf::from);
+        let d = base.join(format!("pt-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("create the fuzz scratch dir");
         d
     })
