@@ -329,7 +329,13 @@ impl HeldChild {
         if pid == 0 {
             // SAFETY: see above. `go_r` stays open in the child only until
             // exec (O_CLOEXEC); a byte or EOF from it releases the child.
+            // The child's copies of the parent's ends are closed first: its
+            // own `go_w` would keep the pipe open, so the EOF of a parent
+            // that died or gave up would never come and the child would
+            // wait forever.
             unsafe {
+                libc::close(go_w.as_raw_fd());
+                libc::close(err_r.as_raw_fd());
                 let mut byte = 0u8;
                 let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
                 if n != 1 {

@@ -184,6 +184,53 @@ fn force_replaces_only_a_trace_and_a_failed_start_keeps_it() {
 }
 
 #[test]
+fn a_failed_start_leaves_no_process_behind() {
+    // The command is held (forked, waiting for its exec) while the events
+    // are opened; opening one on a CPU that does not exist fails.
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = format!("pt-failed-start-{}", std::process::id());
+    // Not through pipes: a held child left behind would keep them open and
+    // the wait for their end would never return.
+    let err_path = tmp.path().join("stderr");
+    let status = Command::new(EXE)
+        .args(["--sideband-only", "-q", "-C", "1023", "-o"])
+        .arg(tmp.path().join("t"))
+        .args(["--", "true", &marker])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("cpu 1023"), "{err}");
+    assert!(!tmp.path().join("t").exists());
+    let held = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                String::from_utf8_lossy(&cmd)
+                    .contains(&marker)
+                    .then_some(pid)
+            })
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !held().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = held();
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "the held command is still waiting: {left:?}"
+    );
+}
+
+#[test]
 fn archive_copies_are_never_more_readable_than_their_source() {
     let tmp = tempfile::tempdir().unwrap();
     // An owner-only executable (a copy of true).
