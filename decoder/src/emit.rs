@@ -46,6 +46,7 @@ use flate2::write::GzEncoder;
 use ftf::{Arg, ArgValue, ThreadRef, Writer};
 
 use crate::ops::{GapKind, Stamp};
+use crate::outfile::OutFile;
 use crate::stack::{Slice, SliceKind};
 
 /// Most `--split` files one run may write (all stay open until the end,
@@ -90,6 +91,10 @@ pub enum EmitError {
         "--split would write more than {MAX_WINDOWS} files (window {index}); use a longer duration"
     )]
     TooManyWindows { index: u64 },
+    /// An output file could not be started or put in place (it is an
+    /// input, or the rename failed).
+    #[error(transparent)]
+    Output(#[from] crate::outfile::OutFileError),
 }
 
 /// Where the FTF goes.
@@ -146,9 +151,9 @@ pub struct EmitStats {
 }
 
 enum Sink {
-    Plain(File),
-    Gzip(GzEncoder<File>),
-    Stdout(io::Stdout),
+    Plain(OutFile),
+    Gzip(GzEncoder<OutFile>),
+    Stdout(File),
     Memory(Vec<u8>),
 }
 
@@ -176,8 +181,12 @@ impl Sink {
     /// Completes the stream (the gzip trailer) and returns memory bytes.
     fn close(self) -> io::Result<Vec<u8>> {
         match self {
-            Sink::Plain(mut f) => f.flush().map(|()| Vec::new()),
-            Sink::Gzip(g) => g.finish().map(|_| Vec::new()),
+            // Renamed into place only when whole (crate::outfile).
+            Sink::Plain(f) => f.commit().map_err(io::Error::from).map(|()| Vec::new()),
+            Sink::Gzip(g) => g
+                .finish()
+                .and_then(|f| f.commit().map_err(io::Error::from))
+                .map(|()| Vec::new()),
             Sink::Stdout(mut s) => s.flush().map(|()| Vec::new()),
             Sink::Memory(v) => Ok(v),
         }
@@ -347,18 +356,20 @@ impl Emitter {
             let split = self.opts.split.is_some();
             let (sink, path) = match &self.target {
                 Target::Memory => (Sink::Memory(Vec::new()), None),
-                Target::Stdout => (Sink::Stdout(io::stdout()), None),
+                Target::Stdout => {
+                    let out = crate::outfile::stdout().map_err(|source| EmitError::Io {
+                        path: "<stdout>".into(),
+                        source,
+                    })?;
+                    (Sink::Stdout(out), None)
+                }
                 Target::File(p) => {
                     let path = if split {
                         window_path(p, index)
                     } else {
                         p.clone()
                     };
-                    let io = |source| EmitError::Io {
-                        path: path.clone(),
-                        source,
-                    };
-                    let file = File::create(&path).map_err(io)?;
+                    let file = OutFile::create(&path)?;
                     let gz = path.extension().is_some_and(|e| e == "gz");
                     let sink = if gz {
                         Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))

@@ -199,6 +199,9 @@ pub struct Trace {
     pub sideband_span: Option<(u64, u64)>,
     /// What was odd but readable.
     pub warnings: Vec<String>,
+    /// No Intel PT at all (`ptrec --sideband-only`): `info` is empty and
+    /// there are no buffers; only the sideband can be described.
+    pub sideband_only: bool,
 }
 
 impl Trace {
@@ -211,10 +214,21 @@ impl Trace {
         })?;
         let (data_path, dir) = if meta.is_dir() {
             let data = path.join("data");
-            if !data.is_file() {
-                return Err(InputError::NotATraceDir {
-                    path: path.to_owned(),
-                });
+            match std::fs::metadata(&data) {
+                Ok(m) if m.is_file() => {}
+                // An unsearchable directory says EACCES here: that, not
+                // "no data file", is what the user needs to hear.
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(InputError::Io {
+                        path: data,
+                        source: e,
+                    })
+                }
+                _ => {
+                    return Err(InputError::NotATraceDir {
+                        path: path.to_owned(),
+                    })
+                }
             }
             (data, Some(path.to_owned()))
         } else {
@@ -372,8 +386,13 @@ impl Trace {
             }
         }
 
-        let Some((info_offset, info)) = info else {
-            return Err(InputError::NoAuxtraceInfo { path: data_path });
+        // No AUXTRACE_INFO and no AUX data: a sideband-only recording
+        // (`ptrec --sideband-only`), which `ptdec info` describes.
+        let sideband_only = info.is_none() && by_idx.is_empty();
+        let (info_offset, info) = match info {
+            Some(i) => i,
+            None if sideband_only => (0, IntelPtInfo::default()),
+            None => return Err(InputError::NoAuxtraceInfo { path: data_path }),
         };
         let pt_attr = file
             .attrs()
@@ -381,29 +400,34 @@ impl Trace {
             .iter()
             .map(|e| e.attr)
             .find(|a| u64::from(a.kind) == info.pmu_type);
-        if pt_attr.is_none() {
+        if pt_attr.is_none() && !sideband_only {
             warnings.push(format!(
                 "no attr has the intel_pt PMU type {} of AUXTRACE_INFO (offset {info_offset:#x})",
                 info.pmu_type
             ));
         }
-        let tsc = match TscConversion::from_intel_pt(&info) {
-            Ok(c) => {
-                // TIME_CONV adds the short-time extension where the kernel has it.
-                match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
-                    Some(Ok(tc)) => Some(match tc.short_time() {
-                        Some((cycles, mask)) => c.with_short_time(cycles, mask),
-                        None => c,
-                    }),
-                    _ => Some(c),
+        let tsc = match (sideband_only, TscConversion::from_intel_pt(&info)) {
+            (true, _) => time_conv
+                .map(|tc| TscConversion::from_time_conv(&tc))
+                .and_then(Result::ok),
+            (false, conv) => match conv {
+                Ok(c) => {
+                    // TIME_CONV adds the short-time extension where the kernel has it.
+                    match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                        Some(Ok(tc)) => Some(match tc.short_time() {
+                            Some((cycles, mask)) => c.with_short_time(cycles, mask),
+                            None => c,
+                        }),
+                        _ => Some(c),
+                    }
                 }
-            }
-            Err(e) => match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
-                Some(Ok(c)) => Some(c),
-                _ => {
-                    warnings.push(format!("{e}"));
-                    None
-                }
+                Err(e) => match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                    Some(Ok(c)) => Some(c),
+                    _ => {
+                        warnings.push(format!("{e}"));
+                        None
+                    }
+                },
             },
         };
 
@@ -432,7 +456,7 @@ impl Trace {
             b.chunks.sort_by_key(|c| c.aux_offset);
             b.losses.sort_by_key(|l| l.aux_offset);
         }
-        if buffers.is_empty() {
+        if buffers.is_empty() && !sideband_only {
             warnings.push(
                 "the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)".into(),
             );
@@ -458,6 +482,7 @@ impl Trace {
             aux_losses,
             sideband_span: span,
             warnings,
+            sideband_only,
         })
     }
 

@@ -8,6 +8,7 @@ pub mod images;
 pub mod input;
 pub mod interp;
 pub mod ops;
+pub mod outfile;
 pub mod pipeline;
 pub mod raw;
 pub mod stack;

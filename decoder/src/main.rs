@@ -13,6 +13,7 @@ use ptdec::decode::{DecodeOptions, RawConfig};
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
+use ptdec::outfile;
 use ptdec::pipeline::{self, RunOptions};
 use ptdec::raw::{self, RawInput};
 use ptdec::summary::{self, Progress};
@@ -324,7 +325,10 @@ fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
 }
 
 fn open(path: &Path) -> Result<Trace> {
-    Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))
+    let trace = Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))?;
+    // No output may replace the file being read (ptdec::outfile).
+    outfile::protect_input(&trace.data_path);
+    Ok(trace)
 }
 
 fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
@@ -332,7 +336,7 @@ fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
     let images = ImageStore::new(search_path(&trace, a));
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let text = summary::info(&trace, &images);
-    let mut out = std::io::stdout().lock();
+    let mut out = outfile::stdout()?;
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
@@ -350,7 +354,7 @@ fn dump(file: &Path) -> Result<()> {
     };
     let text = ftf::read::dump(&bytes)
         .with_context(|| format!("{} is not a readable FTF file", file.display()))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = outfile::stdout()?;
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
@@ -361,6 +365,19 @@ fn decode(a: DecodeArgs) -> Result<()> {
         bail!("give a trace and -o OUT (see --help)");
     };
     let trace = open(&trace_path)?;
+    if trace.sideband_only {
+        bail!(
+            "{} is a sideband-only recording (ptrec --sideband-only): there is no Intel PT to \
+             decode; `ptdec info {}` describes its processes and mappings",
+            trace_path.display(),
+            trace_path.display()
+        );
+    }
+    // Warnings about the input (a cut file, ...) are printed whatever -q
+    // says, as `ptdec info` lists them: the output may be incomplete.
+    for w in &trace.warnings {
+        eprintln!("ptdec: warning: {}: {w}", trace_path.display());
+    }
     let origin = pipeline::origin(&trace);
     let start = match a.start.as_deref().map(parse_time).transpose() {
         Err(e) => bail!("--start {e}"),
@@ -466,6 +483,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
 }
 
 fn decode_raw(a: RawArgs) -> Result<()> {
+    outfile::protect_input(&a.pt.path);
+    for f in a
+        .elf
+        .iter()
+        .map(|e| &e.path)
+        .chain(a.raw.iter().map(|r| &r.file.path))
+    {
+        outfile::protect_input(f);
+    }
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let cfg = RawConfig {

@@ -291,37 +291,46 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
             let _ = writeln!(o, "cpu           unknown (no CPUID feature)");
         }
     }
-    let bit = |b: u64| match trace.config_bit(b) {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "?",
-    };
-    let _ = writeln!(
-        o,
-        "intel_pt      {} buffers, {} mode, tsc {}, mtc {} (mtc_period {}), cyc {}, noretcomp {}, kernel {}",
-        if i.per_cpu_mmaps { "per-cpu" } else { "per-thread" },
-        if i.snapshot_mode { "snapshot" } else { "full-trace" },
-        bit(i.tsc_bit),
-        bit(i.mtc_bit),
-        trace.mtc_period().map_or("?".into(), |p| p.to_string()),
-        bit(i.cyc_bit),
-        bit(i.noretcomp_bit),
-        if trace.kernel_traced() { "traced" } else { "not traced" }
-    );
-    let _ = writeln!(
-        o,
-        "timing        TSC:CTC {}/{}, max non-turbo ratio {}, TSC conversion {}",
-        i.tsc_ctc_ratio_n,
-        i.tsc_ctc_ratio_d,
-        i.max_non_turbo_ratio,
-        if trace.tsc.is_some() {
-            "present"
-        } else {
-            "missing (times stay in TSC)"
+    if trace.sideband_only {
+        let _ = writeln!(
+            o,
+            "intel_pt      none: a sideband-only recording (ptrec --sideband-only): processes, \
+             threads and mappings over time, no trace to decode"
+        );
+    }
+    if !trace.sideband_only {
+        let bit = |b: u64| match trace.config_bit(b) {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "?",
+        };
+        let _ = writeln!(
+            o,
+            "intel_pt      {} buffers, {} mode, tsc {}, mtc {} (mtc_period {}), cyc {}, noretcomp {}, kernel {}",
+            if i.per_cpu_mmaps { "per-cpu" } else { "per-thread" },
+            if i.snapshot_mode { "snapshot" } else { "full-trace" },
+            bit(i.tsc_bit),
+            bit(i.mtc_bit),
+            trace.mtc_period().map_or("?".into(), |p| p.to_string()),
+            bit(i.cyc_bit),
+            bit(i.noretcomp_bit),
+            if trace.kernel_traced() { "traced" } else { "not traced" }
+        );
+        let _ = writeln!(
+            o,
+            "timing        TSC:CTC {}/{}, max non-turbo ratio {}, TSC conversion {}",
+            i.tsc_ctc_ratio_n,
+            i.tsc_ctc_ratio_d,
+            i.max_non_turbo_ratio,
+            if trace.tsc.is_some() {
+                "present"
+            } else {
+                "missing (times stay in TSC)"
+            }
+        );
+        if let Some(f) = &i.filter {
+            let _ = writeln!(o, "filter        {f}");
         }
-    );
-    if let Some(f) = &i.filter {
-        let _ = writeln!(o, "filter        {f}");
     }
     if let Some((a, b)) = trace.sideband_span {
         let _ = writeln!(

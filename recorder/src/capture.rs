@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection};
@@ -186,11 +186,47 @@ pub fn archive_file(
             )));
         }
     }
+    // The copy is never more readable than the file: its permission bits at
+    // most, and under sudo (where the trace goes to the invoking user) only
+    // a file that user could read.
+    let meta = std::fs::metadata(source).map_err(cap_err(source.display().to_string()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if let Some((uid, gid)) = crate::outdir::sudo_user() {
+        let bits = if meta.uid() == uid {
+            mode >> 6
+        } else if meta.gid() == gid {
+            mode >> 3
+        } else {
+            mode
+        };
+        if bits & 0o4 == 0 {
+            return Err(cap_err(path)(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "not copied: uid {uid} (who ran sudo, and gets the trace) may not read it \
+                     (mode {mode:o}, owner {})",
+                    meta.uid()
+                ),
+            )));
+        }
+    }
     let dest = sysroot.join(path.trim_start_matches('/'));
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent).map_err(cap_err(parent.display().to_string()))?;
     }
-    std::fs::write(&dest, &bytes).map_err(cap_err(dest.display().to_string()))?;
+    let derr = |e| cap_err(dest.display().to_string())(e);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&dest)
+        .map_err(derr)?;
+    // An existing copy keeps no wider bits than the source either.
+    let now = f.metadata().map_err(derr)?.permissions().mode() & 0o777;
+    f.set_permissions(std::fs::Permissions::from_mode(now & mode))
+        .map_err(derr)?;
+    f.write_all(&bytes).map_err(derr)?;
     Ok(Saved {
         name: path.to_string(),
         build_id: id,

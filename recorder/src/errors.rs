@@ -117,11 +117,29 @@ pub enum Error {
     OutputExists { path: PathBuf },
     /// The output path, or its last component, is a symbolic link.
     #[error(
-        "output {} is a symbolic link; ptrec does not follow links for its output \
+        "output {} is a symbolic link; a trace dir is never written through a link \
          (a link could point anywhere, e.g. under sudo). Give the real path",
         path.display()
     )]
     OutputSymlink { path: PathBuf },
+    /// `--force` was asked to replace something that is not a trace dir, or
+    /// a directory that must never be replaced.
+    #[error("--force: not replacing {}: {why}", path.display())]
+    OutputRefused { path: PathBuf, why: String },
+    /// The recording failed after it started; what was recorded is kept.
+    #[error(
+        "{error}; what was recorded until then is in {}{}",
+        kept.display(),
+        replaced.as_ref().map_or(String::new(), |p| format!(
+            " (the trace {} it was to replace is unchanged)",
+            p.display()
+        ))
+    )]
+    Partial {
+        error: Box<Error>,
+        kept: PathBuf,
+        replaced: Option<PathBuf>,
+    },
     /// Creating or writing the output failed.
     #[error("writing {}: {source}", path.display())]
     Output {

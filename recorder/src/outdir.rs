@@ -1,18 +1,48 @@
 //! The trace directory (`DIR/data`, `DIR/images/`, `DIR/sysroot/`,
-//! `DIR/kcore_dir/`): created without following symbolic links, never
-//! replacing an existing path unless asked (`--force`), and, when ptrec runs
-//! under sudo, handed to the invoking user at the end so they can read and
-//! delete their own trace.
+//! `DIR/kcore_dir/`, ptsim's `DIR/truth/`), shared by ptrec and ptsim: created
+//! 0700 without following a symbolic link in its last component, never
+//! replacing an existing path unless asked (`--force`), and then only a trace
+//! dir (recognised by its contents) that is not the current directory, one of
+//! its parents, `/` or `$HOME`. A replacement is written beside the old trace
+//! and swapped in at the end ([`OutDir::commit`]), so a failed run leaves the
+//! old trace as it was. Under sudo the result is handed to the invoking user,
+//! on success and failure alike.
 
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::errors::Error;
 
-/// A freshly created output directory.
+/// perf.data's magic, "PERFILE2", in both byte orders.
+const PERF_MAGICS: [&[u8; 8]; 2] = [b"PERFILE2", b"2ELIFREP"];
+
+/// Names a trace dir may hold: ours, perf's (`perf record --kcore -o DIR`
+/// writes `data` and `kcore_dir`; `--threads` writes `data.N`), and the
+/// reserve file older ptrec versions left behind when killed.
+const TRACE_ENTRIES: [&str; 6] = [
+    "data",
+    "data.reserve",
+    "images",
+    "sysroot",
+    "kcore_dir",
+    "truth",
+];
+
+/// The output directory of one recording.
 #[derive(Debug)]
 pub struct OutDir {
+    /// Where the files are written (the target itself, or a staging
+    /// directory beside it when an existing trace is replaced).
     path: PathBuf,
+    /// The name the trace has when done.
+    target: PathBuf,
+    /// `path` is a staging dir to swap with the existing `target`.
+    replaces: bool,
+    /// Parent directories this run created (handed to the sudo user too).
+    created_parents: Vec<PathBuf>,
 }
 
 fn output_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -22,13 +52,37 @@ fn output_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+fn refused(path: &Path, why: impl Into<String>) -> Error {
+    Error::OutputRefused {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
 impl OutDir {
-    /// Creates `path` (mode 0755). An existing path is an error unless
-    /// `force`, then it is removed first (a directory only when it looks like
-    /// a trace: it holds `data`, or nothing). A symbolic link as the last
-    /// component is always refused, even with `force`.
+    /// Creates the trace dir `path` (mode 0700; missing parents are created).
+    /// An existing path is an error unless `force`, and with `force` it must
+    /// pass [`check_replaceable`]; the new trace is then written to a
+    /// staging directory beside it until [`OutDir::commit`]. A symbolic link
+    /// as the last component is always refused.
     pub fn create(path: &Path, force: bool) -> Result<OutDir, Error> {
-        match std::fs::symlink_metadata(path) {
+        Self::create_impl(path, force, false)
+    }
+
+    /// As [`OutDir::create`], but the trace is always written to the
+    /// staging directory and appears under its name only at
+    /// [`OutDir::commit`]: for a writer that produces nothing readable
+    /// until it is done (ptsim), so that a killed run never leaves a
+    /// half-made trace dir under the name asked for.
+    pub fn create_staged(path: &Path, force: bool) -> Result<OutDir, Error> {
+        Self::create_impl(path, force, true)
+    }
+
+    fn create_impl(path: &Path, force: bool, always_stage: bool) -> Result<OutDir, Error> {
+        if path.as_os_str().is_empty() {
+            return Err(Error::Usage("the output path is empty".into()));
+        }
+        let exists = match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(Error::OutputSymlink {
                     path: path.to_path_buf(),
@@ -39,47 +93,49 @@ impl OutDir {
                     path: path.to_path_buf(),
                 })
             }
-            Ok(m) if m.is_dir() => {
-                let empty = std::fs::read_dir(path)
-                    .map_err(output_err(path))?
-                    .next()
-                    .is_none();
-                if !empty && !path.join("data").exists() {
-                    return Err(Error::Usage(format!(
-                        "--force: {} is a directory that does not look like a trace \
-                         (no `data` file in it); not removing it",
-                        path.display()
-                    )));
-                }
-                // remove_dir_all does not follow symbolic links inside.
-                std::fs::remove_dir_all(path).map_err(output_err(path))?;
+            Ok(_) => {
+                check_replaceable(path)?;
+                true
             }
-            Ok(_) => std::fs::remove_file(path).map_err(output_err(path))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(output_err(path)(e)),
-        }
+        };
+        let created_parents = create_parents(path)?;
+        let (dir, replaces) = if exists || always_stage {
+            (staging_name(path, "new")?, true)
+        } else {
+            (path.to_path_buf(), false)
+        };
         // mkdir(2) never follows a symbolic link in the last component: a
         // link planted since the check above makes it fail with EEXIST.
         std::fs::DirBuilder::new()
-            .mode(0o755)
-            .create(path)
+            .mode(0o700)
+            .create(&dir)
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => Error::OutputExists {
-                    path: path.to_path_buf(),
-                },
-                _ => output_err(path)(e),
+                std::io::ErrorKind::AlreadyExists => Error::OutputExists { path: dir.clone() },
+                _ => output_err(&dir)(e),
             })?;
-        Ok(OutDir {
-            path: path.to_path_buf(),
-        })
+        let d = OutDir {
+            path: dir,
+            target: path.to_path_buf(),
+            replaces,
+            created_parents,
+        };
+        d.chown_to_sudo_user()?;
+        Ok(d)
     }
 
-    /// The directory.
+    /// Where files are written now (the staging dir while replacing).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// `DIR/data`, the perf.data file.
+    /// The trace dir's final name (`-o`).
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// `data`, the perf.data file, under [`OutDir::path`].
     pub fn data(&self) -> PathBuf {
         self.path.join("data")
     }
@@ -87,7 +143,7 @@ impl OutDir {
     /// Creates (if needed) and returns the subdirectory `name`.
     pub fn subdir(&self, name: &str) -> Result<PathBuf, Error> {
         let p = self.path.join(name);
-        match std::fs::DirBuilder::new().mode(0o755).create(&p) {
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
             Ok(()) => Ok(p),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let m = std::fs::symlink_metadata(&p).map_err(output_err(&p))?;
@@ -101,8 +157,67 @@ impl OutDir {
         }
     }
 
+    /// Finishes the trace dir: hands it to the sudo user, and when an
+    /// existing trace is replaced, swaps the new one in (atomically where the
+    /// file system can exchange two names) and removes the old one. Returns
+    /// the final path.
+    pub fn commit(self) -> Result<PathBuf, Error> {
+        self.chown_to_sudo_user()?;
+        if !self.replaces {
+            return Ok(self.target);
+        }
+        if std::fs::symlink_metadata(&self.target).is_err() {
+            // Staged without anything to replace: a plain rename.
+            std::fs::rename(&self.path, &self.target).map_err(output_err(&self.target))?;
+            return Ok(self.target);
+        }
+        match crate::sys::rename_exchange(&self.path, &self.target) {
+            Ok(()) => {
+                // `path` now holds the old trace.
+                remove_any(&self.path).map_err(output_err(&self.path))?;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                // No RENAME_EXCHANGE here: move the old one aside first.
+                let old = staging_name(&self.target, "old")?;
+                std::fs::rename(&self.target, &old).map_err(output_err(&self.target))?;
+                std::fs::rename(&self.path, &self.target).map_err(output_err(&self.target))?;
+                remove_any(&old).map_err(output_err(&old))?;
+            }
+            Err(e) => return Err(output_err(&self.target)(e)),
+        }
+        Ok(self.target)
+    }
+
+    /// Whether an existing trace is to be replaced at [`OutDir::commit`].
+    pub fn replaces_existing(&self) -> bool {
+        self.replaces && std::fs::symlink_metadata(&self.target).is_ok()
+    }
+
+    /// Ends a run that failed after recording something: a new trace dir is
+    /// kept where it is; when an existing trace was to be replaced, that one
+    /// stays as it was and the new one is kept beside it (its staging name).
+    /// Hands it to the sudo user; returns where the recorded data is.
+    pub fn keep_failed(self) -> Result<PathBuf, Error> {
+        if self.replaces_existing() {
+            self.chown_to_sudo_user()?;
+            Ok(self.path)
+        } else {
+            self.commit()
+        }
+    }
+
+    /// Removes what this run created (a start that recorded nothing); an
+    /// existing trace being replaced is left untouched.
+    pub fn discard(self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+        for p in self.created_parents.iter().rev() {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+
     /// Under sudo (`SUDO_UID`/`SUDO_GID` set and running as root), gives the
-    /// whole tree to the invoking user. Links are changed, never followed.
+    /// whole tree, and any parent directory this run created, to the
+    /// invoking user. Links are changed, never followed.
     pub fn chown_to_sudo_user(&self) -> Result<(), Error> {
         let Some((uid, gid)) = sudo_ids() else {
             return Ok(());
@@ -110,8 +225,150 @@ impl OutDir {
         if !running_as_root() {
             return Ok(());
         }
+        for p in &self.created_parents {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(output_err(p))?;
+        }
         chown_tree(&self.path, uid, gid)
     }
+}
+
+/// Whether `--force` may replace the existing `path`: a trace dir (only
+/// names ptrec, ptsim or `perf record` write, with a perf.data `data`), an
+/// empty directory, or a perf.data file; never the current directory or one
+/// of its parents, `/`, or `$HOME`. The error says why not.
+pub fn check_replaceable(path: &Path) -> Result<(), Error> {
+    let canon = std::fs::canonicalize(path).map_err(output_err(path))?;
+    if canon == Path::new("/") {
+        return Err(refused(path, "it is the root directory"));
+    }
+    if let Ok(cwd) = std::env::current_dir().and_then(std::fs::canonicalize) {
+        if cwd.starts_with(&canon) {
+            return Err(refused(
+                path,
+                "it is the current directory or one of its parents",
+            ));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        if std::fs::canonicalize(&home).is_ok_and(|h| h.starts_with(&canon)) {
+            return Err(refused(path, "it is $HOME or one of its parents"));
+        }
+    }
+    let m = std::fs::symlink_metadata(path).map_err(output_err(path))?;
+    if m.is_file() {
+        return if has_perf_magic(path) {
+            Ok(())
+        } else {
+            Err(refused(
+                path,
+                "it is a file that is not a perf.data file; remove it yourself if it should go",
+            ))
+        };
+    }
+    if !m.is_dir() {
+        return Err(refused(path, "it is neither a directory nor a file"));
+    }
+    let mut has_data = false;
+    let mut entries = 0;
+    for entry in std::fs::read_dir(path).map_err(output_err(path))? {
+        let entry = entry.map_err(output_err(path))?;
+        entries += 1;
+        let name = entry.file_name();
+        let name_str = name.to_string_lossy();
+        let known = TRACE_ENTRIES.contains(&name_str.as_ref())
+            || name_str
+                .strip_prefix("data.")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !known {
+            return Err(refused(
+                path,
+                format!(
+                    "it holds {name_str:?}, which neither ptrec, ptsim nor perf record writes \
+                     into a trace dir; it does not look like a trace. Remove it yourself or \
+                     choose another -o"
+                ),
+            ));
+        }
+        if name_str == "data" {
+            has_data = true;
+        }
+    }
+    if entries == 0 {
+        return Ok(());
+    }
+    let data = path.join("data");
+    let data_is_file = std::fs::symlink_metadata(&data).is_ok_and(|m| m.is_file());
+    if !has_data || !data_is_file || !has_perf_magic(&data) {
+        return Err(refused(
+            path,
+            "it has no perf.data file `data` (one starting with PERFILE2); it does not look \
+             like a trace. Remove it yourself or choose another -o",
+        ));
+    }
+    Ok(())
+}
+
+fn has_perf_magic(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && PERF_MAGICS.iter().any(|m| **m == magic)
+}
+
+/// `.NAME.KIND-PID` beside `path`, for a staging or an old trace dir.
+fn staging_name(path: &Path, kind: &str) -> Result<PathBuf, Error> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| refused(path, "it has no final name component"))?;
+    // At most 200 bytes of the name: within NAME_MAX whenever `name` is.
+    let mut s = OsString::from(".");
+    s.push(std::ffi::OsStr::from_bytes(
+        &name.as_bytes()[..name.len().min(200)],
+    ));
+    s.push(format!(".{kind}-{}", std::process::id()));
+    let p = path.with_file_name(s);
+    if std::fs::symlink_metadata(&p).is_ok() {
+        // A leftover of an earlier run with our pid: it is ours to reuse.
+        remove_any(&p).map_err(output_err(&p))?;
+    }
+    Ok(p)
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the missing parents of `path` (0755) and returns them, outermost first.
+fn create_parents(path: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut missing = Vec::new();
+    let mut p = path.parent();
+    while let Some(dir) = p.filter(|d| !d.as_os_str().is_empty()) {
+        if std::fs::symlink_metadata(dir).is_ok() {
+            break;
+        }
+        missing.push(dir.to_path_buf());
+        p = dir.parent();
+    }
+    missing.reverse();
+    for dir in &missing {
+        match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(output_err(dir)(e)),
+        }
+    }
+    Ok(missing)
+}
+
+/// The invoking user's (uid, gid) when running as root under sudo: who
+/// everything ptrec leaves behind is handed to.
+pub fn sudo_user() -> Option<(u32, u32)> {
+    sudo_ids().filter(|_| running_as_root())
 }
 
 fn sudo_ids() -> Option<(u32, u32)> {
@@ -150,24 +407,28 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn fake_trace(dir: &Path) {
+        std::fs::create_dir_all(dir.join("images")).unwrap();
+        std::fs::write(dir.join("data"), b"PERFILE2 and the rest").unwrap();
+    }
 
     #[test]
     fn never_overwrites_or_follows() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("t");
         let d = OutDir::create(&out, false).unwrap();
-        std::fs::write(d.data(), b"x").unwrap();
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        std::fs::write(d.data(), b"PERFILE2").unwrap();
+        d.commit().unwrap();
         assert!(matches!(
             OutDir::create(&out, false),
             Err(Error::OutputExists { .. })
         ));
-        // --force replaces a trace dir...
-        OutDir::create(&out, true).unwrap();
-        assert!(!out.join("data").exists());
-        // ...but not a directory that is not a trace.
-        std::fs::write(out.join("precious"), b"x").unwrap();
-        assert!(matches!(OutDir::create(&out, true), Err(Error::Usage(_))));
-        assert!(out.join("precious").exists());
         // A symbolic link is refused even with --force, and its target untouched.
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&out, &link).unwrap();
@@ -175,11 +436,155 @@ mod tests {
             let e = OutDir::create(&link, force).unwrap_err();
             assert!(matches!(e, Error::OutputSymlink { .. }), "{e}");
         }
-        assert!(out.join("precious").exists());
+        assert!(out.join("data").exists());
         // A subdir that is a link is refused.
         let d = OutDir::create(&tmp.path().join("u"), false).unwrap();
         std::os::unix::fs::symlink(tmp.path(), d.path().join("images")).unwrap();
         assert!(d.subdir("images").is_err());
         assert!(d.subdir("sysroot").unwrap().is_dir());
+    }
+
+    #[test]
+    fn force_replaces_only_a_trace_and_only_at_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t");
+        fake_trace(&out);
+        std::fs::write(out.join("data"), b"PERFILE2 old").unwrap();
+        let d = OutDir::create(&out, true).unwrap();
+        assert_ne!(
+            d.path(),
+            out,
+            "a replacement is staged beside the old trace"
+        );
+        std::fs::write(d.data(), b"PERFILE2 new").unwrap();
+        // Until the commit, the old trace is intact.
+        assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 old");
+        let staged = d.path().to_path_buf();
+        assert_eq!(d.commit().unwrap(), out);
+        assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 new");
+        assert!(!staged.exists());
+        assert!(!out.join("images").exists(), "the old trace is gone whole");
+        // A failed run (discard) leaves the old trace as it was.
+        let d = OutDir::create(&out, true).unwrap();
+        std::fs::write(d.data(), b"PERFILE2 half").unwrap();
+        d.discard();
+        assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 new");
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no staging dir left: {names:?}");
+        // A run that failed after recording: the old trace stays, the new
+        // one is kept beside it.
+        let d = OutDir::create(&out, true).unwrap();
+        std::fs::write(d.data(), b"PERFILE2 partial").unwrap();
+        let kept = d.keep_failed().unwrap();
+        assert_ne!(kept, out);
+        assert_eq!(std::fs::read(out.join("data")).unwrap(), b"PERFILE2 new");
+        assert_eq!(
+            std::fs::read(kept.join("data")).unwrap(),
+            b"PERFILE2 partial"
+        );
+    }
+
+    #[test]
+    fn force_refuses_what_is_not_a_trace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let why = |p: &Path| match OutDir::create(p, true) {
+            Err(Error::OutputRefused { why, .. }) => why,
+            other => panic!("{}: {other:?}", p.display()),
+        };
+        // Anything besides trace entries, even next to a `data` file.
+        let t = tmp.path().join("t");
+        fake_trace(&t);
+        std::fs::write(t.join("precious.txt"), b"x").unwrap();
+        assert!(why(&t).contains("precious.txt"));
+        assert!(t.join("precious.txt").exists());
+        // A `data` that is not perf.data.
+        let u = tmp.path().join("u");
+        std::fs::create_dir(&u).unwrap();
+        std::fs::write(u.join("data"), b"my thesis").unwrap();
+        assert!(why(&u).contains("PERFILE2"));
+        // A file that is not perf.data.
+        let f = tmp.path().join("notes");
+        std::fs::write(&f, b"notes").unwrap();
+        assert!(why(&f).contains("not a perf.data"));
+        // The current directory, a parent of it, and / even when they look like traces.
+        let cwd = std::env::current_dir().unwrap();
+        assert!(why(Path::new(".")).contains("current directory"));
+        assert!(why(Path::new("..")).contains("current directory"));
+        assert!(why(Path::new("/")).contains("root"));
+        assert!(why(&cwd).contains("current directory"));
+        // An empty directory holds nothing to lose.
+        let e = tmp.path().join("empty");
+        std::fs::create_dir(&e).unwrap();
+        OutDir::create(&e, true).unwrap().commit().unwrap();
+    }
+
+    #[test]
+    fn force_refuses_home() {
+        // $HOME is read at each call; a child process keeps this test's
+        // environment change away from the other tests' threads.
+        if std::env::var_os("PT_OUTDIR_HOME_CHILD").is_some() {
+            let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+            match OutDir::create(&home, true) {
+                Err(Error::OutputRefused { why, .. }) => assert!(why.contains("$HOME"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+            assert!(home.join("data").exists());
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        fake_trace(tmp.path());
+        let st = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "outdir::tests::force_refuses_home",
+                "--nocapture",
+            ])
+            .env("PT_OUTDIR_HOME_CHILD", "1")
+            .env("HOME", tmp.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    #[test]
+    fn a_staged_trace_appears_only_at_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t");
+        let d = OutDir::create_staged(&out, false).unwrap();
+        std::fs::write(d.data(), b"PERFILE2").unwrap();
+        assert!(!out.exists(), "nothing under the name until the commit");
+        d.commit().unwrap();
+        assert_eq!(names(tmp.path()), ["t"]);
+        assert!(out.join("data").exists());
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_name_of_255_bytes_is_replaced_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t".repeat(255));
+        OutDir::create(&out, false).unwrap().commit().unwrap();
+        let d = OutDir::create_staged(&out, true).unwrap();
+        std::fs::write(d.data(), b"PERFILE2").unwrap();
+        d.commit().unwrap();
+        assert!(out.join("data").exists());
+    }
+
+    #[test]
+    fn missing_parents_are_created_and_discarded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("a/b/t");
+        let d = OutDir::create(&out, false).unwrap();
+        assert!(out.is_dir());
+        d.discard();
+        assert!(!tmp.path().join("a").exists());
     }
 }

@@ -162,6 +162,7 @@ pub fn record(
     }
 
     let dir = OutDir::create(&opts.out, opts.force)?;
+    let mut started = false;
     let result = record_into(
         &dir,
         opts,
@@ -173,14 +174,34 @@ pub fn record(
         aux_pages,
         stop,
         progress,
+        &mut started,
     );
-    if result.is_err() && !dir.data().exists() {
-        // Nothing was recorded: leave no empty directory behind.
-        let _ = std::fs::remove_dir_all(dir.path());
+    match result {
+        Err(e) if !started => {
+            // Nothing was recorded (the command could not run, an event
+            // could not be opened): leave no directory behind, and an
+            // existing trace being replaced as it was.
+            dir.discard();
+            Err(e)
+        }
+        Err(e) => {
+            // What was recorded is kept (and handed to the sudo user); an
+            // existing trace it was to replace stays as it was.
+            let replaced = dir.replaces_existing().then(|| dir.target().to_path_buf());
+            match dir.keep_failed() {
+                Ok(kept) => Err(Error::Partial {
+                    error: Box::new(e),
+                    kept,
+                    replaced,
+                }),
+                Err(_) => Err(e),
+            }
+        }
+        Ok(mut summary) => {
+            summary.out = dir.commit()?;
+            Ok(summary)
+        }
     }
-    let summary = result?;
-    dir.chown_to_sudo_user()?;
-    Ok(summary)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -195,6 +216,7 @@ fn record_into(
     aux_pages: usize,
     stop: &StopSignal,
     progress: Option<ProgressFn>,
+    started: &mut bool,
 ) -> Result<Summary, Error> {
     let kernel = opts.kernel || spec.kernel;
     let open_opts = OpenOptions {
@@ -270,6 +292,9 @@ fn record_into(
     let images = dir.subdir("images")?;
     let (vdsos, w) = capture::capture_vdsos(&images, &opened.pids);
     warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(w);
+    // Under sudo, hand over what exists now (data, images, kcore_dir): a
+    // ptrec killed from here on leaves nothing the user cannot remove.
+    dir.chown_to_sudo_user()?;
 
     // --archive: files seen in MMAP records, copied when the file is finished.
     let seen: Arc<Mutex<MappedFiles>> = Arc::default();
@@ -365,6 +390,7 @@ fn record_into(
         _ => {}
     }
     opened.start()?;
+    *started = true;
     if let (Some(spec), Some(child), true) =
         (&opts.trigger, opened.child.as_mut(), open_opts.stop_at_exec)
     {

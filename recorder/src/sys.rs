@@ -329,7 +329,13 @@ impl HeldChild {
         if pid == 0 {
             // SAFETY: see above. `go_r` stays open in the child only until
             // exec (O_CLOEXEC); a byte or EOF from it releases the child.
+            // The child's copies of the parent's ends are closed first: its
+            // own `go_w` would keep the pipe open, so the EOF of a parent
+            // that died or gave up would never come and the child would
+            // wait forever.
             unsafe {
+                libc::close(go_w.as_raw_fd());
+                libc::close(err_r.as_raw_fd());
                 let mut byte = 0u8;
                 let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
                 if n != 1 {
@@ -504,4 +510,27 @@ pub fn tsc() -> u64 {
     {
         0
     }
+}
+
+/// Swaps two paths atomically (`renameat2(RENAME_EXCHANGE)`): both must
+/// exist; afterwards each name refers to what the other did. Fails with
+/// EINVAL on file systems that cannot exchange.
+pub fn rename_exchange(a: &std::path::Path, b: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let ca = std::ffi::CString::new(a.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let cb = std::ffi::CString::new(b.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both paths are NUL-terminated C strings that outlive the call;
+    // AT_FDCWD resolves them as rename(2) would.
+    check(unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    })
+    .map(|_| ())
 }

@@ -38,9 +38,25 @@ impl FileBytes {
         }
     }
 
-    /// Reads a stream to its end (pipe-mode input on stdin).
+    /// Reads a stream to its end (pipe-mode input on stdin). A stream that
+    /// does not start with perf.data's magic is refused after its first 8
+    /// bytes, so that a device that never ends (`/dev/zero`, a terminal)
+    /// is not read until memory runs out.
     pub fn read_all(mut input: impl Read) -> io::Result<FileBytes> {
         let mut bytes = Vec::new();
+        (&mut input).take(8).read_to_end(&mut bytes)?;
+        if let Ok(m) = <[u8; 8]>::try_from(&bytes[..]) {
+            let magic = u64::from_le_bytes(m);
+            if magic != crate::file::MAGIC && magic != crate::file::MAGIC.swap_bytes() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "not perf.data: it starts with {:02x?}, not the magic PERFILE2",
+                        &bytes[..]
+                    ),
+                ));
+            }
+        }
         input.read_to_end(&mut bytes)?;
         Ok(FileBytes::Read(bytes))
     }
@@ -73,5 +89,20 @@ mod tests {
         std::fs::write(&p, b"").unwrap();
         assert!(FileBytes::open(&p).unwrap().is_empty());
         assert!(FileBytes::open(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_stream_that_is_not_perf_data_is_refused_at_once() {
+        // What /dev/zero gives: refused after 8 bytes, not read to the end.
+        let mut zeros = std::io::repeat(0).take(1 << 20);
+        let e = FileBytes::read_all(&mut zeros).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("PERFILE2"), "{e}");
+        assert_eq!(zeros.limit(), (1 << 20) - 8);
+        let e = FileBytes::open(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        // A perf.data stream is read whole.
+        let stream = [&b"PERFILE2"[..], &[0x10, 0, 0, 0, 0, 0, 0, 0], b"rest"].concat();
+        assert_eq!(&*FileBytes::read_all(&stream[..]).unwrap(), &stream[..]);
     }
 }

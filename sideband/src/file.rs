@@ -20,10 +20,19 @@
 //! struct perf_pipe_file_header { u64 magic; u64 size; /* = 16 */ };
 //! ```
 //!
-//! A file whose header was never finalized (`data.size == 0`: the recorder
-//! was killed) is read from the data offset up to its last complete record,
-//! with a warning, and its feature sections are ignored. perf prints the same
-//! warning ("data size field is 0"); perf 6.1 then reads no records at all.
+//! Damaged files are salvaged, each with a warning that says it was cut:
+//! * a header never finalized (the recorder was killed): `data.size == 0`,
+//!   or a data size synced while recording with no feature sections yet and
+//!   more records after it ([`crate::writer::FileWriter::sync_header`]). The
+//!   records are read from the data offset up to the last complete one and
+//!   there are no features. perf prints "data size field is 0" for the first
+//!   (perf 6.1 then reads no records at all) and reads the second up to the
+//!   synced size;
+//! * a file cut inside its data section: read up to the last complete record,
+//!   features ignored;
+//! * a file cut inside its feature sections: the data section is read whole,
+//!   with the features that are complete.
+//! * a pipe-mode stream that ends inside a record is read up to there.
 
 use crate::attr::{Attr, AttrSet};
 use crate::endian::{Be, ByteOrder, Cursor, Endian, Le, Malformed};
@@ -130,37 +139,64 @@ impl<'a> PerfFile<'a> {
         f.header = Some(h);
         f.read_attrs::<E>(&h)?;
         let len = bytes.len() as u64;
-        let unfinalized = h.data.size == 0;
-        let data_end = if unfinalized {
-            f.warnings.push(format!(
-                "the header's data size is 0 (the recorder did not finish): records read from offset {:#x} \
-                 up to the last complete one, feature sections ignored",
-                h.data.offset
-            ));
-            len
-        } else {
-            h.data
-                .offset
-                .checked_add(h.data.size)
-                .filter(|&e| e <= len)
-                .ok_or_else(|| {
-                    hdr_err(format!(
-                        "data section {:#x}+{:#x} runs past the end of the {len}-byte file",
-                        h.data.offset, h.data.size
-                    ))
-                })?
-        };
         if h.data.offset < h.size || h.data.offset > len {
             return Err(hdr_err(format!(
                 "data offset {:#x} is outside the file",
                 h.data.offset
             )));
         }
+        let header_end = h.data.offset.checked_add(h.data.size);
+        let no_features = h.adds_features == [0; 4];
+        // Whether the file is read to its last complete record, without features.
+        let cut = if h.data.size == 0 {
+            f.warnings.push(format!(
+                "the recording was cut: the header's data size is 0 (the recorder did not finish); \
+                 records read from offset {:#x} up to the last complete one, no feature sections",
+                h.data.offset
+            ));
+            true
+        } else if header_end.is_none_or(|e| e > len) {
+            f.warnings.push(format!(
+                "the file was cut inside its data section ({:#x}+{:#x} runs past the end of the \
+                 {len}-byte file): records read up to the last complete one, feature sections lost",
+                h.data.offset, h.data.size
+            ));
+            true
+        } else if no_features && header_end.is_some_and(|e| e < len) {
+            f.warnings.push(format!(
+                "the recording was cut: the header has no feature sections and {} bytes follow \
+                 its data size (the recorder did not finish); records read from offset {:#x} up \
+                 to the last complete one",
+                len - header_end.unwrap_or(len),
+                h.data.offset
+            ));
+            true
+        } else {
+            if no_features {
+                // What a recorder killed right after syncing its header
+                // leaves (perf always writes features when it finishes).
+                f.warnings.push(
+                    "the recording may have been cut: the header lists no feature sections \
+                     (the recorder did not finish?); no build-ids, CPU or clock data from them"
+                        .to_string(),
+                );
+            }
+            false
+        };
         f.data_start = h.data.offset as usize;
-        f.data_end = data_end as usize;
-        f.scan::<E>(unfinalized, false)?;
-        if !unfinalized {
-            f.read_features::<E>(&h)?;
+        f.data_end = if cut {
+            len as usize
+        } else {
+            header_end.unwrap_or(len) as usize
+        };
+        f.scan::<E>(cut, false)?;
+        if !cut {
+            if let Err(e) = f.read_features::<E>(&h) {
+                f.warnings.push(format!(
+                    "the file was cut inside its feature sections ({e}); the data section is read \
+                     whole, the features from there on are lost"
+                ));
+            }
         }
         Ok(f)
     }
@@ -319,7 +355,8 @@ impl<'a> PerfFile<'a> {
                 }
                 Err(Incomplete::Truncated(what)) if lenient => {
                     self.warnings.push(format!(
-                        "the data ends inside a record at offset {pos:#x} ({what}); read up to there"
+                        "the file was cut: the data ends inside a record at offset {pos:#x} ({what}); \
+                         read up to there"
                     ));
                     break;
                 }

@@ -3,11 +3,17 @@
 //! serializer as everything else ([`crate::serialize`]); all integers are
 //! little-endian.
 //!
-//! File layout, as `perf record` writes it: the 104-byte header (a
-//! placeholder until [`FileWriter::finish`]), the ids of every attr, the attrs
-//! section (`perf_event_attr` + ids `perf_file_section` each), the data
-//! records, then the feature section table and the sections, and finally the
-//! header rewritten with the data size and the feature bitmap.
+//! File layout, as `perf record` writes it: the 104-byte header, the ids of
+//! every attr, the attrs section (`perf_event_attr` + ids `perf_file_section`
+//! each), the data records, then the feature section table and the sections,
+//! and finally the header rewritten with the data size and the feature bitmap.
+//!
+//! The header is valid from the start: data size 0 and no features, as
+//! `perf record` writes it before its exit handler runs, and
+//! [`FileWriter::sync_header`] updates the data size while records are
+//! written. A writer killed before [`FileWriter::finish`] so leaves a file
+//! that perf reads up to the last synced size and our reader
+//! ([`crate::file`]) up to its last complete record.
 //!
 //! AUXTRACE records are indexed as they are written and the index is stored
 //! as the AUXTRACE feature, which perf uses to queue the trace buffers of the
@@ -59,6 +65,7 @@ impl<W: Write + Seek> FileWriter<W> {
             ));
         }
         let mut sink = Sink::new(inner, 0);
+        // Placeholder until the attrs section's place is known (below).
         sink.zeros(FILE_HEADER_LEN as usize)?;
         let mut ids_at = Vec::with_capacity(attrs.len());
         for e in attrs.entries() {
@@ -76,7 +83,7 @@ impl<W: Write + Seek> FileWriter<W> {
         }
         sink.bytes(b.as_slice())?;
         let data_offset = sink.pos();
-        Ok(FileWriter {
+        let mut w = FileWriter {
             sink,
             attr_size: attr_len as u64 + SECTION_LEN,
             attrs_section: (attrs_offset, data_offset - attrs_offset),
@@ -86,7 +93,42 @@ impl<W: Write + Seek> FileWriter<W> {
             index: Vec::new(),
             auto_index: true,
             buf: Vec::new(),
-        })
+        };
+        w.sync_header()?;
+        Ok(w)
+    }
+
+    /// The file header for `data_size` bytes of records and these features.
+    fn header(&self, data_size: u64, bitmap: [u64; 4]) -> Result<Buf, Error> {
+        let mut h = Buf::buf();
+        h.u64(MAGIC)?;
+        h.u64(FILE_HEADER_LEN)?;
+        h.u64(self.attr_size)?;
+        h.u64(self.attrs_section.0)?;
+        h.u64(self.attrs_section.1)?;
+        h.u64(self.data_offset)?;
+        h.u64(data_size)?;
+        h.u64(0)?;
+        h.u64(0)?;
+        for w in bitmap {
+            h.u64(w)?;
+        }
+        Ok(h)
+    }
+
+    /// Rewrites the header with the data size so far and no features, so
+    /// that a file whose writer dies before [`FileWriter::finish`] is
+    /// readable up to here (by perf too). The records after the last sync
+    /// are found by our reader, which reads such a file to its last
+    /// complete record.
+    pub fn sync_header(&mut self) -> Result<(), Error> {
+        let data_size = self.sink.pos() - self.data_offset;
+        let h = self.header(data_size, [0; 4])?;
+        let inner = self.sink.get_mut();
+        inner.seek(SeekFrom::Start(0))?;
+        inner.write_all(h.as_slice())?;
+        inner.seek(SeekFrom::End(0))?;
+        Ok(())
     }
 
     /// The attrs records are laid out with.
@@ -97,6 +139,11 @@ impl<W: Write + Seek> FileWriter<W> {
     /// File offset of the next record.
     pub fn pos(&self) -> u64 {
         self.sink.pos()
+    }
+
+    /// The sink (what was written so far, for a memory sink).
+    pub fn get_ref(&self) -> &W {
+        self.sink.get_ref()
     }
 
     /// Writes one record (and the data following an AUXTRACE record); returns its offset.
@@ -169,19 +216,7 @@ impl<W: Write + Seek> FileWriter<W> {
         for data in self.features.values() {
             self.sink.bytes(data)?;
         }
-        let mut h = Buf::buf();
-        h.u64(MAGIC)?;
-        h.u64(FILE_HEADER_LEN)?;
-        h.u64(self.attr_size)?;
-        h.u64(self.attrs_section.0)?;
-        h.u64(self.attrs_section.1)?;
-        h.u64(self.data_offset)?;
-        h.u64(data_size)?;
-        h.u64(0)?;
-        h.u64(0)?;
-        for w in bitmap {
-            h.u64(w)?;
-        }
+        let h = self.header(data_size, bitmap)?;
         let mut inner = self.sink.into_inner();
         inner.seek(SeekFrom::Start(0))?;
         inner.write_all(h.as_slice())?;

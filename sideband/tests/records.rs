@@ -740,11 +740,78 @@ fn unfinalized_file_is_read_up_to_its_last_complete_record() {
     let read: Vec<_> = g.events().map(|e| e.unwrap().1).collect();
     assert_eq!(read, events[..events.len() - 1]);
     assert_eq!(g.data_range(), data.start..last);
-    // A finalized header whose data runs past the end of the file is an error.
-    let err = PerfFile::parse(&full[..(last as usize + 5)])
-        .unwrap_err()
-        .to_string();
-    assert!(err.starts_with("perf.data header"), "{err}");
+    // A finalized header whose data runs past the end of the file: the
+    // file was cut inside its data section; salvaged the same way.
+    let g = PerfFile::parse(&full[..(last as usize + 5)]).unwrap();
+    assert!(
+        g.warnings()[0].contains("cut inside its data section"),
+        "{:?}",
+        g.warnings()
+    );
+    let read: Vec<_> = g.events().map(|e| e.unwrap().1).collect();
+    assert_eq!(read, events[..events.len() - 1]);
+}
+
+#[test]
+fn a_file_cut_inside_its_features_keeps_its_whole_data_section() {
+    let events = file_events();
+    let full = build_file(&events);
+    let f = PerfFile::parse(&full).unwrap();
+    let data = f.data_range();
+    assert!(f.features().sections().len() > 1);
+    // Every cut after the data section: all records, a warning, and the
+    // features that are still whole.
+    for cut in (data.end as usize + 1)..full.len() {
+        let g = PerfFile::parse(&full[..cut]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        assert_eq!(g.data_range(), data, "cut at {cut}");
+        assert!(
+            g.warnings()
+                .iter()
+                .any(|w| w.contains("cut inside its feature sections")),
+            "cut at {cut}: {:?}",
+            g.warnings()
+        );
+        assert_eq!(g.events().count(), events.len(), "cut at {cut}");
+        assert!(g.features().sections().len() < f.features().sections().len());
+    }
+}
+
+#[test]
+fn a_killed_writer_leaves_a_file_read_to_its_last_complete_record() {
+    // What FileWriter leaves when its process dies: the header as written
+    // at the start or at the last sync_header, records after it, no features.
+    let events = file_events();
+    let mut w = FileWriter::new(std::io::Cursor::new(Vec::new()), attrs()).unwrap();
+    let at_start = w.get_ref().get_ref().clone();
+    let g = PerfFile::parse(&at_start).unwrap();
+    assert_eq!(g.events().count(), 0);
+    assert!(g.warnings()[0].contains("was cut"), "{:?}", g.warnings());
+    let half = events.len() / 2;
+    for e in &events[..half] {
+        w.write_event(e).unwrap();
+    }
+    w.sync_header().unwrap();
+    for e in &events[half..] {
+        w.write_event(e).unwrap();
+    }
+    let bytes = w.get_ref().get_ref().clone();
+    let g = PerfFile::parse(&bytes).unwrap();
+    assert!(
+        g.warnings()[0].contains("was cut") && g.warnings()[0].contains("did not finish"),
+        "{:?}",
+        g.warnings()
+    );
+    let read: Vec<_> = g.events().map(|e| e.unwrap().1).collect();
+    assert_eq!(read, events);
+    // A finished file has no such warning.
+    let done = w.finish().unwrap().into_inner();
+    let g = PerfFile::parse(&done).unwrap();
+    assert!(
+        !g.warnings().iter().any(|w| w.contains("cut")),
+        "{:?}",
+        g.warnings()
+    );
+    assert_eq!(g.events().count(), events.len());
 }
 
 #[test]

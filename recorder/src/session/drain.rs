@@ -605,7 +605,10 @@ fn write_loop(
             Msg::Round => {
                 if since_round {
                     since_round = false;
-                    out.write_raw(&FINISHED_ROUND).map(drop)
+                    // Then the header's data size, so that a killed ptrec
+                    // leaves a file readable up to this round (perf too).
+                    out.write_raw(&FINISHED_ROUND)
+                        .and_then(|_| out.sync_header())
                 } else {
                     Ok(())
                 }

@@ -5,13 +5,17 @@
 //! partial append (truncates back) before it reports the error, which keeps
 //! the file, and the position [`FileWriter`] counts, at a record boundary.
 //! Then [`OutputSink::release_reserve`] frees space held back from the start
-//! (a reserve file beside `data`) so the feature sections and the header can
-//! still be written: the result is a complete perf.data of everything before
-//! the failure. The AUXTRACE index is kept here, of records that really made
+//! (an unlinked reserve file in the trace dir, so that no process death can
+//! leave it behind) so the feature sections and the header can still be
+//! written: the result is a complete perf.data of everything before the
+//! failure. The header is valid from the start and its data size is synced
+//! at every round ([`TraceWriter::sync_header`]), so a killed ptrec leaves a
+//! readable file. The AUXTRACE index is kept here, of records that really made
 //! it to the file, and stored as the AUXTRACE feature at the end.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sideband::attr::AttrSet;
@@ -43,39 +47,50 @@ impl OutputSink for io::Cursor<Vec<u8>> {
     }
 }
 
-/// `DIR/data` plus a reserve file (`DIR/data.reserve`) holding back space
-/// for finishing the file on a full disk. The reserve is removed when the
-/// file is finished or dropped.
+/// `DIR/data` plus a reserve holding back space for finishing the file on a
+/// full disk: a file created beside `data` and unlinked at once, held open.
+/// Closing it (when the file is finished, dropped, or the process dies)
+/// frees the space, and there is never a name to leave behind.
 #[derive(Debug)]
 pub struct DataFile {
     file: File,
-    reserve: Option<PathBuf>,
+    reserve: Option<File>,
 }
 
 /// Default space held back for the feature sections and header: 1 MiB.
 pub const DEFAULT_RESERVE: u64 = 1 << 20;
 
 impl DataFile {
-    /// Creates (truncates) `path` and a `reserve_bytes` reserve beside it.
+    /// Creates (truncates) `path`, mode 0600 as perf creates perf.data, and
+    /// a `reserve_bytes` reserve beside it.
     pub fn create(path: &Path, reserve_bytes: u64) -> io::Result<DataFile> {
-        let file = File::create(path)?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
         let reserve = if reserve_bytes > 0 {
             let mut name = path.as_os_str().to_owned();
-            name.push(".reserve");
+            name.push(format!(".reserve-{}", std::process::id()));
             let rpath = PathBuf::from(name);
-            let mut r = File::create(&rpath)?;
+            let mut r = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&rpath)?;
+            // Nameless from here on: the space goes with the last close.
+            std::fs::remove_file(&rpath)?;
             // Real zeros, not a sparse file: the blocks must be allocated.
             let zeros = vec![0u8; 64 << 10];
             let mut left = reserve_bytes;
             while left > 0 {
                 let n = left.min(zeros.len() as u64) as usize;
-                if let Err(e) = r.write_all(&zeros[..n]) {
-                    let _ = std::fs::remove_file(&rpath);
-                    return Err(e);
-                }
+                r.write_all(&zeros[..n])?;
                 left -= n as u64;
             }
-            Some(rpath)
+            r.sync_all()?;
+            Some(r)
         } else {
             None
         };
@@ -103,10 +118,8 @@ impl OutputSink for DataFile {
         self.file.set_len(len)
     }
     fn release_reserve(&mut self) -> io::Result<()> {
-        match self.reserve.take() {
-            Some(p) => std::fs::remove_file(p),
-            None => Ok(()),
-        }
+        drop(self.reserve.take());
+        Ok(())
     }
 }
 
@@ -270,6 +283,11 @@ impl TraceWriter {
         self.file.write_raw(record, &[])
     }
 
+    /// Rewrites the header with the data size so far (see the module doc).
+    pub fn sync_header(&mut self) -> Result<(), sideband::Error> {
+        self.file.sync_header()
+    }
+
     /// Sets a feature section.
     pub fn set_feature(&mut self, id: u32, data: Vec<u8>) -> Result<(), sideband::Error> {
         self.file.set_feature(id, data)
@@ -302,6 +320,7 @@ impl TraceWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     /// A sink that accepts `budget` bytes, then fails with ENOSPC.
     struct Full(io::Cursor<Vec<u8>>, usize);
@@ -361,14 +380,37 @@ mod tests {
     }
 
     #[test]
-    fn the_reserve_file_goes_away_when_finished() {
+    fn the_reserve_has_no_name_and_the_header_is_valid_from_the_start() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
-        let w = TraceWriter::create(&path, crate::session::sim::sim_attrs(&[1])).unwrap();
-        let reserve = dir.path().join("data.reserve");
-        assert_eq!(std::fs::metadata(&reserve).unwrap().len(), DEFAULT_RESERVE);
+        let mut w = TraceWriter::create(&path, crate::session::sim::sim_attrs(&[1])).unwrap();
+        // The reserve holds its space but has no name a killed ptrec could
+        // leave behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["data"]);
+        let reserve = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+            .find(|l| l.to_string_lossy().contains("data.reserve-"))
+            .expect("the reserve is open");
+        assert!(
+            reserve.to_string_lossy().ends_with("(deleted)"),
+            "{reserve:?}"
+        );
+        // What a SIGKILL right now leaves: a perf.data read with a warning.
+        w.write_raw(&[68, 0, 0, 0, 0, 0, 8, 0]).unwrap();
+        w.sync_header().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let f = sideband::file::PerfFile::parse(&bytes).unwrap();
+        assert_eq!(f.raw_records().count(), 1);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let size = w.finish().unwrap();
-        assert!(!reserve.exists());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
         let bytes = std::fs::read(&path).unwrap();
         sideband::file::PerfFile::parse(&bytes).unwrap();

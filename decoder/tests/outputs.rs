@@ -1,0 +1,268 @@
+//! What ptdec does to the files around it: outputs are written whole or not
+//! at all, never over an input, never "written" to a closed stdout; damaged
+//! and unusual inputs are read with the same warnings on every path.
+
+use std::io::Cursor;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sideband::file::PerfFile;
+use sideband::record::Record;
+use sideband::writer::FileWriter;
+
+const EXE: &str = env!("CARGO_BIN_EXE_ptdec");
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A trace dir `tmp/t` holding a copy of a real recording as `data`.
+fn trace_dir(test: &str, tmp: &Path) -> Option<PathBuf> {
+    let src = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14")?;
+    let dir = tmp.join("t");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(src, dir.join("data")).unwrap();
+    Some(dir)
+}
+
+/// Runs `bash -c SCRIPT ptdec ARGS...` (`"$0" "$@"` runs ptdec).
+fn via_bash(script: &str, args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(EXE)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let before = std::fs::read(dir.join("data")).unwrap();
+    let link = tmp.path().join("out.ftf");
+    std::os::unix::fs::symlink(dir.join("data"), &link).unwrap();
+    for out in [dir.join("data"), link] {
+        let o = Command::new(EXE)
+            .arg(&dir)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q")
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("same file as the input"), "{err}");
+        assert_eq!(std::fs::read(dir.join("data")).unwrap(), before);
+    }
+    assert_eq!(names(&dir), ["data"], "no temporary file is left");
+}
+
+#[test]
+fn a_failed_write_leaves_no_partial_output_and_keeps_the_old_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let out = tmp.path().join("out.ftf");
+    std::fs::write(&out, b"the previous output").unwrap();
+    // Files may grow to 1 KiB (EFBIG past it, as a full disk fails with
+    // ENOSPC); the decoded FTF is larger.
+    let o = via_bash(
+        "trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"",
+        &[dir.to_str().unwrap(), "-q", "-o", out.to_str().unwrap()],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"the previous output");
+    assert_eq!(
+        names(tmp.path()),
+        ["out.ftf", "t"],
+        "no temporary file is left"
+    );
+    // Without the limit the same command writes it whole.
+    let o = Command::new(EXE)
+        .arg(&dir)
+        .args(["-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(std::fs::metadata(&out).unwrap().len() > 1024);
+    ftf::read::parse(&std::fs::read(&out).unwrap()).unwrap();
+}
+
+#[test]
+fn a_closed_stdout_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    for args in [vec![d, "-q", "-o", "-"], vec!["info", d]] {
+        let o = via_bash("exec \"$0\" \"$@\" >&-", &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("standard output is closed"), "{err}");
+        assert!(!err.contains("wrote"), "{err}");
+    }
+    // /dev/null is a fine place to write to.
+    let o = via_bash("exec \"$0\" \"$@\" >/dev/null", &[d, "-q", "-o", "-"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn an_unsearchable_dir_is_permission_denied() {
+    let test = "an_unsearchable_dir_is_permission_denied";
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root || !pt_tests::have_tool(test, "setpriv") {
+        pt_tests::missing::<()>(test, "needs root and setpriv to run ptdec as another user");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(dir) = trace_dir(test, tmp.path()) else {
+        return;
+    };
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            EXE,
+            "info",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(!err.contains("without a `data` file"), "{err}");
+}
+
+#[test]
+fn a_cut_pipe_file_warns_on_every_path() {
+    let test = "a_cut_pipe_file_warns_on_every_path";
+    let Some(src) = pt_tests::realdata_file(test, "perf.data.piped.intel_pt-4.14") else {
+        return;
+    };
+    let bytes = std::fs::read(src).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = tmp.path().join("out.ftf");
+    let decode = Command::new(EXE)
+        .arg(&cut)
+        .args(["-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(decode.status.success(), "{}", text(&decode.stderr));
+    let info = Command::new(EXE).arg("info").arg(&cut).output().unwrap();
+    assert!(info.status.success(), "{}", text(&info.stderr));
+    let warning = "the file was cut: the data ends inside a record";
+    assert!(
+        text(&decode.stderr).contains(warning),
+        "{}",
+        text(&decode.stderr)
+    );
+    assert!(
+        text(&info.stdout).contains(warning),
+        "{}",
+        text(&info.stdout)
+    );
+}
+
+#[test]
+fn a_file_cut_in_its_features_decodes_its_data() {
+    let test = "a_file_cut_in_its_features_decodes_its_data";
+    let Some(src) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let bytes = std::fs::read(src).unwrap();
+    let data_end = PerfFile::parse(&bytes).unwrap().data_range().end as usize;
+    let tmp = tempfile::tempdir().unwrap();
+    let whole = tmp.path().join("whole.ftf");
+    let o = Command::new(EXE)
+        .arg(pt_tests::realdata("perf.data.intel_pt-4.14"))
+        .args(["-q", "-o"])
+        .arg(&whole)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let cut = tmp.path().join("cut.data");
+    std::fs::write(&cut, &bytes[..data_end + (bytes.len() - data_end) / 2]).unwrap();
+    let out = tmp.path().join("cut.ftf");
+    let o = Command::new(EXE)
+        .arg(&cut)
+        .args(["-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("cut inside its feature sections"), "{err}");
+    let count = |p: &Path| ftf::read::parse(&std::fs::read(p).unwrap()).unwrap().len();
+    assert!(count(&out) > 3 && count(&whole) > 3);
+}
+
+#[test]
+fn info_describes_a_sideband_only_trace() {
+    let test = "info_describes_a_sideband_only_trace";
+    let Some(src) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    // The real recording without its Intel PT: what `ptrec --sideband-only` writes.
+    let bytes = std::fs::read(src).unwrap();
+    let f = PerfFile::parse(&bytes).unwrap();
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), f.attrs().clone()).unwrap();
+    for e in f.events() {
+        let (_, ev) = e.unwrap();
+        if !matches!(
+            ev.record,
+            Record::Auxtrace(_) | Record::AuxtraceInfo(_) | Record::Aux { .. }
+        ) {
+            w.write_event(&ev).unwrap();
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("sb.data");
+    std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+    let o = Command::new(EXE).arg("info").arg(&path).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(s.contains("sideband-only recording"), "{s}");
+    assert!(s.contains("3174/3174 perf → echo"), "{s}");
+    // Decoding it says why there is nothing to decode.
+    let o = Command::new(EXE)
+        .arg(&path)
+        .arg("-o")
+        .arg(tmp.path().join("x.ftf"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("ptdec info"),
+        "{}",
+        text(&o.stderr)
+    );
+}

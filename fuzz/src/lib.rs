@@ -1,0 +1,3 @@
+//! Shared code of the fuzz targets.
+
+pub mod harness;
