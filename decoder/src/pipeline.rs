@@ -353,6 +353,7 @@ pub fn run(
     for t in threads.values() {
         stack.add(&t.stack);
     }
+    emitter.flush()?;
     let emit_stats = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
@@ -455,11 +456,16 @@ pub fn run_raw(
     for t in threads.values() {
         stack.add(&t.stack);
     }
+    emitter.flush()?;
     let emit_stats = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
     let mut warnings = Vec::new();
-    if decode_stats.insns > 0 && decode_stats.tsc_span.is_none() {
+    if decode_stats.insns > 0
+        && decode_stats.tsc_span.is_none()
+        && emit_stats.axis == TimeAxis::Ns
+        && !emit_stats.no_time
+    {
         warnings.push(
             "the trace has no timing packets (TSC/MTC): every slice is at time 0; use --time-axis instructions"
                 .to_string(),

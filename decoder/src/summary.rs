@@ -205,6 +205,25 @@ pub fn render(report: &Report) -> String {
             thousands(d.unattributed_insns)
         );
     }
+    let e = &report.emit;
+    if e.no_time {
+        let _ = writeln!(
+            o,
+            "  time axis     instructions: the trace has no timing packets (TSC/MTC), so no slice has a duration in time; each thread's instruction count is written as ns (1 instruction = 1 ns in Perfetto)"
+        );
+    }
+    if e.folds > 0 {
+        let _ = writeln!(
+            o,
+            "  folded        {} calls and {} untraced slices deeper than level {} (Perfetto keeps {} levels per thread) into {} slices at that level (args `folded`, `folded_levels`); deepest level {}",
+            thousands(e.folded_calls),
+            thousands(e.folded_untraced),
+            crate::emit::FOLD_DEPTH,
+            crate::emit::PERFETTO_MAX_DEPTH,
+            thousands(e.folds),
+            e.folded_max_depth
+        );
+    }
     if report.emit.dropped > 0 || report.emit.cut > 0 {
         let _ = writeln!(
             o,
