@@ -229,6 +229,9 @@ mod tests {
     fn missing_tool_is_named() {
         let e = find_trace_processor(Some(Path::new("/nonexistent/tp"))).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("/nonexistent/tp") && msg.contains("--trace-processor"), "{msg}");
+        assert!(
+            msg.contains("/nonexistent/tp") && msg.contains("--trace-processor"),
+            "{msg}"
+        );
     }
 }

@@ -219,6 +219,9 @@ pub struct EmitStats {
     pub folds: u64,
     /// The deepest level a folded slice had.
     pub folded_max_depth: i32,
+    /// Call slices written with zero width (no time, instruction or cycle
+    /// passed between call and return on the axis written).
+    pub zero_width_calls: u64,
 }
 
 enum Sink {
@@ -760,9 +763,15 @@ impl Emitter {
         if let Some(c) = cut {
             args.push(Arg::new("cut", c));
         }
+        if cat == "call" && start == end {
+            self.stats.zero_width_calls += 1;
+        }
         if folded > 0 {
             args.push(Arg::new("folded", folded));
-            args.push(Arg::new("folded_levels", u64::try_from(levels).unwrap_or(0)));
+            args.push(Arg::new(
+                "folded_levels",
+                u64::try_from(levels).unwrap_or(0),
+            ));
         }
         self.with_window(index, s.pid, s.tid, |w, th| {
             w.duration_complete(th, cat, name, start, end, &args)

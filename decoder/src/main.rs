@@ -498,10 +498,7 @@ fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
             bail!("--check needs -o FILE (it reads the file back), not -");
         };
         let r = ptdec::check::check(&tp, path)?;
-        eprint!(
-            "{}",
-            ptdec::check::render(path, &r, Some(w.events))
-        );
+        eprint!("{}", ptdec::check::render(path, &r, Some(w.events)));
         if r.failed() || r.slices != w.events {
             failed.push(path.display().to_string());
         }

@@ -212,6 +212,13 @@ pub fn render(report: &Report) -> String {
             "  time axis     instructions: the trace has no timing packets (TSC/MTC), so no slice has a duration in time; each thread's instruction count is written as ns (1 instruction = 1 ns in Perfetto)"
         );
     }
+    if e.zero_width_calls > 0 {
+        let _ = writeln!(
+            o,
+            "  zero width    {} call slices: no timing packet came between their call and return; Perfetto draws them as thin marks, and one that ends where its caller ends as the caller's sibling",
+            thousands(e.zero_width_calls)
+        );
+    }
     if e.folds > 0 {
         let _ = writeln!(
             o,

@@ -438,6 +438,153 @@ pub fn perfetto_view(tp: &Path, file: &Path) -> PerfettoView {
     view
 }
 
+/// A slice as the writer placed it: for [`perfetto_agrees`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedSlice {
+    pub tid: u64,
+    pub category: String,
+    pub name: String,
+    pub ts: i64,
+    pub end: i64,
+    /// The nesting level the writer meant (ptdec's stack depth, relative to
+    /// a segment's first frame, or a reader's nesting by intervals).
+    pub depth: i32,
+}
+
+/// A thread as ptdec's summary names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedThread {
+    pub pid: u64,
+    pub tid: u64,
+    pub name: String,
+}
+
+/// Loads `file` into Perfetto's trace processor and checks what it shows
+/// against what was written: no `stats` row of severity error or
+/// data_loss; `events` rows in the `slice` table (FTF slices and instants
+/// alike); each of `threads` under its name and pid, its process named as
+/// the thread whose tid is the pid; and per thread every slice of `slices`
+/// once, with every `call` slice at the level the writer gave it: Perfetto
+/// counts levels from each top-level slice, so a slice's Perfetto depth plus
+/// its top-level ancestor's expected depth is its expected depth, and its
+/// Perfetto parent is a slice one level up. Zero-width slices are only
+/// counted: Perfetto closes a slice before a zero-width one at its very end
+/// and stacks zero-width slices at one instant inside each other (its
+/// `SliceTracker::MaybeCloseStack`), so it cannot show where they belong. Returns the view, or `None`
+/// (after the tool policy) when trace_processor_shell is missing.
+pub fn perfetto_agrees(
+    test: &str,
+    file: &Path,
+    events: u64,
+    threads: &[ExpectedThread],
+    slices: &[ExpectedSlice],
+) -> Option<PerfettoView> {
+    let tp = trace_processor(test)?;
+    let view = perfetto_view(&tp, file);
+    let what = format!("{test}: {}", file.display());
+    assert!(
+        view.problems.is_empty(),
+        "{what}: Perfetto reports import problems: {:?}",
+        view.problems
+    );
+    assert_eq!(
+        view.slice_count, events,
+        "{what}: Perfetto shows {} slices of {events} events written",
+        view.slice_count
+    );
+    for t in threads {
+        let got = view.threads.iter().find(|p| p.tid == t.tid);
+        let got = got.unwrap_or_else(|| panic!("{what}: Perfetto has no thread {}", t.tid));
+        assert_eq!(
+            got.name.as_deref(),
+            Some(t.name.as_str()),
+            "{what}: {got:?}"
+        );
+        assert_eq!(got.pid, Some(t.pid), "{what}: {got:?}");
+        if let Some(main) = threads.iter().find(|m| m.tid == t.pid) {
+            assert_eq!(
+                got.process_name.as_deref(),
+                Some(main.name.as_str()),
+                "{what}: {got:?}"
+            );
+        }
+    }
+    type Key = (String, String, i64, i64);
+    let mut want: std::collections::BTreeMap<u64, std::collections::BTreeMap<Key, Vec<i32>>> =
+        Default::default();
+    for s in slices {
+        want.entry(s.tid)
+            .or_default()
+            .entry((s.category.clone(), s.name.clone(), s.ts, s.end - s.ts))
+            .or_default()
+            .push(s.depth);
+    }
+    for (tid, mut keys) in want {
+        let empty = Vec::new();
+        let got = view.slices.get(&tid).unwrap_or(&empty);
+        let by_id: std::collections::HashMap<u64, &PerfettoSlice> =
+            got.iter().map(|s| (s.id, s)).collect();
+        // Pair each Perfetto slice with an expected one of the same key,
+        // shallowest with shallowest.
+        let mut grouped: std::collections::BTreeMap<Key, Vec<&PerfettoSlice>> = Default::default();
+        for s in got
+            .iter()
+            .filter(|s| s.dur > 0 || keys.contains_key(&key_of(s)))
+        {
+            grouped.entry(key_of(s)).or_default().push(s);
+        }
+        let mut expected_depth: std::collections::HashMap<u64, i32> = Default::default();
+        for (key, depths) in keys.iter_mut() {
+            depths.sort_unstable();
+            let mut ps = grouped.remove(key).unwrap_or_default();
+            ps.sort_by_key(|s| s.depth);
+            assert_eq!(
+                ps.len(),
+                depths.len(),
+                "{what}: tid {tid}: {key:?} written {} times, Perfetto shows it {} times",
+                depths.len(),
+                ps.len()
+            );
+            for (p, d) in ps.iter().zip(depths.iter()) {
+                expected_depth.insert(p.id, *d);
+            }
+        }
+        let stray: Vec<_> = grouped.values().flatten().collect();
+        assert!(
+            stray.is_empty(),
+            "{what}: tid {tid}: Perfetto shows slices never written: {stray:?}"
+        );
+        for s in got.iter().filter(|s| s.category == "call" && s.dur > 0) {
+            let Some(&d) = expected_depth.get(&s.id) else {
+                continue;
+            };
+            let mut root = s;
+            while let Some(p) = root.parent.and_then(|p| by_id.get(&p)) {
+                root = *p;
+            }
+            let Some(&offset) = expected_depth.get(&root.id) else {
+                continue;
+            };
+            assert_eq!(
+                s.depth as i32 + offset,
+                d,
+                "{what}: tid {tid}: {s:?} is at Perfetto depth {} under {root:?} (written at {offset}), the writer put it at {d}",
+                s.depth
+            );
+            if let Some(parent) = s.parent.and_then(|p| by_id.get(&p)) {
+                if let Some(&pd) = expected_depth.get(&parent.id) {
+                    assert_eq!(pd, d - 1, "{what}: tid {tid}: {s:?} under {parent:?}");
+                }
+            }
+        }
+    }
+    Some(view)
+}
+
+fn key_of(s: &PerfettoSlice) -> (String, String, i64, i64) {
+    (s.category.clone(), s.name.clone(), s.ts, s.dur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
