@@ -44,10 +44,13 @@
 //! crossing a window boundary is kept whole (the counters at the boundary are
 //! not known) and marked `cut`.
 //!
-//! When the user did not choose an axis ([`EmitOptions::axis_auto`]) the
-//! emitter holds the first slices back until one of them has a duration in
-//! perf time; a trace without timing packets (TSC/MTC) never gives one, and
-//! is then written on the instruction axis ([`EmitStats::no_time`]), instead
+//! A trace without timing packets (TSC/MTC) gives every op the same time.
+//! When its configuration does not say whether it has them
+//! ([`EmitOptions::timed`]; raw PT), the `ns` axis holds the first slices
+//! back until two of their stamps differ in time. A trace that never shows
+//! time passing is, when the user did not choose an axis
+//! ([`EmitOptions::axis_auto`]), written on the instruction axis
+//! ([`EmitStats::no_time`]), instead
 //! of a file whose slices all sit at one instant (Perfetto would nest them
 //! all inside each other and drop all but 512 levels). With `ns` chosen
 //! explicitly such a trace is an error naming `--time-axis instructions`.
@@ -150,6 +153,9 @@ pub struct EmitOptions {
     /// The user did not choose `axis` (`Ns`): switch to instructions when the
     /// trace has no time (see the module doc) instead of failing.
     pub axis_auto: bool,
+    /// Whether the trace has timing packets, when its configuration says
+    /// (perf.data's `tsc` bit); `None`: the slices tell (see the module doc).
+    pub timed: Option<bool>,
     /// Keep a [`Placed`] per written slice in [`Written::slices`] (tests).
     pub record: bool,
     /// Perf time (ns) of tick 0 on the `ns` axis.
@@ -364,11 +370,20 @@ impl Emitter {
     /// An emitter writing to `target`. Files are created when their first
     /// event comes (without `--split`, at once).
     pub fn new(target: Target, opts: EmitOptions) -> Result<Self, EmitError> {
-        let pending = (opts.axis == TimeAxis::Ns).then(Vec::new);
-        let stats = EmitStats {
+        let pending = (opts.axis == TimeAxis::Ns && opts.timed.is_none()).then(Vec::new);
+        let mut stats = EmitStats {
             axis: opts.axis,
             ..EmitStats::default()
         };
+        let mut opts = opts;
+        if opts.axis == TimeAxis::Ns && opts.timed == Some(false) {
+            if !opts.axis_auto {
+                return Err(EmitError::NoTime);
+            }
+            opts.axis = TimeAxis::Instructions;
+            stats.axis = TimeAxis::Instructions;
+            stats.no_time = true;
+        }
         let mut e = Emitter {
             target,
             opts,
@@ -558,11 +573,16 @@ impl Emitter {
     /// deep), or holds it while the time axis is undecided.
     pub fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
         if let Some(p) = &mut self.pending {
-            if s.end.time <= s.start.time && p.len() < AXIS_HOLD_MAX {
+            let first = p.iter().find_map(|p| match p {
+                Pending::Slice(f) => Some(f.start.time),
+                Pending::Thread { .. } => None,
+            });
+            let first = first.unwrap_or(s.start.time);
+            let timed = s.start.time != first || s.end.time != first;
+            if !timed && p.len() < AXIS_HOLD_MAX {
                 p.push(Pending::Slice(s.clone()));
                 return Ok(());
             }
-            let timed = s.end.time > s.start.time;
             self.decide(timed)?;
         }
         self.place(s)
@@ -1051,6 +1071,133 @@ mod tests {
         e.slice(&s).unwrap();
         s.start.cycles = None;
         assert!(matches!(e.slice(&s), Err(EmitError::NoCycles { tid: 11 })));
+    }
+
+    /// Name, depth and `folded` of every call written, in file order.
+    fn folds(bytes: &[u8]) -> Vec<String> {
+        events(bytes)
+            .into_iter()
+            .filter(|l| l.starts_with("duration"))
+            .map(|l| {
+                let name = l
+                    .split("name=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                let folded = l
+                    .split("\"folded\": u64(")
+                    .nth(1)
+                    .map_or("-", |r| r.split(')').next().unwrap());
+                let levels = l
+                    .split("\"folded_levels\": u64(")
+                    .nth(1)
+                    .map_or("-", |r| r.split(')').next().unwrap());
+                format!("{name} {folded} {levels}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slices_deeper_than_perfetto_keeps_fold_into_their_ancestor() {
+        let f = FOLD_DEPTH;
+        let mut e = emitter(EmitOptions {
+            record: true,
+            ..Default::default()
+        });
+        // Children end first: two levels below the fold level, then the
+        // slice at the fold level that stands for them.
+        e.slice(&call(f + 2, "deep2", 12, 13, false)).unwrap();
+        e.slice(&call(f + 1, "deep1", 11, 14, false)).unwrap();
+        e.slice(&call(f, "at_fold", 10, 15, false)).unwrap();
+        // A sibling at the fold level whose tied child follows it (the
+        // stack holds a child that starts with its parent behind it).
+        e.slice(&call(f, "tied_parent", 20, 25, false)).unwrap();
+        e.slice(&call(f + 1, "tied_child", 20, 22, false)).unwrap();
+        // A later subtree: its deep child ends before its own fold slice.
+        e.slice(&call(f + 1, "later_child", 31, 32, false)).unwrap();
+        e.slice(&call(f, "later", 30, 35, false)).unwrap();
+        e.slice(&call(f - 1, "above", 5, 40, false)).unwrap();
+        assert_eq!(e.stats().folded_calls, 4);
+        let out = e.finish().unwrap();
+        assert_eq!(
+            folds(&out[0].bytes),
+            ["at_fold 2 2", "tied_parent 1 1", "later 1 1", "above - -"]
+        );
+        let placed = &out[0].slices;
+        assert!(placed.iter().all(|p| p.depth <= f), "{placed:?}");
+        assert_eq!(placed.iter().map(|p| p.folded).sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn slices_without_time_are_written_on_the_instruction_axis() {
+        let timeless = |opts: EmitOptions| {
+            let mut e = emitter(opts);
+            e.slice(&Slice {
+                end: Stamp {
+                    time: 100,
+                    insns: 9,
+                    cycles: None,
+                },
+                ..call(1, "leaf", 100, 100, false)
+            })
+            .map(|()| e)
+        };
+        let mut e = timeless(EmitOptions {
+            axis_auto: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!e.stats().no_time, "undecided until the end");
+        e.flush().unwrap();
+        assert!(e.stats().no_time);
+        let out = e.finish().unwrap();
+        let ev = events(&out[0].bytes);
+        // Instructions 200 .. 9 (st() counts two per ns): the thread's counts.
+        assert!(
+            ev.iter()
+                .any(|l| l.contains("ts=200") && l.contains("end=9")),
+            "{ev:#?}"
+        );
+
+        // Asked for ns: refused, naming the instruction axis.
+        let e = timeless(EmitOptions::default()).unwrap();
+        let err = e.finish().unwrap_err();
+        assert!(matches!(err, EmitError::NoTime), "{err}");
+        assert!(err.to_string().contains("--time-axis instructions"));
+
+        // Known from the configuration: no waiting.
+        let e = Emitter::new(
+            Target::Memory,
+            EmitOptions {
+                timed: Some(false),
+                axis_auto: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.stats().axis, TimeAxis::Instructions);
+        assert!(matches!(
+            Emitter::new(
+                Target::Memory,
+                EmitOptions {
+                    timed: Some(false),
+                    ..Default::default()
+                }
+            ),
+            Err(EmitError::NoTime)
+        ));
+
+        // Time passes: the ns axis stays.
+        let mut e = emitter(EmitOptions {
+            axis_auto: true,
+            ..Default::default()
+        });
+        e.slice(&call(1, "a", 100, 100, false)).unwrap();
+        e.slice(&call(1, "b", 100, 130, false)).unwrap();
+        assert_eq!(e.stats().axis, TimeAxis::Ns);
+        assert!(!e.stats().no_time);
     }
 
     #[test]

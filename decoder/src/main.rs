@@ -448,6 +448,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
+        timed: None,
         record: false,
         origin: 0,
         range: (start.is_some() || end.is_some())

@@ -334,6 +334,9 @@ pub fn run(
     let origin = origin(trace);
     let mut emit = opts.emit.clone();
     emit.origin = origin.unwrap_or(0);
+    if emit.timed.is_none() {
+        emit.timed = trace.config_bit(trace.info.tsc_bit);
+    }
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
