@@ -35,9 +35,10 @@
 //! 4. The `fxt` Python reader parses every FTF file written here, event for
 //!    event as our own reader does.
 //! 5. Perfetto's own importer (`trace_processor_shell`) loads every FTF
-//!    file written here with no import error or data loss, shows every
-//!    event, names threads and processes as ptdec's summary does, and puts
-//!    every call slice at the depth ptdec's stack gave it.
+//!    file written here, on the instruction axis and on the ns axis, with
+//!    no import error or data loss, shows every event, names threads and
+//!    processes as ptdec's summary does, and puts every call slice with a
+//!    duration at the depth ptdec's stack gave it.
 //!
 //! The traces are made with ptsim's library (`ptsim::sim::run`) in this
 //! process, two at a time (the machine has two cores; ptsim's engines use
@@ -350,6 +351,10 @@ fn decode_ops(dir: &Path) -> (Branches, DecodeStats) {
 }
 
 fn decode_ftf(dir: &Path, out: &Path) -> Report {
+    decode_ftf_on(dir, out, TimeAxis::Instructions)
+}
+
+fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
     let trace = Trace::open(dir).unwrap();
     let images = images(dir);
     let symbols = SymbolCache::for_search(images.search());
@@ -360,7 +365,7 @@ fn decode_ftf(dir: &Path, out: &Path) -> Report {
         RunOptions {
             decode: DecodeOptions::default(),
             emit: EmitOptions {
-                axis: TimeAxis::Instructions,
+                axis,
                 record: true,
                 ..EmitOptions::default()
             },
@@ -653,8 +658,10 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     if let Some(python) = pt_tests::python_with_fxt(test) {
         fxt_agrees(&python, &ftf);
     }
-    // 5: Perfetto.
+    // 5: Perfetto, on the instruction axis and on the default ns axis.
     common::perfetto_agrees_with_report(&format!("{test}: {what}"), &report);
+    let ns = decode_ftf_on(&dir, &dir.join("ns.ftf"), TimeAxis::Ns);
+    common::perfetto_agrees_with_report(&format!("{test}: {what} (ns)"), &ns);
     let total: u64 = insns.values().sum();
     eprintln!(
         "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  slices checked {checked}",
