@@ -190,10 +190,11 @@ fn result_sets(text: &str) -> Vec<Vec<Vec<String>>> {
 /// the file, when it just wrote it.
 pub fn render(file: &Path, r: &CheckReport, written: Option<u64>) -> String {
     let mut o = format!(
-        "ptdec check: {}: Perfetto shows {} slices on {} threads (loaded in {:.2} s)",
+        "ptdec check: {}: Perfetto shows {} slices on {} thread{} (loaded in {:.2} s)",
         file.display(),
         r.slices,
         r.threads,
+        if r.threads == 1 { "" } else { "s" },
         r.seconds
     );
     if let Some(w) = written {

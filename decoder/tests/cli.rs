@@ -412,7 +412,7 @@ fn check_reports_perfettos_import_errors() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains("Perfetto shows 512 slices on 1 threads"),
+        stdout.contains("Perfetto shows 512 slices on 1 thread ("),
         "{stdout}"
     );
     assert!(stdout.contains("no import errors or data loss"), "{stdout}");
