@@ -32,8 +32,11 @@
 //!   [`FOLD_DEPTH`] below a segment's first frame are written as they are,
 //!   and each slice at level [`FOLD_DEPTH`] stands for everything below it,
 //!   with `folded` (the calls and untraced slices not written) and
-//!   `folded_levels` (how many levels they went deeper) as args. The
-//!   summary counts them; no call disappears without a trace.
+//!   `folded_levels` (how many levels they went deeper) as args. Frames
+//!   found above a segment's first frame (returns above the traced stack)
+//!   more than [`RETROACTIVE_RESERVE`] levels up are not written: each would
+//!   push all that came before one level deeper. The summary counts both;
+//!   no call disappears without a trace.
 //!
 //! # Time axes
 //!
@@ -223,6 +226,9 @@ pub struct EmitStats {
     pub folded_untraced: u64,
     /// Slices at [`FOLD_DEPTH`] that stand for folded ones.
     pub folds: u64,
+    /// Frames found above a segment's first frame more than
+    /// [`RETROACTIVE_RESERVE`] levels up, not written.
+    pub outer_frames: u64,
     /// The deepest level a folded slice had.
     pub folded_max_depth: i32,
     /// Call slices written with zero width (no time, instruction or cycle
@@ -627,6 +633,10 @@ impl Emitter {
             return Ok(());
         }
         let key = (s.pid, s.tid);
+        if s.depth < -RETROACTIVE_RESERVE {
+            self.stats.outer_frames += 1;
+            return Ok(());
+        }
         if s.depth > FOLD_DEPTH {
             // Only a child tied with the held ancestor comes after it (by
             // instruction count, which never stands still across a call).
@@ -1128,6 +1138,20 @@ mod tests {
         let placed = &out[0].slices;
         assert!(placed.iter().all(|p| p.depth <= f), "{placed:?}");
         assert_eq!(placed.iter().map(|p| p.folded).sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn frames_found_far_above_the_trace_start_are_counted_not_written() {
+        let r = RETROACTIVE_RESERVE;
+        let mut e = emitter(EmitOptions::default());
+        e.slice(&call(0, "base", 0, 10, true)).unwrap();
+        e.slice(&call(-r, "outer_kept", 0, 20, true)).unwrap();
+        e.slice(&call(-r - 1, "outer_dropped", 0, 30, true))
+            .unwrap();
+        assert_eq!(e.stats().outer_frames, 1);
+        let out = e.finish().unwrap();
+        let names: Vec<String> = folds(&out[0].bytes);
+        assert_eq!(names, ["base - -", "outer_kept - -"]);
     }
 
     #[test]

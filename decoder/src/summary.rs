@@ -231,6 +231,14 @@ pub fn render(report: &Report) -> String {
             e.folded_max_depth
         );
     }
+    if e.outer_frames > 0 {
+        let _ = writeln!(
+            o,
+            "  not written   {} frames found more than {} levels above where tracing began (returns above the traced stack): Perfetto would have dropped everything below them",
+            thousands(e.outer_frames),
+            crate::emit::RETROACTIVE_RESERVE
+        );
+    }
     if report.emit.dropped > 0 || report.emit.cut > 0 {
         let _ = writeln!(
             o,
