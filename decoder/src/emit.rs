@@ -217,7 +217,8 @@ pub struct EmitStats {
     /// The axis the file was written on (differs from the one asked for
     /// when the trace has no time, see [`EmitOptions::axis_auto`]).
     pub axis: TimeAxis,
-    /// The trace gave no slice a duration in perf time (no timing packets).
+    /// The trace has no time: its configuration says it has no TSC, or no
+    /// two stamps of its slices differ in time (no timing packets).
     pub no_time: bool,
     /// Calls deeper than [`FOLD_DEPTH`], not written but counted in the
     /// `folded` arg of their ancestor at that level.
@@ -323,8 +324,10 @@ pub struct Emitter {
     threads: HashMap<(u32, u32), ThreadInfo>,
     stats: EmitStats,
     folds: HashMap<(u32, u32), Fold>,
-    /// `Some` while the `ns` axis waits for a slice with a duration.
+    /// `Some` while the `ns` axis waits for time to pass.
     pending: Option<Vec<Pending>>,
+    /// The time of the first slice held.
+    pending_time: Option<u64>,
 }
 
 /// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
@@ -398,6 +401,7 @@ impl Emitter {
             stats,
             folds: HashMap::new(),
             pending,
+            pending_time: None,
         };
         if e.opts.split.is_none() {
             e.window(0)?;
@@ -579,11 +583,7 @@ impl Emitter {
     /// deep), or holds it while the time axis is undecided.
     pub fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
         if let Some(p) = &mut self.pending {
-            let first = p.iter().find_map(|p| match p {
-                Pending::Slice(f) => Some(f.start.time),
-                Pending::Thread { .. } => None,
-            });
-            let first = first.unwrap_or(s.start.time);
+            let first = *self.pending_time.get_or_insert(s.start.time);
             let timed = s.start.time != first || s.end.time != first;
             if !timed && p.len() < AXIS_HOLD_MAX {
                 p.push(Pending::Slice(s.clone()));

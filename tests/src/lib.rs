@@ -370,22 +370,12 @@ select t.tid, s.id, s.ts, s.dur, s.depth, s.parent_id, s.name, s.category
 /// processes, and every error or data-loss `stats` row. Panics when the
 /// shell cannot load the file.
 pub fn perfetto_view(tp: &Path, file: &Path) -> PerfettoView {
-    let dir = std::env::temp_dir().join(format!("pt-tests-tp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let sql = dir.join(format!(
-        "q-{}.sql",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    std::fs::write(&sql, PERFETTO_QUERIES).expect("write the queries");
     let out = Command::new(tp)
-        .arg("-q")
-        .arg(&sql)
+        .arg("-Q")
+        .arg(PERFETTO_QUERIES)
         .arg(file)
         .output()
         .expect("run trace_processor_shell");
-    let _ = std::fs::remove_file(&sql);
     assert!(
         out.status.success(),
         "trace_processor_shell cannot load {}: {}",
