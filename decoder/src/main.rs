@@ -430,6 +430,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
         if split.is_some() {
             bail!("--split writes several files; give -o a file name, not -");
         }
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
+        }
         Target::Stdout
     } else {
         Target::File(output.clone())
@@ -540,6 +543,9 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         cycles: a.time_axis == Some(Axis::Cycles),
     };
     let target = if a.output == Path::new("-") {
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
+        }
         Target::Stdout
     } else {
         Target::File(a.output.clone())

@@ -485,4 +485,14 @@ fn check_after_decoding() {
         .and_then(|r| r.split(' ').next());
     assert_eq!(shown, written, "{report}");
     assert!(err.contains("no import errors or data loss"), "{err}");
+
+    // Checking stdout cannot work: refused before decoding.
+    let out = ptdec()
+        .arg(&input)
+        .args(["-o", "-", "--check"])
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(err.contains("--check reads the output back"), "{err}");
+    assert!(out.stdout.is_empty());
 }
