@@ -215,7 +215,7 @@ pub fn render(report: &Report) -> String {
     if e.zero_width_calls > 0 {
         let _ = writeln!(
             o,
-            "  zero width    {} call slices: no timing packet came between their call and return; Perfetto draws them as thin marks, and one that ends where its caller ends as the caller's sibling",
+            "  zero width    {} call slices: no timing packet came between their call and return; the Perfetto UI draws them as chevrons (instants), and one that ends where its caller ends as the caller's sibling",
             thousands(e.zero_width_calls)
         );
     }
