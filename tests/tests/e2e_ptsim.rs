@@ -808,3 +808,92 @@ fn common_expected(w: &ptdec::emit::Written) -> Vec<pt_tests::ExpectedSlice> {
         })
         .collect()
 }
+
+/// A real program traced without timing packets (ptsim with TSC and MTC
+/// off), its Intel PT taken out of the perf.data and decoded as raw PT
+/// with the program's ELF (`ptdec raw`'s path): every op has the same time.
+/// With no axis chosen ptdec writes the instruction axis and says so, and
+/// folds the 700-level recursion, so Perfetto shows every slice written;
+/// `ns` asked for is refused. Before, the default axis put all 1,306 slices
+/// at time 0, and Perfetto nested them in each other and dropped all but
+/// 512 levels.
+#[test]
+fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
+    let test = "a_real_trace_without_timing_packets_loads_whole_in_perfetto";
+    let Some(progs) = programs(test) else { return };
+    let no_timing = Variant {
+        name: "no tsc, no mtc",
+        apply: |o| {
+            o.pt.tsc = false;
+            o.pt.mtc = false;
+        },
+    };
+    let (_tmp, dir) = simulate(&progs, "deep", no_timing);
+    let bytes = std::fs::read(dir.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
+    let mut pt = Vec::new();
+    for e in file.events() {
+        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    assert!(pt.len() > 1000, "{} bytes of PT", pt.len());
+    let pt_path = dir.join("deep.pt");
+    std::fs::write(&pt_path, &pt).unwrap();
+    let input = ptdec::raw::RawInput::load(
+        &ptdec::raw::FileRange {
+            path: pt_path,
+            from: 0,
+            to: None,
+        },
+        &[ptdec::raw::ElfSpec {
+            path: progs.join("deep"),
+            base: None,
+        }],
+        &[],
+    )
+    .unwrap();
+    let symbols = SymbolCache::new();
+    let decode_raw = |emit: EmitOptions, out: &Path| {
+        ptdec::pipeline::run_raw(
+            &input,
+            &ptdec::decode::RawConfig::default(),
+            &symbols,
+            RunOptions {
+                decode: DecodeOptions::default(),
+                emit,
+                target: Target::File(out.to_path_buf()),
+                on_op: None,
+            },
+        )
+    };
+    let out = dir.join("deep-raw.ftf");
+    let report = decode_raw(
+        EmitOptions {
+            axis_auto: true,
+            record: true,
+            ..EmitOptions::default()
+        },
+        &out,
+    )
+    .unwrap();
+    assert!(report.emit.no_time, "{:?}", report.emit);
+    assert_eq!(report.emit.axis, TimeAxis::Instructions);
+    assert_eq!(report.decode.insns, truth_insns(&dir).values().sum::<u64>());
+    assert_eq!(report.stack.max_depth, 702);
+    assert_eq!(report.emit.folds, 2, "{:?}", report.emit);
+    let w = &report.written[0];
+    assert_eq!(
+        w.slices.iter().filter(|s| s.category == "call").count() as u64 + report.emit.folded_calls,
+        report.stack.calls + 1,
+        "every call (and _start) is written or folded"
+    );
+    let summary = ptdec::summary::render(&report);
+    assert!(summary.contains("time axis     instructions"), "{summary}");
+    assert!(summary.contains("folded        346 calls"), "{summary}");
+    pt_tests::perfetto_agrees(test, &out, w.events, &[], &common_expected(w));
+
+    let refused = decode_raw(EmitOptions::default(), &dir.join("ns.ftf"));
+    let err = refused.err().expect("ns axis without time").to_string();
+    assert!(err.contains("--time-axis instructions"), "{err}");
+}
