@@ -894,6 +894,6 @@ fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
     pt_tests::perfetto_agrees(test, &out, w.events, &[], &common_expected(w));
 
     let refused = decode_raw(EmitOptions::default(), &dir.join("ns.ftf"));
-    let err = refused.err().expect("ns axis without time").to_string();
+    let err = refused.expect_err("ns axis without time").to_string();
     assert!(err.contains("--time-axis instructions"), "{err}");
 }
