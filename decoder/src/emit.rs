@@ -27,6 +27,16 @@
 //! * Slices cut at a window boundary (`--split`, `--start`, `--duration`)
 //!   carry `cut` = `start`, `end` or `both`: the side that lies outside this
 //!   file. Their `insns` and `cycles` are those of the whole call.
+//! * Nesting deeper than Perfetto keeps ([`PERFETTO_MAX_DEPTH`] levels per
+//!   track; deeper slices are dropped on import) is folded: levels up to
+//!   [`FOLD_DEPTH`] below a segment's first frame are written as they are,
+//!   and each slice at level [`FOLD_DEPTH`] stands for everything below it,
+//!   with `folded` (the calls and untraced slices not written) and
+//!   `folded_levels` (how many levels they went deeper) as args. Frames
+//!   found above a segment's first frame (returns above the traced stack)
+//!   more than [`RETROACTIVE_RESERVE`] levels up are not written: each would
+//!   push all that came before one level deeper. The summary counts both;
+//!   no call disappears without a trace.
 //!
 //! # Time axes
 //!
@@ -36,6 +46,17 @@
 //! instructions. Windows are always in perf time; on the counter axes a slice
 //! crossing a window boundary is kept whole (the counters at the boundary are
 //! not known) and marked `cut`.
+//!
+//! A trace without timing packets (TSC/MTC) gives every op the same time.
+//! When its configuration does not say whether it has them
+//! ([`EmitOptions::timed`]; raw PT), the `ns` axis holds the first slices
+//! back until two of their stamps differ in time. A trace that never shows
+//! time passing is, when the user did not choose an axis
+//! ([`EmitOptions::axis_auto`]), written on the instruction axis
+//! ([`EmitStats::no_time`]), instead
+//! of a file whose slices all sit at one instant (Perfetto would nest them
+//! all inside each other and drop all but 512 levels). With `ns` chosen
+//! explicitly such a trace is an error naming `--time-axis instructions`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -52,6 +73,27 @@ use crate::stack::{Slice, SliceKind};
 /// Most `--split` files one run may write (all stay open until the end,
 /// because a long call is written only when it ends).
 pub const MAX_WINDOWS: u64 = 4096;
+
+/// Nesting levels Perfetto's trace processor keeps per track:
+/// `SliceTracker::kMaxDepth` in
+/// `src/trace_processor/importers/common/slice_tracker.h` (512 since 2020,
+/// still in v58). A slice at a deeper level is dropped on import and counted
+/// in `stats` as `slice_max_depth_exceeded`.
+pub const PERFETTO_MAX_DEPTH: i32 = 512;
+
+/// Levels kept free above a segment's first frame for frames found later: a
+/// return above the traced stack opens a frame around everything before it
+/// (`stack`'s retroactive frames, depth -1, -2, ...), pushing what was
+/// already written one level deeper in Perfetto.
+pub const RETROACTIVE_RESERVE: i32 = 32;
+
+/// The deepest level written, counted from a segment's first frame (0);
+/// slices below it are folded into their ancestor at this level.
+pub const FOLD_DEPTH: i32 = PERFETTO_MAX_DEPTH - 1 - RETROACTIVE_RESERVE;
+
+/// Slices held back while the time axis is undecided (see the module doc):
+/// a trace with timing packets gives a slice a duration long before this.
+pub const AXIS_HOLD_MAX: usize = 100_000;
 
 /// What the output timestamps count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,6 +137,9 @@ pub enum EmitError {
     /// input, or the rename failed).
     #[error(transparent)]
     Output(#[from] crate::outfile::OutFileError),
+    /// `--time-axis ns` on a trace without timing packets.
+    #[error("the trace has no timing packets (TSC/MTC): on --time-axis ns every slice would sit at one instant; use --time-axis instructions (the default for such traces)")]
+    NoTime,
 }
 
 /// Where the FTF goes.
@@ -113,6 +158,14 @@ pub enum Target {
 #[derive(Debug, Clone, Default)]
 pub struct EmitOptions {
     pub axis: TimeAxis,
+    /// The user did not choose `axis` (`Ns`): switch to instructions when the
+    /// trace has no time (see the module doc) instead of failing.
+    pub axis_auto: bool,
+    /// Whether the trace has timing packets, when its configuration says
+    /// (perf.data's `tsc` bit); `None`: the slices tell (see the module doc).
+    pub timed: Option<bool>,
+    /// Keep a [`Placed`] per written slice in [`Written::slices`] (tests).
+    pub record: bool,
     /// Perf time (ns) of tick 0 on the `ns` axis.
     pub origin: u64,
     /// Only slices overlapping `[start, end)` (perf time) are written, cut to it.
@@ -136,6 +189,24 @@ pub struct Written {
     pub bytes: Vec<u8>,
     /// Events written (slices and instants).
     pub events: u64,
+    /// Every slice written, with the stack's depth, when
+    /// [`EmitOptions::record`] is set.
+    pub slices: Vec<Placed>,
+}
+
+/// A slice as written, with the depth the call stack gave it (relative to
+/// its segment's first frame); for tests that compare it with a reader's view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub pid: u32,
+    pub tid: u32,
+    pub category: &'static str,
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub depth: i32,
+    /// Slices folded into this one (see [`FOLD_DEPTH`]).
+    pub folded: u64,
 }
 
 /// What the emitter wrote, for the summary.
@@ -148,6 +219,27 @@ pub struct EmitStats {
     pub dropped: u64,
     /// Slice pieces cut at a window boundary.
     pub cut: u64,
+    /// The axis the file was written on (differs from the one asked for
+    /// when the trace has no time, see [`EmitOptions::axis_auto`]).
+    pub axis: TimeAxis,
+    /// The trace has no time: its configuration says it has no TSC, or no
+    /// two stamps of its slices differ in time (no timing packets).
+    pub no_time: bool,
+    /// Calls deeper than [`FOLD_DEPTH`], not written but counted in the
+    /// `folded` arg of their ancestor at that level.
+    pub folded_calls: u64,
+    /// Untraced slices folded likewise.
+    pub folded_untraced: u64,
+    /// Slices at [`FOLD_DEPTH`] that stand for folded ones.
+    pub folds: u64,
+    /// Frames found above a segment's first frame more than
+    /// [`RETROACTIVE_RESERVE`] levels up, not written.
+    pub outer_frames: u64,
+    /// The deepest level a folded slice had.
+    pub folded_max_depth: i32,
+    /// Call slices written with zero width (no time, instruction or cycle
+    /// passed between call and return on the axis written).
+    pub zero_width_calls: u64,
 }
 
 enum Sink {
@@ -200,6 +292,7 @@ struct Window {
     threads: HashSet<(u32, u32)>,
     processes: HashSet<u32>,
     events: u64,
+    slices: Vec<Placed>,
 }
 
 /// A thread as the output names it.
@@ -209,6 +302,29 @@ struct ThreadInfo {
     process: String,
 }
 
+/// Per thread: slices folded below [`FOLD_DEPTH`] waiting for their
+/// ancestor at that level, and that ancestor held back until its own
+/// tied children (which follow it) have come.
+#[derive(Default)]
+struct Fold {
+    calls: u64,
+    untraced: u64,
+    max_depth: i32,
+    held: Option<(Slice, u64, i32)>,
+}
+
+/// What waits while the time axis is undecided.
+enum Pending {
+    Thread {
+        pid: u32,
+        tid: u32,
+        name: String,
+        process: String,
+        renames: Vec<(u64, String)>,
+    },
+    Slice(Slice),
+}
+
 /// Writes slices as FTF. See the module doc for the layout.
 pub struct Emitter {
     target: Target,
@@ -216,6 +332,11 @@ pub struct Emitter {
     windows: BTreeMap<u64, Window>,
     threads: HashMap<(u32, u32), ThreadInfo>,
     stats: EmitStats,
+    folds: HashMap<(u32, u32), Fold>,
+    /// `Some` while the `ns` axis waits for time to pass.
+    pending: Option<Vec<Pending>>,
+    /// The time of the first slice held.
+    pending_time: Option<u64>,
 }
 
 /// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
@@ -235,6 +356,14 @@ pub fn window_path(path: &Path, index: u64) -> PathBuf {
         },
     };
     path.with_file_name(format!("{stem}-{index}{ext}"))
+}
+
+fn cat_static(cat: &str) -> &'static str {
+    match cat {
+        "call" => "call",
+        "untraced" => "untraced",
+        _ => "gap",
+    }
 }
 
 fn gap_name(kind: &GapKind) -> &'static str {
@@ -259,12 +388,29 @@ impl Emitter {
     /// An emitter writing to `target`. Files are created when their first
     /// event comes (without `--split`, at once).
     pub fn new(target: Target, opts: EmitOptions) -> Result<Self, EmitError> {
+        let pending = (opts.axis == TimeAxis::Ns && opts.timed.is_none()).then(Vec::new);
+        let mut stats = EmitStats {
+            axis: opts.axis,
+            ..EmitStats::default()
+        };
+        let mut opts = opts;
+        if opts.axis == TimeAxis::Ns && opts.timed == Some(false) {
+            if !opts.axis_auto {
+                return Err(EmitError::NoTime);
+            }
+            opts.axis = TimeAxis::Instructions;
+            stats.axis = TimeAxis::Instructions;
+            stats.no_time = true;
+        }
         let mut e = Emitter {
             target,
             opts,
             windows: BTreeMap::new(),
             threads: HashMap::new(),
-            stats: EmitStats::default(),
+            stats,
+            folds: HashMap::new(),
+            pending,
+            pending_time: None,
         };
         if e.opts.split.is_none() {
             e.window(0)?;
@@ -297,6 +443,16 @@ impl Emitter {
         process: &str,
         renames: &[(u64, String)],
     ) -> Result<(), EmitError> {
+        if let Some(p) = &mut self.pending {
+            p.push(Pending::Thread {
+                pid,
+                tid,
+                name: name.to_owned(),
+                process: process.to_owned(),
+                renames: renames.to_vec(),
+            });
+            return Ok(());
+        }
         let info = ThreadInfo {
             name: name.to_owned(),
             process: process.to_owned(),
@@ -394,6 +550,7 @@ impl Emitter {
                     threads: HashSet::new(),
                     processes: HashSet::new(),
                     events: 0,
+                    slices: Vec::new(),
                 },
             );
         }
@@ -433,13 +590,128 @@ impl Emitter {
         f(&mut w.writer, th).map_err(err)
     }
 
-    /// Writes one slice (cut into the windows it crosses).
+    /// Writes one slice (cut into the windows it crosses, folded when too
+    /// deep), or holds it while the time axis is undecided.
     pub fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
+        if let Some(p) = &mut self.pending {
+            let first = *self.pending_time.get_or_insert(s.start.time);
+            let timed = s.start.time != first || s.end.time != first;
+            if !timed && p.len() < AXIS_HOLD_MAX {
+                p.push(Pending::Slice(s.clone()));
+                return Ok(());
+            }
+            self.decide(timed)?;
+        }
+        self.place(s)
+    }
+
+    /// Ends the wait for a timed slice: `timed`, the `ns` axis stays;
+    /// otherwise the trace has no time (instructions, or an error when `ns`
+    /// was asked for). Then writes what waited.
+    fn decide(&mut self, timed: bool) -> Result<(), EmitError> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let any_slice = pending.iter().any(|p| matches!(p, Pending::Slice(_)));
+        if !timed && any_slice {
+            if !self.opts.axis_auto {
+                return Err(EmitError::NoTime);
+            }
+            self.opts.axis = TimeAxis::Instructions;
+            self.stats.axis = TimeAxis::Instructions;
+            self.stats.no_time = true;
+        }
+        for p in pending {
+            match p {
+                Pending::Thread {
+                    pid,
+                    tid,
+                    name,
+                    process,
+                    renames,
+                } => self.thread(pid, tid, &name, &process, &renames)?,
+                Pending::Slice(s) => self.place(&s)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops slices outside the range and folds those too deep for Perfetto.
+    fn place(&mut self, s: &Slice) -> Result<(), EmitError> {
         let (t0, t1) = (s.start.time, s.end.time);
         if !self.in_range(t0, t1) {
             self.stats.dropped += 1;
             return Ok(());
         }
+        let key = (s.pid, s.tid);
+        if s.depth < -RETROACTIVE_RESERVE {
+            self.stats.outer_frames += 1;
+            return Ok(());
+        }
+        if s.depth > FOLD_DEPTH {
+            // Only a child tied with the held ancestor comes after it (by
+            // instruction count, which never stands still across a call).
+            let inside_held = self.folds.get(&key).is_some_and(|f| {
+                f.held.as_ref().is_some_and(|(h, ..)| {
+                    h.start.insns <= s.start.insns && s.end.insns <= h.end.insns
+                })
+            });
+            if !inside_held {
+                self.release_fold(key)?;
+            }
+            let fold = self.folds.entry(key).or_default();
+            let untraced = matches!(s.kind, SliceKind::Untraced { .. });
+            let deepest = s.depth - FOLD_DEPTH;
+            let (calls, levels) = match &mut fold.held {
+                Some((_, n, l)) => (n, l),
+                None => (
+                    if untraced {
+                        &mut fold.untraced
+                    } else {
+                        &mut fold.calls
+                    },
+                    &mut fold.max_depth,
+                ),
+            };
+            *calls += 1;
+            *levels = (*levels).max(deepest);
+            if untraced {
+                self.stats.folded_untraced += 1;
+            } else {
+                self.stats.folded_calls += 1;
+            }
+            self.stats.folded_max_depth = self.stats.folded_max_depth.max(s.depth);
+            return Ok(());
+        }
+        self.release_fold(key)?;
+        if s.depth == FOLD_DEPTH {
+            let fold = self.folds.entry(key).or_default();
+            let n = std::mem::take(&mut fold.calls) + std::mem::take(&mut fold.untraced);
+            let levels = std::mem::take(&mut fold.max_depth);
+            fold.held = Some((s.clone(), n, levels));
+            return Ok(());
+        }
+        self.write_slice(s, 0, 0)
+    }
+
+    /// Writes the held slice at [`FOLD_DEPTH`] of thread `key`, if any.
+    fn release_fold(&mut self, key: (u32, u32)) -> Result<(), EmitError> {
+        let held = self.folds.get_mut(&key).and_then(|f| f.held.take());
+        match held {
+            Some((s, n, levels)) => {
+                if n > 0 {
+                    self.stats.folds += 1;
+                }
+                self.write_slice(&s, n, levels)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Writes one slice, cut into the windows it crosses; `folded` slices
+    /// `levels` deep stand behind it.
+    fn write_slice(&mut self, s: &Slice, folded: u64, levels: i32) -> Result<(), EmitError> {
+        let (t0, t1) = (s.start.time, s.end.time);
         match &s.kind {
             SliceKind::Call { .. } => self.stats.calls += 1,
             SliceKind::Untraced { .. } => self.stats.untraced += 1,
@@ -483,7 +755,7 @@ impl Emitter {
             } else {
                 (start_ticks, end_ticks)
             };
-            self.write_piece(index, s, ta, tb, cut)?;
+            self.write_piece(index, s, ta, tb, cut, (folded, levels))?;
         }
         Ok(())
     }
@@ -495,6 +767,7 @@ impl Emitter {
         start: u64,
         end: u64,
         cut: Option<&str>,
+        (folded, levels): (u64, i32),
     ) -> Result<(), EmitError> {
         let mut args: Vec<Arg> = Vec::with_capacity(6);
         let gap_text;
@@ -531,9 +804,34 @@ impl Emitter {
         if let Some(c) = cut {
             args.push(Arg::new("cut", c));
         }
+        if cat == "call" && start == end {
+            self.stats.zero_width_calls += 1;
+        }
+        if folded > 0 {
+            args.push(Arg::new("folded", folded));
+            args.push(Arg::new(
+                "folded_levels",
+                u64::try_from(levels).unwrap_or(0),
+            ));
+        }
         self.with_window(index, s.pid, s.tid, |w, th| {
             w.duration_complete(th, cat, name, start, end, &args)
         })?;
+        if self.opts.record {
+            let placed = Placed {
+                pid: s.pid,
+                tid: s.tid,
+                category: cat_static(cat),
+                name: name.to_string(),
+                start,
+                end,
+                depth: s.depth,
+                folded,
+            };
+            if let Some(w) = self.windows.get_mut(&index) {
+                w.slices.push(placed);
+            }
+        }
         if let SliceKind::Gap {
             kind: kind @ GapKind::DecodeError(_),
             offset,
@@ -553,8 +851,21 @@ impl Emitter {
         Ok(())
     }
 
+    /// Writes what is still held (the time axis decided now, folds
+    /// released); [`Emitter::finish`] calls it, so the stats are final after it.
+    pub fn flush(&mut self) -> Result<(), EmitError> {
+        self.decide(false)?;
+        let mut keys: Vec<_> = self.folds.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            self.release_fold(key)?;
+        }
+        Ok(())
+    }
+
     /// Flushes and closes every file.
-    pub fn finish(self) -> Result<Vec<Written>, EmitError> {
+    pub fn finish(mut self) -> Result<Vec<Written>, EmitError> {
+        self.flush()?;
         let split = self.opts.split.is_some();
         let mut out = Vec::new();
         for (index, w) in self.windows {
@@ -572,6 +883,7 @@ impl Emitter {
                 path: w.path,
                 bytes,
                 events: w.events,
+                slices: w.slices,
             });
         }
         Ok(out)
@@ -780,6 +1092,147 @@ mod tests {
         e.slice(&s).unwrap();
         s.start.cycles = None;
         assert!(matches!(e.slice(&s), Err(EmitError::NoCycles { tid: 11 })));
+    }
+
+    /// Name, depth and `folded` of every call written, in file order.
+    fn folds(bytes: &[u8]) -> Vec<String> {
+        events(bytes)
+            .into_iter()
+            .filter(|l| l.starts_with("duration"))
+            .map(|l| {
+                let name = l
+                    .split("name=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                let folded = l
+                    .split("\"folded\": u64(")
+                    .nth(1)
+                    .map_or("-", |r| r.split(')').next().unwrap());
+                let levels = l
+                    .split("\"folded_levels\": u64(")
+                    .nth(1)
+                    .map_or("-", |r| r.split(')').next().unwrap());
+                format!("{name} {folded} {levels}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slices_deeper_than_perfetto_keeps_fold_into_their_ancestor() {
+        let f = FOLD_DEPTH;
+        let mut e = emitter(EmitOptions {
+            record: true,
+            ..Default::default()
+        });
+        // Children end first: two levels below the fold level, then the
+        // slice at the fold level that stands for them.
+        e.slice(&call(f + 2, "deep2", 12, 13, false)).unwrap();
+        e.slice(&call(f + 1, "deep1", 11, 14, false)).unwrap();
+        e.slice(&call(f, "at_fold", 10, 15, false)).unwrap();
+        // A sibling at the fold level whose tied child follows it (the
+        // stack holds a child that starts with its parent behind it).
+        e.slice(&call(f, "tied_parent", 20, 25, false)).unwrap();
+        e.slice(&call(f + 1, "tied_child", 20, 22, false)).unwrap();
+        // A later subtree: its deep child ends before its own fold slice.
+        e.slice(&call(f + 1, "later_child", 31, 32, false)).unwrap();
+        e.slice(&call(f, "later", 30, 35, false)).unwrap();
+        e.slice(&call(f - 1, "above", 5, 40, false)).unwrap();
+        assert_eq!(e.stats().folded_calls, 4);
+        let out = e.finish().unwrap();
+        assert_eq!(
+            folds(&out[0].bytes),
+            ["at_fold 2 2", "tied_parent 1 1", "later 1 1", "above - -"]
+        );
+        let placed = &out[0].slices;
+        assert!(placed.iter().all(|p| p.depth <= f), "{placed:?}");
+        assert_eq!(placed.iter().map(|p| p.folded).sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn frames_found_far_above_the_trace_start_are_counted_not_written() {
+        let r = RETROACTIVE_RESERVE;
+        let mut e = emitter(EmitOptions::default());
+        e.slice(&call(0, "base", 0, 10, true)).unwrap();
+        e.slice(&call(-r, "outer_kept", 0, 20, true)).unwrap();
+        e.slice(&call(-r - 1, "outer_dropped", 0, 30, true))
+            .unwrap();
+        assert_eq!(e.stats().outer_frames, 1);
+        let out = e.finish().unwrap();
+        let names: Vec<String> = folds(&out[0].bytes);
+        assert_eq!(names, ["base - -", "outer_kept - -"]);
+    }
+
+    #[test]
+    fn slices_without_time_are_written_on_the_instruction_axis() {
+        let timeless = |opts: EmitOptions| {
+            let mut e = emitter(opts);
+            e.slice(&Slice {
+                end: Stamp {
+                    time: 100,
+                    insns: 9,
+                    cycles: None,
+                },
+                ..call(1, "leaf", 100, 100, false)
+            })
+            .map(|()| e)
+        };
+        let mut e = timeless(EmitOptions {
+            axis_auto: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!e.stats().no_time, "undecided until the end");
+        e.flush().unwrap();
+        assert!(e.stats().no_time);
+        let out = e.finish().unwrap();
+        let ev = events(&out[0].bytes);
+        // Instructions 200 .. 9 (st() counts two per ns): the thread's counts.
+        assert!(
+            ev.iter()
+                .any(|l| l.contains("ts=200") && l.contains("end=9")),
+            "{ev:#?}"
+        );
+
+        // Asked for ns: refused, naming the instruction axis.
+        let e = timeless(EmitOptions::default()).unwrap();
+        let err = e.finish().unwrap_err();
+        assert!(matches!(err, EmitError::NoTime), "{err}");
+        assert!(err.to_string().contains("--time-axis instructions"));
+
+        // Known from the configuration: no waiting.
+        let e = Emitter::new(
+            Target::Memory,
+            EmitOptions {
+                timed: Some(false),
+                axis_auto: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.stats().axis, TimeAxis::Instructions);
+        assert!(matches!(
+            Emitter::new(
+                Target::Memory,
+                EmitOptions {
+                    timed: Some(false),
+                    ..Default::default()
+                }
+            ),
+            Err(EmitError::NoTime)
+        ));
+
+        // Time passes: the ns axis stays.
+        let mut e = emitter(EmitOptions {
+            axis_auto: true,
+            ..Default::default()
+        });
+        e.slice(&call(1, "a", 100, 100, false)).unwrap();
+        e.slice(&call(1, "b", 100, 130, false)).unwrap();
+        assert_eq!(e.stats().axis, TimeAxis::Ns);
+        assert!(!e.stats().no_time);
     }
 
     #[test]

@@ -8,8 +8,12 @@
 //! and the next, later timestamp of the same thread. Only runs of plain
 //! control flow (calls, returns, jumps) are spread, and only up to the next
 //! branch or trace-disable that carries a later time: time across a disable,
-//! enable or gap (kernel or lost time) is never redistributed. Instruction
-//! counts (`insns`) are exact either way; `--no-interpolate` turns this off.
+//! enable or gap (kernel or lost time) is never redistributed. When the
+//! interval has at least one ns more than the branches spread over it, no
+//! two of them share a ns (times are whole ns, and rounding would otherwise
+//! give a call a few instructions long zero width); each keeps its order and
+//! stays within the interval. Instruction counts (`insns`) are exact either
+//! way; `--no-interpolate` turns this off.
 
 use std::collections::HashMap;
 
@@ -71,10 +75,33 @@ fn spread(group: &mut [Op], next: &Op) {
         return;
     }
     let (dt, di) = ((b.time - a.time) as u128, (b.insns - a.insns) as u128);
-    for op in &mut group[1..] {
-        let i = op.stamp().insns.clamp(a.insns, b.insns);
-        let t = a.time as u128 + (i - a.insns) as u128 * dt / di;
-        set_time(op, (t as u64).min(b.time));
+    let mut times: Vec<u64> = group[1..]
+        .iter()
+        .map(|op| {
+            let i = op.stamp().insns.clamp(a.insns, b.insns);
+            let t = a.time as u128 + (i - a.insns) as u128 * dt / di;
+            (t as u64).min(b.time)
+        })
+        .collect();
+    // Rounding down to whole ns gives branches a few instructions apart the
+    // same time, and their calls zero width. When the interval has a ns for
+    // each branch, no two share one: each is moved up past the one before
+    // it, then down below the one after it (and below `next`).
+    let n = times.len() as u64;
+    if b.time - a.time > n {
+        let mut prev = a.time;
+        for t in times.iter_mut() {
+            *t = (*t).max(prev + 1);
+            prev = *t;
+        }
+        let mut after = b.time;
+        for t in times.iter_mut().rev() {
+            *t = (*t).min(after - 1);
+            after = *t;
+        }
+    }
+    for (op, t) in group[1..].iter_mut().zip(times) {
+        set_time(op, t);
     }
 }
 
@@ -152,6 +179,39 @@ mod tests {
         s.op(1, 1, Op::End { at: at(200, 60) });
         let c = s.finish();
         assert_eq!(times(&c), [100, 125, 175, 200, 200, 200]);
+    }
+
+    #[test]
+    fn branches_close_together_get_distinct_times_when_there_is_room() {
+        let mut s = Interpolate::new(Collect::default());
+        // Four branches within 12 of 1000 instructions over 10 ns: by
+        // proportion all would round to 100.
+        s.op(1, 1, call(100, 0));
+        s.op(1, 1, call(100, 3));
+        s.op(1, 1, call(100, 6));
+        s.op(1, 1, call(100, 9));
+        s.op(1, 1, call(110, 1000));
+        let c = s.finish();
+        assert_eq!(times(&c), [100, 101, 102, 103, 110]);
+
+        // No room (3 ns for 3 branches): proportional, ties stay.
+        let mut s = Interpolate::new(Collect::default());
+        s.op(1, 1, call(100, 0));
+        s.op(1, 1, call(100, 1));
+        s.op(1, 1, call(100, 2));
+        s.op(1, 1, call(100, 999));
+        s.op(1, 1, call(103, 1000));
+        let c = s.finish();
+        assert_eq!(times(&c), [100, 100, 100, 102, 103]);
+
+        // Late branches are moved down below the next timestamp.
+        let mut s = Interpolate::new(Collect::default());
+        s.op(1, 1, call(100, 0));
+        s.op(1, 1, call(100, 998));
+        s.op(1, 1, call(100, 999));
+        s.op(1, 1, call(105, 1000));
+        let c = s.finish();
+        assert_eq!(times(&c), [100, 103, 104, 105]);
     }
 
     #[test]

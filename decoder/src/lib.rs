@@ -2,6 +2,7 @@
 //! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
 //! arguments and prints errors.
 
+pub mod check;
 pub mod decode;
 pub mod emit;
 pub mod images;

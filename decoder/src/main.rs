@@ -34,6 +34,7 @@ Examples:
   ptdec raw --pt trace.pt --elf ./prog --cpu 6/85/4 -o out.ftf
                                              raw PT (LLDB, simple-pt, kAFL) as one thread
   ptdec dump out.ftf                         the FTF as text, one record per line
+  ptdec check out.ftf                        load it into Perfetto's importer, report what it drops
 
 Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
 \"250ms\", \"10us\"), relative to the first timestamp of the recording (which is
@@ -86,6 +87,26 @@ enum Command {
         /// The FTF file.
         file: PathBuf,
     },
+    /// Load an FTF file into Perfetto's own importer (trace_processor_shell)
+    /// and report the slices it shows and every import error or data loss
+    /// it counts; exit status 1 when there are any.
+    ///
+    /// Example: ptdec check out.ftf
+    Check {
+        /// The FTF file (plain or .gz).
+        file: PathBuf,
+        #[command(flatten)]
+        tp: CheckArgs,
+    },
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Perfetto's trace_processor_shell (default: $PT_TRACE_PROCESSOR, else
+    /// trace_processor_shell on the PATH).
+    /// Example: --trace-processor ~/bin/trace_processor_shell
+    #[arg(long, value_name = "PATH")]
+    trace_processor: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -150,9 +171,16 @@ struct RawArgs {
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// What the output's timestamps count: ns (TSC ticks, or ns with
-    /// --tsc-freq), cycles (needs CYC packets) or instructions.
-    #[arg(long, value_enum, default_value_t = Axis::Ns)]
-    time_axis: Axis,
+    /// --tsc-freq), cycles (needs CYC packets) or instructions. Default: ns,
+    /// or instructions when the trace has no timing packets.
+    #[arg(long, value_enum)]
+    time_axis: Option<Axis>,
+    /// After writing, load the output into Perfetto's importer (as `ptdec
+    /// check`); exit status 1 on import errors.
+    #[arg(long)]
+    check: bool,
+    #[command(flatten)]
+    tp: CheckArgs,
     /// Keep the raw timestamps: without CYC packets every call between two
     /// timing packets gets the same time (zero-width slices); by default they
     /// are spread by instruction count up to the next timestamp, as
@@ -221,9 +249,16 @@ struct DecodeArgs {
     images: ImageArgs,
     /// What the output's timestamps count: ns (perf time from the first
     /// timestamp), cycles (needs CYC packets) or instructions (per thread).
+    /// Default: ns, or instructions when the trace has no timing packets.
     /// Example: --time-axis instructions
-    #[arg(long, value_enum, default_value_t = Axis::Ns)]
-    time_axis: Axis,
+    #[arg(long, value_enum)]
+    time_axis: Option<Axis>,
+    /// After writing, load the output into Perfetto's importer (as `ptdec
+    /// check`); exit status 1 on import errors. Example: --check
+    #[arg(long)]
+    check: bool,
+    #[command(flatten)]
+    tp: CheckArgs,
     /// Keep the raw timestamps: without CYC packets every call between two
     /// timing packets gets the same time (zero-width slices); by default they
     /// are spread by instruction count up to the next timestamp, as
@@ -412,7 +447,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     if split == Some(0) {
         bail!("--split must be longer than 0");
     }
-    let axis = match a.time_axis {
+    let axis = match a.time_axis.unwrap_or(Axis::Ns) {
         Axis::Ns => TimeAxis::Ns,
         Axis::Cycles => {
             if trace.config_bit(trace.info.cyc_bit) == Some(false) {
@@ -428,6 +463,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let target = if output == Path::new("-") {
         if split.is_some() {
             bail!("--split writes several files; give -o a file name, not -");
+        }
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
         }
         Target::Stdout
     } else {
@@ -446,6 +484,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     };
     let emit = EmitOptions {
         axis,
+        axis_auto: a.time_axis.is_none(),
+        timed: None,
+        record: false,
         origin: 0,
         range: (start.is_some() || end.is_some())
             .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
@@ -479,6 +520,47 @@ fn decode(a: DecodeArgs) -> Result<()> {
     if !a.quiet {
         eprint!("{}", summary::render(&report));
     }
+    if a.check {
+        check_written(&report, &a.tp)?;
+    }
+    Ok(())
+}
+
+/// `--check`: each file just written, through Perfetto's importer.
+fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
+    let tp = ptdec::check::find_trace_processor(a.trace_processor.as_deref())
+        .context("--check: the output was written but cannot be checked")?;
+    let mut failed = Vec::new();
+    for w in &report.written {
+        let Some(path) = &w.path else {
+            bail!("--check needs -o FILE (it reads the file back), not -");
+        };
+        let r = ptdec::check::check(&tp, path)?;
+        eprint!("{}", ptdec::check::render(path, &r, Some(w.events)));
+        if r.failed() || r.slices != w.events {
+            failed.push(path.display().to_string());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "Perfetto does not show everything written to {} (see above)",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `ptdec check FILE`.
+fn check(file: &Path, a: &CheckArgs) -> Result<()> {
+    let tp = ptdec::check::find_trace_processor(a.trace_processor.as_deref())?;
+    let r = ptdec::check::check(&tp, file)?;
+    print!("{}", ptdec::check::render(file, &r, None));
+    if r.failed() {
+        bail!(
+            "Perfetto reported import errors or data loss in {}",
+            file.display()
+        );
+    }
     Ok(())
 }
 
@@ -501,7 +583,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         cpuid_15_eax: a.cpuid_15_eax,
         cpuid_15_ebx: a.cpuid_15_ebx,
         tsc_hz: a.tsc_freq,
-        cycles: a.time_axis == Axis::Cycles,
+        cycles: a.time_axis == Some(Axis::Cycles),
         next_psb_on_error: a.on_error == OnError::NextPsb,
     };
     let list = match &a.insn_list {
@@ -509,6 +591,9 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         Some(p) => Some(InsnList::create(p)?),
     };
     let target = if a.output == Path::new("-") {
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
+        }
         Target::Stdout
     } else {
         Target::File(a.output.clone())
@@ -521,11 +606,12 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
-        axis: match a.time_axis {
+        axis: match a.time_axis.unwrap_or(Axis::Ns) {
             Axis::Ns => TimeAxis::Ns,
             Axis::Cycles => TimeAxis::Cycles,
             Axis::Instructions => TimeAxis::Instructions,
         },
+        axis_auto: a.time_axis.is_none(),
         interpolate: !a.no_interpolate,
         ..EmitOptions::default()
     };
@@ -557,6 +643,9 @@ fn decode_raw(a: RawArgs) -> Result<()> {
     }
     if !a.quiet {
         eprint!("{}", summary::render(&report));
+    }
+    if a.check {
+        check_written(&report, &a.tp)?;
     }
     Ok(())
 }
@@ -618,6 +707,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
         Some(Command::Dump { file }) => dump(&file),
+        Some(Command::Check { file, tp }) => check(&file, &tp),
         Some(Command::Raw(args)) => decode_raw(args),
         None => decode(cli.decode),
     };

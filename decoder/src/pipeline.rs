@@ -334,6 +334,9 @@ pub fn run(
     let origin = origin(trace);
     let mut emit = opts.emit.clone();
     emit.origin = origin.unwrap_or(0);
+    if emit.timed.is_none() {
+        emit.timed = trace.config_bit(trace.info.tsc_bit);
+    }
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
@@ -353,6 +356,7 @@ pub fn run(
     for t in threads.values() {
         stack.add(&t.stack);
     }
+    emitter.flush()?;
     let emit_stats = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
@@ -456,13 +460,16 @@ pub fn run_raw(
     for t in threads.values() {
         stack.add(&t.stack);
     }
+    emitter.flush()?;
     let emit_stats = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
     let mut warnings = Vec::new();
-    // Only the ns axis needs timing packets (instructions need none; the
-    // cycles axis counts from CYC).
-    if decode_stats.insns > 0 && decode_stats.tsc_span.is_none() && axis == TimeAxis::Ns {
+    if decode_stats.insns > 0
+        && decode_stats.tsc_span.is_none()
+        && emit_stats.axis == TimeAxis::Ns
+        && !emit_stats.no_time
+    {
         warnings.push(
             "the trace has no timing packets (TSC/MTC): every slice is at time 0; use --time-axis instructions"
                 .to_string(),

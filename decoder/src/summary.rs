@@ -212,6 +212,40 @@ pub fn render(report: &Report) -> String {
             thousands(d.unattributed_insns)
         );
     }
+    let e = &report.emit;
+    if e.no_time {
+        let _ = writeln!(
+            o,
+            "  time axis     instructions: the trace has no timing packets (TSC/MTC), so no slice has a duration in time; each thread's instruction count is written as ns (1 instruction = 1 ns in Perfetto)"
+        );
+    }
+    if e.zero_width_calls > 0 {
+        let _ = writeln!(
+            o,
+            "  zero width    {} call slices: no timing packet came between their call and return; the Perfetto UI draws them as chevrons (instants), and one that ends where its caller ends as the caller's sibling",
+            thousands(e.zero_width_calls)
+        );
+    }
+    if e.folds > 0 {
+        let _ = writeln!(
+            o,
+            "  folded        {} calls and {} untraced slices deeper than level {} (Perfetto keeps {} levels per thread) into {} slices at that level (args `folded`, `folded_levels`); deepest level {}",
+            thousands(e.folded_calls),
+            thousands(e.folded_untraced),
+            crate::emit::FOLD_DEPTH,
+            crate::emit::PERFETTO_MAX_DEPTH,
+            thousands(e.folds),
+            e.folded_max_depth
+        );
+    }
+    if e.outer_frames > 0 {
+        let _ = writeln!(
+            o,
+            "  not written   {} frames found more than {} levels above where tracing began (returns above the traced stack): Perfetto would have dropped everything below them",
+            thousands(e.outer_frames),
+            crate::emit::RETROACTIVE_RESERVE
+        );
+    }
     if report.emit.dropped > 0 || report.emit.cut > 0 {
         let _ = writeln!(
             o,

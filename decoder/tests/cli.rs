@@ -1,6 +1,9 @@
 //! The `ptdec` binary: decoding the real recordings (no binaries: every
 //! missing image is reported, nothing panics), `info`, `dump`, `--split`,
-//! gzip output, and clean failures for user mistakes and closed pipes.
+//! gzip output, clean failures for user mistakes and closed pipes, and
+//! `ptdec check` / `--check` with Perfetto's importer: every file written
+//! here is loaded into trace_processor_shell and must show what our reader
+//! reads.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -35,6 +38,63 @@ fn read_ftf(path: &Path) -> Vec<u8> {
     }
 }
 
+/// Loads `path` into Perfetto's importer (pt_tests' tool policy when it is
+/// missing) and checks it against our reader: no import problem, every
+/// event a row, threads and processes as the kernel objects name them,
+/// each call slice at the depth its interval nests it.
+fn perfetto_matches_our_reader(test: &str, path: &Path) {
+    let bytes = read_ftf(path);
+    let records = ftf::read::parse(&bytes).unwrap();
+    let mut names = std::collections::HashMap::new();
+    let mut slices = Vec::new();
+    let mut events = 0;
+    let mut threads = std::collections::BTreeSet::new();
+    for r in records {
+        match r.kind {
+            ftf::read::RecordKind::KernelObject(k) if k.obj_type == 2 => {
+                names.insert(k.koid, k.name);
+            }
+            ftf::read::RecordKind::Event(e) => {
+                events += 1;
+                threads.insert((e.thread.pid, e.thread.tid));
+                if let ftf::read::EventKind::DurationComplete { end } = e.kind {
+                    slices.push(pt_tests::ExpectedSlice {
+                        tid: e.thread.tid,
+                        category: e.category,
+                        name: e.name,
+                        ts: e.ts as i64,
+                        end: end as i64,
+                        depth: 0,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    // Nest by intervals, per thread, parents first at equal starts.
+    slices.sort_by_key(|s| (s.tid, s.ts, std::cmp::Reverse(s.end)));
+    let mut open: Vec<(u64, i64, i64)> = Vec::new();
+    for s in &mut slices {
+        while open
+            .last()
+            .is_some_and(|&(t, a, b)| t != s.tid || !(a <= s.ts && s.end <= b))
+        {
+            open.pop();
+        }
+        s.depth = open.len() as i32;
+        open.push((s.tid, s.ts, s.end));
+    }
+    let threads: Vec<_> = threads
+        .into_iter()
+        .map(|(pid, tid)| pt_tests::ExpectedThread {
+            pid,
+            tid,
+            name: names.get(&tid).cloned().unwrap_or_default(),
+        })
+        .collect();
+    pt_tests::perfetto_agrees(test, path, events, &threads, &slices);
+}
+
 #[test]
 fn real_recordings_decode_and_report_missing_images() {
     for name in [
@@ -61,6 +121,7 @@ fn real_recordings_decode_and_report_missing_images() {
         assert!(err.contains("--sysroot DIR"), "{name}: {err}");
         let records = ftf::read::parse(&read_ftf(&out_path)).unwrap();
         assert!(records.len() > 3, "{name}");
+        perfetto_matches_our_reader(&format!("real_recordings {name}"), &out_path);
     }
 }
 
@@ -119,7 +180,8 @@ fn split_writes_one_file_per_window() {
         "{files:?}"
     );
     for f in files {
-        ftf::read::parse(&read_ftf(&dir.path().join(f))).unwrap();
+        ftf::read::parse(&read_ftf(&dir.path().join(&f))).unwrap();
+        perfetto_matches_our_reader("split_writes_one_file_per_window", &dir.path().join(f));
     }
 }
 
@@ -308,4 +370,129 @@ fn a_closed_pipe_exits_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+/// An FTF of `depth` nested slices on one thread, written with ftf's writer.
+fn nested_ftf(path: &Path, depth: u64) {
+    let mut w = ftf::Writer::new(std::fs::File::create(path).unwrap(), 1_000_000_000).unwrap();
+    w.process(7, "nest").unwrap();
+    let t = w.thread(7, 7, "nest").unwrap();
+    for d in (0..depth).rev() {
+        w.duration_complete(t, "call", &format!("f{d}"), 10 + d, 10_000 - d, &[])
+            .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// `ptdec check` loads a file into Perfetto's importer: a good file is
+/// reported with its slices and exit status 0; a file nesting 600 levels
+/// (Perfetto keeps 512) exits 1 naming `slice_max_depth_exceeded` and the
+/// 88 slices dropped; a missing trace_processor_shell or a file that is not
+/// a trace fails cleanly, naming what to do.
+#[test]
+fn check_reports_perfettos_import_errors() {
+    let test = "check_reports_perfettos_import_errors";
+    let Some(tp) = pt_tests::trace_processor(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (good, deep) = (dir.path().join("good.ftf"), dir.path().join("deep.ftf"));
+    nested_ftf(&good, 512);
+    nested_ftf(&deep, 600);
+    let check = |file: &Path| {
+        ptdec()
+            .arg("check")
+            .arg(file)
+            .arg("--trace-processor")
+            .arg(&tp)
+            .output()
+            .unwrap()
+    };
+    let out = check(&good);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("Perfetto shows 512 slices on 1 thread ("),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no import errors or data loss"), "{stdout}");
+
+    let out = check(&deep);
+    let err = check_clean_failure(&out);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Perfetto shows 512 slices"), "{stdout}");
+    assert!(
+        stdout.contains("error slice_max_depth_exceeded: 88"),
+        "{stdout}"
+    );
+    assert!(err.contains("import errors or data loss in"), "{err}");
+
+    let out = ptdec()
+        .args(["check", "--trace-processor", "/nonexistent/tp"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("/nonexistent/tp") && err.contains("PT_TRACE_PROCESSOR"),
+        "{err}"
+    );
+
+    let junk = dir.path().join("junk.ftf");
+    std::fs::write(&junk, "not a trace\n").unwrap();
+    let err = check_clean_failure(&check(&junk));
+    assert!(
+        err.contains("Perfetto cannot load") && err.contains("junk.ftf"),
+        "{err}"
+    );
+}
+
+/// `--check` after decoding: the summary is followed by Perfetto's report,
+/// and the run succeeds when Perfetto shows every event written.
+#[test]
+fn check_after_decoding() {
+    let test = "check_after_decoding";
+    let Some(input) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let Some(tp) = pt_tests::trace_processor(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out.ftf.gz");
+    let out = ptdec()
+        .arg(&input)
+        .arg("-o")
+        .arg(&out_path)
+        .arg("--check")
+        .env("PT_TRACE_PROCESSOR", &tp)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let report = err
+        .lines()
+        .find(|l| l.starts_with("ptdec check: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    // "... Perfetto shows N slices on T threads (loaded in S s), of N written"
+    let shown = report
+        .split("shows ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next());
+    let written = report
+        .rsplit("of ")
+        .next()
+        .and_then(|r| r.split(' ').next());
+    assert_eq!(shown, written, "{report}");
+    assert!(err.contains("no import errors or data loss"), "{err}");
+
+    // Checking stdout cannot work: refused before decoding.
+    let out = ptdec()
+        .arg(&input)
+        .args(["-o", "-", "--check"])
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(err.contains("--check reads the output back"), "{err}");
+    assert!(out.stdout.is_empty());
 }

@@ -247,9 +247,12 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with(Config::default())
+    }
+
+    fn with(cfg: Config) -> Setup {
         let p = assemble();
         let events = execute(&p);
-        let cfg = Config::default();
         let out = Generator::run(cfg.clone(), &events).unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("trace.pt"), &out.bytes).unwrap();
@@ -354,6 +357,51 @@ fn times_are_tsc_ticks_or_ns_from_the_tsc_frequency() {
     let (c, d) = main(&ns);
     assert_eq!(c, 0);
     assert!(d.abs_diff(2 * b) <= 2, "{b} ticks, {d} ns");
+}
+
+/// Raw PT without timing packets (no TSC, no MTC): every op has the same
+/// time. Without --time-axis the output is on the instruction axis, the
+/// summary says why, and Perfetto loads it without an error (`--check`);
+/// `--time-axis ns` is refused with a message naming the instruction axis.
+/// Before, the default wrote every slice at time 0.
+#[test]
+fn a_trace_without_timing_packets_defaults_to_instructions() {
+    let test = "a_trace_without_timing_packets_defaults_to_instructions";
+    let s = Setup::with(Config {
+        tsc: false,
+        mtc: false,
+        ..Config::default()
+    });
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let (out_path, pt) = (s.path("out.ftf"), s.path("trace.pt"));
+    let mut args = vec!["--pt", &pt, "--raw", &code, "-o", &out_path];
+    let tp = pt_tests::trace_processor(test);
+    let tp_path = tp.as_ref().map(|p| p.to_string_lossy().into_owned());
+    if let Some(tp) = &tp_path {
+        args.extend_from_slice(&["--check", "--trace-processor", tp]);
+    }
+    let out = s.run(&args);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("time axis     instructions: the trace has no timing packets"),
+        "{err}"
+    );
+    assert!(!err.contains("every slice is at time 0"), "{err}");
+    if tp.is_some() {
+        assert!(err.contains("no import errors or data loss"), "{err}");
+    }
+    let got = slices(&std::fs::read(&out_path).unwrap());
+    let want = truth(&s.events, &|a| format!("code.bin+{:#x}", a - BASE));
+    assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
+
+    args.extend_from_slice(&["--time-axis", "ns"]);
+    let out = s.run(&args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("use --time-axis instructions"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

@@ -233,3 +233,362 @@ pub fn perf_branches(perf: &Path, trace: &Path, home: &Path) -> PerfBranches {
     }
     p
 }
+
+// ---- Perfetto's trace processor ---------------------------------------------
+
+/// `trace_processor_shell`, Perfetto's own importer (the engine behind
+/// ui.perfetto.dev): `$PT_TRACE_PROCESSOR`, else `../shared/perfetto/`
+/// beside the workspace. A missing one goes through the tool policy.
+pub fn trace_processor(test: &str) -> Option<PathBuf> {
+    let tp = std::env::var_os("PT_TRACE_PROCESSOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/perfetto/trace_processor_shell"));
+    let ok = Command::new(&tp)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        Some(tp)
+    } else {
+        missing(
+            test,
+            &format!(
+                "{} does not run (set PT_TRACE_PROCESSOR to a trace_processor_shell)",
+                tp.display()
+            ),
+        )
+    }
+}
+
+/// One row of Perfetto's `slice` table on a thread's track.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfettoSlice {
+    pub id: u64,
+    pub ts: i64,
+    pub dur: i64,
+    pub depth: u32,
+    /// The enclosing slice's `id`.
+    pub parent: Option<u64>,
+    pub name: String,
+    pub category: String,
+}
+
+/// A thread as Perfetto names it, with its process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfettoThread {
+    pub tid: u64,
+    pub name: Option<String>,
+    pub pid: Option<u64>,
+    pub process_name: Option<String>,
+}
+
+/// A `stats` row with severity `error` or `data_loss` and a value above 0:
+/// something the importer dropped or could not place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfettoProblem {
+    pub name: String,
+    pub idx: Option<i64>,
+    pub severity: String,
+    pub value: i64,
+}
+
+/// What Perfetto shows for one trace file.
+#[derive(Debug, Default)]
+pub struct PerfettoView {
+    /// Slices on thread tracks, per tid, in `(ts, depth)` order.
+    pub slices: std::collections::BTreeMap<u64, Vec<PerfettoSlice>>,
+    /// Every row of the `slice` table, thread tracks or not.
+    pub slice_count: u64,
+    /// Threads other than Perfetto's own placeholder (tid 0 without a name).
+    pub threads: Vec<PerfettoThread>,
+    pub problems: Vec<PerfettoProblem>,
+}
+
+/// Splits trace_processor_shell's CSV output into result sets (separated
+/// by blank lines), each a header and rows; `"[NULL]"` is `None`.
+pub fn parse_tp_csv(text: &str) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut sets = Vec::new();
+    let mut rows: Vec<Vec<Option<String>>> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            if !rows.is_empty() {
+                sets.push(std::mem::take(&mut rows));
+            }
+            continue;
+        }
+        let mut fields = Vec::new();
+        let mut chars = line.chars().peekable();
+        loop {
+            let mut field = String::new();
+            let quoted = chars.peek() == Some(&'"');
+            if quoted {
+                chars.next();
+                while let Some(c) = chars.next() {
+                    if c == '"' {
+                        if chars.peek() == Some(&'"') {
+                            chars.next();
+                            field.push('"');
+                        } else {
+                            break;
+                        }
+                    } else {
+                        field.push(c);
+                    }
+                }
+            }
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                field.push(c);
+                chars.next();
+            }
+            fields.push((!(quoted && field == "[NULL]")).then_some(field));
+            if chars.next().is_none() {
+                break;
+            }
+        }
+        rows.push(fields);
+    }
+    if !rows.is_empty() {
+        sets.push(rows);
+    }
+    sets
+}
+
+const PERFETTO_QUERIES: &str = "\
+select name, idx, severity, value from stats where value > 0 and severity in ('error', 'data_loss');
+select count(*) as n from slice;
+select t.tid, t.name, p.pid, p.name as pname from thread t left join process p using (upid) order by t.tid;
+select t.tid, s.id, s.ts, s.dur, s.depth, s.parent_id, s.name, s.category
+  from slice s join thread_track tt on s.track_id = tt.id join thread t using (utid)
+  order by t.tid, s.ts, s.depth;
+";
+
+/// Loads `file` into `trace_processor_shell` (`tp`, see [`trace_processor`])
+/// and returns what Perfetto shows: slices per thread, threads and their
+/// processes, and every error or data-loss `stats` row. Panics when the
+/// shell cannot load the file.
+pub fn perfetto_view(tp: &Path, file: &Path) -> PerfettoView {
+    let out = Command::new(tp)
+        .arg("-Q")
+        .arg(PERFETTO_QUERIES)
+        .arg(file)
+        .output()
+        .expect("run trace_processor_shell");
+    assert!(
+        out.status.success(),
+        "trace_processor_shell cannot load {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sets = parse_tp_csv(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        sets.len(),
+        4,
+        "trace_processor_shell on {}: expected 4 result sets: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let num = |v: &Option<String>| -> Option<i64> { v.as_deref().and_then(|s| s.parse().ok()) };
+    let mut view = PerfettoView::default();
+    for r in &sets[0][1..] {
+        view.problems.push(PerfettoProblem {
+            name: r[0].clone().unwrap_or_default(),
+            idx: num(&r[1]),
+            severity: r[2].clone().unwrap_or_default(),
+            value: num(&r[3]).unwrap_or(0),
+        });
+    }
+    view.slice_count = num(&sets[1][1][0]).unwrap_or(0) as u64;
+    for r in &sets[2][1..] {
+        let tid = num(&r[0]).unwrap_or(0) as u64;
+        if tid == 0 && r[1].is_none() {
+            continue; // Perfetto's placeholder for "no thread"
+        }
+        view.threads.push(PerfettoThread {
+            tid,
+            name: r[1].clone(),
+            pid: num(&r[2]).map(|p| p as u64),
+            process_name: r[3].clone(),
+        });
+    }
+    for r in &sets[3][1..] {
+        let tid = num(&r[0]).unwrap_or(0) as u64;
+        view.slices.entry(tid).or_default().push(PerfettoSlice {
+            id: num(&r[1]).unwrap_or(0) as u64,
+            ts: num(&r[2]).unwrap_or(0),
+            dur: num(&r[3]).unwrap_or(0),
+            depth: num(&r[4]).unwrap_or(0) as u32,
+            parent: num(&r[5]).map(|p| p as u64),
+            name: r[6].clone().unwrap_or_default(),
+            category: r[7].clone().unwrap_or_default(),
+        });
+    }
+    view
+}
+
+/// A slice as the writer placed it: for [`perfetto_agrees`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedSlice {
+    pub tid: u64,
+    pub category: String,
+    pub name: String,
+    pub ts: i64,
+    pub end: i64,
+    /// The nesting level the writer meant (ptdec's stack depth, relative to
+    /// a segment's first frame, or a reader's nesting by intervals).
+    pub depth: i32,
+}
+
+/// A thread as ptdec's summary names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedThread {
+    pub pid: u64,
+    pub tid: u64,
+    pub name: String,
+}
+
+/// Loads `file` into Perfetto's trace processor and checks what it shows
+/// against what was written: no `stats` row of severity error or
+/// data_loss; `events` rows in the `slice` table (FTF slices and instants
+/// alike); each of `threads` under its name and pid, its process named as
+/// the thread whose tid is the pid; and per thread every slice of `slices`
+/// once, with every `call` slice at the level the writer gave it: Perfetto
+/// counts levels from each top-level slice, so a slice's Perfetto depth plus
+/// its top-level ancestor's expected depth is its expected depth, and its
+/// Perfetto parent is a slice one level up. Zero-width slices are only
+/// counted: Perfetto closes a slice before a zero-width one at its very end
+/// and stacks zero-width slices at one instant inside each other (its
+/// `SliceTracker::MaybeCloseStack`), so it cannot show where they belong. Returns the view, or `None`
+/// (after the tool policy) when trace_processor_shell is missing.
+pub fn perfetto_agrees(
+    test: &str,
+    file: &Path,
+    events: u64,
+    threads: &[ExpectedThread],
+    slices: &[ExpectedSlice],
+) -> Option<PerfettoView> {
+    let tp = trace_processor(test)?;
+    let view = perfetto_view(&tp, file);
+    let what = format!("{test}: {}", file.display());
+    assert!(
+        view.problems.is_empty(),
+        "{what}: Perfetto reports import problems: {:?}",
+        view.problems
+    );
+    assert_eq!(
+        view.slice_count, events,
+        "{what}: Perfetto shows {} slices of {events} events written",
+        view.slice_count
+    );
+    for t in threads {
+        let got = view.threads.iter().find(|p| p.tid == t.tid);
+        let got = got.unwrap_or_else(|| panic!("{what}: Perfetto has no thread {}", t.tid));
+        assert_eq!(
+            got.name.as_deref(),
+            Some(t.name.as_str()),
+            "{what}: {got:?}"
+        );
+        assert_eq!(got.pid, Some(t.pid), "{what}: {got:?}");
+        if let Some(main) = threads.iter().find(|m| m.tid == t.pid) {
+            assert_eq!(
+                got.process_name.as_deref(),
+                Some(main.name.as_str()),
+                "{what}: {got:?}"
+            );
+        }
+    }
+    type Key = (String, String, i64, i64);
+    let mut want: std::collections::BTreeMap<u64, std::collections::BTreeMap<Key, Vec<i32>>> =
+        Default::default();
+    for s in slices {
+        want.entry(s.tid)
+            .or_default()
+            .entry((s.category.clone(), s.name.clone(), s.ts, s.end - s.ts))
+            .or_default()
+            .push(s.depth);
+    }
+    for (tid, mut keys) in want {
+        let empty = Vec::new();
+        let got = view.slices.get(&tid).unwrap_or(&empty);
+        let by_id: std::collections::HashMap<u64, &PerfettoSlice> =
+            got.iter().map(|s| (s.id, s)).collect();
+        // Pair each Perfetto slice with an expected one of the same key,
+        // shallowest with shallowest.
+        let mut grouped: std::collections::BTreeMap<Key, Vec<&PerfettoSlice>> = Default::default();
+        for s in got
+            .iter()
+            .filter(|s| s.dur > 0 || keys.contains_key(&key_of(s)))
+        {
+            grouped.entry(key_of(s)).or_default().push(s);
+        }
+        let mut expected_depth: std::collections::HashMap<u64, i32> = Default::default();
+        for (key, depths) in keys.iter_mut() {
+            depths.sort_unstable();
+            let mut ps = grouped.remove(key).unwrap_or_default();
+            ps.sort_by_key(|s| s.depth);
+            assert_eq!(
+                ps.len(),
+                depths.len(),
+                "{what}: tid {tid}: {key:?} written {} times, Perfetto shows it {} times",
+                depths.len(),
+                ps.len()
+            );
+            for (p, d) in ps.iter().zip(depths.iter()) {
+                expected_depth.insert(p.id, *d);
+            }
+        }
+        let stray: Vec<_> = grouped.values().flatten().collect();
+        assert!(
+            stray.is_empty(),
+            "{what}: tid {tid}: Perfetto shows slices never written: {stray:?}"
+        );
+        for s in got.iter().filter(|s| s.category == "call" && s.dur > 0) {
+            let Some(&d) = expected_depth.get(&s.id) else {
+                continue;
+            };
+            let mut root = s;
+            while let Some(p) = root.parent.and_then(|p| by_id.get(&p)) {
+                root = *p;
+            }
+            let Some(&offset) = expected_depth.get(&root.id) else {
+                continue;
+            };
+            assert_eq!(
+                s.depth as i32 + offset,
+                d,
+                "{what}: tid {tid}: {s:?} is at Perfetto depth {} under {root:?} (written at {offset}), the writer put it at {d}",
+                s.depth
+            );
+            if let Some(parent) = s.parent.and_then(|p| by_id.get(&p)) {
+                if let Some(&pd) = expected_depth.get(&parent.id) {
+                    assert_eq!(pd, d - 1, "{what}: tid {tid}: {s:?} under {parent:?}");
+                }
+            }
+        }
+    }
+    Some(view)
+}
+
+fn key_of(s: &PerfettoSlice) -> (String, String, i64, i64) {
+    (s.category.clone(), s.name.clone(), s.ts, s.dur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tp_csv_result_sets() {
+        let text = "\"a\",\"b\"\n1,\"x, \"\"y\"\"\"\n2,\"[NULL]\"\n\n\"n\"\n7\n";
+        let sets = parse_tp_csv(text);
+        assert_eq!(sets.len(), 2);
+        assert_eq!(
+            sets[0][1],
+            [Some("1".to_string()), Some("x, \"y\"".to_string())]
+        );
+        assert_eq!(sets[0][2], [Some("2".to_string()), None]);
+        assert_eq!(sets[1], [[Some("n".to_string())], [Some("7".to_string())]]);
+    }
+}

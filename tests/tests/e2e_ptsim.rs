@@ -34,12 +34,19 @@
 //!    not checked.
 //! 4. The `fxt` Python reader parses every FTF file written here, event for
 //!    event as our own reader does.
+//! 5. Perfetto's own importer (`trace_processor_shell`) loads every FTF
+//!    file written here, on the instruction axis and on the ns axis, with
+//!    no import error or data loss, shows every event, names threads and
+//!    processes as ptdec's summary does, and puts every call slice with a
+//!    duration at the depth ptdec's stack gave it.
 //!
 //! The traces are made with ptsim's library (`ptsim::sim::run`) in this
 //! process, two at a time (the machine has two cores; ptsim's engines use
 //! `__WNOTHREAD`, so engines in one process never wait for each other's
 //! children), with an empty environment, so the runs are small and
 //! deterministic. perf and the fxt venv follow `pt_tests`' tool policy.
+
+mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -344,6 +351,10 @@ fn decode_ops(dir: &Path) -> (Branches, DecodeStats) {
 }
 
 fn decode_ftf(dir: &Path, out: &Path) -> Report {
+    decode_ftf_on(dir, out, TimeAxis::Instructions)
+}
+
+fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
     let trace = Trace::open(dir).unwrap();
     let images = images(dir);
     let symbols = SymbolCache::for_search(images.search());
@@ -354,7 +365,8 @@ fn decode_ftf(dir: &Path, out: &Path) -> Report {
         RunOptions {
             decode: DecodeOptions::default(),
             emit: EmitOptions {
-                axis: TimeAxis::Instructions,
+                axis,
+                record: true,
                 ..EmitOptions::default()
             },
             target: Target::File(out.to_path_buf()),
@@ -646,6 +658,10 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     if let Some(python) = pt_tests::python_with_fxt(test) {
         fxt_agrees(&python, &ftf);
     }
+    // 5: Perfetto, on the instruction axis and on the default ns axis.
+    common::perfetto_agrees_with_report(&format!("{test}: {what}"), &report);
+    let ns = decode_ftf_on(&dir, &dir.join("ns.ftf"), TimeAxis::Ns);
+    common::perfetto_agrees_with_report(&format!("{test}: {what} (ns)"), &ns);
     let total: u64 = insns.values().sum();
     eprintln!(
         "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  slices checked {checked}",
@@ -720,4 +736,164 @@ fn cycle_accurate_traces_decode_as_the_truth_says() {
         &["threads", "vdso", "indirect"],
         CYC,
     );
+}
+
+/// Recursion 700 levels deep (fixtures/programs/deep.c), deeper than the
+/// 512 levels Perfetto keeps per track: ptdec folds what lies below level
+/// `FOLD_DEPTH` into the slice at that level, so Perfetto drops nothing
+/// (`slice_max_depth_exceeded` stays 0), and the `folded` args of the
+/// folding slices add up to every call not written, on both time axes.
+#[test]
+fn deep_recursion_is_folded_within_perfettos_depth() {
+    let test = "deep_recursion_is_folded_within_perfettos_depth";
+    let Some(progs) = programs(test) else { return };
+    let (_tmp, dir) = simulate(&progs, "deep", DEFAULT);
+    for axis in [TimeAxis::Ns, TimeAxis::Instructions] {
+        let trace = Trace::open(&dir).unwrap();
+        let images = images(&dir);
+        let symbols = SymbolCache::for_search(images.search());
+        let out = dir.join(format!("deep-{axis:?}.ftf"));
+        let report = run(
+            &trace,
+            &images,
+            &symbols,
+            RunOptions {
+                decode: DecodeOptions::default(),
+                emit: EmitOptions {
+                    axis,
+                    record: true,
+                    ..EmitOptions::default()
+                },
+                target: Target::File(out.clone()),
+                on_op: None,
+            },
+        )
+        .unwrap();
+        // down(700) and down(600) under _start: 702 levels of calls.
+        assert_eq!(report.stack.max_depth, 702, "{axis:?}");
+        let e = &report.emit;
+        let fold = ptdec::emit::FOLD_DEPTH;
+        assert_eq!(e.folds, 2, "{axis:?}: {e:?}");
+        assert_eq!(e.folded_max_depth, 702, "{axis:?}: {e:?}");
+        // Levels fold+1..=702 of the first, fold+1..=602 of the second.
+        let want = (702 - fold) as u64 + (602 - fold) as u64;
+        assert_eq!(e.folded_calls, want, "{axis:?}: {e:?}");
+        let w = &report.written[0];
+        assert_eq!(w.slices.iter().map(|s| s.folded).sum::<u64>(), want);
+        assert!(w.slices.iter().all(|s| s.depth <= fold), "{axis:?}");
+        assert_eq!(
+            w.slices.iter().filter(|s| s.category == "call").count() as u64 + e.folded_calls,
+            report.stack.calls + 1,
+            "{axis:?}: every call (and _start) is written or folded"
+        );
+        let Some(view) = pt_tests::perfetto_agrees(test, &out, w.events, &[], &common_expected(w))
+        else {
+            return;
+        };
+        let deepest = view.slices.values().flatten().map(|s| s.depth).max();
+        assert_eq!(deepest, Some(fold as u32), "{axis:?}");
+    }
+}
+
+fn common_expected(w: &ptdec::emit::Written) -> Vec<pt_tests::ExpectedSlice> {
+    w.slices
+        .iter()
+        .map(|s| pt_tests::ExpectedSlice {
+            tid: s.tid.into(),
+            category: s.category.to_string(),
+            name: s.name.clone(),
+            ts: s.start as i64,
+            end: s.end as i64,
+            depth: s.depth,
+        })
+        .collect()
+}
+
+/// A real program traced without timing packets (ptsim with TSC and MTC
+/// off), its Intel PT taken out of the perf.data and decoded as raw PT
+/// with the program's ELF (`ptdec raw`'s path): every op has the same time.
+/// With no axis chosen ptdec writes the instruction axis and says so, and
+/// folds the 700-level recursion, so Perfetto shows every slice written;
+/// `ns` asked for is refused. Before, the default axis put all 1,306 slices
+/// at time 0, and Perfetto nested them in each other and dropped all but
+/// 512 levels.
+#[test]
+fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
+    let test = "a_real_trace_without_timing_packets_loads_whole_in_perfetto";
+    let Some(progs) = programs(test) else { return };
+    let no_timing = Variant {
+        name: "no tsc, no mtc",
+        apply: |o| {
+            o.pt.tsc = false;
+            o.pt.mtc = false;
+        },
+    };
+    let (_tmp, dir) = simulate(&progs, "deep", no_timing);
+    let bytes = std::fs::read(dir.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
+    let mut pt = Vec::new();
+    for e in file.events() {
+        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    assert!(pt.len() > 1000, "{} bytes of PT", pt.len());
+    let pt_path = dir.join("deep.pt");
+    std::fs::write(&pt_path, &pt).unwrap();
+    let input = ptdec::raw::RawInput::load(
+        &ptdec::raw::FileRange {
+            path: pt_path,
+            from: 0,
+            to: None,
+        },
+        &[ptdec::raw::ElfSpec {
+            path: progs.join("deep"),
+            base: None,
+        }],
+        &[],
+    )
+    .unwrap();
+    let symbols = SymbolCache::new();
+    let decode_raw = |emit: EmitOptions, out: &Path| {
+        ptdec::pipeline::run_raw(
+            &input,
+            &ptdec::decode::RawConfig::default(),
+            &symbols,
+            RunOptions {
+                decode: DecodeOptions::default(),
+                emit,
+                target: Target::File(out.to_path_buf()),
+                on_op: None,
+            },
+        )
+    };
+    let out = dir.join("deep-raw.ftf");
+    let report = decode_raw(
+        EmitOptions {
+            axis_auto: true,
+            record: true,
+            ..EmitOptions::default()
+        },
+        &out,
+    )
+    .unwrap();
+    assert!(report.emit.no_time, "{:?}", report.emit);
+    assert_eq!(report.emit.axis, TimeAxis::Instructions);
+    assert_eq!(report.decode.insns, truth_insns(&dir).values().sum::<u64>());
+    assert_eq!(report.stack.max_depth, 702);
+    assert_eq!(report.emit.folds, 2, "{:?}", report.emit);
+    let w = &report.written[0];
+    assert_eq!(
+        w.slices.iter().filter(|s| s.category == "call").count() as u64 + report.emit.folded_calls,
+        report.stack.calls + 1,
+        "every call (and _start) is written or folded"
+    );
+    let summary = ptdec::summary::render(&report);
+    assert!(summary.contains("time axis     instructions"), "{summary}");
+    assert!(summary.contains("folded        346 calls"), "{summary}");
+    pt_tests::perfetto_agrees(test, &out, w.events, &[], &common_expected(w));
+
+    let refused = decode_raw(EmitOptions::default(), &dir.join("ns.ftf"));
+    let err = refused.expect_err("ns axis without time").to_string();
+    assert!(err.contains("--time-axis instructions"), "{err}");
 }

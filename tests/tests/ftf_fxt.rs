@@ -7,6 +7,10 @@
 //! (`bash scripts/setup`); skipped with one line otherwise, failed under
 //! `PT_REQUIRE_TOOLS=1`.
 //!
+//! Each trace is also loaded into Perfetto's own importer
+//! (`trace_processor_shell`, [`pt_tests::perfetto_agrees`]): no import error,
+//! every slice a row, threads and processes named and numbered as written.
+//!
 //! fxt 0.3.0 reads the duration-complete word as a duration and calls it
 //! `duration_ns`, but the spec defines it as the *end time* in ticks, which is
 //! what we write and what Perfetto's importer reads (`end_ts`, then
@@ -157,6 +161,30 @@ fn our_view(trace: &[u8]) -> String {
     view + &lines
 }
 
+/// Perfetto's importer shows `trace` with `slices` rows (begin/end pairs
+/// are one), `threads` under their names and pids, and `expected` slices
+/// (ns) at their depths.
+fn perfetto_reads(
+    test: &str,
+    trace: &[u8],
+    slices: u64,
+    threads: &[pt_tests::ExpectedThread],
+    expected: &[pt_tests::ExpectedSlice],
+) -> Option<pt_tests::PerfettoView> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{test}.ftf"));
+    std::fs::write(&path, trace).unwrap();
+    pt_tests::perfetto_agrees(test, &path, slices, threads, expected)
+}
+
+fn thread(pid: u64, tid: u64, name: &str) -> pt_tests::ExpectedThread {
+    pt_tests::ExpectedThread {
+        pid,
+        tid,
+        name: name.into(),
+    }
+}
+
 fn compare(test: &str, trace: &[u8]) {
     let Some(theirs) = fxt_view(test, trace) else {
         return;
@@ -233,6 +261,28 @@ fn fxt_reads_every_record_kind_and_argument_type() {
         assert!(ours.contains(kind), "{kind} missing from\n{ours}");
     }
     compare("fxt_reads_every_record_kind_and_argument_type", &trace);
+    // main (begin/end), compute, the instant and the nameless slice; the
+    // counter goes to Perfetto's counter table. Ticks are 2.4 GHz here, so
+    // only counts and names are compared.
+    let view = perfetto_reads(
+        "fxt_reads_every_record_kind_and_argument_type",
+        &trace,
+        4,
+        &[
+            thread(4242, 4242, "prog"),
+            thread(4242, 4243, "worker"),
+            thread(5000, 5001, "other-main"),
+        ],
+        &[],
+    );
+    if let Some(view) = view {
+        let main = &view.slices[&4242];
+        assert_eq!(main.len(), 2, "{main:?}");
+        // 1000 and 2400 ticks of 2.4 GHz: 416 ns and 1000 ns.
+        assert_eq!((main[0].name.as_str(), main[0].ts), ("main", 416));
+        assert_eq!(main[0].ts + main[0].dur, 1000);
+        assert_eq!((main[1].name.as_str(), main[1].depth), ("compute", 1));
+    }
 }
 
 #[test]
@@ -262,4 +312,24 @@ fn fxt_resolves_recycled_string_and_thread_slots() {
     }
     let trace = w.finish().unwrap();
     compare("fxt_resolves_recycled_string_and_thread_slots", &trace);
+    let threads: Vec<_> = (0..300u64)
+        .map(|i| thread(100 + i / 10, 10_000 + i, &format!("thr{i}")))
+        .collect();
+    let expected: Vec<_> = (0..40_000u64)
+        .map(|i| pt_tests::ExpectedSlice {
+            tid: 10_000 + i * 7 % 300,
+            category: "call".into(),
+            name: format!("fn_{i}"),
+            ts: (i * 10) as i64,
+            end: (i * 10 + 5) as i64,
+            depth: 0,
+        })
+        .collect();
+    perfetto_reads(
+        "fxt_resolves_recycled_string_and_thread_slots",
+        &trace,
+        40_000,
+        &threads,
+        &expected,
+    );
 }

@@ -1,7 +1,9 @@
 //! `ptdec` on the real recordings in `../shared/realdata` (no binaries come
 //! with them): decoding finishes without a panic, reports the missing
 //! images, and the FTF it writes (plain, gzip, split) is read by the `fxt`
-//! Python package exactly as our reader reads it.
+//! Python package exactly as our reader reads it, and by Perfetto's own
+//! importer with no import error, every event shown, threads named as in
+//! the summary and calls at the depth ptdec's stack gave them.
 
 mod common;
 
@@ -52,7 +54,13 @@ fn fxt_reads_what_ptdec_writes_for_the_real_recordings() {
             pt_tests::missing::<()>(test, &format!("{} is not there", path.display()));
             continue;
         }
-        let report = decode(&path, EmitOptions::default());
+        let report = decode(
+            &path,
+            EmitOptions {
+                record: true,
+                ..EmitOptions::default()
+            },
+        );
         assert!(
             !report.missing.is_empty(),
             "{name}: no binaries come with it"
@@ -61,9 +69,12 @@ fn fxt_reads_what_ptdec_writes_for_the_real_recordings() {
             &path,
             EmitOptions {
                 split: Some(250_000),
+                record: true,
                 ..EmitOptions::default()
             },
         );
+        common::perfetto_agrees_with_report(&format!("{test} {name}"), &report);
+        common::perfetto_agrees_with_report(&format!("{test} {name} split"), &split);
         let Some(python) = &python else { continue };
         for w in report.written.iter().chain(&split.written) {
             common::fxt_agrees(&format!("{test} {name} {:?}", w.window), python, &w.bytes);

@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! What the `fxt` Python reader and our FTF reader each see in a file
 //! ptdec wrote, as comparable text: one line per kernel object and per event
 //! (class, pid, tid, category, name, timestamp, sorted argument names).
@@ -83,5 +84,57 @@ pub fn fxt_agrees(test: &str, python: &Path, bytes: &[u8]) {
             .map(|(a, b)| format!("fxt:  {a}\nours: {b}"))
             .unwrap_or_else(|| "one is a prefix of the other".into());
         panic!("{test}: fxt and our reader disagree:\n{first}");
+    }
+}
+
+/// Checks each file of a ptdec run (decoded with `EmitOptions::record`)
+/// through Perfetto's importer ([`pt_tests::perfetto_agrees`]): no import
+/// problems, every event shown, threads named and numbered as in the report,
+/// every slice at the depth ptdec's stack gave it. Files in memory are
+/// written to a temporary file first.
+pub fn perfetto_agrees_with_report(test: &str, report: &ptdec::pipeline::Report) {
+    let threads: Vec<pt_tests::ExpectedThread> = report
+        .threads
+        .iter()
+        .map(|((pid, tid), t)| pt_tests::ExpectedThread {
+            pid: (*pid).into(),
+            tid: (*tid).into(),
+            name: t.name.clone(),
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, w) in report.written.iter().enumerate() {
+        let path = match &w.path {
+            Some(p) => p.clone(),
+            None => {
+                let p = tmp.path().join(format!("out-{i}.ftf"));
+                std::fs::write(&p, &w.bytes).unwrap();
+                p
+            }
+        };
+        assert!(
+            w.events == 0 || !w.slices.is_empty(),
+            "{test}: decode with EmitOptions::record to check through Perfetto"
+        );
+        let slices: Vec<pt_tests::ExpectedSlice> = w
+            .slices
+            .iter()
+            .map(|s| pt_tests::ExpectedSlice {
+                tid: s.tid.into(),
+                category: s.category.to_string(),
+                name: s.name.clone(),
+                ts: s.start as i64,
+                end: s.end as i64,
+                depth: s.depth,
+            })
+            .collect();
+        let seen: Vec<_> = threads
+            .iter()
+            .filter(|t| w.slices.iter().any(|s| u64::from(s.tid) == t.tid))
+            .cloned()
+            .collect();
+        if pt_tests::perfetto_agrees(test, &path, w.events, &seen, &slices).is_none() {
+            return;
+        }
     }
 }

@@ -1,0 +1,238 @@
+//! `ptdec check`: loads an FTF file into Perfetto's own importer
+//! (`trace_processor_shell`, the engine behind ui.perfetto.dev) and reports
+//! what it could not place: every `stats` row of severity `error` or
+//! `data_loss` (slices dropped for nesting deeper than Perfetto keeps,
+//! overlapping slices, unreadable records, ...), with the number of slices
+//! and threads it shows. The last step of the data flow, after `emit`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// Why a check could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// No trace_processor_shell where it was looked for.
+    #[error("trace_processor_shell not found (tried {tried}); give --trace-processor PATH or set PT_TRACE_PROCESSOR (download: curl -LO https://get.perfetto.dev/trace_processor)")]
+    NotFound { tried: String },
+    /// It could not be started.
+    #[error("cannot run {path}: {source}")]
+    Run {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran but could not load the file.
+    #[error("Perfetto cannot load {file}: {message}")]
+    Load { file: PathBuf, message: String },
+    /// Its output was not the result sets asked for.
+    #[error("unexpected output from {path}: {output}")]
+    Output { path: PathBuf, output: String },
+}
+
+/// A `stats` row with severity `error` or `data_loss`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub name: String,
+    pub severity: String,
+    pub value: i64,
+    pub description: String,
+}
+
+/// What Perfetto made of a file.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    /// Rows of the `slice` table (FTF duration events and instants).
+    pub slices: u64,
+    /// Threads with a tid (Perfetto adds a placeholder with tid 0).
+    pub threads: u64,
+    pub problems: Vec<Problem>,
+    /// Seconds trace_processor_shell took to load and answer.
+    pub seconds: f64,
+}
+
+impl CheckReport {
+    /// Whether Perfetto reported an import error or data loss.
+    pub fn failed(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// `explicit`, else `$PT_TRACE_PROCESSOR`, else `trace_processor_shell` on
+/// the `PATH`.
+pub fn find_trace_processor(explicit: Option<&Path>) -> Result<PathBuf, CheckError> {
+    let env = std::env::var_os("PT_TRACE_PROCESSOR").map(PathBuf::from);
+    let candidates: Vec<PathBuf> = match (explicit, env) {
+        (Some(p), _) => vec![p.to_path_buf()],
+        (None, Some(p)) => vec![p],
+        (None, None) => std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("trace_processor_shell"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.clone());
+        }
+    }
+    let tried = match (explicit, candidates.first()) {
+        (Some(p), _) => p.display().to_string(),
+        (None, Some(p)) if candidates.len() == 1 => format!("$PT_TRACE_PROCESSOR {}", p.display()),
+        _ => "trace_processor_shell on the PATH".into(),
+    };
+    Err(CheckError::NotFound { tried })
+}
+
+const QUERIES: &str = "\
+select name, severity, value, description from stats where value > 0 and severity in ('error', 'data_loss') order by name;
+select count(*) from slice;
+select count(*) from thread where tid != 0 or name is not null;
+";
+
+/// Loads `file` (FTF, plain or gzip) into trace_processor_shell `tp`.
+pub fn check(tp: &Path, file: &Path) -> Result<CheckReport, CheckError> {
+    let t0 = Instant::now();
+    let out = Command::new(tp)
+        .arg("-Q")
+        .arg(QUERIES)
+        .arg(file)
+        .output()
+        .map_err(|source| CheckError::Run {
+            path: tp.to_path_buf(),
+            source,
+        })?;
+    let seconds = t0.elapsed().as_secs_f64();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        // Its last line says why; the rest is progress.
+        let message = err
+            .split(['\n', '\r'])
+            .rfind(|l| !l.trim().is_empty())
+            .map(|l| l.rsplit("Loading trace: ").next().unwrap_or(l))
+            .unwrap_or("it failed without a message")
+            .trim()
+            .to_string();
+        return Err(CheckError::Load {
+            file: file.to_path_buf(),
+            message,
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bad = || CheckError::Output {
+        path: tp.to_path_buf(),
+        output: text.chars().take(500).collect(),
+    };
+    let sets = result_sets(&text);
+    let [problems, slices, threads] = &sets[..] else {
+        return Err(bad());
+    };
+    let count = |set: &Vec<Vec<String>>| -> Option<u64> { set.get(1)?.first()?.parse().ok() };
+    let mut report = CheckReport {
+        slices: count(slices).ok_or_else(bad)?,
+        threads: count(threads).ok_or_else(bad)?,
+        problems: Vec::new(),
+        seconds,
+    };
+    for row in problems.iter().skip(1) {
+        let [name, severity, value, description] = &row[..] else {
+            return Err(bad());
+        };
+        report.problems.push(Problem {
+            name: name.clone(),
+            severity: severity.clone(),
+            value: value.parse().map_err(|_| bad())?,
+            description: description.clone(),
+        });
+    }
+    Ok(report)
+}
+
+/// trace_processor_shell's CSV: result sets separated by blank lines, a
+/// header row first, fields quoted with `"` doubled inside.
+fn result_sets(text: &str) -> Vec<Vec<Vec<String>>> {
+    let mut sets = Vec::new();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            if !rows.is_empty() {
+                sets.push(std::mem::take(&mut rows));
+            }
+            continue;
+        }
+        let mut fields = Vec::new();
+        let mut field = String::new();
+        let (mut quoted, mut chars) = (false, line.chars().peekable());
+        while let Some(c) = chars.next() {
+            match c {
+                '"' if quoted && chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = !quoted,
+                ',' if !quoted => fields.push(std::mem::take(&mut field)),
+                c => field.push(c),
+            }
+        }
+        fields.push(field);
+        rows.push(fields);
+    }
+    if !rows.is_empty() {
+        sets.push(rows);
+    }
+    sets
+}
+
+/// The report as the user reads it; `written`: events ptdec wrote into
+/// the file, when it just wrote it.
+pub fn render(file: &Path, r: &CheckReport, written: Option<u64>) -> String {
+    let mut o = format!(
+        "ptdec check: {}: Perfetto shows {} slices on {} thread{} (loaded in {:.2} s)",
+        file.display(),
+        r.slices,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        r.seconds
+    );
+    if let Some(w) = written {
+        o += &format!(", of {w} written");
+    }
+    o.push('\n');
+    if r.problems.is_empty() {
+        o += "  no import errors or data loss\n";
+    }
+    for p in &r.problems {
+        o += &format!(
+            "  {} {}: {} ({})\n",
+            p.severity, p.name, p.value, p.description
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_result_sets() {
+        let text = "\"name\",\"value\"\n\"a, \"\"b\"\"\",3\n\n\"count(*)\"\n12\n";
+        let sets = result_sets(text);
+        assert_eq!(sets.len(), 2);
+        assert_eq!(sets[0][1], ["a, \"b\"", "3"]);
+        assert_eq!(sets[1][1], ["12"]);
+    }
+
+    #[test]
+    fn missing_tool_is_named() {
+        let e = find_trace_processor(Some(Path::new("/nonexistent/tp"))).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/nonexistent/tp") && msg.contains("--trace-processor"),
+            "{msg}"
+        );
+    }
+}
