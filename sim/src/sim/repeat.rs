@@ -140,6 +140,8 @@ pub struct Found {
     pub lines: u64,
     /// Stack pointer at LOC.
     pub sp: u64,
+    /// The closing arrival, to start over from when the iteration is refused.
+    again: Arrival,
 }
 
 impl Found {
@@ -322,6 +324,13 @@ impl Repeater {
                     t.trim();
                 }
                 let (spec, a) = found?;
+                let bound = t
+                    .shadow
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&s| s > sp)
+                    .unwrap_or(u64::MAX);
                 let start = (a.at + 1 - t.log_base) as usize;
                 let from_cycles = super::cycles_of(&t.log[start - 1]);
                 Some(Found {
@@ -332,6 +341,12 @@ impl Repeater {
                     from_cycles,
                     lines: truth_lines - a.lines,
                     sp,
+                    again: Arrival {
+                        sp,
+                        bound,
+                        at: abs,
+                        lines: truth_lines,
+                    },
                 })
             }
         }
@@ -346,20 +361,24 @@ impl Repeater {
             None => self.performed[f.spec].push(f.tid),
             Some(w) => self.refused[f.spec].push(w),
         }
-        for t in self.threads.values_mut() {
+        for (&tid, t) in self.threads.iter_mut() {
             for w in &mut t.watches {
                 w.arrivals.clear();
             }
-            t.trim();
-        }
-        if performed {
-            if let Some(w) = self
-                .threads
-                .get_mut(&f.tid)
-                .and_then(|t| t.watches.get_mut(f.spec))
-            {
-                w.done = true;
+            if performed || tid != f.tid {
+                t.trim();
             }
+        }
+        if let Some(t) = self.threads.get_mut(&f.tid) {
+            if let Some(w) = t.watches.get_mut(f.spec) {
+                if performed {
+                    w.done = true;
+                } else {
+                    // Refused: the closing arrival opens the next try.
+                    w.arrivals.push(f.again);
+                }
+            }
+            t.trim();
         }
     }
 }
