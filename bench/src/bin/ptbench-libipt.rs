@@ -100,11 +100,11 @@ fn run() -> anyhow::Result<()> {
         // end of this iteration, after the decoder built from it is dropped
         // (`dec` is declared after `bytes`), and is not touched meanwhile.
         let builder = unsafe { cfg.clone().buffer_from_raw(bytes.as_mut_ptr(), bytes.len()) };
-        let mut dec = builder.build().context("libipt: allocate a block decoder")?;
+        let mut dec = builder
+            .build()
+            .context("libipt: allocate a block decoder")?;
         for &isid in &isids {
-            let _ = dec
-                .image()
-                .add_cached(cache.clone(), isid, None);
+            let _ = dec.image().add_cached(cache.clone(), isid, None);
         }
         decode(&mut dec, &mut n);
     }
