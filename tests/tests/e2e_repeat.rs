@@ -300,12 +300,13 @@ fn check_sequences(test: &str, what: &str, dir: &Path) -> usize {
             })
             .collect();
         let empty = Vec::new();
+        // perf first: when only ptdec differs, the trace is right.
         let sides = [
-            ("ptdec", Some(ops.seq.get(tid).unwrap_or(&empty))),
             (
                 "perf",
                 perf.as_ref().map(|p| p.threads.get(tid).unwrap_or(&empty)),
             ),
+            ("ptdec", Some(ops.seq.get(tid).unwrap_or(&empty))),
         ];
         for (side, got) in sides {
             let Some(got) = got else { continue };
