@@ -202,6 +202,11 @@ impl Repeater {
         (0..self.specs.len()).any(|i| !self.addrs.contains_key(&(pid, i)))
     }
 
+    /// Process `pid` exec'ed a new image: its locations are resolved anew.
+    pub fn exec(&mut self, pid: u32) {
+        self.addrs.retain(|&(p, _), _| p != pid);
+    }
+
     /// Tries to resolve the unresolved locations in process `pid` (at its
     /// exec, and after it mapped new code).
     pub fn resolve(&mut self, pid: u32) {
@@ -225,15 +230,26 @@ impl Repeater {
     pub fn observe(&mut self, ev: &Event, truth_lines: u64) -> Option<Found> {
         match *ev {
             Event::ThreadBegin { pid, tid, .. } => {
+                // After an exec the thread starts over in a new image, but
+                // a LOC it repeated stays done: once per LOC per thread.
+                let done: Vec<bool> = match self.threads.get(&tid) {
+                    Some(t) => t.watches.iter().map(|w| w.done).collect(),
+                    None => vec![false; self.specs.len()],
+                };
                 self.threads.insert(
                     tid,
                     ThreadRep {
                         pid,
-                        watches: (0..self.specs.len()).map(|_| Watch::default()).collect(),
+                        watches: done
+                            .into_iter()
+                            .map(|done| Watch {
+                                done,
+                                arrivals: Vec::new(),
+                            })
+                            .collect(),
                         ..ThreadRep::default()
                     },
                 );
-                // Done stays done across exec: once per LOC per thread.
                 None
             }
             Event::ThreadEnd { tid, .. } => {
