@@ -259,7 +259,7 @@ def main():
     print("runs per cell: median of %d (1 GB traces: 1); %d CPUs; memory budget %.0f GB" % (args.runs, ncpu, budget / (1 << 30)))
     for name, size_name, mb, trace, gen in traces:
         if gen:
-            print("generated %s %s: %.1f s wall, %.0f MB peak RSS" % (name, size_name, gen["wall"], gen["rss_mb"]))
+            print("generated %s %s: %.1f s wall, %.1f s CPU, %.0f MB peak RSS" % (name, size_name, gen["wall"], gen["cpu"], gen["rss_mb"]))
 
 
 PERF_HOME = r"""

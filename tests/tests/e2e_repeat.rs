@@ -471,6 +471,26 @@ fn two_threads_repeat_on_two_cpus_as_the_truth_says() {
     eprintln!("interp 2 --per-cpu 2: {calls} calls = truth = ptdec = perf");
 }
 
+/// The keys whose counts differ: (key, got, truth).
+fn diff(
+    got: &BTreeMap<(u32, u64), u64>,
+    want: &BTreeMap<(u32, u64), u64>,
+) -> Vec<((u32, u64), u64, u64)> {
+    let mut keys: Vec<_> = got.keys().chain(want.keys()).copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| {
+            (
+                k,
+                got.get(&k).copied().unwrap_or(0),
+                want.get(&k).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, a, b)| a != b)
+        .collect()
+}
+
 /// Per (tid, function): truth totals = ptdec = perf; with `prog`, the FTF
 /// has a call slice per truth call of each function the repeated iteration
 /// calls (exactly one per call with `exact_ftf`, for the functions that no
@@ -479,19 +499,27 @@ fn check_counts(test: &str, what: &str, dir: &Path, prog: Option<&Path>, exact_f
     let truth = truth(dir);
     let want = truth_calls(&truth);
     let total: u64 = want.values().sum();
+    if let Some(perf) = pt_tests::perf(test) {
+        let (calls, errors) = perf_calls(&perf, dir);
+        assert!(errors.is_empty(), "{what}: perf: {errors:?}");
+        assert!(
+            calls == want,
+            "{what}: perf's calls per (tid, target) differ from the truth's: {:?}",
+            diff(&calls, &want)
+        );
+    }
     let (ops, stats) = decode_ops(dir, false);
-    assert_eq!(ops.calls, want, "{what}: ptdec's calls per function");
+    assert!(
+        ops.calls == want,
+        "{what}: ptdec's calls per (tid, target) differ from the truth's (perf's do not): {:?}",
+        diff(&ops.calls, &want)
+    );
     let insns: u64 = stats.threads.values().map(|t| t.insns).sum();
     assert_eq!(
         insns,
         truth_insns(dir).values().sum::<u64>(),
         "{what}: instructions"
     );
-    if let Some(perf) = pt_tests::perf(test) {
-        let (calls, errors) = perf_calls(&perf, dir);
-        assert!(errors.is_empty(), "{what}: perf: {errors:?}");
-        assert_eq!(calls, want, "{what}: perf's calls per function");
-    }
     if let Some(prog) = prog {
         let slices = ftf_calls(dir);
         // ptdec makes a slice of a tail call too (a `jmp` to a function):
