@@ -135,24 +135,3 @@ fn trace_dir_inputs_decode_without_crashing() {
         "trace_dir_inputs_decode_without_crashing",
     );
 }
-
-/// `fuzz/known-unbounded/`: 46 bytes (PSB+, then TIP.PGE onto the image's
-/// `jmp .`) on which libipt follows code that needs no packets forever and
-/// the decoder's op list grows until the allocator aborts (2 GiB within
-/// seconds). The decode loop's no-progress bound is separate work; once it
-/// lands this runs without `--ignored` and the inputs move to
-/// `fuzz/regressions/`.
-#[test]
-#[ignore = "until the decode loop's no-progress bound lands (issue 8)"]
-fn known_unbounded_inputs_stay_bounded() {
-    if replay_in_child() {
-        return;
-    }
-    for target in ["raw_pt", "trace_dir"] {
-        replay_all(
-            target,
-            &["known-unbounded"],
-            "known_unbounded_inputs_stay_bounded",
-        );
-    }
-}

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""The benchmark behind scripts/bench (README, "Performance").
+
+Generates Intel PT traces of about 10 MB, 100 MB and 1 GB with
+`ptsim --repeat` from the workloads in fixtures/programs (cached under
+target/bench/, regenerated when ptsim, the program or the settings change),
+then runs on each trace, one tool at a time:
+
+  ptdec -j1, ptdec (all cores)   writing FTF to target/bench/out.ftf
+  perf script --itrace=cr        to /dev/null
+  ptbench-libipt                 libipt's block decoder alone
+
+Each child's wall time, CPU time (user+sys) and peak RSS come from the
+kernel (os.wait4). Cells run `--runs` times (1 for the 1 GB traces) and the
+median is printed. A cell whose estimated memory exceeds the budget is
+skipped; every child runs under an address-space limit and a timeout.
+After each trace, the FTF ptdec wrote is loaded into Perfetto's importer
+(`ptdec check`, trace_processor_shell from ../shared/perfetto or
+$PT_TRACE_PROCESSOR) and the result is printed under the table.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REL = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
+BENCH = os.path.join(ROOT, "target", "bench")
+PROGS = os.path.join(BENCH, "programs")
+MB = 1 << 20
+
+# name, program, args, --repeat LOC, bytes of PT per extra iteration
+# (measured; sets K for a size), per-cpu CPUs, threads that repeat
+WORKLOADS = {
+    "interp": ("interp", [], "interp_run", 4624, None, 1),
+    "shapes": ("shapes", [], "shapes_round", 2235, None, 1),
+    "interp2-percpu": ("interp", ["2"], "interp_run", 4770, 2, 2),
+}
+SIZES = [("10MB", 10), ("100MB", 100), ("1GB", 1024)]
+
+
+def jn_name(ncpu):
+    return "ptdec -j%d" % ncpu
+
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_child(argv, timeout, mem_limit, stdout=subprocess.DEVNULL, env=None):
+    """Runs argv; returns dict(wall, cpu, rss_mb, status, out) from wait4."""
+    def limits():
+        if mem_limit:
+            resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))
+    start = time.monotonic()
+    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE,
+                         preexec_fn=limits, env=env)
+    timed_out = False
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > timeout:
+            timed_out = True
+            os.kill(p.pid, signal.SIGKILL)
+            pid, status, ru = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.02)
+    wall = time.monotonic() - start
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    if timed_out:
+        state = "timeout"
+    elif p.returncode == 0:
+        state = "ok"
+    elif p.returncode < 0 and mem_limit and ("memory" in err or p.returncode == -signal.SIGABRT):
+        state = "oom"
+    elif mem_limit and "memory allocation" in err:
+        state = "oom"
+    else:
+        state = "failed (exit %d): %s" % (p.returncode, err.strip().splitlines()[-1:] or "")
+    return {
+        "wall": wall,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "rss_mb": ru.ru_maxrss / 1024.0,
+        "state": state,
+        "err": err,
+    }
+
+
+def truth_totals(trace):
+    insns = calls = 0
+    with open(os.path.join(trace, "truth", "summary.txt")) as f:
+        for line in f:
+            w = line.split()
+            if w and w[0] == "total":
+                insns = int(w[2])
+                calls = int(w[7]) + int(w[8])
+    return insns, calls
+
+
+def generate(name, size_name, mb, args):
+    prog, pargs, loc, per_iter, per_cpu, threads = WORKLOADS[name]
+    k = max(1, int(mb * MB / per_iter / threads))
+    trace = os.path.join(BENCH, "%s-%s" % (name, size_name))
+    ptsim = os.path.join(REL, "ptsim")
+    binary = os.path.join(PROGS, prog)
+    cmd = [ptsim, "--empty-env", "--force", "-q", "-o", trace, "--repeat", "%s=%d" % (loc, k)]
+    if per_cpu:
+        cmd += ["--per-cpu", str(per_cpu)]
+    cmd += ["--", binary] + pargs
+    key = json.dumps([sha(ptsim), sha(binary), cmd[1:]])
+    stamp = os.path.join(trace, "bench-stamp.json")
+    if os.path.exists(stamp) and open(stamp).read() == key:
+        return trace, None
+    print("bench: generating %s (%s --repeat %s=%d)" % (trace, prog, loc, k), file=sys.stderr, flush=True)
+    r = run_child(cmd, 3600, None, stdout=subprocess.DEVNULL)
+    if r["state"] != "ok":
+        sys.exit("bench: ptsim failed for %s: %s\n%s" % (trace, r["state"], r["err"]))
+    with open(stamp, "w") as f:
+        f.write(key)
+    return trace, r
+
+
+def fmt(x, digits=2):
+    return ("%." + str(digits) + "f") % x if x is not None else "–"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="skip the 1 GB traces")
+    ap.add_argument("--runs", type=int, default=3, help="runs per cell (1 GB traces: 1)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per child")
+    ap.add_argument("--mem-gb", type=float, default=None,
+                    help="memory budget per child (default: half of MemAvailable)")
+    ap.add_argument("--only", default=None, help="comma-separated workloads")
+    ap.add_argument("--perf", default=os.environ.get("PT_PERF", "perf"))
+    args = ap.parse_args()
+
+    avail = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    budget = int(args.mem_gb * (1 << 30)) if args.mem_gb else avail // 2
+    ncpu = os.cpu_count() or 1
+    os.makedirs(BENCH, exist_ok=True)
+    home = os.path.join(BENCH, "perf-home")
+
+    sizes = [s for s in SIZES if not (args.quick and s[1] >= 1024)]
+    names = args.only.split(",") if args.only else list(WORKLOADS)
+    traces = []
+    for name in names:
+        for size_name, mb in sizes:
+            if name == "interp2-percpu" and mb != 100:
+                continue  # the per-cpu trace: one size
+            trace, gen = generate(name, size_name, mb, args)
+            traces.append((name, size_name, mb, trace, gen))
+
+    ftf = os.path.join(BENCH, "out.ftf")
+    rows = []
+    rss_by_tool = {}
+    checks = []
+    for name, size_name, mb, trace, gen in traces:
+        pt_mb = os.path.getsize(os.path.join(trace, "data")) / MB
+        insns, calls = truth_totals(trace)
+        runs = 1 if mb >= 1024 else args.runs
+        # perf's build-id cache with the trace's vDSO (as perf record fills it)
+        shutil.rmtree(home, ignore_errors=True)
+        subprocess.run([sys.executable, "-c", PERF_HOME, trace, home], check=True)
+        env = dict(os.environ, HOME=home, PAGER="cat")
+        tools = [
+            ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftf], True),
+            ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
+            ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
+            ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
+        ]
+        res = {}
+        for tool, argv, grows in tools:
+            key = tool.split()[0] + (" -j1" if tool.endswith("-j1") else "")
+            est = None
+            ratio = rss_by_tool.get((name, key))
+            if grows and ratio:
+                est = ratio * pt_mb * MB
+            if est and est > budget:
+                res[tool] = {"state": "skipped: would exceed memory (est. %.0f GB > budget %.0f GB)" % (est / (1 << 30), budget / (1 << 30))}
+                rows.append((name, size_name, pt_mb, insns, calls, tool, res[tool]))
+                print("bench: %s %s %s: %s" % (name, size_name, tool, res[tool]["state"]), file=sys.stderr, flush=True)
+                continue
+            limit = budget + 2 * int(pt_mb * MB) + (2 << 30) if grows else None
+            samples = []
+            for _ in range(runs):
+                r = run_child(argv, args.timeout, limit, env=env)
+                samples.append(r)
+                if r["state"] != "ok":
+                    break
+            ok = [s for s in samples if s["state"] == "ok"]
+            if len(ok) == len(samples):
+                cell = {
+                    "state": "ok",
+                    "wall": statistics.median(s["wall"] for s in ok),
+                    "cpu": statistics.median(s["cpu"] for s in ok),
+                    "rss_mb": statistics.median(s["rss_mb"] for s in ok),
+                    "runs": len(ok),
+                }
+                rss_by_tool.setdefault((name, key), cell["rss_mb"] * MB / (pt_mb * MB))
+            else:
+                bad = samples[-1]
+                state = bad["state"]
+                if state == "timeout":
+                    state = "timeout (> %.0f s)" % args.timeout
+                elif state == "oom":
+                    state = "out of memory (limit %.0f GB)" % (limit / (1 << 30))
+                cell = {"state": state}
+            res[tool] = cell
+            rows.append((name, size_name, pt_mb, insns, calls, tool, cell))
+            print("bench: %s %s %s: %s" % (name, size_name, tool,
+                  cell["state"] if cell["state"] != "ok" else "%.2f s wall, %.2f s CPU, %.0f MB" % (cell["wall"], cell["cpu"], cell["rss_mb"])),
+                  file=sys.stderr, flush=True)
+        # What users will see: the last FTF ptdec wrote, loaded into
+        # Perfetto's importer (`ptdec check`). Skipped for FTFs over 2 GB
+        # (trace_processor holds the whole trace in memory).
+        if res.get(jn_name(ncpu), {}).get("state") == "ok" and os.path.exists(ftf):
+            if os.path.getsize(ftf) > 2 * (1 << 30):
+                checks.append((name, size_name, "not run: the FTF is over 2 GB"))
+            else:
+                tp = os.environ.get("PT_TRACE_PROCESSOR", os.path.join(ROOT, "..", "shared", "perfetto", "trace_processor_shell"))
+                r = subprocess.run([os.path.join(REL, "ptdec"), "check", "--trace-processor", tp, ftf],
+                                   capture_output=True, text=True, timeout=args.timeout)
+                lines = (r.stdout + r.stderr).strip().splitlines()
+                checks.append((name, size_name, ("ok: " if r.returncode == 0 else "FAILED: ") + " / ".join(lines[-3:])))
+            print("bench: %s %s perfetto: %s" % (name, size_name, checks[-1][2]), file=sys.stderr, flush=True)
+        # ratios on the ptdec rows
+        def cpu(t):
+            c = res.get(t, {})
+            return c.get("cpu") if c.get("state") == "ok" else None
+        def wall(t):
+            c = res.get(t, {})
+            return c.get("wall") if c.get("state") == "ok" else None
+        j1, jn = "ptdec -j1", "ptdec -j%d" % ncpu
+        res[j1]["ratio"] = "CPU: %s x perf, %s x libipt" % (
+            fmt(cpu(j1) / cpu("perf script")) if cpu(j1) and cpu("perf script") else "–",
+            fmt(cpu(j1) / cpu("bare libipt")) if cpu(j1) and cpu("bare libipt") else "–")
+        res[jn]["ratio"] = "wall: %s x -j1" % (fmt(wall(jn) / wall(j1)) if wall(jn) and wall(j1) else "–")
+
+    print()
+    print("| trace | PT MB | instructions | calls | tool | wall s | CPU s | peak RSS MB | MB/s | M insn/s | ratio |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for name, size_name, pt_mb, insns, calls, tool, c in rows:
+        head = "| %s %s | %.0f | %d | %d | %s |" % (name, size_name, pt_mb, insns, calls, tool)
+        if c["state"] != "ok":
+            print("%s %s | | | | | |" % (head, c["state"]))
+            continue
+        print("%s %s | %s | %.0f | %s | %s | %s |" % (
+            head, fmt(c["wall"]), fmt(c["cpu"]), c["rss_mb"],
+            fmt(pt_mb / c["wall"], 1), fmt(insns / 1e6 / c["wall"], 1), c.get("ratio", "")))
+    print()
+    # peak RSS at 1 GB over peak RSS at 10 MB, per workload and tool
+    for name in names:
+        for tool in ["ptdec -j1", "ptdec -j%d" % ncpu, "perf script", "bare libipt"]:
+            small = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "10MB" and t == tool]
+            big = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "1GB" and t == tool]
+            if small and big:
+                if small[0]["state"] == "ok" and big[0]["state"] == "ok":
+                    print("peak RSS 1GB/10MB %s %s: %.1f" % (name, tool, big[0]["rss_mb"] / small[0]["rss_mb"]))
+                else:
+                    print("peak RSS 1GB/10MB %s %s: – (1GB: %s)" % (name, tool, big[0]["state"]))
+    for name, size_name, state in checks:
+        print("ptdec check (Perfetto's importer) %s %s: %s" % (name, size_name, state))
+    print("runs per cell: median of %d (1 GB traces: 1); %d CPUs; memory budget %.0f GB" % (args.runs, ncpu, budget / (1 << 30)))
+    for name, size_name, mb, trace, gen in traces:
+        if gen:
+            print("generated %s %s: %.1f s wall, %.1f s CPU, %.0f MB peak RSS" % (name, size_name, gen["wall"], gen["cpu"], gen["rss_mb"]))
+
+
+PERF_HOME = r"""
+import os, shutil, sys
+trace, home = sys.argv[1], sys.argv[2]
+img = os.path.join(trace, "images")
+for f in os.listdir(img) if os.path.isdir(img) else []:
+    if not (f.startswith("vdso-") and f.endswith(".so")):
+        continue
+    bid = f[5:-3]
+    d = os.path.join(home, ".debug", "[vdso]", bid)
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(img, f), os.path.join(d, "vdso"))
+    link = os.path.join(home, ".debug", ".build-id", bid[:2])
+    os.makedirs(link, exist_ok=True)
+    os.symlink("../../[vdso]/" + bid, os.path.join(link, bid[2:]))
+"""
+
+if __name__ == "__main__":
+    main()

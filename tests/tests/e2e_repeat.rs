@@ -1,0 +1,589 @@
+//! Issue 11: traces scaled up with `ptsim --repeat LOC=K`, decoded by perf
+//! and ptdec, checked against the ground truth, whose `repeat` lines stand
+//! for the K copies of one iteration.
+//!
+//! - Small traces (CI): per thread, every call and return that perf's
+//!   decoder (`perf script --itrace=cr`) and ptdec's decoding stage report
+//!   is the truth's, in order, with the repeated iteration written out
+//!   (`ThreadTruth::expanded`); instructions per thread equal the truth's;
+//!   the FTF has one call slice per truth call of each repeated function.
+//! - Per function (call target), the call counts of perf and ptdec equal
+//!   the truth's totals, counted from the `repeat` lines without expanding
+//!   them (`ThreadTruth::totals`): also for the ~100 MB trace, an ignored
+//!   test that `scripts/bench` runs.
+//!
+//! perf and gcc follow `pt_tests`' tool policy (fail under
+//! `PT_REQUIRE_TOOLS=1`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use ftf::read::{EventKind, RecordKind, Value};
+use pt_tests::Branch;
+use ptdec::decode::{decode, DecodeOptions, DecodeStats};
+use ptdec::emit::{EmitOptions, Target, TimeAxis};
+use ptdec::images::{ImageStore, SearchPath};
+use ptdec::input::Trace;
+use ptdec::ops::{Op, OpSink};
+use ptdec::pipeline::{run, RunOptions};
+use ptdec::symbols::SymbolCache;
+use ptsim::sim::repeat::RepeatSpec;
+use ptsim::truth::{read_thread_truth, ThreadTruth};
+
+fn programs(test: &str) -> Option<PathBuf> {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
+    pt_tests::fixture_programs(test, &out)
+}
+
+/// Runs ptsim on `prog args` with `--repeat` specs (empty environment).
+fn simulate(
+    progs: &Path,
+    prog: &str,
+    args: &[String],
+    repeat: &[&str],
+    per_cpu: Option<u32>,
+    dir: &Path,
+) -> ptsim::sim::Report {
+    let mut o =
+        ptsim::sim::Options::new(progs.join(prog), args.iter().map(Into::into).collect(), dir);
+    o.env = Some(Vec::new());
+    o.per_cpu = per_cpu;
+    o.repeat = repeat
+        .iter()
+        .map(|s| s.parse::<RepeatSpec>().unwrap())
+        .collect();
+    let r = ptsim::sim::run(o).unwrap_or_else(|e| panic!("ptsim {prog}: {e}"));
+    assert!(
+        matches!(r.outcome.exit, Some(ptsim::engine::Exit::Code(0))),
+        "{prog}: {:?}",
+        r.outcome.exit
+    );
+    r
+}
+
+fn truth(dir: &Path) -> BTreeMap<u32, ThreadTruth> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir.join("truth")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(tid) = name
+            .strip_suffix(".txt")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            m.insert(tid, read_thread_truth(&e.path()).unwrap());
+        }
+    }
+    m
+}
+
+/// Instructions per tid from `truth/summary.txt`.
+fn truth_insns(dir: &Path) -> BTreeMap<u32, u64> {
+    let s = std::fs::read_to_string(dir.join("truth/summary.txt")).unwrap();
+    s.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.first()?.parse().ok()?, f.get(2)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Calls per (tid, target) from the truth, repeats counted.
+fn truth_calls(truth: &BTreeMap<u32, ThreadTruth>) -> BTreeMap<(u32, u64), u64> {
+    let mut m = BTreeMap::new();
+    for (tid, t) in truth {
+        for ((kind, to), n) in t.totals() {
+            if kind == "call" {
+                m.insert((*tid, to), n);
+            }
+        }
+    }
+    m
+}
+
+fn images(dir: &Path) -> ImageStore {
+    ImageStore::new(SearchPath {
+        buildid_dir: None,
+        ..SearchPath::for_trace(dir)
+    })
+}
+
+/// ptdec's calls and returns per thread (kept in order when `keep`), and
+/// its calls per (tid, target).
+#[derive(Default)]
+struct Ops {
+    keep: bool,
+    seq: BTreeMap<u32, Vec<Branch>>,
+    calls: BTreeMap<(u32, u64), u64>,
+}
+
+impl OpSink for Ops {
+    fn op(&mut self, _pid: u32, tid: u32, op: Op) {
+        let b = match op {
+            Op::Call { from, to, .. } => {
+                *self.calls.entry((tid, to)).or_default() += 1;
+                Branch {
+                    call: true,
+                    from,
+                    to,
+                }
+            }
+            Op::Return { from, to, .. } => Branch {
+                call: false,
+                from,
+                to,
+            },
+            _ => return,
+        };
+        if self.keep {
+            self.seq.entry(tid).or_default().push(b);
+        }
+    }
+}
+
+fn decode_ops(dir: &Path, keep: bool) -> (Ops, DecodeStats) {
+    let trace = Trace::open(dir).unwrap();
+    let mut sink = Ops {
+        keep,
+        ..Ops::default()
+    };
+    let stats = decode(&trace, &images(dir), &DecodeOptions::default(), &mut sink).unwrap();
+    assert!(stats.errors.is_empty(), "ptdec: {:?}", stats.errors);
+    (sink, stats)
+}
+
+/// perf's calls per (tid, target), counted as its output streams by (a
+/// 100 MB trace has tens of millions of calls), and its error lines.
+fn perf_calls(perf: &Path, dir: &Path) -> (BTreeMap<(u32, u64), u64>, Vec<String>) {
+    let home = tempfile::tempdir().unwrap();
+    pt_tests::perf_home(dir, home.path()).unwrap();
+    let mut child = Command::new(perf)
+        .args(["script", "--itrace=cre", "-F", "tid,flags,ip,addr", "-i"])
+        .arg(dir)
+        .env("HOME", home.path())
+        .env("PAGER", "cat")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run perf");
+    let mut calls = BTreeMap::new();
+    let mut errors = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let line = line.trim();
+        if line.starts_with("instruction trace error") {
+            errors.push(line.to_string());
+            continue;
+        }
+        let Some((left, right)) = line.split_once("=>") else {
+            continue;
+        };
+        let words: Vec<&str> = left.split_whitespace().collect();
+        if words.len() != 3 || words[1] != "call" {
+            continue;
+        }
+        let tid: u32 = words[0].parse().unwrap();
+        let to = right.split_whitespace().next().unwrap();
+        let to = u64::from_str_radix(to.trim_start_matches("0x"), 16).unwrap();
+        *calls.entry((tid, to)).or_default() += 1;
+    }
+    assert!(child.wait().unwrap().success(), "perf script failed");
+    (calls, errors)
+}
+
+/// Call slices per (tid, addr) in the FTF that ptdec's pipeline writes.
+fn ftf_calls(dir: &Path) -> BTreeMap<(u32, u64), u64> {
+    let out = dir.join("out.ftf");
+    let trace = Trace::open(dir).unwrap();
+    let images = images(dir);
+    let symbols = SymbolCache::for_search(images.search());
+    let report = run(
+        &trace,
+        &images,
+        &symbols,
+        RunOptions {
+            decode: DecodeOptions::default(),
+            emit: EmitOptions {
+                axis: TimeAxis::Instructions,
+                ..EmitOptions::default()
+            },
+            target: Target::File(out.clone()),
+            on_op: None,
+        },
+    )
+    .unwrap();
+    assert!(report.missing.is_empty(), "{:?}", report.missing);
+    let mut m = BTreeMap::new();
+    for r in ftf::read::parse(&std::fs::read(&out).unwrap()).unwrap() {
+        let RecordKind::Event(e) = r.kind else {
+            continue;
+        };
+        if !matches!(e.kind, EventKind::DurationComplete { .. }) || e.category != "call" {
+            continue;
+        }
+        if let Some(Value::Pointer(addr)) =
+            e.args.iter().find(|a| a.name == "addr").map(|a| &a.value)
+        {
+            *m.entry((e.thread.tid as u32, *addr)).or_default() += 1;
+        }
+    }
+    m
+}
+
+/// Targets of the direct `jmp`s of a non-PIE program (`objdump -d`).
+fn jump_targets(prog: &Path) -> std::collections::HashSet<u64> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(prog)
+        .output()
+        .expect("run objdump");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(":\t")?;
+            let rest = rest.strip_prefix("jmp")?;
+            let target = rest.split_whitespace().next()?;
+            u64::from_str_radix(target, 16).ok()
+        })
+        .collect()
+}
+
+/// The address of `sym` in a non-PIE program.
+fn symbol(prog: &Path, sym: &str) -> u64 {
+    let out = Command::new("nm").arg(prog).output().expect("run nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == sym).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {sym} in {}", prog.display()))
+}
+
+/// Per thread: perf's and ptdec's calls and returns are the truth's, in
+/// order, with every repeat written out; instructions per thread are the
+/// truth's. Returns the number of calls checked.
+fn check_sequences(test: &str, what: &str, dir: &Path) -> usize {
+    let truth = truth(dir);
+    let (ops, stats) = decode_ops(dir, true);
+    let mut got_insns: BTreeMap<u32, u64> = BTreeMap::new();
+    for ((_, tid), t) in &stats.threads {
+        *got_insns.entry(*tid).or_default() += t.insns;
+    }
+    assert_eq!(
+        got_insns,
+        truth_insns(dir),
+        "{what}: instructions per thread"
+    );
+    let perf = pt_tests::perf(test).map(|perf| {
+        let home = tempfile::tempdir().unwrap();
+        pt_tests::perf_branches(&perf, dir, home.path())
+    });
+    if let Some(p) = &perf {
+        assert!(p.errors.is_empty(), "{what}: perf: {:?}", p.errors);
+    }
+    let mut calls = 0;
+    for (tid, t) in &truth {
+        assert!(
+            !t.repeats.is_empty() || truth.len() > 1,
+            "{what}: no repeat"
+        );
+        let want: Vec<Branch> = t
+            .expanded()
+            .iter()
+            .filter(|l| l.kind == "call" || l.kind == "return")
+            .map(|l| Branch {
+                call: l.kind == "call",
+                from: l.from,
+                to: l.to,
+            })
+            .collect();
+        let empty = Vec::new();
+        // perf first: when only ptdec differs, the trace is right.
+        let sides = [
+            (
+                "perf",
+                perf.as_ref().map(|p| p.threads.get(tid).unwrap_or(&empty)),
+            ),
+            ("ptdec", Some(ops.seq.get(tid).unwrap_or(&empty))),
+        ];
+        for (side, got) in sides {
+            let Some(got) = got else { continue };
+            if let Some(i) = (0..want.len().max(got.len())).find(|&i| got.get(i) != want.get(i)) {
+                panic!(
+                    "{what}: tid {tid}: {side} and the truth differ at call/return #{i} of {} ({side}: {:?}, truth: {:?})",
+                    want.len(),
+                    got.get(i),
+                    want.get(i)
+                );
+            }
+        }
+        calls += want.iter().filter(|b| b.call).count();
+    }
+    calls
+}
+
+// ---- tests ----------------------------------------------------------------
+
+/// An iteration with a vDSO call, a syscall, a signal handler entered from
+/// raise() and a longjmp out of two frames, repeated 40 times; then the
+/// program maps a library (dlopen) and calls it: its MMAP2 must come after
+/// the repeats in perf's time order, or perf and ptdec would apply it too
+/// early or, if it fell inside them, see the library's code unmapped.
+#[test]
+fn an_iteration_with_signal_syscall_vdso_and_longjmp_repeats_as_the_truth_says() {
+    let test = "an_iteration_with_signal_syscall_vdso_and_longjmp_repeats_as_the_truth_says";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    let lib = progs.join("libplt.so").to_string_lossy().into_owned();
+    let r = simulate(&progs, "loopmix", &[lib], &["step=40"], None, &dir);
+    assert_eq!(r.repeats.len(), 1, "{:?}", r.warnings);
+    assert!(r.repeat_missing.is_empty());
+    let truth = truth(&dir);
+    let (tid, t) = truth.iter().next().unwrap();
+    let (at, rep) = t.repeats[0];
+    assert_eq!(rep.count, 40);
+    let it = &t.lines[at - rep.lines as usize..at];
+    // What the iteration holds: the handler entered from the tgkill
+    // syscall, other syscalls, the vDSO, the longjmp's return-less unwind.
+    let handler = symbol(&progs.join("loopmix"), "on_usr1");
+    assert!(
+        it.iter().any(|l| l.kind == "far" && l.to == handler),
+        "{it:?}"
+    );
+    assert!(it.iter().filter(|l| l.kind == "far").count() >= 3);
+    let calls = check_sequences(test, "loopmix step=40", &dir);
+
+    // The MMAP2 of libplt.so lies after the last repeated call of step()
+    // and before lib_square runs.
+    let Some(perf) = pt_tests::perf(test) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    pt_tests::perf_home(&dir, home.path()).unwrap();
+    let out = Command::new(&perf)
+        .args([
+            "script",
+            "--itrace=cr",
+            "--show-mmap-events",
+            "-F",
+            "tid,time,flags,ip,addr",
+            "-i",
+        ])
+        .arg(&dir)
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let step = format!("{:x}", symbol(&progs.join("loopmix"), "step"));
+    let lines: Vec<&str> = text.lines().collect();
+    let calls_step = |l: &&str| {
+        l.split_whitespace().any(|w| w == "call")
+            && l.split_whitespace().last() == Some(step.as_str())
+    };
+    let last_step = lines
+        .iter()
+        .rposition(calls_step)
+        .expect("calls of step in perf's output");
+    let mmap = lines
+        .iter()
+        .position(|l| l.contains("PERF_RECORD_MMAP2") && l.contains("libplt.so"))
+        .expect("the MMAP2 of libplt.so");
+    assert!(
+        mmap > last_step,
+        "the MMAP2 of libplt.so ({}) comes before the last repeated call of step ({})",
+        lines[mmap],
+        lines[last_step]
+    );
+    let steps = lines.iter().filter(|l| calls_step(l)).count();
+    assert_eq!(steps as u64, 3 + 40, "calls of step in perf's output");
+    eprintln!(
+        "loopmix step=40: tid {tid}: {calls} calls = truth = ptdec = perf, MMAP2 after the repeats"
+    );
+}
+
+/// An iteration that maps code (dlopen the first time) is refused with a
+/// warning; the next one, which does not, is repeated.
+#[test]
+fn an_iteration_that_maps_code_is_refused_and_the_next_repeated() {
+    let test = "an_iteration_that_maps_code_is_refused_and_the_next_repeated";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    let lib = progs.join("libplt.so").to_string_lossy().into_owned();
+    let r = simulate(
+        &progs,
+        "loopmix",
+        &[lib.clone(), lib],
+        &["step=5"],
+        None,
+        &dir,
+    );
+    assert!(
+        r.warnings.iter().any(
+            |w| w.contains("libplt.so was mapped") && w.contains("executable mappings changed")
+        ),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(r.repeats.len(), 1);
+    check_sequences(test, "loopmix step=5 (dlopen in the loop)", &dir);
+}
+
+/// The two workloads, repeated: per function, perf's and ptdec's call
+/// counts are the truth's totals; the FTF has a slice per call of each
+/// function called in the repeated iteration.
+#[test]
+fn repeated_workloads_count_every_call_as_the_truth_says() {
+    let test = "repeated_workloads_count_every_call_as_the_truth_says";
+    let Some(progs) = programs(test) else { return };
+    for (prog, spec) in [("interp", "interp_run=30"), ("shapes", "shapes_round=30")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("trace");
+        let r = simulate(&progs, prog, &[], &[spec], None, &dir);
+        assert_eq!(r.repeats.len(), 1, "{prog}: {:?}", r.warnings);
+        check_counts(test, prog, &dir, Some(&progs.join(prog)), prog == "interp");
+    }
+}
+
+/// Two threads of the interpreter on two simulated CPUs, each repeating
+/// its own loop: per thread every call and return is the truth's.
+#[test]
+fn two_threads_repeat_on_two_cpus_as_the_truth_says() {
+    let test = "two_threads_repeat_on_two_cpus_as_the_truth_says";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    let r = simulate(
+        &progs,
+        "interp",
+        &["2".into()],
+        &["interp_run=8"],
+        Some(2),
+        &dir,
+    );
+    let tids: Vec<u32> = r.repeats.iter().map(|d| d.tid).collect();
+    assert_eq!(tids.len(), 2, "one repeat per thread: {:?}", r.warnings);
+    assert_ne!(tids[0], tids[1]);
+    let calls = check_sequences(test, "interp 2 --per-cpu 2", &dir);
+    eprintln!("interp 2 --per-cpu 2: {calls} calls = truth = ptdec = perf");
+}
+
+/// The keys whose counts differ: (key, got, truth).
+fn diff(
+    got: &BTreeMap<(u32, u64), u64>,
+    want: &BTreeMap<(u32, u64), u64>,
+) -> Vec<((u32, u64), u64, u64)> {
+    let mut keys: Vec<_> = got.keys().chain(want.keys()).copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| {
+            (
+                k,
+                got.get(&k).copied().unwrap_or(0),
+                want.get(&k).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, a, b)| a != b)
+        .collect()
+}
+
+/// Per (tid, function): truth totals = ptdec = perf; with `prog`, the FTF
+/// has a call slice per truth call of each function the repeated iteration
+/// calls (exactly one per call with `exact_ftf`, for the functions that no
+/// direct `jmp` of `prog` enters: ptdec makes a slice of a tail call too).
+fn check_counts(test: &str, what: &str, dir: &Path, prog: Option<&Path>, exact_ftf: bool) {
+    let truth = truth(dir);
+    let want = truth_calls(&truth);
+    let total: u64 = want.values().sum();
+    if let Some(perf) = pt_tests::perf(test) {
+        let (calls, errors) = perf_calls(&perf, dir);
+        assert!(errors.is_empty(), "{what}: perf: {errors:?}");
+        assert!(
+            calls == want,
+            "{what}: perf's calls per (tid, target) differ from the truth's: {:?}",
+            diff(&calls, &want)
+        );
+    }
+    let (ops, stats) = decode_ops(dir, false);
+    assert!(
+        ops.calls == want,
+        "{what}: ptdec's calls per (tid, target) differ from the truth's (perf's do not): {:?}",
+        diff(&ops.calls, &want)
+    );
+    let insns: u64 = stats.threads.values().map(|t| t.insns).sum();
+    assert_eq!(
+        insns,
+        truth_insns(dir).values().sum::<u64>(),
+        "{what}: instructions"
+    );
+    if let Some(prog) = prog {
+        let slices = ftf_calls(dir);
+        // ptdec makes a slice of a tail call too (a `jmp` to a function):
+        // only functions no direct jmp of the program enters have one slice
+        // per call.
+        let jumped = jump_targets(prog);
+        let mut checked = 0;
+        for (tid, t) in &truth {
+            for &(at, r) in &t.repeats {
+                for l in &t.lines[at - r.lines as usize..at] {
+                    if l.kind != "call" || (exact_ftf && jumped.contains(&l.to)) {
+                        continue;
+                    }
+                    let key = (*tid, l.to);
+                    let (got, want) = (slices.get(&key), want.get(&key));
+                    // A jump through a pointer into a function (a virtual
+                    // tail call in libstdc++) is a slice too: at least one
+                    // per call there.
+                    let ok = if exact_ftf { got == want } else { got >= want };
+                    assert!(
+                        ok,
+                        "{what}: tid {tid}: FTF call slices at {:#x}: {got:?}, truth calls {want:?}",
+                        l.to
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 0);
+    }
+    eprintln!(
+        "{what}: {} functions, {total} calls, {insns} instructions = truth = ptdec{}",
+        want.len(),
+        if pt_tests::perf(test).is_some() {
+            " = perf"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The ~100 MB trace of the benchmark (`scripts/bench` runs it):
+/// `PT_REPEAT_TRACE=DIR` checks an existing trace dir, else the
+/// interpreter is repeated 21,000 times (about 100 MB of PT).
+#[test]
+#[ignore = "about 100 MB of PT and a few minutes: scripts/bench runs it"]
+fn hundred_megabytes_count_every_call_as_the_truth_says() {
+    let test = "hundred_megabytes_count_every_call_as_the_truth_says";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = match std::env::var_os("PT_REPEAT_TRACE") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let Some(progs) = programs(test) else { return };
+            let dir = tmp.path().join("trace");
+            simulate(&progs, "interp", &[], &["interp_run=21000"], None, &dir);
+            dir
+        }
+    };
+    let mb = std::fs::metadata(dir.join("data")).unwrap().len() >> 20;
+    check_counts(
+        test,
+        &format!("{} ({mb} MB)", dir.display()),
+        &dir,
+        None,
+        false,
+    );
+}
