@@ -78,7 +78,7 @@ fn run() -> anyhow::Result<()> {
     let info = &trace.info;
     let mut cfg = Config::default();
     cfg.set_freq(Frequency {
-        mtc_freq: trace.mtc_period().unwrap_or(3).min(15) as u8,
+        mtc_freq: trace.mtc_period().unwrap_or(3).min(15),
         nom_freq: info.max_non_turbo_ratio.min(255) as u8,
         cpuid_15_eax: info.tsc_ctc_ratio_n as u32,
         cpuid_15_ebx: info.tsc_ctc_ratio_d as u32,
