@@ -79,6 +79,29 @@ impl Op {
             | Op::End { at } => *at,
         }
     }
+
+    /// The stamp of this step, to change.
+    pub fn stamp_mut(&mut self) -> &mut Stamp {
+        match self {
+            Op::Enabled { at, .. }
+            | Op::Disabled { at, .. }
+            | Op::Call { at, .. }
+            | Op::Return { at, .. }
+            | Op::Jump { at, .. }
+            | Op::Gap { at, .. }
+            | Op::End { at } => at,
+        }
+    }
+
+    /// The address the step happens at (a branch's source; 0 for a gap
+    /// or the end).
+    pub fn ip(&self) -> u64 {
+        match self {
+            Op::Enabled { ip, .. } | Op::Disabled { ip, .. } => *ip,
+            Op::Call { from, .. } | Op::Return { from, .. } | Op::Jump { from, .. } => *from,
+            Op::Gap { .. } | Op::End { .. } => 0,
+        }
+    }
 }
 
 /// Receives the decoded steps of each thread. Steps of one thread arrive in

@@ -1,0 +1,1004 @@
+//! The per-chunk decoder ([`decode_chunk`]): libipt's block decoder over one
+//! chunk's bytes (from its PSB through the next chunk's PSB+), turning blocks
+//! and events into per-task [`Run`]s of [`Op`]s, with the sideband applied
+//! (which task runs, which image is in the decoder). The loop is ptxed's
+//! (see the `decode` module doc); a chunk holds no state of another.
+//!
+//! # At the chunk's edges
+//!
+//! A chunk starts at a PSB, where libipt synchronizes with nothing of what
+//! came before (the hardware compresses no return across a PSB, and PSB+
+//! restates time, mode and IP). Its bytes go on through the *next* chunk's
+//! PSB+ (to its PSBEND): the instructions between the last packet before
+//! that PSB and the IP its FUP gives are executed before it, and only the
+//! FUP says where they end. Decoding stops at the end of those bytes
+//! (libipt's end-of-stream status). A transfer still pending there (a
+//! branch whose target block would be the next chunk's first) is completed
+//! with the FUP's IP. The next chunk starts with an `Op::Enabled` at that IP,
+//! which the ordering stage drops when this chunk ended with tracing on
+//! ([`ChunkOutput::open_task`], [`ChunkOutput::sync_task`]): the ops are
+//! those of one decoder running through the PSB.
+
+use std::collections::BTreeMap;
+
+use ipt::{Block, BlockDecoder, Error as PtError, Event as PtEvent, EventKind, Status};
+use sideband::timeline::TaskId;
+
+use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
+use super::worker_images::WorkerImages;
+use super::{ListItem, NO_PROGRESS_INSNS};
+use crate::ops::{GapKind, Op, Stamp};
+
+/// A stretch of one task's ops on one buffer; counters are run-local.
+#[derive(Debug, Clone)]
+pub(super) struct Run {
+    pub task: TaskId,
+    /// Perf time when the run started (per-cpu buffers are merged by it).
+    pub start: u64,
+    pub ops: Vec<Op>,
+    /// Instructions and cycles of the run (its ops' stamps count from 0).
+    pub insns: u64,
+    pub cycles: u64,
+}
+
+/// What decoding one chunk counted.
+#[derive(Debug, Default)]
+pub(super) struct ChunkStats {
+    pub bytes: u64,
+    pub syncs: u64,
+    pub resyncs: u64,
+    pub skipped_bytes: u64,
+    pub max_stall: u64,
+    pub blocks: u64,
+    pub insns: u64,
+    pub overflows: u64,
+    pub lost_data: u64,
+    pub no_image: u64,
+    pub unattributed_insns: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub tsc_span: Option<(u64, u64)>,
+}
+
+/// A decoded chunk.
+pub(super) struct ChunkOutput {
+    pub runs: Vec<Run>,
+    pub stats: ChunkStats,
+    /// The task whose run was still traced at the chunk's end (no disable,
+    /// gap or loss after its last op).
+    pub open_task: Option<TaskId>,
+    /// The task of the `Op::Enabled` the chunk starts with because it
+    /// synchronized at a PSB whose FUP says tracing is on (the first op of
+    /// `runs[0]`).
+    pub sync_task: Option<TaskId>,
+}
+
+/// What kind of control transfer a block ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transfer {
+    Call,
+    Return,
+    Jump,
+}
+
+/// A transfer seen at a block's end, waiting for its target: the next
+/// block's first IP (or an event's).
+#[derive(Debug, Clone, Copy)]
+struct PendingTransfer {
+    kind: Transfer,
+    from: u64,
+    /// For a call: the address after it.
+    ret: u64,
+    at: Stamp,
+}
+
+/// Whose trace a buffer holds.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Owner {
+    /// A CPU's: the sideband's context switches say who runs.
+    Cpu(u32),
+    /// A thread's; its process from the sideband.
+    Thread(u32),
+    /// One known task (raw PT).
+    Task(TaskId),
+}
+
+/// Where a chunk sits: in its buffer's stream, in its segment, whose it is.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ChunkMeta {
+    /// Stream offset of the chunk's first byte (error offsets are
+    /// reported in the stream).
+    pub aux_offset: u64,
+    /// Bytes of the chunk proper (the next chunk's PSB+ not included).
+    pub len: u64,
+    /// Data was lost just before / just after it (only the first / last
+    /// chunk of a segment).
+    pub after_loss: bool,
+    pub before_loss: bool,
+    /// The first / last chunk of its segment (the first's sync counts as
+    /// one, and starts no `Enabled` to drop; after the last no PSB+
+    /// follows).
+    pub first: bool,
+    pub last: bool,
+    pub owner: Option<Owner>,
+    /// Perf time of the chunk's PSB (from its TSC), if known.
+    pub start_time: Option<u64>,
+}
+
+/// Why decoding stopped before the chunk's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// libipt's error.
+    Pt(PtError),
+    /// The no-progress bound: this many instructions without trace.
+    NoProgress(u64),
+}
+
+/// Instructions decoded since the trace offset last moved.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stall {
+    offset: Option<u64>,
+    insns: u64,
+}
+
+/// One instruction of `bitness`-bit code at `ip` from `bytes`.
+fn decode_one(bitness: u32, bytes: &[u8], ip: u64) -> Option<iced_x86::Instruction> {
+    let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
+    let insn = d.decode();
+    (!insn.is_invalid()).then_some(insn)
+}
+
+/// Decodes one chunk: `bytes` are the chunk and the next chunk's PSB+.
+pub(super) fn decode_chunk(
+    images: &WorkerImages<'_, '_>,
+    meta: ChunkMeta,
+    bytes: &[u8],
+) -> Result<ChunkOutput, super::DecodeError> {
+    let setup = images.setup;
+    let cfg = setup.pt_config();
+    let mut dec = BlockDecoder::new(&cfg, bytes).map_err(|source| super::DecodeError::Libipt {
+        what: "allocate a block decoder",
+        source,
+    })?;
+    // No memory besides the file sections: the callback only records
+    // the address libipt found no code at (for the NoImage gap).
+    dec.image().set_memory(Vec::new());
+    let time = meta.start_time.unwrap_or(0);
+    let mut st = ChunkDecoder {
+        images,
+        meta,
+        owner: meta.owner,
+        runs: Vec::new(),
+        run: None,
+        task: None,
+        image: None,
+        image_until: 0,
+        next_switch: u64::MAX,
+        pending: None,
+        need_enable: true,
+        last_ip: 0,
+        update_ip: None,
+        at_start: true,
+        sync_task: None,
+        open: false,
+        stall: Stall::default(),
+        last_error_offset: None,
+        tsc: 0,
+        last_cycle_tsc: None,
+        cbr: 0,
+        time,
+        lost_first: meta.after_loss,
+        stats: ChunkStats {
+            bytes: meta.len,
+            ..ChunkStats::default()
+        },
+        end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
+    };
+    st.run_decoder(&mut dec);
+    st.finish();
+    let open_task = if st.open { st.task } else { None };
+    Ok(ChunkOutput {
+        runs: st.runs,
+        stats: st.stats,
+        open_task,
+        sync_task: st.sync_task,
+    })
+}
+
+/// The decoder of one chunk: libipt's block decoder and what ptdec tracks
+/// around it.
+struct ChunkDecoder<'i, 's, 't> {
+    images: &'i WorkerImages<'s, 't>,
+    meta: ChunkMeta,
+    owner: Option<Owner>,
+    /// Runs finished so far, and the current one.
+    runs: Vec<Run>,
+    run: Option<Run>,
+    task: Option<TaskId>,
+    /// (pid, version) of the image in the decoder, and until when it holds.
+    image: Option<(u32, usize)>,
+    image_until: u64,
+    /// Perf time of the next context switch on this CPU.
+    next_switch: u64,
+    pending: Option<PendingTransfer>,
+    /// After a sync: the first block starts a traced stretch.
+    need_enable: bool,
+    last_ip: u64,
+    /// The IP of a status update (PSB+ FUP) seen since the last block.
+    update_ip: Option<u64>,
+    /// Nothing has been decoded yet (the first enable is the sync's).
+    at_start: bool,
+    /// See [`ChunkOutput::sync_task`].
+    sync_task: Option<TaskId>,
+    /// Tracing was on at the end (set by `finish`).
+    open: bool,
+    /// Instructions since the trace offset last moved.
+    stall: Stall,
+    /// Where the last error was (a second one there skips to the next PSB).
+    last_error_offset: Option<u64>,
+    tsc: u64,
+    last_cycle_tsc: Option<u64>,
+    /// The core:bus ratio of the last CBR.
+    cbr: u32,
+    /// Perf time now.
+    time: u64,
+    /// The segment follows lost data: the first run starts with a gap.
+    lost_first: bool,
+    stats: ChunkStats,
+    /// Decoding stops past this perf time (`--start/--duration`).
+    end: Option<u64>,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl ChunkDecoder<'_, '_, '_> {
+    fn setup(&self) -> &DecodeSetup<'_> {
+        self.images.setup
+    }
+
+    fn run_decoder(&mut self, dec: &mut BlockDecoder<'_>) {
+        let mut last_sync: Option<u64> = None;
+        let mut status = match self.sync(dec, &mut last_sync) {
+            Some(s) => s,
+            None => return,
+        };
+        'blocks: loop {
+            let failure = 'step: {
+                while status.event_pending() {
+                    match dec.event() {
+                        Ok((ev, s)) => {
+                            status = s;
+                            self.update_time(dec, ev.tsc());
+                            self.on_event(dec, &ev);
+                        }
+                        Err(e) => break 'step Failure::Pt(e),
+                    }
+                }
+                // The end of the trace: libipt would otherwise follow the
+                // code after the last packet until it needs one.
+                if status.eos() {
+                    if !status.ip_suppressed() {
+                        self.list(ListItem::EndOfTrace);
+                    }
+                    return;
+                }
+                // libipt fills in the instructions it decoded before an
+                // error, so the block counts whatever the status.
+                let (blk, r) = dec.next_block();
+                if blk.ninsn > 0 {
+                    self.update_time(dec, None);
+                    if let Flow::Stop = self.on_block(dec, &blk) {
+                        return;
+                    }
+                }
+                match r {
+                    Ok(s) => {
+                        status = s;
+                        match self.check_progress(dec, blk.ninsn) {
+                            Some(n) => Failure::NoProgress(n),
+                            None => continue 'blocks,
+                        }
+                    }
+                    Err(e) => Failure::Pt(e),
+                }
+            };
+            if failure == Failure::Pt(PtError::EOS) {
+                return;
+            }
+            match self.recover(dec, failure, &mut last_sync) {
+                Some(s) => status = s,
+                None => return,
+            }
+        }
+    }
+
+    /// Counts `n` instructions decoded: `Some(count)` when more than
+    /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
+    /// trace (code that loops through direct jumps and calls, which need
+    /// no packets: libipt would follow it forever).
+    fn check_progress(&mut self, dec: &BlockDecoder<'_>, n: u16) -> Option<u64> {
+        let off = dec.offset().ok();
+        if off != self.stall.offset {
+            self.stall = Stall {
+                offset: off,
+                insns: 0,
+            };
+        }
+        self.stall.insns += u64::from(n);
+        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+        (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
+    }
+
+    /// Synchronizes at the next PSB after the last one; `None` at the end.
+    fn sync(&mut self, dec: &mut BlockDecoder<'_>, last: &mut Option<u64>) -> Option<Status> {
+        for _ in 0..64 {
+            match dec.sync_forward() {
+                Ok(s) => {
+                    let off = dec.sync_offset().ok();
+                    if off.is_some() && off <= *last {
+                        return None;
+                    }
+                    *last = off;
+                    // A chunk's first sync is counted as a chunk, unless
+                    // it is its segment's first.
+                    if !self.at_start || self.meta.first {
+                        self.stats.syncs += 1;
+                    }
+                    self.synced(dec);
+                    return Some(s);
+                }
+                Err(PtError::EOS) => return None,
+                Err(e) => {
+                    let off = dec.offset().unwrap_or(0);
+                    self.list(ListItem::Error {
+                        offset: off,
+                        what: "sync error",
+                        message: e.message().to_string(),
+                    });
+                    *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
+                }
+            }
+        }
+        None
+    }
+
+    /// State after the decoder (re)synchronized: a traced stretch starts
+    /// with the next block, nothing is pending.
+    fn synced(&mut self, dec: &mut BlockDecoder<'_>) {
+        self.need_enable = true;
+        self.pending = None;
+        self.stall = Stall::default();
+        self.update_time(dec, None);
+    }
+
+    /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
+    /// event or PSB that tells the IP, often long before the next PSB), as
+    /// ptxed's `--resync-on-error`; falls back to the next PSB. The events
+    /// libipt hands out on the way are returned for the caller to apply.
+    fn resync(
+        &mut self,
+        dec: &mut BlockDecoder<'_>,
+        last: &mut Option<u64>,
+        events: &mut Vec<PtEvent>,
+    ) -> Option<Status> {
+        for _ in 0..1024 {
+            match dec.resync() {
+                Ok(s) => {
+                    self.stats.resyncs += 1;
+                    self.synced(dec);
+                    if s.ip_suppressed() {
+                        self.list(ListItem::Disabled);
+                    }
+                    return Some(s);
+                }
+                Err(PtError::EVENT_IGNORED) => match dec.event() {
+                    Ok((ev, _)) => events.push(ev),
+                    Err(_) => break,
+                },
+                Err(PtError::EOS) => return None,
+                Err(e) => {
+                    *self
+                        .stats
+                        .errors
+                        .entry(format!("resync: {e:?}"))
+                        .or_default() += 1;
+                    break;
+                }
+            }
+        }
+        self.sync(dec, last)
+    }
+
+    fn update_time(&mut self, dec: &mut BlockDecoder<'_>, tsc: Option<u64>) {
+        let tsc = match tsc {
+            Some(t) => t,
+            None => match dec.time() {
+                Ok((t, _, _)) => t,
+                Err(_) => return,
+            },
+        };
+        // libipt answers all-ones right after a sync, before the decoder has
+        // read the PSB+'s TSC.
+        if tsc == 0 || tsc == u64::MAX {
+            return;
+        }
+        if self.setup().cycles {
+            if let (Some(prev), Some(run)) = (self.last_cycle_tsc, self.run.as_mut()) {
+                if tsc > prev {
+                    let d = tsc - prev;
+                    let nom = self.images.setup.max_non_turbo;
+                    run.cycles += if self.cbr != 0 && nom != 0 {
+                        d * u64::from(self.cbr) / nom
+                    } else {
+                        d
+                    };
+                }
+            }
+            self.last_cycle_tsc = Some(tsc);
+        }
+        self.tsc = tsc;
+        self.stats.tsc_span = Some(
+            self.stats
+                .tsc_span
+                .map_or((tsc, tsc), |(a, b)| (a.min(tsc), b.max(tsc))),
+        );
+        self.time = self.images.setup.perf_time(tsc);
+    }
+
+    fn stamp(&self) -> Stamp {
+        let run = self.run.as_ref();
+        Stamp {
+            time: self.time,
+            insns: run.map_or(0, |r| r.insns),
+            cycles: self.setup().cycles.then(|| run.map_or(0, |r| r.cycles)),
+        }
+    }
+
+    fn push(&mut self, op: Op) {
+        if let Some(r) = self.run.as_mut() {
+            r.ops.push(op);
+        }
+    }
+
+    fn gap(&mut self, kind: GapKind, offset: u64) {
+        let at = self.stamp();
+        self.push(Op::Gap {
+            at,
+            kind,
+            offset: self.meta.aux_offset + offset,
+        });
+    }
+
+    /// The task running at `t` on this buffer.
+    fn task_at(&self, t: u64) -> Option<TaskId> {
+        let tl = self.setup().timeline();
+        match self.owner? {
+            Owner::Cpu(cpu) => tl?.task_on_cpu(cpu, t),
+            Owner::Thread(tid) => Some(TaskId {
+                pid: tl.and_then(|tl| tl.thread(tid, t)).map_or(tid, |th| th.pid),
+                tid,
+            }),
+            Owner::Task(task) => Some(task),
+        }
+    }
+
+    /// Makes `task` the current one: closes the current run, starts another.
+    fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
+        if let (Some(Owner::Cpu(cpu)), Some(tl)) = (self.owner, self.setup().timeline()) {
+            let slots = tl.cpu_slots(cpu);
+            let i = slots.partition_point(|s| s.since <= self.time);
+            self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
+        }
+        if task == self.task && (self.run.is_some() || task.is_none()) {
+            return;
+        }
+        if let Some(mut r) = self.run.take() {
+            if !matches!(
+                r.ops.last(),
+                Some(Op::Disabled { .. }) | Some(Op::Gap { .. }) | None
+            ) {
+                let at = Stamp {
+                    time: self.time,
+                    insns: r.insns,
+                    cycles: self.setup().cycles.then_some(r.cycles),
+                };
+                r.ops.push(Op::Disabled {
+                    at,
+                    ip,
+                    kernel: true,
+                });
+            }
+            self.runs.push(r);
+        }
+        self.task = task;
+        self.run = task.map(|task| Run {
+            task,
+            start: self.time,
+            ops: Vec::new(),
+            insns: 0,
+            cycles: 0,
+        });
+        if self.run.is_some() && std::mem::take(&mut self.lost_first) {
+            self.stats.lost_data += 1;
+            self.gap(GapKind::LostData, 0);
+        }
+    }
+
+    /// Puts the image of the current task at `t` into the decoder.
+    fn refresh_image(&mut self, dec: &mut BlockDecoder<'_>, t: u64) {
+        let pid = self.task.map_or(NO_PID, |t| t.pid);
+        let (v, until) = self.setup().version(pid, t);
+        self.image_until = until;
+        if self.image == Some((pid, v)) {
+            return;
+        }
+        self.image = Some((pid, v));
+        let isids = self.images.image(pid, v, t);
+        let mut img = dec.image();
+        img.clear();
+        for &isid in isids.iter() {
+            let _ = img.add_cached(&self.images.iscache, isid);
+        }
+    }
+
+    /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
+    /// At a chunk's PSB (`sync`) tracing was already on: the task is the
+    /// one running now, without the slack a real enable gets.
+    fn enable(&mut self, dec: &mut BlockDecoder<'_>, ip: u64, sync: bool) {
+        let t = self.time.saturating_add(self.setup().switch_slack);
+        let task = match self.owner {
+            Some(Owner::Cpu(_)) if !sync => self.task_at(t),
+            _ => self.task_at(self.time),
+        };
+        self.switch_to(task, ip);
+        // The slack lets a mapping made just before tracing resumes count
+        // although the decoder's time lags; but it must not reach past an
+        // exec that follows soon after (a forked child runs a few hundred
+        // ns of its parent's code before execve): keep the image of now
+        // when only that one maps `ip`.
+        let image_t = match (self.setup().timeline(), self.task) {
+            (Some(tl), Some(task))
+                if tl.lookup(task.pid, ip, t).is_none()
+                    && tl.lookup(task.pid, ip, self.time).is_some() =>
+            {
+                self.time
+            }
+            _ => t,
+        };
+        self.refresh_image(dec, image_t);
+        let at = self.stamp();
+        self.push(Op::Enabled {
+            at,
+            ip,
+            first: false,
+        });
+        self.need_enable = false;
+        self.at_start = false;
+        self.last_ip = ip;
+    }
+
+    /// A pending transfer completes at `to`, or is dropped (`None`).
+    fn resolve(&mut self, to: Option<u64>) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let Some(to) = to else {
+            return;
+        };
+        let (at, from, ret) = (p.at, p.from, p.ret);
+        self.push(match p.kind {
+            Transfer::Call => Op::Call { at, from, to, ret },
+            Transfer::Return => Op::Return { at, from, to },
+            Transfer::Jump => Op::Jump { at, from, to },
+        });
+    }
+
+    fn on_event(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
+        // Status updates (libipt's state at a PSB+) change nothing; an
+        // untraced stretch starts at a real disable while tracing is on
+        // (`need_enable` is false once a traced block or enable was seen)
+        // and ends at the next enable, so its slices pair one to one.
+        let update = ev.status_update();
+        match ev.kind() {
+            EventKind::Enabled { ip, .. } => {
+                if update && !self.need_enable {
+                    self.update_ip = Some(ip);
+                    return;
+                }
+                self.list(ListItem::Enabled);
+                self.resolve(Some(ip));
+                // Tracing is on at the chunk's PSB: the ordering stage may
+                // drop this enable (see the module doc).
+                let sync = update && self.at_start && !self.meta.first;
+                self.enable(dec, ip, sync);
+                if sync {
+                    self.sync_task = self.task;
+                }
+            }
+            EventKind::Disabled { ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
+                self.resolve(ip);
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: ip.unwrap_or(self.last_ip),
+                    kernel: ip.is_none_or(is_kernel_ip),
+                });
+                self.need_enable = true;
+            }
+            EventKind::AsyncDisabled { at: from, ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
+                self.resolve(Some(from));
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: from,
+                    kernel: ip.is_none_or(is_kernel_ip),
+                });
+                self.last_ip = from;
+                self.need_enable = true;
+            }
+            EventKind::AsyncBranch { from, to } => {
+                self.resolve(Some(from));
+                let to = to.unwrap_or(from);
+                let at = self.stamp();
+                // An interrupt returns to the instruction it interrupted.
+                self.push(Op::Call {
+                    at,
+                    from,
+                    to,
+                    ret: from,
+                });
+                self.last_ip = to;
+            }
+            EventKind::Overflow { ip } => {
+                self.pending = None;
+                self.at_start = false;
+                self.stats.overflows += 1;
+                self.list(ListItem::Overflow);
+                // An overflow before tracing was first enabled still
+                // belongs to the buffer's task: start its run for the gap.
+                if self.run.is_none() {
+                    let task = self.task_at(self.time);
+                    self.switch_to(task, ip.unwrap_or(0));
+                }
+                let off = dec.offset().unwrap_or(0);
+                self.gap(GapKind::Overflow, off);
+                match ip {
+                    Some(ip) => self.enable(dec, ip, false),
+                    None => self.need_enable = true,
+                }
+            }
+            EventKind::Stop => {
+                self.resolve(None);
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: self.last_ip,
+                    kernel: false,
+                });
+                self.need_enable = true;
+            }
+            EventKind::Cbr { .. } => {
+                if let Ok(c) = dec.core_bus_ratio() {
+                    self.cbr = c;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
+        if b.ninsn == 0 {
+            return Flow::Continue;
+        }
+        if self.end.is_some_and(|e| self.time > e) {
+            return Flow::Stop;
+        }
+        self.resolve(Some(b.ip));
+        self.update_ip = None;
+        self.at_start = false;
+        if self.need_enable {
+            self.enable(dec, b.ip, false);
+        }
+        if is_kernel_ip(b.ip) {
+            // Kernel code: a due context switch or image change applies here.
+            if self.time >= self.next_switch {
+                let task = self.task_at(self.time);
+                self.switch_to(task, b.ip);
+                if self.task.is_some() {
+                    let at = self.stamp();
+                    self.push(Op::Enabled {
+                        at,
+                        ip: b.ip,
+                        first: false,
+                    });
+                }
+                self.refresh_image(dec, self.time);
+            } else if self.time >= self.image_until {
+                self.refresh_image(dec, self.time);
+            }
+        }
+        if self.setup().opts.insn_list.is_some() {
+            self.list_block(b);
+        }
+        let n = u64::from(b.ninsn);
+        self.stats.blocks += 1;
+        self.stats.insns += n;
+        match self.run.as_mut() {
+            Some(r) => r.insns += n,
+            None => self.stats.unattributed_insns += n,
+        }
+        self.last_ip = b.end_ip;
+        let kind = self.classify(b);
+        if let Some(kind) = kind {
+            let ret = match kind {
+                Transfer::Call => b.end_ip + self.last_len(b).map_or(0, u64::from),
+                _ => 0,
+            };
+            self.pending = Some(PendingTransfer {
+                kind,
+                from: b.end_ip,
+                ret,
+                at: self.stamp(),
+            });
+        }
+        Flow::Continue
+    }
+
+    /// Hands an item to the instruction listing, if one was asked for.
+    fn list(&self, item: ListItem) {
+        if let Some(f) = &self.setup().opts.insn_list {
+            (f.0)(&item);
+        }
+    }
+
+    /// Lists every instruction of `b`: the addresses between `ip` and
+    /// `end_ip` come from decoding each instruction's length (ptxed does
+    /// the same with XED).
+    fn list_block(&self, b: &Block) {
+        let mut ip = b.ip;
+        for i in 0..b.ninsn {
+            self.list(ListItem::Insn(ip));
+            if i + 1 == b.ninsn {
+                break;
+            }
+            let Some(insn) = self.insn_at(b, ip) else {
+                self.list(ListItem::Error {
+                    offset: 0,
+                    what: "reconstruct error",
+                    message: format!("cannot read the instruction at {ip:#x}"),
+                });
+                return;
+            };
+            // A direct branch inside a block was followed (ptxed's
+            // xed_next_ip adds the displacement likewise).
+            use iced_x86::OpKind as K;
+            ip = match insn.op0_kind() {
+                K::NearBranch16 | K::NearBranch32 | K::NearBranch64 => insn.near_branch_target(),
+                _ => insn.next_ip(),
+            };
+        }
+    }
+
+    /// The control transfer the block's last instruction makes.
+    #[allow(non_upper_case_globals)]
+    fn classify(&self, b: &Block) -> Option<Transfer> {
+        use ipt::ffi::*;
+        match b.iclass {
+            ptic_call | ptic_far_call => Some(Transfer::Call),
+            ptic_return | ptic_far_return => Some(Transfer::Return),
+            ptic_jump | ptic_far_jump => Some(Transfer::Jump),
+            ptic_cond_jump | ptic_other | ptic_ptwrite => None,
+            // ptic_indirect (an indirect jump or a far transfer),
+            // ptic_unknown and classes newer libipt may add: look at the
+            // instruction.
+            _ => self.decode_last(b),
+        }
+    }
+
+    fn decode_last(&self, b: &Block) -> Option<Transfer> {
+        let insn = self.last_insn(b);
+        let Some(insn) = insn else {
+            // No bytes: libipt followed it, so it transfers control.
+            return (!b.truncated && b.isid <= 0).then_some(Transfer::Jump);
+        };
+        use iced_x86::FlowControl as F;
+        match insn.flow_control() {
+            F::Call | F::IndirectCall => Some(Transfer::Call),
+            F::Return => Some(Transfer::Return),
+            F::UnconditionalBranch | F::IndirectBranch => Some(Transfer::Jump),
+            // syscall, int n: a far call into the kernel.
+            F::Interrupt => Some(Transfer::Call),
+            _ => None,
+        }
+    }
+
+    /// The length of the block's last instruction (a call's: the return
+    /// address follows it), cached per worker.
+    fn last_len(&self, b: &Block) -> Option<u8> {
+        if b.truncated {
+            return Some(b.size);
+        }
+        let key = (b.isid, b.end_ip);
+        if let Some(&n) = self.images.call_lens.borrow().get(&key) {
+            return Some(n);
+        }
+        let n = self.last_insn(b)?.len() as u8;
+        self.images.call_lens.borrow_mut().insert(key, n);
+        Some(n)
+    }
+
+    /// The block's last instruction, decoded with iced-x86 from the block's
+    /// raw bytes (truncated blocks) or the image section cache.
+    fn last_insn(&self, b: &Block) -> Option<iced_x86::Instruction> {
+        if b.truncated {
+            let bytes = &b.raw[..usize::from(b.size).min(b.raw.len())];
+            return decode_one(b.bitness(), bytes, b.end_ip);
+        }
+        self.insn_at(b, b.end_ip)
+    }
+
+    /// The instruction at `ip` of block `b`'s image section.
+    fn insn_at(&self, b: &Block, ip: u64) -> Option<iced_x86::Instruction> {
+        if b.truncated && ip == b.end_ip {
+            return self.last_insn(b);
+        }
+        let isid = u32::try_from(b.isid).ok().filter(|&i| i > 0)?;
+        let mut buf = [0u8; 15];
+        let n = self.images.iscache.read(&mut buf, isid, ip).ok()?;
+        decode_one(b.bitness(), &buf[..n], ip)
+    }
+
+    /// Records a decode error as a gap and resynchronizes: at the error
+    /// (libipt errors, when the set-up says so) or at the next PSB. A
+    /// segment that ends in lost data usually ends inside a packet: an
+    /// error after which no PSB follows is that loss, reported by the
+    /// `LostData` gap [`ChunkDecoder::finish`] adds, not as a decode error.
+    fn recover(
+        &mut self,
+        dec: &mut BlockDecoder<'_>,
+        failure: Failure,
+        last_sync: &mut Option<u64>,
+    ) -> Option<Status> {
+        let off = dec.offset().unwrap_or(0);
+        self.pending = None;
+        let nomap = failure == Failure::Pt(PtError::NOMAP);
+        let (kind, name, message) = match failure {
+            Failure::Pt(e) if e == PtError::NOMAP => {
+                let ip = dec.image().take_miss().unwrap_or(self.last_ip);
+                let pid = self.task.map_or(NO_PID, |t| t.pid);
+                if let Source::Perf { trace, images, .. } = &self.setup().src {
+                    if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {
+                        images.note_undecoded(&m.file, pid, m.start, m.end);
+                    }
+                }
+                (GapKind::NoImage { ip }, e.name(), e.message().to_string())
+            }
+            Failure::Pt(e) => (
+                GapKind::DecodeError(format!("{e} at offset {:#x}", self.meta.aux_offset + off)),
+                e.name(),
+                e.message().to_string(),
+            ),
+            Failure::NoProgress(n) => (
+                GapKind::DecodeError(format!(
+                    "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
+                     (code that loops through direct jumps and calls: a corrupt trace or image)",
+                    self.meta.aux_offset + off
+                )),
+                "NoProgress".to_string(),
+                "no progress".to_string(),
+            ),
+        };
+        self.list(ListItem::Error {
+            offset: off,
+            what: "error",
+            message,
+        });
+        let at = self.stamp();
+        // Resynchronizing at the same offset twice would not progress:
+        // then (and for the no-progress bound) skip to the next PSB.
+        let again = self.last_error_offset == Some(off);
+        self.last_error_offset = Some(off);
+        let mut events = Vec::new();
+        let next = match failure {
+            Failure::Pt(_) if self.setup().resync && !again => {
+                self.resync(dec, last_sync, &mut events)
+            }
+            _ => self.sync(dec, last_sync),
+        };
+        if next.is_none() && self.meta.before_loss && !nomap {
+            return None;
+        }
+        *self.stats.errors.entry(name).or_default() += 1;
+        // Code without an image stops decoding at each resync point again:
+        // one gap for the whole stretch.
+        let repeated = nomap
+            && matches!(
+                self.run.as_ref().and_then(|r| r
+                    .ops
+                    .iter()
+                    .rev()
+                    .find(|o| !matches!(o, Op::Enabled { .. } | Op::Disabled { .. }))),
+                Some(Op::Gap {
+                    kind: GapKind::NoImage { .. },
+                    ..
+                })
+            );
+        if !repeated {
+            if nomap {
+                self.stats.no_image += 1;
+            }
+            self.push(Op::Gap {
+                at,
+                kind,
+                offset: self.meta.aux_offset + off,
+            });
+        }
+        if next.is_some() {
+            let to = dec.offset().unwrap_or(off);
+            self.stats.skipped_bytes += to.saturating_sub(off);
+        } else {
+            self.stats.skipped_bytes += self.meta.len.saturating_sub(off);
+        }
+        for ev in &events {
+            self.update_time(dec, ev.tsc());
+            self.on_event(dec, ev);
+        }
+        next
+    }
+
+    fn finish(&mut self) {
+        // A transfer pending at the end of a chunk goes to the IP the next
+        // chunk's PSB+ gives (its target block is that chunk's first).
+        if !self.meta.last {
+            if let Some(ip) = self.update_ip {
+                self.resolve(Some(ip));
+            }
+        }
+        self.pending = None;
+        if let Some(r) = self.run.take() {
+            self.runs.push(r);
+        }
+        if self.meta.before_loss {
+            if let Some(r) = self.runs.last_mut() {
+                let at = r.ops.last().map_or(
+                    Stamp {
+                        time: self.time,
+                        ..Stamp::default()
+                    },
+                    Op::stamp,
+                );
+                let offset = self.meta.aux_offset + self.meta.len;
+                r.ops.push(Op::Gap {
+                    at,
+                    kind: GapKind::LostData,
+                    offset,
+                });
+                self.stats.lost_data += 1;
+            }
+        }
+        self.runs.retain(|r| !r.ops.is_empty() || r.insns > 0);
+        let open = !self.need_enable
+            && !self.meta.before_loss
+            && self.runs.last().is_some_and(|r| {
+                Some(r.task) == self.task
+                    && !matches!(r.ops.last(), Some(Op::Gap { .. } | Op::Disabled { .. }))
+            });
+        self.open = open;
+    }
+}

@@ -1,0 +1,273 @@
+//! Cutting segments into chunks at PSBs ([`cut`]), the unit of parallel
+//! decoding.
+//!
+//! A segment (one contiguous stretch of a buffer's AUX stream, possibly
+//! spread over several AUXTRACE records of the file: a [`Stream`]) is cut at
+//! the first PSB at or after every multiple of the chunk size. The cuts
+//! depend only on the bytes and the chunk size, never on the number of
+//! workers, so every `-j` gives the same chunks and the same output. Each
+//! chunk is decoded from its PSB through the next chunk's PSB+ (see the
+//! `chunk` module doc); its start time is the TSC of its PSB+, which orders
+//! per-cpu chunks and lets `--start/--duration` skip the chunks outside the
+//! window (chunks are in time order within a segment: a binary search).
+//!
+//! PSBs are found with libipt's packet decoder (`pt_pkt_sync_forward`, then
+//! the PSB+ packets up to PSBEND), in windows of the stream, so the bytes
+//! are borrowed from the mapped file and only a window that straddles two
+//! AUXTRACE records is copied.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use ipt::{Config as PtConfig, Packet, PacketDecoder};
+
+/// One segment's bytes in stream order: its pieces in the mapped input.
+pub(super) struct Stream<'t> {
+    pieces: Vec<&'t [u8]>,
+    /// Stream offset of each piece.
+    starts: Vec<u64>,
+    len: u64,
+}
+
+impl<'t> Stream<'t> {
+    pub fn new(pieces: Vec<&'t [u8]>) -> Stream<'t> {
+        let mut starts = Vec::with_capacity(pieces.len());
+        let mut len = 0u64;
+        for p in &pieces {
+            starts.push(len);
+            len += p.len() as u64;
+        }
+        Stream {
+            pieces,
+            starts,
+            len,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The bytes of `range` (clamped to the stream): borrowed when they lie
+    /// in one piece, else copied.
+    pub fn bytes(&self, range: Range<u64>) -> Cow<'t, [u8]> {
+        let (lo, hi) = (range.start.min(self.len), range.end.min(self.len));
+        if lo >= hi {
+            return Cow::Borrowed(&[]);
+        }
+        let i = self.starts.partition_point(|&s| s <= lo) - 1;
+        let (s, p) = (self.starts[i], self.pieces[i]);
+        if hi <= s + p.len() as u64 {
+            return Cow::Borrowed(&p[(lo - s) as usize..(hi - s) as usize]);
+        }
+        let mut v = Vec::with_capacity((hi - lo) as usize);
+        for (j, p) in self.pieces.iter().enumerate().skip(i) {
+            let s = self.starts[j];
+            if s >= hi {
+                break;
+            }
+            let a = lo.max(s) - s;
+            let b = hi.min(s + p.len() as u64) - s;
+            v.extend_from_slice(&p[a as usize..b as usize]);
+        }
+        Cow::Owned(v)
+    }
+}
+
+/// A PSB and its PSB+.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Psb {
+    /// Stream offset of the PSB.
+    pub offset: u64,
+    /// Stream offset just after its PSBEND.
+    pub header_end: u64,
+    /// The TSC the PSB+ gives.
+    pub tsc: Option<u64>,
+}
+
+/// Bytes searched at once for a PSB (windows overlap by [`PSB_PLUS_MAX`]).
+const SEARCH_WINDOW: u64 = 1 << 20;
+
+/// The most bytes a PSB+ (PSB through PSBEND) may take: PSB 16, TSC 8,
+/// TMA 7, CBR 4, MODE 2+2, FUP 7, VMCS 7, PIP 8, PSBEND 2, plus padding.
+const PSB_PLUS_MAX: u64 = 4096;
+
+/// The first PSB at or after `from` whose PSB+ ends with a PSBEND.
+pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) -> Option<Psb> {
+    let mut lo = from;
+    while lo < stream.len() {
+        let hi = lo.saturating_add(SEARCH_WINDOW).min(stream.len());
+        let bytes = stream.bytes(lo..hi);
+        let mut dec = PacketDecoder::new(cfg, &bytes).ok()?;
+        let mut found_before = None;
+        while dec.sync_forward().is_ok() {
+            let Ok(at) = dec.offset() else { break };
+            if let Some(p) = psb_plus(&mut dec, lo + at) {
+                return Some(p);
+            }
+            // A PSB+ cut by the window's end: look again from that PSB.
+            if hi < stream.len() && at + PSB_PLUS_MAX > hi - lo {
+                found_before = Some(lo + at);
+                break;
+            }
+        }
+        lo = match found_before {
+            Some(at) if at > lo => at,
+            _ if hi >= stream.len() => return None,
+            // Keep the window's last bytes: a PSB may straddle its end.
+            _ => (hi - 16).max(lo + 1),
+        };
+    }
+    None
+}
+
+/// Reads the PSB+ at the decoder's position (`at` in the stream): `None`
+/// when it does not end with a PSBEND within [`PSB_PLUS_MAX`] bytes.
+fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
+    let start = dec.offset().ok()?;
+    let mut tsc = None;
+    loop {
+        match dec.next_packet().ok()? {
+            Packet::Psbend => {
+                let end = dec.offset().ok()?;
+                return Some(Psb {
+                    offset: at,
+                    header_end: at + (end - start),
+                    tsc,
+                });
+            }
+            Packet::Tsc(t) => tsc = Some(t),
+            _ => {}
+        }
+        if dec.offset().ok()? - start > PSB_PLUS_MAX {
+            return None;
+        }
+    }
+}
+
+/// A chunk of a segment: the stream offsets it covers, and what it decodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Cut {
+    /// The chunk proper: from its PSB (or the segment's start) to the next
+    /// chunk's PSB.
+    pub range: Range<u64>,
+    /// What the decoder reads: the chunk and the next chunk's PSB+.
+    pub decode: Range<u64>,
+    /// The TSC of its PSB+ (for the first chunk: of the segment's first PSB).
+    pub tsc: Option<u64>,
+}
+
+/// Cuts `stream` at the first PSB at or after each multiple of
+/// `chunk_bytes`.
+pub(super) fn cut(stream: &Stream<'_>, cfg: &PtConfig, chunk_bytes: u64) -> Vec<Cut> {
+    let chunk_bytes = chunk_bytes.max(1);
+    let len = stream.len();
+    let first_tsc = psb_at_or_after(stream, cfg, 0).and_then(|p| p.tsc);
+    let mut psbs: Vec<Psb> = Vec::new();
+    let mut pos = chunk_bytes;
+    while pos < len {
+        let Some(p) = psb_at_or_after(stream, cfg, pos) else {
+            break;
+        };
+        if p.offset > 0 {
+            psbs.push(p);
+        }
+        pos = (p.offset / chunk_bytes + 1) * chunk_bytes;
+    }
+    let mut cuts = Vec::with_capacity(psbs.len() + 1);
+    let mut start = 0;
+    let mut tsc = first_tsc;
+    for p in &psbs {
+        cuts.push(Cut {
+            range: start..p.offset,
+            decode: start..p.header_end,
+            tsc,
+        });
+        start = p.offset;
+        tsc = p.tsc.or(tsc);
+    }
+    cuts.push(Cut {
+        range: start..len,
+        decode: start..len,
+        tsc,
+    });
+    cuts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipt::{Compression, Encoder};
+
+    /// PSB+ with a TSC and a FUP, then `n` TNT packets, `times` over.
+    fn trace(times: usize, n: usize) -> (Vec<u8>, Vec<u64>) {
+        let mut enc = Encoder::new().unwrap();
+        let mut out = Vec::new();
+        let mut psbs = Vec::new();
+        for i in 0..times {
+            psbs.push(out.len() as u64);
+            for p in [
+                Packet::Psb,
+                Packet::Tsc(1000 * (i as u64 + 1)),
+                Packet::Fup(0x1000, Compression::Full),
+                Packet::Psbend,
+            ] {
+                out.extend_from_slice(enc.encode(p).unwrap());
+            }
+            for _ in 0..n {
+                out.extend_from_slice(
+                    enc.encode(Packet::Tnt8 {
+                        payload: 0b1010,
+                        bits: 4,
+                    })
+                    .unwrap(),
+                );
+            }
+        }
+        (out, psbs)
+    }
+
+    #[test]
+    fn cuts_at_the_first_psb_after_each_multiple_and_tile_the_stream() {
+        let (bytes, psbs) = trace(10, 100);
+        let cfg = PtConfig::default();
+        for pieces in [
+            vec![&bytes[..]],
+            vec![&bytes[..777], &bytes[777..1500], &bytes[1500..]],
+        ] {
+            let s = Stream::new(pieces);
+            let cuts = cut(&s, &cfg, 250);
+            let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
+            let mut want = vec![0];
+            let mut pos = 250;
+            for &p in &psbs[1..] {
+                if p >= pos {
+                    want.push(p);
+                    pos = (p / 250 + 1) * 250;
+                }
+            }
+            assert_eq!(starts, want);
+            for w in cuts.windows(2) {
+                assert_eq!(w[0].range.end, w[1].range.start);
+                // The decode range takes the next PSB+ (PSB, TSC, FUP, PSBEND).
+                assert_eq!(w[0].decode.end, w[1].range.start + 16 + 8 + 7 + 2);
+            }
+            assert_eq!(cuts.last().unwrap().range.end, bytes.len() as u64);
+            let tscs: Vec<u64> = cuts.iter().map(|c| c.tsc.unwrap()).collect();
+            assert!(tscs.windows(2).all(|w| w[0] < w[1]), "{tscs:?}");
+        }
+    }
+
+    #[test]
+    fn a_stream_without_psb_is_one_chunk_and_bytes_borrow_within_a_piece() {
+        let junk = vec![0u8; 5000];
+        let s = Stream::new(vec![&junk[..2000], &junk[2000..]]);
+        let cuts = cut(&s, &PtConfig::default(), 100);
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(cuts[0].range, 0..5000);
+        assert!(matches!(s.bytes(10..1990), Cow::Borrowed(_)));
+        assert!(matches!(s.bytes(1990..2010), Cow::Owned(_)));
+        assert_eq!(s.bytes(1990..2010).len(), 20);
+        assert_eq!(s.bytes(4990..9000).len(), 10);
+    }
+}

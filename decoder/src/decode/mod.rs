@@ -1,0 +1,599 @@
+//! The decoding stage: libipt's block decoder over the AUX data of a
+//! trace, with the sideband applied, producing per-thread [`Op`]s for the
+//! call-stack stage, on all cores and in memory bounded by a window of
+//! chunks, not by the trace.
+//!
+//! # Data flow, one file per role
+//!
+//! 1. [`setup`]: what every worker shares ([`setup::DecodeSetup`]): libipt's
+//!    configuration (CPU for errata, MTC frequency, nominal frequency,
+//!    CPUID.15H ratio), every file section the images need, and which
+//!    make up a process's image at a time.
+//! 2. [`chunks`]: each segment of AUX data (a buffer's stream between
+//!    losses or snapshots) is cut at PSBs into chunks of about
+//!    [`DEFAULT_CHUNK_BYTES`], independently of the number of workers; the
+//!    TSC of each chunk's PSB+ orders per-cpu chunks and finds the chunks
+//!    of a `--start/--duration` window by binary search.
+//! 3. [`workers`]: `jobs` threads decode chunks, at most `window` ahead of
+//!    delivery, each with its section cache ([`worker_images`]); the calling
+//!    thread gets them back in order.
+//! 4. [`chunk`]: one chunk, decoded as ptxed does, into runs of ops per task
+//!    (its module doc says what happens at a chunk's edges).
+//! 5. [`order`]: runs stitched across chunk edges, merged per thread in
+//!    execution order (per-cpu buffers by time, up to a watermark), counters
+//!    made cumulative, the window applied, handed to the [`OpSink`] — the
+//!    call stacks and the FTF writer, which run while decoding goes on.
+//!
+//! libipt is reached through the `ipt` crate's safe wrapper, which holds
+//! all of the project's FFI: this module has no unsafe code.
+//!
+//! # How a chunk is decoded
+//!
+//! One block decoder per chunk, blocks ended at every call and jump so that
+//! each control transfer is seen. The image follows the process that runs:
+//! per-thread buffers use their thread's process; per-cpu buffers take the
+//! task from the sideband's context switches, applied where the trace is
+//! outside user code — at a TIP.PGE (tracing enabled) with a small slack
+//! for timing imprecision, or at a kernel block once the switch is due when
+//! the kernel is traced (libipt-sb's rule; a user-only trace cannot switch
+//! tasks while it is enabled). The libipt image is rebuilt only when the
+//! (process, map version) changes.
+//!
+//! As libipt's `ptxed` does: drain the pending events, stop when the status
+//! says end of stream (`pts_eos`: libipt would otherwise follow the code
+//! after the last packet and end in a false no-image error), and take the
+//! next block. The block `pt_blk_next` fills in before an error holds the
+//! instructions decoded before it: they count. Status updates (libipt's
+//! state at a PSB+) change nothing; an untraced stretch (`Op::Disabled` ..
+//! `Op::Enabled`) starts only at a real disable (TIP.PGD, async disable,
+//! TraceStop) while tracing is on, so its slices pair one to one with the
+//! trace's disable/enable pairs. An overflow before tracing was first
+//! enabled is still a gap.
+//!
+//! # Raw PT
+//!
+//! [`decode_raw`] runs the same decoder over raw trace bytes (`ptdec raw`):
+//! one segment, one task ([`RAW_TASK`]), one image holding every given
+//! section, and the libipt configuration the caller gives instead of
+//! AUXTRACE_INFO. There is no sideband, so `Stamp::time` is the TSC (or ns
+//! from a given TSC frequency). With an instruction listing it is decoded
+//! as one chunk on one worker, so the listing is in order.
+//!
+//! # Errors
+//!
+//! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
+//! code's memory is not in the image; one per stretch) at the error's
+//! stream offset, and the decoder resynchronizes *at the error* with
+//! libipt 2.2's `pt_blk_resync` (ptxed's `--resync-on-error`: the next FUP,
+//! TIP.PGE or PSB that gives an IP, often long before the next PSB), or at
+//! the next PSB when that fails, when an error repeats at the same offset,
+//! or for `ptdec raw --on-error next-psb`. [`DecodeStats`] counts PSB syncs,
+//! resyncs and the bytes skipped. OVF becomes `Gap(Overflow)`; data lost
+//! between segments (AUX records flagged truncated/partial/collision, or
+//! holes in the AUX offsets) becomes `Gap(LostData)`.
+//!
+//! More than [`NO_PROGRESS_INSNS`] instructions decoded without libipt
+//! consuming a byte of trace is a decode error too (code that loops through
+//! direct jumps, which need no packets: a hostile or corrupt trace, or the
+//! wrong image), followed by a sync at the next PSB: memory per chunk is
+//! bounded whatever the bytes are.
+//!
+//! # Order of the ops handed to the sink
+//!
+//! Every thread's ops arrive in execution order, each thread's last op an
+//! [`Op::End`]; ops of different threads interleave (chunk by chunk).
+//!
+//! # Counters
+//!
+//! `Stamp::insns` counts the instructions the thread retired in traced code
+//! up to and including the op's branch. `Stamp::cycles` is present when the
+//! recording had CYC packets; it is estimated from libipt's cycle-accurate
+//! time and the core:bus ratio (`Δtsc × CBR / max non-turbo ratio`).
+//! `Stamp::time` is perf time (ns) from libipt's TSC estimate (TSC, MTC, CYC);
+//! traces without a TSC conversion carry raw TSC values.
+
+mod chunk;
+mod chunks;
+mod order;
+mod setup;
+mod worker_images;
+mod workers;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use ipt::{Config as PtConfig, Cpu, Error as PtError};
+use sideband::timeline::TaskId;
+
+use crate::images::ImageStore;
+use crate::input::Trace;
+use crate::ops::OpSink;
+
+use chunk::{ChunkMeta, ChunkStats, Owner};
+use chunks::{cut, Stream};
+use order::Orderer;
+use setup::DecodeSetup;
+use workers::{ChunkJob, Progress};
+
+/// Chunk size when [`DecodeOptions::chunk_bytes`] is not given: big enough
+/// that a chunk's set-up (a decoder, a sync, an image) is noise, small
+/// enough that a window of them is a few tens of MB of ops.
+pub const DEFAULT_CHUNK_BYTES: u64 = 256 << 10;
+
+/// What to decode and how.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeOptions {
+    /// Only these threads (`--tid`); `None`: all.
+    pub tids: Option<BTreeSet<u32>>,
+    /// Only these processes (`--pid`); `None`: all.
+    pub pids: Option<BTreeSet<u32>>,
+    /// Drop ops before this perf time (ns).
+    pub start: Option<u64>,
+    /// Drop ops after this perf time (ns); decoding of a segment stops past it.
+    pub end: Option<u64>,
+    /// Worker threads; 0: `available_parallelism`.
+    pub jobs: usize,
+    /// How far (ns) a context switch or mmap record may lie after the time
+    /// libipt estimates for a TIP.PGE and still apply to it; `None`: two MTC
+    /// periods (1 µs without MTC).
+    pub switch_slack_ns: Option<u64>,
+    /// Called from the decode workers as chunks are decoded: (bytes
+    /// decoded, bytes to decode). Decoding is done when they are equal.
+    pub progress: Option<ProgressCallback>,
+    /// Called from the decode workers with every instruction, event and
+    /// error in decode order (`ptdec raw --insn-list`; meant for one
+    /// segment: with several, workers interleave).
+    pub insn_list: Option<ListCallback>,
+    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`]).
+    pub chunk_bytes: Option<u64>,
+    /// Chunks decoded ahead of delivery at most (`None`: twice the
+    /// workers, plus two).
+    pub window: Option<usize>,
+}
+
+/// One line of an instruction listing, as ptxed prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListItem {
+    /// An instruction at this address.
+    Insn(u64),
+    /// Tracing enabled.
+    Enabled,
+    /// Tracing disabled.
+    Disabled,
+    /// An internal buffer overflow.
+    Overflow,
+    /// A decode error at a trace offset (of the segment): `what` is
+    /// ptxed's error type (`error`, `sync error`), `message` libipt's.
+    Error {
+        offset: u64,
+        what: &'static str,
+        message: String,
+    },
+    /// The trace ended while tracing was enabled.
+    EndOfTrace,
+}
+
+impl std::fmt::Display for ListItem {
+    /// ptxed's `--no-inst` format (`[offset, ip: error: ...]` without the
+    /// ip, which ptdec does not reconstruct).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListItem::Insn(ip) => write!(f, "{ip:016x}"),
+            ListItem::Enabled => f.write_str("[enabled]"),
+            ListItem::Disabled => f.write_str("[disabled]"),
+            ListItem::Overflow => f.write_str("[overflow]"),
+            ListItem::Error {
+                offset,
+                what,
+                message,
+            } => write!(f, "[{offset:x}: {what}: {message}]"),
+            ListItem::EndOfTrace => f.write_str("[end of trace]"),
+        }
+    }
+}
+
+/// The listing callback's type.
+pub type ListFn = dyn Fn(&ListItem) + Send + Sync;
+
+/// A listing callback in [`DecodeOptions`].
+#[derive(Clone)]
+pub struct ListCallback(pub Arc<ListFn>);
+
+impl ListCallback {
+    pub fn new(f: impl Fn(&ListItem) + Send + Sync + 'static) -> Self {
+        ListCallback(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ListCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListCallback")
+    }
+}
+
+/// The progress callback's type.
+pub type ProgressFn = dyn Fn(u64, u64) + Send + Sync;
+
+/// A progress callback in [`DecodeOptions`].
+#[derive(Clone)]
+pub struct ProgressCallback(pub Arc<ProgressFn>);
+
+impl ProgressCallback {
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Self {
+        ProgressCallback(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ProgressCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressCallback")
+    }
+}
+
+impl DecodeOptions {
+    /// Whether ops of `task` are wanted.
+    pub fn wants(&self, task: TaskId) -> bool {
+        self.tids.as_ref().is_none_or(|t| t.contains(&task.tid))
+            && self.pids.as_ref().is_none_or(|p| p.contains(&task.pid))
+    }
+
+    fn filtered(&self) -> bool {
+        self.tids.is_some() || self.pids.is_some()
+    }
+}
+
+/// Per-thread totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    pub insns: u64,
+    pub calls: u64,
+    pub returns: u64,
+    pub jumps: u64,
+    pub gaps: u64,
+    /// Ops handed to the sink.
+    pub ops: u64,
+    /// Perf time of the first and last op.
+    pub span: Option<(u64, u64)>,
+}
+
+/// What the decode did, for the CLI's summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Segments decoded and skipped (by the thread filters).
+    pub segments: u64,
+    pub segments_skipped: u64,
+    /// Chunks decoded, and skipped as outside the `--start/--duration`
+    /// window.
+    pub chunks: u64,
+    pub chunks_skipped: u64,
+    /// The most ops of one chunk, and the most held at once by the
+    /// ordering stage and the reorder buffer (the memory bound).
+    pub max_chunk_ops: u64,
+    pub max_ops_held: u64,
+    /// Trace bytes decoded.
+    pub bytes: u64,
+    /// Synchronizations at a PSB (the first, and after errors when
+    /// resynchronizing at the error was not possible).
+    pub syncs: u64,
+    /// Of those, resynchronizations at an error (`pt_blk_resync`).
+    pub resyncs: u64,
+    /// Trace bytes skipped from errors to where decoding resumed.
+    pub skipped_bytes: u64,
+    /// The most instructions decoded without libipt consuming a trace
+    /// byte (the no-progress bound is [`NO_PROGRESS_INSNS`]).
+    pub max_stall: u64,
+    pub blocks: u64,
+    pub insns: u64,
+    /// Per (pid, tid).
+    pub threads: BTreeMap<(u32, u32), ThreadStats>,
+    /// Decode errors by libipt error name.
+    pub errors: BTreeMap<String, u64>,
+    pub overflows: u64,
+    /// Gaps for lost AUX data.
+    pub lost_data: u64,
+    /// Gaps for code with no image (one per stretch: the `Nomap` errors
+    /// of each resync point in it make one gap).
+    pub no_image: u64,
+    /// Instructions decoded while no thread was known to run (per-cpu
+    /// buffers without switch sideband); their ops are dropped.
+    pub unattributed_insns: u64,
+    /// Ops handed to the sink.
+    pub ops: u64,
+    /// First and last TSC seen by the decoders.
+    pub tsc_span: Option<(u64, u64)>,
+    /// First and last perf time of the ops handed over.
+    pub time_span: Option<(u64, u64)>,
+}
+
+impl DecodeStats {
+    fn merge_chunk(&mut self, s: &ChunkStats) {
+        self.chunks += 1;
+        self.bytes += s.bytes;
+        self.syncs += s.syncs;
+        self.resyncs += s.resyncs;
+        self.skipped_bytes += s.skipped_bytes;
+        self.max_stall = self.max_stall.max(s.max_stall);
+        self.blocks += s.blocks;
+        self.insns += s.insns;
+        self.overflows += s.overflows;
+        self.lost_data += s.lost_data;
+        self.no_image += s.no_image;
+        self.unattributed_insns += s.unattributed_insns;
+        for (k, v) in &s.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        if let Some((a, b)) = s.tsc_span {
+            self.tsc_span = Some(self.tsc_span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+    }
+}
+
+/// A decode that could not run at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// libipt refused to set up a decoder or image section cache.
+    #[error("libipt: cannot {what}: {source}")]
+    Libipt {
+        what: &'static str,
+        #[source]
+        source: PtError,
+    },
+    /// A CPU libipt knows no errata for (`ptdec raw --cpu`).
+    #[error("libipt {v} knows no CPU {family}/{model}/{stepping}: give a CPU it knows (FAMILY/MODEL[/STEPPING], e.g. 6/85/4) or --cpu none to decode without errata workarounds", v = LIBIPT_VERSION)]
+    UnknownCpu {
+        family: u16,
+        model: u8,
+        stepping: u8,
+    },
+    /// A worker thread panicked.
+    #[error("a decode worker panicked: {0}")]
+    Worker(String),
+}
+
+/// The vendored libipt's version, for messages.
+pub const LIBIPT_VERSION: &str = "2.2";
+
+/// More instructions than this decoded without libipt consuming a byte of
+/// trace is a decode error ("no progress"), followed by a resync at the
+/// next PSB. Only code that needs no packets runs without consuming trace:
+/// straight-line code and direct jumps and calls (every conditional
+/// branch, return and indirect branch needs TNT or TIP). Real code meets
+/// one of those within thousands of instructions (`DecodeStats::max_stall`
+/// of the real recordings and ptsim's programs stays far below this);
+/// libipt following a loop of direct jumps (a corrupt trace, or a trace
+/// against the wrong image) would otherwise grow the op list until memory
+/// runs out. Per stall at most this many instructions (and ops) are kept.
+pub const NO_PROGRESS_INSNS: u64 = 1 << 20;
+
+/// A file section of a raw decode's image: `size` bytes at `offset` of
+/// `path`, loaded at `vaddr` (ptxed's `--raw` and `--elf` sections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSection {
+    pub path: std::path::PathBuf,
+    pub offset: u64,
+    pub size: u64,
+    pub vaddr: u64,
+}
+
+/// What a raw decode cannot read from a perf.data file: the values ptxed
+/// takes on its command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawConfig {
+    /// (family, model, stepping) of the CPU, for libipt's errata
+    /// workarounds; `None`: decode by the spec.
+    pub cpu: Option<(u16, u8, u8)>,
+    /// IA32_RTIT_CTL.MTCFreq (needed when the trace has MTC packets).
+    pub mtc_freq: u8,
+    /// The max non-turbo ratio, `MSR_PLATFORM_INFO[15:8]` (calibrates CYC).
+    pub nom_freq: u8,
+    /// CPUID leaf 0x15 eax (denominator) and ebx (numerator) of the TSC to
+    /// core crystal clock ratio (needed with MTC packets).
+    pub cpuid_15_eax: u32,
+    pub cpuid_15_ebx: u32,
+    /// The TSC frequency: times become ns; `None`: they stay TSC ticks.
+    pub tsc_hz: Option<u64>,
+    /// Count cycles (the trace has CYC packets).
+    pub cycles: bool,
+    /// After a decode error skip to the next PSB, as ptxed does without
+    /// `--resync-on-error`; default: resynchronize at the error.
+    pub next_psb_on_error: bool,
+}
+
+/// The task a raw decode's ops belong to.
+pub const RAW_TASK: TaskId = TaskId { pid: 1, tid: 1 };
+
+/// Decodes every segment of `trace` and hands each thread's ops to `sink`
+/// (see the module doc for the order and the counters).
+pub fn decode(
+    trace: &Trace,
+    images: &ImageStore,
+    opts: &DecodeOptions,
+    sink: &mut dyn OpSink,
+) -> Result<DecodeStats, DecodeError> {
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let setup = DecodeSetup::new(trace, images, opts);
+    let mut stats = DecodeStats::default();
+    let mut segments = Vec::new();
+    for s in trace.segments() {
+        if !setup.wanted(&s) {
+            stats.segments_skipped += 1;
+            continue;
+        }
+        let buf = &trace.buffers[s.buffer];
+        let owner = if setup.per_cpu {
+            buf.cpu.map(Owner::Cpu)
+        } else {
+            buf.tid.map(Owner::Thread)
+        }
+        .or(buf.cpu.map(Owner::Cpu));
+        let bytes = trace.bytes();
+        let pieces = s
+            .pieces
+            .iter()
+            .map(|&(off, len)| bytes.get(off..off + len).unwrap_or_default())
+            .collect();
+        segments.push(SegmentPlan {
+            stream: Stream::new(pieces),
+            aux_offset: s.aux_offset,
+            after_loss: s.after_loss,
+            before_loss: s.before_loss,
+            owner,
+        });
+    }
+    decode_segments(&setup, &segments, sink, stats)
+}
+
+/// Decodes raw Intel PT (as LLDB, simple-pt or kAFL write it: the bytes
+/// of one trace buffer, no perf.data around them) as one thread,
+/// [`RAW_TASK`], with an image made of `sections`. `Stamp::time` is in TSC
+/// ticks, or ns when `cfg.tsc_hz` is given; `opts.start`/`end` compare with it.
+pub fn decode_raw(
+    pt: &[u8],
+    sections: &[RawSection],
+    cfg: &RawConfig,
+    opts: &DecodeOptions,
+    sink: &mut dyn OpSink,
+) -> Result<DecodeStats, DecodeError> {
+    if let Some((family, model, stepping)) = cfg.cpu {
+        let cpu = Cpu {
+            family,
+            model,
+            stepping,
+        };
+        if PtConfig::default().set_cpu(cpu).is_err() {
+            return Err(DecodeError::UnknownCpu {
+                family,
+                model,
+                stepping,
+            });
+        }
+    }
+    // A listing is printed as the workers decode: one chunk, in order.
+    let listing;
+    let opts = if opts.insn_list.is_some() {
+        listing = DecodeOptions {
+            chunk_bytes: Some(u64::MAX),
+            jobs: 1,
+            ..opts.clone()
+        };
+        &listing
+    } else {
+        opts
+    };
+    let setup = DecodeSetup::raw(sections, cfg, opts);
+    let segment = SegmentPlan {
+        stream: Stream::new(vec![pt]),
+        aux_offset: 0,
+        after_loss: false,
+        before_loss: false,
+        owner: Some(Owner::Task(RAW_TASK)),
+    };
+    decode_segments(&setup, &[segment], sink, DecodeStats::default())
+}
+
+/// A segment to decode: its bytes and where they sit.
+struct SegmentPlan<'t> {
+    stream: Stream<'t>,
+    aux_offset: u64,
+    after_loss: bool,
+    before_loss: bool,
+    owner: Option<Owner>,
+}
+
+/// The shared core: cuts the segments into chunks, decodes them on the
+/// workers and hands the ops, in order, to `sink`.
+fn decode_segments(
+    setup: &DecodeSetup<'_>,
+    segments: &[SegmentPlan<'_>],
+    sink: &mut dyn OpSink,
+    mut stats: DecodeStats,
+) -> Result<DecodeStats, DecodeError> {
+    let opts = setup.opts;
+    let cfg = setup.pt_config();
+    let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
+    let threads = match opts.jobs {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let window = opts.window.unwrap_or(2 * threads + 2);
+    let mut jobs: Vec<ChunkJob> = Vec::new();
+    // (segment, first decoded chunk of it) per job.
+    for (si, seg) in segments.iter().enumerate() {
+        stats.segments += 1;
+        let cuts = cut(&seg.stream, &cfg, chunk_bytes);
+        let n = cuts.len();
+        let times: Vec<Option<u64>> = cuts
+            .iter()
+            .map(|c| c.tsc.map(|t| setup.perf_time(t)))
+            .collect();
+        // The window: chunks wholly before its start or after its end
+        // are not decoded (chunk times rise within a segment).
+        let slack = setup.switch_slack;
+        let lo = match opts.start {
+            Some(start) => {
+                let i =
+                    times.partition_point(|t| t.is_some_and(|t| t.saturating_add(slack) < start));
+                i.saturating_sub(1)
+            }
+            None => 0,
+        };
+        let hi = match opts.end {
+            Some(end) => {
+                times.partition_point(|t| t.is_none_or(|t| t <= end.saturating_add(slack)))
+            }
+            None => n,
+        }
+        .max(lo + 1)
+        .min(n);
+        stats.chunks_skipped += (n - (hi - lo)) as u64;
+        for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
+            jobs.push(ChunkJob {
+                stream: si,
+                decode: c.decode.clone(),
+                meta: ChunkMeta {
+                    aux_offset: seg.aux_offset + c.range.start,
+                    len: c.range.end - c.range.start,
+                    after_loss: seg.after_loss && ci == 0,
+                    before_loss: seg.before_loss && ci + 1 == n,
+                    first: ci == lo,
+                    last: ci + 1 == n,
+                    owner: seg.owner,
+                    start_time: times[ci],
+                },
+            });
+        }
+    }
+    // Delivery order: per-thread buffers in stream order, segment after
+    // segment; per-cpu buffers by chunk start time across CPUs.
+    if setup.per_cpu {
+        jobs.sort_by_key(|j| j.meta.start_time.unwrap_or(0));
+    }
+    let watermarks: Vec<Option<u64>> = (0..jobs.len())
+        .map(|k| jobs.get(k + 1).map(|j| j.meta.start_time.unwrap_or(0)))
+        .collect();
+    let progress = Progress {
+        done: AtomicU64::new(0),
+        total: jobs.iter().map(|j| j.meta.len).sum(),
+        report: opts.progress.as_ref().map(|p| &*p.0),
+    };
+    let mut orderer = Orderer::new(opts, setup.cycles, setup.per_cpu, segments.len(), stats);
+    let mut deliver = |k: usize, out, held: usize| {
+        let job = &jobs[k];
+        let now = held + orderer.held_ops();
+        orderer.stats.max_ops_held = orderer.stats.max_ops_held.max(now as u64);
+        orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
+    };
+    let streams: Vec<&Stream<'_>> = segments.iter().map(|s| &s.stream).collect();
+    workers::run(
+        setup,
+        &streams,
+        &jobs,
+        threads,
+        window,
+        &progress,
+        &mut deliver,
+    )?;
+    Ok(orderer.finish(sink))
+}

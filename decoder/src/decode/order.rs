@@ -1,0 +1,242 @@
+//! The ordering stage ([`Orderer`]): decoded chunks arrive here in delivery
+//! order (see `workers`); their runs are stitched across chunk edges, put in
+//! each thread's execution order, their counters made cumulative per
+//! thread, cut to the `--start/--duration` window, and handed to the sink.
+//!
+//! * Stitching: a chunk that starts where tracing was already on (its PSB+
+//!   has a FUP) begins with an `Op::Enabled`; when the previous chunk of the
+//!   same segment ended with the same task traced, that op is dropped, so
+//!   the ops are those of one decoder running through the PSB.
+//! * Per-thread buffers: chunks are delivered segment by segment in stream
+//!   order, which is each thread's execution order: runs go to the sink at
+//!   once.
+//! * Per-cpu buffers: a thread's runs come from several CPUs' buffers.
+//!   Chunks are delivered in order of their start time (the TSC of their
+//!   PSB); a run starts no earlier than its chunk, so once the chunks
+//!   before time T are delivered, no later chunk can hold a run that starts
+//!   before T. Runs are held until then and released in start order, as
+//!   perf's ordered events flush up to a watermark.
+//!
+//! Memory: the runs held here are those of chunks delivered but not yet
+//! released (per-cpu) — a few chunks' worth, never the trace.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sideband::timeline::TaskId;
+
+use super::chunk::{ChunkOutput, Run};
+use super::{DecodeOptions, DecodeStats};
+use crate::ops::{Op, OpSink, Stamp};
+
+/// Per thread: what has been handed to the sink so far.
+#[derive(Debug, Default)]
+struct ThreadOut {
+    /// Instructions and cycles of the runs handed over (the next run's
+    /// counters start here).
+    insns: u64,
+    cycles: u64,
+    /// No op handed over yet (the first `Enabled` gets `first`).
+    fresh: bool,
+    last: Option<Stamp>,
+    /// Ops before the window were dropped: the next op needs an `Enabled`.
+    skipped: bool,
+    /// Past the window's end: nothing more is handed over.
+    done: bool,
+}
+
+/// See the module doc.
+pub(super) struct Orderer<'o> {
+    opts: &'o DecodeOptions,
+    cycles: bool,
+    per_cpu: bool,
+    /// Per segment: the task still traced at the end of its last chunk.
+    open: Vec<Option<TaskId>>,
+    /// Per-cpu runs waiting for the watermark, by (start time, arrival).
+    held: BTreeMap<(u64, u64), Run>,
+    held_ops: usize,
+    arrivals: u64,
+    threads: BTreeMap<TaskId, ThreadOut>,
+    /// Tasks seen, in order (for `End`).
+    seen: BTreeSet<TaskId>,
+    pub stats: DecodeStats,
+}
+
+impl<'o> Orderer<'o> {
+    pub fn new(
+        opts: &'o DecodeOptions,
+        cycles: bool,
+        per_cpu: bool,
+        segments: usize,
+        stats: DecodeStats,
+    ) -> Self {
+        Orderer {
+            opts,
+            cycles,
+            per_cpu,
+            open: vec![None; segments],
+            held: BTreeMap::new(),
+            held_ops: 0,
+            arrivals: 0,
+            threads: BTreeMap::new(),
+            seen: BTreeSet::new(),
+            stats,
+        }
+    }
+
+    /// Ops held here now (per-cpu runs waiting for their turn).
+    pub fn held_ops(&self) -> usize {
+        self.held_ops
+    }
+
+    /// Takes the next chunk in delivery order. `segment` is its segment's
+    /// index, `first` whether it is the segment's first decoded chunk, and
+    /// `watermark` the start time of the next chunk to be delivered (no
+    /// later chunk holds a run that starts before it; `None`: no more
+    /// chunks).
+    pub fn chunk(
+        &mut self,
+        segment: usize,
+        first: bool,
+        mut out: ChunkOutput,
+        watermark: Option<u64>,
+        sink: &mut dyn OpSink,
+    ) {
+        self.stats.merge_chunk(&out.stats);
+        let n_ops: usize = out.runs.iter().map(|r| r.ops.len()).sum();
+        self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n_ops as u64);
+        let prev_open = std::mem::replace(&mut self.open[segment], out.open_task);
+        if !first && prev_open.is_some() && prev_open == out.sync_task {
+            if let Some(r) = out.runs.first_mut() {
+                if matches!(r.ops.first(), Some(Op::Enabled { .. })) {
+                    r.ops.remove(0);
+                }
+            }
+        }
+        if !self.per_cpu {
+            for r in out.runs {
+                self.emit(r, sink);
+            }
+            return;
+        }
+        for r in out.runs {
+            self.held_ops += r.ops.len();
+            self.held.insert((r.start, self.arrivals), r);
+            self.arrivals += 1;
+        }
+        let wm = watermark.unwrap_or(u64::MAX);
+        self.stats.max_ops_held = self.stats.max_ops_held.max(self.held_ops as u64);
+        while let Some(e) = self.held.first_entry() {
+            if e.key().0 >= wm {
+                break;
+            }
+            let r = e.remove();
+            self.held_ops -= r.ops.len();
+            self.emit(r, sink);
+        }
+    }
+
+    /// Hands over what is still held and ends every thread with `Op::End`.
+    pub fn finish(mut self, sink: &mut dyn OpSink) -> DecodeStats {
+        while let Some((_, r)) = self.held.pop_first() {
+            self.held_ops -= r.ops.len();
+            self.emit(r, sink);
+        }
+        for task in std::mem::take(&mut self.seen) {
+            let Some(at) = self.threads.get(&task).and_then(|t| t.last) else {
+                continue;
+            };
+            self.send(task, Op::End { at }, sink);
+        }
+        self.stats
+    }
+
+    /// Hands one run of a thread to the sink.
+    fn emit(&mut self, run: Run, sink: &mut dyn OpSink) {
+        let task = run.task;
+        if !self.opts.wants(task) {
+            return;
+        }
+        let th = self.threads.entry(task).or_insert_with(|| ThreadOut {
+            fresh: true,
+            ..ThreadOut::default()
+        });
+        if th.done {
+            return;
+        }
+        self.seen.insert(task);
+        let (base_insns, base_cycles) = (th.insns, th.cycles);
+        th.insns += run.insns;
+        th.cycles += run.cycles;
+        self.stats
+            .threads
+            .entry((task.pid, task.tid))
+            .or_default()
+            .insns += run.insns;
+        for mut op in run.ops {
+            let s = op.stamp();
+            let fixed = Stamp {
+                time: s.time,
+                insns: s.insns + base_insns,
+                cycles: self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles),
+            };
+            *op.stamp_mut() = fixed;
+            let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
+            match &op {
+                Op::Call { .. } => ts.calls += 1,
+                Op::Return { .. } => ts.returns += 1,
+                Op::Jump { .. } => ts.jumps += 1,
+                Op::Gap { .. } => ts.gaps += 1,
+                _ => {}
+            }
+            if self.opts.start.is_some_and(|st| fixed.time < st) {
+                self.thread(task).skipped = true;
+                continue;
+            }
+            if self.opts.end.is_some_and(|e| fixed.time > e) {
+                self.thread(task).done = true;
+                return;
+            }
+            if std::mem::take(&mut self.thread(task).skipped)
+                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+            {
+                let ip = op.ip();
+                self.send(
+                    task,
+                    Op::Enabled {
+                        at: fixed,
+                        ip,
+                        first: false,
+                    },
+                    sink,
+                );
+            }
+            self.send(task, op, sink);
+        }
+    }
+
+    fn thread(&mut self, task: TaskId) -> &mut ThreadOut {
+        self.threads.entry(task).or_default()
+    }
+
+    fn send(&mut self, task: TaskId, mut op: Op, sink: &mut dyn OpSink) {
+        let th = self.threads.entry(task).or_default();
+        if let Op::Enabled { first, .. } = &mut op {
+            *first = std::mem::take(&mut th.fresh);
+        }
+        let s = op.stamp();
+        th.last = Some(s);
+        let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
+        ts.span = Some(
+            ts.span
+                .map_or((s.time, s.time), |(a, b)| (a.min(s.time), b.max(s.time))),
+        );
+        ts.ops += 1;
+        self.stats.ops += 1;
+        self.stats.time_span = Some(
+            self.stats
+                .time_span
+                .map_or((s.time, s.time), |(a, b)| (a.min(s.time), b.max(s.time))),
+        );
+        sink.op(task.pid, task.tid, op);
+    }
+}

@@ -1,0 +1,364 @@
+//! The decode set-up every worker shares ([`DecodeSetup`]): the libipt
+//! configuration, the file sections of every image the trace may need, and
+//! which sections make up a process's image at a time (from the sideband
+//! timeline), or, for raw PT, the one image of the given sections.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use ipt::{Config as PtConfig, Cpu, Frequency};
+use sideband::timeline::{Mapping, TaskId, Timeline};
+
+use super::{DecodeOptions, RawConfig, RawSection};
+use crate::images::{is_kernel_name, ImageStore};
+use crate::input::{Segment, Trace};
+
+/// A file section for libipt: `size` bytes at `offset` of `path` loaded at `vaddr`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct SectionSpec {
+    pub path: String,
+    pub offset: u64,
+    pub size: u64,
+    pub vaddr: u64,
+}
+
+/// A mapping's identity in the (immutable) timeline.
+type MapKey = (u64, u64, u64, usize);
+
+fn map_key(m: &Mapping) -> MapKey {
+    (m.start, m.end, m.pgoff, Arc::as_ptr(&m.file) as usize)
+}
+
+/// The pid used for "no process known": the image is the kernel's only.
+pub(super) const NO_PID: u32 = u32::MAX;
+
+pub(super) fn is_kernel_ip(ip: u64) -> bool {
+    ip >> 63 == 1
+}
+
+/// The processes whose code the trace may hold: those of per-thread
+/// buffers' threads (restricted by the options' filters: other buffers are
+/// not decoded), of tasks switched in on per-cpu buffers and of ITRACE_START
+/// records (all of them: a per-cpu buffer is decoded whole, and its other
+/// tasks' ops dropped).
+fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
+    let tl = &trace.timeline;
+    let mut pids = BTreeSet::new();
+    for b in &trace.buffers {
+        if let Some(tid) = b.tid {
+            let lifetimes = tl.thread_lifetimes(tid);
+            let tasks = lifetimes
+                .iter()
+                .map(|th| TaskId { pid: th.pid, tid })
+                .chain(lifetimes.is_empty().then_some(TaskId { pid: tid, tid }));
+            pids.extend(tasks.filter(|t| opts.wants(*t)).map(|t| t.pid));
+        }
+        if let Some(cpu) = b.cpu {
+            pids.extend(
+                tl.cpu_slots(cpu)
+                    .iter()
+                    .filter_map(|s| s.task.map(|t| t.pid)),
+            );
+        }
+    }
+    pids.extend(trace.itrace_starts.iter().map(|i| i.pid));
+    pids
+}
+
+/// Where the running task, its image and perf time come from.
+pub(super) enum Source<'t> {
+    /// A perf.data trace: the sideband timeline and the images it names.
+    Perf {
+        trace: &'t Trace,
+        images: &'t ImageStore,
+        /// The sections of each mapping that has an image.
+        map_specs: HashMap<MapKey, Vec<usize>>,
+        /// Per pid: the times its image (or the kernel's) changes.
+        changes: HashMap<u32, Vec<u64>>,
+    },
+    /// Raw PT (`ptdec raw`): one thread, one image of every section, time
+    /// in TSC ticks (or ns from a given TSC frequency).
+    Raw { tsc_hz: Option<u64> },
+}
+
+/// What every worker shares: where images and times come from, the file
+/// sections of every image, and libipt's configuration.
+pub(super) struct DecodeSetup<'t> {
+    pub src: Source<'t>,
+    pub opts: &'t DecodeOptions,
+    /// Every file section any image needs, each once; images are sets of
+    /// indices into it.
+    pub sections: Vec<SectionSpec>,
+    pub freq: Frequency,
+    /// The CPU, for libipt's errata workarounds.
+    pub cpu: Option<Cpu>,
+    /// How far (ns) a context switch or mmap may lie after libipt's time
+    /// estimate for an enable and still apply to it
+    /// ([`DecodeOptions::switch_slack_ns`]).
+    pub switch_slack: u64,
+    /// The trace has CYC packets: count cycles.
+    pub cycles: bool,
+    /// The max non-turbo ratio (CBR scale for cycles).
+    pub max_non_turbo: u64,
+    /// Per-cpu buffers (else per-thread).
+    pub per_cpu: bool,
+    /// Resynchronize at an error (`pt_blk_resync`) rather than at the next PSB.
+    pub resync: bool,
+}
+
+impl<'t> DecodeSetup<'t> {
+    pub fn new(trace: &'t Trace, images: &'t ImageStore, opts: &'t DecodeOptions) -> Self {
+        let info = &trace.info;
+        let tl = &trace.timeline;
+        let mut specs = Vec::new();
+        let mut spec_index: HashMap<SectionSpec, usize> = HashMap::new();
+        let mut map_specs: HashMap<MapKey, Vec<usize>> = HashMap::new();
+        let mut add = |spec: SectionSpec| -> usize {
+            *spec_index.entry(spec.clone()).or_insert_with(|| {
+                specs.push(spec);
+                specs.len() - 1
+            })
+        };
+        let kernel_history = tl.kernel_map().history();
+        let mut kernel_changes = Vec::new();
+        // Kernel code (image and modules) comes from the kernel image (kcore
+        // maps the modules too), never from the module files.
+        let kernel = trace.kernel_traced().then(|| images.kernel()).flatten();
+        for m in kernel_history {
+            kernel_changes.push(m.since);
+            kernel_changes.push(m.until);
+            let Some(img) = &kernel else {
+                continue;
+            };
+            let path = img.path.to_string_lossy().into_owned();
+            let mut v = Vec::new();
+            for s in img.segments.iter().filter(|s| s.executable) {
+                let lo = s.vaddr.max(m.start);
+                let hi = s.vaddr.saturating_add(s.filesz).min(m.end);
+                if lo < hi {
+                    v.push(add(SectionSpec {
+                        path: path.clone(),
+                        offset: s.file_offset + (lo - s.vaddr),
+                        size: hi - lo,
+                        vaddr: lo,
+                    }));
+                }
+            }
+            map_specs.insert(map_key(m), v);
+        }
+        let mut changes = HashMap::new();
+        for pid in traced_pids(trace, opts) {
+            let mut c = kernel_changes.clone();
+            if let Some(pm) = tl.process_maps(pid) {
+                for m in pm.history() {
+                    c.push(m.since);
+                    c.push(m.until);
+                    if is_kernel_name(&m.file.filename) {
+                        continue;
+                    }
+                    let Some(img) = images.get(&m.file) else {
+                        continue;
+                    };
+                    let spec = SectionSpec {
+                        path: img.path.to_string_lossy().into_owned(),
+                        offset: m.pgoff,
+                        size: m.end - m.start,
+                        vaddr: m.start,
+                    };
+                    if m.pgoff < img.size {
+                        let i = add(spec);
+                        map_specs.insert(map_key(m), vec![i]);
+                    }
+                }
+            }
+            c.retain(|&t| t != u64::MAX);
+            c.sort_unstable();
+            c.dedup();
+            changes.insert(pid, c);
+        }
+        kernel_changes.retain(|&t| t != u64::MAX);
+        kernel_changes.sort_unstable();
+        kernel_changes.dedup();
+        changes.insert(NO_PID, kernel_changes);
+
+        // perf's default when the attr is absent: mtc_period=3.
+        let mtc_bits = trace.mtc_period().unwrap_or(3).min(15);
+        let freq = Frequency {
+            mtc_freq: mtc_bits,
+            nom_freq: info.max_non_turbo_ratio.min(255) as u8,
+            cpuid_15_ebx: info.tsc_ctc_ratio_n as u32,
+            cpuid_15_eax: info.tsc_ctc_ratio_d as u32,
+        };
+        let cpu = trace.cpu.as_ref().filter(|c| c.is_intel()).map(|c| Cpu {
+            family: c.family,
+            model: c.model,
+            stepping: c.stepping,
+        });
+        let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
+        let slack = opts.switch_slack_ns.unwrap_or_else(|| {
+            let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
+            match (&trace.tsc, mtc && n != 0 && d != 0) {
+                (Some(tc), true) => {
+                    let ticks = (2u64 << mtc_bits) * n / d;
+                    tc.tsc_to_perf_time(ticks)
+                        .wrapping_sub(tc.tsc_to_perf_time(0))
+                        .clamp(100, 1_000_000)
+                }
+                _ => 1_000,
+            }
+        });
+        DecodeSetup {
+            src: Source::Perf {
+                trace,
+                images,
+                map_specs,
+                changes,
+            },
+            opts,
+            sections: specs,
+            freq,
+            cpu,
+            switch_slack: slack,
+            cycles: trace.config_bit(info.cyc_bit).unwrap_or(false),
+            max_non_turbo: info.max_non_turbo_ratio,
+            per_cpu: info.per_cpu_mmaps,
+            resync: true,
+        }
+    }
+
+    /// The plan of a raw decode: every section is in the one image.
+    pub fn raw(sections: &[RawSection], cfg: &RawConfig, opts: &'t DecodeOptions) -> Self {
+        let specs = sections
+            .iter()
+            .map(|s| SectionSpec {
+                path: s.path.to_string_lossy().into_owned(),
+                offset: s.offset,
+                size: s.size,
+                vaddr: s.vaddr,
+            })
+            .collect();
+        DecodeSetup {
+            src: Source::Raw {
+                tsc_hz: cfg.tsc_hz.filter(|&hz| hz > 0),
+            },
+            opts,
+            sections: specs,
+            freq: Frequency {
+                mtc_freq: cfg.mtc_freq,
+                nom_freq: cfg.nom_freq,
+                cpuid_15_eax: cfg.cpuid_15_eax,
+                cpuid_15_ebx: cfg.cpuid_15_ebx,
+            },
+            cpu: cfg.cpu.map(|(family, model, stepping)| Cpu {
+                family,
+                model,
+                stepping,
+            }),
+            switch_slack: 0,
+            cycles: cfg.cycles,
+            max_non_turbo: u64::from(cfg.nom_freq),
+            per_cpu: false,
+            resync: !cfg.next_psb_on_error,
+        }
+    }
+
+    /// libipt's configuration: blocks end at every call and jump, so each
+    /// control transfer is seen. A CPU libipt knows no errata for decodes
+    /// by the spec (a raw decode refuses it before, in [`decode_raw`]).
+    pub fn pt_config(&self) -> PtConfig {
+        let mut c = PtConfig::default();
+        c.set_freq(self.freq);
+        c.set_block_flags(true, true);
+        if let Some(cpu) = self.cpu {
+            let _ = c.set_cpu(cpu);
+        }
+        c
+    }
+
+    pub fn timeline(&self) -> Option<&'t Timeline> {
+        match self.src {
+            Source::Perf { trace, .. } => Some(&trace.timeline),
+            Source::Raw { .. } => None,
+        }
+    }
+
+    pub fn perf_time(&self, tsc: u64) -> u64 {
+        match &self.src {
+            Source::Perf { trace, .. } => trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc)),
+            Source::Raw { tsc_hz: None } => tsc,
+            Source::Raw { tsc_hz: Some(hz) } => {
+                (u128::from(tsc) * 1_000_000_000 / u128::from(*hz)).min(u128::from(u64::MAX)) as u64
+            }
+        }
+    }
+
+    /// The version of `pid`'s image at `t`, and until when it holds.
+    pub fn version(&self, pid: u32, t: u64) -> (usize, u64) {
+        let Source::Perf { changes, .. } = &self.src else {
+            return (0, u64::MAX);
+        };
+        let c = changes
+            .get(&pid)
+            .or_else(|| changes.get(&NO_PID))
+            .map_or(&[][..], Vec::as_slice);
+        let v = c.partition_point(|&x| x <= t);
+        (v, c.get(v).copied().unwrap_or(u64::MAX))
+    }
+
+    /// The section specs of `pid`'s image at `t` (user mappings, then kernel).
+    pub fn image_specs(&self, pid: u32, t: u64) -> Vec<usize> {
+        let Source::Perf {
+            trace, map_specs, ..
+        } = &self.src
+        else {
+            return (0..self.sections.len()).collect();
+        };
+        let tl = &trace.timeline;
+        let user = (pid != NO_PID)
+            .then(|| tl.image_map(pid, t))
+            .into_iter()
+            .flat_map(|m| m.iter());
+        user.chain(tl.kernel_map().at(t))
+            .filter_map(|m| map_specs.get(&map_key(m)))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// Whether the buffer of segment `s` may hold ops of wanted threads.
+    pub fn wanted(&self, s: &Segment) -> bool {
+        let Source::Perf { trace, .. } = &self.src else {
+            return true;
+        };
+        if !self.opts.filtered() {
+            return true;
+        }
+        let b = &trace.buffers[s.buffer];
+        let tl = &trace.timeline;
+        if self.per_cpu {
+            match b.cpu {
+                Some(cpu) if !tl.cpu_slots(cpu).is_empty() => tl
+                    .cpu_slots(cpu)
+                    .iter()
+                    .any(|sl| sl.task.is_some_and(|t| self.opts.wants(t))),
+                _ => true,
+            }
+        } else {
+            match b.tid {
+                Some(tid) => {
+                    let lifetimes = tl.thread_lifetimes(tid);
+                    if lifetimes.is_empty() {
+                        self.opts.wants(TaskId { pid: tid, tid })
+                    } else {
+                        lifetimes
+                            .iter()
+                            .any(|th| self.opts.wants(TaskId { pid: th.pid, tid }))
+                    }
+                }
+                None => true,
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------

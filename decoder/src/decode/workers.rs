@@ -1,0 +1,149 @@
+//! Decoding chunks on all cores ([`run`]) and delivering them in order.
+//!
+//! Workers (`DecodeOptions::jobs` threads, each with its own
+//! [`WorkerImages`]) take chunks in delivery order from a shared counter and
+//! decode them; the calling thread receives the results, puts them back in
+//! order in a reorder buffer and hands each to `deliver` (the ordering
+//! stage, call stacks and FTF writing run there, while the workers go on).
+//! A worker may start chunk `k` only when `k < delivered + window`, so at
+//! most `window` chunks are decoded and not yet delivered: memory is
+//! bounded by the window, not by the trace.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput};
+use super::chunks::Stream;
+use super::setup::DecodeSetup;
+use super::worker_images::WorkerImages;
+use super::{DecodeError, ProgressFn};
+
+/// One chunk to decode: its stream (segment), the stream range to read
+/// and where it sits.
+pub(super) struct ChunkJob {
+    pub stream: usize,
+    pub decode: std::ops::Range<u64>,
+    pub meta: ChunkMeta,
+}
+
+/// Decoded bytes of all chunks, for the progress callback.
+pub(super) struct Progress<'a> {
+    pub done: AtomicU64,
+    pub total: u64,
+    pub report: Option<&'a ProgressFn>,
+}
+
+impl Progress<'_> {
+    fn add(&self, n: u64) {
+        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(f) = self.report {
+            f(done.min(self.total), self.total);
+        }
+    }
+}
+
+/// Decodes `jobs` on `threads` workers, at most `window` ahead of
+/// delivery, and calls `deliver(k, output, held)` for each in order, on the
+/// calling thread (`held`: chunks decoded and waiting in the reorder
+/// buffer, with their ops).
+pub(super) fn run(
+    setup: &DecodeSetup<'_>,
+    streams: &[&Stream<'_>],
+    jobs: &[ChunkJob],
+    threads: usize,
+    window: usize,
+    progress: &Progress<'_>,
+    deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
+) -> Result<(), DecodeError> {
+    let window = window.max(1);
+    let threads = threads.clamp(1, jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let gate = (Mutex::new(0usize), Condvar::new());
+    let (tx, rx) = crossbeam_channel::unbounded::<(usize, Result<ChunkOutput, DecodeError>)>();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, stop, gate) = (&next, &stop, &gate);
+            scope.spawn(move || {
+                let images = match WorkerImages::new(setup) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let _ = tx.send((k, Err(e)));
+                        return;
+                    }
+                };
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(k) else { break };
+                    {
+                        let mut delivered = gate.0.lock().unwrap_or_else(|p| p.into_inner());
+                        while k >= *delivered + window && !stop.load(Ordering::Relaxed) {
+                            delivered = gate.1.wait(delivered).unwrap_or_else(|p| p.into_inner());
+                        }
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let bytes = streams[job.stream].bytes(job.decode.clone());
+                    let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        decode_chunk(&images, job.meta, &bytes)
+                    }))
+                    .unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        Err(DecodeError::Worker(msg))
+                    });
+                    drop(bytes);
+                    progress.add(job.meta.len);
+                    if tx.send((k, r)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut ready: BTreeMap<usize, ChunkOutput> = BTreeMap::new();
+        let mut held_ops = 0usize;
+        let mut delivered = 0usize;
+        let mut result = Ok(());
+        for (k, r) in rx.iter() {
+            let out = match r {
+                Ok(o) => o,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            held_ops += out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+            ready.insert(k, out);
+            while let Some(out) = ready.remove(&delivered) {
+                held_ops -= out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+                let held = held_ops + out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+                deliver(delivered, out, held);
+                delivered += 1;
+                *gate.0.lock().unwrap_or_else(|p| p.into_inner()) = delivered;
+                gate.1.notify_all();
+            }
+        }
+        if result.is_ok() && delivered < jobs.len() {
+            result = Err(DecodeError::Worker(format!(
+                "chunk {delivered} of {} was never decoded",
+                jobs.len()
+            )));
+        }
+        if result.is_err() {
+            stop.store(true, Ordering::Relaxed);
+            gate.1.notify_all();
+        }
+        // Workers still running see `stop` (or a closed channel) and end.
+        drop(rx);
+        result
+    })
+}
