@@ -291,6 +291,28 @@ struct DecodeArgs {
     /// Decode with N threads (default: all cores). Example: -j 4
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
     jobs: usize,
+    /// Cut each buffer into chunks of about BYTES (at the next PSB), the
+    /// unit of parallel decoding; memory holds a few chunks per thread.
+    /// The output is the same for any size. Default 256K. Example:
+    /// --chunk-size 1M
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    chunk_size: Option<u64>,
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size in bytes (e.g. 262144, 256K, 1M)"))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -479,6 +501,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         start,
         end,
         jobs: a.jobs,
+        chunk_bytes: a.chunk_size,
         progress: Some(progress.callback()),
         ..DecodeOptions::default()
     };

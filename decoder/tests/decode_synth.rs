@@ -293,6 +293,32 @@ fn check_exact(cfg: Config) -> (Vec<Op>, DecodeStats) {
     assert_eq!(stats.insns, out.stats.insns);
     assert_eq!(stats.threads[&(PID, TID)].insns, out.stats.insns);
     assert!(stats.errors.is_empty(), "{:?}", stats.errors);
+    // Cut at every PSB (a chunk per PSB), on two workers with a window of
+    // two chunks: the same ops, stamps and all.
+    let tiny = DecodeOptions {
+        chunk_bytes: Some(1),
+        jobs: 2,
+        window: Some(2),
+        ..DecodeOptions::default()
+    };
+    let (c2, stats2, _) = run_decode(dir.path(), &tiny);
+    assert_eq!(
+        stats2.chunks as usize,
+        out.stats.psb_offsets.len(),
+        "a chunk per PSB"
+    );
+    let ops2 = &c2.ops[&(PID, TID)];
+    if ops2 != ops {
+        let i = ops2.iter().zip(ops).position(|(a, b)| a != b);
+        panic!(
+            "chunked ops differ at {i:?} of {}/{}: got {:?}, want {:?}",
+            ops2.len(),
+            ops.len(),
+            i.map(|i| &ops2[i.saturating_sub(1)..(i + 3).min(ops2.len())]),
+            i.map(|i| &ops[i.saturating_sub(1)..(i + 3).min(ops.len())]),
+        );
+    }
+    assert_eq!(stats2.insns, stats.insns);
     (ops.clone(), stats)
 }
 
@@ -325,7 +351,11 @@ fn default_config_gives_exact_ops() {
 #[test]
 fn progress_counts_decoded_bytes_up_to_the_total() {
     use std::sync::{Arc, Mutex};
-    let cfg = Config::default();
+    let cfg = Config {
+        psb_period: 0,
+        long_tnt: true,
+        ..Config::default()
+    };
     let (p, _, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
     write_trace(
@@ -343,14 +373,17 @@ fn progress_counts_decoded_bytes_up_to_the_total() {
         progress: Some(ProgressCallback::new(move |done, total| {
             s2.lock().unwrap().push((done, total))
         })),
+        // Several chunks: progress is reported per chunk.
+        chunk_bytes: Some(1),
         ..DecodeOptions::default()
     };
     let (_, stats, _) = run_decode(dir.path(), &opts);
     let seen = seen.lock().unwrap();
     let total = out.bytes.len() as u64;
     assert_eq!(stats.bytes, total);
-    // Reports inside the segment (every 4096 blocks), then its end.
-    assert!(seen.len() >= 2, "{seen:?}");
+    // A report per chunk (several: tests/tests/e2e_ptsim.rs), the last at
+    // the total.
+    assert_eq!(seen.len() as u64, stats.chunks, "{seen:?}");
     assert!(seen.iter().all(|&(_, t)| t == total), "{seen:?}");
     assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "{seen:?}");
     assert_eq!(seen.last(), Some(&(total, total)));

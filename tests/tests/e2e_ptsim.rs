@@ -81,17 +81,29 @@ const DEFAULT: Variant = Variant {
     name: "default",
     apply: |_| {},
 };
+// The variants other than the default put a PSB every 2 KiB (perf's
+// psb_period=0), so ptdec's chunks (one per PSB in `decode_ops`) meet
+// compressed returns, per-cpu switches and CYC timing at their edges.
 const PER_CPU_2: Variant = Variant {
-    name: "--per-cpu 2",
-    apply: |o| o.per_cpu = Some(2),
+    name: "--per-cpu 2 --psb-period 0",
+    apply: |o| {
+        o.per_cpu = Some(2);
+        o.pt.psb_period = 0;
+    },
 };
 const NORETCOMP: Variant = Variant {
-    name: "--noretcomp",
-    apply: |o| o.pt.noretcomp = true,
+    name: "--noretcomp --psb-period 0",
+    apply: |o| {
+        o.pt.noretcomp = true;
+        o.pt.psb_period = 0;
+    },
 };
 const CYC: Variant = Variant {
-    name: "--cyc",
-    apply: |o| o.pt.cyc = true,
+    name: "--cyc --psb-period 0",
+    apply: |o| {
+        o.pt.cyc = true;
+        o.pt.psb_period = 0;
+    },
 };
 
 /// Runs ptsim on `prog` (empty environment; forkexec follows its child)
@@ -343,10 +355,87 @@ fn images(dir: &Path) -> ImageStore {
     })
 }
 
-fn decode_ops(dir: &Path) -> (Branches, DecodeStats) {
+/// Every op of each thread.
+#[derive(Default, PartialEq, Eq)]
+struct AllOps(BTreeMap<(u32, u32), Vec<Op>>);
+
+impl OpSink for AllOps {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        self.0.entry((pid, tid)).or_default().push(op);
+    }
+}
+
+/// Decodes `dir` with default chunks and again cut at every PSB (a chunk
+/// per PSB, two workers, a window of three chunks): the ops must be the
+/// same, stamps and all, as from one decoder running through the PSBs.
+/// With CYC (`cycle_accurate`) times and cycles are left out: libipt's
+/// cycle-to-time calibration starts afresh at each sync, so the first
+/// estimates after a chunk's PSB may differ by a few cycles.
+fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branches, DecodeStats) {
     let trace = Trace::open(dir).unwrap();
+    let mut all = AllOps::default();
+    let stats = decode(&trace, &images(dir), &DecodeOptions::default(), &mut all).unwrap();
+    let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let r2 = reports.clone();
+    let tiny = DecodeOptions {
+        chunk_bytes: Some(1),
+        jobs: 2,
+        window: Some(3),
+        progress: Some(ptdec::decode::ProgressCallback::new(move |done, total| {
+            r2.lock().unwrap().push((done, total))
+        })),
+        ..DecodeOptions::default()
+    };
+    let mut chunked = AllOps::default();
+    let stats2 = decode(&trace, &images(dir), &tiny, &mut chunked).unwrap();
+    // Progress: a report per chunk, rising to the total.
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len() as u64, stats2.chunks);
+    assert!(reports.windows(2).all(|w| w[0].0 < w[1].0), "{reports:?}");
+    assert_eq!(reports.last().map(|r| r.0), Some(stats2.bytes));
+    // With a PSB every 2 KiB, more than 8 KiB of trace is several chunks.
+    assert!(
+        !frequent_psbs || stats.bytes < 8192 || stats2.chunks > 2,
+        "{}: {} chunks at every PSB of {} bytes",
+        dir.display(),
+        stats2.chunks,
+        stats.bytes
+    );
+    let untimed = |ops: &[Op]| -> Vec<Op> {
+        ops.iter()
+            .cloned()
+            .map(|mut op| {
+                if cycle_accurate {
+                    let s = op.stamp_mut();
+                    s.time = 0;
+                    s.cycles = None;
+                }
+                op
+            })
+            .collect()
+    };
+    for (k, ops) in &all.0 {
+        let got = untimed(chunked.0.get(k).map_or(&[][..], Vec::as_slice));
+        let ops = untimed(ops);
+        if got != ops {
+            let i = got.iter().zip(&ops).position(|(a, b)| a != b);
+            panic!(
+                "{} thread {k:?}: ops cut at every PSB differ at {i:?} of {}/{}: got {:?}, want {:?}",
+                dir.display(),
+                got.len(),
+                ops.len(),
+                i.map(|i| &got[i.saturating_sub(2)..(i + 3).min(got.len())]),
+                i.map(|i| &ops[i.saturating_sub(2)..(i + 3).min(ops.len())]),
+            );
+        }
+    }
+    assert_eq!(chunked.0.len(), all.0.len(), "{}: threads", dir.display());
     let mut sink = Branches::default();
-    let stats = decode(&trace, &images(dir), &DecodeOptions::default(), &mut sink).unwrap();
+    for ((pid, tid), ops) in all.0 {
+        for op in ops {
+            sink.op(pid, tid, op);
+        }
+    }
     (sink, stats)
 }
 
@@ -577,7 +666,11 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     let insns = truth_insns(&dir);
 
     // 1 and 2: ops, instructions, perf.
-    let (ops, stats) = decode_ops(&dir);
+    let (ops, stats) = decode_ops(
+        &dir,
+        v.name.contains("--psb-period 0"),
+        v.name.contains("--cyc"),
+    );
     assert!(
         stats.errors.is_empty(),
         "{what}: decode errors {:?}",

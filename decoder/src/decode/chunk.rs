@@ -8,16 +8,22 @@
 //!
 //! A chunk starts at a PSB, where libipt synchronizes with nothing of what
 //! came before (the hardware compresses no return across a PSB, and PSB+
-//! restates time, mode and IP). Its bytes go on through the *next* chunk's
-//! PSB+ (to its PSBEND): the instructions between the last packet before
-//! that PSB and the IP its FUP gives are executed before it, and only the
-//! FUP says where they end. Decoding stops at the end of those bytes
-//! (libipt's end-of-stream status). A transfer still pending there (a
-//! branch whose target block would be the next chunk's first) is completed
-//! with the FUP's IP. The next chunk starts with an `Op::Enabled` at that IP,
-//! which the ordering stage drops when this chunk ended with tracing on
+//! restates time, mode and IP). The PSB+'s FUP gives the IP of the next
+//! instruction when the PSB was written: the instructions before it belong
+//! to the previous chunk, those from it on to this one. So a chunk's decoder
+//! reads on into the next chunk's PSB+ (and [`super::chunks::LOOKAHEAD`]
+//! bytes after it, which libipt reads ahead), and when libipt hands out that
+//! PSB+'s status update (as soon as it reads it, often before its decoding
+//! reaches the IP), decoding goes on to that IP and stops there, counting
+//! the part of a block before it ([`ChunkDecoder::stop_at`]). A transfer
+//! pending there completes at that IP, as the next block's first IP in one
+//! decoder would. With tracing off at that PSB+, decoding stops at once.
+//! The next chunk starts with an `Op::Enabled` at the IP, which the ordering
+//! stage drops when this chunk ended with tracing on
 //! ([`ChunkOutput::open_task`], [`ChunkOutput::sync_task`]): the ops are
-//! those of one decoder running through the PSB.
+//! those of one decoder running through the PSB. Timing state is restated
+//! by PSB+ (TSC, TMA, CBR) too: the tests compare every op, stamps
+//! included, with a chunk at every PSB and with one chunk.
 
 use std::collections::BTreeMap;
 
@@ -176,7 +182,7 @@ pub(super) fn decode_chunk(
         pending: None,
         need_enable: true,
         last_ip: 0,
-        update_ip: None,
+        stop_at: None,
         at_start: true,
         sync_task: None,
         open: false,
@@ -223,8 +229,9 @@ struct ChunkDecoder<'i, 's, 't> {
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
     last_ip: u64,
-    /// The IP of a status update (PSB+ FUP) seen since the last block.
-    update_ip: Option<u64>,
+    /// Where the next chunk starts (its PSB+'s FUP), once its status update
+    /// was read: decoding stops there.
+    stop_at: Option<u64>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
     /// See [`ChunkOutput::sync_task`].
@@ -271,7 +278,12 @@ impl ChunkDecoder<'_, '_, '_> {
                         Ok((ev, s)) => {
                             status = s;
                             self.update_time(dec, ev.tsc());
-                            self.on_event(dec, &ev);
+                            if self.at_next_chunk(dec, &ev) {
+                                return;
+                            }
+                            if self.stop_at.is_none() {
+                                self.on_event(dec, &ev);
+                            }
                         }
                         Err(e) => break 'step Failure::Pt(e),
                     }
@@ -312,6 +324,42 @@ impl ChunkDecoder<'_, '_, '_> {
                 None => return,
             }
         }
+    }
+
+    /// Whether `ev` says the next chunk's PSB+ was read (a status update
+    /// read past this chunk's bytes) with tracing off: then decoding stops.
+    /// With tracing on, its IP is where the next chunk starts: decoding
+    /// goes on to it ([`ChunkDecoder::stop_at`]; libipt hands out the
+    /// status update as soon as it reads the PSB+, before its decoding has
+    /// reached that IP). Events after it belong to the next chunk.
+    fn at_next_chunk(&mut self, dec: &BlockDecoder<'_>, ev: &PtEvent) -> bool {
+        if self.meta.last || self.stop_at.is_some() || !ev.status_update() {
+            return false;
+        }
+        if !dec.offset().is_ok_and(|o| o > self.meta.len) {
+            return false;
+        }
+        match ev.kind() {
+            EventKind::Enabled { ip, .. } if !self.need_enable => {
+                self.stop_at = Some(ip);
+                false
+            }
+            EventKind::Enabled { .. } | EventKind::Disabled { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// How many of `b`'s instructions come before `ip` (`None`: `ip` is not
+    /// one of them).
+    fn insns_before(&self, b: &Block, ip: u64) -> Option<u16> {
+        let mut at = b.ip;
+        for n in 0..b.ninsn {
+            if at == ip {
+                return Some(n);
+            }
+            at = self.insn_at(b, at)?.next_ip();
+        }
+        None
     }
 
     /// Counts `n` instructions decoded: `Some(count)` when more than
@@ -604,7 +652,6 @@ impl ChunkDecoder<'_, '_, '_> {
         match ev.kind() {
             EventKind::Enabled { ip, .. } => {
                 if update && !self.need_enable {
-                    self.update_ip = Some(ip);
                     return;
                 }
                 self.list(ListItem::Enabled);
@@ -710,8 +757,21 @@ impl ChunkDecoder<'_, '_, '_> {
             return Flow::Stop;
         }
         self.resolve(Some(b.ip));
-        self.update_ip = None;
         self.at_start = false;
+        // The next chunk starts at `stop_at`: count what comes before it.
+        let mut b = *b;
+        let mut stop = false;
+        if let Some(x) = self.stop_at {
+            match self.insns_before(&b, x) {
+                Some(0) => return Flow::Stop,
+                Some(n) => {
+                    b.ninsn = n;
+                    stop = true;
+                }
+                None => {}
+            }
+        }
+        let b = &b;
         if self.need_enable {
             self.enable(dec, b.ip, false);
         }
@@ -744,6 +804,9 @@ impl ChunkDecoder<'_, '_, '_> {
             None => self.stats.unattributed_insns += n,
         }
         self.last_ip = b.end_ip;
+        if stop {
+            return Flow::Stop;
+        }
         let kind = self.classify(b);
         if let Some(kind) = kind {
             let ret = match kind {
@@ -963,13 +1026,6 @@ impl ChunkDecoder<'_, '_, '_> {
     }
 
     fn finish(&mut self) {
-        // A transfer pending at the end of a chunk goes to the IP the next
-        // chunk's PSB+ gives (its target block is that chunk's first).
-        if !self.meta.last {
-            if let Some(ip) = self.update_ip {
-                self.resolve(Some(ip));
-            }
-        }
         self.pending = None;
         if let Some(r) = self.run.take() {
             self.runs.push(r);

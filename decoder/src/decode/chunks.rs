@@ -145,13 +145,22 @@ fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
     }
 }
 
+/// Bytes after the next chunk's PSB+ that a chunk's decoder may read:
+/// libipt reads packets ahead of the instruction it is at (to bind events
+/// to IPs), and without them ends the chunk's last block with an
+/// end-of-stream error before it reaches the next chunk's PSB+. The chunk
+/// decoder stops at that PSB+'s status update, so the bytes after it are
+/// read, not decoded.
+pub(super) const LOOKAHEAD: u64 = 16 << 10;
+
 /// A chunk of a segment: the stream offsets it covers, and what it decodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Cut {
     /// The chunk proper: from its PSB (or the segment's start) to the next
     /// chunk's PSB.
     pub range: Range<u64>,
-    /// What the decoder reads: the chunk and the next chunk's PSB+.
+    /// What the decoder reads: the chunk, the next chunk's PSB+ and
+    /// [`LOOKAHEAD`] bytes after it.
     pub decode: Range<u64>,
     /// The TSC of its PSB+ (for the first chunk: of the segment's first PSB).
     pub tsc: Option<u64>,
@@ -180,7 +189,7 @@ pub(super) fn cut(stream: &Stream<'_>, cfg: &PtConfig, chunk_bytes: u64) -> Vec<
     for p in &psbs {
         cuts.push(Cut {
             range: start..p.offset,
-            decode: start..p.header_end,
+            decode: start..(p.header_end + LOOKAHEAD).min(len),
             tsc,
         });
         start = p.offset;
@@ -229,7 +238,7 @@ mod tests {
 
     #[test]
     fn cuts_at_the_first_psb_after_each_multiple_and_tile_the_stream() {
-        let (bytes, psbs) = trace(10, 100);
+        let (bytes, psbs) = trace(10, 300);
         let cfg = PtConfig::default();
         for pieces in [
             vec![&bytes[..]],
@@ -249,8 +258,12 @@ mod tests {
             assert_eq!(starts, want);
             for w in cuts.windows(2) {
                 assert_eq!(w[0].range.end, w[1].range.start);
-                // The decode range takes the next PSB+ (PSB, TSC, FUP, PSBEND).
-                assert_eq!(w[0].decode.end, w[1].range.start + 16 + 8 + 7 + 2);
+                // The decode range takes the next PSB+ (PSB 16, TSC 8, FUP
+                // with a full IP 9, PSBEND 2) and the lookahead.
+                assert_eq!(
+                    w[0].decode.end,
+                    (w[1].range.start + 16 + 8 + 9 + 2 + LOOKAHEAD).min(bytes.len() as u64)
+                );
             }
             assert_eq!(cuts.last().unwrap().range.end, bytes.len() as u64);
             let tscs: Vec<u64> = cuts.iter().map(|c| c.tsc.unwrap()).collect();
