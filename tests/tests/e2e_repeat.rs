@@ -587,3 +587,88 @@ fn hundred_megabytes_count_every_call_as_the_truth_says() {
         false,
     );
 }
+
+/// Every op of each thread (for comparing whole decodes).
+#[derive(Default, PartialEq, Eq, Debug)]
+struct AllOps(BTreeMap<(u32, u32), Vec<Op>>);
+
+impl OpSink for AllOps {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        self.0.entry((pid, tid)).or_default().push(op);
+    }
+}
+
+fn decode_all(dir: &Path, opts: &DecodeOptions) -> (AllOps, DecodeStats) {
+    let trace = Trace::open(dir).unwrap();
+    let mut sink = AllOps::default();
+    let stats = decode(&trace, &images(dir), opts, &mut sink).unwrap();
+    assert!(stats.errors.is_empty(), "ptdec: {:?}", stats.errors);
+    (sink, stats)
+}
+
+/// Memory is bounded by the window, not by the trace: a trace of about
+/// 0.5 MB (one thread, and two threads on two CPUs) decoded in 4 KiB
+/// chunks with a window of two chunks on two workers holds at most a few
+/// chunks' ops at once, a small part of the trace's, and gives exactly the
+/// ops of one chunk on one worker and of the default chunks on all cores.
+#[test]
+fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
+    let test = "a_small_window_bounds_the_ops_held_and_changes_nothing";
+    let Some(progs) = programs(test) else { return };
+    for (args, spec, per_cpu) in [
+        (vec![], "interp_run=100", None),
+        (vec!["2".to_string()], "interp_run=50", Some(2)),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("trace");
+        simulate(&progs, "interp", &args, &[spec], per_cpu, &dir);
+        let whole = DecodeOptions {
+            chunk_bytes: Some(u64::MAX),
+            jobs: 1,
+            ..DecodeOptions::default()
+        };
+        let small = DecodeOptions {
+            chunk_bytes: Some(4 << 10),
+            jobs: 2,
+            window: Some(2),
+            ..DecodeOptions::default()
+        };
+        let (a, sa) = decode_all(&dir, &whole);
+        let (b, sb) = decode_all(&dir, &small);
+        let (c, _) = decode_all(&dir, &DecodeOptions::default());
+        let what = format!("interp {args:?} per-cpu {per_cpu:?}");
+        assert!(sb.chunks >= 20, "{what}: only {} chunks", sb.chunks);
+        assert_eq!(sa.chunks as usize, sa.segments as usize, "{what}");
+        for (k, ops) in &a.0 {
+            for (name, other) in [("4 KiB chunks", &b), ("default chunks", &c)] {
+                let got = other.0.get(k).map_or(&[][..], Vec::as_slice);
+                let i = got.iter().zip(ops).position(|(x, y)| x != y);
+                assert!(
+                    i.is_none() && got.len() == ops.len(),
+                    "{what}: {name}: thread {k:?} differs at {i:?} of {}/{}",
+                    got.len(),
+                    ops.len()
+                );
+            }
+        }
+        assert_eq!(b.0.len(), a.0.len(), "{what}: threads");
+        // Two chunks in the reorder window, one being handed over, and
+        // per-cpu runs waiting for the time watermark (a chunk per CPU).
+        let bound = 5 * sb.max_chunk_ops;
+        eprintln!(
+            "{what}: {} ops in {} chunks of up to {} ops; held at once: {} (bound {bound}); one chunk holds {}",
+            sb.ops, sb.chunks, sb.max_chunk_ops, sb.max_ops_held, sa.max_chunk_ops
+        );
+        assert!(
+            sb.max_ops_held <= bound,
+            "{what}: {} > {bound}",
+            sb.max_ops_held
+        );
+        assert!(
+            sb.max_ops_held * 10 < sb.ops,
+            "{what}: held {} of {} ops at once",
+            sb.max_ops_held,
+            sb.ops
+        );
+    }
+}
