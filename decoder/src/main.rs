@@ -1,5 +1,6 @@
 //! `ptdec` command line: argument parsing and error printing only; the work
 //! is `ptdec::pipeline::run` and `ptdec::summary`.
+#![deny(unsafe_code)]
 
 use std::collections::BTreeSet;
 use std::io::Write;
