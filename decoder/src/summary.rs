@@ -30,6 +30,13 @@ pub struct Progress {
     counting_ops: Cell<bool>,
 }
 
+/// The bar while libipt decodes: bytes, rate, time left.
+const BYTES_TEMPLATE: &str =
+    "{spinner} [{elapsed}] [{bar:30}] {bytes}/{total_bytes} at {bytes_per_sec}, {eta} left  {wide_msg}";
+/// The counter once every byte is decoded.
+const OPS_TEMPLATE: &str =
+    "{spinner} [{elapsed}] building call stacks and writing FTF: {human_pos} ops";
+
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_spinner())
@@ -44,9 +51,7 @@ impl Progress {
             ProgressBar::hidden()
         } else {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(style(
-                "{spinner} [{elapsed}] [{bar:30}] {bytes}/{total_bytes} at {bytes_per_sec}, {eta} left  {wide_msg}",
-            ));
+            bar.set_style(style(BYTES_TEMPLATE));
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         };
@@ -99,9 +104,7 @@ impl Progress {
                 return;
             }
             self.counting_ops.set(true);
-            self.bar.set_style(style(
-                "{spinner} [{elapsed}] building call stacks and writing FTF: {human_pos} ops",
-            ));
+            self.bar.set_style(style(OPS_TEMPLATE));
             self.bar.unset_length();
         }
         self.bar.set_position(n);
@@ -521,6 +524,18 @@ mod tests {
         assert_eq!(duration(1_500), "1.500 µs");
         assert_eq!(duration(2_000_000_000), "2.000 s");
         assert_eq!(bytes(2048), "2.0 KiB");
+    }
+
+    #[test]
+    fn progress_templates_parse() {
+        for t in [BYTES_TEMPLATE, OPS_TEMPLATE] {
+            assert!(ProgressStyle::with_template(t).is_ok(), "{t}");
+        }
+        // Hidden (-q): no callbacks, so the decoder reports nothing.
+        let p = Progress::new(true);
+        assert!(p.callback().is_none());
+        p.ops(1 << 16);
+        p.finish();
     }
 
     #[test]
