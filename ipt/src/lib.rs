@@ -8,7 +8,7 @@
 //! 2.1.2, its accessors panic on event types and instruction classes newer
 //! libipt reports, it leaks a boxed callback per decoder, and its block
 //! decoder drops the block `pt_blk_next` filled in before an error. Here
-//! [`BlockDecoder::next`] returns the block *and* the status, events and
+//! [`BlockDecoder::next_block`] returns the block *and* the status, events and
 //! instruction classes are plain values (an unknown one is [`EventKind::Other`],
 //! never a panic), and the only callback (image memory) is owned by what it
 //! is installed on and freed with it.
