@@ -62,6 +62,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use object::{Object, ObjectSegment, SegmentFlags};
+use sideband::bytes::FileBytes;
 use sideband::record::FileId;
 use sideband::timeline::MappedFile;
 
@@ -159,22 +160,6 @@ pub struct Segment {
     pub executable: bool,
 }
 
-/// The bytes of an image: mapped, or read when mapping is not possible (empty
-/// files, some special filesystems).
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
-
 /// A file found for a mapping (or the kernel), checked and mapped.
 pub struct Image {
     /// The name the recording gave it.
@@ -188,7 +173,9 @@ pub struct Image {
     /// Its PT_LOAD program headers; empty for non-ELF files.
     pub segments: Vec<Segment>,
     pub is_elf: bool,
-    bytes: Bytes,
+    /// Mapped, or read when mapping is not possible (empty files, some
+    /// special filesystems).
+    bytes: FileBytes,
     /// Unique per loaded image: the symbol cache's key.
     pub(crate) id: u64,
     /// Where the symbolizer looks for separate debug files.
@@ -230,29 +217,17 @@ impl Image {
         if !meta.is_file() {
             return Err(io(std::io::Error::other("not a regular file")));
         }
-        let bytes = if meta.len() == 0 {
-            Bytes::Owned(Vec::new())
-        } else {
-            // SAFETY: the file is opened read-only and mapped private; the
-            // mapping lives as long as the Image. Another process truncating
-            // the file while we read it could fault (SIGBUS) — the same risk
-            // perf and every debugger take with the binaries they read; a
-            // trace dir and a sysroot are not written during a decode.
-            match unsafe { memmap2::Mmap::map(&file) } {
-                Ok(m) => Bytes::Mapped(m),
-                Err(_) => Bytes::Owned(std::fs::read(path).map_err(io)?),
-            }
-        };
+        let bytes = FileBytes::map_file(file).map_err(io)?;
         Image::from_bytes(recorded_name, path, bytes, search)
     }
 
     fn from_bytes(
         recorded_name: &str,
         path: &Path,
-        bytes: Bytes,
+        bytes: FileBytes,
         search: Arc<SearchPath>,
     ) -> Result<Image, ImageError> {
-        let data = bytes.as_slice();
+        let data: &[u8] = &bytes;
         let size = data.len() as u64;
         let is_elf = data.starts_with(b"\x7fELF");
         let mut segments = Vec::new();
@@ -303,7 +278,7 @@ impl Image {
 
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
-        self.bytes.as_slice()
+        &self.bytes
     }
 
     /// The ELF virtual address of a file offset (through the PT_LOAD that
@@ -912,7 +887,7 @@ mod tests {
         Image::from_bytes(
             "/x",
             Path::new("/x"),
-            Bytes::Owned(bytes),
+            FileBytes::Read(bytes),
             Arc::new(SearchPath::default()),
         )
     }

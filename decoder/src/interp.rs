@@ -30,18 +30,6 @@ fn is_branch(op: &Op) -> bool {
     matches!(op, Op::Call { .. } | Op::Return { .. } | Op::Jump { .. })
 }
 
-fn set_time(op: &mut Op, time: u64) {
-    match op {
-        Op::Enabled { at, .. }
-        | Op::Disabled { at, .. }
-        | Op::Call { at, .. }
-        | Op::Return { at, .. }
-        | Op::Jump { at, .. }
-        | Op::Gap { at, .. }
-        | Op::End { at } => at.time = time,
-    }
-}
-
 impl<S: OpSink> Interpolate<S> {
     /// Wraps `inner`.
     pub fn new(inner: S) -> Self {
@@ -101,7 +89,7 @@ fn spread(group: &mut [Op], next: &Op) {
         }
     }
     for (op, t) in group[1..].iter_mut().zip(times) {
-        set_time(op, t);
+        op.stamp_mut().time = t;
     }
 }
 

@@ -1,6 +1,9 @@
 //! ptdec, the library half: reads a trace dir or perf.data, decodes its Intel
 //! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
-//! arguments and prints errors.
+//! arguments and prints errors. No unsafe code: files are mapped through
+//! `sideband::bytes::FileBytes` and libipt is called through the `ipt`
+//! crate.
+#![deny(unsafe_code)]
 
 pub mod check;
 pub mod decode;

@@ -1,10 +1,12 @@
 //! `ptdec` command line: argument parsing and error printing only; the work
 //! is `ptdec::pipeline::run` and `ptdec::summary`.
+#![deny(unsafe_code)]
 
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -14,7 +16,7 @@ use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::outfile;
-use ptdec::pipeline::{self, RunOptions};
+use ptdec::pipeline::{self, Report, RunError, RunOptions};
 use ptdec::raw::{self, RawInput};
 use ptdec::summary::{self, Progress};
 use ptdec::symbols::SymbolCache;
@@ -502,7 +504,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         end,
         jobs: a.jobs,
         chunk_bytes: a.chunk_size,
-        progress: Some(progress.callback()),
+        progress: progress.callback(),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
@@ -519,32 +521,75 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", trace_path.display()));
-    let on_op = || progress.op();
-    let on_op = move |_tid: u32| on_op();
-    let result = pipeline::run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode,
-            emit,
-            target,
-            on_op: Some(&on_op),
+    let end = RunEnd {
+        input: &trace_path,
+        output: &output,
+        quiet: a.quiet,
+        check: a.check.then_some(&a.tp),
+    };
+    run_and_report(
+        &progress,
+        &end,
+        |on_op| {
+            pipeline::run(
+                &trace,
+                &images,
+                &symbols,
+                RunOptions {
+                    decode,
+                    emit,
+                    target,
+                    on_op,
+                },
+            )
         },
-    );
+        || Ok(()),
+    )
+}
+
+/// What a decode run (`ptdec TRACE` or `ptdec raw`) does after its
+/// options are set up: see [`run_and_report`].
+struct RunEnd<'a> {
+    /// The trace decoded and the FTF written, to name in an error.
+    input: &'a Path,
+    output: &'a Path,
+    /// `-q`: no progress bar, no summary.
+    quiet: bool,
+    /// `--check` with its options.
+    check: Option<&'a CheckArgs>,
+}
+
+/// Runs `run` (`pipeline::run` or `run_raw`, given the progress callback
+/// for `RunOptions::on_op`) under the progress bar and times it; then
+/// names the input and output in its error, completes the other outputs
+/// (`finish_outputs`: `--insn-list`), prints the summary with the decode
+/// rate unless `-q`, and `--check`s the files written.
+fn run_and_report(
+    progress: &Progress,
+    end: &RunEnd,
+    run: impl FnOnce(Option<&dyn Fn(u64)>) -> Result<Report, RunError>,
+    finish_outputs: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let on_op = |n: u64| progress.ops(n);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let started = Instant::now();
+    let result = run(on_op);
+    let wall_time = started.elapsed();
     progress.finish();
-    let report = result.with_context(|| {
+    let mut report = result.with_context(|| {
         format!(
             "decoding {} into {}",
-            trace_path.display(),
-            output.display()
+            end.input.display(),
+            end.output.display()
         )
     })?;
-    if !a.quiet {
+    report.wall_time = Some(wall_time);
+    finish_outputs()?;
+    if !end.quiet {
         eprint!("{}", summary::render(&report));
     }
-    if a.check {
-        check_written(&report, &a.tp)?;
+    if let Some(tp) = end.check {
+        check_written(&report, tp)?;
     }
     Ok(())
 }
@@ -624,7 +669,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
     let progress = Progress::new(a.quiet);
     progress.message(format!("decoding {}", a.pt.path.display()));
     let decode = DecodeOptions {
-        progress: Some(progress.callback()),
+        progress: progress.callback(),
         insn_list: list.as_ref().map(InsnList::callback),
         ..DecodeOptions::default()
     };
@@ -639,38 +684,35 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         ..EmitOptions::default()
     };
     let symbols = SymbolCache::new();
-    let on_op = || progress.op();
-    let on_op = move |_tid: u32| on_op();
-    let result = pipeline::run_raw(
-        &input,
-        &cfg,
-        &symbols,
-        RunOptions {
-            decode,
-            emit,
-            target,
-            on_op: Some(&on_op),
+    let end = RunEnd {
+        input: &a.pt.path,
+        output: &a.output,
+        quiet: a.quiet,
+        check: a.check.then_some(&a.tp),
+    };
+    run_and_report(
+        &progress,
+        &end,
+        |on_op| {
+            pipeline::run_raw(
+                &input,
+                &cfg,
+                &symbols,
+                RunOptions {
+                    decode,
+                    emit,
+                    target,
+                    on_op,
+                },
+            )
         },
-    );
-    progress.finish();
-    let report = result.with_context(|| {
-        format!(
-            "decoding {} into {}",
-            a.pt.path.display(),
-            a.output.display()
-        )
-    })?;
-    if let (Some(list), Some(path)) = (list, &a.insn_list) {
-        list.finish()
-            .with_context(|| format!("cannot write the instruction list {}", path.display()))?;
-    }
-    if !a.quiet {
-        eprint!("{}", summary::render(&report));
-    }
-    if a.check {
-        check_written(&report, &a.tp)?;
-    }
-    Ok(())
+        || match (list, &a.insn_list) {
+            (Some(list), Some(path)) => list
+                .finish()
+                .with_context(|| format!("cannot write the instruction list {}", path.display())),
+            _ => Ok(()),
+        },
+    )
 }
 
 /// `ptdec raw --insn-list`: the listing's writer, shared with the decode

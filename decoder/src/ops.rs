@@ -80,7 +80,9 @@ impl Op {
         }
     }
 
-    /// The stamp of this step, to change.
+    /// The stamp of this step, to be rewritten in place (interpolated times,
+    /// renumbered instruction counts). The one match over every variant that
+    /// writes a stamp; `stamp` is the one that reads it.
     pub fn stamp_mut(&mut self) -> &mut Stamp {
         match self {
             Op::Enabled { at, .. }
@@ -114,5 +116,57 @@ pub trait OpSink {
 impl<S: OpSink + ?Sized> OpSink for &mut S {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         (**self).op(pid, tid, op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_mut_writes_what_stamp_reads() {
+        let at = Stamp {
+            time: 1,
+            insns: 2,
+            cycles: None,
+        };
+        let mut ops = [
+            Op::Enabled {
+                at,
+                ip: 0,
+                first: true,
+            },
+            Op::Disabled {
+                at,
+                ip: 0,
+                kernel: false,
+            },
+            Op::Call {
+                at,
+                from: 0,
+                to: 1,
+                ret: 2,
+            },
+            Op::Return { at, from: 0, to: 1 },
+            Op::Jump { at, from: 0, to: 1 },
+            Op::Gap {
+                at,
+                kind: GapKind::Overflow,
+                offset: 0,
+            },
+            Op::End { at },
+        ];
+        for op in &mut ops {
+            op.stamp_mut().time = 7;
+            op.stamp_mut().cycles = Some(3);
+            assert_eq!(
+                op.stamp(),
+                Stamp {
+                    time: 7,
+                    insns: 2,
+                    cycles: Some(3)
+                }
+            );
+        }
     }
 }

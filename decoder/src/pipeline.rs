@@ -23,6 +23,10 @@ use crate::symbols::{fallback_name, SymbolCache};
 /// Cached resolutions before the cache is dropped and refilled.
 const RESOLVE_CACHE_MAX: usize = 1 << 20;
 
+/// Ops between two calls of [`RunOptions::on_op`]: a few per second at
+/// the stacks' speed, so a progress bar moves without costing per op.
+pub const OPS_PER_PROGRESS: u64 = 1 << 16;
+
 /// Names functions from the images mapped in the sideband timeline:
 /// mapping → image → ELF vaddr → symbol, else JIT maps (`perf-PID.map`);
 /// code without a symbol is named `module+0xOFFSET` (or its address when no
@@ -178,6 +182,9 @@ pub struct Report {
     pub origin: u64,
     /// Times are TSC ticks, not ns (`ptdec raw` without a TSC frequency).
     pub tsc_ticks: bool,
+    /// Wall time of the run, set by whoever timed it (`ptdec` around
+    /// [`run`]); the summary gives the decode rate from it.
+    pub wall_time: Option<std::time::Duration>,
 }
 
 /// Why a run failed.
@@ -200,8 +207,11 @@ pub struct StackSink<'a, 'e> {
     /// Set the emitter's origin from the first op (no TSC conversion).
     origin_from_first_op: bool,
     error: Option<EmitError>,
-    /// Called after each op, for progress.
-    on_op: Option<&'a dyn Fn(u32)>,
+    /// Ops handed to the stacks so far (a plain count: nothing per op but
+    /// the increment).
+    ops: u64,
+    /// Called with `ops` every [`OPS_PER_PROGRESS`] ops, for progress.
+    on_op: Option<&'a dyn Fn(u64)>,
     /// (thread, process) names for every thread, instead of the timeline's.
     names: Option<(String, String)>,
 }
@@ -220,6 +230,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
             threads: BTreeMap::new(),
             origin_from_first_op: false,
             error: None,
+            ops: 0,
             on_op: None,
             names: None,
         }
@@ -300,8 +311,11 @@ impl OpSink for StackSink<'_, '_> {
                 }
             }
         });
-        if let Some(f) = self.on_op {
-            f(tid);
+        self.ops += 1;
+        if self.ops % OPS_PER_PROGRESS == 0 {
+            if let Some(f) = self.on_op {
+                f(self.ops);
+            }
         }
     }
 }
@@ -312,8 +326,10 @@ pub struct RunOptions<'a> {
     /// The range and split are perf times here; the origin is filled in.
     pub emit: EmitOptions,
     pub target: Target,
-    /// Called per op handed to the stacks (progress).
-    pub on_op: Option<&'a dyn Fn(u32)>,
+    /// Progress: called with the number of ops handed to the stacks so
+    /// far, every [`OPS_PER_PROGRESS`] ops (never per op: a progress bar
+    /// takes a lock and reads the clock).
+    pub on_op: Option<&'a dyn Fn(u64)>,
 }
 
 /// The perf time shown as 0: the first sideband timestamp (the recording's
@@ -352,24 +368,40 @@ pub fn run(
         decode(trace, images, &opts.decode, &mut sink)?
     };
     let threads = sink.finish()?;
+    let mut report = finish_run(emitter, threads, decode_stats)?;
+    report.missing = images.missing();
+    report.warnings = images.warnings();
+    Ok(report)
+}
+
+/// The tail [`run`] and [`run_raw`] share, once the stacks are closed
+/// ([`StackSink::finish`]): totals the threads' stack stats, flushes and
+/// finishes the FTF output, and builds the [`Report`] (no missing images,
+/// no warnings, times in ns: the callers add theirs).
+fn finish_run(
+    mut emitter: Emitter,
+    threads: BTreeMap<(u32, u32), ThreadReport>,
+    decode: DecodeStats,
+) -> Result<Report, RunError> {
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);
     }
     emitter.flush()?;
-    let emit_stats = emitter.stats().clone();
+    let emit = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
     Ok(Report {
-        decode: decode_stats,
+        decode,
         stack,
         threads,
-        emit: emit_stats,
+        emit,
         written,
-        missing: images.missing(),
-        warnings: images.warnings(),
+        missing: Vec::new(),
+        warnings: Vec::new(),
         origin,
         tsc_ticks: false,
+        wall_time: None,
     })
 }
 
@@ -456,34 +488,17 @@ pub fn run_raw(
         decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?
     };
     let threads = sink.finish()?;
-    let mut stack = StackStats::default();
-    for t in threads.values() {
-        stack.add(&t.stack);
-    }
-    emitter.flush()?;
-    let emit_stats = emitter.stats().clone();
-    let origin = emitter.origin();
-    let written = emitter.finish()?;
-    let mut warnings = Vec::new();
-    if decode_stats.insns > 0
-        && decode_stats.tsc_span.is_none()
-        && emit_stats.axis == TimeAxis::Ns
-        && !emit_stats.no_time
+    let mut report = finish_run(emitter, threads, decode_stats)?;
+    report.tsc_ticks = cfg.tsc_hz.is_none();
+    if report.decode.insns > 0
+        && report.decode.tsc_span.is_none()
+        && report.emit.axis == TimeAxis::Ns
+        && !report.emit.no_time
     {
-        warnings.push(
+        report.warnings.push(
             "the trace has no timing packets (TSC/MTC): every slice is at time 0; use --time-axis instructions"
                 .to_string(),
         );
     }
-    Ok(Report {
-        decode: decode_stats,
-        stack,
-        threads,
-        emit: emit_stats,
-        written,
-        missing: Vec::new(),
-        warnings,
-        origin,
-        tsc_ticks: cfg.tsc_hz.is_none(),
-    })
+    Ok(report)
 }

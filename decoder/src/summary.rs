@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -16,14 +17,25 @@ use crate::input::Trace;
 use crate::pipeline::Report;
 
 /// Progress on stderr: a bar over the trace bytes while libipt decodes
-/// them (fed from the decode workers through [`Progress::callback`]), then
-/// a counter of the ops handed to the call stacks and the FTF writer.
-/// Hidden when stderr is not a terminal or when `quiet`.
+/// them, with the rate and the time left (fed from the decode workers
+/// through [`Progress::callback`], every few thousand blocks), then, once
+/// every byte is decoded and the call stacks and the FTF writer still
+/// work, a counter of the ops handed to them ([`Progress::ops`], every
+/// [`crate::pipeline::OPS_PER_PROGRESS`] ops). Hidden when stderr is not a
+/// terminal or when `quiet`; hidden, it hands out no callbacks, so a quiet
+/// run costs nothing for progress.
 pub struct Progress {
     bar: ProgressBar,
-    /// The ops phase has begun.
-    writing: Cell<bool>,
+    /// The bar counts ops now (the bytes are all decoded).
+    counting_ops: Cell<bool>,
 }
+
+/// The bar while libipt decodes: bytes, rate, time left.
+const BYTES_TEMPLATE: &str =
+    "{spinner} [{elapsed}] [{bar:30}] {bytes}/{total_bytes} at {bytes_per_sec}, {eta} left  {wide_msg}";
+/// The counter once every byte is decoded.
+const OPS_TEMPLATE: &str =
+    "{spinner} [{elapsed}] building call stacks and writing FTF: {human_pos} ops";
 
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template)
@@ -32,20 +44,20 @@ fn style(template: &str) -> ProgressStyle {
 }
 
 impl Progress {
+    /// A bar on stderr, or a hidden one when `quiet` or stderr is not a
+    /// terminal.
     pub fn new(quiet: bool) -> Self {
         let bar = if quiet || !std::io::stderr().is_terminal() {
             ProgressBar::hidden()
         } else {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(style(
-                "{spinner} [{elapsed}] [{bar:30}] {bytes}/{total_bytes} (eta {eta}) {wide_msg}",
-            ));
+            bar.set_style(style(BYTES_TEMPLATE));
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         };
         Progress {
             bar,
-            writing: Cell::new(false),
+            counting_ops: Cell::new(false),
         }
     }
 
@@ -54,31 +66,51 @@ impl Progress {
         self.bar.is_hidden()
     }
 
+    /// The text after the bar (what is being decoded).
     pub fn message(&self, msg: impl Into<std::borrow::Cow<'static, str>>) {
         self.bar.set_message(msg);
     }
 
-    /// The decode's progress callback: (bytes decoded, bytes to decode).
-    pub fn callback(&self) -> ProgressCallback {
-        let bar = self.bar.clone();
-        ProgressCallback::new(move |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
-    }
-
-    /// One op handed to the call stacks.
-    pub fn op(&self) {
-        if !self.writing.replace(true) && !self.bar.is_hidden() {
-            self.bar.set_style(style(
-                "{spinner} [{elapsed}] building call stacks and writing FTF: {human_pos} ops",
-            ));
-            self.bar.unset_length();
-            self.bar.set_position(0);
+    /// The decode's progress callback (bytes decoded, bytes to decode), or
+    /// `None` when nothing is drawn.
+    pub fn callback(&self) -> Option<ProgressCallback> {
+        if self.is_hidden() {
+            return None;
         }
-        self.bar.inc(1);
+        let bar = self.bar.clone();
+        // The length is set when it changes only: it takes the bar's lock.
+        let length = AtomicU64::new(u64::MAX);
+        Some(ProgressCallback::new(move |done, total| {
+            if length.swap(total, Ordering::Relaxed) != total {
+                bar.set_length(total);
+            }
+            bar.set_position(done);
+        }))
     }
 
+    /// `n` ops handed to the call stacks so far
+    /// ([`crate::pipeline::RunOptions::on_op`]). Shown once every byte is
+    /// decoded (while bytes remain, the byte bar says more).
+    pub fn ops(&self, n: u64) {
+        if self.is_hidden() {
+            return;
+        }
+        if !self.counting_ops.get() {
+            let decoded = self
+                .bar
+                .length()
+                .is_none_or(|len| self.bar.position() >= len);
+            if !decoded {
+                return;
+            }
+            self.counting_ops.set(true);
+            self.bar.set_style(style(OPS_TEMPLATE));
+            self.bar.unset_length();
+        }
+        self.bar.set_position(n);
+    }
+
+    /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
@@ -169,6 +201,16 @@ pub fn render(report: &Report) -> String {
         thousands(d.insns),
         thousands(d.blocks)
     );
+    if let Some(wall) = report.wall_time.filter(|w| !w.is_zero()) {
+        let secs = wall.as_secs_f64();
+        let _ = writeln!(
+            o,
+            "  rate          {:.1} MiB of trace/s, {:.1} M instructions/s ({} wall time decoding and writing)",
+            d.bytes as f64 / f64::from(1u32 << 20) / secs,
+            d.insns as f64 / 1e6 / secs,
+            duration(u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX))
+        );
+    }
     let _ = writeln!(
         o,
         "  calls         {} (returns {}, tail calls {}, frames skipped by longjmp/exceptions {}, retroactive frames {}, max depth {})",
@@ -482,5 +524,33 @@ mod tests {
         assert_eq!(duration(1_500), "1.500 µs");
         assert_eq!(duration(2_000_000_000), "2.000 s");
         assert_eq!(bytes(2048), "2.0 KiB");
+    }
+
+    #[test]
+    fn progress_templates_parse() {
+        for t in [BYTES_TEMPLATE, OPS_TEMPLATE] {
+            assert!(ProgressStyle::with_template(t).is_ok(), "{t}");
+        }
+        // Hidden (-q): no callbacks, so the decoder reports nothing.
+        let p = Progress::new(true);
+        assert!(p.callback().is_none());
+        p.ops(1 << 16);
+        p.finish();
+    }
+
+    #[test]
+    fn rate_from_wall_time() {
+        let mut report = Report::default();
+        report.decode.bytes = 3 << 20;
+        report.decode.insns = 6_000_000;
+        assert!(!render(&report).contains("rate"));
+        report.wall_time = Some(Duration::from_millis(500));
+        let text = render(&report);
+        assert!(
+            text.contains(
+                "  rate          6.0 MiB of trace/s, 12.0 M instructions/s (500.000 ms wall time"
+            ),
+            "{text}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! `ptrec` command line: argument parsing and error printing only; the
 //! recording itself is [`ptrec::record::record`].
+#![deny(unsafe_code)]
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -228,39 +228,23 @@ mod tests {
     /// The kernel writes COMM (exec), MMAP2 and EXIT records for a real child.
     #[test]
     fn sideband_of_a_real_child() {
-        // The child stops itself before exec so the event is opened first;
-        // enable_on_exec then starts it at the exec. (std's Command::spawn
-        // waits for the exec, so fork by hand.)
+        // The child is held before its exec (ptrec's `-- CMD` mechanism) so
+        // the event is opened first; enable_on_exec then starts it at the
+        // exec.
         let path = std::ffi::CString::new("/bin/true").unwrap();
-        let argv = [path.as_ptr(), std::ptr::null()];
-        // SAFETY: the child only calls async-signal-safe functions (raise,
-        // execv, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            // SAFETY: see above; `argv` is NULL-terminated.
-            unsafe {
-                libc::raise(libc::SIGSTOP);
-                libc::execv(path.as_ptr(), argv.as_ptr());
-                libc::_exit(127);
-            }
-        }
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid status pointer.
-        unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        let mut child =
+            crate::sys::HeldChild::spawn(&path, std::slice::from_ref(&path), false).unwrap();
+        let pid = child.pid;
         let cap = match SidebandCapture::open_task(pid, &SidebandOptions::default(), 8) {
             Ok(c) => c,
             Err(e) => {
-                // SAFETY: killing our own stopped child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = crate::sys::kill(pid, libc::SIGKILL);
+                let _ = crate::sys::wait_child(pid);
                 panic!("opening the dummy sideband event failed: {e} (perf_event_paranoid?)");
             }
         };
-        // SAFETY: continue our own stopped child, then reap it.
-        unsafe {
-            libc::kill(pid, libc::SIGCONT);
-            libc::waitpid(pid, &mut status, 0);
-        }
+        child.go().unwrap();
+        assert_eq!(crate::sys::wait_child(pid).unwrap(), 0);
         let mut bytes = Vec::new();
         cap.drain(&mut bytes).unwrap();
         // The live ring feeds the timeline through the same interface as a

@@ -276,14 +276,26 @@ impl BufferControl for GroupControl {
     }
 }
 
-/// One ring and the (pid, cpu) pairs whose events write into it.
-struct Plan {
+/// One ring to map and the events that write into it, before anything is
+/// opened: a CPU's ring (every task on that CPU) or, with `--per-thread`,
+/// a thread's.
+struct RingEvents {
+    /// The CPU the ring is for (per-cpu rings).
     cpu: Option<u32>,
+    /// The thread the ring is for (`--per-thread`).
     tid: Option<u32>,
+    /// `perf_event_open`'s (pid, cpu) of each event pair (intel_pt and
+    /// sideband) written into the ring; the first one's events own it.
     pairs: Vec<(i32, i32)>,
 }
 
-fn plans(target: &Target, pids: &[i32], opts: &OpenOptions) -> Result<Vec<Plan>, Error> {
+/// The rings `target` needs and their events: one per CPU (each with
+/// every task on it), or one per thread with `--per-thread`.
+fn ring_events(
+    target: &Target,
+    pids: &[i32],
+    opts: &OpenOptions,
+) -> Result<Vec<RingEvents>, Error> {
     let cpus = match &opts.cpus {
         Some(c) => c.clone(),
         None => sideband_capture::online_cpus().map_err(|source| Error::Open {
@@ -305,7 +317,7 @@ fn plans(target: &Target, pids: &[i32], opts: &OpenOptions) -> Result<Vec<Plan>,
     Ok(if opts.per_thread {
         tasks
             .iter()
-            .map(|&tid| Plan {
+            .map(|&tid| RingEvents {
                 cpu: None,
                 tid: Some(tid as u32),
                 pairs: vec![(tid, -1)],
@@ -313,7 +325,7 @@ fn plans(target: &Target, pids: &[i32], opts: &OpenOptions) -> Result<Vec<Plan>,
             .collect()
     } else {
         cpus.iter()
-            .map(|&cpu| Plan {
+            .map(|&cpu| RingEvents {
                 cpu: Some(cpu),
                 tid: None,
                 pairs: tasks.iter().map(|&t| (t, cpu as i32)).collect(),
@@ -441,12 +453,12 @@ fn open_events(
     let mut sb_fds = Vec::new();
     let mut sb_ids = Vec::new();
     let mut time = None;
-    let plans = plans(target, pids, opts)?;
-    for (idx, plan) in plans.into_iter().enumerate() {
+    let rings = ring_events(target, pids, opts)?;
+    for (idx, ring_events) in rings.into_iter().enumerate() {
         let mut owner: Option<Arc<OwnedFd>> = None;
         let mut others = Vec::new();
         let mut base = None;
-        for &(pid, cpu) in &plan.pairs {
+        for &(pid, cpu) in &ring_events.pairs {
             let who = match (pid, cpu) {
                 (-1, c) => format!("cpu {c}"),
                 (p, -1) => format!("thread {p}"),
@@ -521,8 +533,8 @@ fn open_events(
         });
         buffers.push(Buffer {
             idx: idx as u32,
-            cpu: plan.cpu,
-            tid: plan.tid,
+            cpu: ring_events.cpu,
+            tid: ring_events.tid,
             ring,
             control,
         });

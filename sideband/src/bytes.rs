@@ -1,10 +1,13 @@
 //! The bytes of a perf.data file: memory-mapped when it is a regular file (so
 //! AUXTRACE payloads are borrowed from the page cache, never copied), read
 //! into memory when it is a pipe or a FIFO (`perf record -o -` output).
+//! Other readers of whole files (ptdec's ELF images and raw code) map them
+//! through [`FileBytes::map_file`] too, so no other crate needs unsafe code
+//! to map a file.
 //!
 //! This is the crate's one unsafe block: mapping a file. Everything else in
-//! `sideband` is safe code over the `&[u8]` this hands out.
-#![allow(unsafe_code)]
+//! `sideband` is safe code over the `&[u8]` this hands out (the crate root
+//! allows unsafe code in this module only).
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -21,21 +24,39 @@ pub enum FileBytes {
 }
 
 impl FileBytes {
-    /// Maps `path` (or reads it, when it cannot be mapped).
+    /// Maps the perf.data at `path` when it is a regular file; reads it
+    /// when it is a stream ([`FileBytes::read_all`]).
     pub fn open(path: &Path) -> io::Result<FileBytes> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         if meta.is_file() && meta.len() > 0 {
-            // SAFETY: the mapping is read-only and private. If another process
-            // truncates or rewrites the file while it is mapped, reads may see
-            // changed bytes or fault; every reader of these bytes treats them
-            // as untrusted (sizes checked, no panics), and a recorder never
-            // rewrites a finished trace in place.
-            let map = unsafe { memmap2::Mmap::map(&file)? };
-            Ok(FileBytes::Mapped(map))
+            Self::map_file(file)
         } else {
             Self::read_all(file)
         }
+    }
+
+    /// Maps an opened file whatever it holds (an ELF image, raw code, a
+    /// perf.data), or reads it when it cannot be mapped (an empty file,
+    /// some special filesystems). Meant for regular files (the caller
+    /// checks); anything else is read to its end, unchecked.
+    pub fn map_file(mut file: File) -> io::Result<FileBytes> {
+        if file.metadata()?.len() > 0 {
+            // SAFETY: the mapping is read-only and private and lives as
+            // long as the FileBytes. If another process truncates or
+            // rewrites the file while it is mapped, reads may see changed
+            // bytes or fault (SIGBUS), the risk perf and every debugger take
+            // with the files they read; every reader of these bytes treats
+            // them as untrusted (sizes checked, no panics), a recorder never
+            // rewrites a finished trace in place, and a trace dir or sysroot
+            // is not written during a decode.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+                return Ok(FileBytes::Mapped(map));
+            }
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(FileBytes::Read(bytes))
     }
 
     /// Reads a stream to its end (pipe-mode input on stdin). A stream that
@@ -89,6 +110,19 @@ mod tests {
         std::fs::write(&p, b"").unwrap();
         assert!(FileBytes::open(&p).unwrap().is_empty());
         assert!(FileBytes::open(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn map_file_takes_any_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"\x7fELF, not perf.data").unwrap();
+        let b = FileBytes::map_file(File::open(&p).unwrap()).unwrap();
+        assert!(matches!(b, FileBytes::Mapped(_)));
+        assert_eq!(&*b, b"\x7fELF, not perf.data");
+        std::fs::write(&p, b"").unwrap();
+        let b = FileBytes::map_file(File::open(&p).unwrap()).unwrap();
+        assert!(matches!(b, FileBytes::Read(ref v) if v.is_empty()));
     }
 
     #[test]

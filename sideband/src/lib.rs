@@ -2,12 +2,14 @@
 //!
 //! Pure code, no syscalls: the recorder (`ptrec`), the simulator (`ptsim`) and
 //! the decoder (`ptdec`) all read and write perf's formats through this crate.
-//! The one unsafe block (mapping a file) is in [`bytes`].
+//! Unsafe code is denied except in [`bytes`], whose one unsafe block maps
+//! a file.
 #![deny(unsafe_code)]
 
 pub mod addr_filter;
 pub mod attr;
 pub mod auxtrace_info;
+#[allow(unsafe_code)]
 pub mod bytes;
 pub mod endian;
 pub mod error;

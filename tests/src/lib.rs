@@ -4,6 +4,7 @@
 //! Policy: a test that needs an external tool (perf, the fxt venv) fails when
 //! `PT_REQUIRE_TOOLS=1` (set by `scripts/test`, so CI never silently skips) and
 //! otherwise prints one line saying it was skipped and why.
+#![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

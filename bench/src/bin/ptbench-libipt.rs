@@ -8,6 +8,7 @@
 //! single-process workloads; ptdec switches images over time and by task).
 //! Single-threaded: the per-core limit. Uses the project's `ipt` wrapper
 //! (libipt 2.2 from `vendor/libipt`), as `decoder/src/decode.rs` does.
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 use std::rc::Rc;

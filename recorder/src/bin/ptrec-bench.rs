@@ -8,6 +8,7 @@
 //!
 //! Output goes to a real file in OUT_DIR (default: the temp dir), so the
 //! disk and page cache are part of what is measured.
+#![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,1343 @@
+//! The safe wrapper over libipt's C API ([`crate::ffi`]): owned decoders,
+//! images, the section cache and the encoder, each freed with its owner;
+//! libipt's return codes as [`Error`] and [`Status`]; events, blocks and
+//! packets as plain values. Re-exported whole at the crate root. One of the
+//! crate's two unsafe rooms (with `ffi`): every unsafe block here says why
+//! it is sound.
+
+use crate::ffi;
+use std::cell::Cell;
+use std::ffi::{c_int, c_void, CStr, CString};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::rc::Rc;
+
+/// libipt's version numbers, as built.
+pub fn version() -> (u8, u8, u16) {
+    // SAFETY: a plain function returning a struct by value.
+    let v = unsafe { ffi::pt_library_version() };
+    (v.major, v.minor, v.patch)
+}
+
+// ---------------------------------------------------------------------------
+// Errors and status
+
+/// A libipt error code (`enum pt_error_code`, without the minus sign).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Error(pub u32);
+
+impl Error {
+    pub const INTERNAL: Error = Error(ffi::pte_internal);
+    pub const INVALID: Error = Error(ffi::pte_invalid);
+    pub const NOSYNC: Error = Error(ffi::pte_nosync);
+    pub const EOS: Error = Error(ffi::pte_eos);
+    pub const BAD_QUERY: Error = Error(ffi::pte_bad_query);
+    pub const NOMEM: Error = Error(ffi::pte_nomem);
+    pub const NOMAP: Error = Error(ffi::pte_nomap);
+    pub const BAD_CPU: Error = Error(ffi::pte_bad_cpu);
+    pub const EVENT_IGNORED: Error = Error(ffi::pte_event_ignored);
+    pub const NO_TIME: Error = Error(ffi::pte_no_time);
+
+    /// From a negative libipt return value.
+    fn from_ret(r: c_int) -> Error {
+        Error(r.unsigned_abs())
+    }
+
+    /// libipt's message (`pt_errstr`).
+    pub fn message(self) -> &'static str {
+        // SAFETY: pt_errstr returns a pointer to a static string for any
+        // value (unknown codes give a generic message).
+        let p = unsafe { ffi::pt_errstr(self.0) };
+        if p.is_null() {
+            return "unknown error";
+        }
+        // SAFETY: non-null, NUL-terminated, static.
+        unsafe { CStr::from_ptr(p) }
+            .to_str()
+            .unwrap_or("unknown error")
+    }
+
+    /// A short name for statistics (`Nomap`, `BadPacket`, ...).
+    pub fn name(self) -> String {
+        let n = match self.0 {
+            ffi::pte_ok => "Ok",
+            ffi::pte_internal => "Internal",
+            ffi::pte_invalid => "Invalid",
+            ffi::pte_nosync => "Nosync",
+            ffi::pte_bad_opc => "BadOpc",
+            ffi::pte_bad_packet => "BadPacket",
+            ffi::pte_bad_context => "BadContext",
+            ffi::pte_eos => "Eos",
+            ffi::pte_bad_query => "BadQuery",
+            ffi::pte_nomem => "Nomem",
+            ffi::pte_bad_config => "BadConfig",
+            ffi::pte_noip => "Noip",
+            ffi::pte_ip_suppressed => "IpSuppressed",
+            ffi::pte_nomap => "Nomap",
+            ffi::pte_bad_insn => "BadInsn",
+            ffi::pte_no_time => "NoTime",
+            ffi::pte_no_cbr => "NoCbr",
+            ffi::pte_bad_image => "BadImage",
+            ffi::pte_bad_lock => "BadLock",
+            ffi::pte_not_supported => "NotSupported",
+            ffi::pte_retstack_empty => "RetstackEmpty",
+            ffi::pte_bad_retcomp => "BadRetcomp",
+            ffi::pte_bad_status_update => "BadStatusUpdate",
+            ffi::pte_no_enable => "NoEnable",
+            ffi::pte_event_ignored => "EventIgnored",
+            ffi::pte_overflow => "Overflow",
+            ffi::pte_bad_file => "BadFile",
+            ffi::pte_bad_cpu => "BadCpu",
+            n => return format!("Error{n}"),
+        };
+        n.to_string()
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Turns a libipt return value into its non-negative value or an error.
+fn check(r: c_int) -> Result<u32> {
+    if r < 0 {
+        Err(Error::from_ret(r))
+    } else {
+        Ok(r as u32)
+    }
+}
+
+/// The status bits a decoder returns (`enum pt_status_flag`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Status(pub u32);
+
+impl Status {
+    /// An event is pending: call `event()` before decoding on.
+    pub fn event_pending(self) -> bool {
+        self.0 & ffi::pts_event_pending != 0
+    }
+    /// The IP is suppressed (tracing is disabled).
+    pub fn ip_suppressed(self) -> bool {
+        self.0 & ffi::pts_ip_suppressed != 0
+    }
+    /// The decoder reached the end of the trace.
+    pub fn eos(self) -> bool {
+        self.0 & ffi::pts_eos != 0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/// A CPU for libipt's errata workarounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cpu {
+    pub family: u16,
+    pub model: u8,
+    pub stepping: u8,
+}
+
+/// The timing parameters of the trace (ptxed's `--mtc-freq`, `--nom-freq`,
+/// `--cpuid-0x15.eax/ebx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Frequency {
+    pub mtc_freq: u8,
+    pub nom_freq: u8,
+    pub cpuid_15_eax: u32,
+    pub cpuid_15_ebx: u32,
+}
+
+/// An address filter range (IA32_RTIT_ADDRn_A/B and its ADDRn_CFG).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AddrFilter {
+    pub cfg: u32,
+    pub a: u64,
+    pub b: u64,
+}
+
+/// A decoder (or encoder) configuration, without the trace buffer, which
+/// each constructor takes as a borrowed slice.
+#[derive(Clone, Copy)]
+pub struct Config {
+    raw: ffi::pt_config,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("cpu", &self.raw.cpu)
+            .field("mtc_freq", &self.raw.mtc_freq)
+            .field("nom_freq", &self.raw.nom_freq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        // SAFETY: pt_config is plain data (integers, pointers, bitfields,
+        // unions of them); all-zero is libipt's own initial value
+        // (pt_config_init memsets it and sets `size`).
+        let mut raw: ffi::pt_config = unsafe { std::mem::zeroed() };
+        raw.size = std::mem::size_of::<ffi::pt_config>();
+        Config { raw }
+    }
+}
+
+impl Config {
+    /// Applies `cpu`'s errata workarounds. An unknown CPU (family 0, or
+    /// one libipt refuses) is an error, as in ptxed.
+    pub fn set_cpu(&mut self, cpu: Cpu) -> Result<()> {
+        self.raw.cpu = ffi::pt_cpu {
+            vendor: ffi::pcv_intel,
+            family: cpu.family,
+            model: cpu.model,
+            stepping: cpu.stepping,
+        };
+        // SAFETY: both pointers are to fields of `self.raw`, valid for the call.
+        let r = unsafe { ffi::pt_cpu_errata(&mut self.raw.errata, &self.raw.cpu) };
+        check(r).map(|_| ())
+    }
+
+    pub fn set_freq(&mut self, f: Frequency) {
+        self.raw.mtc_freq = f.mtc_freq;
+        self.raw.nom_freq = f.nom_freq;
+        self.raw.cpuid_0x15_eax = f.cpuid_15_eax;
+        self.raw.cpuid_0x15_ebx = f.cpuid_15_ebx;
+    }
+
+    /// Block decoder flags: end a block at every call / jump.
+    pub fn set_block_flags(&mut self, end_on_call: bool, end_on_jump: bool) {
+        // SAFETY: `block` is the variant a block decoder reads; the union
+        // holds only integer bitfields, any bit pattern is valid.
+        let b = unsafe { &mut self.raw.flags.variant.block };
+        b.set_end_on_call(u32::from(end_on_call));
+        b.set_end_on_jump(u32::from(end_on_jump));
+    }
+
+    /// Keep timing calibration across an overflow (ptxed's
+    /// `--block:keep-tcal-on-ovf`).
+    pub fn set_keep_tcal_on_ovf(&mut self, keep: bool) {
+        // SAFETY: as in set_block_flags.
+        let b = unsafe { &mut self.raw.flags.variant.block };
+        b.set_keep_tcal_on_ovf(u32::from(keep));
+    }
+
+    /// Address filter ranges 0 and 1 (the rest stay off).
+    pub fn set_addr_filters(&mut self, f: [AddrFilter; 2]) {
+        let af = &mut self.raw.addr_filter;
+        // SAFETY: the union holds an integer and its bitfield view.
+        let c = unsafe { &mut af.config.ctl };
+        c.set_addr0_cfg(f[0].cfg);
+        c.set_addr1_cfg(f[1].cfg);
+        af.addr0_a = f[0].a;
+        af.addr0_b = f[0].b;
+        af.addr1_a = f[1].a;
+        af.addr1_b = f[1].b;
+    }
+
+    /// The raw configuration over `buf`.
+    fn with_buffer(&self, buf: *const u8, len: usize) -> ffi::pt_config {
+        let mut c = self.raw;
+        c.begin = buf.cast_mut();
+        // SAFETY: one past the end of the caller's buffer.
+        c.end = unsafe { buf.add(len) }.cast_mut();
+        c
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Image section cache and images
+
+/// An image section cache: file sections mapped once, shared by images.
+pub struct SectionCache {
+    ptr: NonNull<ffi::pt_image_section_cache>,
+}
+
+impl std::fmt::Debug for SectionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SectionCache")
+    }
+}
+
+impl SectionCache {
+    pub fn new() -> Result<SectionCache> {
+        // SAFETY: a NULL name is allowed.
+        let p = unsafe { ffi::pt_iscache_alloc(std::ptr::null()) };
+        NonNull::new(p)
+            .map(|ptr| SectionCache { ptr })
+            .ok_or(Error::NOMEM)
+    }
+
+    /// Adds `size` bytes at `offset` of `path` loaded at `vaddr`; the
+    /// section's id.
+    pub fn add_file(&self, path: &str, offset: u64, size: u64, vaddr: u64) -> Result<u32> {
+        let c = CString::new(path).map_err(|_| Error::INVALID)?;
+        // SAFETY: `self.ptr` is live; libipt copies the file name.
+        let r =
+            unsafe { ffi::pt_iscache_add_file(self.ptr.as_ptr(), c.as_ptr(), offset, size, vaddr) };
+        check(r)
+    }
+
+    /// Reads memory of section `isid` at `vaddr` into `buf`; bytes read.
+    pub fn read(&self, buf: &mut [u8], isid: u32, vaddr: u64) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let n = buf.len().min(4096) as u64;
+        let isid = c_int::try_from(isid).map_err(|_| Error::INVALID)?;
+        // SAFETY: `buf` is valid for `n` bytes; `self.ptr` is live.
+        let r =
+            unsafe { ffi::pt_iscache_read(self.ptr.as_ptr(), buf.as_mut_ptr(), n, isid, vaddr) };
+        check(r).map(|n| n as usize)
+    }
+}
+
+impl Drop for SectionCache {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_iscache_alloc, freed once. Images that
+        // use it hold an `Rc` to it, so none is left.
+        unsafe { ffi::pt_iscache_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// Memory an image reads through its callback when no file section holds
+/// an address: owned regions, and the last address nothing held.
+#[derive(Default)]
+struct Memory {
+    regions: Vec<(u64, Vec<u8>)>,
+    miss: Cell<Option<u64>>,
+}
+
+/// libipt's read-memory callback over a [`Memory`].
+///
+/// # Safety
+///
+/// Called by libipt only: `context` is the `Memory` installed with it by
+/// [`ImageRef::set_memory`] and `buffer` holds `size` writable bytes.
+unsafe extern "C" fn read_memory(
+    buffer: *mut u8,
+    size: usize,
+    _asid: *const ffi::pt_asid,
+    ip: u64,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: `context` is the `Box<Memory>` installed with this callback,
+    // which lives as long as the image (it is removed or the image freed
+    // before the box is dropped); libipt calls it on the decoding thread.
+    let mem = unsafe { &*context.cast::<Memory>() };
+    for (base, bytes) in &mem.regions {
+        if ip >= *base && ip - *base < bytes.len() as u64 {
+            let off = (ip - base) as usize;
+            let n = size.min(bytes.len() - off).min(c_int::MAX as usize);
+            // SAFETY: libipt passes a buffer of `size` bytes; n <= size.
+            unsafe { std::ptr::copy_nonoverlapping(bytes[off..].as_ptr(), buffer, n) };
+            return n as c_int;
+        }
+    }
+    mem.miss.set(Some(ip));
+    -(ffi::pte_nomap as c_int)
+}
+
+/// A borrowed libipt image: an owned [`Image`] or a decoder's own.
+pub struct ImageRef<'a> {
+    ptr: NonNull<ffi::pt_image>,
+    /// The iscaches whose sections were added (kept alive by the owner).
+    caches: &'a mut Vec<Rc<SectionCache>>,
+    memory: &'a mut Option<Box<Memory>>,
+}
+
+impl ImageRef<'_> {
+    /// Adds section `isid` of `cache` (any address space).
+    pub fn add_cached(&mut self, cache: &Rc<SectionCache>, isid: u32) -> Result<()> {
+        if !self.caches.iter().any(|c| Rc::ptr_eq(c, cache)) {
+            self.caches.push(cache.clone());
+        }
+        let isid = c_int::try_from(isid).map_err(|_| Error::INVALID)?;
+        // SAFETY: both pointers are live; the cache outlives the image (an
+        // Rc to it is held next to the image).
+        let r = unsafe {
+            ffi::pt_image_add_cached(
+                self.ptr.as_ptr(),
+                cache.ptr.as_ptr(),
+                isid,
+                std::ptr::null(),
+            )
+        };
+        check(r).map(|_| ())
+    }
+
+    /// Adds `size` bytes at `offset` of `path` at `vaddr`.
+    pub fn add_file(&mut self, path: &str, offset: u64, size: u64, vaddr: u64) -> Result<()> {
+        let c = CString::new(path).map_err(|_| Error::INVALID)?;
+        // SAFETY: live image; libipt copies the name.
+        let r = unsafe {
+            ffi::pt_image_add_file(
+                self.ptr.as_ptr(),
+                c.as_ptr(),
+                offset,
+                size,
+                std::ptr::null(),
+                vaddr,
+            )
+        };
+        check(r).map(|_| ())
+    }
+
+    /// Removes every section (of the default address space).
+    pub fn clear(&mut self) {
+        // SAFETY: live image; a NULL asid matches the sections added
+        // without one.
+        unsafe { ffi::pt_image_remove_by_asid(self.ptr.as_ptr(), std::ptr::null()) };
+    }
+
+    /// Reads addresses no section holds from `regions` (base, bytes), and
+    /// records each address nothing holds for [`ImageRef::take_miss`].
+    pub fn set_memory(&mut self, regions: Vec<(u64, Vec<u8>)>) {
+        let mem = self.memory.get_or_insert_with(Box::default);
+        mem.regions = regions;
+        let ctx: *mut Memory = &mut **mem;
+        // SAFETY: the box lives as long as the image's owner (dropped
+        // after the image is freed), so the context stays valid.
+        unsafe { ffi::pt_image_set_callback(self.ptr.as_ptr(), Some(read_memory), ctx.cast()) };
+    }
+
+    /// The last address the image was asked for and had no memory at
+    /// (needs [`ImageRef::set_memory`]).
+    pub fn take_miss(&self) -> Option<u64> {
+        self.memory.as_ref().and_then(|m| m.miss.take())
+    }
+}
+
+/// An image of its own (for the instruction decoder).
+pub struct Image {
+    ptr: NonNull<ffi::pt_image>,
+    caches: Vec<Rc<SectionCache>>,
+    memory: Option<Box<Memory>>,
+}
+
+impl Image {
+    pub fn new() -> Result<Image> {
+        // SAFETY: a NULL name is allowed.
+        let p = unsafe { ffi::pt_image_alloc(std::ptr::null()) };
+        NonNull::new(p)
+            .map(|ptr| Image {
+                ptr,
+                caches: Vec::new(),
+                memory: None,
+            })
+            .ok_or(Error::NOMEM)
+    }
+
+    pub fn as_ref(&mut self) -> ImageRef<'_> {
+        ImageRef {
+            ptr: self.ptr,
+            caches: &mut self.caches,
+            memory: &mut self.memory,
+        }
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_image_alloc, freed once; decoders using
+        // it borrow it, so none is left. The callback box and the caches
+        // are dropped after this.
+        unsafe { ffi::pt_image_free(self.ptr.as_ptr()) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Blocks and events
+
+/// A block of sequential instructions (`struct pt_block`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Block {
+    pub ip: u64,
+    pub end_ip: u64,
+    /// The image section id, or <= 0 when the bytes came from elsewhere.
+    pub isid: i32,
+    /// `ptem_*`.
+    pub mode: u32,
+    /// The last instruction's class, `ptic_*` (any value, unknown ones too).
+    pub iclass: u32,
+    pub ninsn: u16,
+    /// The last instruction's bytes, when `truncated`.
+    pub raw: [u8; 15],
+    pub size: u8,
+    pub speculative: bool,
+    pub truncated: bool,
+}
+
+impl Block {
+    fn from_raw(b: &ffi::pt_block) -> Block {
+        Block {
+            ip: b.ip,
+            end_ip: b.end_ip,
+            isid: b.isid,
+            mode: b.mode,
+            iclass: b.iclass,
+            ninsn: b.ninsn,
+            raw: b.raw,
+            size: b.size,
+            speculative: b.speculative() != 0,
+            truncated: b.truncated() != 0,
+        }
+    }
+
+    /// Bitness of the block's code (16, 32 or 64).
+    pub fn bitness(&self) -> u32 {
+        match self.mode {
+            ffi::ptem_16bit => 16,
+            ffi::ptem_32bit => 32,
+            _ => 64,
+        }
+    }
+}
+
+/// What an event says, for the kinds ptdec and ptsim act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Tracing enabled at `ip`; `resumed`: at the IP it was disabled at.
+    Enabled {
+        ip: u64,
+        resumed: bool,
+    },
+    /// Tracing disabled; `ip` is the next IP unless suppressed.
+    Disabled {
+        ip: Option<u64>,
+    },
+    /// Asynchronously disabled at `at` (`ip`: where it would have gone).
+    AsyncDisabled {
+        at: u64,
+        ip: Option<u64>,
+    },
+    /// An asynchronous branch from `from` to `to`.
+    AsyncBranch {
+        from: u64,
+        to: Option<u64>,
+    },
+    Paging {
+        cr3: u64,
+    },
+    AsyncPaging {
+        cr3: u64,
+        ip: Option<u64>,
+    },
+    /// A buffer overflow; tracing resumes at `ip` (`None`: when enabled).
+    Overflow {
+        ip: Option<u64>,
+    },
+    ExecMode {
+        ip: Option<u64>,
+    },
+    /// Tracing stopped (TraceStop).
+    Stop,
+    /// A core:bus ratio change.
+    Cbr {
+        ratio: u16,
+    },
+    /// Any other event type (`ptev_*` value), newer ones included.
+    Other(u32),
+}
+
+/// A libipt event (`struct pt_event`).
+#[derive(Clone, Copy)]
+pub struct Event {
+    raw: ffi::pt_event,
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("kind", &self.kind())
+            .field("status_update", &self.status_update())
+            .field("tsc", &self.tsc())
+            .finish()
+    }
+}
+
+impl Event {
+    /// The raw `ptev_*` type.
+    pub fn raw_type(&self) -> u32 {
+        self.raw.type_
+    }
+    pub fn ip_suppressed(&self) -> bool {
+        self.raw.ip_suppressed() != 0
+    }
+    /// A status update (the decoder's state at a PSB+), not a change.
+    pub fn status_update(&self) -> bool {
+        self.raw.status_update() != 0
+    }
+    /// The TSC, when the event has one.
+    pub fn tsc(&self) -> Option<u64> {
+        (self.raw.has_tsc() != 0).then_some(self.raw.tsc)
+    }
+
+    pub fn kind(&self) -> EventKind {
+        let ip = |v: u64| (!self.ip_suppressed()).then_some(v);
+        let v = &self.raw.variant;
+        // SAFETY: each arm reads the union variant that `type_` says
+        // libipt filled in; all variants are plain integers and bitfields.
+        unsafe {
+            match self.raw.type_ {
+                ffi::ptev_enabled => EventKind::Enabled {
+                    ip: v.enabled.ip,
+                    resumed: v.enabled.resumed() != 0,
+                },
+                ffi::ptev_disabled => EventKind::Disabled {
+                    ip: ip(v.disabled.ip),
+                },
+                ffi::ptev_async_disabled => EventKind::AsyncDisabled {
+                    at: v.async_disabled.at,
+                    ip: ip(v.async_disabled.ip),
+                },
+                ffi::ptev_async_branch => EventKind::AsyncBranch {
+                    from: v.async_branch.from,
+                    to: ip(v.async_branch.to),
+                },
+                ffi::ptev_paging => EventKind::Paging { cr3: v.paging.cr3 },
+                ffi::ptev_async_paging => EventKind::AsyncPaging {
+                    cr3: v.async_paging.cr3,
+                    ip: ip(v.async_paging.ip),
+                },
+                ffi::ptev_overflow => EventKind::Overflow {
+                    ip: ip(v.overflow.ip),
+                },
+                ffi::ptev_exec_mode => EventKind::ExecMode {
+                    ip: ip(v.exec_mode.ip),
+                },
+                ffi::ptev_stop => EventKind::Stop,
+                ffi::ptev_cbr => EventKind::Cbr { ratio: v.cbr.ratio },
+                t => EventKind::Other(t),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The block decoder
+
+/// libipt's block decoder over a borrowed trace buffer.
+pub struct BlockDecoder<'a> {
+    ptr: NonNull<ffi::pt_block_decoder>,
+    caches: Vec<Rc<SectionCache>>,
+    memory: Option<Box<Memory>>,
+    _buf: PhantomData<&'a [u8]>,
+}
+
+impl<'a> BlockDecoder<'a> {
+    pub fn new(cfg: &Config, trace: &'a [u8]) -> Result<BlockDecoder<'a>> {
+        let c = cfg.with_buffer(trace.as_ptr(), trace.len());
+        // SAFETY: libipt copies the config; it reads (never writes) the
+        // buffer, which the returned decoder borrows for 'a.
+        let p = unsafe { ffi::pt_blk_alloc_decoder(&c) };
+        NonNull::new(p)
+            .map(|ptr| BlockDecoder {
+                ptr,
+                caches: Vec::new(),
+                memory: None,
+                _buf: PhantomData,
+            })
+            .ok_or(Error::INVALID)
+    }
+
+    fn p(&mut self) -> *mut ffi::pt_block_decoder {
+        self.ptr.as_ptr()
+    }
+
+    /// Synchronizes at the next PSB.
+    pub fn sync_forward(&mut self) -> Result<Status> {
+        // SAFETY: live decoder.
+        check(unsafe { ffi::pt_blk_sync_forward(self.p()) }).map(Status)
+    }
+
+    /// Resynchronizes after an error at the next synchronization point
+    /// (libipt 2.2: the next PSB or the next FUP/TIP.PGE that gives an IP).
+    /// `Err(EVENT_IGNORED)`: an event must be read first, then call again.
+    pub fn resync(&mut self) -> Result<Status> {
+        // SAFETY: live decoder.
+        check(unsafe { ffi::pt_blk_resync(self.p()) }).map(Status)
+    }
+
+    /// The next block and the status: libipt may decode instructions
+    /// before an error, so the block comes with the error too.
+    pub fn next_block(&mut self) -> (Block, Result<Status>) {
+        // SAFETY: zero is a valid pt_block (plain data).
+        let mut b: ffi::pt_block = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `b` is a pt_block of the size given.
+        let r = unsafe { ffi::pt_blk_next(self.p(), &mut b, std::mem::size_of::<ffi::pt_block>()) };
+        (Block::from_raw(&b), check(r).map(Status))
+    }
+
+    /// The pending event.
+    pub fn event(&mut self) -> Result<(Event, Status)> {
+        // SAFETY: zero is a valid pt_event (plain data).
+        let mut e: ffi::pt_event = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `e` is a pt_event of the size given.
+        let r =
+            unsafe { ffi::pt_blk_event(self.p(), &mut e, std::mem::size_of::<ffi::pt_event>()) };
+        check(r).map(|s| (Event { raw: e }, Status(s)))
+    }
+
+    /// The current offset in the trace.
+    pub fn offset(&self) -> Result<u64> {
+        let mut o = 0;
+        // SAFETY: live decoder, valid out pointer.
+        check(unsafe { ffi::pt_blk_get_offset(self.ptr.as_ptr(), &mut o) })?;
+        Ok(o)
+    }
+
+    /// The offset of the last synchronization point.
+    pub fn sync_offset(&self) -> Result<u64> {
+        let mut o = 0;
+        // SAFETY: live decoder, valid out pointer.
+        check(unsafe { ffi::pt_blk_get_sync_offset(self.ptr.as_ptr(), &mut o) })?;
+        Ok(o)
+    }
+
+    /// (TSC, lost MTC, lost CYC) at the last timing packet.
+    pub fn time(&mut self) -> Result<(u64, u32, u32)> {
+        let (mut t, mut m, mut c) = (0u64, 0u32, 0u32);
+        // SAFETY: live decoder, valid out pointers.
+        let r = unsafe { ffi::pt_blk_time(self.p(), &mut t, &mut m, &mut c) };
+        check(r).map(|_| (t, m, c))
+    }
+
+    /// The current core:bus ratio.
+    pub fn core_bus_ratio(&mut self) -> Result<u32> {
+        let mut c = 0u32;
+        // SAFETY: live decoder, valid out pointer.
+        check(unsafe { ffi::pt_blk_core_bus_ratio(self.p(), &mut c) })?;
+        Ok(c)
+    }
+
+    /// The decoder's own image.
+    pub fn image(&mut self) -> ImageRef<'_> {
+        // SAFETY: live decoder; its default image lives as long as it.
+        let p = unsafe { ffi::pt_blk_get_image(self.p()) };
+        ImageRef {
+            ptr: NonNull::new(p).expect("a block decoder always has an image"),
+            caches: &mut self.caches,
+            memory: &mut self.memory,
+        }
+    }
+}
+
+impl Drop for BlockDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_blk_alloc_decoder, freed once; the
+        // image callback box and the caches are dropped after it.
+        unsafe { ffi::pt_blk_free_decoder(self.ptr.as_ptr()) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The instruction decoder
+
+/// One instruction (`struct pt_insn`), the fields ptsim's tests read.
+#[derive(Debug, Clone, Copy)]
+pub struct Insn {
+    pub ip: u64,
+    pub iclass: u32,
+    pub size: u8,
+}
+
+/// libipt's instruction decoder over a borrowed trace and image.
+pub struct InsnDecoder<'a> {
+    ptr: NonNull<ffi::pt_insn_decoder>,
+    _buf: PhantomData<&'a [u8]>,
+    _image: PhantomData<&'a mut Image>,
+}
+
+impl<'a> InsnDecoder<'a> {
+    pub fn new(cfg: &Config, trace: &'a [u8], image: &'a mut Image) -> Result<InsnDecoder<'a>> {
+        let c = cfg.with_buffer(trace.as_ptr(), trace.len());
+        // SAFETY: as in BlockDecoder::new.
+        let p = unsafe { ffi::pt_insn_alloc_decoder(&c) };
+        let ptr = NonNull::new(p).ok_or(Error::INVALID)?;
+        let d = InsnDecoder {
+            ptr,
+            _buf: PhantomData,
+            _image: PhantomData,
+        };
+        // SAFETY: both live; the image is borrowed for 'a, so it outlives
+        // the decoder.
+        check(unsafe { ffi::pt_insn_set_image(ptr.as_ptr(), image.ptr.as_ptr()) })?;
+        Ok(d)
+    }
+
+    pub fn sync_forward(&mut self) -> Result<Status> {
+        // SAFETY: live decoder.
+        check(unsafe { ffi::pt_insn_sync_forward(self.ptr.as_ptr()) }).map(Status)
+    }
+
+    pub fn next_insn(&mut self) -> Result<(Insn, Status)> {
+        // SAFETY: zero is a valid pt_insn (plain data).
+        let mut i: ffi::pt_insn = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `i` has the size given.
+        let r = unsafe {
+            ffi::pt_insn_next(
+                self.ptr.as_ptr(),
+                &mut i,
+                std::mem::size_of::<ffi::pt_insn>(),
+            )
+        };
+        check(r).map(|s| {
+            (
+                Insn {
+                    ip: i.ip,
+                    iclass: i.iclass,
+                    size: i.size,
+                },
+                Status(s),
+            )
+        })
+    }
+
+    pub fn event(&mut self) -> Result<(Event, Status)> {
+        // SAFETY: zero is a valid pt_event (plain data).
+        let mut e: ffi::pt_event = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `e` has the size given.
+        let r = unsafe {
+            ffi::pt_insn_event(
+                self.ptr.as_ptr(),
+                &mut e,
+                std::mem::size_of::<ffi::pt_event>(),
+            )
+        };
+        check(r).map(|s| (Event { raw: e }, Status(s)))
+    }
+
+    pub fn offset(&self) -> Result<u64> {
+        let mut o = 0;
+        // SAFETY: live decoder, valid out pointer.
+        check(unsafe { ffi::pt_insn_get_offset(self.ptr.as_ptr(), &mut o) })?;
+        Ok(o)
+    }
+
+    pub fn time(&mut self) -> Result<(u64, u32, u32)> {
+        let (mut t, mut m, mut c) = (0u64, 0u32, 0u32);
+        // SAFETY: live decoder, valid out pointers.
+        let r = unsafe { ffi::pt_insn_time(self.ptr.as_ptr(), &mut t, &mut m, &mut c) };
+        check(r).map(|_| (t, m, c))
+    }
+}
+
+impl Drop for InsnDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_insn_alloc_decoder, freed once.
+        unsafe { ffi::pt_insn_free_decoder(self.ptr.as_ptr()) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The query decoder
+
+/// libipt's query decoder over a borrowed trace buffer.
+pub struct QueryDecoder<'a> {
+    ptr: NonNull<ffi::pt_query_decoder>,
+    _buf: PhantomData<&'a [u8]>,
+}
+
+impl<'a> QueryDecoder<'a> {
+    pub fn new(cfg: &Config, trace: &'a [u8]) -> Result<QueryDecoder<'a>> {
+        let c = cfg.with_buffer(trace.as_ptr(), trace.len());
+        // SAFETY: as in BlockDecoder::new.
+        let p = unsafe { ffi::pt_qry_alloc_decoder(&c) };
+        NonNull::new(p)
+            .map(|ptr| QueryDecoder {
+                ptr,
+                _buf: PhantomData,
+            })
+            .ok_or(Error::INVALID)
+    }
+
+    /// Synchronizes at the next PSB; the IP there, if any.
+    pub fn sync_forward(&mut self) -> Result<(Option<u64>, Status)> {
+        let mut ip = 0u64;
+        // SAFETY: live decoder, valid out pointer.
+        let s =
+            check(unsafe { ffi::pt_qry_sync_forward(self.ptr.as_ptr(), &mut ip) }).map(Status)?;
+        Ok(((!s.ip_suppressed()).then_some(ip), s))
+    }
+
+    /// The next conditional branch (or compressed return): taken?
+    pub fn cond_branch(&mut self) -> Result<(bool, Status)> {
+        let mut taken: c_int = 0;
+        // SAFETY: live decoder, valid out pointer.
+        let s = check(unsafe { ffi::pt_qry_cond_branch(self.ptr.as_ptr(), &mut taken) })?;
+        Ok((taken != 0, Status(s)))
+    }
+
+    /// The next indirect branch's target.
+    pub fn indirect_branch(&mut self) -> Result<(u64, Status)> {
+        let mut ip = 0u64;
+        // SAFETY: live decoder, valid out pointer.
+        let s = check(unsafe { ffi::pt_qry_indirect_branch(self.ptr.as_ptr(), &mut ip) })?;
+        Ok((ip, Status(s)))
+    }
+
+    pub fn event(&mut self) -> Result<(Event, Status)> {
+        // SAFETY: zero is a valid pt_event (plain data).
+        let mut e: ffi::pt_event = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `e` has the size given.
+        let r = unsafe {
+            ffi::pt_qry_event(
+                self.ptr.as_ptr(),
+                &mut e,
+                std::mem::size_of::<ffi::pt_event>(),
+            )
+        };
+        check(r).map(|s| (Event { raw: e }, Status(s)))
+    }
+}
+
+impl Drop for QueryDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_qry_alloc_decoder, freed once.
+        unsafe { ffi::pt_qry_free_decoder(self.ptr.as_ptr()) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Packets: the encoder and the packet decoder
+
+/// How an IP packet's payload is compressed (`enum pt_ip_compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Suppressed,
+    Update16,
+    Update32,
+    Sext48,
+    Update48,
+    Full,
+}
+
+impl Compression {
+    fn to_raw(self) -> u32 {
+        match self {
+            Compression::Suppressed => ffi::pt_ipc_suppressed,
+            Compression::Update16 => ffi::pt_ipc_update_16,
+            Compression::Update32 => ffi::pt_ipc_update_32,
+            Compression::Sext48 => ffi::pt_ipc_sext_48,
+            Compression::Update48 => ffi::pt_ipc_update_48,
+            Compression::Full => ffi::pt_ipc_full,
+        }
+    }
+
+    fn from_raw(v: u32) -> Option<Compression> {
+        Some(match v {
+            ffi::pt_ipc_suppressed => Compression::Suppressed,
+            ffi::pt_ipc_update_16 => Compression::Update16,
+            ffi::pt_ipc_update_32 => Compression::Update32,
+            ffi::pt_ipc_sext_48 => Compression::Sext48,
+            ffi::pt_ipc_update_48 => Compression::Update48,
+            ffi::pt_ipc_full => Compression::Full,
+            _ => return None,
+        })
+    }
+}
+
+/// The packets ptsim writes and dumps; anything else decodes as `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet {
+    Pad,
+    Psb,
+    Psbend,
+    Ovf,
+    Stop,
+    Fup(u64, Compression),
+    Tip(u64, Compression),
+    TipPge(u64, Compression),
+    TipPgd(u64, Compression),
+    /// `bits` TNT bits, oldest in the most significant of them.
+    Tnt8 {
+        payload: u8,
+        bits: u8,
+    },
+    Tnt64 {
+        payload: u64,
+        bits: u8,
+    },
+    /// MODE.Exec (CS.L, CS.D).
+    ModeExec {
+        csl: bool,
+        csd: bool,
+    },
+    ModeTsx,
+    Tsc(u64),
+    Tma {
+        ctc: u16,
+        fc: u16,
+    },
+    Cbr(u8),
+    Mtc(u8),
+    Cyc(u64),
+    /// Another packet type (`ppt_*`).
+    Other(u32),
+}
+
+impl Packet {
+    fn to_raw(self) -> Option<ffi::pt_packet> {
+        // SAFETY: zero is a valid pt_packet (plain data).
+        let mut p: ffi::pt_packet = unsafe { std::mem::zeroed() };
+        let ip = |p: &mut ffi::pt_packet, ip: u64, c: Compression| {
+            p.payload.ip = ffi::pt_packet_ip {
+                ipc: c.to_raw(),
+                ip,
+            };
+        };
+        p.type_ = match self {
+            Packet::Pad => ffi::ppt_pad,
+            Packet::Psb => ffi::ppt_psb,
+            Packet::Psbend => ffi::ppt_psbend,
+            Packet::Ovf => ffi::ppt_ovf,
+            Packet::Stop => ffi::ppt_stop,
+            Packet::Fup(a, c) => {
+                ip(&mut p, a, c);
+                ffi::ppt_fup
+            }
+            Packet::Tip(a, c) => {
+                ip(&mut p, a, c);
+                ffi::ppt_tip
+            }
+            Packet::TipPge(a, c) => {
+                ip(&mut p, a, c);
+                ffi::ppt_tip_pge
+            }
+            Packet::TipPgd(a, c) => {
+                ip(&mut p, a, c);
+                ffi::ppt_tip_pgd
+            }
+            Packet::Tnt8 { payload, bits } => {
+                p.payload.tnt = ffi::pt_packet_tnt {
+                    bit_size: bits,
+                    payload: u64::from(payload),
+                };
+                ffi::ppt_tnt_8
+            }
+            Packet::Tnt64 { payload, bits } => {
+                p.payload.tnt = ffi::pt_packet_tnt {
+                    bit_size: bits,
+                    payload,
+                };
+                ffi::ppt_tnt_64
+            }
+            Packet::ModeExec { csl, csd } => {
+                // SAFETY: writing plain-data union fields.
+                unsafe {
+                    p.payload.mode.leaf = ffi::pt_mol_exec;
+                    p.payload.mode.bits.exec.set_csl(u32::from(csl));
+                    p.payload.mode.bits.exec.set_csd(u32::from(csd));
+                }
+                ffi::ppt_mode
+            }
+            Packet::Tsc(v) => {
+                p.payload.tsc = ffi::pt_packet_tsc { tsc: v };
+                ffi::ppt_tsc
+            }
+            Packet::Tma { ctc, fc } => {
+                p.payload.tma = ffi::pt_packet_tma { ctc, fc };
+                ffi::ppt_tma
+            }
+            Packet::Cbr(r) => {
+                p.payload.cbr.ratio = r;
+                ffi::ppt_cbr
+            }
+            Packet::Mtc(c) => {
+                p.payload.mtc = ffi::pt_packet_mtc { ctc: c };
+                ffi::ppt_mtc
+            }
+            Packet::Cyc(v) => {
+                p.payload.cyc = ffi::pt_packet_cyc { value: v };
+                ffi::ppt_cyc
+            }
+            Packet::ModeTsx | Packet::Other(_) => return None,
+        };
+        Some(p)
+    }
+
+    fn from_raw(p: &ffi::pt_packet) -> Packet {
+        let pl = &p.payload;
+        // SAFETY: each arm reads the payload variant `type_` names; all
+        // are plain data.
+        unsafe {
+            let ip = || (pl.ip.ip, Compression::from_raw(pl.ip.ipc));
+            match p.type_ {
+                ffi::ppt_pad => Packet::Pad,
+                ffi::ppt_psb => Packet::Psb,
+                ffi::ppt_psbend => Packet::Psbend,
+                ffi::ppt_ovf => Packet::Ovf,
+                ffi::ppt_stop => Packet::Stop,
+                ffi::ppt_fup | ffi::ppt_tip | ffi::ppt_tip_pge | ffi::ppt_tip_pgd => {
+                    let (a, c) = ip();
+                    let Some(c) = c else {
+                        return Packet::Other(p.type_);
+                    };
+                    match p.type_ {
+                        ffi::ppt_fup => Packet::Fup(a, c),
+                        ffi::ppt_tip => Packet::Tip(a, c),
+                        ffi::ppt_tip_pge => Packet::TipPge(a, c),
+                        _ => Packet::TipPgd(a, c),
+                    }
+                }
+                ffi::ppt_tnt_8 => Packet::Tnt8 {
+                    payload: pl.tnt.payload as u8,
+                    bits: pl.tnt.bit_size,
+                },
+                ffi::ppt_tnt_64 => Packet::Tnt64 {
+                    payload: pl.tnt.payload,
+                    bits: pl.tnt.bit_size,
+                },
+                ffi::ppt_mode if pl.mode.leaf == ffi::pt_mol_exec => Packet::ModeExec {
+                    csl: pl.mode.bits.exec.csl() != 0,
+                    csd: pl.mode.bits.exec.csd() != 0,
+                },
+                ffi::ppt_mode => Packet::ModeTsx,
+                ffi::ppt_tsc => Packet::Tsc(pl.tsc.tsc),
+                ffi::ppt_tma => Packet::Tma {
+                    ctc: pl.tma.ctc,
+                    fc: pl.tma.fc,
+                },
+                ffi::ppt_cbr => Packet::Cbr(pl.cbr.ratio),
+                ffi::ppt_mtc => Packet::Mtc(pl.mtc.ctc),
+                ffi::ppt_cyc => Packet::Cyc(pl.cyc.value),
+                t => Packet::Other(t),
+            }
+        }
+    }
+}
+
+/// libipt's packet encoder with a scratch buffer of its own: each packet
+/// is encoded at the scratch's start and handed back as bytes.
+pub struct Encoder {
+    ptr: NonNull<ffi::pt_encoder>,
+    /// Written by libipt through the pointer in its config; freed after it.
+    scratch: Box<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Encoder")
+    }
+}
+
+// SAFETY: the pt_encoder is a plain heap object with no thread affinity,
+// and the scratch is owned by this value alone.
+unsafe impl Send for Encoder {}
+
+impl Encoder {
+    pub fn new() -> Result<Encoder> {
+        let mut scratch = Box::new([0u8; 32]);
+        let c = Config::default().with_buffer(scratch.as_mut_ptr(), scratch.len());
+        // SAFETY: libipt copies the config; the scratch is heap memory that
+        // stays put (a Box) and lives as long as the encoder.
+        let p = unsafe { ffi::pt_alloc_encoder(&c) };
+        NonNull::new(p)
+            .map(|ptr| Encoder { ptr, scratch })
+            .ok_or(Error::INVALID)
+    }
+
+    /// Encodes `pkt`; its bytes.
+    pub fn encode(&mut self, pkt: Packet) -> Result<&[u8]> {
+        let raw = pkt.to_raw().ok_or(Error(ffi::pte_bad_opc))?;
+        // SAFETY: live encoder.
+        check(unsafe { ffi::pt_enc_sync_set(self.ptr.as_ptr(), 0) })?;
+        // SAFETY: live encoder; it writes into the scratch, which nothing
+        // else borrows during the call.
+        let n = check(unsafe { ffi::pt_enc_next(self.ptr.as_ptr(), &raw) })? as usize;
+        Ok(&self.scratch[..n.min(self.scratch.len())])
+    }
+}
+
+impl Drop for Encoder {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_alloc_encoder, freed once, before the
+        // scratch (a field, dropped after this).
+        unsafe { ffi::pt_free_encoder(self.ptr.as_ptr()) };
+    }
+}
+
+/// libipt's packet decoder over a borrowed trace buffer.
+pub struct PacketDecoder<'a> {
+    ptr: NonNull<ffi::pt_packet_decoder>,
+    _buf: PhantomData<&'a [u8]>,
+}
+
+impl<'a> PacketDecoder<'a> {
+    pub fn new(cfg: &Config, trace: &'a [u8]) -> Result<PacketDecoder<'a>> {
+        let c = cfg.with_buffer(trace.as_ptr(), trace.len());
+        // SAFETY: as in BlockDecoder::new.
+        let p = unsafe { ffi::pt_pkt_alloc_decoder(&c) };
+        NonNull::new(p)
+            .map(|ptr| PacketDecoder {
+                ptr,
+                _buf: PhantomData,
+            })
+            .ok_or(Error::INVALID)
+    }
+
+    pub fn sync_forward(&mut self) -> Result<()> {
+        // SAFETY: live decoder.
+        check(unsafe { ffi::pt_pkt_sync_forward(self.ptr.as_ptr()) }).map(|_| ())
+    }
+
+    pub fn offset(&self) -> Result<u64> {
+        let mut o = 0;
+        // SAFETY: live decoder, valid out pointer.
+        check(unsafe { ffi::pt_pkt_get_offset(self.ptr.as_ptr(), &mut o) })?;
+        Ok(o)
+    }
+
+    pub fn next_packet(&mut self) -> Result<Packet> {
+        // SAFETY: zero is a valid pt_packet (plain data).
+        let mut p: ffi::pt_packet = unsafe { std::mem::zeroed() };
+        // SAFETY: live decoder; `p` has the size given.
+        let r = unsafe {
+            ffi::pt_pkt_next(
+                self.ptr.as_ptr(),
+                &mut p,
+                std::mem::size_of::<ffi::pt_packet>(),
+            )
+        };
+        check(r).map(|_| Packet::from_raw(&p))
+    }
+}
+
+impl Drop for PacketDecoder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by pt_pkt_alloc_decoder, freed once.
+        unsafe { ffi::pt_pkt_free_decoder(self.ptr.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_is_vendored_2_2() {
+        assert_eq!(version(), (2, 2, 0));
+    }
+
+    #[test]
+    fn encode_then_decode_packets() {
+        let pkts = [
+            Packet::Psb,
+            Packet::ModeExec {
+                csl: true,
+                csd: false,
+            },
+            Packet::Fup(0x40_1000, Compression::Sext48),
+            Packet::Psbend,
+            Packet::Tnt8 {
+                payload: 0b101,
+                bits: 3,
+            },
+            Packet::Tip(0x40_2000, Compression::Update16),
+            Packet::Tsc(0x1234_5678),
+            Packet::Tma { ctc: 7, fc: 3 },
+            Packet::Mtc(9),
+            Packet::Cyc(17),
+            Packet::Cbr(40),
+            Packet::TipPgd(0, Compression::Suppressed),
+            Packet::Ovf,
+        ];
+        let mut enc = Encoder::new().unwrap();
+        let mut bytes = Vec::new();
+        for p in pkts {
+            bytes.extend_from_slice(enc.encode(p).unwrap());
+        }
+        let mut dec = PacketDecoder::new(&Config::default(), &bytes).unwrap();
+        dec.sync_forward().unwrap();
+        let mut back = Vec::new();
+        loop {
+            match dec.next_packet() {
+                Ok(p) => back.push(p),
+                Err(e) => {
+                    assert_eq!(e, Error::EOS);
+                    break;
+                }
+            }
+        }
+        let mut want = pkts.to_vec();
+        // libipt decodes an update-16 IP as given (the low 16 bits).
+        want[5] = Packet::Tip(0x2000, Compression::Update16);
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn unknown_cpu_is_refused_and_known_one_accepted() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.set_cpu(Cpu {
+                family: 0,
+                model: 0,
+                stepping: 0
+            }),
+            Err(Error::BAD_CPU)
+        );
+        c.set_cpu(Cpu {
+            family: 6,
+            model: 0x55,
+            stepping: 4,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn image_memory_callback_reads_and_records_misses() {
+        let mut img = Image::new().unwrap();
+        let mut r = img.as_ref();
+        r.set_memory(vec![(0x1000, vec![0x90; 16])]);
+        // A block decoder over a trace that enables at 0x1000 and runs into
+        // unmapped memory at 0x1010.
+        let mut enc = Encoder::new().unwrap();
+        let mut pt = Vec::new();
+        for p in [
+            Packet::Psb,
+            Packet::ModeExec {
+                csl: true,
+                csd: false,
+            },
+            Packet::Psbend,
+            Packet::TipPge(0x1000, Compression::Sext48),
+            Packet::Tnt8 {
+                payload: 1,
+                bits: 1,
+            },
+        ] {
+            pt.extend_from_slice(enc.encode(p).unwrap());
+        }
+        let mut d = BlockDecoder::new(&Config::default(), &pt).unwrap();
+        d.image().set_memory(vec![(0x1000, vec![0x90; 16])]);
+        let mut st = d.sync_forward().unwrap();
+        let mut insns = 0;
+        let err = loop {
+            while st.event_pending() {
+                st = d.event().unwrap().1;
+            }
+            let (b, r) = d.next_block();
+            insns += u32::from(b.ninsn);
+            match r {
+                Ok(s) => st = s,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err, Error::NOMAP);
+        assert_eq!(insns, 16, "the nops before the error are in the block");
+        assert_eq!(d.image().take_miss(), Some(0x1010));
+    }
+}
