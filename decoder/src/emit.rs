@@ -58,7 +58,7 @@
 //! all inside each other and drop all but 512 levels). With `ns` chosen
 //! explicitly such a trace is an error naming `--time-axis instructions`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -69,6 +69,7 @@ use ftf::{Arg, ArgValue, ThreadRef, Writer};
 use crate::ops::{GapKind, Stamp};
 use crate::outfile::OutFile;
 use crate::stack::{Slice, SliceKind};
+use ftf::hash::FastMap;
 
 /// Most `--split` files one run may write (all stay open until the end,
 /// because a long call is written only when it ends).
@@ -330,9 +331,9 @@ pub struct Emitter {
     target: Target,
     opts: EmitOptions,
     windows: BTreeMap<u64, Window>,
-    threads: HashMap<(u32, u32), ThreadInfo>,
+    threads: FastMap<(u32, u32), ThreadInfo>,
     stats: EmitStats,
-    folds: HashMap<(u32, u32), Fold>,
+    folds: FastMap<(u32, u32), Fold>,
     /// `Some` while the `ns` axis waits for time to pass.
     pending: Option<Vec<Pending>>,
     /// The time of the first slice held.
@@ -406,9 +407,9 @@ impl Emitter {
             target,
             opts,
             windows: BTreeMap::new(),
-            threads: HashMap::new(),
+            threads: FastMap::default(),
             stats,
-            folds: HashMap::new(),
+            folds: FastMap::default(),
             pending,
             pending_time: None,
         };

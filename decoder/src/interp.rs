@@ -15,7 +15,7 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 
-use std::collections::HashMap;
+use ftf::hash::FastMap;
 
 use crate::ops::{Op, OpSink};
 
@@ -23,7 +23,7 @@ use crate::ops::{Op, OpSink};
 pub struct Interpolate<S: OpSink> {
     inner: S,
     /// Per thread: the anchor op and the branches that share its time.
-    pending: HashMap<(u32, u32), Vec<Op>>,
+    pending: FastMap<(u32, u32), Vec<Op>>,
 }
 
 fn is_branch(op: &Op) -> bool {
@@ -35,7 +35,7 @@ impl<S: OpSink> Interpolate<S> {
     pub fn new(inner: S) -> Self {
         Interpolate {
             inner,
-            pending: HashMap::new(),
+            pending: FastMap::default(),
         }
     }
 

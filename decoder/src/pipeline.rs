@@ -5,7 +5,7 @@
 //! prints; `summary` renders the [`Report`].
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sideband::timeline::Timeline;
@@ -17,8 +17,9 @@ use crate::input::Trace;
 use crate::interp::Interpolate;
 use crate::ops::{Op, OpSink};
 use crate::raw::RawInput;
-use crate::stack::{Func, Resolver, StackStats, ThreadStack};
+use crate::stack::{Func, Resolver, Slice, StackStats, ThreadStack};
 use crate::symbols::{fallback_name, SymbolCache};
+use ftf::hash::FastMap;
 
 /// Cached resolutions before the cache is dropped and refilled.
 const RESOLVE_CACHE_MAX: usize = 1 << 20;
@@ -35,7 +36,7 @@ pub struct TraceResolver<'a> {
     timeline: &'a Timeline,
     images: &'a ImageStore,
     symbols: &'a SymbolCache,
-    cache: RefCell<HashMap<(u32, u64), Resolved>>,
+    cache: RefCell<FastMap<(u32, u64), Resolved>>,
 }
 
 #[derive(Clone)]
@@ -54,7 +55,7 @@ impl<'a> TraceResolver<'a> {
             timeline,
             images,
             symbols,
-            cache: RefCell::new(HashMap::new()),
+            cache: RefCell::new(FastMap::default()),
         }
     }
 
@@ -197,12 +198,181 @@ pub enum RunError {
     Emit(#[from] EmitError),
 }
 
+/// Where the stacks' slices and thread names go: the [`Emitter`] itself,
+/// or an [`EmitQueue`] to it on its own thread.
+pub trait SliceOut {
+    /// See [`Emitter::thread`].
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError>;
+    /// See [`Emitter::slice`].
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError>;
+    /// See [`Emitter::set_origin`].
+    fn set_origin(&mut self, origin: u64);
+}
+
+impl SliceOut for Emitter {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        Emitter::thread(self, pid, tid, name, process, renames)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        Emitter::slice(self, &s)
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        Emitter::set_origin(self, origin)
+    }
+}
+
+/// One call to the emitter, queued.
+enum EmitCall {
+    Thread {
+        pid: u32,
+        tid: u32,
+        name: String,
+        process: String,
+        renames: Vec<(u64, String)>,
+    },
+    Slice(Slice),
+    Origin(u64),
+}
+
+/// Calls queued per batch sent to the emitter thread.
+const EMIT_BATCH: usize = 4096;
+/// Batches in flight at most (memory: a few MB of slices).
+const EMIT_BATCHES: usize = 8;
+
+/// The stacks' side of the emitter thread ([`with_emit_thread`]): calls
+/// are batched and sent over a bounded channel; a write error is the
+/// emitter thread's, returned when it is joined.
+pub struct EmitQueue {
+    batch: Vec<EmitCall>,
+    tx: Option<crossbeam_channel::Sender<Vec<EmitCall>>>,
+}
+
+impl EmitQueue {
+    fn push(&mut self, c: EmitCall) {
+        self.batch.push(c);
+        if self.batch.len() >= EMIT_BATCH {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(EMIT_BATCH));
+        if let Some(tx) = &self.tx {
+            if tx.send(batch).is_err() {
+                // The emitter thread stopped (it panicked): drop the rest.
+                self.tx = None;
+            }
+        }
+    }
+}
+
+impl SliceOut for EmitQueue {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        self.push(EmitCall::Thread {
+            pid,
+            tid,
+            name: name.to_string(),
+            process: process.to_string(),
+            renames: renames.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        self.push(EmitCall::Slice(s));
+        Ok(())
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.push(EmitCall::Origin(origin));
+    }
+}
+
+/// Runs `f` with an [`EmitQueue`] to `emitter`, which writes on its own
+/// thread meanwhile (FTF encoding and writing overlap the decoding and the
+/// stacks); returns the emitter (or its first write error) and `f`'s result.
+pub fn with_emit_thread<R>(
+    emitter: Emitter,
+    f: impl FnOnce(&mut EmitQueue) -> R,
+) -> (Result<Emitter, EmitError>, R) {
+    std::thread::scope(|scope| {
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<EmitCall>>(EMIT_BATCHES);
+        let writer = scope.spawn(move || {
+            let mut em = emitter;
+            let mut error = None;
+            for batch in rx {
+                if error.is_some() {
+                    continue;
+                }
+                for c in batch {
+                    let r = match c {
+                        EmitCall::Thread {
+                            pid,
+                            tid,
+                            name,
+                            process,
+                            renames,
+                        } => em.thread(pid, tid, &name, &process, &renames),
+                        EmitCall::Slice(s) => em.slice(&s),
+                        EmitCall::Origin(o) => {
+                            em.set_origin(o);
+                            Ok(())
+                        }
+                    };
+                    if let Err(e) = r {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            match error {
+                Some(e) => Err(e),
+                None => Ok(em),
+            }
+        });
+        let mut queue = EmitQueue {
+            batch: Vec::with_capacity(EMIT_BATCH),
+            tx: Some(tx),
+        };
+        let r = f(&mut queue);
+        queue.send();
+        drop(queue);
+        let em = writer
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (em, r)
+    })
+}
+
 /// Feeds the decoder's ops through per-thread stacks into the emitter.
 pub struct StackSink<'a, 'e> {
     resolver: &'a dyn Resolver,
     timeline: &'a Timeline,
-    emitter: &'e mut Emitter,
-    stacks: HashMap<(u32, u32), ThreadStack>,
+    emitter: &'e mut dyn SliceOut,
+    stacks: FastMap<(u32, u32), ThreadStack>,
     threads: BTreeMap<(u32, u32), ThreadReport>,
     /// Set the emitter's origin from the first op (no TSC conversion).
     origin_from_first_op: bool,
@@ -220,13 +390,13 @@ impl<'a, 'e> StackSink<'a, 'e> {
     pub fn new(
         resolver: &'a dyn Resolver,
         timeline: &'a Timeline,
-        emitter: &'e mut Emitter,
+        emitter: &'e mut dyn SliceOut,
     ) -> Self {
         Self {
             resolver,
             timeline,
             emitter,
-            stacks: HashMap::new(),
+            stacks: FastMap::default(),
             threads: BTreeMap::new(),
             origin_from_first_op: false,
             error: None,
@@ -306,7 +476,7 @@ impl OpSink for StackSink<'_, '_> {
         let error = &mut self.error;
         stack.push(&op, self.resolver, &mut |s| {
             if error.is_none() {
-                if let Err(e) = emitter.slice(&s) {
+                if let Err(e) = emitter.slice(s) {
                     *error = Some(e);
                 }
             }
@@ -354,20 +524,25 @@ pub fn run(
         emit.timed = trace.config_bit(trace.info.tsc_bit);
     }
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
-    let mut emitter = Emitter::new(opts.target.clone(), emit)?;
+    let emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
-    let mut sink = StackSink::new(&resolver, &trace.timeline, &mut emitter);
-    sink.origin_from_first_op = origin.is_none();
-    sink.on_op = opts.on_op;
-    let decode_stats = if interpolate {
-        let mut spread = Interpolate::new(&mut sink);
-        let stats = decode(trace, images, &opts.decode, &mut spread);
-        spread.finish();
-        stats?
-    } else {
-        decode(trace, images, &opts.decode, &mut sink)?
-    };
-    let threads = sink.finish()?;
+    let (emitter, stacked) = with_emit_thread(emitter, |queue| {
+        let mut sink = StackSink::new(&resolver, &trace.timeline, queue);
+        sink.origin_from_first_op = origin.is_none();
+        sink.on_op = opts.on_op;
+        let decode_stats = if interpolate {
+            let mut spread = Interpolate::new(&mut sink);
+            let stats = decode(trace, images, &opts.decode, &mut spread);
+            spread.finish();
+            stats
+        } else {
+            decode(trace, images, &opts.decode, &mut sink)
+        };
+        (decode_stats, sink.finish())
+    });
+    let (decode_stats, threads) = stacked;
+    let emitter = emitter?;
+    let (decode_stats, threads) = (decode_stats?, threads?);
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.missing = images.missing();
     report.warnings = images.warnings();
@@ -471,7 +646,7 @@ pub fn run_raw(
     let mut emitter = Emitter::new(opts.target.clone(), opts.emit.clone())?;
     let resolver = RawResolver::new(input, symbols);
     let timeline = Timeline::new();
-    let mut sink = StackSink::new(&resolver, &timeline, &mut emitter);
+    let mut sink = StackSink::new(&resolver, &timeline, &mut emitter as &mut dyn SliceOut);
     sink.origin_from_first_op = true;
     sink.on_op = opts.on_op;
     let file = input.pt_path.file_name().map_or_else(

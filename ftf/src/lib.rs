@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod hash;
 pub mod read;
 mod table;
 mod write;

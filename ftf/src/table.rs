@@ -8,8 +8,9 @@
 //! interning a later string of the same record never evicts an earlier one.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use crate::hash::FastMap;
 
 struct Slot<K> {
     key: K,
@@ -21,7 +22,7 @@ struct Slot<K> {
 
 /// A table of at most `capacity` keys with indexes `1..=capacity`.
 pub(crate) struct Table<K> {
-    map: HashMap<K, u16>,
+    map: FastMap<K, u16>,
     slots: Vec<Slot<K>>,
     capacity: usize,
     hand: usize,
@@ -40,7 +41,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     pub(crate) fn new(capacity: usize) -> Self {
         debug_assert!((1..=0x7fff).contains(&capacity));
         Table {
-            map: HashMap::new(),
+            map: FastMap::default(),
             slots: Vec::new(),
             capacity,
             hand: 0,

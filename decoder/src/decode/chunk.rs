@@ -78,6 +78,39 @@ pub(super) struct ChunkOutput {
     pub sync_task: Option<TaskId>,
 }
 
+/// Op vectors handed back by the ordering stage for the workers' next
+/// runs: a chunk's ops go into memory already mapped and of the right
+/// size, instead of growing fresh vectors (the profile showed their
+/// reallocation copies and page faults).
+#[derive(Default)]
+pub(super) struct OpPool(std::sync::Mutex<Vec<Vec<Op>>>);
+
+/// Vectors the pool keeps at most.
+const POOL_MAX: usize = 64;
+
+impl OpPool {
+    /// An empty vector, with room when one was handed back.
+    pub fn take(&self) -> Vec<Op> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// Hands `v` back for reuse.
+    pub fn give(&self, mut v: Vec<Op>) {
+        v.clear();
+        if v.capacity() == 0 {
+            return;
+        }
+        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL_MAX {
+            pool.push(v);
+        }
+    }
+}
+
 /// What kind of control transfer a block ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transfer {
@@ -156,6 +189,7 @@ fn decode_one(bitness: u32, bytes: &[u8], ip: u64) -> Option<iced_x86::Instructi
 /// Decodes one chunk: `bytes` are the chunk and the next chunk's PSB+.
 pub(super) fn decode_chunk(
     images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
 ) -> Result<ChunkOutput, super::DecodeError> {
@@ -171,6 +205,7 @@ pub(super) fn decode_chunk(
     let time = meta.start_time.unwrap_or(0);
     let mut st = ChunkDecoder {
         images,
+        pool,
         meta,
         owner: meta.owner,
         runs: Vec::new(),
@@ -214,6 +249,7 @@ pub(super) fn decode_chunk(
 /// around it.
 struct ChunkDecoder<'i, 's, 't> {
     images: &'i WorkerImages<'s, 't>,
+    pool: &'i OpPool,
     meta: ChunkMeta,
     owner: Option<Owner>,
     /// Runs finished so far, and the current one.
@@ -564,7 +600,7 @@ impl ChunkDecoder<'_, '_, '_> {
         self.run = task.map(|task| Run {
             task,
             start: self.time,
-            ops: Vec::new(),
+            ops: self.pool.take(),
             insns: 0,
             cycles: 0,
         });

@@ -578,7 +578,15 @@ fn decode_segments(
         total: jobs.iter().map(|j| j.meta.len).sum(),
         report: opts.progress.as_ref().map(|p| &*p.0),
     };
-    let mut orderer = Orderer::new(opts, setup.cycles, setup.per_cpu, segments.len(), stats);
+    let pool = chunk::OpPool::default();
+    let mut orderer = Orderer::new(
+        opts,
+        setup.cycles,
+        setup.per_cpu,
+        segments.len(),
+        &pool,
+        stats,
+    );
     let mut deliver = |k: usize, out, held: usize| {
         let job = &jobs[k];
         let now = held + orderer.held_ops();
@@ -586,14 +594,13 @@ fn decode_segments(
         orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
     };
     let streams: Vec<&Stream<'_>> = segments.iter().map(|s| &s.stream).collect();
-    workers::run(
+    let shared = workers::Shared {
         setup,
-        &streams,
-        &jobs,
-        threads,
-        window,
-        &progress,
-        &mut deliver,
-    )?;
+        streams: &streams,
+        jobs: &jobs,
+        pool: &pool,
+        progress: &progress,
+    };
+    workers::run(&shared, threads, window, &mut deliver)?;
     Ok(orderer.finish(sink))
 }

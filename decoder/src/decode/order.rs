@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sideband::timeline::TaskId;
 
-use super::chunk::{ChunkOutput, Run};
+use super::chunk::{ChunkOutput, OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
 use crate::ops::{Op, OpSink, Stamp};
 
@@ -47,6 +47,8 @@ struct ThreadOut {
 /// See the module doc.
 pub(super) struct Orderer<'o> {
     opts: &'o DecodeOptions,
+    /// Where emptied op vectors go back.
+    pool: &'o OpPool,
     cycles: bool,
     per_cpu: bool,
     /// Per segment: the task still traced at the end of its last chunk.
@@ -67,10 +69,12 @@ impl<'o> Orderer<'o> {
         cycles: bool,
         per_cpu: bool,
         segments: usize,
+        pool: &'o OpPool,
         stats: DecodeStats,
     ) -> Self {
         Orderer {
             opts,
+            pool,
             cycles,
             per_cpu,
             open: vec![None; segments],
@@ -142,16 +146,26 @@ impl<'o> Orderer<'o> {
             self.emit(r, sink);
         }
         for task in std::mem::take(&mut self.seen) {
-            let Some(at) = self.threads.get(&task).and_then(|t| t.last) else {
+            let Some(th) = self.threads.get_mut(&task) else {
                 continue;
             };
-            self.send(task, Op::End { at }, sink);
+            let Some(at) = th.last else { continue };
+            let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
+            send(task, th, &mut ts.span, Op::End { at }, sink);
+            ts.ops += 1;
+            self.stats.ops += 1;
         }
         self.stats
     }
 
     /// Hands one run of a thread to the sink.
-    fn emit(&mut self, run: Run, sink: &mut dyn OpSink) {
+    fn emit(&mut self, mut run: Run, sink: &mut dyn OpSink) {
+        let mut ops = std::mem::take(&mut run.ops);
+        self.emit_ops(&run, ops.drain(..), sink);
+        self.pool.give(ops);
+    }
+
+    fn emit_ops(&mut self, run: &Run, ops: impl Iterator<Item = Op>, sink: &mut dyn OpSink) {
         let task = run.task;
         if !self.opts.wants(task) {
             return;
@@ -164,15 +178,15 @@ impl<'o> Orderer<'o> {
             return;
         }
         self.seen.insert(task);
+        let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
         let (base_insns, base_cycles) = (th.insns, th.cycles);
         th.insns += run.insns;
         th.cycles += run.cycles;
-        self.stats
-            .threads
-            .entry((task.pid, task.tid))
-            .or_default()
-            .insns += run.insns;
-        for mut op in run.ops {
+        ts.insns += run.insns;
+        let (start, end) = (self.opts.start, self.opts.end);
+        let mut sent = 0u64;
+        let mut span = ts.span;
+        for mut op in ops {
             let s = op.stamp();
             let fixed = Stamp {
                 time: s.time,
@@ -180,7 +194,6 @@ impl<'o> Orderer<'o> {
                 cycles: self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles),
             };
             *op.stamp_mut() = fixed;
-            let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
             match &op {
                 Op::Call { .. } => ts.calls += 1,
                 Op::Return { .. } => ts.returns += 1,
@@ -188,55 +201,54 @@ impl<'o> Orderer<'o> {
                 Op::Gap { .. } => ts.gaps += 1,
                 _ => {}
             }
-            if self.opts.start.is_some_and(|st| fixed.time < st) {
-                self.thread(task).skipped = true;
+            if start.is_some_and(|st| fixed.time < st) {
+                th.skipped = true;
                 continue;
             }
-            if self.opts.end.is_some_and(|e| fixed.time > e) {
-                self.thread(task).done = true;
-                return;
+            if end.is_some_and(|e| fixed.time > e) {
+                th.done = true;
+                break;
             }
-            if std::mem::take(&mut self.thread(task).skipped)
-                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+            if std::mem::take(&mut th.skipped) && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
             {
-                let ip = op.ip();
-                self.send(
-                    task,
-                    Op::Enabled {
-                        at: fixed,
-                        ip,
-                        first: false,
-                    },
-                    sink,
-                );
+                let enable = Op::Enabled {
+                    at: fixed,
+                    ip: op.ip(),
+                    first: false,
+                };
+                send(task, th, &mut span, enable, sink);
+                sent += 1;
             }
-            self.send(task, op, sink);
+            send(task, th, &mut span, op, sink);
+            sent += 1;
+        }
+        ts.span = span;
+        ts.ops += sent;
+        self.stats.ops += sent;
+        if let Some((a, b)) = span {
+            self.stats.time_span = Some(
+                self.stats
+                    .time_span
+                    .map_or((a, b), |(x, y)| (x.min(a), y.max(b))),
+            );
         }
     }
+}
 
-    fn thread(&mut self, task: TaskId) -> &mut ThreadOut {
-        self.threads.entry(task).or_default()
+/// Hands one op of `task` to the sink, noting it in the thread's state and
+/// time span.
+fn send(
+    task: TaskId,
+    th: &mut ThreadOut,
+    span: &mut Option<(u64, u64)>,
+    mut op: Op,
+    sink: &mut dyn OpSink,
+) {
+    if let Op::Enabled { first, .. } = &mut op {
+        *first = std::mem::take(&mut th.fresh);
     }
-
-    fn send(&mut self, task: TaskId, mut op: Op, sink: &mut dyn OpSink) {
-        let th = self.threads.entry(task).or_default();
-        if let Op::Enabled { first, .. } = &mut op {
-            *first = std::mem::take(&mut th.fresh);
-        }
-        let s = op.stamp();
-        th.last = Some(s);
-        let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
-        ts.span = Some(
-            ts.span
-                .map_or((s.time, s.time), |(a, b)| (a.min(s.time), b.max(s.time))),
-        );
-        ts.ops += 1;
-        self.stats.ops += 1;
-        self.stats.time_span = Some(
-            self.stats
-                .time_span
-                .map_or((s.time, s.time), |(a, b)| (a.min(s.time), b.max(s.time))),
-        );
-        sink.op(task.pid, task.tid, op);
-    }
+    let t = op.stamp();
+    th.last = Some(t);
+    *span = Some(span.map_or((t.time, t.time), |(a, b)| (a.min(t.time), b.max(t.time))));
+    sink.op(task.pid, task.tid, op);
 }

@@ -3,58 +3,16 @@
 //! section mapped once per worker), the section sets of the images built so
 //! far, and the lengths of call instructions already read.
 //!
-//! The maps are hit once per block. They hash with [`FastHash`], a
-//! multiply-and-rotate hash of the integer keys written here (a few lines;
-//! SipHash, std's default, showed in ptdec's profile, and no crate on the
-//! project's list offers a fast integer hasher).
+//! The maps are hit once per block: they hash with [`FastMap`].
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use ipt::SectionCache;
 
 use super::setup::DecodeSetup;
 use super::DecodeError;
-
-/// A hasher for small integer keys: each written word is mixed into the
-/// state with a rotate, xor and multiply (the constant is FxHash's). Not
-/// for untrusted keys an attacker could collide on purpose; the keys here
-/// are addresses and section ids, and a collision costs only time.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FastHash(u64);
-
-impl Hasher for FastHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_i32(&mut self, n: i32) {
-        self.write_u64(n as u32 as u64);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-}
-
-/// A `HashMap` hashed with [`FastHash`].
-pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHash>>;
+use ftf::hash::FastMap;
 
 /// (pid, map version) of an image.
 type ImageKey = (u32, usize);

@@ -14,7 +14,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput};
+use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput, OpPool};
 use super::chunks::Stream;
 use super::setup::DecodeSetup;
 use super::worker_images::WorkerImages;
@@ -44,19 +44,33 @@ impl Progress<'_> {
     }
 }
 
-/// Decodes `jobs` on `threads` workers, at most `window` ahead of
+/// What the workers share: the set-up, the segments' bytes, the chunks to
+/// decode, the op vectors to reuse and the progress count.
+pub(super) struct Shared<'a, 't> {
+    pub setup: &'a DecodeSetup<'t>,
+    pub streams: &'a [&'a Stream<'t>],
+    pub jobs: &'a [ChunkJob],
+    pub pool: &'a OpPool,
+    pub progress: &'a Progress<'a>,
+}
+
+/// Decodes the jobs on `threads` workers, at most `window` ahead of
 /// delivery, and calls `deliver(k, output, held)` for each in order, on the
-/// calling thread (`held`: chunks decoded and waiting in the reorder
-/// buffer, with their ops).
+/// calling thread (`held`: ops of the chunks decoded and waiting in the
+/// reorder buffer, this one's included).
 pub(super) fn run(
-    setup: &DecodeSetup<'_>,
-    streams: &[&Stream<'_>],
-    jobs: &[ChunkJob],
+    shared: &Shared<'_, '_>,
     threads: usize,
     window: usize,
-    progress: &Progress<'_>,
     deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
 ) -> Result<(), DecodeError> {
+    let Shared {
+        setup,
+        streams,
+        jobs,
+        pool,
+        progress,
+    } = *shared;
     let window = window.max(1);
     let threads = threads.clamp(1, jobs.len().max(1));
     let next = AtomicUsize::new(0);
@@ -90,7 +104,7 @@ pub(super) fn run(
                     }
                     let bytes = streams[job.stream].bytes(job.decode.clone());
                     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        decode_chunk(&images, job.meta, &bytes)
+                        decode_chunk(&images, pool, job.meta, &bytes)
                     }))
                     .unwrap_or_else(|p| {
                         let msg = p
