@@ -189,10 +189,12 @@ pub fn render(report: &Report) -> String {
     }
     let _ = writeln!(
         o,
-        "  decoded       {} of trace in {} segments ({} skipped), {} syncs",
+        "  decoded       {} of trace in {} segments ({} skipped), {} chunks ({} outside the time window), {} syncs",
         bytes(d.bytes),
         d.segments,
         d.segments_skipped,
+        thousands(d.chunks),
+        thousands(d.chunks_skipped),
         thousands(d.syncs)
     );
     let _ = writeln!(
