@@ -47,6 +47,7 @@
 //! deterministic. perf and the fxt venv follow `pt_tests`' tool policy.
 
 mod common;
+use common::AllOps;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -355,16 +356,6 @@ fn images(dir: &Path) -> ImageStore {
     })
 }
 
-/// Every op of each thread.
-#[derive(Default, PartialEq, Eq)]
-struct AllOps(BTreeMap<(u32, u32), Vec<Op>>);
-
-impl OpSink for AllOps {
-    fn op(&mut self, pid: u32, tid: u32, op: Op) {
-        self.0.entry((pid, tid)).or_default().push(op);
-    }
-}
-
 /// Decodes `dir` with default chunks and again cut at every PSB (a chunk
 /// per PSB, two workers, a window of three chunks): the ops must be the
 /// same, stamps and all, as from one decoder running through the PSBs.
@@ -388,6 +379,19 @@ fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branche
     };
     let mut chunked = AllOps::default();
     let stats2 = decode(&trace, &images(dir), &tiny, &mut chunked).unwrap();
+    // Memory: the ops held at once (reorder buffer and per-cpu runs) stay
+    // within the window of 3 chunks (plus the one being handed over and
+    // the per-cpu runs waiting for the watermark), far below the trace's.
+    if stats2.chunks >= 20 {
+        assert!(
+            stats2.max_ops_held <= 5 * stats2.max_chunk_ops && stats2.max_ops_held * 4 < stats2.ops,
+            "{}: held {} ops at once, chunks of up to {}, {} in all",
+            dir.display(),
+            stats2.max_ops_held,
+            stats2.max_chunk_ops,
+            stats2.ops
+        );
+    }
     // Progress: a report per chunk, rising to the total.
     let reports = reports.lock().unwrap();
     assert_eq!(reports.len() as u64, stats2.chunks);

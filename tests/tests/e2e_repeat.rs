@@ -32,6 +32,9 @@ use ptdec::symbols::SymbolCache;
 use ptsim::sim::repeat::RepeatSpec;
 use ptsim::truth::{read_thread_truth, ThreadTruth};
 
+mod common;
+use common::AllOps;
+
 fn programs(test: &str) -> Option<PathBuf> {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
     pt_tests::fixture_programs(test, &out)
@@ -586,16 +589,6 @@ fn hundred_megabytes_count_every_call_as_the_truth_says() {
         None,
         false,
     );
-}
-
-/// Every op of each thread (for comparing whole decodes).
-#[derive(Default, PartialEq, Eq, Debug)]
-struct AllOps(BTreeMap<(u32, u32), Vec<Op>>);
-
-impl OpSink for AllOps {
-    fn op(&mut self, pid: u32, tid: u32, op: Op) {
-        self.0.entry((pid, tid)).or_default().push(op);
-    }
 }
 
 fn decode_all(dir: &Path, opts: &DecodeOptions) -> (AllOps, DecodeStats) {
