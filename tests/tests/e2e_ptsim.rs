@@ -670,11 +670,7 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     let insns = truth_insns(&dir);
 
     // 1 and 2: ops, instructions, perf.
-    let (ops, stats) = decode_ops(
-        &dir,
-        v.name.contains("--psb-period 0"),
-        v.name.contains("--cyc"),
-    );
+    let (ops, stats) = decode_ops(&dir, v.name.contains("--psb-period 0"), false);
     assert!(
         stats.errors.is_empty(),
         "{what}: decode errors {:?}",

@@ -161,6 +161,9 @@ pub(super) struct ChunkMeta {
     pub owner: Option<Owner>,
     /// Perf time of the chunk's PSB (from its TSC), if known.
     pub start_time: Option<u64>,
+    /// Bytes before the chunk that its decoder reads first, only to warm
+    /// libipt's timing up (see [`decode_chunk`]); 0: none.
+    pub warmup: u64,
 }
 
 /// Why decoding stopped before the chunk's end.
@@ -186,13 +189,41 @@ fn decode_one(bitness: u32, bytes: &[u8], ip: u64) -> Option<iced_x86::Instructi
     (!insn.is_invalid()).then_some(insn)
 }
 
-/// Decodes one chunk: `bytes` are the chunk and the next chunk's PSB+.
+/// Decodes one chunk: `bytes` are `meta.warmup` bytes before it, the chunk,
+/// the next chunk's PSB+ and the lookahead.
+///
+/// With CYC, libipt estimates time from cycle counts calibrated against
+/// MTC/TSC as it goes; a decoder that synchronizes at the chunk's PSB starts
+/// uncalibrated, and its first estimates would differ from those of one
+/// decoder running through the PSB. So the decoder first runs, ignored, from
+/// a PSB before the chunk (`warmup` bytes) until libipt hands out the status
+/// update of the chunk's own PSB+; from the IP that gives, the chunk is
+/// decoded as usual. When the warm-up meets a decode error, the chunk is
+/// decoded again without it.
 pub(super) fn decode_chunk(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
 ) -> Result<ChunkOutput, super::DecodeError> {
+    match decode_chunk_from(images, pool, meta, bytes)? {
+        Some(out) => Ok(out),
+        None => {
+            let w = (meta.warmup as usize).min(bytes.len());
+            let meta = ChunkMeta { warmup: 0, ..meta };
+            Ok(decode_chunk_from(images, pool, meta, &bytes[w..])?
+                .expect("a decode without warm-up always ends"))
+        }
+    }
+}
+
+/// [`decode_chunk`] once: `None` when the warm-up failed.
+fn decode_chunk_from(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    meta: ChunkMeta,
+    bytes: &[u8],
+) -> Result<Option<ChunkOutput>, super::DecodeError> {
     let setup = images.setup;
     let cfg = setup.pt_config();
     let mut dec = BlockDecoder::new(&cfg, bytes).map_err(|source| super::DecodeError::Libipt {
@@ -218,6 +249,8 @@ pub(super) fn decode_chunk(
         need_enable: true,
         last_ip: 0,
         stop_at: None,
+        warming: meta.warmup > 0,
+        start_at: None,
         at_start: true,
         sync_task: None,
         open: false,
@@ -235,14 +268,20 @@ pub(super) fn decode_chunk(
         end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
     };
     st.run_decoder(&mut dec);
+    if st.warming {
+        for r in st.runs.drain(..).chain(st.run.take()) {
+            pool.give(r.ops);
+        }
+        return Ok(None);
+    }
     st.finish();
     let open_task = if st.open { st.task } else { None };
-    Ok(ChunkOutput {
+    Ok(Some(ChunkOutput {
         runs: st.runs,
         stats: st.stats,
         open_task,
         sync_task: st.sync_task,
-    })
+    }))
 }
 
 /// The decoder of one chunk: libipt's block decoder and what ptdec tracks
@@ -268,6 +307,12 @@ struct ChunkDecoder<'i, 's, 't> {
     /// Where the next chunk starts (its PSB+'s FUP), once its status update
     /// was read: decoding stops there.
     stop_at: Option<u64>,
+    /// Still in the warm-up before the chunk (see [`decode_chunk`]):
+    /// blocks and events are not looked at.
+    warming: bool,
+    /// After the warm-up: the chunk starts at this IP (its PSB+'s FUP);
+    /// what the decoder walks before it is the previous chunk's.
+    start_at: Option<u64>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
     /// See [`ChunkOutput::sync_task`].
@@ -313,6 +358,9 @@ impl ChunkDecoder<'_, '_, '_> {
                     match dec.event() {
                         Ok((ev, s)) => {
                             status = s;
+                            if self.warming && !self.warmed_up(dec, &ev) {
+                                continue;
+                            }
                             self.update_time(dec, ev.tsc());
                             if self.at_next_chunk(dec, &ev) {
                                 return;
@@ -335,7 +383,7 @@ impl ChunkDecoder<'_, '_, '_> {
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
                 let (blk, r) = dec.next_block();
-                if blk.ninsn > 0 {
+                if blk.ninsn > 0 && !self.warming {
                     self.update_time(dec, None);
                     if let Flow::Stop = self.on_block(dec, &blk) {
                         return;
@@ -362,6 +410,33 @@ impl ChunkDecoder<'_, '_, '_> {
         }
     }
 
+    /// Decoder offsets less the warm-up: offsets in the chunk.
+    fn offset(&self, dec: &BlockDecoder<'_>) -> Option<u64> {
+        dec.offset()
+            .ok()
+            .map(|o| o.saturating_sub(self.meta.warmup))
+    }
+
+    /// Whether `ev` belongs to the chunk, during the warm-up: the status
+    /// updates of the chunk's own PSB+ (read past the warm-up bytes) do;
+    /// its enable or disable ends the warm-up. From then on the chunk
+    /// decodes as one synchronized at that PSB, from the IP it gives.
+    fn warmed_up(&mut self, dec: &BlockDecoder<'_>, ev: &PtEvent) -> bool {
+        if !ev.status_update() || !dec.offset().is_ok_and(|o| o > self.meta.warmup) {
+            return false;
+        }
+        match ev.kind() {
+            EventKind::Enabled { ip, .. } => {
+                self.warming = false;
+                self.start_at = Some(ip);
+            }
+            EventKind::Disabled { .. } => self.warming = false,
+            _ => {}
+        }
+        self.pending = None;
+        true
+    }
+
     /// Whether `ev` says the next chunk's PSB+ was read (a status update
     /// read past this chunk's bytes) with tracing off: then decoding stops.
     /// With tracing on, its IP is where the next chunk starts: decoding
@@ -372,7 +447,7 @@ impl ChunkDecoder<'_, '_, '_> {
         if self.meta.last || self.stop_at.is_some() || !ev.status_update() {
             return false;
         }
-        if !dec.offset().is_ok_and(|o| o > self.meta.len) {
+        if !self.offset(dec).is_some_and(|o| o > self.meta.len) {
             return false;
         }
         match ev.kind() {
@@ -427,7 +502,7 @@ impl ChunkDecoder<'_, '_, '_> {
                     *last = off;
                     // A chunk's first sync is counted as a chunk, unless
                     // it is its segment's first.
-                    if !self.at_start || self.meta.first {
+                    if (!self.at_start || self.meta.first) && !self.warming {
                         self.stats.syncs += 1;
                     }
                     self.synced(dec);
@@ -435,7 +510,7 @@ impl ChunkDecoder<'_, '_, '_> {
                 }
                 Err(PtError::EOS) => return None,
                 Err(e) => {
-                    let off = dec.offset().unwrap_or(0);
+                    let off = self.offset(dec).unwrap_or(0);
                     self.list(ListItem::Error {
                         offset: off,
                         what: "sync error",
@@ -755,7 +830,7 @@ impl ChunkDecoder<'_, '_, '_> {
                     let task = self.task_at(self.time);
                     self.switch_to(task, ip.unwrap_or(0));
                 }
-                let off = dec.offset().unwrap_or(0);
+                let off = self.offset(dec).unwrap_or(0);
                 self.gap(GapKind::Overflow, off);
                 match ip {
                     Some(ip) => self.enable(dec, ip, false),
@@ -792,10 +867,22 @@ impl ChunkDecoder<'_, '_, '_> {
         if self.end.is_some_and(|e| self.time > e) {
             return Flow::Stop;
         }
+        // After a warm-up: what comes before the chunk's first IP is the
+        // previous chunk's.
+        let mut b = *b;
+        if let Some(x) = self.start_at {
+            match self.insns_before(&b, x) {
+                Some(n) => {
+                    self.start_at = None;
+                    b.ninsn -= n;
+                    b.ip = x;
+                }
+                None => return Flow::Continue,
+            }
+        }
         self.resolve(Some(b.ip));
         self.at_start = false;
         // The next chunk starts at `stop_at`: count what comes before it.
-        let mut b = *b;
         let mut stop = false;
         if let Some(x) = self.stop_at {
             match self.insns_before(&b, x) {
@@ -974,7 +1061,12 @@ impl ChunkDecoder<'_, '_, '_> {
         failure: Failure,
         last_sync: &mut Option<u64>,
     ) -> Option<Status> {
-        let off = dec.offset().unwrap_or(0);
+        if self.warming {
+            // A decode error before the chunk: decode it again without
+            // the warm-up (`decode_chunk`).
+            return None;
+        }
+        let off = self.offset(dec).unwrap_or(0);
         self.pending = None;
         let nomap = failure == Failure::Pt(PtError::NOMAP);
         let (kind, name, message) = match failure {
@@ -1049,7 +1141,7 @@ impl ChunkDecoder<'_, '_, '_> {
             });
         }
         if next.is_some() {
-            let to = dec.offset().unwrap_or(off);
+            let to = self.offset(dec).unwrap_or(off);
             self.stats.skipped_bytes += to.saturating_sub(off);
         } else {
             self.stats.skipped_bytes += self.meta.len.saturating_sub(off);

@@ -116,6 +116,11 @@ use order::Orderer;
 use setup::DecodeSetup;
 use workers::{ChunkJob, Progress};
 
+/// With CYC, how far before a chunk its decoder starts to warm libipt's
+/// timing up (it syncs at the first PSB in these bytes): more than perf's
+/// default PSB period (16 KiB), so a PSB+ interval is decoded first.
+const WARMUP_BYTES: u64 = 64 << 10;
+
 /// Chunk size when [`DecodeOptions::chunk_bytes`] is not given: big enough
 /// that a chunk's set-up (a decoder, a sync, an image) is noise, small
 /// enough that a window of them is a few tens of MB of ops.
@@ -548,10 +553,18 @@ fn decode_segments(
         .max(lo + 1)
         .min(n);
         stats.chunks_skipped += (n - (hi - lo)) as u64;
+        let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
         for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
+            // With CYC, a warm-up from a PSB before the chunk (in the
+            // previous chunk's last WARMUP_BYTES): see `chunk::decode_chunk`.
+            let warmup = if setup.cycles && ci > 0 {
+                (c.range.start - starts[ci - 1]).min(WARMUP_BYTES)
+            } else {
+                0
+            };
             jobs.push(ChunkJob {
                 stream: si,
-                decode: c.decode.clone(),
+                decode: c.decode.start - warmup..c.decode.end,
                 meta: ChunkMeta {
                     aux_offset: seg.aux_offset + c.range.start,
                     len: c.range.end - c.range.start,
@@ -561,6 +574,7 @@ fn decode_segments(
                     last: ci + 1 == n,
                     owner: seg.owner,
                     start_time: times[ci],
+                    warmup,
                 },
             });
         }
