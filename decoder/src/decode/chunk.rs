@@ -447,7 +447,7 @@ impl ChunkDecoder<'_, '_, '_> {
         if self.meta.last || self.stop_at.is_some() || !ev.status_update() {
             return false;
         }
-        if !self.offset(dec).is_some_and(|o| o > self.meta.len) {
+        if self.offset(dec).is_none_or(|o| o <= self.meta.len) {
             return false;
         }
         match ev.kind() {
