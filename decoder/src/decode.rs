@@ -1387,9 +1387,28 @@ impl SegState<'_, '_, '_> {
                 if let Ok(c) = dec.core_bus_ratio() {
                     self.cbr = c;
                 }
+                self.on_mark(&ev.kind()); // issue13 hook
             }
-            _ => {}
+            k => self.on_mark(&k), // issue13 hook
         }
+    }
+
+    // issue13 hook: PTWRITE, power and event-trace events become marks on
+    // the running thread (also in traces without branches: no Enabled).
+    fn on_mark(&mut self, kind: &EventKind) {
+        let cpu = match self.owner {
+            Some(Owner::Cpu(c)) => Some(c),
+            _ => None,
+        };
+        let Some(mark) = crate::events::mark_of(kind, cpu) else {
+            return;
+        };
+        if self.run.is_none() || (self.need_enable && self.time >= self.next_switch) {
+            let task = self.task_at(self.time);
+            self.switch_to(task, self.last_ip);
+        }
+        let at = self.stamp();
+        self.push(Op::Mark { at, mark });
     }
 
     fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
@@ -1874,7 +1893,7 @@ fn op_ip(op: &Op) -> u64 {
     match op {
         Op::Enabled { ip, .. } | Op::Disabled { ip, .. } => *ip,
         Op::Call { from, .. } | Op::Return { from, .. } | Op::Jump { from, .. } => *from,
-        Op::Gap { .. } | Op::End { .. } => 0,
+        Op::Gap { .. } | Op::End { .. } | Op::Mark { .. } => 0, // issue13 hook
     }
 }
 
@@ -1886,7 +1905,8 @@ fn set_stamp(op: &mut Op, s: Stamp) {
         | Op::Return { at, .. }
         | Op::Jump { at, .. }
         | Op::Gap { at, .. }
-        | Op::End { at } => *at = s,
+        | Op::End { at }
+        | Op::Mark { at, .. } => *at = s, // issue13 hook
     }
 }
 
@@ -1940,7 +1960,11 @@ fn emit_thread(
             if opts.end.is_some_and(|e| fixed.time > e) {
                 break 'runs;
             }
-            if std::mem::take(&mut skipped) && !matches!(op, Op::Enabled { .. } | Op::Gap { .. }) {
+            // issue13 hook: a mark does not resume the call stack.
+            if !matches!(op, Op::Mark { .. })
+                && std::mem::take(&mut skipped)
+                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+            {
                 let ip = op_ip(&op);
                 send(
                     Op::Enabled {

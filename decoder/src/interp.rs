@@ -30,16 +30,14 @@ fn is_branch(op: &Op) -> bool {
     matches!(op, Op::Call { .. } | Op::Return { .. } | Op::Jump { .. })
 }
 
+/// Branches and marks (PTWRITE, power, events) between two timing
+/// packets are spread alike, so a mark keeps its place among the calls.
+fn spreads(op: &Op) -> bool {
+    is_branch(op) || matches!(op, Op::Mark { .. })
+}
+
 fn set_time(op: &mut Op, time: u64) {
-    match op {
-        Op::Enabled { at, .. }
-        | Op::Disabled { at, .. }
-        | Op::Call { at, .. }
-        | Op::Return { at, .. }
-        | Op::Jump { at, .. }
-        | Op::Gap { at, .. }
-        | Op::End { at } => at.time = time,
-    }
+    op.stamp_mut().time = time;
 }
 
 impl<S: OpSink> Interpolate<S> {
@@ -109,11 +107,11 @@ impl<S: OpSink> OpSink for Interpolate<S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         let group = self.pending.entry((pid, tid)).or_default();
         if let Some(anchor) = group.first() {
-            if is_branch(&op) && op.stamp().time == anchor.stamp().time {
+            if spreads(&op) && op.stamp().time == anchor.stamp().time {
                 group.push(op);
                 return;
             }
-            if is_branch(&op) || matches!(op, Op::Disabled { .. }) {
+            if spreads(&op) || matches!(op, Op::Disabled { .. }) {
                 spread(group, &op);
             }
             for held in group.drain(..) {

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod decode;
 pub mod emit;
+pub mod events;
 pub mod images;
 pub mod input;
 pub mod interp;

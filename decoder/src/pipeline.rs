@@ -290,6 +290,16 @@ impl OpSink for StackSink<'_, '_> {
             }
             self.stacks.insert((pid, tid), ThreadStack::new(pid, tid));
         }
+        if let Op::Mark { at, mark } = &op {
+            // Marks go straight to the emitter; the stack ignores them.
+            if let Err(e) = self.emitter.mark(pid, tid, at, mark) {
+                self.error = Some(e);
+            }
+            if let Some(f) = self.on_op {
+                f(tid);
+            }
+            return;
+        }
         let stack = self.stacks.get_mut(&(pid, tid)).expect("inserted above");
         let emitter = &mut *self.emitter;
         let error = &mut self.error;

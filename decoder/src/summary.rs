@@ -194,6 +194,18 @@ pub fn render(report: &Report) -> String {
         s.gaps
             .saturating_sub(d.overflows + d.lost_data + d.no_image)
     );
+    let e = &report.emit;
+    if e.ptwrites + e.power + e.cbr + e.events + e.marks_dropped > 0 {
+        let _ = writeln!(
+            o,
+            "  marks         ptwrite {}, power {} (+ {} cbr values), events {}, left out {}",
+            thousands(e.ptwrites),
+            thousands(e.power),
+            thousands(e.cbr),
+            thousands(e.events),
+            thousands(e.marks_dropped)
+        );
+    }
     if !d.errors.is_empty() {
         let kinds: Vec<String> = d.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(o, "  errors        {}", kinds.join(", "));
