@@ -234,6 +234,25 @@ fn info_describes_the_trace() {
 }
 
 #[test]
+fn info_names_config_terms_ptwrite_and_no_branch_tracing() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "tmon-alderlake-ptw.perf.data")
+    else {
+        return;
+    };
+    let out = ptdec().arg("info").arg(&input).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    for want in [
+        "config        0x300d401: pt=1,cyc=0,pwr_evt=0,fup_on_ptw=0,mtc=0,tsc=1,noretcomp=0,ptw=1,branch=0,",
+        "no branch tracing (branch=0)",
+        "PTWRITE payloads (ptw)",
+        "filter        none",
+    ] {
+        assert!(s.contains(want), "{want:?} not in\n{s}");
+    }
+}
+
+#[test]
 fn user_mistakes_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.dir");
