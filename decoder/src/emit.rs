@@ -649,11 +649,13 @@ impl Emitter {
             return Ok(());
         }
         if let Some(p) = &mut self.pending {
-            if p.len() < AXIS_HOLD_MAX {
+            // Marks at different times show that time passes, as slices do.
+            let first = *self.pending_time.get_or_insert(at.time);
+            if at.time == first && p.len() < AXIS_HOLD_MAX {
                 p.push(Pending::Mark(pid, tid, *at, mark.clone()));
                 return Ok(());
             }
-            self.decide(false)?;
+            self.decide(at.time != first)?;
         }
         self.write_mark(pid, tid, at, mark)
     }
