@@ -184,12 +184,17 @@ pub fn perf_ptwrites(perf: &Path, trace: &Path, home: &Path) -> Vec<(u64, u64)> 
     let text = String::from_utf8_lossy(&out.stdout);
     let mut v = Vec::new();
     for line in text.lines() {
-        let Some(i) = line.find("payload: 0x") else {
+        let Some(i) = line.find("payload: ") else {
             continue;
         };
         let tid: u64 = line.split_whitespace().next().unwrap().parse().unwrap();
-        let hex = line[i + 11..].split_whitespace().next().unwrap();
-        v.push((tid, u64::from_str_radix(hex, 16).unwrap()));
+        // perf prints 0 as "0", anything else in hex.
+        let word = line[i + 9..].split_whitespace().next().unwrap();
+        let payload = match word.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+            None => word.parse().unwrap(),
+        };
+        v.push((tid, payload));
     }
     v
 }
