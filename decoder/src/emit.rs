@@ -17,8 +17,11 @@
 //!   `unknown_start = true` when the call was not seen (the trace began
 //!   inside it; it starts at the thread's first traced instant).
 //! * Untraced time: category `untraced`, a slice named `[kernel]` (syscall or
-//!   interrupt with user-only tracing) or `[untraced]` (switched out, tracing
-//!   off) nested in the function it interrupted, with `ip` where tracing stopped.
+//!   interrupt with user-only tracing), `[filtered out]` (code outside the
+//!   recording's address filters: tracing stopped at a user-space IP in a
+//!   trace recorded with `--filter`) or `[untraced]` (switched out, tracing
+//!   off) nested in the function it interrupted, with `ip` where tracing
+//!   stopped.
 //! * A gap: category `gap`, a top-level slice `[gap: overflow]`,
 //!   `[gap: lost data]`, `[gap: decode error]` or `[gap: no image]` from
 //!   the hole to where tracing resumed, with `reason`, `offset` (in the AUX
@@ -193,6 +196,10 @@ pub struct EmitOptions {
     pub interpolate: bool,
     /// Which marks are written (`--no-ptwrite`, `--no-power`, `--no-events`).
     pub marks: MarkFilter,
+    /// The recording had address filters (AUXTRACE_INFO's filter string):
+    /// tracing that stops in user space is code filtered out, written as
+    /// `[filtered out]`.
+    pub filtered: bool,
 }
 
 /// One file written.
@@ -908,7 +915,12 @@ impl Emitter {
             }
             SliceKind::Untraced { kernel, ip } => {
                 args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
-                ("untraced", if *kernel { "[kernel]" } else { "[untraced]" })
+                let name = match (*kernel, self.opts.filtered) {
+                    (true, _) => "[kernel]",
+                    (false, true) => "[filtered out]",
+                    (false, false) => "[untraced]",
+                };
+                ("untraced", name)
             }
             SliceKind::Gap { kind, offset } => {
                 gap_text = gap_reason(kind);

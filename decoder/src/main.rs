@@ -526,6 +526,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         split,
         interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
+        filtered: false,
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());

@@ -347,6 +347,7 @@ pub fn run(
     if emit.timed.is_none() {
         emit.timed = trace.config_bit(trace.info.tsc_bit);
     }
+    emit.filtered = trace.info.filter.as_ref().is_some_and(|f| !f.is_empty());
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
