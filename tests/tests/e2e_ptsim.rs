@@ -532,6 +532,7 @@ fn our_counts(bytes: &[u8]) -> String {
             let kind = match e.kind {
                 EventKind::Instant => "InstantEventRecord",
                 EventKind::DurationComplete { .. } => "DurationCompleteEventRecord",
+                EventKind::Counter { .. } => "CounterEventRecord",
                 other => panic!("ptdec never writes {other:?}"),
             };
             *c.entry((kind.into(), e.thread.tid, e.name)).or_default() += 1;
