@@ -190,11 +190,7 @@ fn every_kind_is_an_instant_or_counter_with_perfs_fields() {
         // libipt reports the PWRE after the EXSTOP it waits for.
         m("power", "mwait", &["hints=0x20", "extensions=0x1"]),
         m("power", "exstop", &[]),
-        m(
-            "power",
-            "pwre",
-            &["cstate=0x2", "sub_cstate=0x1", "hw=0x0"],
-        ),
+        m("power", "pwre", &["cstate=0x2", "sub_cstate=0x1", "hw=0x0"]),
         m(
             "power",
             "pwrx",

@@ -1559,7 +1559,10 @@ mod tests {
                 fup: true,
             },
             Packet::Exstop { fup: true },
-            Packet::Mwait { hints: 0x20, ext: 1 },
+            Packet::Mwait {
+                hints: 0x20,
+                ext: 1,
+            },
             Packet::Pwre {
                 state: 2,
                 sub_state: 1,

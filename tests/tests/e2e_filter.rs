@@ -26,7 +26,11 @@ fn programs(test: &str) -> Option<PathBuf> {
 
 /// Address and size of a function symbol (`nm -S`).
 fn symbol(prog: &Path, name: &str) -> (u64, u64) {
-    let out = Command::new("nm").arg("-S").arg(prog).output().expect("run nm");
+    let out = Command::new("nm")
+        .arg("-S")
+        .arg(prog)
+        .output()
+        .expect("run nm");
     let text = String::from_utf8_lossy(&out.stdout);
     for l in text.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -52,7 +56,11 @@ fn trace(prog: &Path, func: &str, dir: &Path) {
 fn decode(dir: &Path) -> Report {
     let trace = Trace::open(dir).unwrap();
     assert!(
-        trace.info.filter.as_deref().is_some_and(|f| f.starts_with("filter 0x")),
+        trace
+            .info
+            .filter
+            .as_deref()
+            .is_some_and(|f| f.starts_with("filter 0x")),
         "AUXTRACE_INFO records the filter: {:?}",
         trace.info.filter
     );
@@ -83,7 +91,10 @@ fn truth(dir: &Path) -> Vec<TruthLine> {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_stem().is_some_and(|s| s.to_string_lossy().parse::<u32>().is_ok()))
+        .filter(|p| {
+            p.file_stem()
+                .is_some_and(|s| s.to_string_lossy().parse::<u32>().is_ok())
+        })
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     read_thread_file(&files.remove(0)).unwrap()
@@ -128,7 +139,10 @@ fn a_recursion_filtered_to_itself_has_the_truths_calls() {
     trace(&prog, "fact", &dir);
     let inside = |ip: u64| ip >= fact && ip < fact + size;
     let t = truth(&dir);
-    let calls_in = t.iter().filter(|l| l.kind == "call" && inside(l.to)).count();
+    let calls_in = t
+        .iter()
+        .filter(|l| l.kind == "call" && inside(l.to))
+        .count();
     let calls_within = t
         .iter()
         .filter(|l| l.kind == "call" && inside(l.from) && inside(l.to))
@@ -147,15 +161,20 @@ fn a_recursion_filtered_to_itself_has_the_truths_calls() {
     // Time outside the filter is [filtered out], never [kernel].
     let untraced: Vec<_> = s.iter().filter(|x| x.0 == "untraced").collect();
     assert!(!untraced.is_empty());
-    assert!(untraced.iter().all(|x| x.1 == "[filtered out]"), "{untraced:?}");
+    assert!(
+        untraced.iter().all(|x| x.1 == "[filtered out]"),
+        "{untraced:?}"
+    );
     common::perfetto_agrees_with_report(test, &r);
 
     if let Some(lines) = perf_branches(&dir, tmp.path(), test) {
         let recursive = lines
             .iter()
-            .filter(|l| l.contains("fact+0x") && l.contains("=>") && {
-                let (a, b) = l.split_once("=>").unwrap();
-                a.contains("fact+") && b.contains("fact+0x0 ")
+            .filter(|l| {
+                l.contains("fact+0x") && l.contains("=>") && {
+                    let (a, b) = l.split_once("=>").unwrap();
+                    a.contains("fact+") && b.contains("fact+0x0 ")
+                }
             })
             .count();
         assert_eq!(recursive, calls_within, "{lines:#?}");
@@ -181,7 +200,10 @@ fn a_call_into_filtered_out_code_that_returns_keeps_the_stack() {
 
     let r = decode(&dir);
     assert!(r.decode.errors.is_empty(), "{:?}", r.decode.errors);
-    assert_eq!(r.stack.skipped_frames, 0, "no frame is skipped at the filter edges");
+    assert_eq!(
+        r.stack.skipped_frames, 0,
+        "no frame is skipped at the filter edges"
+    );
     assert_eq!(r.stack.restarts, 0, "the stack never restarts");
     assert_eq!(r.stack.calls as usize, calls_out);
     // compute's callee (outside the filter) is a slice inside compute,
@@ -206,7 +228,10 @@ fn filters_ptsim_cannot_simulate_are_clear_errors() {
         ("filter main", "kernel code"),
         ("filter main @ /nonexistent/prog", "/nonexistent/prog"),
         ("filter nosuchsymbol @ /proc/self/exe", "nosuchsymbol"),
-        ("filter a @ /bin/true, filter b @ /bin/true, filter c @ /bin/true", "3"),
+        (
+            "filter a @ /bin/true, filter b @ /bin/true, filter c @ /bin/true",
+            "3",
+        ),
         ("bogus", "bogus"),
     ] {
         let e = ptsim::sim::ip_filter(text).unwrap_err();

@@ -93,7 +93,11 @@ fn perf_cbrs(perf: &Path, dir: &Path, home: &Path) -> Vec<u64> {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| {
@@ -120,7 +124,10 @@ fn a_cbr_schedule_is_a_mhz_counter_in_ptdec_and_cbr_samples_in_perf() {
     for rec in ftf::read::parse(bytes).unwrap() {
         if let ftf::read::RecordKind::Event(e) = rec.kind {
             if matches!(e.kind, ftf::read::EventKind::Counter { .. }) {
-                assert_eq!((e.category.as_str(), e.name.as_str()), ("power", "cpu frequency"));
+                assert_eq!(
+                    (e.category.as_str(), e.name.as_str()),
+                    ("power", "cpu frequency")
+                );
                 let ftf::read::Value::U64(v) = e.args[0].value else {
                     panic!("MHz is a u64: {e:?}")
                 };

@@ -95,7 +95,11 @@ fn ptwrite_payloads_of_the_alder_lake_recording_equal_perfs() {
     };
     let home = tempfile::tempdir().unwrap();
     let want = common::perf_ptwrites(&perf, &path, home.path());
-    assert_eq!(want.len(), 11, "perf lists the recording's 11 PTWRITEs: {want:?}");
+    assert_eq!(
+        want.len(),
+        11,
+        "perf lists the recording's 11 PTWRITEs: {want:?}"
+    );
     let report = decode(
         &path,
         EmitOptions {
