@@ -766,6 +766,7 @@ struct Worker<'p, 't> {
     /// Lengths of call instructions read so far, by (isid, ip): a block
     /// gives its last instruction's address, not its length.
     call_lens: RefCell<HashMap<(i32, u64), u8>>,
+    emu: crate::events::EmuPtwrite, // issue13 hook
 }
 
 impl<'p, 't> Worker<'p, 't> {
@@ -774,17 +775,21 @@ impl<'p, 't> Worker<'p, 't> {
             what: "allocate an image section cache",
             source,
         })?;
-        let isids = plan
+        let isids: Vec<Option<u32>> = plan // issue13 hook (type)
             .specs
             .iter()
             .map(|s| cache.add_file(&s.path, s.offset, s.size, s.vaddr).ok())
             .collect();
+        let sections = plan.specs.iter().zip(&isids); // issue13 hook
+        let sections = sections.map(|(s, i)| (*i, s.path.as_str(), s.offset, s.size, s.vaddr)); // issue13 hook
+        let emu = crate::events::EmuPtwrite::new(&cache, sections); // issue13 hook
         Ok(Worker {
             plan,
             iscache: Rc::new(cache),
             isids,
             image_sets: RefCell::new(HashMap::new()),
             call_lens: RefCell::new(HashMap::new()),
+            emu, // issue13 hook
         })
     }
 
@@ -831,6 +836,7 @@ impl<'p, 't> Worker<'p, 't> {
                 ..SegStats::default()
             },
             end: plan.opts.end.map(|e| e.saturating_add(plan.slack)),
+            emu: Default::default(), // issue13 hook
         };
         st.run_decoder(&mut dec);
         st.finish();
@@ -932,6 +938,7 @@ struct SegState<'w, 'p, 't> {
     lost_first: bool,
     stats: SegStats,
     end: Option<u64>,
+    emu: crate::events::EmuState, // issue13 hook
 }
 
 enum Flow {
@@ -1152,6 +1159,7 @@ impl SegState<'_, '_, '_> {
     }
 
     fn gap(&mut self, kind: GapKind, offset: u64) {
+        self.emu = Default::default(); // issue13 hook
         let at = self.stamp();
         self.push(Op::Gap {
             at,
@@ -1241,6 +1249,9 @@ impl SegState<'_, '_, '_> {
         img.clear();
         for &isid in isids.iter() {
             let _ = img.add_cached(&self.w.iscache, isid);
+        }
+        for o in self.w.emu.overlays(&isids) {
+            let _ = img.add_cached(&self.w.iscache, o); // issue13 hook
         }
     }
 
@@ -1451,6 +1462,10 @@ impl SegState<'_, '_, '_> {
             None => self.stats.unattributed_insns += n,
         }
         self.last_ip = b.end_ip;
+        if let Some(mark) = self.w.emu.on_block(&mut self.emu, b.ip, b.end_ip) {
+            let at = self.stamp(); // issue13 hook
+            self.push(Op::Mark { at, mark }); // issue13 hook
+        }
         let kind = self.classify(b);
         if let Some(kind) = kind {
             let ret = match kind {

@@ -6,6 +6,15 @@
 //!
 //! Names and fields follow perf's `--itrace=w` (ptwrite), `p` (power: cbr,
 //! mwait, pwre, pwrx, exstop) and `I` (event trace) samples.
+//!
+//! perf's emulated ptwrite (a function that spells the payload in 64
+//! conditional branches to the next instruction) is decoded by giving
+//! libipt an image in which those branches are rewritten so that the
+//! not-taken ones end a block ([`EmuPtwrite`]); instruction counts and the
+//! trace bits consumed stay the same.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ipt::EventKind;
 
@@ -129,6 +138,210 @@ impl MarkFilter {
     }
 }
 
+// ---------------------------------------------------------------------------
+// perf's emulated ptwrite
+
+/// The marker perf recognizes after the function's first instruction, a
+/// two-byte `jmp` over it: `ud2` and "perf,ptwrite  " (`man perf-intel-pt`,
+/// "EMULATED PTWRITE").
+const EMU_MAGIC: &[u8; 16] = b"\x0f\x0bperf,ptwrite  ";
+/// `jmp +16` over the marker, then `mov %rdi,%rax`.
+const EMU_HEAD: [u8; 2] = [0xeb, 0x10];
+const EMU_MOV: [u8; 3] = [0x48, 0x89, 0xf8];
+/// One payload bit: `shl %rax; jc .+2` (to the next instruction).
+const EMU_BIT: [u8; 5] = [0x48, 0xd1, 0xe0, 0x72, 0x00];
+/// The same five bytes as ptdec's image has them: `jc .+4; jmp .+3; nop`.
+/// Taken, the `jc` lands on the `nop`; not taken, the `jmp` skips it: both
+/// reach the next bit with two instructions and one TNT bit, as the
+/// original, but a not-taken bit now ends a block (libipt's blocks end at
+/// jumps for ptdec), which tells the bits apart. libipt's blocks do not say
+/// whether a conditional branch inside them was taken, and a `jc` to the
+/// next instruction goes there either way.
+const EMU_PATCHED_BIT: [u8; 5] = [0x72, 0x02, 0xeb, 0x01, 0x90];
+const EMU_BITS: usize = 64;
+/// Bytes from the function's entry to its first bit.
+const EMU_BITS_AT: u64 = (EMU_HEAD.len() + EMU_MAGIC.len() + EMU_MOV.len()) as u64;
+/// The whole function: head, marker, mov, 64 bits, `ret`.
+const EMU_LEN: usize = EMU_BITS_AT as usize + EMU_BITS * EMU_BIT.len() + 1;
+
+/// Offsets in `code` of the emulated-ptwrite functions it holds, each
+/// checked byte for byte (head, marker, 64 bit pairs, `ret`).
+pub fn find_emulated_ptwrite(code: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..]
+        .windows(EMU_MAGIC.len())
+        .position(|w| w == EMU_MAGIC)
+        .map(|i| i + from)
+    {
+        from = i + 1;
+        let Some(entry) = i.checked_sub(EMU_HEAD.len()) else {
+            continue;
+        };
+        let Some(f) = code.get(entry..entry + EMU_LEN) else {
+            continue;
+        };
+        let bits = &f[EMU_BITS_AT as usize..EMU_LEN - 1];
+        if f[..2] == EMU_HEAD
+            && f[EMU_HEAD.len() + EMU_MAGIC.len()..EMU_BITS_AT as usize] == EMU_MOV
+            && bits.chunks(EMU_BIT.len()).all(|c| c == EMU_BIT)
+            && f[EMU_LEN - 1] == 0xc3
+        {
+            out.push(entry);
+        }
+    }
+    out
+}
+
+/// The bits as ptdec's image has them (see [`EMU_PATCHED_BIT`]).
+pub fn emulated_ptwrite_patch() -> Vec<u8> {
+    EMU_PATCHED_BIT.repeat(EMU_BITS)
+}
+
+/// Sites found per file section, shared by the workers (a file is read once).
+type SiteCache = std::sync::Mutex<HashMap<(String, u64, u64), Arc<Vec<u64>>>>;
+static SITES: std::sync::OnceLock<SiteCache> = std::sync::OnceLock::new();
+
+/// Entries (file offsets) of emulated-ptwrite functions in `size` bytes at
+/// `offset` of `path`; none when the file cannot be read.
+fn sites_in_file(path: &str, offset: u64, size: u64) -> Arc<Vec<u64>> {
+    let cache = SITES.get_or_init(Default::default);
+    let key = (path.to_string(), offset, size);
+    if let Some(s) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return s;
+    }
+    let read = || -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let mut f = std::fs::File::open(path)?;
+        f.seek(std::io::SeekFrom::Start(offset))?;
+        let mut v = Vec::new();
+        f.take(size).read_to_end(&mut v)?;
+        Ok(v)
+    };
+    let found: Vec<u64> = read()
+        .map(|code| {
+            find_emulated_ptwrite(&code)
+                .into_iter()
+                .map(|i| offset + i as u64)
+                .collect()
+        })
+        .unwrap_or_default();
+    let found = Arc::new(found);
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, found.clone());
+    }
+    found
+}
+
+/// Sections larger than this are not searched (kernel images).
+const EMU_SEARCH_MAX: u64 = 256 << 20;
+
+/// One decode worker's view of perf's emulated ptwrite: where the
+/// functions are, and the image sections that patch them (see
+/// [`EMU_PATCHED_BIT`]) to be added over the sections they are in.
+#[derive(Default)]
+pub struct EmuPtwrite {
+    /// The patched bits as a file libipt maps (kept while decoding).
+    file: Option<tempfile::NamedTempFile>,
+    /// Section-cache id of a file section → the patch sections over it.
+    overlays: HashMap<u32, Vec<u32>>,
+    /// Entry addresses of the functions.
+    entries: BTreeSet<u64>,
+}
+
+/// Where one thread's decode is inside an emulated ptwrite.
+#[derive(Debug, Default, Clone)]
+pub struct EmuState {
+    /// Entry of the function being decoded, and its bits not taken so far.
+    active: Option<(u64, u64)>,
+}
+
+impl EmuPtwrite {
+    /// Finds the functions in `sections` (section-cache id, path, file
+    /// offset, size, load address) and adds a patch section to `cache`
+    /// for each.
+    pub fn new<'a>(
+        cache: &ipt::SectionCache,
+        sections: impl Iterator<Item = (Option<u32>, &'a str, u64, u64, u64)>,
+    ) -> EmuPtwrite {
+        let mut e = EmuPtwrite::default();
+        for (isid, path, offset, size, vaddr) in sections {
+            let Some(isid) = isid else { continue };
+            if vaddr >> 63 == 1 || size > EMU_SEARCH_MAX || path.is_empty() {
+                continue;
+            }
+            for &entry_off in sites_in_file(path, offset, size).iter() {
+                if e.file.is_none() {
+                    let Ok(mut f) = tempfile::NamedTempFile::new() else {
+                        return e;
+                    };
+                    if std::io::Write::write_all(&mut f, &emulated_ptwrite_patch()).is_err() {
+                        return e;
+                    }
+                    e.file = Some(f);
+                }
+                let Some(file) = &e.file else { continue };
+                let entry = vaddr + (entry_off - offset);
+                let patch = file.path().to_string_lossy();
+                let len = (EMU_BITS * EMU_BIT.len()) as u64;
+                if let Ok(o) = cache.add_file(&patch, 0, len, entry + EMU_BITS_AT) {
+                    e.overlays.entry(isid).or_default().push(o);
+                    e.entries.insert(entry);
+                }
+            }
+        }
+        e
+    }
+
+    /// The patch sections to add after the file sections `isids`.
+    pub fn overlays(&self, isids: &[u32]) -> Vec<u32> {
+        if self.overlays.is_empty() {
+            return Vec::new();
+        }
+        isids
+            .iter()
+            .filter_map(|i| self.overlays.get(i))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// Follows a decoded block `[ip, end_ip]` (`end_ip`: its last
+    /// instruction): the block ending at a function's entry `jmp` starts a
+    /// payload, a block ending at a bit's `jmp` marks that bit not taken,
+    /// the block ending at the `ret` completes the payload, anything
+    /// outside the function abandons it (a gap, an interrupt).
+    pub fn on_block(&self, st: &mut EmuState, ip: u64, end_ip: u64) -> Option<Mark> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        if let Some((entry, zeros)) = st.active {
+            let bits = entry + EMU_BITS_AT;
+            let ret = bits + (EMU_BITS * EMU_BIT.len()) as u64;
+            if ip < entry || end_ip > ret {
+                st.active = None;
+            } else if end_ip == ret {
+                st.active = None;
+                return Some(Mark::Ptwrite {
+                    ip: Some(entry),
+                    payload: !zeros,
+                    emulated: true,
+                });
+            } else if end_ip >= bits && (end_ip - bits) % 5 == 2 {
+                let i = (end_ip - bits) / 5;
+                st.active = Some((entry, zeros | 1 << (63 - i)));
+                return None;
+            } else {
+                return None;
+            }
+        }
+        if self.entries.contains(&end_ip) {
+            st.active = Some((end_ip, 0));
+        }
+        None
+    }
+}
+
 /// The MHz a core:bus ratio stands for.
 pub fn cbr_mhz(ratio: u16) -> u64 {
     u64::from(ratio) * BUS_MHZ
@@ -190,6 +403,62 @@ mod tests {
         assert_eq!(args, vec![("vector", 14), ("cr2", 0x7000)]);
         assert_eq!(mark_of(&EventKind::Stop, None), None);
         assert_eq!(mark_of(&EventKind::Paging { cr3: 0 }, None), None);
+    }
+
+    /// The function as perf documents it, at `entry` in a buffer.
+    fn emu_function() -> Vec<u8> {
+        let mut f = EMU_HEAD.to_vec();
+        f.extend_from_slice(EMU_MAGIC);
+        f.extend_from_slice(&EMU_MOV);
+        for _ in 0..EMU_BITS {
+            f.extend_from_slice(&EMU_BIT);
+        }
+        f.push(0xc3);
+        f
+    }
+
+    #[test]
+    fn emulated_ptwrite_functions_are_found_byte_for_byte() {
+        let mut code = vec![0x90; 100];
+        code.extend(emu_function());
+        code.extend([0xcc; 10]);
+        assert_eq!(find_emulated_ptwrite(&code), vec![100]);
+        // A marker without the function around it is not one.
+        let mut bad = code.clone();
+        bad[100 + EMU_BITS_AT as usize + 7] = 0x01;
+        assert!(find_emulated_ptwrite(&bad).is_empty());
+        assert!(find_emulated_ptwrite(&code[..300]).is_empty());
+        assert!(find_emulated_ptwrite(&EMU_MAGIC[..]).is_empty());
+        assert_eq!(emulated_ptwrite_patch().len(), EMU_BITS * EMU_BIT.len());
+    }
+
+    #[test]
+    fn blocks_spell_the_payload() {
+        let entry = 0x1000;
+        let e = EmuPtwrite {
+            entries: [entry].into(),
+            ..Default::default()
+        };
+        let bits = entry + EMU_BITS_AT;
+        let ret = bits + 320;
+        let mut st = EmuState::default();
+        // Payload 0x5fff...ff: bits 63 and 61 are 0 (not taken: blocks end
+        // at their jmp), the rest taken.
+        assert_eq!(e.on_block(&mut st, 0x900, entry), None);
+        assert_eq!(e.on_block(&mut st, entry + 18, bits + 2), None);
+        assert_eq!(e.on_block(&mut st, bits + 5, bits + 12), None);
+        assert_eq!(
+            e.on_block(&mut st, bits + 15, ret),
+            Some(Mark::Ptwrite {
+                ip: Some(entry),
+                payload: 0x5fff_ffff_ffff_ffff,
+                emulated: true
+            })
+        );
+        // Leaving the function abandons the payload.
+        assert_eq!(e.on_block(&mut st, 0x900, entry), None);
+        assert_eq!(e.on_block(&mut st, 0x5000, 0x5010), None);
+        assert_eq!(e.on_block(&mut st, bits, ret), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What a trace holds besides calls, from real executions traced by ptsim
 //! (issue 13): perf's emulated ptwrite in `fixtures/programs/emuptw.c`
 //! (payloads in the TNT bits of `jc` branches to the next instruction),
-//! which perf must decode to the payloads the program wrote; and a `--cbr`
+//! which perf and ptdec must both decode to the payloads the program wrote;
+//! and a `--cbr`
 //! frequency schedule, which perf (`--itrace=p`) and ptdec (a MHz counter)
 //! must both show, with the FTF read by our reader, fxt and Perfetto.
 
@@ -64,25 +65,53 @@ fn decode(dir: &Path) -> Report {
 }
 
 #[test]
-fn perf_reads_the_emulated_ptwrite_payloads_the_program_wrote() {
-    let test = "perf_reads_the_emulated_ptwrite_payloads_the_program_wrote";
+fn perf_and_ptdec_read_the_emulated_ptwrite_payloads_the_program_wrote() {
+    let test = "perf_and_ptdec_read_the_emulated_ptwrite_payloads_the_program_wrote";
     let Some(progs) = programs(test) else { return };
-    let Some(perf) = pt_tests::perf(test) else {
-        return;
-    };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
     trace(&progs.join("emuptw"), &dir, ptsim::pt::Config::default());
-    let got: Vec<u64> = common::perf_ptwrites(&perf, &dir, tmp.path())
-        .into_iter()
-        .map(|p| p.1)
-        .collect();
-    assert_eq!(got, EMUPTW_PAYLOADS);
-    // ptdec decodes the trace (its call stacks) without error; the
-    // emulated payloads are not decoded by ptdec yet (see README).
+    if let Some(perf) = pt_tests::perf(test) {
+        let got: Vec<u64> = common::perf_ptwrites(&perf, &dir, tmp.path())
+            .into_iter()
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(got, EMUPTW_PAYLOADS);
+    }
+    // ptdec reads the same payloads from the same bits, each an instant at
+    // the function's entry marked emulated, and the call stacks stay exact.
     let r = decode(&dir);
     assert!(r.decode.errors.is_empty(), "{:?}", r.decode.errors);
-    assert!(r.stack.calls >= 6);
+    let bytes = &r.written[0].bytes;
+    let ours: Vec<u64> = common::ptwrites(bytes).into_iter().map(|p| p.1).collect();
+    assert_eq!(ours, EMUPTW_PAYLOADS);
+    let dump = ftf::read::dump(bytes).unwrap();
+    assert_eq!(
+        dump.matches(r#""emulated": bool(true)"#).count(),
+        6,
+        "{dump}"
+    );
+    let calls = r.written[0]
+        .slices
+        .iter()
+        .filter(|s| s.name == "perf_emulate_ptwrite")
+        .count();
+    assert_eq!(calls, 6);
+    // 131 instructions per call, as the program ran them (jmp, mov, 64
+    // shl/jc pairs, ret): the patched image changes no count.
+    let lines: Vec<&str> = dump
+        .lines()
+        .filter(|l| l.contains(r#"name="perf_emulate_ptwrite" end="#))
+        .collect();
+    assert_eq!(lines.len(), 6, "{dump}");
+    assert!(
+        lines.iter().all(|l| l.contains(r#""insns": u64(131),"#)),
+        "{lines:#?}"
+    );
+    common::perfetto_agrees_with_report(test, &r);
+    if let Some(python) = pt_tests::python_with_fxt(test) {
+        common::fxt_agrees(test, &python, bytes);
+    }
 }
 
 /// `perf script --itrace=p` lines of CBR: the ratios, in order.
