@@ -281,7 +281,7 @@ impl EmuPtwrite {
                     e.file = Some(f);
                 }
                 let Some(file) = &e.file else { continue };
-                let entry = vaddr + (entry_off - offset);
+                let entry = vaddr.wrapping_add(entry_off - offset);
                 let patch = file.path().to_string_lossy();
                 let len = (EMU_BITS * EMU_BIT.len()) as u64;
                 if let Ok(o) = cache.add_file(&patch, 0, len, entry + EMU_BITS_AT) {
