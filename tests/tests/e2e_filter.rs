@@ -238,3 +238,32 @@ fn filters_ptsim_cannot_simulate_are_clear_errors() {
         assert!(e.contains(want), "{text}: {e}");
     }
 }
+
+/// The question about filtered interpreters: `interp` filtered to
+/// its dispatch loop (`interp_run`, whose builtins, libc and vDSO calls are
+/// all outside the filter). Every call the loop makes is a call in ptdec,
+/// as in the truth, and none is taken for a frame skipped by longjmp.
+#[test]
+fn a_filtered_interpreter_loop_keeps_every_call_and_skips_no_frame() {
+    let test = "a_filtered_interpreter_loop_keeps_every_call_and_skips_no_frame";
+    let Some(progs) = programs(test) else { return };
+    let prog = progs.join("interp");
+    let (run_at, size) = symbol(&prog, "interp_run");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    trace(&prog, "interp_run", &dir);
+    let inside = |ip: u64| ip >= run_at && ip < run_at + size;
+    let t = truth(&dir);
+    let calls_out = t
+        .iter()
+        .filter(|l| l.kind == "call" && inside(l.from))
+        .count();
+    assert!(calls_out > 1000, "{calls_out}");
+    let r = decode(&dir);
+    assert!(r.decode.errors.is_empty(), "{:?}", r.decode.errors);
+    assert_eq!(r.stack.calls as usize, calls_out);
+    assert_eq!(r.stack.skipped_frames, 0);
+    assert_eq!(r.stack.restarts, 0);
+    common::perfetto_agrees_with_report(test, &r);
+    perf_branches(&dir, tmp.path(), test);
+}
