@@ -17,8 +17,11 @@
 //!   `unknown_start = true` when the call was not seen (the trace began
 //!   inside it; it starts at the thread's first traced instant).
 //! * Untraced time: category `untraced`, a slice named `[kernel]` (syscall or
-//!   interrupt with user-only tracing) or `[untraced]` (switched out, tracing
-//!   off) nested in the function it interrupted, with `ip` where tracing stopped.
+//!   interrupt with user-only tracing), `[filtered out]` (code outside the
+//!   recording's address filters: tracing stopped at a user-space IP in a
+//!   trace recorded with `--filter`) or `[untraced]` (switched out, tracing
+//!   off) nested in the function it interrupted, with `ip` where tracing
+//!   stopped.
 //! * A gap: category `gap`, a top-level slice `[gap: overflow]`,
 //!   `[gap: lost data]`, `[gap: decode error]` or `[gap: no image]` from
 //!   the hole to where tracing resumed, with `reason`, `offset` (in the AUX
@@ -37,6 +40,20 @@
 //!   more than [`RETROACTIVE_RESERVE`] levels up are not written: each would
 //!   push all that came before one level deeper. The summary counts both;
 //!   no call disappears without a trace.
+//!
+//! * Marks (`ops::Mark`, what the trace holds besides control flow) are
+//!   instants on the thread's track: category `ptwrite`, name `ptwrite`,
+//!   args `payload` (u64), `ip` (pointer, when known) and `emulated = true`
+//!   for perf's emulated ptwrite; category `power`, names `mwait`, `pwre`,
+//!   `pwrx`, `exstop` with perf's fields as args; category `event`, names
+//!   `interrupt`, `iret`, `vmentry`, `vmexit`, `smi`, `rsm`, `sipi`, `init`,
+//!   `shutdown`, `uintr`, `uiret` with `vector`, `cr2`, `reason`,
+//!   `qualification` and `ip` as recorded. CBR is a counter in MHz (ratio ×
+//!   100 MHz bus clock), `cpu N frequency` with arg `MHz` for a per-CPU
+//!   trace (under the process that ran when it changed: Perfetto keeps FTF
+//!   counters per process, as the track `cpu N frequency:MHz`) and `cpu
+//!   frequency` when the buffer's CPU is not known; a value equal to the
+//!   last one written on that counter in that file is not repeated.
 //!
 //! # Time axes
 //!
@@ -66,7 +83,8 @@ use std::path::{Path, PathBuf};
 use flate2::write::GzEncoder;
 use ftf::{Arg, ArgValue, ThreadRef, Writer};
 
-use crate::ops::{GapKind, Stamp};
+use crate::events::{cbr_mhz, MarkFilter};
+use crate::ops::{GapKind, Mark, Stamp};
 use crate::outfile::OutFile;
 use crate::stack::{Slice, SliceKind};
 use ftf::hash::FastMap;
@@ -177,6 +195,12 @@ pub struct EmitOptions {
     /// Spread branches that share a timestamp over the time to the next
     /// timestamp by instruction count (`ns` axis only; see [`crate::interp`]).
     pub interpolate: bool,
+    /// Which marks are written (`--no-ptwrite`, `--no-power`, `--no-events`).
+    pub marks: MarkFilter,
+    /// The recording had address filters (AUXTRACE_INFO's filter string):
+    /// tracing that stops in user space is code filtered out, written as
+    /// `[filtered out]`.
+    pub filtered: bool,
 }
 
 /// One file written.
@@ -188,8 +212,10 @@ pub struct Written {
     pub path: Option<PathBuf>,
     /// The FTF bytes, for [`Target::Memory`]; empty otherwise.
     pub bytes: Vec<u8>,
-    /// Events written (slices and instants).
+    /// Events written (slices and instants; Perfetto shows each as a slice).
     pub events: u64,
+    /// Counter values written (CBR frequency).
+    pub counters: u64,
     /// Every slice written, with the stack's depth, when
     /// [`EmitOptions::record`] is set.
     pub slices: Vec<Placed>,
@@ -238,6 +264,16 @@ pub struct EmitStats {
     pub outer_frames: u64,
     /// The deepest level a folded slice had.
     pub folded_max_depth: i32,
+    /// PTWRITE instants written (emulated ones included).
+    pub ptwrites: u64,
+    /// Power instants (mwait, pwre, pwrx, exstop) written.
+    pub power: u64,
+    /// CBR counter values written.
+    pub cbr: u64,
+    /// Event-trace instants written.
+    pub events: u64,
+    /// Marks left out by `--no-ptwrite`, `--no-power`, `--no-events`.
+    pub marks_dropped: u64,
     /// Call slices written with zero width (no time, instruction or cycle
     /// passed between call and return on the axis written).
     pub zero_width_calls: u64,
@@ -293,6 +329,7 @@ struct Window {
     threads: HashSet<(u32, u32)>,
     processes: HashSet<u32>,
     events: u64,
+    counters: u64,
     slices: Vec<Placed>,
 }
 
@@ -324,6 +361,7 @@ enum Pending {
         renames: Vec<(u64, String)>,
     },
     Slice(Slice),
+    Mark(u32, u32, Stamp, Mark),
 }
 
 /// Writes slices as FTF. See the module doc for the layout.
@@ -338,6 +376,8 @@ pub struct Emitter {
     pending: Option<Vec<Pending>>,
     /// The time of the first slice held.
     pending_time: Option<u64>,
+    /// The last value written on each counter, by (window, name).
+    counters: FastMap<(u64, String), u64>,
 }
 
 /// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
@@ -412,6 +452,7 @@ impl Emitter {
             folds: FastMap::default(),
             pending,
             pending_time: None,
+            counters: FastMap::default(),
         };
         if e.opts.split.is_none() {
             e.window(0)?;
@@ -551,6 +592,7 @@ impl Emitter {
                     threads: HashSet::new(),
                     processes: HashSet::new(),
                     events: 0,
+                    counters: 0,
                     slices: Vec::new(),
                 },
             );
@@ -606,6 +648,89 @@ impl Emitter {
         self.place(s)
     }
 
+    /// Writes one mark (PTWRITE, power, event trace) of thread `tid` at
+    /// `at` as an instant or counter (see the module doc), or holds it while
+    /// the time axis is undecided.
+    pub fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        if !self.opts.marks.keeps(mark) {
+            self.stats.marks_dropped += 1;
+            return Ok(());
+        }
+        if let Some(p) = &mut self.pending {
+            // Marks at different times show that time passes, as slices do.
+            let first = *self.pending_time.get_or_insert(at.time);
+            if at.time == first && p.len() < AXIS_HOLD_MAX {
+                p.push(Pending::Mark(pid, tid, *at, mark.clone()));
+                return Ok(());
+            }
+            self.decide(at.time != first)?;
+        }
+        self.write_mark(pid, tid, at, mark)
+    }
+
+    fn write_mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        if !self.in_range(at.time, at.time) {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
+        let index = self.window_of(at.time);
+        let ts = self.ticks(tid, at)?;
+        let ip_arg = |ip: &Option<u64>| ip.map(|ip| Arg::new("ip", ArgValue::Pointer(ip)));
+        match mark {
+            Mark::Ptwrite {
+                ip,
+                payload,
+                emulated,
+            } => {
+                let mut args = vec![Arg::new("payload", *payload)];
+                args.extend(ip_arg(ip));
+                if *emulated {
+                    args.push(Arg::new("emulated", true));
+                }
+                self.stats.ptwrites += 1;
+                self.with_window(index, pid, tid, |w, th| {
+                    w.instant(th, "ptwrite", "ptwrite", ts, &args)
+                })
+            }
+            Mark::Cbr { ratio, cpu } => {
+                let name = match cpu {
+                    Some(c) => format!("cpu {c} frequency"),
+                    None => "cpu frequency".to_string(),
+                };
+                let mhz = cbr_mhz(*ratio);
+                let key = (index, format!("{pid}/{name}"));
+                if self.counters.get(&key) == Some(&mhz) {
+                    return Ok(());
+                }
+                self.counters.insert(key, mhz);
+                self.stats.cbr += 1;
+                let args = [Arg::new("MHz", mhz)];
+                self.with_window(index, pid, tid, |w, th| {
+                    w.counter(th, "power", &name, ts, 0, &args)
+                })?;
+                // A counter value is not a slice in Perfetto.
+                if let Some(w) = self.windows.get_mut(&index) {
+                    w.events -= 1;
+                    w.counters += 1;
+                }
+                Ok(())
+            }
+            Mark::Power { name, ip, args } | Mark::Event { name, ip, args } => {
+                let power = matches!(mark, Mark::Power { .. });
+                let mut a: Vec<Arg> = args.iter().map(|(n, v)| Arg::new(n, *v)).collect();
+                a.extend(ip_arg(ip));
+                let cat = if power {
+                    self.stats.power += 1;
+                    "power"
+                } else {
+                    self.stats.events += 1;
+                    "event"
+                };
+                self.with_window(index, pid, tid, |w, th| w.instant(th, cat, name, ts, &a))
+            }
+        }
+    }
+
     /// Ends the wait for a timed slice: `timed`, the `ns` axis stays;
     /// otherwise the trace has no time (instructions, or an error when `ns`
     /// was asked for). Then writes what waited.
@@ -632,6 +757,7 @@ impl Emitter {
                     renames,
                 } => self.thread(pid, tid, &name, &process, &renames)?,
                 Pending::Slice(s) => self.place(&s)?,
+                Pending::Mark(pid, tid, at, m) => self.write_mark(pid, tid, &at, &m)?,
             }
         }
         Ok(())
@@ -790,7 +916,12 @@ impl Emitter {
             }
             SliceKind::Untraced { kernel, ip } => {
                 args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
-                ("untraced", if *kernel { "[kernel]" } else { "[untraced]" })
+                let name = match (*kernel, self.opts.filtered) {
+                    (true, _) => "[kernel]",
+                    (false, true) => "[filtered out]",
+                    (false, false) => "[untraced]",
+                };
+                ("untraced", name)
             }
             SliceKind::Gap { kind, offset } => {
                 gap_text = gap_reason(kind);
@@ -884,6 +1015,7 @@ impl Emitter {
                 path: w.path,
                 bytes,
                 events: w.events,
+                counters: w.counters,
                 slices: w.slices,
             });
         }

@@ -30,6 +30,12 @@ fn is_branch(op: &Op) -> bool {
     matches!(op, Op::Call { .. } | Op::Return { .. } | Op::Jump { .. })
 }
 
+/// Branches and marks (PTWRITE, power, events) between two timing
+/// packets are spread alike, so a mark keeps its place among the calls.
+fn spreads(op: &Op) -> bool {
+    is_branch(op) || matches!(op, Op::Mark { .. })
+}
+
 impl<S: OpSink> Interpolate<S> {
     /// Wraps `inner`.
     pub fn new(inner: S) -> Self {
@@ -97,11 +103,11 @@ impl<S: OpSink> OpSink for Interpolate<S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         let group = self.pending.entry((pid, tid)).or_default();
         if let Some(anchor) = group.first() {
-            if is_branch(&op) && op.stamp().time == anchor.stamp().time {
+            if spreads(&op) && op.stamp().time == anchor.stamp().time {
                 group.push(op);
                 return;
             }
-            if is_branch(&op) || matches!(op, Op::Disabled { .. }) {
+            if spreads(&op) || matches!(op, Op::Disabled { .. }) {
                 spread(group, &op);
             }
             for held in group.drain(..) {

@@ -8,6 +8,7 @@
 pub mod check;
 pub mod decode;
 pub mod emit;
+pub mod events;
 pub mod images;
 pub mod input;
 pub mod interp;

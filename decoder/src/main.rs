@@ -36,6 +36,8 @@ Examples:
   ptdec raw --pt trace.pt --elf ./prog --cpu 6/85/4 -o out.ftf
                                              raw PT (LLDB, simple-pt, kAFL) as one thread
   ptdec dump out.ftf                         the FTF as text, one record per line
+  ptdec trace.dir --no-power --no-events -o out.ftf
+                                             calls and PTWRITE payloads only (no CBR, C-states, interrupts)
   ptdec check out.ftf                        load it into Perfetto's importer, report what it drops
 
 Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
@@ -204,6 +206,8 @@ struct RawArgs {
     /// (ptxed's default). Example: --on-error next-psb
     #[arg(long, value_enum, default_value_t = OnError::Resync)]
     on_error: OnError,
+    #[command(flatten)]
+    marks: MarkArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -235,6 +239,33 @@ fn parse_hz(s: &str) -> Result<u64, String> {
         _ => Err(format!(
             "`{t}` is not a frequency: give Hz (\"2400000000\") or a number with kHz, MHz or GHz (\"2.4GHz\")"
         )),
+    }
+}
+
+/// What the trace holds besides calls, and the options that leave it out.
+#[derive(Args)]
+struct MarkArgs {
+    /// Leave out PTWRITE payloads (by default each is an instant `ptwrite`
+    /// on its thread, real or perf's emulated ptwrite). Example: --no-ptwrite
+    #[arg(long)]
+    no_ptwrite: bool,
+    /// Leave out power and frequency: CBR (the `cpu N frequency` counter in MHz), MWAIT,
+    /// PWRE, PWRX and EXSTOP instants. Example: --no-power
+    #[arg(long)]
+    no_power: bool,
+    /// Leave out event trace (CFE/EVD): interrupt, iret, vmentry, vmexit,
+    /// ... instants. Example: --no-events
+    #[arg(long)]
+    no_events: bool,
+}
+
+impl MarkArgs {
+    fn filter(&self) -> ptdec::events::MarkFilter {
+        ptdec::events::MarkFilter {
+            ptwrite: !self.no_ptwrite,
+            power: !self.no_power,
+            events: !self.no_events,
+        }
     }
 }
 
@@ -299,6 +330,8 @@ struct DecodeArgs {
     /// --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     chunk_size: Option<u64>,
+    #[command(flatten)]
+    marks: MarkArgs,
 }
 
 /// A byte count with an optional K, M or G suffix (powers of 1024).
@@ -517,6 +550,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
             .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
         split,
         interpolate: !a.no_interpolate,
+        marks: a.marks.filter(),
+        filtered: false,
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -681,6 +716,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         },
         axis_auto: a.time_axis.is_none(),
         interpolate: !a.no_interpolate,
+        marks: a.marks.filter(),
         ..EmitOptions::default()
     };
     let symbols = SymbolCache::new();

@@ -2,7 +2,9 @@
 //! sideband applied: `decode`) and the call-stack stage (`stack`, which turns
 //! a thread's control flow into nested slices for FTF). Decoding emits, per
 //! thread, the control transfers that matter for call stacks and the places
-//! where the trace has holes; nothing here knows about symbols or FTF.
+//! where the trace has holes, and the [`Mark`]s the hardware recorded
+//! beside the control flow (PTWRITE, power and frequency, event trace),
+//! which never change a call stack; nothing here knows about symbols or FTF.
 
 /// Where a point in the trace sits in time. `time` is perf time in ns (the
 /// sideband's clock, converted from TSC/MTC/CYC); `insns` counts instructions
@@ -26,6 +28,58 @@ pub enum GapKind {
     DecodeError(String),
     /// No image for the code at `ip`: instructions there cannot be followed.
     NoImage { ip: u64 },
+}
+
+/// Which of the `--no-ptwrite`, `--no-power`, `--no-events` options
+/// leaves a [`Mark`] out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MarkClass {
+    /// PTWRITE payloads, real or emulated.
+    Ptwrite,
+    /// CBR (frequency), MWAIT, PWRE, PWRX, EXSTOP.
+    Power,
+    /// Event trace (CFE/EVD): interrupts, faults, VM entries and exits.
+    Event,
+}
+
+/// Something the trace recorded beside the control flow, at one instant of
+/// a thread. Names follow perf's (`perf script --itrace=wpI`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// A PTWRITE payload; `ip` of the instruction when known; `emulated`:
+    /// decoded from perf's emulated ptwrite (`perf_emulate_ptwrite`).
+    Ptwrite {
+        ip: Option<u64>,
+        payload: u64,
+        emulated: bool,
+    },
+    /// The core:bus ratio changed (CBR): the core runs at `ratio` × 100 MHz.
+    /// `cpu` is the buffer's CPU when the trace was recorded per CPU.
+    Cbr { ratio: u16, cpu: Option<u32> },
+    /// A power event (`mwait`, `pwre`, `pwrx`, `exstop`) with its fields.
+    Power {
+        name: &'static str,
+        ip: Option<u64>,
+        args: Vec<(&'static str, u64)>,
+    },
+    /// An event-trace event (`interrupt`, `iret`, `vmexit`, ...) with its
+    /// vector and data.
+    Event {
+        name: &'static str,
+        ip: Option<u64>,
+        args: Vec<(&'static str, u64)>,
+    },
+}
+
+impl Mark {
+    /// The option class that leaves it out.
+    pub fn class(&self) -> MarkClass {
+        match self {
+            Mark::Ptwrite { .. } => MarkClass::Ptwrite,
+            Mark::Cbr { .. } | Mark::Power { .. } => MarkClass::Power,
+            Mark::Event { .. } => MarkClass::Event,
+        }
+    }
 }
 
 /// One step of a thread's traced control flow, in execution order.
@@ -64,6 +118,8 @@ pub enum Op {
     },
     /// The thread's part of this buffer ends (end of data); open frames close here.
     End { at: Stamp },
+    /// Something recorded beside the control flow; call stacks ignore it.
+    Mark { at: Stamp, mark: Mark },
 }
 
 impl Op {
@@ -76,7 +132,8 @@ impl Op {
             | Op::Return { at, .. }
             | Op::Jump { at, .. }
             | Op::Gap { at, .. }
-            | Op::End { at } => *at,
+            | Op::End { at }
+            | Op::Mark { at, .. } => *at,
         }
     }
 
@@ -91,7 +148,8 @@ impl Op {
             | Op::Return { at, .. }
             | Op::Jump { at, .. }
             | Op::Gap { at, .. }
-            | Op::End { at } => at,
+            | Op::End { at }
+            | Op::Mark { at, .. } => at,
         }
     }
 
@@ -101,7 +159,7 @@ impl Op {
         match self {
             Op::Enabled { ip, .. } | Op::Disabled { ip, .. } => *ip,
             Op::Call { from, .. } | Op::Return { from, .. } | Op::Jump { from, .. } => *from,
-            Op::Gap { .. } | Op::End { .. } => 0,
+            Op::Gap { .. } | Op::End { .. } | Op::Mark { .. } => 0,
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, 
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::Interpolate;
-use crate::ops::{Op, OpSink};
+use crate::ops::{Mark, Op, OpSink, Stamp};
 use crate::raw::RawInput;
 use crate::stack::{Func, Resolver, Slice, StackStats, ThreadStack};
 use crate::symbols::{fallback_name, SymbolCache};
@@ -214,6 +214,8 @@ pub trait SliceOut {
     fn slice(&mut self, s: Slice) -> Result<(), EmitError>;
     /// See [`Emitter::set_origin`].
     fn set_origin(&mut self, origin: u64);
+    /// See [`Emitter::mark`].
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError>;
 }
 
 impl SliceOut for Emitter {
@@ -235,6 +237,10 @@ impl SliceOut for Emitter {
     fn set_origin(&mut self, origin: u64) {
         Emitter::set_origin(self, origin)
     }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        Emitter::mark(self, pid, tid, at, mark)
+    }
 }
 
 /// One call to the emitter, queued.
@@ -248,6 +254,7 @@ enum EmitCall {
     },
     Slice(Slice),
     Origin(u64),
+    Mark(u32, u32, Stamp, Mark),
 }
 
 /// Calls queued per batch sent to the emitter thread.
@@ -309,6 +316,11 @@ impl SliceOut for EmitQueue {
     fn set_origin(&mut self, origin: u64) {
         self.push(EmitCall::Origin(origin));
     }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        self.push(EmitCall::Mark(pid, tid, *at, mark.clone()));
+        Ok(())
+    }
 }
 
 /// Runs `f` with an [`EmitQueue`] to `emitter`, which writes on its own
@@ -341,6 +353,7 @@ pub fn with_emit_thread<R>(
                             em.set_origin(o);
                             Ok(())
                         }
+                        EmitCall::Mark(pid, tid, at, mark) => em.mark(pid, tid, &at, &mark),
                     };
                     if let Err(e) = r {
                         error = Some(e);
@@ -471,6 +484,13 @@ impl OpSink for StackSink<'_, '_> {
             }
             self.stacks.insert((pid, tid), ThreadStack::new(pid, tid));
         }
+        if let Op::Mark { at, mark } = &op {
+            // Marks go straight to the emitter; the stack ignores them.
+            if let Err(e) = self.emitter.mark(pid, tid, at, mark) {
+                self.error = Some(e);
+            }
+            return;
+        }
         let stack = self.stacks.get_mut(&(pid, tid)).expect("inserted above");
         let emitter = &mut *self.emitter;
         let error = &mut self.error;
@@ -523,6 +543,7 @@ pub fn run(
     if emit.timed.is_none() {
         emit.timed = trace.config_bit(trace.info.tsc_bit);
     }
+    emit.filtered = trace.info.filter.as_ref().is_some_and(|f| !f.is_empty());
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     let emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);

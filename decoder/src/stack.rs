@@ -41,6 +41,10 @@
 //!   gap itself is a `Gap` slice from the gap to that `Enabled` (or `End`).
 //! * `End` ends untraced time, gaps and all frames at its stamp. A later
 //!   `Enabled` starts a new segment.
+//! * `Mark` (PTWRITE, power, event trace) changes nothing: not the frames,
+//!   not the state, not the latest stamp. A `Disabled` while no segment is
+//!   open (a thread whose trace so far held only marks) ends nothing and is
+//!   ignored.
 //! * A frame whose call was not seen and that ends at the very stamp it
 //!   began (tracing resumed straight into a gap, as at code without an
 //!   image) is dropped: nothing was traced in it.
@@ -264,6 +268,11 @@ impl ThreadStack {
 
     /// Applies one step; completed slices go to `out`.
     pub fn push(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        if matches!(op, Op::Mark { .. })
+            || (matches!(op, Op::Disabled { .. }) && matches!(self.state, State::Idle))
+        {
+            return;
+        }
         let at = self.clamp(op.stamp());
         // Anything but Enabled/Gap/End while tracing is off resumes it implicitly.
         let resumes_at = match op {
@@ -301,6 +310,7 @@ impl ThreadStack {
                 self.end_segment(at, out);
                 self.state = State::Idle;
             }
+            Op::Mark { .. } => {}
         }
     }
 
@@ -763,6 +773,38 @@ mod tests {
         let (got, stats) = run(ops);
         assert_eq!(got, want, "\ngot:  {got:#?}\nwant: {want:#?}");
         stats
+    }
+
+    #[test]
+    fn marks_change_nothing() {
+        use crate::ops::Mark;
+        let mark = |t: u64| Op::Mark {
+            at: s(t),
+            mark: Mark::Ptwrite {
+                ip: None,
+                payload: t,
+                emulated: false,
+            },
+        };
+        // Marks before any segment, inside calls, and a switch-out while
+        // only marks were seen: the stack is as without them.
+        let with = [
+            mark(1),
+            disabled(2, 0, true),
+            enabled(10, 0x1000),
+            mark(11),
+            call(12, 0x1010, 0x2000),
+            mark(13),
+            ret(14, 0x2010, 0x1010),
+            mark(15),
+            end(20),
+        ];
+        let without: Vec<Op> = with
+            .iter()
+            .filter(|o| !matches!(o, Op::Mark { .. } | Op::Disabled { .. }))
+            .cloned()
+            .collect();
+        assert_eq!(run(&with), run(&without));
     }
 
     #[test]

@@ -238,6 +238,18 @@ pub fn render(report: &Report) -> String {
         s.gaps
             .saturating_sub(d.overflows + d.lost_data + d.no_image)
     );
+    let e = &report.emit;
+    if e.ptwrites + e.power + e.cbr + e.events + e.marks_dropped > 0 {
+        let _ = writeln!(
+            o,
+            "  marks         ptwrite {}, power {} (+ {} cbr values), events {}, left out {}",
+            thousands(e.ptwrites),
+            thousands(e.power),
+            thousands(e.cbr),
+            thousands(e.events),
+            thousands(e.marks_dropped)
+        );
+    }
     if !d.errors.is_empty() {
         let kinds: Vec<String> = d.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(o, "  errors        {}", kinds.join(", "));
@@ -406,8 +418,46 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
                 "missing (times stay in TSC)"
             }
         );
-        if let Some(f) = &i.filter {
-            let _ = writeln!(o, "filter        {f}");
+        if let Some(a) = &trace.pt_attr {
+            let _ = writeln!(
+                o,
+                "config        {:#x}: {}",
+                a.config,
+                sideband::auxtrace_info::config_terms(a.config)
+            );
+            let on = |name: &str| {
+                sideband::auxtrace_info::INTEL_PT_TERMS
+                    .iter()
+                    .find(|t| t.0 == name)
+                    .is_some_and(|t| a.config >> t.1 & 1 != 0)
+            };
+            let mut holds = Vec::new();
+            if !on("branch") {
+                holds.push("no branch tracing (branch=0): no calls, PTWRITE and power events only");
+            }
+            if on("ptw") {
+                holds.push("PTWRITE payloads (ptw)");
+            }
+            if on("pwr_evt") {
+                holds.push("power events (pwr_evt)");
+            }
+            if on("event") {
+                holds.push("event trace (event)");
+            }
+            if on("notnt") {
+                holds.push("no TNT packets (notnt): conditional branches not traced");
+            }
+            if !holds.is_empty() {
+                let _ = writeln!(o, "records       {}", holds.join("; "));
+            }
+        }
+        match &i.filter {
+            Some(f) if !f.is_empty() => {
+                let _ = writeln!(o, "filter        {f}");
+            }
+            _ => {
+                let _ = writeln!(o, "filter        none (all code traced)");
+            }
         }
     }
     if let Some((a, b)) = trace.sideband_span {

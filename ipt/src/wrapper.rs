@@ -548,6 +548,93 @@ pub enum EventKind {
     Cbr {
         ratio: u16,
     },
+    /// A PTWRITE payload of `size` bytes; `ip` of the ptwrite instruction
+    /// when a FUP gave it (`fup_on_ptw`) or the decoder bound it to one.
+    Ptwrite {
+        ip: Option<u64>,
+        size: u8,
+        payload: u64,
+    },
+    /// Execution stopped (EXSTOP) at `ip`, the last instruction that did
+    /// not complete, when known.
+    Exstop {
+        ip: Option<u64>,
+    },
+    /// An MWAIT completed (MWAIT packet): its `hints` (eax) and
+    /// extensions (ecx); `ip` of the mwait instruction when known.
+    Mwait {
+        ip: Option<u64>,
+        hints: u32,
+        ext: u32,
+    },
+    /// A C-state was entered (PWRE): the resolved thread C-state and
+    /// sub-state, `hw` when hardware initiated it.
+    Pwre {
+        state: u8,
+        sub_state: u8,
+        hw: bool,
+    },
+    /// A C-state was left (PWRX): the core C-state at wake, the deepest one
+    /// reached, and the wake reason bits.
+    Pwrx {
+        last: u8,
+        deepest: u8,
+        interrupt: bool,
+        store: bool,
+        autonomous: bool,
+    },
+    /// Event trace (CFE/EVD): an interrupt or exception with its `vector`
+    /// and, for a page fault, `cr2`; `ip` where it occurred.
+    Interrupt {
+        vector: u8,
+        cr2: Option<u64>,
+        ip: Option<u64>,
+    },
+    /// Event trace: a return from interrupt (IRET).
+    Iret {
+        ip: Option<u64>,
+    },
+    /// Event trace: a system management interrupt.
+    Smi {
+        ip: Option<u64>,
+    },
+    /// Event trace: a return from system management mode.
+    Rsm {
+        ip: Option<u64>,
+    },
+    /// Event trace: a SIPI message with its vector.
+    Sipi {
+        vector: u8,
+    },
+    /// Event trace: an INIT reset.
+    Init {
+        ip: Option<u64>,
+    },
+    /// Event trace: a VM entry.
+    VmEntry {
+        ip: Option<u64>,
+    },
+    /// Event trace: a VM exit, with the interrupt vector, exit reason and
+    /// qualification when the trace gave them.
+    VmExit {
+        vector: Option<u8>,
+        reason: Option<u64>,
+        qualification: Option<u64>,
+        ip: Option<u64>,
+    },
+    /// Event trace: a shutdown.
+    Shutdown {
+        ip: Option<u64>,
+    },
+    /// Event trace: a user interrupt with its vector.
+    Uintr {
+        vector: u8,
+        ip: Option<u64>,
+    },
+    /// Event trace: a return from a user interrupt.
+    Uiret {
+        ip: Option<u64>,
+    },
     /// Any other event type (`ptev_*` value), newer ones included.
     Other(u32),
 }
@@ -620,6 +707,60 @@ impl Event {
                 },
                 ffi::ptev_stop => EventKind::Stop,
                 ffi::ptev_cbr => EventKind::Cbr { ratio: v.cbr.ratio },
+                ffi::ptev_ptwrite => EventKind::Ptwrite {
+                    ip: ip(v.ptwrite.ip),
+                    size: v.ptwrite.size,
+                    payload: v.ptwrite.payload,
+                },
+                ffi::ptev_exstop => EventKind::Exstop {
+                    ip: ip(v.exstop.ip),
+                },
+                ffi::ptev_mwait => EventKind::Mwait {
+                    ip: ip(v.mwait.ip),
+                    hints: v.mwait.hints,
+                    ext: v.mwait.ext,
+                },
+                ffi::ptev_pwre => EventKind::Pwre {
+                    state: v.pwre.state,
+                    sub_state: v.pwre.sub_state,
+                    hw: v.pwre.hw() != 0,
+                },
+                ffi::ptev_pwrx => EventKind::Pwrx {
+                    last: v.pwrx.last,
+                    deepest: v.pwrx.deepest,
+                    interrupt: v.pwrx.interrupt() != 0,
+                    store: v.pwrx.store() != 0,
+                    autonomous: v.pwrx.autonomous() != 0,
+                },
+                ffi::ptev_interrupt => EventKind::Interrupt {
+                    vector: v.interrupt.vector,
+                    cr2: (v.interrupt.has_cr2() != 0).then_some(v.interrupt.cr2),
+                    ip: ip(v.interrupt.ip),
+                },
+                ffi::ptev_iret => EventKind::Iret { ip: ip(v.iret.ip) },
+                ffi::ptev_smi => EventKind::Smi { ip: ip(v.smi.ip) },
+                ffi::ptev_rsm => EventKind::Rsm { ip: ip(v.rsm.ip) },
+                ffi::ptev_sipi => EventKind::Sipi {
+                    vector: v.sipi.vector,
+                },
+                ffi::ptev_init => EventKind::Init { ip: ip(v.init.ip) },
+                ffi::ptev_vmentry => EventKind::VmEntry {
+                    ip: ip(v.vmentry.ip),
+                },
+                ffi::ptev_vmexit => EventKind::VmExit {
+                    vector: (v.vmexit.has_vector() != 0).then_some(v.vmexit.vector),
+                    reason: (v.vmexit.has_vmxr() != 0).then_some(v.vmexit.vmxr),
+                    qualification: (v.vmexit.has_vmxq() != 0).then_some(v.vmexit.vmxq),
+                    ip: ip(v.vmexit.ip),
+                },
+                ffi::ptev_shutdown => EventKind::Shutdown {
+                    ip: ip(v.shutdown.ip),
+                },
+                ffi::ptev_uintr => EventKind::Uintr {
+                    vector: v.uintr.vector,
+                    ip: ip(v.uintr.ip),
+                },
+                ffi::ptev_uiret => EventKind::Uiret { ip: ip(v.uiret.ip) },
                 t => EventKind::Other(t),
             }
         }
@@ -985,6 +1126,49 @@ pub enum Packet {
     Cbr(u8),
     Mtc(u8),
     Cyc(u64),
+    /// PTWRITE: `payload` of 4 (`plc` 0) or 8 (`plc` 1) bytes; `fup`: a FUP
+    /// with the instruction's IP follows (the packet's IP bit).
+    Ptw {
+        payload: u64,
+        plc: u8,
+        fup: bool,
+    },
+    /// EXSTOP; `fup`: a FUP with the IP follows.
+    Exstop {
+        fup: bool,
+    },
+    /// MWAIT: hints (eax) and extensions (ecx).
+    Mwait {
+        hints: u32,
+        ext: u32,
+    },
+    /// PWRE: C-state entry.
+    Pwre {
+        state: u8,
+        sub_state: u8,
+        hw: bool,
+    },
+    /// PWRX: C-state exit with the wake reason bits.
+    Pwrx {
+        last: u8,
+        deepest: u8,
+        interrupt: bool,
+        store: bool,
+        autonomous: bool,
+    },
+    /// CFE (control flow event, event trace): `kind` is `ffi::pt_cfe_*`;
+    /// `ip`: a FUP with the IP follows.
+    Cfe {
+        kind: u32,
+        vector: u8,
+        ip: bool,
+    },
+    /// EVD (event data, event trace): `kind` is `ffi::pt_evd_*` (cr2,
+    /// vmxq, vmxr).
+    Evd {
+        kind: u32,
+        payload: u64,
+    },
     /// Another packet type (`ppt_*`).
     Other(u32),
 }
@@ -1064,6 +1248,70 @@ impl Packet {
                 p.payload.cyc = ffi::pt_packet_cyc { value: v };
                 ffi::ppt_cyc
             }
+            Packet::Ptw { payload, plc, fup } => {
+                // SAFETY: writing plain-data union fields.
+                unsafe {
+                    p.payload.ptw.payload = payload;
+                    p.payload.ptw.plc = plc;
+                    p.payload.ptw.set_ip(u32::from(fup));
+                }
+                ffi::ppt_ptw
+            }
+            Packet::Exstop { fup } => {
+                // SAFETY: writing a plain-data union field.
+                unsafe { p.payload.exstop.set_ip(u32::from(fup)) };
+                ffi::ppt_exstop
+            }
+            Packet::Mwait { hints, ext } => {
+                p.payload.mwait = ffi::pt_packet_mwait { hints, ext };
+                ffi::ppt_mwait
+            }
+            Packet::Pwre {
+                state,
+                sub_state,
+                hw,
+            } => {
+                // SAFETY: writing plain-data union fields.
+                unsafe {
+                    p.payload.pwre.state = state;
+                    p.payload.pwre.sub_state = sub_state;
+                    p.payload.pwre.set_hw(u32::from(hw));
+                }
+                ffi::ppt_pwre
+            }
+            Packet::Pwrx {
+                last,
+                deepest,
+                interrupt,
+                store,
+                autonomous,
+            } => {
+                // SAFETY: writing plain-data union fields.
+                unsafe {
+                    p.payload.pwrx.last = last;
+                    p.payload.pwrx.deepest = deepest;
+                    p.payload.pwrx.set_interrupt(u32::from(interrupt));
+                    p.payload.pwrx.set_store(u32::from(store));
+                    p.payload.pwrx.set_autonomous(u32::from(autonomous));
+                }
+                ffi::ppt_pwrx
+            }
+            Packet::Cfe { kind, vector, ip } => {
+                // SAFETY: writing plain-data union fields.
+                unsafe {
+                    p.payload.cfe.type_ = kind;
+                    p.payload.cfe.vector = vector;
+                    p.payload.cfe.set_ip(u32::from(ip));
+                }
+                ffi::ppt_cfe
+            }
+            Packet::Evd { kind, payload } => {
+                p.payload.evd = ffi::pt_packet_evd {
+                    type_: kind,
+                    payload,
+                };
+                ffi::ppt_evd
+            }
             Packet::ModeTsx | Packet::Other(_) => return None,
         };
         Some(p)
@@ -1114,6 +1362,39 @@ impl Packet {
                 ffi::ppt_cbr => Packet::Cbr(pl.cbr.ratio),
                 ffi::ppt_mtc => Packet::Mtc(pl.mtc.ctc),
                 ffi::ppt_cyc => Packet::Cyc(pl.cyc.value),
+                ffi::ppt_ptw => Packet::Ptw {
+                    payload: pl.ptw.payload,
+                    plc: pl.ptw.plc,
+                    fup: pl.ptw.ip() != 0,
+                },
+                ffi::ppt_exstop => Packet::Exstop {
+                    fup: pl.exstop.ip() != 0,
+                },
+                ffi::ppt_mwait => Packet::Mwait {
+                    hints: pl.mwait.hints,
+                    ext: pl.mwait.ext,
+                },
+                ffi::ppt_pwre => Packet::Pwre {
+                    state: pl.pwre.state,
+                    sub_state: pl.pwre.sub_state,
+                    hw: pl.pwre.hw() != 0,
+                },
+                ffi::ppt_pwrx => Packet::Pwrx {
+                    last: pl.pwrx.last,
+                    deepest: pl.pwrx.deepest,
+                    interrupt: pl.pwrx.interrupt() != 0,
+                    store: pl.pwrx.store() != 0,
+                    autonomous: pl.pwrx.autonomous() != 0,
+                },
+                ffi::ppt_cfe => Packet::Cfe {
+                    kind: pl.cfe.type_,
+                    vector: pl.cfe.vector,
+                    ip: pl.cfe.ip() != 0,
+                },
+                ffi::ppt_evd => Packet::Evd {
+                    kind: pl.evd.type_,
+                    payload: pl.evd.payload,
+                },
                 t => Packet::Other(t),
             }
         }
@@ -1253,6 +1534,42 @@ mod tests {
             Packet::Cyc(17),
             Packet::Cbr(40),
             Packet::TipPgd(0, Compression::Suppressed),
+            Packet::Ptw {
+                payload: 0x1234_5678_9abc_def0,
+                plc: 1,
+                fup: false,
+            },
+            Packet::Ptw {
+                payload: 0xdead_beef,
+                plc: 0,
+                fup: true,
+            },
+            Packet::Exstop { fup: true },
+            Packet::Mwait {
+                hints: 0x20,
+                ext: 1,
+            },
+            Packet::Pwre {
+                state: 2,
+                sub_state: 1,
+                hw: true,
+            },
+            Packet::Pwrx {
+                last: 2,
+                deepest: 6,
+                interrupt: true,
+                store: false,
+                autonomous: false,
+            },
+            Packet::Cfe {
+                kind: ffi::pt_cfe_intr,
+                vector: 14,
+                ip: true,
+            },
+            Packet::Evd {
+                kind: ffi::pt_evd_cr2,
+                payload: 0x7fff_0000,
+            },
             Packet::Ovf,
         ];
         let mut enc = Encoder::new().unwrap();

@@ -256,3 +256,27 @@ fn attr_as_perf_opens_it() {
     );
     assert_eq!((k.exclude_kernel(), k.inherit()), (0, 0));
 }
+
+/// ptdec names a recording's config terms from sideband's table of perf's
+/// intel_pt format bits: every format file of the fake trees agrees with it.
+#[test]
+fn sideband_term_table_matches_the_sysfs_format_files() {
+    for cpu in ["skylake", "icelake", "sapphirerapids"] {
+        let p = pmu(cpu);
+        for (name, lo, width) in sideband::auxtrace_info::INTEL_PT_TERMS {
+            let Some(f) = p.format(name) else {
+                continue; // an older CPU without the term (notnt, event)
+            };
+            let mask = ((1u64 << width) - 1) << lo;
+            assert_eq!(f.mask(), mask, "{cpu}: {name}");
+        }
+        for name in p.formats().keys() {
+            assert!(
+                sideband::auxtrace_info::INTEL_PT_TERMS
+                    .iter()
+                    .any(|t| t.0 == name),
+                "{cpu}: format term {name} missing from the table"
+            );
+        }
+    }
+}

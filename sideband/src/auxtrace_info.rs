@@ -111,6 +111,44 @@ pub struct IntelPtInfo {
     pub extra_words: Vec<u64>,
 }
 
+/// perf's intel_pt PMU format (`/sys/bus/event_source/devices/intel_pt/format`):
+/// each config term, its lowest bit in `perf_event_attr.config` and its
+/// width. AUXTRACE_INFO records masks for only some terms; the rest sit
+/// where every kernel since 4.1 puts them (`arch/x86/events/intel/pt.c`).
+pub const INTEL_PT_TERMS: [(&str, u32, u32); 14] = [
+    ("pt", 0, 1),
+    ("cyc", 1, 1),
+    ("pwr_evt", 4, 1),
+    ("fup_on_ptw", 5, 1),
+    ("mtc", 9, 1),
+    ("tsc", 10, 1),
+    ("noretcomp", 11, 1),
+    ("ptw", 12, 1),
+    ("branch", 13, 1),
+    ("mtc_period", 14, 4),
+    ("cyc_thresh", 19, 4),
+    ("psb_period", 24, 4),
+    ("event", 31, 1),
+    ("notnt", 55, 1),
+];
+
+/// The intel_pt event's `config` as perf's config terms, as `perf record -e
+/// intel_pt/TERMS/` would spell them: every one-bit term as `name=0|1`, the
+/// fields as `name=N`; bits no term covers as `other=0x...`.
+pub fn config_terms(config: u64) -> String {
+    let mut covered = 0u64;
+    let mut out = Vec::new();
+    for (name, lo, width) in INTEL_PT_TERMS {
+        let mask = ((1u64 << width) - 1) << lo;
+        covered |= mask;
+        out.push(format!("{name}={}", (config & mask) >> lo));
+    }
+    if config & !covered != 0 {
+        out.push(format!("other={:#x}", config & !covered));
+    }
+    out.join(",")
+}
+
 impl IntelPtInfo {
     /// Whether the config term with `mask` (one of the `*_bit` words) is set
     /// in the intel_pt event's `config`; `None` when the mask is 0 (the CPU
@@ -310,5 +348,16 @@ mod tests {
         assert!(IntelPtInfo::from_words(&bad).is_err());
         bad[intel_pt_word::FILTER_STR_LEN] = u64::MAX;
         assert!(IntelPtInfo::from_words(&bad).is_err());
+    }
+
+    #[test]
+    fn config_terms_spell_perfs_terms() {
+        // The Alder Lake recording's config: ptw, branch=0.
+        assert_eq!(
+            super::config_terms(0x300d401),
+            "pt=1,cyc=0,pwr_evt=0,fup_on_ptw=0,mtc=0,tsc=1,noretcomp=0,ptw=1,branch=0,\
+             mtc_period=3,cyc_thresh=0,psb_period=3,event=0,notnt=0"
+        );
+        assert!(super::config_terms(1 << 40).ends_with(",other=0x10000000000"));
     }
 }

@@ -3,7 +3,9 @@
 //! images, and the FTF it writes (plain, gzip, split) is read by the `fxt`
 //! Python package exactly as our reader reads it, and by Perfetto's own
 //! importer with no import error, every event shown, threads named as in
-//! the summary and calls at the depth ptdec's stack gave them.
+//! the summary and calls at the depth ptdec's stack gave them. The Alder
+//! Lake recording's PTWRITE payloads are those `perf script --itrace=w`
+//! lists.
 
 mod common;
 
@@ -79,5 +81,63 @@ fn fxt_reads_what_ptdec_writes_for_the_real_recordings() {
         for w in report.written.iter().chain(&split.written) {
             common::fxt_agrees(&format!("{test} {name} {:?}", w.window), python, &w.bytes);
         }
+    }
+}
+
+#[test]
+fn ptwrite_payloads_of_the_alder_lake_recording_equal_perfs() {
+    let test = "ptwrite_payloads_of_the_alder_lake_recording_equal_perfs";
+    let Some(path) = pt_tests::realdata_file(test, "tmon-alderlake-ptw.perf.data") else {
+        return;
+    };
+    let Some(perf) = pt_tests::perf(test) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let want = common::perf_ptwrites(&perf, &path, home.path());
+    assert_eq!(
+        want.len(),
+        11,
+        "perf lists the recording's 11 PTWRITEs: {want:?}"
+    );
+    let report = decode(
+        &path,
+        EmitOptions {
+            record: true,
+            ..EmitOptions::default()
+        },
+    );
+    assert_eq!(report.emit.ptwrites, 11);
+    let got = common::ptwrites(&report.written[0].bytes);
+    // Per thread in order (perf merges the CPUs' buffers by time, ptdec
+    // writes thread after thread).
+    let per_tid = |v: &[(u64, u64)]| {
+        let mut m: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        for (t, p) in v {
+            m.entry(*t).or_default().push(*p);
+        }
+        m
+    };
+    assert_eq!(per_tid(&got), per_tid(&want));
+    // The CBR values are a MHz counter per CPU; --no-ptwrite leaves the
+    // payloads out.
+    let dump = ftf::read::dump(&report.written[0].bytes).unwrap();
+    assert!(dump.contains(r#"name="cpu 4 frequency""#), "{dump}");
+    assert!(dump.contains(r#"{"MHz": u64(4700)}"#), "{dump}");
+    let none = decode(
+        &path,
+        EmitOptions {
+            marks: ptdec::events::MarkFilter {
+                ptwrite: false,
+                ..Default::default()
+            },
+            ..EmitOptions::default()
+        },
+    );
+    assert!(common::ptwrites(&none.written[0].bytes).is_empty());
+    assert_eq!(none.emit.marks_dropped, 11);
+    common::perfetto_agrees_with_report(test, &report);
+    if let Some(python) = pt_tests::python_with_fxt(test) {
+        common::fxt_agrees(test, &python, &report.written[0].bytes);
     }
 }

@@ -119,6 +119,27 @@ enum Transfer {
     Jump,
 }
 
+impl Transfer {
+    /// A byte for the per-worker cache (`WorkerImages::last_kinds`).
+    fn code(t: Option<Transfer>) -> u8 {
+        match t {
+            None => 0,
+            Some(Transfer::Call) => 1,
+            Some(Transfer::Return) => 2,
+            Some(Transfer::Jump) => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Transfer> {
+        match c {
+            1 => Some(Transfer::Call),
+            2 => Some(Transfer::Return),
+            3 => Some(Transfer::Jump),
+            _ => None,
+        }
+    }
+}
+
 /// A transfer seen at a block's end, waiting for its target: the next
 /// block's first IP (or an event's).
 #[derive(Debug, Clone, Copy)]
@@ -251,6 +272,8 @@ fn decode_chunk_from(
         stop_at: None,
         warming: meta.warmup > 0,
         start_at: None,
+        emu: Default::default(),
+        marked_cbr: None,
         at_start: true,
         sync_task: None,
         open: false,
@@ -313,6 +336,10 @@ struct ChunkDecoder<'i, 's, 't> {
     /// After the warm-up: the chunk starts at this IP (its PSB+'s FUP);
     /// what the decoder walks before it is the previous chunk's.
     start_at: Option<u64>,
+    /// Where an emulated ptwrite being walked is (`crate::events`).
+    emu: crate::events::EmuState,
+    /// The core:bus ratio of the last CBR mark.
+    marked_cbr: Option<u16>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
     /// See [`ChunkOutput::sync_task`].
@@ -622,6 +649,7 @@ impl ChunkDecoder<'_, '_, '_> {
     }
 
     fn gap(&mut self, kind: GapKind, offset: u64) {
+        self.emu = Default::default();
         let at = self.stamp();
         self.push(Op::Gap {
             at,
@@ -699,6 +727,9 @@ impl ChunkDecoder<'_, '_, '_> {
         img.clear();
         for &isid in isids.iter() {
             let _ = img.add_cached(&self.images.iscache, isid);
+        }
+        for o in self.images.emu.overlays(&isids) {
+            let _ = img.add_cached(&self.images.iscache, o);
         }
     }
 
@@ -855,9 +886,38 @@ impl ChunkDecoder<'_, '_, '_> {
                 if let Ok(c) = dec.core_bus_ratio() {
                     self.cbr = c;
                 }
+                // Every PSB+ restates the CBR: a restatement of the ratio
+                // the chunk has already marked is no change.
+                let ratio = match ev.kind() {
+                    EventKind::Cbr { ratio } => Some(ratio),
+                    _ => None,
+                };
+                if !(update && ratio == self.marked_cbr) {
+                    self.marked_cbr = ratio;
+                    self.on_mark(&ev.kind());
+                }
             }
-            _ => {}
+            k => self.on_mark(&k),
         }
+    }
+
+    /// PTWRITE, power and event-trace events become marks on the running
+    /// thread (also in traces without branches, which have no `Enabled`).
+    fn on_mark(&mut self, kind: &EventKind) {
+        let cpu = match self.owner {
+            Some(Owner::Cpu(c)) => Some(c),
+            _ => None,
+        };
+        let Some(mark) = crate::events::mark_of(kind, cpu) else {
+            return;
+        };
+        if self.run.is_none() || (self.need_enable && self.time >= self.next_switch) {
+            let task = self.task_at(self.time);
+            self.switch_to(task, self.last_ip);
+        }
+        self.at_start = false;
+        let at = self.stamp();
+        self.push(Op::Mark { at, mark });
     }
 
     fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
@@ -927,6 +987,10 @@ impl ChunkDecoder<'_, '_, '_> {
             None => self.stats.unattributed_insns += n,
         }
         self.last_ip = b.end_ip;
+        if let Some(mark) = self.images.emu.on_block(&mut self.emu, b.ip, b.end_ip) {
+            let at = self.stamp();
+            self.push(Op::Mark { at, mark });
+        }
         if stop {
             return Flow::Stop;
         }
@@ -992,7 +1056,19 @@ impl ChunkDecoder<'_, '_, '_> {
             ptic_cond_jump | ptic_other | ptic_ptwrite => None,
             // ptic_indirect (an indirect jump or a far transfer),
             // ptic_unknown and classes newer libipt may add: look at the
-            // instruction.
+            // instruction (once per address of an image section).
+            _ if b.isid > 0 && !b.truncated => {
+                let key = (b.isid, b.end_ip);
+                if let Some(&k) = self.images.last_kinds.borrow().get(&key) {
+                    return Transfer::from_code(k);
+                }
+                let t = self.decode_last(b);
+                self.images
+                    .last_kinds
+                    .borrow_mut()
+                    .insert(key, Transfer::code(t));
+                t
+            }
             _ => self.decode_last(b),
         }
     }

@@ -209,7 +209,9 @@ impl<'o> Orderer<'o> {
                 th.done = true;
                 break;
             }
-            if std::mem::take(&mut th.skipped) && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+            if !matches!(op, Op::Mark { .. })
+                && std::mem::take(&mut th.skipped)
+                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
             {
                 let enable = Op::Enabled {
                     at: fixed,

@@ -29,6 +29,13 @@ pub(super) struct WorkerImages<'s, 't> {
     /// Lengths of call instructions read so far, by (isid, ip): a block
     /// gives its last instruction's address, not its length.
     pub call_lens: RefCell<FastMap<(i32, u64), u8>>,
+    /// What the last instruction of a block libipt classes as indirect or
+    /// unknown does, by (isid, ip), as `chunk` codes it: read with iced-x86
+    /// once, not at every such block (an interpreter's dispatch jump).
+    pub last_kinds: RefCell<FastMap<(i32, u64), u8>>,
+    /// perf's emulated ptwrite functions in the sections, and the patched
+    /// copies that make their payload bits end blocks (`crate::events`).
+    pub emu: crate::events::EmuPtwrite,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
@@ -37,17 +44,22 @@ impl<'s, 't> WorkerImages<'s, 't> {
             what: "allocate an image section cache",
             source,
         })?;
-        let isids = setup
+        let isids: Vec<Option<u32>> = setup
             .sections
             .iter()
             .map(|s| cache.add_file(&s.path, s.offset, s.size, s.vaddr).ok())
             .collect();
+        let sections = setup.sections.iter().zip(&isids);
+        let sections = sections.map(|(s, i)| (*i, s.path.as_str(), s.offset, s.size, s.vaddr));
+        let emu = crate::events::EmuPtwrite::new(&cache, sections);
         Ok(WorkerImages {
             setup,
             iscache: Rc::new(cache),
             isids,
             image_sets: RefCell::new(FastMap::default()),
             call_lens: RefCell::new(FastMap::default()),
+            last_kinds: RefCell::new(FastMap::default()),
+            emu,
         })
     }
 

@@ -412,6 +412,7 @@ mod tests {
             class,
             next_ip,
             next_sp: sp,
+            taken: class == InsnClass::CondBranch && next_ip != ip + u64::from(len),
             cycles: c,
         })
     }
