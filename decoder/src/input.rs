@@ -526,6 +526,12 @@ impl Trace {
     }
 
     /// The whole input's bytes.
+    /// Drops the pages of `part` (a slice of [`Trace::bytes`]) from
+    /// resident memory once decoded ([`FileBytes::release`]).
+    pub fn release(&self, part: &[u8]) {
+        self.bytes.release(part);
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }

@@ -83,6 +83,39 @@ impl FileBytes {
     }
 }
 
+impl FileBytes {
+    /// Drops the pages of `part` (a slice of these bytes) from the
+    /// process's resident memory, when mapped: a decoder that has gone
+    /// past them keeps its peak RSS at what it is working on, not at the
+    /// size of the trace. The bytes stay readable (a later read faults
+    /// them in again from the page cache or the file). Only whole pages
+    /// inside `part` are dropped; anything else is a no-op.
+    pub fn release(&self, part: &[u8]) {
+        let FileBytes::Mapped(map) = self else {
+            return;
+        };
+        let base = map.as_ptr() as usize;
+        let (lo, hi) = (part.as_ptr() as usize, part.as_ptr() as usize + part.len());
+        if lo < base || hi > base + map.len() {
+            return;
+        }
+        const PAGE: usize = 4096;
+        let start = (lo - base).div_ceil(PAGE) * PAGE;
+        let end = (hi - base) / PAGE * PAGE;
+        if start < end {
+            // SAFETY: `map` is a read-only, file-backed shared mapping
+            // (memmap2's `Mmap::map`): MADV_DONTNEED only unmaps its pages
+            // from this process, and the next access reads them again from
+            // the page cache or the file, unchanged. (It would zero pages
+            // of anonymous or privately written mappings; this is neither.)
+            // The range lies inside the mapping (checked above).
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+}
+
 impl Deref for FileBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

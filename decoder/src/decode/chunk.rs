@@ -85,8 +85,8 @@ pub(super) struct ChunkOutput {
 #[derive(Default)]
 pub(super) struct OpPool(std::sync::Mutex<Vec<Vec<Op>>>);
 
-/// Vectors the pool keeps at most.
-const POOL_MAX: usize = 64;
+/// Vectors the pool keeps at most (more than a window's runs).
+const POOL_MAX: usize = 16;
 
 impl OpPool {
     /// An empty vector, with room when one was handed back.

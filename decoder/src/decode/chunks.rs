@@ -48,6 +48,20 @@ impl<'t> Stream<'t> {
         self.len
     }
 
+    /// Calls `f` with each piece of `range` (clamped to the stream), as
+    /// borrowed from the input.
+    pub fn for_each_piece(&self, range: Range<u64>, f: &dyn Fn(&[u8])) {
+        let (lo, hi) = (range.start.min(self.len), range.end.min(self.len));
+        for (j, p) in self.pieces.iter().enumerate() {
+            let s = self.starts[j];
+            let e = s + p.len() as u64;
+            if e <= lo || s >= hi {
+                continue;
+            }
+            f(&p[(lo.max(s) - s) as usize..(hi.min(e) - s) as usize]);
+        }
+    }
+
     /// The bytes of `range` (clamped to the stream): borrowed when they lie
     /// in one piece, else copied.
     pub fn bytes(&self, range: Range<u64>) -> Cow<'t, [u8]> {
@@ -153,6 +167,10 @@ fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
 /// read, not decoded.
 pub(super) const LOOKAHEAD: u64 = 16 << 10;
 
+/// How far around a page the kernel maps others when one is read (its
+/// fault-around is 64 KiB).
+const AROUND: u64 = 64 << 10;
+
 /// A chunk of a segment: the stream offsets it covers, and what it decodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Cut {
@@ -167,15 +185,26 @@ pub(super) struct Cut {
 }
 
 /// Cuts `stream` at the first PSB at or after each multiple of
-/// `chunk_bytes`.
-pub(super) fn cut(stream: &Stream<'_>, cfg: &PtConfig, chunk_bytes: u64) -> Vec<Cut> {
+/// `chunk_bytes`. `release` gets the bytes each search read, to drop them
+/// from resident memory (the kernel maps 64 KiB around every page read,
+/// so a search at every cut of a GB trace would otherwise leave hundreds
+/// of MB of it resident).
+pub(super) fn cut(
+    stream: &Stream<'_>,
+    cfg: &PtConfig,
+    chunk_bytes: u64,
+    release: &dyn Fn(&[u8]),
+) -> Vec<Cut> {
     let chunk_bytes = chunk_bytes.max(1);
     let len = stream.len();
     let first_tsc = psb_at_or_after(stream, cfg, 0).and_then(|p| p.tsc);
     let mut psbs: Vec<Psb> = Vec::new();
     let mut pos = chunk_bytes;
     while pos < len {
-        let Some(p) = psb_at_or_after(stream, cfg, pos) else {
+        let found = psb_at_or_after(stream, cfg, pos);
+        let read_to = found.map_or(len, |p| p.header_end);
+        stream.for_each_piece(pos.saturating_sub(AROUND)..read_to + AROUND, release);
+        let Some(p) = found else {
             break;
         };
         if p.offset > 0 {
@@ -245,7 +274,7 @@ mod tests {
             vec![&bytes[..777], &bytes[777..1500], &bytes[1500..]],
         ] {
             let s = Stream::new(pieces);
-            let cuts = cut(&s, &cfg, 250);
+            let cuts = cut(&s, &cfg, 250, &|_| {});
             let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
             let mut want = vec![0];
             let mut pos = 250;
@@ -275,7 +304,7 @@ mod tests {
     fn a_stream_without_psb_is_one_chunk_and_bytes_borrow_within_a_piece() {
         let junk = vec![0u8; 5000];
         let s = Stream::new(vec![&junk[..2000], &junk[2000..]]);
-        let cuts = cut(&s, &PtConfig::default(), 100);
+        let cuts = cut(&s, &PtConfig::default(), 100, &|_| {});
         assert_eq!(cuts.len(), 1);
         assert_eq!(cuts[0].range, 0..5000);
         assert!(matches!(s.bytes(10..1990), Cow::Borrowed(_)));

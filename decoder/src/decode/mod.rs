@@ -447,7 +447,7 @@ pub fn decode(
             owner,
         });
     }
-    decode_segments(&setup, &segments, sink, stats)
+    decode_segments(&setup, &segments, sink, stats, &|part| trace.release(part))
 }
 
 /// Decodes raw Intel PT (as LLDB, simple-pt or kAFL write it: the bytes
@@ -495,7 +495,7 @@ pub fn decode_raw(
         before_loss: false,
         owner: Some(Owner::Task(RAW_TASK)),
     };
-    decode_segments(&setup, &[segment], sink, DecodeStats::default())
+    decode_segments(&setup, &[segment], sink, DecodeStats::default(), &|_| {})
 }
 
 /// A segment to decode: its bytes and where they sit.
@@ -508,12 +508,15 @@ struct SegmentPlan<'t> {
 }
 
 /// The shared core: cuts the segments into chunks, decodes them on the
-/// workers and hands the ops, in order, to `sink`.
+/// workers and hands the ops, in order, to `sink`. `release` is given the
+/// input bytes of each chunk once it is delivered (a mapped trace drops
+/// them from resident memory: peak RSS follows the window, not the trace).
 fn decode_segments(
     setup: &DecodeSetup<'_>,
     segments: &[SegmentPlan<'_>],
     sink: &mut dyn OpSink,
     mut stats: DecodeStats,
+    release: &dyn Fn(&[u8]),
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
     let cfg = setup.pt_config();
@@ -527,7 +530,7 @@ fn decode_segments(
     // (segment, first decoded chunk of it) per job.
     for (si, seg) in segments.iter().enumerate() {
         stats.segments += 1;
-        let cuts = cut(&seg.stream, &cfg, chunk_bytes);
+        let cuts = cut(&seg.stream, &cfg, chunk_bytes, release);
         let n = cuts.len();
         let times: Vec<Option<u64>> = cuts
             .iter()
@@ -606,6 +609,10 @@ fn decode_segments(
         let now = held + orderer.held_ops();
         orderer.stats.max_ops_held = orderer.stats.max_ops_held.max(now as u64);
         orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
+        let start = job.decode.start + job.meta.warmup;
+        segments[job.stream]
+            .stream
+            .for_each_piece(start..start + job.meta.len, release);
     };
     let streams: Vec<&Stream<'_>> = segments.iter().map(|s| &s.stream).collect();
     let shared = workers::Shared {
