@@ -189,32 +189,80 @@ pub(super) struct Cut {
 /// from resident memory (the kernel maps 64 KiB around every page read,
 /// so a search at every cut of a GB trace would otherwise leave hundreds
 /// of MB of it resident).
+///
+/// A time window narrows the work to the chunks it needs, at the same cuts
+/// (the first PSB at or after a multiple of the chunk size): `window.after`
+/// says whether a TSC lies wholly before the window (the cuts start at the
+/// last multiple whose PSB does, found by binary search), `window.past`
+/// whether it lies after it (cutting stops at the first such PSB). Chunks
+/// not cut are counted in the second value returned.
 pub(super) fn cut(
     stream: &Stream<'_>,
     cfg: &PtConfig,
     chunk_bytes: u64,
+    window: &Window<'_>,
     release: &dyn Fn(&[u8]),
-) -> Vec<Cut> {
+) -> (Vec<Cut>, u64) {
     let chunk_bytes = chunk_bytes.max(1);
     let len = stream.len();
-    let first_tsc = psb_at_or_after(stream, cfg, 0).and_then(|p| p.tsc);
-    let mut psbs: Vec<Psb> = Vec::new();
-    let mut pos = chunk_bytes;
-    while pos < len {
+    let find = |pos: u64| {
         let found = psb_at_or_after(stream, cfg, pos);
         let read_to = found.map_or(len, |p| p.header_end);
         stream.for_each_piece(pos.saturating_sub(AROUND)..read_to + AROUND, release);
-        let Some(p) = found else {
+        found
+    };
+    // The last multiple k of the chunk size whose PSB lies before the
+    // window (monotone in k: PSB times rise through a segment).
+    let grid = len.div_ceil(chunk_bytes);
+    let before = |k: u64| {
+        find(k * chunk_bytes)
+            .and_then(|p| p.tsc)
+            .is_some_and(|t| (window.before)(t))
+    };
+    let k0 = if window.bounded && grid > 1 && before(1) {
+        let (mut lo, mut hi) = (1, grid);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if before(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    } else {
+        0
+    };
+    let (mut start, mut tsc, mut pos) = if k0 == 0 {
+        (0, find(0).and_then(|p| p.tsc), chunk_bytes)
+    } else {
+        match find(k0 * chunk_bytes) {
+            Some(p) => (p.offset, p.tsc, (p.offset / chunk_bytes + 1) * chunk_bytes),
+            None => (0, None, chunk_bytes),
+        }
+    };
+    let skipped_before = if start == 0 { 0 } else { k0 };
+    let mut psbs: Vec<Psb> = Vec::new();
+    let mut past = false;
+    while pos < len {
+        let Some(p) = find(pos) else {
             break;
         };
-        if p.offset > 0 {
+        if p.offset > start {
             psbs.push(p);
         }
         pos = (p.offset / chunk_bytes + 1) * chunk_bytes;
+        if p.tsc.is_some_and(|t| (window.past)(t)) {
+            past = true;
+            break;
+        }
     }
+    let skipped_after = if past {
+        (len - pos.min(len)).div_ceil(chunk_bytes)
+    } else {
+        0
+    };
     let mut cuts = Vec::with_capacity(psbs.len() + 1);
-    let mut start = 0;
-    let mut tsc = first_tsc;
     for p in &psbs {
         cuts.push(Cut {
             range: start..p.offset,
@@ -224,12 +272,34 @@ pub(super) fn cut(
         start = p.offset;
         tsc = p.tsc.or(tsc);
     }
-    cuts.push(Cut {
-        range: start..len,
-        decode: start..len,
-        tsc,
-    });
-    cuts
+    if !past {
+        cuts.push(Cut {
+            range: start..len,
+            decode: start..len,
+            tsc,
+        });
+    }
+    (cuts, skipped_before + skipped_after)
+}
+
+/// A time window for [`cut`], as tests on a PSB's TSC.
+pub(super) struct Window<'a> {
+    /// A window was given (else every chunk is cut).
+    pub bounded: bool,
+    /// The TSC lies before the window (with slack).
+    pub before: &'a dyn Fn(u64) -> bool,
+    /// The TSC lies after the window (with slack).
+    pub past: &'a dyn Fn(u64) -> bool,
+}
+
+#[cfg(test)]
+impl Window<'_> {
+    /// No window.
+    pub const ALL: Window<'static> = Window {
+        bounded: false,
+        before: &|_| false,
+        past: &|_| false,
+    };
 }
 
 #[cfg(test)]
@@ -274,7 +344,7 @@ mod tests {
             vec![&bytes[..777], &bytes[777..1500], &bytes[1500..]],
         ] {
             let s = Stream::new(pieces);
-            let cuts = cut(&s, &cfg, 250, &|_| {});
+            let (cuts, _) = cut(&s, &cfg, 250, &Window::ALL, &|_| {});
             let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
             let mut want = vec![0];
             let mut pos = 250;
@@ -304,7 +374,7 @@ mod tests {
     fn a_stream_without_psb_is_one_chunk_and_bytes_borrow_within_a_piece() {
         let junk = vec![0u8; 5000];
         let s = Stream::new(vec![&junk[..2000], &junk[2000..]]);
-        let cuts = cut(&s, &PtConfig::default(), 100, &|_| {});
+        let (cuts, _) = cut(&s, &PtConfig::default(), 100, &Window::ALL, &|_| {});
         assert_eq!(cuts.len(), 1);
         assert_eq!(cuts[0].range, 0..5000);
         assert!(matches!(s.bytes(10..1990), Cow::Borrowed(_)));

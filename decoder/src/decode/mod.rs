@@ -530,7 +530,19 @@ fn decode_segments(
     // (segment, first decoded chunk of it) per job.
     for (si, seg) in segments.iter().enumerate() {
         stats.segments += 1;
-        let cuts = cut(&seg.stream, &cfg, chunk_bytes, release);
+        let slack = setup.switch_slack;
+        let (start, end) = (opts.start, opts.end);
+        let before =
+            |tsc: u64| start.is_some_and(|s| setup.perf_time(tsc).saturating_add(slack) < s);
+        let past = |tsc: u64| end.is_some_and(|e| setup.perf_time(tsc) > e.saturating_add(slack));
+        let window = chunks::Window {
+            bounded: start.is_some() || end.is_some(),
+            before: &before,
+            past: &past,
+        };
+        let (cuts, not_cut) = cut(&seg.stream, &cfg, chunk_bytes, &window, release);
+        stats.chunks_skipped += not_cut;
+        let len = seg.stream.len();
         let n = cuts.len();
         let times: Vec<Option<u64>> = cuts
             .iter()
@@ -538,7 +550,6 @@ fn decode_segments(
             .collect();
         // The window: chunks wholly before its start or after its end
         // are not decoded (chunk times rise within a segment).
-        let slack = setup.switch_slack;
         let lo = match opts.start {
             Some(start) => {
                 let i =
@@ -560,10 +571,10 @@ fn decode_segments(
         for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
             // With CYC, a warm-up from a PSB before the chunk (in the
             // previous chunk's last WARMUP_BYTES): see `chunk::decode_chunk`.
-            let warmup = if setup.cycles && ci > 0 {
-                (c.range.start - starts[ci - 1]).min(WARMUP_BYTES)
-            } else {
-                0
+            let warmup = match ci {
+                _ if !setup.cycles || c.range.start == 0 => 0,
+                0 => c.range.start.min(WARMUP_BYTES),
+                _ => (c.range.start - starts[ci - 1]).min(WARMUP_BYTES),
             };
             jobs.push(ChunkJob {
                 stream: si,
@@ -571,10 +582,10 @@ fn decode_segments(
                 meta: ChunkMeta {
                     aux_offset: seg.aux_offset + c.range.start,
                     len: c.range.end - c.range.start,
-                    after_loss: seg.after_loss && ci == 0,
-                    before_loss: seg.before_loss && ci + 1 == n,
+                    after_loss: seg.after_loss && c.range.start == 0,
+                    before_loss: seg.before_loss && c.range.end == len,
                     first: ci == lo,
-                    last: ci + 1 == n,
+                    last: c.range.end == len,
                     owner: seg.owner,
                     start_time: times[ci],
                     warmup,
