@@ -254,3 +254,186 @@ fn send(
     *span = Some(span.map_or((t.time, t.time), |(a, b)| (a.min(t.time), b.max(t.time))));
     sink.op(task.pid, task.tid, op);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::chunk::ChunkStats;
+
+    const A: TaskId = TaskId { pid: 1, tid: 1 };
+    const B: TaskId = TaskId { pid: 1, tid: 2 };
+
+    fn at(time: u64, insns: u64) -> Stamp {
+        Stamp {
+            time,
+            insns,
+            cycles: None,
+        }
+    }
+
+    fn call(time: u64, insns: u64, from: u64) -> Op {
+        Op::Call {
+            at: at(time, insns),
+            from,
+            to: from + 0x100,
+            ret: from + 5,
+        }
+    }
+
+    fn enabled(time: u64, ip: u64) -> Op {
+        Op::Enabled {
+            at: at(time, 0),
+            ip,
+            first: false,
+        }
+    }
+
+    fn run(task: TaskId, start: u64, insns: u64, ops: Vec<Op>) -> Run {
+        Run {
+            task,
+            start,
+            ops,
+            insns,
+            cycles: 0,
+        }
+    }
+
+    fn chunk(runs: Vec<Run>, open: Option<TaskId>, sync: Option<TaskId>) -> ChunkOutput {
+        ChunkOutput {
+            runs,
+            stats: ChunkStats::default(),
+            open_task: open,
+            sync_task: sync,
+        }
+    }
+
+    /// Every op handed over, per thread.
+    #[derive(Default)]
+    struct Seen(Vec<(u32, Op)>);
+
+    impl OpSink for Seen {
+        fn op(&mut self, _pid: u32, tid: u32, op: Op) {
+            self.0.push((tid, op));
+        }
+    }
+
+    #[test]
+    fn a_sync_enable_after_an_open_chunk_is_dropped_and_counters_add_up() {
+        let opts = DecodeOptions::default();
+        let pool = OpPool::default();
+        let mut o = Orderer::new(&opts, false, false, 1, &pool, DecodeStats::default());
+        let mut seen = Seen::default();
+        let c0 = chunk(
+            vec![run(
+                A,
+                10,
+                7,
+                vec![enabled(10, 0x1000), call(11, 3, 0x1010)],
+            )],
+            Some(A),
+            None,
+        );
+        o.chunk(0, true, c0, None, &mut seen);
+        // Tracing ran on across the PSB: the next chunk's enable goes.
+        let c1 = chunk(
+            vec![run(
+                A,
+                20,
+                5,
+                vec![enabled(20, 0x2000), call(21, 2, 0x2010)],
+            )],
+            None,
+            Some(A),
+        );
+        o.chunk(0, false, c1, None, &mut seen);
+        // Not open at the end of c1: c2's enable stays.
+        let c2 = chunk(
+            vec![run(A, 30, 1, vec![enabled(30, 0x3000)])],
+            None,
+            Some(A),
+        );
+        o.chunk(0, false, c2, None, &mut seen);
+        let stats = o.finish(&mut seen);
+        let ops: Vec<&Op> = seen.0.iter().map(|(_, op)| op).collect();
+        assert!(matches!(ops[0], Op::Enabled { first: true, .. }));
+        // Instruction counts continue from the runs before.
+        assert_eq!(ops[1].stamp().insns, 3);
+        assert!(matches!(ops[2], Op::Call { .. }));
+        assert_eq!(ops[2].stamp().insns, 7 + 2);
+        assert!(matches!(
+            ops[3],
+            Op::Enabled {
+                first: false,
+                ip: 0x3000,
+                ..
+            }
+        ));
+        assert_eq!(ops[3].stamp().insns, 12);
+        assert!(matches!(ops[4], Op::End { .. }));
+        assert_eq!(ops.len(), 5);
+        assert_eq!(stats.threads[&(1, 1)].insns, 13);
+        assert_eq!(stats.threads[&(1, 1)].calls, 2);
+    }
+
+    #[test]
+    fn per_cpu_runs_wait_for_the_watermark_and_come_out_in_time_order() {
+        let opts = DecodeOptions::default();
+        let pool = OpPool::default();
+        let mut o = Orderer::new(&opts, false, true, 2, &pool, DecodeStats::default());
+        let mut seen = Seen::default();
+        // CPU 0's chunk (start 10) holds A then B; CPU 1's (start 15) A.
+        let c0 = chunk(
+            vec![
+                run(A, 10, 1, vec![enabled(10, 0xa0)]),
+                run(B, 40, 1, vec![enabled(40, 0xb0)]),
+            ],
+            None,
+            None,
+        );
+        o.chunk(0, true, c0, Some(15), &mut seen);
+        // Only what starts before the next chunk's start is out.
+        assert_eq!(seen.0.len(), 1);
+        assert_eq!(o.held_ops(), 1);
+        let c1 = chunk(vec![run(A, 20, 1, vec![enabled(20, 0xa1)])], None, None);
+        o.chunk(1, true, c1, None, &mut seen);
+        o.finish(&mut seen);
+        let order: Vec<(u32, u64)> = seen
+            .0
+            .iter()
+            .filter(|(_, op)| matches!(op, Op::Enabled { .. }))
+            .map(|(tid, op)| (*tid, op.stamp().time))
+            .collect();
+        assert_eq!(order, vec![(1, 10), (1, 20), (2, 40)]);
+    }
+
+    #[test]
+    fn the_window_drops_ops_outside_and_restarts_with_an_enable() {
+        let opts = DecodeOptions {
+            start: Some(15),
+            end: Some(25),
+            ..DecodeOptions::default()
+        };
+        let pool = OpPool::default();
+        let mut o = Orderer::new(&opts, false, false, 1, &pool, DecodeStats::default());
+        let mut seen = Seen::default();
+        let ops = vec![
+            enabled(10, 0x1000),
+            call(12, 1, 0x1010),
+            call(16, 2, 0x1020),
+            call(30, 3, 0x1030),
+        ];
+        o.chunk(
+            0,
+            true,
+            chunk(vec![run(A, 10, 4, ops)], None, None),
+            None,
+            &mut seen,
+        );
+        o.finish(&mut seen);
+        assert_eq!(seen.0.len(), 3, "{:?}", seen.0);
+        // The first op inside the window comes after an enable at its place.
+        assert!(matches!(seen.0[0].1, Op::Enabled { ip: 0x1020, .. }));
+        assert!(matches!(seen.0[1].1, Op::Call { from: 0x1020, .. }));
+        assert!(matches!(seen.0[2].1, Op::End { .. }));
+    }
+}
