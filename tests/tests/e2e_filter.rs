@@ -11,12 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptdec::decode::DecodeOptions;
-use ptdec::emit::{EmitOptions, Target};
-use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::pipeline::{run, Report, RunOptions};
-use ptdec::symbols::SymbolCache;
+use ptdec::pipeline::Report;
 use ptsim::truth::{read_thread_file, TruthLine};
 
 fn programs(test: &str) -> Option<PathBuf> {
@@ -64,26 +60,7 @@ fn decode(dir: &Path) -> Report {
         "AUXTRACE_INFO records the filter: {:?}",
         trace.info.filter
     );
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = SymbolCache::for_search(images.search());
-    run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode: DecodeOptions::default(),
-            emit: EmitOptions {
-                record: true,
-                ..EmitOptions::default()
-            },
-            target: Target::Memory,
-            on_op: None,
-        },
-    )
-    .unwrap()
+    common::decode_to_memory(dir, &[])
 }
 
 fn truth(dir: &Path) -> Vec<TruthLine> {

@@ -11,12 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptdec::decode::DecodeOptions;
-use ptdec::emit::{EmitOptions, Target};
-use ptdec::images::{ImageStore, SearchPath};
-use ptdec::input::Trace;
-use ptdec::pipeline::{run, Report, RunOptions};
-use ptdec::symbols::SymbolCache;
+use ptdec::pipeline::Report;
 
 /// The payloads `emuptw` writes, in order (as in emuptw.c).
 const EMUPTW_PAYLOADS: [u64; 6] = [
@@ -41,27 +36,7 @@ fn trace(prog: &Path, dir: &Path, cfg: ptsim::pt::Config) {
 }
 
 fn decode(dir: &Path) -> Report {
-    let trace = Trace::open(dir).unwrap();
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = SymbolCache::for_search(images.search());
-    run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode: DecodeOptions::default(),
-            emit: EmitOptions {
-                record: true,
-                ..EmitOptions::default()
-            },
-            target: Target::Memory,
-            on_op: None,
-        },
-    )
-    .unwrap()
+    common::decode_to_memory(dir, &[])
 }
 
 #[test]

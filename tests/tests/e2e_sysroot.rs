@@ -12,12 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use ptdec::decode::DecodeOptions;
-use ptdec::emit::{EmitOptions, Target};
-use ptdec::images::{ImageStore, SearchPath};
-use ptdec::input::Trace;
-use ptdec::pipeline::{run, Report, RunOptions};
-use ptdec::symbols::SymbolCache;
+use ptdec::pipeline::Report;
 
 fn programs(test: &str) -> Option<PathBuf> {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
@@ -27,28 +22,7 @@ fn programs(test: &str) -> Option<PathBuf> {
 /// Decodes `dir` into memory, searching the trace dir, the `sysroots`
 /// and this machine's files (not ~/.debug).
 fn decode(dir: &Path, sysroots: &[PathBuf]) -> Report {
-    let trace = Trace::open(dir).unwrap();
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        sysroots: sysroots.to_vec(),
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = SymbolCache::for_search(images.search());
-    run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode: DecodeOptions::default(),
-            emit: EmitOptions {
-                record: true,
-                ..EmitOptions::default()
-            },
-            target: Target::Memory,
-            on_op: None,
-        },
-    )
-    .unwrap()
+    common::decode_to_memory(dir, sysroots)
 }
 
 fn copy_dir(from: &Path, to: &Path) {

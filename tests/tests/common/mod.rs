@@ -235,3 +235,32 @@ pub fn perf_ptwrites(perf: &Path, trace: &Path, home: &Path) -> Vec<(u64, u64)> 
     }
     v
 }
+
+/// Decodes the trace dir `dir` into an in-memory FTF with ptdec's defaults,
+/// binaries from their recorded paths, the trace dir's vDSO and `sysroots`
+/// (never ~/.debug), the slices recorded in the report.
+pub fn decode_to_memory(dir: &Path, sysroots: &[std::path::PathBuf]) -> ptdec::pipeline::Report {
+    use ptdec::images::{ImageStore, SearchPath};
+    let trace = ptdec::input::Trace::open(dir).unwrap();
+    let images = ImageStore::new(SearchPath {
+        buildid_dir: None,
+        sysroots: sysroots.to_vec(),
+        ..SearchPath::for_trace(dir)
+    });
+    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+    ptdec::pipeline::run(
+        &trace,
+        &images,
+        &symbols,
+        ptdec::pipeline::RunOptions {
+            decode: ptdec::decode::DecodeOptions::default(),
+            emit: ptdec::emit::EmitOptions {
+                record: true,
+                ..ptdec::emit::EmitOptions::default()
+            },
+            target: ptdec::emit::Target::Memory,
+            on_op: None,
+        },
+    )
+    .unwrap()
+}
