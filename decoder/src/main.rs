@@ -326,7 +326,7 @@ struct DecodeArgs {
     jobs: usize,
     /// Cut each buffer into chunks of about BYTES (at the next PSB), the
     /// unit of parallel decoding; memory holds a few chunks per thread.
-    /// The output is the same for any size. Default 256K. Example:
+    /// The slices are the same for any size. Default 256K. Example:
     /// --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     chunk_size: Option<u64>,

@@ -417,7 +417,6 @@ fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branche
             })
             .collect()
     };
-    let (all, chunked) = (all.without_repeated_cbr(), chunked.without_repeated_cbr());
     for (k, ops) in &all.0 {
         let got = untimed(chunked.0.get(k).map_or(&[][..], Vec::as_slice));
         let ops = untimed(ops);

@@ -603,7 +603,9 @@ fn decode_all(dir: &Path, opts: &DecodeOptions) -> (AllOps, DecodeStats) {
 /// 0.5 MB (one thread, and two threads on two CPUs) decoded in 4 KiB
 /// chunks with a window of two chunks on two workers holds at most a few
 /// chunks' ops at once, a small part of the trace's, and gives exactly the
-/// ops of one chunk on one worker and of the default chunks on all cores.
+/// ops of one chunk on one worker and of the default chunks on all cores;
+/// its FTF is byte-identical for `-j1`, `-j2` and `-j8`, and has the same
+/// slices for small chunks (byte-identical from one buffer).
 #[test]
 fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
     let test = "a_small_window_bounds_the_ops_held_and_changes_nothing";
@@ -629,11 +631,6 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
         let (a, sa) = decode_all(&dir, &whole);
         let (b, sb) = decode_all(&dir, &small);
         let (c, _) = decode_all(&dir, &DecodeOptions::default());
-        let (a, b, c) = (
-            a.without_repeated_cbr(),
-            b.without_repeated_cbr(),
-            c.without_repeated_cbr(),
-        );
         let what = format!("interp {args:?} per-cpu {per_cpu:?}");
         assert!(sb.chunks >= 20, "{what}: only {} chunks", sb.chunks);
         assert_eq!(sa.chunks as usize, sa.segments as usize, "{what}");
@@ -668,5 +665,67 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
             sb.max_ops_held,
             sb.ops
         );
+        // The FTF, byte for byte: the same for 1, 2 and 8 workers. With
+        // 4 KiB chunks the same slices: byte for byte from one buffer;
+        // from per-cpu buffers the threads' records may interleave
+        // differently (runs are handed over per chunk).
+        let (reference, placed) = ftf_bytes(&dir, DecodeOptions::default(), "j1");
+        for (jobs, chunk) in [(2, None), (8, None), (1, Some(4 << 10)), (8, Some(4 << 10))] {
+            let opts = DecodeOptions {
+                jobs,
+                chunk_bytes: chunk,
+                ..DecodeOptions::default()
+            };
+            let (got, got_placed) = ftf_bytes(&dir, opts, &format!("j{jobs}-{chunk:?}"));
+            assert!(
+                got_placed == placed,
+                "{what}: -j{jobs} chunks {chunk:?}: other slices than -j1's"
+            );
+            if chunk.is_some() && per_cpu.is_some() {
+                continue;
+            }
+            let at = got.iter().zip(&reference).position(|(x, y)| x != y);
+            assert!(
+                at.is_none() && got.len() == reference.len(),
+                "{what}: -j{jobs} chunks {chunk:?}: FTF differs from -j1's at byte {at:?} ({} vs {} bytes)",
+                got.len(),
+                reference.len()
+            );
+        }
     }
+}
+
+/// The FTF ptdec's pipeline writes for `dir` with `decode` and the CLI's
+/// default emit options, and its slices, sorted.
+fn ftf_bytes(dir: &Path, decode: DecodeOptions, name: &str) -> (Vec<u8>, Vec<String>) {
+    let out = dir.join(format!("{name}.ftf"));
+    let trace = Trace::open(dir).unwrap();
+    let images = images(dir);
+    let symbols = SymbolCache::for_search(images.search());
+    let report = run(
+        &trace,
+        &images,
+        &symbols,
+        RunOptions {
+            decode,
+            emit: EmitOptions {
+                axis_auto: true,
+                interpolate: true,
+                record: true,
+                ..EmitOptions::default()
+            },
+            target: Target::File(out.clone()),
+            on_op: None,
+        },
+    )
+    .unwrap();
+    assert!(report.missing.is_empty(), "{:?}", report.missing);
+    let mut placed: Vec<String> = report
+        .written
+        .iter()
+        .flat_map(|w| &w.slices)
+        .map(|p| format!("{p:?}"))
+        .collect();
+    placed.sort_unstable();
+    (std::fs::read(&out).unwrap(), placed)
 }

@@ -76,6 +76,14 @@ pub(super) struct ChunkOutput {
     /// synchronized at a PSB whose FUP says tracing is on (the first op of
     /// `runs[0]`).
     pub sync_task: Option<TaskId>,
+    /// The ratio of the chunk's first CBR mark when it restates the ratio
+    /// in a PSB+ (a status update, before any CBR packet of the chunk's
+    /// own, usually from the PSB+ it synchronized at): when the previous
+    /// chunk of the segment ended at that ratio, the ordering stage drops
+    /// it, as one decoder running through the PSB would not mark it.
+    pub sync_cbr: Option<u16>,
+    /// The ratio of the chunk's last CBR mark.
+    pub last_cbr: Option<u16>,
 }
 
 /// Op vectors handed back by the ordering stage for the workers' next
@@ -274,6 +282,7 @@ fn decode_chunk_from(
         start_at: None,
         emu: Default::default(),
         marked_cbr: None,
+        sync_cbr: None,
         at_start: true,
         sync_task: None,
         open: false,
@@ -304,6 +313,8 @@ fn decode_chunk_from(
         stats: st.stats,
         open_task,
         sync_task: st.sync_task,
+        sync_cbr: st.sync_cbr,
+        last_cbr: st.marked_cbr,
     }))
 }
 
@@ -340,6 +351,8 @@ struct ChunkDecoder<'i, 's, 't> {
     emu: crate::events::EmuState,
     /// The core:bus ratio of the last CBR mark.
     marked_cbr: Option<u16>,
+    /// See [`ChunkOutput::sync_cbr`].
+    sync_cbr: Option<u16>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
     /// See [`ChunkOutput::sync_task`].
@@ -893,6 +906,9 @@ impl ChunkDecoder<'_, '_, '_> {
                     _ => None,
                 };
                 if !(update && ratio == self.marked_cbr) {
+                    if self.marked_cbr.is_none() && update {
+                        self.sync_cbr = ratio;
+                    }
                     self.marked_cbr = ratio;
                     self.on_mark(&ev.kind());
                 }

@@ -26,7 +26,7 @@ use sideband::timeline::TaskId;
 
 use super::chunk::{ChunkOutput, OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
-use crate::ops::{Op, OpSink, Stamp};
+use crate::ops::{Mark, Op, OpSink, Stamp};
 
 /// Per thread: what has been handed to the sink so far.
 #[derive(Debug, Default)]
@@ -53,6 +53,8 @@ pub(super) struct Orderer<'o> {
     per_cpu: bool,
     /// Per segment: the task still traced at the end of its last chunk.
     open: Vec<Option<TaskId>>,
+    /// Per segment: the ratio of the last CBR mark handed on.
+    cbr: Vec<Option<u16>>,
     /// Per-cpu runs waiting for the watermark, by (start time, arrival).
     held: BTreeMap<(u64, u64), Run>,
     held_ops: usize,
@@ -78,6 +80,7 @@ impl<'o> Orderer<'o> {
             cycles,
             per_cpu,
             open: vec![None; segments],
+            cbr: vec![None; segments],
             held: BTreeMap::new(),
             held_ops: 0,
             arrivals: 0,
@@ -115,6 +118,13 @@ impl<'o> Orderer<'o> {
                     r.ops.remove(0);
                 }
             }
+        }
+        let prev_cbr = self.cbr[segment];
+        if out.last_cbr.is_some() {
+            self.cbr[segment] = out.last_cbr;
+        }
+        if !first && out.sync_cbr.is_some() && out.sync_cbr == prev_cbr {
+            drop_first_cbr(&mut out.runs);
         }
         if !self.per_cpu {
             for r in out.runs {
@@ -237,6 +247,26 @@ impl<'o> Orderer<'o> {
     }
 }
 
+/// Removes the first CBR mark of a chunk's runs (see
+/// [`ChunkOutput::sync_cbr`]).
+fn drop_first_cbr(runs: &mut [Run]) {
+    for r in runs {
+        let at = r.ops.iter().position(|op| {
+            matches!(
+                op,
+                Op::Mark {
+                    mark: Mark::Cbr { .. },
+                    ..
+                }
+            )
+        });
+        if let Some(i) = at {
+            r.ops.remove(i);
+            return;
+        }
+    }
+}
+
 /// Hands one op of `task` to the sink, noting it in the thread's state and
 /// time span.
 fn send(
@@ -304,7 +334,72 @@ mod tests {
             stats: ChunkStats::default(),
             open_task: open,
             sync_task: sync,
+            sync_cbr: None,
+            last_cbr: None,
         }
+    }
+
+    fn cbr(time: u64, ratio: u16) -> Op {
+        Op::Mark {
+            at: at(time, 0),
+            mark: Mark::Cbr { ratio, cpu: None },
+        }
+    }
+
+    fn ratios(seen: &Seen) -> Vec<u16> {
+        seen.0
+            .iter()
+            .filter_map(|(_, op)| match op {
+                Op::Mark {
+                    mark: Mark::Cbr { ratio, .. },
+                    ..
+                } => Some(*ratio),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A chunk's PSB+ restates the CBR: dropped when the segment's last
+    /// mark has that ratio already (also across a chunk without CBR),
+    /// kept when it differs, in a segment's first chunk, and when it is a
+    /// CBR packet of the chunk's own.
+    #[test]
+    fn a_restated_cbr_at_a_chunk_start_is_marked_once() {
+        let opts = DecodeOptions::default();
+        let pool = OpPool::default();
+        let mut o = Orderer::new(&opts, false, false, 2, &pool, DecodeStats::default());
+        let mut seen = Seen::default();
+        let with = |start: u64, ratios: &[u16], sync: bool, seg_last: Option<u16>| {
+            let mut c = chunk(
+                vec![run(
+                    A,
+                    start,
+                    1,
+                    ratios.iter().map(|&r| cbr(start, r)).collect(),
+                )],
+                None,
+                None,
+            );
+            c.sync_cbr = ratios.first().copied().filter(|_| sync);
+            c.last_cbr = seg_last;
+            c
+        };
+        o.chunk(0, true, with(10, &[20], true, Some(20)), None, &mut seen);
+        o.chunk(
+            0,
+            false,
+            with(20, &[20, 24], true, Some(24)),
+            None,
+            &mut seen,
+        );
+        o.chunk(0, false, with(30, &[], false, None), None, &mut seen);
+        o.chunk(0, false, with(40, &[24], true, Some(24)), None, &mut seen);
+        o.chunk(0, false, with(50, &[30], true, Some(30)), None, &mut seen);
+        o.chunk(0, false, with(60, &[30], false, Some(30)), None, &mut seen);
+        // Another segment starts afresh.
+        o.chunk(1, true, with(70, &[30], true, Some(30)), None, &mut seen);
+        o.finish(&mut seen);
+        assert_eq!(ratios(&seen), [20, 24, 30, 30, 30]);
     }
 
     /// Every op handed over, per thread.

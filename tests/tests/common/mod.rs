@@ -155,32 +155,6 @@ impl ptdec::ops::OpSink for AllOps {
     }
 }
 
-impl AllOps {
-    /// Without the CBR marks that repeat the thread's last ratio: each
-    /// chunk marks the ratio its first PSB+ restates (the FTF counter
-    /// writes a repeated value once), one decoder only the first.
-    pub fn without_repeated_cbr(&self) -> AllOps {
-        use ptdec::ops::{Mark, Op};
-        let mut out = AllOps::default();
-        for (k, ops) in &self.0 {
-            let mut last = None;
-            let v = ops
-                .iter()
-                .filter(|op| match op {
-                    Op::Mark {
-                        mark: Mark::Cbr { ratio, .. },
-                        ..
-                    } => last.replace(*ratio) != Some(*ratio),
-                    _ => true,
-                })
-                .cloned()
-                .collect();
-            out.0.insert(*k, v);
-        }
-        out
-    }
-}
-
 /// Every `ptwrite` instant of an FTF file as (tid, payload), in file order.
 pub fn ptwrites(bytes: &[u8]) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
