@@ -39,7 +39,6 @@ pub struct TraceResolver<'a> {
     cache: RefCell<FastMap<(u32, u64), Resolved>>,
 }
 
-#[derive(Clone)]
 struct Resolved {
     /// Perf-time range the answer holds for (the mapping's lifetime).
     since: u64,
@@ -59,19 +58,23 @@ impl<'a> TraceResolver<'a> {
         }
     }
 
-    fn resolve(&self, pid: u32, addr: u64, t: u64) -> Resolved {
+    /// `f` of the resolution of `addr`, cached: borrowed, so that the
+    /// stacks' several questions per branch cost no reference counting (the
+    /// profile showed the `Arc` clones of a returned copy).
+    fn with_resolved<R>(&self, pid: u32, addr: u64, t: u64, f: impl FnOnce(&Resolved) -> R) -> R {
         if let Some(r) = self.cache.borrow().get(&(pid, addr)) {
             if r.since <= t && t < r.until {
-                return r.clone();
+                return f(r);
             }
         }
         let r = self.resolve_uncached(pid, addr, t);
+        let out = f(&r);
         let mut cache = self.cache.borrow_mut();
         if cache.len() >= RESOLVE_CACHE_MAX {
             cache.clear();
         }
-        cache.insert((pid, addr), r.clone());
-        r
+        cache.insert((pid, addr), r);
+        out
     }
 
     /// A JIT map (`perf-PID.map`) symbol: absolute addresses.
@@ -148,15 +151,15 @@ impl<'a> TraceResolver<'a> {
 
 impl Resolver for TraceResolver<'_> {
     fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<Arc<Func>> {
-        self.resolve(pid, addr, time).func
+        self.with_resolved(pid, addr, time, |r| r.func.clone())
     }
 
     fn is_function_entry(&self, pid: u32, addr: u64, time: u64) -> bool {
-        self.resolve(pid, addr, time).entry
+        self.with_resolved(pid, addr, time, |r| r.entry)
     }
 
     fn unknown(&self, pid: u32, addr: u64, time: u64) -> Arc<Func> {
-        self.resolve(pid, addr, time).fallback
+        self.with_resolved(pid, addr, time, |r| r.fallback.clone())
     }
 }
 

@@ -95,6 +95,23 @@ impl<K: Hash + Eq + Clone> Table<K> {
         None
     }
 
+    /// Marks slot `index` used by the record of `epoch` when it holds
+    /// `key` (a hit found without hashing, see `write::RecentStrings`).
+    pub(crate) fn touch<Q>(&mut self, index: u16, key: &Q, epoch: u64) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        match self.slots.get_mut(usize::from(index).wrapping_sub(1)) {
+            Some(slot) if slot.key.borrow() == key => {
+                slot.referenced = true;
+                slot.pinned = epoch;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Number of slots in use.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -137,6 +154,20 @@ mod tests {
         assert_ne!(e, f);
         assert_eq!(index(t.intern("e", 6)), (e, false));
         assert_eq!(index(t.intern("f", 6)), (f, false));
+    }
+
+    #[test]
+    fn touch_hits_only_the_slot_holding_the_key() {
+        let mut t: Table<String> = Table::new(2);
+        t.intern("a", 1);
+        t.intern("b", 2);
+        assert!(t.touch(1, "a", 3));
+        assert!(!t.touch(2, "a", 3));
+        assert!(!t.touch(0, "a", 3));
+        assert!(!t.touch(3, "a", 3));
+        // "a" was touched by epoch 3: c evicts b, not a.
+        t.intern("c", 3);
+        assert_eq!(index(t.intern("a", 4)), (1, false));
     }
 
     #[test]
