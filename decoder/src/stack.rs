@@ -780,11 +780,11 @@ mod tests {
         use crate::ops::Mark;
         let mark = |t: u64| Op::Mark {
             at: s(t),
-            mark: Mark::Ptwrite {
+            mark: Box::new(Mark::Ptwrite {
                 ip: None,
                 payload: t,
                 emulated: false,
-            },
+            }),
         };
         // Marks before any segment, inside calls, and a switch-out while
         // only marks were seen: the stack is as without them.

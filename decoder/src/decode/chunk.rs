@@ -933,7 +933,10 @@ impl ChunkDecoder<'_, '_, '_> {
         }
         self.at_start = false;
         let at = self.stamp();
-        self.push(Op::Mark { at, mark });
+        self.push(Op::Mark {
+            at,
+            mark: Box::new(mark),
+        });
     }
 
     fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
@@ -1005,7 +1008,10 @@ impl ChunkDecoder<'_, '_, '_> {
         self.last_ip = b.end_ip;
         if let Some(mark) = self.images.emu.on_block(&mut self.emu, b.ip, b.end_ip) {
             let at = self.stamp();
-            self.push(Op::Mark { at, mark });
+            self.push(Op::Mark {
+                at,
+                mark: Box::new(mark),
+            });
         }
         if stop {
             return Flow::Stop;

@@ -251,15 +251,9 @@ impl<'o> Orderer<'o> {
 /// [`ChunkOutput::sync_cbr`]).
 fn drop_first_cbr(runs: &mut [Run]) {
     for r in runs {
-        let at = r.ops.iter().position(|op| {
-            matches!(
-                op,
-                Op::Mark {
-                    mark: Mark::Cbr { .. },
-                    ..
-                }
-            )
-        });
+        let at = r.ops.iter().position(
+            |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, Mark::Cbr { .. })),
+        );
         if let Some(i) = at {
             r.ops.remove(i);
             return;
@@ -342,7 +336,7 @@ mod tests {
     fn cbr(time: u64, ratio: u16) -> Op {
         Op::Mark {
             at: at(time, 0),
-            mark: Mark::Cbr { ratio, cpu: None },
+            mark: Box::new(Mark::Cbr { ratio, cpu: None }),
         }
     }
 
@@ -350,10 +344,10 @@ mod tests {
         seen.0
             .iter()
             .filter_map(|(_, op)| match op {
-                Op::Mark {
-                    mark: Mark::Cbr { ratio, .. },
-                    ..
-                } => Some(*ratio),
+                Op::Mark { mark, .. } => match **mark {
+                    Mark::Cbr { ratio, .. } => Some(ratio),
+                    _ => None,
+                },
                 _ => None,
             })
             .collect()
