@@ -187,7 +187,11 @@ mod tests {
     /// One cache line per op (see `Op::Mark`).
     #[test]
     fn an_op_is_64_bytes() {
-        assert!(std::mem::size_of::<Op>() <= 64, "{}", std::mem::size_of::<Op>());
+        assert!(
+            std::mem::size_of::<Op>() <= 64,
+            "{}",
+            std::mem::size_of::<Op>()
+        );
     }
 
     #[test]

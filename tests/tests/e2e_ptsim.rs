@@ -846,26 +846,18 @@ fn deep_recursion_is_folded_within_perfettos_depth() {
     let Some(progs) = programs(test) else { return };
     let (_tmp, dir) = simulate(&progs, "deep", DEFAULT);
     for axis in [TimeAxis::Ns, TimeAxis::Instructions] {
-        let trace = Trace::open(&dir).unwrap();
-        let images = images(&dir);
-        let symbols = SymbolCache::for_search(images.search());
         let out = dir.join(format!("deep-{axis:?}.ftf"));
-        let report = run(
-            &trace,
-            &images,
-            &symbols,
-            RunOptions {
-                decode: DecodeOptions::default(),
-                emit: EmitOptions {
-                    axis,
-                    record: true,
-                    ..EmitOptions::default()
-                },
-                target: Target::File(out.clone()),
-                on_op: None,
+        let report = common::run_pipeline(
+            &dir,
+            &[],
+            DecodeOptions::default(),
+            EmitOptions {
+                axis,
+                record: true,
+                ..EmitOptions::default()
             },
-        )
-        .unwrap();
+            Target::File(out.clone()),
+        );
         // down(700) and down(600) under _start: 702 levels of calls.
         assert_eq!(report.stack.max_depth, 702, "{axis:?}");
         let e = &report.emit;

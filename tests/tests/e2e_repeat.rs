@@ -27,8 +27,6 @@ use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::ops::{Op, OpSink};
-use ptdec::pipeline::{run, RunOptions};
-use ptdec::symbols::SymbolCache;
 use ptsim::sim::repeat::RepeatSpec;
 use ptsim::truth::{read_thread_truth, ThreadTruth};
 
@@ -198,24 +196,16 @@ fn perf_calls(perf: &Path, dir: &Path) -> (BTreeMap<(u32, u64), u64>, Vec<String
 /// Call slices per (tid, addr) in the FTF that ptdec's pipeline writes.
 fn ftf_calls(dir: &Path) -> BTreeMap<(u32, u64), u64> {
     let out = dir.join("out.ftf");
-    let trace = Trace::open(dir).unwrap();
-    let images = images(dir);
-    let symbols = SymbolCache::for_search(images.search());
-    let report = run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode: DecodeOptions::default(),
-            emit: EmitOptions {
-                axis: TimeAxis::Instructions,
-                ..EmitOptions::default()
-            },
-            target: Target::File(out.clone()),
-            on_op: None,
+    let report = common::run_pipeline(
+        dir,
+        &[],
+        DecodeOptions::default(),
+        EmitOptions {
+            axis: TimeAxis::Instructions,
+            ..EmitOptions::default()
         },
-    )
-    .unwrap();
+        Target::File(out.clone()),
+    );
     assert!(report.missing.is_empty(), "{:?}", report.missing);
     let mut m = BTreeMap::new();
     for r in ftf::read::parse(&std::fs::read(&out).unwrap()).unwrap() {
@@ -699,26 +689,18 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
 /// default emit options, and its slices, sorted.
 fn ftf_bytes(dir: &Path, decode: DecodeOptions, name: &str) -> (Vec<u8>, Vec<String>) {
     let out = dir.join(format!("{name}.ftf"));
-    let trace = Trace::open(dir).unwrap();
-    let images = images(dir);
-    let symbols = SymbolCache::for_search(images.search());
-    let report = run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            decode,
-            emit: EmitOptions {
-                axis_auto: true,
-                interpolate: true,
-                record: true,
-                ..EmitOptions::default()
-            },
-            target: Target::File(out.clone()),
-            on_op: None,
+    let report = common::run_pipeline(
+        dir,
+        &[],
+        decode,
+        EmitOptions {
+            axis_auto: true,
+            interpolate: true,
+            record: true,
+            ..EmitOptions::default()
         },
-    )
-    .unwrap();
+        Target::File(out.clone()),
+    );
     assert!(report.missing.is_empty(), "{:?}", report.missing);
     let mut placed: Vec<String> = report
         .written

@@ -214,6 +214,28 @@ pub fn perf_ptwrites(perf: &Path, trace: &Path, home: &Path) -> Vec<(u64, u64)> 
 /// binaries from their recorded paths, the trace dir's vDSO and `sysroots`
 /// (never ~/.debug), the slices recorded in the report.
 pub fn decode_to_memory(dir: &Path, sysroots: &[std::path::PathBuf]) -> ptdec::pipeline::Report {
+    run_pipeline(
+        dir,
+        sysroots,
+        ptdec::decode::DecodeOptions::default(),
+        ptdec::emit::EmitOptions {
+            record: true,
+            ..ptdec::emit::EmitOptions::default()
+        },
+        ptdec::emit::Target::Memory,
+    )
+}
+
+/// ptdec's whole run (decode, stacks, FTF) on the trace dir `dir` with
+/// these options, binaries from their recorded paths, the trace dir's vDSO
+/// and `sysroots` (never ~/.debug).
+pub fn run_pipeline(
+    dir: &Path,
+    sysroots: &[std::path::PathBuf],
+    decode: ptdec::decode::DecodeOptions,
+    emit: ptdec::emit::EmitOptions,
+    target: ptdec::emit::Target,
+) -> ptdec::pipeline::Report {
     use ptdec::images::{ImageStore, SearchPath};
     let trace = ptdec::input::Trace::open(dir).unwrap();
     let images = ImageStore::new(SearchPath {
@@ -227,12 +249,9 @@ pub fn decode_to_memory(dir: &Path, sysroots: &[std::path::PathBuf]) -> ptdec::p
         &images,
         &symbols,
         ptdec::pipeline::RunOptions {
-            decode: ptdec::decode::DecodeOptions::default(),
-            emit: ptdec::emit::EmitOptions {
-                record: true,
-                ..ptdec::emit::EmitOptions::default()
-            },
-            target: ptdec::emit::Target::Memory,
+            decode,
+            emit,
+            target,
             on_op: None,
         },
     )
