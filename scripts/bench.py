@@ -151,6 +151,8 @@ def main():
     ap.add_argument("--mem-gb", type=float, default=None,
                     help="memory budget per child (default: half of MemAvailable)")
     ap.add_argument("--only", default=None, help="comma-separated workloads")
+    ap.add_argument("--sizes", default=None,
+                    help="comma-separated trace sizes (10MB, 100MB, 1GB; default: all)")
     ap.add_argument("--perf", default=os.environ.get("PT_PERF", "perf"))
     args = ap.parse_args()
 
@@ -165,6 +167,12 @@ def main():
     home = os.path.join(BENCH, "perf-home")
 
     sizes = [s for s in SIZES if not (args.quick and s[1] >= 1024)]
+    if args.sizes:
+        wanted = args.sizes.split(",")
+        unknown = [w for w in wanted if w not in [s[0] for s in SIZES]]
+        if unknown:
+            ap.error("unknown size %s (known: %s)" % (", ".join(unknown), ", ".join(s[0] for s in SIZES)))
+        sizes = [s for s in sizes if s[0] in wanted]
     names = args.only.split(",") if args.only else list(WORKLOADS)
     traces = []
     for name in names:
