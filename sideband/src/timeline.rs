@@ -480,9 +480,9 @@ impl Timeline {
         if cpumode == misc::KERNEL || m.pid == NO_TASK {
             if m.filename.starts_with("[kernel.kallsyms]") {
                 // perf's maps__fixup_end: the kernel image ends where the first module begins.
-                if let Some((&next, _)) =
-                    self.kernel.live.range(start.saturating_add(1)..end).next()
-                {
+                // (A range from past the start: empty, not a panic, for a map of length 0.)
+                let from = start.saturating_add(1);
+                if let Some((&next, _)) = self.kernel.live.range(from..end.max(from)).next() {
                     end = next;
                 }
             }
