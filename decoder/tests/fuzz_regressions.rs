@@ -1,7 +1,7 @@
-//! Replays on stable every input the decode-path fuzz targets found
-//! (`fuzz/regressions/TARGET/`) and their seeds (`fuzz/seeds/TARGET/`)
-//! through the very harness the targets run (`fuzz/src/harness.rs`), so a
-//! fixed crash stays fixed without nightly. Each file runs in a child
+//! Replays on stable every input the perf.data and decode-path fuzz
+//! targets found (`fuzz/regressions/TARGET/`) and their seeds
+//! (`fuzz/seeds/TARGET/`) through the very harness the targets run
+//! (`fuzz/src/harness.rs`), so a fixed crash stays fixed without nightly. Each file runs in a child
 //! process with a memory limit, so an input that makes the decoder grow
 //! without bound fails this test instead of the machine.
 
@@ -32,12 +32,14 @@ fn replay_in_child() -> bool {
     let spec = spec.to_string_lossy().into_owned();
     let (target, file) = spec.split_once(':').expect("TARGET:FILE");
     let data = std::fs::read(file).unwrap();
-    let insns = match target {
+    let n = match target {
         "raw_pt" => harness::raw_pt(&data),
         "trace_dir" => harness::trace_dir(&data),
+        "perf_data" => harness::perf_data(&data),
         other => panic!("unknown target {other}"),
     };
-    println!("decoded {insns} instructions");
+    // Instructions decoded (records replayed for perf_data).
+    println!("decoded {n} units");
     true
 }
 
@@ -133,5 +135,17 @@ fn trace_dir_inputs_decode_without_crashing() {
         "trace_dir",
         &["seeds", "regressions"],
         "trace_dir_inputs_decode_without_crashing",
+    );
+}
+
+#[test]
+fn perf_data_inputs_parse_without_crashing() {
+    if replay_in_child() {
+        return;
+    }
+    replay_all(
+        "perf_data",
+        &["regressions"],
+        "perf_data_inputs_parse_without_crashing",
     );
 }

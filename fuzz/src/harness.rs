@@ -1,5 +1,6 @@
-//! The decode-path fuzz harnesses: what `ptdec raw` and `ptdec DIR` do with
-//! bytes nobody checked. Shared by the fuzz targets (`fuzz/fuzz_targets/`,
+//! The fuzz harnesses of the perf.data reader and the decode path: what
+//! ptdec does with a perf.data, with `ptdec raw` and `ptdec DIR` bytes
+//! nobody checked. Shared by the fuzz targets (`fuzz/fuzz_targets/`,
 //! nightly, libFuzzer) and the stable test that replays the inputs they
 //! found (`decoder/tests/fuzz_regressions.rs`), so a regression input runs
 //! through exactly the code that failed. Errors are fine; a panic, an abort
@@ -136,4 +137,25 @@ pub fn trace_dir(data: &[u8]) -> u64 {
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let symbols = SymbolCache::for_search(images.search());
     pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+}
+
+/// Any bytes as a perf.data: parse, the features ptdec reads, every record,
+/// and a replay of the sideband into a timeline. Returns the records
+/// replayed (0 when the file did not parse).
+pub fn perf_data(data: &[u8]) -> u64 {
+    let Ok(file) = sideband::file::PerfFile::parse(data) else {
+        return 0;
+    };
+    let features = file.features();
+    let _ = features.cpuid();
+    let _ = features.build_ids();
+    let _ = features.auxtrace_index();
+    let events: Vec<_> = file
+        .events()
+        .filter_map(Result::ok)
+        .map(|(_, e)| e)
+        .collect();
+    let n = events.len() as u64;
+    let _ = sideband::timeline::Timeline::replay(events);
+    n
 }

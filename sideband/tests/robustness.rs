@@ -125,30 +125,3 @@ fn random_byte_flips_are_values_or_errors() {
         exercise(&b);
     }
 }
-
-/// The inputs the `perf_data` fuzz target found (`fuzz/regressions/perf_data/`),
-/// run through what the target does: parse, every feature and record, and
-/// a replay of the sideband into a timeline.
-#[test]
-fn fuzz_regressions_are_values_or_errors() {
-    let dir = pt_tests::workspace_root().join("fuzz/regressions/perf_data");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no inputs in {}", dir.display());
-    for f in files {
-        let bytes = std::fs::read(&f).unwrap();
-        exercise(&bytes);
-        let Ok(file) = PerfFile::parse(&bytes) else {
-            continue;
-        };
-        let events: Vec<_> = file
-            .events()
-            .filter_map(Result::ok)
-            .map(|(_, e)| e)
-            .collect();
-        let _ = sideband::timeline::Timeline::replay(events);
-    }
-}
