@@ -20,6 +20,15 @@ struct Slot<K> {
     pinned: u64,
 }
 
+impl<K> Slot<K> {
+    /// A hit by the record of `epoch`: spared by the next sweep, pinned
+    /// for the rest of the record.
+    fn used_by(&mut self, epoch: u64) {
+        self.referenced = true;
+        self.pinned = epoch;
+    }
+}
+
 /// A table of at most `capacity` keys with indexes `1..=capacity`.
 pub(crate) struct Table<K> {
     map: FastMap<K, u16>,
@@ -56,9 +65,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         if let Some(&index) = self.map.get(key) {
-            let slot = &mut self.slots[usize::from(index) - 1];
-            slot.referenced = true;
-            slot.pinned = epoch;
+            self.slots[usize::from(index) - 1].used_by(epoch);
             return Some(Interned::Present(index));
         }
         let owned = key.to_owned();
@@ -104,8 +111,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         match self.slots.get_mut(usize::from(index).wrapping_sub(1)) {
             Some(slot) if slot.key.borrow() == key => {
-                slot.referenced = true;
-                slot.pinned = epoch;
+                slot.used_by(epoch);
                 true
             }
             _ => false,
