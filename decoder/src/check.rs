@@ -63,28 +63,27 @@ impl CheckReport {
 /// the `PATH`.
 pub fn find_trace_processor(explicit: Option<&Path>) -> Result<PathBuf, CheckError> {
     let env = std::env::var_os("PT_TRACE_PROCESSOR").map(PathBuf::from);
-    let candidates: Vec<PathBuf> = match (explicit, env) {
-        (Some(p), _) => vec![p.to_path_buf()],
-        (None, Some(p)) => vec![p],
-        (None, None) => std::env::var_os("PATH")
-            .map(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("trace_processor_shell"))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    for c in &candidates {
-        if c.is_file() {
-            return Ok(c.clone());
+    let (candidates, tried): (Vec<PathBuf>, String) = match (explicit, env) {
+        (Some(p), _) => (vec![p.to_path_buf()], p.display().to_string()),
+        (None, Some(p)) => {
+            let tried = format!("$PT_TRACE_PROCESSOR {}", p.display());
+            (vec![p], tried)
         }
-    }
-    let tried = match (explicit, candidates.first()) {
-        (Some(p), _) => p.display().to_string(),
-        (None, Some(p)) if candidates.len() == 1 => format!("$PT_TRACE_PROCESSOR {}", p.display()),
-        _ => "trace_processor_shell on the PATH".into(),
+        (None, None) => (
+            std::env::var_os("PATH")
+                .map(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("trace_processor_shell"))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            "trace_processor_shell on the PATH".into(),
+        ),
     };
-    Err(CheckError::NotFound { tried })
+    match candidates.into_iter().find(|c| c.is_file()) {
+        Some(c) => Ok(c),
+        None => Err(CheckError::NotFound { tried }),
+    }
 }
 
 const QUERIES: &str = "\

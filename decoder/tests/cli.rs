@@ -414,13 +414,37 @@ fn nested_ftf(path: &Path, depth: u64) {
 #[test]
 fn check_reports_perfettos_import_errors() {
     let test = "check_reports_perfettos_import_errors";
-    let Some(tp) = pt_tests::trace_processor(test) else {
-        return;
-    };
     let dir = tempfile::tempdir().unwrap();
     let (good, deep) = (dir.path().join("good.ftf"), dir.path().join("deep.ftf"));
     nested_ftf(&good, 512);
     nested_ftf(&deep, 600);
+
+    let out = ptdec()
+        .args(["check", "--trace-processor", "/nonexistent/tp"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("/nonexistent/tp") && err.contains("PT_TRACE_PROCESSOR"),
+        "{err}"
+    );
+    let out = ptdec()
+        .arg("check")
+        .arg(&good)
+        .env_remove("PT_TRACE_PROCESSOR")
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("trace_processor_shell not found") && err.contains("--trace-processor"),
+        "{err}"
+    );
+
+    let Some(tp) = pt_tests::trace_processor(test) else {
+        return;
+    };
     let check = |file: &Path| {
         ptdec()
             .arg("check")
@@ -448,17 +472,6 @@ fn check_reports_perfettos_import_errors() {
         "{stdout}"
     );
     assert!(err.contains("import errors or data loss in"), "{err}");
-
-    let out = ptdec()
-        .args(["check", "--trace-processor", "/nonexistent/tp"])
-        .arg(&good)
-        .output()
-        .unwrap();
-    let err = check_clean_failure(&out);
-    assert!(
-        err.contains("/nonexistent/tp") && err.contains("PT_TRACE_PROCESSOR"),
-        "{err}"
-    );
 
     let junk = dir.path().join("junk.ftf");
     std::fs::write(&junk, "not a trace\n").unwrap();

@@ -26,7 +26,7 @@ fn have_pt() -> bool {
 #[test]
 fn pid_1_without_the_pmu() {
     if have_pt() {
-        eprintln!("SKIPPED pid_1_without_the_pmu: this machine has an intel_pt PMU");
+        pt_tests::skipped("pid_1_without_the_pmu", "this machine has an intel_pt PMU");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -266,7 +266,10 @@ fn sideband_of_a_running_process() {
 #[test]
 fn intel_pt_recording_of_ls() {
     if !have_pt() {
-        eprintln!("SKIPPED: no intel_pt PMU on this machine (VMs usually lack it)");
+        pt_tests::skipped(
+            "intel_pt_recording_of_ls",
+            "no intel_pt PMU on this machine (VMs usually lack it)",
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -424,7 +427,10 @@ fn kernel_without_kallsyms_addresses() {
             .map(|o| String::from_utf8_lossy(&o.stdout).starts_with("0000000000000000"))
             .unwrap_or(false);
     if !as_nobody {
-        eprintln!("SKIPPED kernel_without_kallsyms_addresses: nobody sees kernel addresses here");
+        pt_tests::skipped(
+            "kernel_without_kallsyms_addresses",
+            "nobody sees kernel addresses here",
+        );
         return;
     }
     assert!(!o.status.success(), "{err}");
@@ -456,10 +462,7 @@ fn system_wide_synthesizes_running_processes() {
     let _ = child.kill();
     let _ = child.wait();
     if !o.status.success() && stderr(&o).contains("perf_event_paranoid") {
-        eprintln!(
-            "SKIPPED system_wide_synthesizes_running_processes: {}",
-            stderr(&o)
-        );
+        pt_tests::skipped("system_wide_synthesizes_running_processes", &stderr(&o));
         return;
     }
     assert!(o.status.success(), "{}", stderr(&o));
