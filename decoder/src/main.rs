@@ -48,7 +48,7 @@ written \"@NS\" (as `perf script` prints it, times 1e9).";
 #[derive(Parser)]
 #[command(
     name = "ptdec",
-    version,
+    version = version(),
     about = "Decode an Intel PT trace (ptrec, ptsim or `perf record -e intel_pt//`) into a Fuchsia Trace Format file of per-thread call stacks for Perfetto",
     after_help = EXAMPLES,
     args_conflicts_with_subcommands = true,
@@ -801,6 +801,12 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// `ptdec --version`: ours, and the libipt it was built with.
+fn version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| format!("{} with {}", env!("CARGO_PKG_VERSION"), ipt::BUILT_WITH))
 }
 
 fn main() -> ExitCode {

@@ -37,6 +37,7 @@ impl Error {
     pub const BAD_CPU: Error = Error(ffi::pte_bad_cpu);
     pub const EVENT_IGNORED: Error = Error(ffi::pte_event_ignored);
     pub const NO_TIME: Error = Error(ffi::pte_no_time);
+    pub const NOT_SUPPORTED: Error = Error(ffi::pte_not_supported);
 
     /// From a negative libipt return value.
     fn from_ret(r: c_int) -> Error {
@@ -807,9 +808,18 @@ impl<'a> BlockDecoder<'a> {
     /// Resynchronizes after an error at the next synchronization point
     /// (libipt 2.2: the next PSB or the next FUP/TIP.PGE that gives an IP).
     /// `Err(EVENT_IGNORED)`: an event must be read first, then call again.
+    /// `Err(NOT_SUPPORTED)` with a libipt older than 2.2, which has no
+    /// `pt_blk_resync`: the caller syncs at the next PSB instead.
     pub fn resync(&mut self) -> Result<Status> {
-        // SAFETY: live decoder.
-        check(unsafe { ffi::pt_blk_resync(self.p()) }).map(Status)
+        #[cfg(libipt_2_2)]
+        {
+            // SAFETY: live decoder.
+            check(unsafe { ffi::pt_blk_resync(self.p()) }).map(Status)
+        }
+        #[cfg(not(libipt_2_2))]
+        {
+            Err(Error::NOT_SUPPORTED)
+        }
     }
 
     /// The next block and the status: libipt may decode instructions
@@ -1509,8 +1519,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn version_is_vendored_2_2() {
-        assert_eq!(version(), (2, 2, 0));
+    fn version_is_the_one_built_with() {
+        let (major, minor, patch) = version();
+        let want = format!("libipt {major}.{minor}.{patch} (");
+        assert!(
+            crate::BUILT_WITH.starts_with(&want),
+            "{} vs {want}",
+            crate::BUILT_WITH
+        );
+        assert!((major, minor, patch) >= (2, 1, 2), "{:?}", version());
     }
 
     #[test]

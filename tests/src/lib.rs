@@ -65,7 +65,10 @@ pub fn missing<T>(test: &str, why: &str) -> Option<T> {
     if tools_required() {
         panic!("{test}: {why} (PT_REQUIRE_TOOLS=1; run `bash scripts/setup` to install it)");
     }
-    skipped(test, &format!("{why}; run `bash scripts/setup` to install it"));
+    skipped(
+        test,
+        &format!("{why}; run `bash scripts/setup` to install it"),
+    );
     None
 }
 

@@ -7,7 +7,7 @@
 //! executable mapping of the traced processes (enough for the benchmark's
 //! single-process workloads; ptdec switches images over time and by task).
 //! Single-threaded: the per-core limit. Uses the project's `ipt` wrapper
-//! (libipt 2.2 from `vendor/libipt`), as `decoder/src/decode.rs` does.
+//! (the libipt the `ipt` crate was built with), as `decoder/src/decode/` does.
 #![deny(unsafe_code)]
 
 use std::path::PathBuf;

@@ -574,7 +574,8 @@ impl ChunkDecoder<'_, '_, '_> {
 
     /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
     /// event or PSB that tells the IP, often long before the next PSB), as
-    /// ptxed's `--resync-on-error`; falls back to the next PSB. The events
+    /// ptxed's `--resync-on-error`; falls back to the next PSB (and goes
+    /// there at once with a libipt older than 2.2). The events
     /// libipt hands out on the way are returned for the caller to apply.
     fn resync(
         &mut self,
@@ -597,6 +598,8 @@ impl ChunkDecoder<'_, '_, '_> {
                     Err(_) => break,
                 },
                 Err(PtError::EOS) => return None,
+                // libipt < 2.2: no resync, only the next PSB.
+                Err(PtError::NOT_SUPPORTED) => break,
                 Err(e) => {
                     *self
                         .stats

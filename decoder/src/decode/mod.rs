@@ -346,7 +346,7 @@ pub enum DecodeError {
         source: PtError,
     },
     /// A CPU libipt knows no errata for (`ptdec raw --cpu`).
-    #[error("libipt {v} knows no CPU {family}/{model}/{stepping}: give a CPU it knows (FAMILY/MODEL[/STEPPING], e.g. 6/85/4) or --cpu none to decode without errata workarounds", v = LIBIPT_VERSION)]
+    #[error("{v} knows no CPU {family}/{model}/{stepping}: give a CPU it knows (FAMILY/MODEL[/STEPPING], e.g. 6/85/4) or --cpu none to decode without errata workarounds", v = libipt_version())]
     UnknownCpu {
         family: u16,
         model: u8,
@@ -357,8 +357,11 @@ pub enum DecodeError {
     Worker(String),
 }
 
-/// The vendored libipt's version, for messages.
-pub const LIBIPT_VERSION: &str = "2.2";
+/// The linked libipt's version, for messages: "libipt 2.1.2".
+pub fn libipt_version() -> String {
+    let (major, minor, patch) = ipt::version();
+    format!("libipt {major}.{minor}.{patch}")
+}
 
 /// More instructions than this decoded without libipt consuming a byte of
 /// trace is a decode error ("no progress"), followed by a resync at the
