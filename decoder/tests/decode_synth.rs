@@ -799,8 +799,17 @@ fn missing_code_is_a_no_image_gap_and_reported() {
     std::fs::remove_file(dir.path().join("sysroot/usr/bin/prog")).unwrap();
     let (c, stats, images) = run_decode(dir.path(), &DecodeOptions::default());
     // libipt stops at each point it resynchronizes at; they make one gap.
+    // libipt 2.1.2 has no resync: one stop, then nothing until the next PSB.
     assert_eq!(stats.no_image, 1, "{stats:?}");
-    assert_eq!(stats.errors.get("Nomap"), Some(&stats.resyncs), "{stats:?}");
+    if ipt::version() >= (2, 2, 0) {
+        assert_eq!(stats.errors.get("Nomap"), Some(&stats.resyncs), "{stats:?}");
+    } else {
+        assert_eq!(
+            (stats.errors.get("Nomap"), stats.resyncs),
+            (Some(&1), 0),
+            "{stats:?}"
+        );
+    }
     assert_eq!(stats.insns, 0);
     let no_image_gaps = c.ops[&(PID, TID)]
         .iter()

@@ -52,7 +52,10 @@ fn a_changed_or_cut_tarball_is_refused_and_nothing_unpacked() {
     let tmp = tempfile::tempdir().unwrap();
     let mut changed = bytes.clone();
     changed[1000] ^= 1;
-    let cases = [("changed.tar.gz", changed), ("cut.tar.gz", bytes[..bytes.len() / 2].to_vec())];
+    let cases = [
+        ("changed.tar.gz", changed),
+        ("cut.tar.gz", bytes[..bytes.len() / 2].to_vec()),
+    ];
     for (name, content) in cases {
         let input = tmp.path().join(name);
         std::fs::write(&input, content).unwrap();
@@ -75,7 +78,11 @@ fn a_changed_or_cut_tarball_is_refused_and_nothing_unpacked() {
 
     let dest = tmp.path().join("tree");
     let out = fetch(&good, &dest);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(dest.join("libipt/include/intel-pt.h.in").is_file());
     assert!(dest.join("test/src").is_dir());
     assert!(
