@@ -202,12 +202,87 @@ struct RawArgs {
     #[arg(long, value_name = "FILE")]
     insn_list: Option<PathBuf>,
     /// After a decode error: `resync` at the next point libipt can
-    /// resume from (ptxed --resync-on-error), or skip to the `next-psb`
-    /// (ptxed's default). Example: --on-error next-psb
+    /// resume from (ptxed --resync-on-error; needs libipt 2.2, else the
+    /// next PSB), or skip to the `next-psb` (ptxed's default).
+    /// Example: --on-error next-psb
     #[arg(long, value_enum, default_value_t = OnError::Resync)]
     on_error: OnError,
     #[command(flatten)]
     marks: MarkArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+/// The address filters a raw trace was recorded with, in ptxed's option
+/// names and forms (IA32_RTIT_CTL.ADDRn_CFG: 0 off, 1 filter, 2 stop;
+/// IA32_RTIT_ADDRn_A/B), so that a ptxed command line works unchanged.
+/// libipt needs them for the errata whose workaround depends on them.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Address filters (as ptxed)")]
+struct FilterArgs {
+    /// ADDR0_CFG: 0 off, 1 filter (trace inside), 2 stop. Example: --filter:addr0_cfg 1
+    #[arg(long = "filter:addr0_cfg", value_name = "CFG", value_parser = parse_filter_cfg, default_value = "0")]
+    addr0_cfg: u32,
+    /// ADDR0_A, the range's first address. Example: --filter:addr0_a 0x1000
+    #[arg(long = "filter:addr0_a", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr0_a: u64,
+    /// ADDR0_B, the range's last address. Example: --filter:addr0_b 0x10ff
+    #[arg(long = "filter:addr0_b", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr0_b: u64,
+    /// ADDR1_CFG, as --filter:addr0_cfg.
+    #[arg(long = "filter:addr1_cfg", value_name = "CFG", value_parser = parse_filter_cfg, default_value = "0")]
+    addr1_cfg: u32,
+    /// ADDR1_A.
+    #[arg(long = "filter:addr1_a", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr1_a: u64,
+    /// ADDR1_B.
+    #[arg(long = "filter:addr1_b", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr1_b: u64,
+    /// ADDR2_CFG, as --filter:addr0_cfg.
+    #[arg(long = "filter:addr2_cfg", value_name = "CFG", value_parser = parse_filter_cfg, default_value = "0")]
+    addr2_cfg: u32,
+    /// ADDR2_A.
+    #[arg(long = "filter:addr2_a", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr2_a: u64,
+    /// ADDR2_B.
+    #[arg(long = "filter:addr2_b", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr2_b: u64,
+    /// ADDR3_CFG, as --filter:addr0_cfg.
+    #[arg(long = "filter:addr3_cfg", value_name = "CFG", value_parser = parse_filter_cfg, default_value = "0")]
+    addr3_cfg: u32,
+    /// ADDR3_A.
+    #[arg(long = "filter:addr3_a", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr3_a: u64,
+    /// ADDR3_B.
+    #[arg(long = "filter:addr3_b", value_name = "ADDR", value_parser = parse_address, default_value = "0")]
+    addr3_b: u64,
+}
+
+impl FilterArgs {
+    fn ranges(&self) -> [ipt::AddrFilter; 4] {
+        let f = |cfg, a, b| ipt::AddrFilter { cfg, a, b };
+        [
+            f(self.addr0_cfg, self.addr0_a, self.addr0_b),
+            f(self.addr1_cfg, self.addr1_a, self.addr1_b),
+            f(self.addr2_cfg, self.addr2_a, self.addr2_b),
+            f(self.addr3_cfg, self.addr3_a, self.addr3_b),
+        ]
+    }
+}
+
+/// An address: decimal or 0x hex.
+fn parse_address(s: &str) -> Result<u64, String> {
+    raw::parse_num(s).ok_or_else(|| format!("{s:?} is not an address (decimal or 0x hex)"))
+}
+
+/// ADDRn_CFG: 0, 1 or 2 (the values IA32_RTIT_CTL defines).
+fn parse_filter_cfg(s: &str) -> Result<u32, String> {
+    match raw::parse_num(s) {
+        Some(v @ 0..=2) => Ok(v as u32),
+        _ => Err(format!(
+            "{s:?}: ADDRn_CFG is 0 (off), 1 (filter) or 2 (stop)"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -688,6 +763,7 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         tsc_hz: a.tsc_freq,
         cycles: a.time_axis == Some(Axis::Cycles),
         next_psb_on_error: a.on_error == OnError::NextPsb,
+        addr_filters: a.filter.ranges(),
     };
     let list = match &a.insn_list {
         None => None,

@@ -451,6 +451,17 @@ fn bad_arguments_fail_cleanly() {
         2,
         "not a frequency",
     );
+    let filter = |opt: &'static str, v: &'static str| {
+        let mut a = vec!["--pt", &pt, "--raw", &code, "-o", &out_path];
+        a.extend([opt, v]);
+        a
+    };
+    check(
+        &filter("--filter:addr1_cfg", "3"),
+        2,
+        "ADDRn_CFG is 0 (off), 1 (filter) or 2 (stop)",
+    );
+    check(&filter("--filter:addr3_b", "0x1g"), 2, "is not an address");
     // Files that cannot be used: exit 1, naming the file.
     let missing = s.path("nope.pt");
     check(

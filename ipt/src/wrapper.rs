@@ -235,17 +235,21 @@ impl Config {
         b.set_keep_tcal_on_ovf(u32::from(keep));
     }
 
-    /// Address filter ranges 0 and 1 (the rest stay off).
-    pub fn set_addr_filters(&mut self, f: [AddrFilter; 2]) {
+    /// Address filter ranges 0 to 3 (IA32_RTIT_ADDRn_A/B and ADDRn_CFG):
+    /// libipt uses them for the errata whose workaround needs to know
+    /// where tracing is filtered (SKL014: a TIP.PGD without its target).
+    pub fn set_addr_filters(&mut self, f: [AddrFilter; 4]) {
         let af = &mut self.raw.addr_filter;
         // SAFETY: the union holds an integer and its bitfield view.
         let c = unsafe { &mut af.config.ctl };
         c.set_addr0_cfg(f[0].cfg);
         c.set_addr1_cfg(f[1].cfg);
-        af.addr0_a = f[0].a;
-        af.addr0_b = f[0].b;
-        af.addr1_a = f[1].a;
-        af.addr1_b = f[1].b;
+        c.set_addr2_cfg(f[2].cfg);
+        c.set_addr3_cfg(f[3].cfg);
+        (af.addr0_a, af.addr0_b) = (f[0].a, f[0].b);
+        (af.addr1_a, af.addr1_b) = (f[1].a, f[1].b);
+        (af.addr2_a, af.addr2_b) = (f[2].a, f[2].b);
+        (af.addr3_a, af.addr3_b) = (f[3].a, f[3].b);
     }
 
     /// The raw configuration over `buf`.

@@ -407,6 +407,9 @@ pub struct RawConfig {
     /// After a decode error skip to the next PSB, as ptxed does without
     /// `--resync-on-error`; default: resynchronize at the error.
     pub next_psb_on_error: bool,
+    /// Address filter ranges 0 to 3 the trace was recorded with (ptxed's
+    /// `--filter:addrN_cfg/_a/_b`), for libipt's errata workarounds.
+    pub addr_filters: [ipt::AddrFilter; 4],
 }
 
 /// The task a raw decode's ops belong to.

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ipt::{Config as PtConfig, Cpu, Frequency};
+use ipt::{AddrFilter, Config as PtConfig, Cpu, Frequency};
 use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use super::{DecodeOptions, RawConfig, RawSection};
@@ -104,6 +104,10 @@ pub(super) struct DecodeSetup<'t> {
     pub per_cpu: bool,
     /// Resynchronize at an error (`pt_blk_resync`) rather than at the next PSB.
     pub resync: bool,
+    /// The address filter configuration the trace was recorded with, as
+    /// libipt's errata workarounds need it (raw decodes: ptxed's
+    /// `--filter:addrN_*`).
+    pub addr_filters: [AddrFilter; 4],
 }
 
 impl<'t> DecodeSetup<'t> {
@@ -223,6 +227,7 @@ impl<'t> DecodeSetup<'t> {
             max_non_turbo: info.max_non_turbo_ratio,
             per_cpu: info.per_cpu_mmaps,
             resync: true,
+            addr_filters: Default::default(),
         }
     }
 
@@ -259,6 +264,7 @@ impl<'t> DecodeSetup<'t> {
             max_non_turbo: u64::from(cfg.nom_freq),
             per_cpu: false,
             resync: !cfg.next_psb_on_error,
+            addr_filters: cfg.addr_filters,
         }
     }
 
@@ -269,6 +275,7 @@ impl<'t> DecodeSetup<'t> {
         let mut c = PtConfig::default();
         c.set_freq(self.freq);
         c.set_block_flags(true, true);
+        c.set_addr_filters(self.addr_filters);
         if let Some(cpu) = self.cpu {
             let _ = c.set_cpu(cpu);
         }
