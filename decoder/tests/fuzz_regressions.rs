@@ -91,8 +91,10 @@ fn name(p: &Path) -> String {
 }
 
 /// The committed seed is what ptsim writes for the fixed image today
-/// (rewritten with `PT_FUZZ_SEEDS_UPDATE=1`); the replays below check that
-/// both harnesses decode it, proof that they reach the decoder.
+/// (rewritten with `UPDATE_EXPECT=1`, the variable that rewrites the golden
+/// files too; the seed is binary, so it is compared here rather than
+/// through expect-test); the replays below check that both harnesses
+/// decode it, proof that they reach the decoder.
 #[test]
 fn the_seed_is_a_real_trace_of_the_image() {
     let seed = harness::seed();
@@ -101,14 +103,14 @@ fn the_seed_is_a_real_trace_of_the_image() {
             .join("fuzz/seeds")
             .join(target)
             .join("ptsim-run-of-the-image");
-        if std::env::var_os("PT_FUZZ_SEEDS_UPDATE").is_some() {
+        if std::env::var_os("UPDATE_EXPECT").is_some() {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &seed).unwrap();
         }
         assert_eq!(
             std::fs::read(&path).ok(),
             Some(seed.clone()),
-            "{} is stale: rerun with PT_FUZZ_SEEDS_UPDATE=1",
+            "{} is stale: rerun with UPDATE_EXPECT=1",
             path.display()
         );
     }

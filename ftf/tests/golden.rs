@@ -1,9 +1,9 @@
 //! Golden text dump: a small trace written with every record kind and
 //! argument type, dumped by the reader and compared with a committed file.
-//! `FTF_GOLDEN_UPDATE=1 cargo test -p ftf --test golden` rewrites it.
+//! `UPDATE_EXPECT=1 cargo test -p ftf --test golden` rewrites it (the one
+//! variable for every golden file of the workspace; see the README).
 
-use std::path::Path;
-
+use expect_test::expect_file;
 use ftf::{Arg, ArgValue, Writer};
 
 fn small_trace() -> Vec<u8> {
@@ -51,21 +51,7 @@ fn small_trace() -> Vec<u8> {
 #[test]
 fn small_trace_dump_matches_golden() {
     let dump = ftf::read::dump(&small_trace()).unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/small.txt");
-    if std::env::var("FTF_GOLDEN_UPDATE").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &dump).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run FTF_GOLDEN_UPDATE=1 cargo test -p ftf --test golden",
-            path.display()
-        )
-    });
-    assert!(
-        dump == want,
-        "dump differs from {}; if the change is intended, rerun with \
-         FTF_GOLDEN_UPDATE=1 and review the diff.\n--- got ---\n{dump}",
-        path.display()
-    );
+    // An absolute path: expect-test would otherwise guess the workspace root.
+    const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/small.txt");
+    expect_file![GOLDEN].assert_eq(&dump);
 }

@@ -6,8 +6,8 @@
 //! the slices that the emulated execution implies (computed here from the
 //! events, independently of the decoder), must be read by the `fxt` Python
 //! package as our reader reads it, and its text dump must match the golden
-//! file `decoder/tests/golden/synth.txt` (rewritten with
-//! `PTDEC_GOLDEN_UPDATE=1`).
+//! file `decoder/tests/golden/synth.txt` (rewritten with `UPDATE_EXPECT=1`,
+//! the one variable for every golden file of the workspace).
 
 mod common;
 
@@ -349,28 +349,7 @@ fn golden_dump() {
     let (_, _, report) = decode_synth(Config::default(), EmitOptions::default());
     let dump = ftf::read::dump(&report.written[0].bytes).unwrap();
     let path = pt_tests::workspace_root().join("decoder/tests/golden/synth.txt");
-    if std::env::var("PTDEC_GOLDEN_UPDATE").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &dump).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; create it with PTDEC_GOLDEN_UPDATE=1 cargo test -p pt-tests --test ptdec_synth",
-            path.display()
-        )
-    });
-    if dump != want {
-        let first = dump
-            .lines()
-            .zip(want.lines())
-            .find(|(a, b)| a != b)
-            .map(|(a, b)| format!("got:  {a}\nwant: {b}"))
-            .unwrap_or_else(|| "one is a prefix of the other".into());
-        panic!(
-            "FTF dump differs from {} (rewrite with PTDEC_GOLDEN_UPDATE=1 after review):\n{first}",
-            path.display()
-        );
-    }
+    expect_test::expect_file![path].assert_eq(&dump);
 }
 
 #[test]
