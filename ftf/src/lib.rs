@@ -3,6 +3,44 @@
 //! [`read`] module parses any FTF file back into records and a text dump for
 //! golden tests and for `ptdec` to inspect its own output.
 //!
+//! Write a small trace that Perfetto opens (ui.perfetto.dev, "Open trace
+//! file"), then read it back:
+//!
+//! ```
+//! use ftf::read::{EventKind, RecordKind};
+//! use ftf::{Arg, Writer};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("out.ftf");
+//!
+//! // Timestamps count nanoseconds (1e9 ticks per second).
+//! let mut w = Writer::new(std::fs::File::create(&path)?, 1_000_000_000)?;
+//! w.process(42, "prog")?;
+//! let main = w.thread(42, 42, "prog")?;
+//! w.duration_complete(main, "call", "main", 1_000, 9_000, &[Arg::new("insns", 1234u64)])?;
+//! w.duration_complete(main, "call", "work", 2_000, 5_000, &[Arg::new("insns", 300u64)])?;
+//! w.instant(main, "ptwrite", "ptwrite", 6_000, &[Arg::new("payload", 7u64)])?;
+//! w.finish()?;
+//!
+//! // Records, typed: the two slices and the instant, in the order written.
+//! let bytes = std::fs::read(&path)?;
+//! let events: Vec<_> = ftf::read::parse(&bytes)?
+//!     .into_iter()
+//!     .filter_map(|r| match r.kind {
+//!         RecordKind::Event(e) => Some(e),
+//!         _ => None,
+//!     })
+//!     .collect();
+//! assert_eq!(events.len(), 3);
+//! assert_eq!(events[1].name, "work");
+//! assert_eq!(events[1].kind, EventKind::DurationComplete { end: 5_000 });
+//!
+//! // Or a text dump, one line per record (what `ptdec dump` prints).
+//! let dump = ftf::read::dump(&bytes)?;
+//! assert!(dump.contains(r#"cat="call" name="work" end=5000"#), "{dump}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Why hand-written, from the spec (fuchsia.dev reference/tracing/trace-format):
 //! the Rust FTF crates we found are `ftfrs` (a prototype record-level
 //! encoder: the caller picks string and thread table indexes, one `Record`
