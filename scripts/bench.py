@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark behind scripts/bench (README, "Performance").
+"""The benchmark behind scripts/bench (results: bench/RESULTS.md).
 
 Generates Intel PT traces of about 10 MB, 100 MB and 1 GB with
 `ptsim --repeat` from the workloads in fixtures/programs (cached under

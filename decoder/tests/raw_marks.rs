@@ -3,7 +3,7 @@
 //! trace CFE/EVD) built with libipt's encoder, decoded by the `ptdec`
 //! binary, the FTF read back by our reader (and by the `fxt` Python reader
 //! and Perfetto's importer when they are installed): every packet is the
-//! instant or counter value the README promises, with perf's field values,
+//! instant or counter value docs/decoding.md promises, with perf's field values,
 //! and `--no-ptwrite`, `--no-power`, `--no-events` leave each kind out.
 
 use std::path::Path;
