@@ -246,6 +246,22 @@ impl AttrSet {
         &self.entries
     }
 
+    /// Replaces the ids of the attr at `idx` (for a writer that learns them
+    /// as instances appear); `false` if there is no such attr.
+    pub fn set_ids(&mut self, idx: usize, ids: Vec<u64>) -> bool {
+        let Some(e) = self.entries.get_mut(idx) else {
+            return false;
+        };
+        e.ids = ids;
+        self.by_id.clear();
+        for (i, e) in self.entries.iter().enumerate() {
+            for &id in &e.ids {
+                self.by_id.entry(id).or_insert(i);
+            }
+        }
+        true
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -15,6 +15,13 @@
 //! that perf reads up to the last synced size and our reader
 //! ([`crate::file`]) up to its last complete record.
 //!
+//! A writer that learns the ids of an attr only as its instances appear
+//! (ptsim opens a trace buffer per thread as threads start) gives them with
+//! [`FileWriter::set_ids`]: [`FileWriter::finish`] then writes every attr's
+//! ids after the feature sections (perf looks for the feature table right
+//! after the data) and points the attrs section at them; perf and our
+//! reader find ids wherever the attrs section says they are.
+//!
 //! AUXTRACE records are indexed as they are written and the index is stored
 //! as the AUXTRACE feature, which perf uses to queue the trace buffers of the
 //! whole file before decoding (`auxtrace_queues__process_index`); perf checks
@@ -43,6 +50,8 @@ pub struct FileWriter<W: Write + Seek> {
     features: BTreeMap<u32, Vec<u8>>,
     index: Vec<AuxtraceIndexEntry>,
     auto_index: bool,
+    /// Ids were changed after the start ([`FileWriter::set_ids`]).
+    late_ids: bool,
     buf: Vec<u8>,
 }
 
@@ -92,6 +101,7 @@ impl<W: Write + Seek> FileWriter<W> {
             features: BTreeMap::new(),
             index: Vec::new(),
             auto_index: true,
+            late_ids: false,
             buf: Vec::new(),
         };
         w.sync_header()?;
@@ -146,6 +156,12 @@ impl<W: Write + Seek> FileWriter<W> {
         self.sink.get_ref()
     }
 
+    /// The sink, for calls that write nothing to it (bytes written here
+    /// would not be counted in the records' offsets).
+    pub fn get_mut(&mut self) -> &mut W {
+        self.sink.get_mut()
+    }
+
     /// Writes one record (and the data following an AUXTRACE record); returns its offset.
     pub fn write_event(&mut self, ev: &Event<'_>) -> Result<u64, Error> {
         self.buf.clear();
@@ -189,6 +205,22 @@ impl<W: Write + Seek> FileWriter<W> {
         Ok(())
     }
 
+    /// Replaces the ids of the attr at `idx` (given to [`FileWriter::new`]
+    /// with none or only some of them). Records whose sample id names one of
+    /// the new ids must be written after this call. The ids are stored at
+    /// [`FileWriter::finish`]; a file left unfinished keeps the ids given at
+    /// the start.
+    pub fn set_ids(&mut self, idx: usize, ids: Vec<u64>) -> Result<(), Error> {
+        if !self.attrs.set_ids(idx, ids) {
+            return Err(Error::unwritable(
+                "attrs section",
+                format!("no attr #{idx} to set ids of"),
+            ));
+        }
+        self.late_ids = true;
+        Ok(())
+    }
+
     /// Whether to store the index of the AUXTRACE records written (default:
     /// yes, when there are any; it replaces an AUXTRACE section set by hand).
     pub fn set_auxtrace_index(&mut self, on: bool) {
@@ -216,6 +248,11 @@ impl<W: Write + Seek> FileWriter<W> {
         for data in self.features.values() {
             self.sink.bytes(data)?;
         }
+        // perf looks for the feature table right after the data: late ids
+        // go after the feature sections.
+        if self.late_ids {
+            self.write_late_ids()?;
+        }
         let h = self.header(data_size, bitmap)?;
         let mut inner = self.sink.into_inner();
         inner.seek(SeekFrom::Start(0))?;
@@ -223,6 +260,38 @@ impl<W: Write + Seek> FileWriter<W> {
         inner.seek(SeekFrom::End(0))?;
         inner.flush()?;
         Ok(inner)
+    }
+}
+
+impl<W: Write + Seek> FileWriter<W> {
+    /// Every attr's ids at the end, and the attrs section (same size,
+    /// same place) rewritten to point at them; the ids written at the start
+    /// stay as unused bytes.
+    fn write_late_ids(&mut self) -> Result<(), Error> {
+        let mut section = Buf::buf();
+        let mut at = self.sink.pos();
+        for e in self.attrs.entries() {
+            e.attr.write(&mut section)?;
+            section.u64(at)?;
+            section.u64(8 * e.ids.len() as u64)?;
+            at += 8 * e.ids.len() as u64;
+        }
+        if section.as_slice().len() as u64 != self.attrs_section.1 {
+            return Err(Error::unwritable(
+                "attrs section",
+                "its size changed since the start",
+            ));
+        }
+        for e in self.attrs.entries() {
+            for id in &e.ids {
+                self.sink.u64(*id)?;
+            }
+        }
+        let inner = self.sink.get_mut();
+        inner.seek(SeekFrom::Start(self.attrs_section.0))?;
+        inner.write_all(section.as_slice())?;
+        inner.seek(SeekFrom::End(0))?;
+        Ok(())
     }
 }
 

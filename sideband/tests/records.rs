@@ -814,13 +814,89 @@ fn a_killed_writer_leaves_a_file_read_to_its_last_complete_record() {
     assert_eq!(g.events().count(), events.len());
 }
 
+/// Ids given only at the end (`FileWriter::set_ids`, for instances that
+/// appear while records are written): the reader maps every record to its
+/// attr by them, and perf reads the file as it reads one with the ids up front.
+#[test]
+fn ids_set_after_the_start_are_found_where_the_attrs_say() {
+    let events = file_events();
+    let want = attrs();
+    let mut late = AttrSet::new();
+    for e in want.entries() {
+        late.push(e.attr, Vec::new());
+    }
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), late).unwrap();
+    for (i, e) in want.entries().iter().enumerate() {
+        w.set_ids(i, e.ids.clone()).unwrap();
+    }
+    assert!(w.set_ids(2, vec![9]).is_err(), "there is no attr #2");
+    for (id, data) in features() {
+        w.set_feature(id, data).unwrap();
+    }
+    for e in &events {
+        w.write_event(e).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let f = PerfFile::parse(&bytes).unwrap();
+    assert_eq!(f.attrs(), &want);
+    let read: Vec<_> = f.events().map(|e| e.unwrap().1).collect();
+    assert_eq!(read, events);
+    // The same records and ids as a file written with the ids up front.
+    let up_front = build_file(&events);
+    let up_front = PerfFile::parse(&up_front).unwrap();
+    assert_eq!(f.attrs(), up_front.attrs());
+    // perf maps every record to its attr by these ids (an unknown id is
+    // an error), so it reads the file without a word.
+    let Some(perf) = perf_bin() else { return };
+    let events = perf_events();
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), {
+        let mut late = AttrSet::new();
+        for e in want.entries() {
+            late.push(e.attr, Vec::new());
+        }
+        late
+    })
+    .unwrap();
+    for (i, e) in want.entries().iter().enumerate() {
+        w.set_ids(i, e.ids.clone()).unwrap();
+    }
+    for e in &events {
+        w.write_event(e).unwrap();
+    }
+    let bytes = w.finish().unwrap().into_inner();
+    let stdout = perf_script_dump(&perf, &bytes);
+    assert!(
+        stdout.contains("PERF_RECORD_ITRACE_START pid: 100 tid: 101"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn perf_reads_a_small_file_built_from_records() {
     let Some(perf) = perf_bin() else { return };
-    // What ptrec/ptsim write. Records whose content perf reports as a
-    // problem of the recording (LOST, LOST_SAMPLES, a truncated AUX area,
-    // AUXTRACE_ERROR) and unknown kinds are left out: the point is the format.
-    let events: Vec<_> = file_events()
+    // What ptrec/ptsim write; the point is the format.
+    let events = perf_events();
+    let bytes = build_file(&events);
+    let stdout = perf_script_dump(&perf, &bytes);
+    for want in [
+        "PERF_RECORD_AUXTRACE size: 0x20",
+        "TIP.PGE 0x401000",
+        "TNT T (1)",
+        "TIP.PGD",
+        "TIP.PGD no ip",
+        "PERF_RECORD_MMAP2 100/100: [0x400000(0x2000) @ 0 08:01 1234 5]",
+        "PERF_RECORD_COMM exec: exactly16bytes!:100/101",
+        "PERF_RECORD_ITRACE_START pid: 100 tid: 101",
+    ] {
+        assert!(stdout.contains(want), "perf script -D lacks {want:?}");
+    }
+}
+
+/// The records of [`file_events`] perf reads without a word: records whose
+/// content perf reports as a problem of the recording (LOST, LOST_SAMPLES, a
+/// truncated AUX area, AUXTRACE_ERROR) and unknown kinds are left out.
+fn perf_events() -> Vec<Event<'static>> {
+    file_events()
         .into_iter()
         .filter(|e| {
             !matches!(
@@ -838,17 +914,21 @@ fn perf_reads_a_small_file_built_from_records() {
             }
             e
         })
-        .collect();
-    let bytes = build_file(&events);
+        .collect()
+}
+
+/// `perf script -D` on a perf.data: its stdout; perf must succeed and print
+/// nothing on stderr.
+fn perf_script_dump(perf: &std::path::Path, bytes: &[u8]) -> String {
     let mut t = tempfile::NamedTempFile::new().unwrap();
-    std::io::Write::write_all(&mut t, &bytes).unwrap();
-    let out = std::process::Command::new(&perf)
+    std::io::Write::write_all(&mut t, bytes).unwrap();
+    let out = std::process::Command::new(perf)
         .args(["script", "-D", "--symfs", "/nonexistent-symfs", "-i"])
         .arg(t.path())
         .env("HOME", std::env::temp_dir())
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     if std::env::var_os("SIDEBAND_DUMP").is_some() {
         println!("{stdout}");
     }
@@ -857,18 +937,7 @@ fn perf_reads_a_small_file_built_from_records() {
         out.status.success() && stderr.trim().is_empty(),
         "perf script -D: {stderr}"
     );
-    for want in [
-        "PERF_RECORD_AUXTRACE size: 0x20",
-        "TIP.PGE 0x401000",
-        "TNT T (1)",
-        "TIP.PGD",
-        "TIP.PGD no ip",
-        "PERF_RECORD_MMAP2 100/100: [0x400000(0x2000) @ 0 08:01 1234 5]",
-        "PERF_RECORD_COMM exec: exactly16bytes!:100/101",
-        "PERF_RECORD_ITRACE_START pid: 100 tid: 101",
-    ] {
-        assert!(stdout.contains(want), "perf script -D lacks {want:?}");
-    }
+    stdout
 }
 
 fn perf_bin() -> Option<std::path::PathBuf> {

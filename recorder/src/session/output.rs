@@ -293,6 +293,21 @@ impl TraceWriter {
         self.file.set_feature(id, data)
     }
 
+    /// Replaces the ids of the attr at `idx`, for a writer that learns them
+    /// as the instances appear (see [`FileWriter::set_ids`]).
+    pub fn set_ids(&mut self, idx: usize, ids: Vec<u64>) -> Result<(), sideband::Error> {
+        self.file.set_ids(idx, ids)
+    }
+
+    /// Frees the space held back for finishing the file, as the first
+    /// failed append does: for a writer that stops on another file's
+    /// failure (the disk is full) and must still finish this one.
+    pub fn release_reserve(&mut self) -> io::Result<()> {
+        let g = self.file.get_mut();
+        g.released = true;
+        g.inner.release_reserve()
+    }
+
     /// Runs `f` right before the file is finished.
     pub fn on_finish(&mut self, f: Finisher) {
         self.finishers.push(f);
