@@ -6,12 +6,16 @@
 //! its parents, `/` or `$HOME`. A replacement is written beside the old trace
 //! and swapped in at the end ([`OutDir::commit`]), so a failed run leaves the
 //! old trace as it was. Under sudo the result is handed to the invoking user,
-//! on success and failure alike.
+//! on success and failure alike. Everything in it is the owner's alone
+//! (folders 0700, files 0600, as perf writes perf.data): a trace holds the
+//! program's arguments and whatever its memory held. [`create_file`] and
+//! [`create_dir_all`] are how ptrec and ptsim create what goes in it.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::errors::Error;
@@ -30,6 +34,37 @@ const TRACE_ENTRIES: [&str; 6] = [
     "kcore_dir",
     "truth",
 ];
+
+/// Mode of the trace dir and of every folder in it.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file in a trace dir.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates (or truncates) the file `path` of a trace dir, mode 0600 whatever
+/// the umask, never through a symbolic link at `path`; an existing file
+/// loses any wider permission bits.
+pub fn create_file(path: &Path) -> std::io::Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    if f.metadata()?.permissions().mode() & 0o777 != FILE_MODE {
+        f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+    }
+    Ok(f)
+}
+
+/// Creates the folder `path` of a trace dir and its missing parents, mode
+/// 0700 whatever the umask (an existing folder is left as it is).
+pub fn create_dir_all(path: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
+}
 
 /// The output directory of one recording.
 #[derive(Debug)]
@@ -109,7 +144,7 @@ impl OutDir {
         // mkdir(2) never follows a symbolic link in the last component: a
         // link planted since the check above makes it fail with EEXIST.
         std::fs::DirBuilder::new()
-            .mode(0o700)
+            .mode(DIR_MODE)
             .create(&dir)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => Error::OutputExists { path: dir.clone() },
@@ -143,7 +178,7 @@ impl OutDir {
     /// Creates (if needed) and returns the subdirectory `name`.
     pub fn subdir(&self, name: &str) -> Result<PathBuf, Error> {
         let p = self.path.join(name);
-        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+        match std::fs::DirBuilder::new().mode(DIR_MODE).create(&p) {
             Ok(()) => Ok(p),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let m = std::fs::symlink_metadata(&p).map_err(output_err(&p))?;
@@ -576,6 +611,29 @@ mod tests {
         std::fs::write(d.data(), b"PERFILE2").unwrap();
         d.commit().unwrap();
         assert!(out.join("data").exists());
+    }
+
+    #[test]
+    fn files_and_folders_are_the_owners_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+        let d = tmp.path().join("t/truth/deeper");
+        create_dir_all(&d).unwrap();
+        assert_eq!(mode(&d), 0o700);
+        assert_eq!(mode(&tmp.path().join("t/truth")), 0o700);
+        let f = d.join("1.txt");
+        create_file(&f).unwrap();
+        assert_eq!(mode(&f), 0o600);
+        // An existing file loses its wider bits.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        create_file(&f).unwrap();
+        assert_eq!(mode(&f), 0o600);
+        // A symbolic link at the name is not followed.
+        let target = tmp.path().join("elsewhere");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.join("2.txt")).unwrap();
+        assert!(create_file(&d.join("2.txt")).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 
     #[test]

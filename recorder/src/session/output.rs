@@ -64,12 +64,7 @@ impl DataFile {
     /// Creates (truncates) `path`, mode 0600 as perf creates perf.data, and
     /// a `reserve_bytes` reserve beside it.
     pub fn create(path: &Path, reserve_bytes: u64) -> io::Result<DataFile> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = crate::outdir::create_file(path)?;
         let reserve = if reserve_bytes > 0 {
             let mut name = path.as_os_str().to_owned();
             name.push(format!(".reserve-{}", std::process::id()));
@@ -77,7 +72,7 @@ impl DataFile {
             let mut r = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(0o600)
+                .mode(crate::outdir::FILE_MODE)
                 .open(&rpath)?;
             // Nameless from here on: the space goes with the last close.
             std::fs::remove_file(&rpath)?;
