@@ -113,7 +113,7 @@ pub fn save_vdso(images_dir: &Path, bytes: &[u8]) -> Result<Saved, Error> {
     };
     let path = images_dir.join(name);
     if !path.exists() {
-        std::fs::write(&path, bytes).map_err(cap_err(path.display().to_string()))?;
+        write_private(&path, bytes).map_err(cap_err(path.display().to_string()))?;
     }
     Ok(Saved {
         name: "[vdso]".into(),
@@ -212,7 +212,7 @@ pub fn archive_file(
     }
     let dest = sysroot.join(path.trim_start_matches('/'));
     if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent).map_err(cap_err(parent.display().to_string()))?;
+        crate::outdir::create_dir_all(parent).map_err(cap_err(parent.display().to_string()))?;
     }
     let derr = |e| cap_err(dest.display().to_string())(e);
     let mut f = std::fs::OpenOptions::new()
@@ -291,10 +291,11 @@ pub fn check_kcore() -> Result<(), Error> {
 /// warning says so.
 pub fn copy_kcore(kcore_dir: &Path) -> Result<Vec<String>, Error> {
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").map_err(cap_err("/proc/kallsyms"))?;
-    std::fs::write(kcore_dir.join("kallsyms"), &kallsyms).map_err(cap_err("kcore_dir/kallsyms"))?;
+    write_private(&kcore_dir.join("kallsyms"), kallsyms.as_bytes())
+        .map_err(cap_err("kcore_dir/kallsyms"))?;
     // A kernel without module support has no /proc/modules: an empty list.
     let modules = std::fs::read("/proc/modules").unwrap_or_default();
-    std::fs::write(kcore_dir.join("modules"), modules).map_err(cap_err("kcore_dir/modules"))?;
+    write_private(&kcore_dir.join("modules"), &modules).map_err(cap_err("kcore_dir/modules"))?;
     let sym = |name: &str| {
         kallsyms.lines().find_map(|l| {
             let mut it = l.split_whitespace();
@@ -351,10 +352,14 @@ pub fn copy_kcore(kcore_dir: &Path) -> Result<Vec<String>, Error> {
         }
     }
     let path = kcore_dir.join("kcore");
-    let mut f = File::create(&path).map_err(cap_err(path.display().to_string()))?;
-    f.write_all(&elf_core(&out_segs))
-        .map_err(cap_err(path.display().to_string()))?;
+    write_private(&path, &elf_core(&out_segs)).map_err(cap_err(path.display().to_string()))?;
     Ok(Vec::new())
+}
+
+/// Writes a file of the trace dir, mode 0600 like every other
+/// ([`crate::outdir::create_file`]).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::outdir::create_file(path)?.write_all(bytes)
 }
 
 struct Segment {
@@ -482,6 +487,9 @@ mod tests {
             format!("vdso-{}.so", hex(&id))
         );
         assert_eq!(build_id(&std::fs::read(&s.path).unwrap()), Some(id));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&s.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the vDSO image is the owner's alone");
     }
 
     #[test]
