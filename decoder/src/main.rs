@@ -396,14 +396,18 @@ struct DecodeArgs {
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
-    /// Decode with N threads (default: all cores). Example: -j 4
-    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
+    /// Decode with N threads, at most 256 (default: all cores). Memory: the
+    /// chunks decoded ahead of the output hold at most 8 MiB of trace in
+    /// all, whatever -j and --chunk-size say (more threads than chunks fit
+    /// there are not started); decoded, that is about 700 MB for
+    /// call-dense code. Example: -j 4
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0, value_parser = parse_jobs)]
     jobs: usize,
     /// Cut each buffer into chunks of about BYTES (at the next PSB), the
-    /// unit of parallel decoding; memory holds a few chunks per thread.
-    /// The slices are the same for any size. Default 256K. Example:
-    /// --chunk-size 1M
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    /// unit of parallel decoding: at most 8M, of which 8 MiB are decoded
+    /// ahead at once (see -j). The slices are the same for any size.
+    /// Default 256K. Example: --chunk-size 1M
+    #[arg(long, value_name = "BYTES", value_parser = parse_chunk_size)]
     chunk_size: Option<u64>,
     #[command(flatten)]
     marks: MarkArgs,
@@ -423,6 +427,33 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .and_then(|n| n.checked_mul(mult))
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("{s:?} is not a size in bytes (e.g. 262144, 256K, 1M)"))
+}
+
+/// `--chunk-size`: a size up to `MAX_BYTES_IN_FLIGHT`.
+fn parse_chunk_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    let max = ptdec::decode::MAX_BYTES_IN_FLIGHT;
+    if n > max {
+        return Err(format!(
+            "{s:?} is more than the largest chunk, {}M: the chunks decoded ahead of the \
+             output hold at most that much trace (memory); give at most {}M",
+            max >> 20,
+            max >> 20
+        ));
+    }
+    Ok(n)
+}
+
+/// `-j`: 0 (all cores) up to `MAX_JOBS`.
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    let max = ptdec::decode::MAX_JOBS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!(
+            "ptdec starts at most {max} decode threads; give -j {max} or less (0: all cores)"
+        )),
+        Err(_) => Err(format!("{s:?} is not a number of threads (e.g. 4)")),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -126,6 +126,18 @@ const WARMUP_BYTES: u64 = 64 << 10;
 /// enough that a window of them is a few tens of MB of ops.
 pub const DEFAULT_CHUNK_BYTES: u64 = 256 << 10;
 
+/// The most trace bytes decoded ahead of the output at once: the chunks
+/// the workers have started and the output has not yet taken. Their
+/// decoded ops are most of a decode's memory (about 90 bytes per byte of
+/// trace in call-dense code: ~700 MB at this limit), so it bounds memory
+/// whatever `jobs` and `chunk_bytes` say; the chunk being delivered is
+/// always let through, however large. `ptdec --chunk-size` is at most this.
+pub const MAX_BYTES_IN_FLIGHT: u64 = 8 << 20;
+
+/// The most decode workers ([`DecodeOptions::jobs`] is clamped to it, and
+/// to the chunks [`MAX_BYTES_IN_FLIGHT`] lets decode at once).
+pub const MAX_JOBS: usize = 256;
+
 /// What to decode and how.
 #[derive(Debug, Clone, Default)]
 pub struct DecodeOptions {
@@ -137,7 +149,8 @@ pub struct DecodeOptions {
     pub start: Option<u64>,
     /// Drop ops after this perf time (ns); decoding of a segment stops past it.
     pub end: Option<u64>,
-    /// Worker threads; 0: `available_parallelism`.
+    /// Worker threads; 0: `available_parallelism`. At most [`MAX_JOBS`],
+    /// and at most as many as chunks fit in [`MAX_BYTES_IN_FLIGHT`].
     pub jobs: usize,
     /// How far (ns) a context switch or mmap record may lie after the time
     /// libipt estimates for a TIP.PGE and still apply to it; `None`: two MTC
@@ -530,7 +543,10 @@ fn decode_segments(
     let threads = match opts.jobs {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
-    };
+    }
+    // More could only wait for room in MAX_BYTES_IN_FLIGHT.
+    .min(MAX_JOBS)
+    .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize);
     let window = opts.window.unwrap_or(2 * threads + 2);
     let mut jobs: Vec<ChunkJob> = Vec::new();
     // (segment, first decoded chunk of it) per job.
@@ -639,6 +655,11 @@ fn decode_segments(
         pool: &pool,
         progress: &progress,
     };
-    workers::run(&shared, threads, window, &mut deliver)?;
+    let limits = workers::Limits {
+        threads,
+        window,
+        bytes: MAX_BYTES_IN_FLIGHT,
+    };
+    workers::run(&shared, limits, &mut deliver)?;
     Ok(orderer.finish(sink))
 }

@@ -5,9 +5,11 @@
 //! decode them; the calling thread receives the results, puts them back in
 //! order in a reorder buffer and hands each to `deliver` (the ordering
 //! stage, call stacks and FTF writing run there, while the workers go on).
-//! A worker may start chunk `k` only when `k < delivered + window`, so at
-//! most `window` chunks are decoded and not yet delivered: memory is
-//! bounded by the window, not by the trace.
+//! A worker may start chunk `k` only when `k < delivered + window` and the
+//! chunks from the next one to deliver through `k` hold at most
+//! [`Limits::bytes`] of trace (the next one always may start), so at most
+//! `window` chunks and that many bytes are decoded and not yet delivered:
+//! memory is bounded by the window, not by the trace.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -54,14 +56,24 @@ pub(super) struct Shared<'a, 't> {
     pub progress: &'a Progress<'a>,
 }
 
-/// Decodes the jobs on `threads` workers, at most `window` ahead of
-/// delivery, and calls `deliver(k, output, held)` for each in order, on the
-/// calling thread (`held`: ops of the chunks decoded and waiting in the
-/// reorder buffer, this one's included).
+/// How many workers, and how far ahead of delivery they may decode.
+pub(super) struct Limits {
+    /// Worker threads.
+    pub threads: usize,
+    /// Chunks started and not yet delivered, at most.
+    pub window: usize,
+    /// Trace bytes of those chunks, at most (beyond the next to deliver).
+    pub bytes: u64,
+}
+
+/// Decodes the jobs on `limits.threads` workers, at most `limits.window`
+/// chunks and `limits.bytes` of trace ahead of delivery, and calls
+/// `deliver(k, output, held)` for each in order, on the calling thread
+/// (`held`: ops of the chunks decoded and waiting in the reorder buffer,
+/// this one's included).
 pub(super) fn run(
     shared: &Shared<'_, '_>,
-    threads: usize,
-    window: usize,
+    limits: Limits,
     deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
 ) -> Result<(), DecodeError> {
     let Shared {
@@ -71,8 +83,18 @@ pub(super) fn run(
         pool,
         progress,
     } = *shared;
-    let window = window.max(1);
-    let threads = threads.clamp(1, jobs.len().max(1));
+    let window = limits.window.max(1);
+    let threads = limits.threads.clamp(1, jobs.len().max(1));
+    // ends[k]: the bytes of jobs 0..k, for the bytes from one to another.
+    let ends: Vec<u64> = std::iter::once(0)
+        .chain(jobs.iter().scan(0u64, |sum, j| {
+            *sum += j.decode.end - j.decode.start;
+            Some(*sum)
+        }))
+        .collect();
+    let too_far = |k: usize, delivered: usize| {
+        k >= delivered + window || (k > delivered && ends[k + 1] - ends[delivered] > limits.bytes)
+    };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let gate = (Mutex::new(0usize), Condvar::new());
@@ -80,7 +102,7 @@ pub(super) fn run(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, gate) = (&next, &stop, &gate);
+            let (next, stop, gate, too_far) = (&next, &stop, &gate, &too_far);
             scope.spawn(move || {
                 let images = match WorkerImages::new(setup) {
                     Ok(i) => i,
@@ -95,7 +117,7 @@ pub(super) fn run(
                     let Some(job) = jobs.get(k) else { break };
                     {
                         let mut delivered = gate.0.lock().unwrap_or_else(|p| p.into_inner());
-                        while k >= *delivered + window && !stop.load(Ordering::Relaxed) {
+                        while too_far(k, *delivered) && !stop.load(Ordering::Relaxed) {
                             delivered = gate.1.wait(delivered).unwrap_or_else(|p| p.into_inner());
                         }
                     }
