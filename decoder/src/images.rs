@@ -56,7 +56,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -212,7 +211,7 @@ impl Image {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let file = crate::inputs::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         if !meta.is_file() {
             return Err(io(std::io::Error::other("not a regular file")));

@@ -244,10 +244,12 @@ impl Trace {
                 });
             (path.to_owned(), dir)
         };
-        let bytes = FileBytes::open(&data_path).map_err(|source| InputError::Io {
-            path: data_path.clone(),
-            source,
-        })?;
+        let bytes = crate::inputs::open(&data_path)
+            .and_then(FileBytes::from_file)
+            .map_err(|source| InputError::Io {
+                path: data_path.clone(),
+                source,
+            })?;
         Self::from_bytes(bytes, data_path, dir)
     }
 

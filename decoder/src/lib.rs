@@ -11,6 +11,7 @@ pub mod emit;
 pub mod events;
 pub mod images;
 pub mod input;
+pub mod inputs;
 pub mod interp;
 pub mod ops;
 pub mod outfile;

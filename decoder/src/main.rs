@@ -523,10 +523,7 @@ fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
 }
 
 fn open(path: &Path) -> Result<Trace> {
-    let trace = Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))?;
-    // No output may replace the file being read (ptdec::outfile).
-    outfile::protect_input(&trace.data_path);
-    Ok(trace)
+    Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))
 }
 
 fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
@@ -774,15 +771,6 @@ fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 }
 
 fn decode_raw(a: RawArgs) -> Result<()> {
-    outfile::protect_input(&a.pt.path);
-    for f in a
-        .elf
-        .iter()
-        .map(|e| &e.path)
-        .chain(a.raw.iter().map(|r| &r.file.path))
-    {
-        outfile::protect_input(f);
-    }
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let cfg = RawConfig {
@@ -796,6 +784,13 @@ fn decode_raw(a: RawArgs) -> Result<()> {
         next_psb_on_error: a.on_error == OnError::NextPsb,
         addr_filters: a.filter.ranges(),
     };
+    if let Some(list) = a.insn_list.as_deref().filter(|l| same_output(l, &a.output)) {
+        bail!(
+            "--insn-list {} and -o {} are the same file; give each its own",
+            list.display(),
+            a.output.display()
+        );
+    }
     let list = match &a.insn_list {
         None => None,
         Some(p) => Some(InsnList::create(p)?),
@@ -865,17 +860,55 @@ struct InsnList {
 }
 
 /// The listing's writer and its first write error.
-type ListOut = (Box<dyn Write + Send>, Option<std::io::Error>);
+type ListOut = (ListWriter, Option<std::io::Error>);
+
+/// Where the listing goes: stdout, or a file put in place only when
+/// complete (`ptdec::outfile`, as the FTF).
+enum ListWriter {
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+    File(std::io::BufWriter<outfile::OutFile>),
+}
+
+impl Write for ListWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            ListWriter::Stdout(w) => w.write(buf),
+            ListWriter::File(w) => w.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ListWriter::Stdout(w) => w.flush(),
+            ListWriter::File(w) => w.flush(),
+        }
+    }
+}
+
+/// Whether two output names are one file: the same name in the same
+/// directory, however spelled (outputs need not exist yet).
+fn same_output(a: &Path, b: &Path) -> bool {
+    let key = |p: &Path| -> Option<PathBuf> {
+        let real = std::fs::canonicalize(p).ok().or_else(|| {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+        })?;
+        Some(real)
+    };
+    a != Path::new("-") && b != Path::new("-") && key(a).is_some_and(|k| Some(k) == key(b))
+}
 
 impl InsnList {
     fn create(path: &Path) -> Result<InsnList> {
-        let w: Box<dyn Write + Send> = if path == Path::new("-") {
-            Box::new(std::io::BufWriter::new(std::io::stdout()))
+        let w = if path == Path::new("-") {
+            ListWriter::Stdout(std::io::BufWriter::new(std::io::stdout()))
         } else {
-            let f = std::fs::File::create(path).with_context(|| {
+            let f = outfile::OutFile::create(path).with_context(|| {
                 format!("cannot create the instruction list {}", path.display())
             })?;
-            Box::new(std::io::BufWriter::new(f))
+            ListWriter::File(std::io::BufWriter::new(f))
         };
         Ok(InsnList {
             out: std::sync::Arc::new(std::sync::Mutex::new((w, None))),
@@ -895,11 +928,21 @@ impl InsnList {
     }
 
     fn finish(self) -> std::io::Result<()> {
-        let mut g = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = g.1.take() {
+        let Ok(out) = std::sync::Arc::try_unwrap(self.out) else {
+            return Err(std::io::Error::other("the listing is still being written"));
+        };
+        let (w, err) = out.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = err {
             return Err(e);
         }
-        g.0.flush()
+        match w {
+            ListWriter::Stdout(mut w) => w.flush(),
+            ListWriter::File(w) => w
+                .into_inner()
+                .map_err(|e| e.into_error())?
+                .commit()
+                .map_err(std::io::Error::from),
+        }
     }
 }
 
@@ -916,8 +959,68 @@ fn version() -> &'static str {
     V.get_or_init(|| format!("{} with {}", env!("CARGO_PKG_VERSION"), ipt::BUILT_WITH))
 }
 
+/// SIGINT, SIGTERM and SIGHUP end ptdec with a message and 128 + the
+/// signal's number, after removing what an unfinished output left
+/// (`outfile::abandon`; an output being put in place is completed first).
+/// SIGKILL cannot be caught: an unfinished output is then an unnamed file
+/// that vanishes with the process (or, on a filesystem without
+/// `O_TMPFILE`, a `.NAME.ptdec-PID-N.tmp` beside it that stays). A signal
+/// ignored when ptdec started (`nohup`, a shell's background job) stays
+/// ignored.
+fn on_interrupt() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let ignored = ignored_signals();
+    let caught = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| ignored & (1 << (s - 1)) == 0);
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(caught) else {
+        // Without a handler the signal's default action ends the run:
+        // unnamed temporaries still vanish.
+        return;
+    };
+    std::thread::spawn(move || {
+        let Some(sig) = signals.forever().next() else {
+            return;
+        };
+        let unfinished = outfile::abandon();
+        let name = match sig {
+            SIGINT => "SIGINT",
+            SIGTERM => "SIGTERM",
+            _ => "SIGHUP",
+        };
+        let what = if unfinished.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = unfinished.iter().map(|p| p.display().to_string()).collect();
+            format!("; {} not written (nothing of it is left)", list.join(", "))
+        };
+        // On its own line after a progress bar.
+        let nl = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            "\n"
+        } else {
+            ""
+        };
+        eprintln!("{nl}ptdec: interrupted by {name}{what}");
+        std::process::exit(128 + sig);
+    });
+}
+
+/// The signals this process ignores (bit `n - 1` for signal `n`), as
+/// /proc/self/status's `SigIgn` lists them; none when it cannot be read.
+fn ignored_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    on_interrupt();
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
         Some(Command::Dump { file }) => dump(&file),

@@ -1,51 +1,68 @@
 //! Every file ptdec writes goes through here: it is written to a temporary
-//! file beside its final name and renamed into place only once complete
-//! ([`OutFile::commit`]), so a failed, full-disk or killed run never leaves a
-//! truncated output, and an existing file is replaced only by a whole one.
-//! An output that is the same file (device and inode, also through symbolic
-//! links) as an input registered with [`protect_input`] is refused: writing
-//! it would destroy the trace being read (and its memory mapping).
+//! file in the output's directory and linked or renamed into place only once
+//! complete ([`OutFile::commit`]), so a failed, interrupted or killed run
+//! never leaves a truncated output, and an existing file is replaced only by
+//! a whole one.
+//!
+//! The temporary has no name where the filesystem allows it (`O_TMPFILE`):
+//! whatever ends the run before the commit (an error, SIGINT, SIGKILL, an
+//! abort) leaves nothing behind. Elsewhere it is `.NAME.ptdec-PID-N.tmp`,
+//! removed when the output is dropped and by [`abandon`] (ptdec's SIGINT,
+//! SIGTERM and SIGHUP handler); only SIGKILL or an abort leave that one.
+//!
+//! An output that is the same file (device and inode, through any link) as
+//! a file this run read (`crate::inputs`) is refused, when the output is
+//! created and again just before it replaces its file, after every input
+//! was opened: writing it would destroy the trace or image being read.
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// (device, inode) of every input of this run.
-static INPUTS: Mutex<Vec<(u64, u64, PathBuf)>> = Mutex::new(Vec::new());
-
-/// Counter for unique temporary names within this process.
+/// Counter for unique temporary names and output ids within this process.
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Registers `path` (followed through links) as an input no output may
-/// replace. A path that cannot be read is ignored: opening it reports that.
-pub fn protect_input(path: &Path) {
-    if let Ok(m) = std::fs::metadata(path) {
-        INPUTS.lock().unwrap_or_else(|e| e.into_inner()).push((
-            m.dev(),
-            m.ino(),
-            path.to_path_buf(),
-        ));
-    }
+/// The outputs being written, and whether the run was abandoned.
+struct Pending {
+    /// (id, final path, named temporary) of every output not yet
+    /// committed or dropped.
+    outputs: Vec<(u64, PathBuf, Option<PathBuf>)>,
+    /// Set by [`abandon`]: no output may be created or committed any more.
+    abandoned: bool,
 }
 
-/// The input that `path` (followed through links) is, if any.
-fn same_as_input(path: &Path) -> Option<PathBuf> {
-    let m = std::fs::metadata(path).ok()?;
-    INPUTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|(dev, ino, input)| {
-            // Still that file: a deleted input's inode may have been reused.
-            *dev == m.dev()
-                && *ino == m.ino()
-                && std::fs::metadata(input).is_ok_and(|i| i.dev() == *dev && i.ino() == *ino)
-        })
-        .map(|(_, _, p)| p.clone())
+/// Held while an output is linked or renamed into place and while
+/// [`abandon`] removes the temporaries, so neither sees half of the other.
+static PENDING: Mutex<Pending> = Mutex::new(Pending {
+    outputs: Vec::new(),
+    abandoned: false,
+});
+
+fn pending() -> std::sync::MutexGuard<'static, Pending> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stops every output of this run, for a signal handler about to exit:
+/// removes the named temporaries of the outputs being written (unnamed
+/// ones vanish with the process) and makes any later create or commit
+/// fail. Returns the outputs that were being written and will not be. An
+/// output whose commit had begun is completed first.
+pub fn abandon() -> Vec<PathBuf> {
+    let mut p = pending();
+    p.abandoned = true;
+    let mut unfinished = Vec::new();
+    for (_, path, named) in p.outputs.drain(..) {
+        if let Some(tmp) = named {
+            let _ = std::fs::remove_file(tmp);
+        }
+        unfinished.push(path);
+    }
+    unfinished
 }
 
 /// Why an output cannot be written.
@@ -55,11 +72,14 @@ pub enum OutFileError {
     /// The output is one of the inputs.
     #[error(
         "{} is the same file as the input {}; writing it would destroy the input. \
-         Choose another -o",
+         Give the output another name",
         path.display(),
         input.display()
     )]
     IsInput { path: PathBuf, input: PathBuf },
+    /// The run was interrupted ([`abandon`]).
+    #[error("{} was not written: ptdec was interrupted", path.display())]
+    Abandoned { path: PathBuf },
     /// Creating, writing or renaming failed.
     #[error("cannot write {}: {source}", path.display())]
     Io {
@@ -78,22 +98,42 @@ impl From<OutFileError> for io::Error {
     }
 }
 
+/// Where an output's bytes wait for their commit.
+#[derive(Debug)]
+enum Temp {
+    /// An `O_TMPFILE` file in the output's directory.
+    Unnamed,
+    /// `.NAME.ptdec-PID-N.tmp` beside the output.
+    Named(PathBuf),
+    /// A device, FIFO or socket (`-o /dev/null`), written in place and
+    /// never replaced: renaming a file over /dev/null would replace the
+    /// device itself.
+    InPlace,
+}
+
 /// An output file being written; the temporary is removed unless committed.
 #[derive(Debug)]
 pub struct OutFile {
     file: Option<File>,
-    /// The temporary renamed to `path` on commit; `None` when writing to a
-    /// device or FIFO (`-o /dev/null`, `-o /dev/stdout`), which is opened
-    /// as it is and never replaced.
-    tmp: Option<PathBuf>,
+    temp: Temp,
+    /// The final name (a symbolic link's target, when given a link).
     path: PathBuf,
+    /// This output's entry in [`PENDING`].
+    id: u64,
 }
 
 impl OutFile {
-    /// Starts writing `path`: refuses an input, creates `.NAME.ptdec-PID-N.tmp`
-    /// beside it (beside a symbolic link's target, when `path` is a link).
+    /// Starts writing `path`: refuses an input, creates the temporary in
+    /// its directory (a symbolic link's target's directory, when `path` is
+    /// a link).
     pub fn create(path: &Path) -> Result<OutFile, OutFileError> {
-        if let Some(input) = same_as_input(path) {
+        Self::create_with(path, true)
+    }
+
+    /// [`OutFile::create`]; `unnamed: false` skips `O_TMPFILE` (tests of
+    /// the named temporary).
+    fn create_with(path: &Path, unnamed: bool) -> Result<OutFile, OutFileError> {
+        if let Some(input) = crate::inputs::same_as(path) {
             return Err(OutFileError::IsInput {
                 path: path.to_path_buf(),
                 input,
@@ -116,8 +156,6 @@ impl OutFile {
                     "it is a directory; give a file name",
                 )))
             }
-            // A device, FIFO or socket is written in place: renaming a
-            // file over /dev/null would replace the device itself.
             Ok(m) if !m.is_file() => {
                 let file = std::fs::OpenOptions::new()
                     .write(true)
@@ -125,8 +163,9 @@ impl OutFile {
                     .map_err(err)?;
                 return Ok(OutFile {
                     file: Some(file),
-                    tmp: None,
+                    temp: Temp::InPlace,
                     path: path.to_path_buf(),
+                    id: u64::MAX,
                 });
             }
             _ => {}
@@ -137,45 +176,141 @@ impl OutFile {
                 "the path has no file name",
             ))
         })?;
-        // At most 200 bytes of the name, so that the temporary stays within
-        // NAME_MAX (255) whenever the final name does.
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(std::ffi::OsStr::from_bytes(
-            &name.as_bytes()[..name.len().min(200)],
-        ));
-        tmp_name.push(format!(
-            ".ptdec-{}-{}.tmp",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = real.with_file_name(tmp_name);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&tmp)
-            .map_err(err)?;
+        let dir = match real.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned { path: real });
+        }
+        // The commit links the unnamed file through /proc (place_unnamed).
+        let unnamed = if unnamed && Path::new("/proc/self/fd").is_dir() {
+            open_unnamed(dir).ok()
+        } else {
+            None
+        };
+        let (file, temp) = match unnamed {
+            Some(f) => (f, Temp::Unnamed),
+            None => {
+                let tmp = real.with_file_name(temp_name(name));
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o666)
+                    .open(&tmp)
+                    .map_err(err)?;
+                (file, Temp::Named(tmp))
+            }
+        };
+        let id = SEQ.fetch_add(1, Ordering::Relaxed);
+        let named = match &temp {
+            Temp::Named(t) => Some(t.clone()),
+            _ => None,
+        };
+        p.outputs.push((id, real.clone(), named));
         Ok(OutFile {
             file: Some(file),
-            tmp: Some(tmp),
+            temp,
             path: real,
+            id,
         })
     }
 
-    /// Makes the file durable and renames it to its final name.
+    /// Makes the file durable and puts it in place, unless an input
+    /// opened since [`OutFile::create`] is the file it would replace.
     pub fn commit(mut self) -> Result<(), OutFileError> {
+        let path = self.path.clone();
         let err = |source| OutFileError::Io {
-            path: self.path.clone(),
+            path: path.clone(),
             source,
         };
         let mut file = self.file.take().expect("not yet committed");
-        let Some(tmp) = self.tmp.take() else {
+        if matches!(self.temp, Temp::InPlace) {
             return file.flush().map_err(err);
-        };
+        }
         file.sync_all().map_err(err)?;
-        drop(file);
-        std::fs::rename(&tmp, &self.path).map_err(err)
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned { path });
+        }
+        if let Some(input) = crate::inputs::same_as(&path) {
+            return Err(OutFileError::IsInput { path, input });
+        }
+        let placed = match &self.temp {
+            Temp::Named(tmp) => std::fs::rename(tmp, &path),
+            _ => place_unnamed(&file, &path),
+        };
+        // Committed or not, the temporary is gone or this drop's to remove.
+        p.outputs.retain(|o| o.0 != self.id);
+        match placed {
+            Ok(()) => {
+                self.temp = Temp::InPlace;
+                Ok(())
+            }
+            Err(e) => {
+                drop(p);
+                self.file = Some(file);
+                Err(err(e))
+            }
+        }
     }
+}
+
+/// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
+/// within NAME_MAX (255) whenever NAME does.
+fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(std::ffi::OsStr::from_bytes(
+        &name.as_bytes()[..name.len().min(200)],
+    ));
+    tmp_name.push(format!(
+        ".ptdec-{}-{}.tmp",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    tmp_name
+}
+
+/// A file without a name in `dir` (`O_TMPFILE`); an error where the
+/// filesystem or kernel has none (the caller then names one).
+fn open_unnamed(dir: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .mode(0o666)
+        .custom_flags(nix::libc::O_TMPFILE)
+        .open(dir)
+}
+
+/// Gives the unnamed `file` the name `path`: a link when `path` does not
+/// exist; else a link to a temporary name renamed over `path`, since a
+/// link never replaces a file. Called under [`PENDING`]'s lock, so the
+/// signal handler waits for it; SIGKILL between the two steps would leave
+/// the temporary.
+fn place_unnamed(file: &File, path: &Path) -> io::Result<()> {
+    // The /proc link of an O_TMPFILE file can be linked (open(2)); linkat
+    // with AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH.
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let link = |to: &Path| {
+        nix::unistd::linkat(
+            None,
+            fd_path.as_path(),
+            None,
+            to,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )
+        .map_err(io::Error::from)
+    };
+    match link(path) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        other => return other,
+    }
+    let name = path.file_name().unwrap_or_default();
+    let tmp = path.with_file_name(temp_name(name));
+    link(&tmp)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 impl Write for OutFile {
@@ -189,7 +324,12 @@ impl Write for OutFile {
 
 impl Drop for OutFile {
     fn drop(&mut self) {
-        if let (Some(_), Some(tmp)) = (&self.file, &self.tmp) {
+        if matches!(self.temp, Temp::InPlace) {
+            return;
+        }
+        let mut p = pending();
+        p.outputs.retain(|o| o.0 != self.id);
+        if let Temp::Named(tmp) = &self.temp {
             let _ = std::fs::remove_file(tmp);
         }
     }
@@ -214,7 +354,21 @@ pub fn stdout() -> io::Result<File> {
         .as_fd()
         .try_clone_to_owned()
         .map_err(|_| closed())?;
-    Ok(File::from(fd))
+    let file = File::from(fd);
+    // `ptdec trace/data -o - >>trace/data` appends to what is being read.
+    if let Some(input) = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .and_then(|m| crate::inputs::same_as_meta(&m))
+    {
+        return Err(io::Error::other(format!(
+            "standard output is the input {}; writing it would destroy the input. \
+             Redirect it to another file",
+            input.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// Whether `fd` is `/dev/null` opened read-write (see [`stdout`]).
@@ -238,20 +392,41 @@ mod tests {
 
     #[test]
     fn nothing_appears_until_commit_and_a_failed_run_leaves_nothing() {
+        // With an unnamed temporary, and with a named one (filesystems
+        // without O_TMPFILE); replacing a file and writing a new one.
+        for unnamed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out.ftf");
+            std::fs::write(&out, b"old whole file").unwrap();
+            let mut f = OutFile::create_with(&out, unnamed).unwrap();
+            assert_eq!(matches!(f.temp, Temp::Unnamed), unnamed);
+            f.write_all(b"half").unwrap();
+            assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
+            drop(f);
+            assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+            let mut f = OutFile::create_with(&out, unnamed).unwrap();
+            f.write_all(b"new").unwrap();
+            f.commit().unwrap();
+            assert_eq!(std::fs::read(&out).unwrap(), b"new");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+            let fresh = dir.path().join("fresh.ftf");
+            let mut f = OutFile::create_with(&fresh, unnamed).unwrap();
+            f.write_all(b"first").unwrap();
+            f.commit().unwrap();
+            assert_eq!(std::fs::read(&fresh).unwrap(), b"first");
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        }
+    }
+
+    #[test]
+    fn an_unnamed_temporary_is_used_where_the_filesystem_has_them() {
+        // The tests' temporary dirs are on a filesystem with O_TMPFILE
+        // (ext4, xfs, btrfs, tmpfs): if not, SIGKILL would leave files.
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out.ftf");
-        std::fs::write(&out, b"old whole file").unwrap();
-        let mut f = OutFile::create(&out).unwrap();
-        f.write_all(b"half").unwrap();
-        assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
-        drop(f);
-        assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        let mut f = OutFile::create(&out).unwrap();
-        f.write_all(b"new").unwrap();
-        f.commit().unwrap();
-        assert_eq!(std::fs::read(&out).unwrap(), b"new");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let f = OutFile::create(&dir.path().join("out.ftf")).unwrap();
+        assert!(matches!(f.temp, Temp::Unnamed), "{:?}", f.temp);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
@@ -270,15 +445,87 @@ mod tests {
         let dir = tmp.path();
         let input = dir.join("data");
         std::fs::write(&input, b"PERFILE2").unwrap();
-        protect_input(&input);
+        crate::inputs::read(&input).unwrap();
         let link = dir.join("link.ftf");
         std::os::unix::fs::symlink(&input, &link).unwrap();
-        for p in [&input, &link] {
+        let hard = dir.join("hard.ftf");
+        std::fs::hard_link(&input, &hard).unwrap();
+        for p in [&input, &link, &hard] {
             let e = OutFile::create(p).unwrap_err();
             assert!(matches!(e, OutFileError::IsInput { .. }), "{e}");
             assert!(e.to_string().contains("same file as the input"), "{e}");
         }
         assert_eq!(std::fs::read(&input).unwrap(), b"PERFILE2");
+    }
+
+    #[test]
+    fn an_input_read_after_the_output_was_created_is_not_replaced() {
+        // Images are opened as the decode meets them, after the output was
+        // created: the commit checks again.
+        for unnamed in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let image = tmp.path().join("vdso.so");
+            std::fs::write(&image, b"\x7fELF image").unwrap();
+            let mut f = OutFile::create_with(&image, unnamed).unwrap();
+            f.write_all(b"FTF").unwrap();
+            crate::inputs::read(&image).unwrap();
+            let e = f.commit().unwrap_err();
+            assert!(matches!(e, OutFileError::IsInput { .. }), "{e}");
+            assert_eq!(std::fs::read(&image).unwrap(), b"\x7fELF image");
+            assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+        }
+    }
+
+    #[test]
+    fn abandon_removes_named_temporaries_and_stops_every_output() {
+        // abandon() stops this process's outputs for good: run in a child
+        // (this test binary again, this test only, with the folder in an
+        // environment variable).
+        const DIR: &str = "PTDEC_TEST_ABANDON_DIR";
+        if let Some(dir) = std::env::var_os(DIR) {
+            let dir = PathBuf::from(dir);
+            let named = dir.join("named.ftf");
+            let unnamed = dir.join("unnamed.ftf");
+            let mut a = OutFile::create_with(&named, false).unwrap();
+            let mut b = OutFile::create_with(&unnamed, true).unwrap();
+            a.write_all(b"half").unwrap();
+            b.write_all(b"half").unwrap();
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "named");
+            let mut gone = abandon();
+            gone.sort();
+            assert_eq!(gone, [named.clone(), unnamed]);
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+            let e = a.commit().unwrap_err();
+            assert!(matches!(e, OutFileError::Abandoned { .. }), "{e}");
+            let e = OutFile::create(&named).unwrap_err();
+            assert!(e.to_string().contains("interrupted"), "{e}");
+            std::process::exit(if std::fs::read_dir(&dir).unwrap().count() == 0 {
+                0
+            } else {
+                1
+            });
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let o = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "outfile::tests::abandon_removes_named_temporaries_and_stops_every_output",
+                "--test-threads=1",
+            ])
+            .env(DIR, dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("running 1 test"),
+            "the child ran the test"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

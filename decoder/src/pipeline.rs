@@ -548,6 +548,8 @@ pub fn run(
     }
     emit.filtered = trace.info.filter.as_ref().is_some_and(|f| !f.is_empty());
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
+    // Before the output is created: it may not be one of them.
+    crate::decode::open_images(trace, images, &opts.decode);
     let emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = TraceResolver::new(&trace.timeline, images, symbols);
     let (emitter, stacked) = with_emit_thread(emitter, |queue| {

@@ -231,7 +231,11 @@ fn file_size(path: &Path) -> Result<u64, RawError> {
         path: path.to_owned(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
+    // Opened, not just stat'ed: libipt reads `--raw` files by their path,
+    // and no output may replace them (crate::inputs).
+    let meta = crate::inputs::open(path)
+        .and_then(|f| f.metadata())
+        .map_err(io)?;
     if !meta.is_file() {
         return Err(io(std::io::Error::other("not a regular file")));
     }
@@ -257,7 +261,7 @@ impl RawInput {
     /// Reads the trace and checks every image file and range.
     pub fn load(pt: &FileRange, elfs: &[ElfSpec], raws: &[RawSpec]) -> Result<RawInput, RawError> {
         let (from, to) = checked_range("--pt", pt, file_size(&pt.path)?)?;
-        let all = std::fs::read(&pt.path).map_err(|source| RawError::Io {
+        let all = crate::inputs::read(&pt.path).map_err(|source| RawError::Io {
             path: pt.path.clone(),
             source,
         })?;

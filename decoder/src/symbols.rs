@@ -172,7 +172,9 @@ impl SymbolCache {
         };
         let table = slot.get_or_init(|| {
             for dir in &self.perf_map_dirs {
-                if let Ok(text) = std::fs::read_to_string(dir.join(format!("perf-{pid}.map"))) {
+                if let Ok(text) =
+                    crate::inputs::read_to_string(&dir.join(format!("perf-{pid}.map")))
+                {
                     return parse_perf_map(&text);
                 }
             }
@@ -586,7 +588,7 @@ fn crc32(data: &[u8]) -> u32 {
 /// the kcore segment that holds them. All-zero addresses (kptr_restrict)
 /// give an empty table.
 fn kallsyms_table(image: &Image, path: &Path) -> SymbolTable {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::inputs::read_to_string(path) else {
         return SymbolTable::default();
     };
     let mut raw = Vec::new();

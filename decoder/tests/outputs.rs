@@ -2,6 +2,7 @@
 //! at all, never over an input, never "written" to a closed stdout; damaged
 //! and unusual inputs are read with the same warnings on every path.
 
+use std::ffi::OsString;
 use std::io::Cursor;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -310,6 +311,124 @@ fn interp_trace(test: &str, k: u64) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Runs ptdec with `args`, and checks that it refused to write over
+/// `input` (exit 1, the message) and left it as it was.
+fn assert_refused(args: &[OsString], input: &Path, before: &[u8]) {
+    let o = Command::new(EXE).args(args).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains("same file as the input"), "{args:?}: {err}");
+    // Refused when the output was created, not after a whole decode.
+    assert!(!err.contains("cannot write"), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        std::fs::read(input).unwrap(),
+        before,
+        "{args:?} changed {}",
+        input.display()
+    );
+}
+
+#[test]
+fn no_file_the_decode_reads_is_written_by_any_name() {
+    let test = "no_file_the_decode_reads_is_written_by_any_name";
+    let Some(progs) = programs(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t");
+    simulate(&progs, "vdso", &[], &trace);
+    let vdso = std::fs::read_dir(trace.join("images"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".so"))
+        .expect("ptsim wrote the vDSO image");
+    let vdso_bytes = std::fs::read(&vdso).unwrap();
+    let name = vdso.file_name().unwrap();
+    // The program, found in a --sysroot (a copy of the recording machine).
+    let sysroot = tmp.path().join("sysroot");
+    let prog = progs.join("vdso");
+    let in_sysroot = sysroot.join(prog.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(in_sysroot.parent().unwrap()).unwrap();
+    std::fs::copy(&prog, &in_sysroot).unwrap();
+    let prog_bytes = std::fs::read(&in_sysroot).unwrap();
+    let hard = tmp.path().join("vdso-hard-link.ftf");
+    std::fs::hard_link(&vdso, &hard).unwrap();
+    let other_spelling = trace.join("images/../images").join(name);
+    let decode = |out: &Path| -> Vec<OsString> {
+        vec![
+            trace.clone().into(),
+            "--sysroot".into(),
+            sysroot.clone().into(),
+            "-q".into(),
+            "-o".into(),
+            out.into(),
+        ]
+    };
+    // The vDSO image ptsim wrote into the trace (the case), by its
+    // own path, another spelling and a hard link; the binary read from the
+    // --sysroot; the perf.data.
+    for out in [&vdso, &other_spelling, &hard] {
+        assert_refused(&decode(out), &vdso, &vdso_bytes);
+    }
+    assert_refused(&decode(&in_sysroot), &in_sysroot, &prog_bytes);
+    let data = trace.join("data");
+    let data_bytes = std::fs::read(&data).unwrap();
+    assert_refused(&decode(&data), &data, &data_bytes);
+    assert_eq!(names(&trace.join("images")), [name.to_string_lossy()]);
+    assert_eq!(names(in_sysroot.parent().unwrap()), ["vdso"]);
+    // And it does decode with an output of its own, reading both.
+    let out = tmp.path().join("out.ftf");
+    let o = Command::new(EXE).args(decode(&out)).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("missing"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn raw_insn_list_is_never_an_input_nor_the_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pt = tmp.path().join("trace.pt");
+    let code = tmp.path().join("code.bin");
+    // What the bytes decode to does not matter: the outputs are refused
+    // before decoding.
+    std::fs::write(&pt, [0x02, 0x82].repeat(8)).unwrap();
+    std::fs::write(&code, [0x90, 0xc3]).unwrap();
+    let out = tmp.path().join("out.ftf");
+    let raw = |list: &Path| -> Vec<OsString> {
+        vec![
+            "raw".into(),
+            "--pt".into(),
+            pt.clone().into(),
+            "--raw".into(),
+            "code.bin:0x400000".into(),
+            "-q".into(),
+            "-o".into(),
+            out.clone().into(),
+            "--insn-list".into(),
+            list.into(),
+        ]
+    };
+    let run = |args: Vec<OsString>| {
+        Command::new(EXE)
+            .current_dir(tmp.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (input, bytes) in [(&pt, [0x02, 0x82].repeat(8)), (&code, vec![0x90, 0xc3])] {
+        let o = run(raw(input));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("same file as the input"), "{err}");
+        assert_eq!(std::fs::read(input).unwrap(), bytes);
+    }
+    let o = run(raw(Path::new("./out.ftf")));
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("are the same file"), "{err}");
+    assert_eq!(names(tmp.path()), ["code.bin", "trace.pt"]);
+}
+
 /// Runs `ptdec TRACE ARGS -o OUT` under a 4 GB address-space limit (as a
 /// small machine or `ulimit -v` has) and checks that it neither aborts nor
 /// panics; returns its exit code and stderr.
@@ -382,4 +501,64 @@ fn huge_options_on_a_40mb_trace_stay_under_4gb() {
         return;
     };
     check_huge_options(test, &trace);
+}
+
+/// Sends `sig` to ptdec decoding a trace of a few MB once its output is
+/// open (the decode then takes seconds more in a debug build): ptdec
+/// says so and exits 128 + sig, and the output's folder stays empty.
+fn interrupt_mid_write(trace: &Path, sig: nix::sys::signal::Signal, name: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    std::fs::write(&out, b"the previous output").unwrap();
+    let child = Command::new(EXE)
+        .arg(trace)
+        .args(["-q", "-o"])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Its file descriptors: the output being written is one in `tmp`
+    // (named or not).
+    let fds = format!("/proc/{}/fd", child.id());
+    let writing = || {
+        std::fs::read_dir(&fds).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(tmp.path())))
+        })
+    };
+    let started = std::time::Instant::now();
+    while !writing() {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "ptdec never opened its output"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    nix::sys::signal::kill(pid, sig).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(128 + sig as i32),
+        "{name}: {:?}: {err}",
+        o.status
+    );
+    assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+    assert!(err.contains("out.ftf not written"), "{err}");
+    assert_eq!(names(tmp.path()), ["out.ftf"], "no temporary is left");
+    assert_eq!(std::fs::read(&out).unwrap(), b"the previous output");
+}
+
+#[test]
+fn an_interrupted_decode_leaves_no_file_and_says_so() {
+    let test = "an_interrupted_decode_leaves_no_file_and_says_so";
+    // About 2 MB of PT.
+    let Some(trace) = interp_trace(test, 450) else {
+        return;
+    };
+    use nix::sys::signal::Signal;
+    interrupt_mid_write(&trace, Signal::SIGINT, "SIGINT");
+    interrupt_mid_write(&trace, Signal::SIGTERM, "SIGTERM");
 }

@@ -27,7 +27,12 @@ impl FileBytes {
     /// Maps the perf.data at `path` when it is a regular file; reads it
     /// when it is a stream ([`FileBytes::read_all`]).
     pub fn open(path: &Path) -> io::Result<FileBytes> {
-        let file = File::open(path)?;
+        Self::from_file(File::open(path)?)
+    }
+
+    /// [`FileBytes::open`] for a file the caller opened (ptdec opens its
+    /// inputs itself, to record which files they are).
+    pub fn from_file(file: File) -> io::Result<FileBytes> {
         let meta = file.metadata()?;
         if meta.is_file() && meta.len() > 0 {
             Self::map_file(file)

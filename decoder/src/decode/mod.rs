@@ -428,6 +428,16 @@ pub struct RawConfig {
 /// The task a raw decode's ops belong to.
 pub const RAW_TASK: TaskId = TaskId { pid: 1, tid: 1 };
 
+/// Finds and opens every image [`decode`] will read for `trace` with
+/// `opts` (the store keeps them, so `decode` finds them again at no
+/// cost). Called before the outputs are created, so that an output that
+/// is one of them is refused at once, not after the decode
+/// (`crate::outfile`).
+pub fn open_images(trace: &Trace, images: &ImageStore, opts: &DecodeOptions) {
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    DecodeSetup::new(trace, images, opts);
+}
+
 /// Decodes every segment of `trace` and hands each thread's ops to `sink`
 /// (see the module doc for the order and the counters).
 pub fn decode(

@@ -1,0 +1,110 @@
+//! Every file a run reads is opened here ([`open`], [`read`],
+//! [`read_to_string`]): the trace's perf.data, the images found in the trace
+//! dir, a `--sysroot`, the build-id cache or the live filesystem, kcore,
+//! kallsyms, `--vmlinux`, separate debug files, `perf-PID.map` files and
+//! `ptdec raw`'s `--pt`, `--elf` and `--raw` files. Each one's (device,
+//! inode), taken from the opened file itself, is recorded, so that
+//! `crate::outfile` refuses to write an output over any of them, whatever
+//! path, link or hard link names it.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One file read by this run.
+struct Input {
+    dev: u64,
+    ino: u64,
+    path: PathBuf,
+}
+
+/// Every file read by this run, in the order first opened.
+static INPUTS: Mutex<Vec<Input>> = Mutex::new(Vec::new());
+
+fn record(file: &File, path: &Path) -> io::Result<()> {
+    let m = file.metadata()?;
+    let mut inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    // The path too: an inode number seen before may be a new file's now.
+    if !inputs
+        .iter()
+        .any(|i| i.dev == m.dev() && i.ino == m.ino() && i.path == path)
+    {
+        inputs.push(Input {
+            dev: m.dev(),
+            ino: m.ino(),
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Opens `path` for reading and records it as an input of this run.
+pub fn open(path: &Path) -> io::Result<File> {
+    let file = File::open(path)?;
+    record(&file, path)?;
+    Ok(file)
+}
+
+/// The whole of `path`, recorded as an input.
+pub fn read(path: &Path) -> io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    open(path)?.read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// The whole of `path` as text, recorded as an input.
+pub fn read_to_string(path: &Path) -> io::Result<String> {
+    let mut s = String::new();
+    open(path)?.read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// The input of this run that `path` (followed through symbolic links) is,
+/// if any: same device and inode, and the input's own path still names
+/// that file (a deleted input's inode number may have been reused).
+pub fn same_as(path: &Path) -> Option<PathBuf> {
+    let m = std::fs::metadata(path).ok()?;
+    same_as_meta(&m)
+}
+
+/// [`same_as`] for a file already opened or stat'ed.
+pub fn same_as_meta(m: &std::fs::Metadata) -> Option<PathBuf> {
+    INPUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|i| {
+            i.dev == m.dev()
+                && i.ino == m.ino()
+                && std::fs::metadata(&i.path).is_ok_and(|n| n.dev() == i.dev && n.ino() == i.ino)
+        })
+        .map(|i| i.path.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_read_is_found_by_any_name_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let input = dir.join("vdso.so");
+        std::fs::write(&input, b"\x7fELF").unwrap();
+        let hard = dir.join("hard");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let soft = dir.join("soft");
+        std::os::unix::fs::symlink(&input, &soft).unwrap();
+        let other = dir.join("other");
+        std::fs::write(&other, b"x").unwrap();
+        assert_eq!(same_as(&hard), None, "not read yet");
+        assert_eq!(read(&input).unwrap(), b"\x7fELF");
+        let dotted = dir.join(".").join("vdso.so");
+        for p in [&input, &hard, &soft, &dotted] {
+            assert_eq!(same_as(p), Some(input.clone()), "{}", p.display());
+        }
+        assert_eq!(same_as(&other), None);
+    }
+}
