@@ -203,6 +203,22 @@ pub fn render(report: &Report) -> String {
         thousands(d.insns),
         thousands(d.blocks)
     );
+    if d.unsynced_bytes > 0 || d.bad_psbs > 0 {
+        let why = if d.bad_psbs > 0 {
+            format!(
+                "{} PSBs there have a PSB+ libipt cannot read: the data is corrupt, or not Intel PT",
+                thousands(d.bad_psbs)
+            )
+        } else {
+            "no PSB there: a buffer that starts mid-stream (after lost data), or data that is not Intel PT".to_string()
+        };
+        let _ = writeln!(
+            o,
+            "  not synced    {} ({} bytes) of trace skipped before a PSB a decoder could start at; {why}",
+            bytes(d.unsynced_bytes),
+            thousands(d.unsynced_bytes),
+        );
+    }
     if let Some(wall) = report.wall_time.filter(|w| !w.is_zero()) {
         let secs = wall.as_secs_f64();
         let _ = writeln!(

@@ -2,16 +2,23 @@
 //! images: each test pins one defect of the loop as it was on libipt-rs
 //! (instructions before an error dropped, duplicate untraced slices, an
 //! overflow before the first enable lost, no bound on code that needs no
-//! packets) and the `--time-axis instructions` warning.
+//! packets) and the `--time-axis instructions` warning. Then trace dirs
+//! whose AUX data is damaged (ptsim's generator, `ptsim::testkit`): a
+//! garbage prefix full of PSBs.
 
 use std::path::Path;
 use std::process::Command;
 
+use iced_x86::code_asm::{ecx, ptr, rbx, CodeAssembler};
+use iced_x86::BlockEncoderOptions;
 use ipt::{Compression, Encoder, Packet};
 use ptdec::decode::{
-    decode_raw, DecodeOptions, DecodeStats, RawConfig, RawSection, NO_PROGRESS_INSNS,
+    decode, decode_raw, DecodeOptions, DecodeStats, RawConfig, RawSection, NO_PROGRESS_INSNS,
 };
+use ptdec::images::{ImageStore, SearchPath};
+use ptdec::input::Trace;
 use ptdec::ops::{GapKind, Op, OpSink};
+use ptsim::testkit::{self, Aux, Program, Setup, Thread, BASE};
 
 const CODE: u64 = 0x1000;
 
@@ -226,4 +233,168 @@ fn unknown_cpu_is_refused() {
         err.contains("knows no CPU 0/0/0") && err.contains("--cpu none"),
         "{err}"
     );
+}
+
+const PID: u32 = 4242;
+const TID: u32 = 4243;
+
+/// A loop of `n` indirect calls (a TIP each) and conditional branches,
+/// as ptsim's generator encodes it with a PSB every 2 KiB: the AUX data,
+/// the program, and the offsets of its PSBs.
+fn loop_trace(n: i32) -> (Vec<u8>, Program, Vec<u64>) {
+    let mut a = CodeAssembler::new(64).unwrap();
+    let mut top = a.create_label();
+    let mut f = a.create_label();
+    let mut even = a.create_label();
+    a.mov(ecx, n).unwrap();
+    a.lea(rbx, ptr(f)).unwrap();
+    a.set_label(&mut top).unwrap();
+    a.call(rbx).unwrap();
+    a.dec(ecx).unwrap();
+    a.jne(top).unwrap();
+    a.syscall().unwrap(); // exit
+    a.hlt().unwrap();
+    a.set_label(&mut f).unwrap();
+    a.test(ecx, 1).unwrap();
+    a.je(even).unwrap();
+    a.nop().unwrap();
+    a.set_label(&mut even).unwrap();
+    a.ret().unwrap();
+    let res = a.assemble_options(BASE, BlockEncoderOptions::NONE).unwrap();
+    let program = Program::new(res.inner.code_buffer, BASE);
+    let thread = Thread {
+        exit_syscall: 1,
+        ..Thread::new(PID, TID)
+    };
+    let events = testkit::execute(&program, &thread);
+    let cfg = ptsim::pt::Config {
+        psb_period: 0,
+        ..ptsim::pt::Config::default()
+    };
+    let out = ptsim::pt::Generator::run(cfg, &events).unwrap();
+    (out.bytes, program, out.stats.psb_offsets)
+}
+
+/// Writes `aux` as the AUX data of a trace dir of `program` (perf.data as
+/// ptrec writes it: the bytes are one AUXTRACE record's payload).
+fn write_dir(dir: &Path, program: &Program, aux: &[u8]) {
+    let cfg = ptsim::pt::Config {
+        psb_period: 0,
+        ..ptsim::pt::Config::default()
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    testkit::write_trace(dir, &cfg, program, &Aux::whole(aux), &Setup::task(PID, TID));
+}
+
+/// Bytes that are not Intel PT (xorshift), the same for a seed.
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// PSB: `02 82` eight times.
+const PSB: [u8; 16] = [
+    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+];
+
+/// Random bytes with a PSB at the start of every KiB: a decoder finds a
+/// PSB everywhere and can read none of their PSB+.
+fn garbage_with_psbs(len: usize) -> Vec<u8> {
+    let mut g = random_bytes(len, 0x5eed);
+    for at in (0..len.saturating_sub(PSB.len())).step_by(1024) {
+        g[at..at + PSB.len()].copy_from_slice(&PSB);
+    }
+    g
+}
+
+fn decode_dir(dir: &Path, chunk_bytes: u64) -> (Vec<Op>, DecodeStats) {
+    let trace = Trace::open(dir).unwrap();
+    let images = ImageStore::new(SearchPath {
+        live_fs: false,
+        buildid_dir: None,
+        ..SearchPath::for_trace(dir)
+    });
+    let opts = DecodeOptions {
+        chunk_bytes: Some(chunk_bytes),
+        jobs: 2,
+        ..DecodeOptions::default()
+    };
+    let mut c = Collect::default();
+    let st = decode(&trace, &images, &opts, &mut c).unwrap();
+    (c.0, st)
+}
+
+fn ptdec_dir(dir: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ptdec"))
+        .current_dir(dir)
+        .args([".", "-o", "out.ftf"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// A buffer whose first 70 KiB were overwritten with random bytes that
+/// carry a PSB every KiB (more PSBs than libipt's sync was once tried at
+/// per chunk), followed by the intact rest: the intact part decodes in
+/// full, the same ops for any chunk size, as when those 70 KiB hold no
+/// PSB at all (zeros); the summary says how many bytes were skipped and why.
+#[test]
+fn a_garbage_prefix_with_psbs_is_skipped_whatever_the_chunk_size() {
+    let (aux, program, psbs) = loop_trace(100_000);
+    const BAD: usize = 70 << 10;
+    assert!(aux.len() > 2 * BAD, "{} bytes of PT", aux.len());
+    // The first intact PSB: decoding must start there.
+    let good = *psbs.iter().find(|&&p| p >= BAD as u64).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (garbled, zeroed) = (tmp.path().join("garbled"), tmp.path().join("zeroed"));
+    let mut bytes = aux.clone();
+    bytes[..BAD].copy_from_slice(&garbage_with_psbs(BAD));
+    write_dir(&garbled, &program, &bytes);
+    bytes[..BAD].fill(0);
+    write_dir(&zeroed, &program, &bytes);
+
+    let (want, ref_stats) = decode_dir(&zeroed, 16 << 20);
+    assert!(ref_stats.insns > 100_000, "{ref_stats:?}");
+    assert_eq!(
+        (ref_stats.unsynced_bytes, ref_stats.bad_psbs),
+        (good, 0),
+        "{ref_stats:?}"
+    );
+    let mut errors = None;
+    for chunk in [1, 4 << 10, 256 << 10, 16 << 20] {
+        let (got, st) = decode_dir(&garbled, chunk);
+        assert_eq!(
+            st.insns, ref_stats.insns,
+            "chunk size {chunk}: instructions: {st:?}"
+        );
+        assert!(
+            got == want,
+            "chunk size {chunk}: other ops than the intact part's"
+        );
+        // Every PSB of the garbage was tried, once, whatever the chunks.
+        assert_eq!(
+            (st.unsynced_bytes, st.bad_psbs, st.syncs),
+            (good, (BAD / 1024) as u64, ref_stats.syncs),
+            "chunk size {chunk}: {st:?}"
+        );
+        let e = errors.get_or_insert_with(|| st.errors.clone());
+        assert_eq!(*e, st.errors, "chunk size {chunk}");
+    }
+    for chunk in ["1", "16M"] {
+        let out = ptdec_dir(&garbled, &["--chunk-size", chunk]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let bytes = format!("{} bytes", ptdec::summary::thousands(good));
+        assert!(
+            err.contains(&bytes) && err.contains("PSB"),
+            "--chunk-size {chunk}: the summary does not name the {bytes} skipped:\n{err}"
+        );
+    }
 }

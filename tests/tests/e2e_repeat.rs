@@ -711,3 +711,105 @@ fn ftf_bytes(dir: &Path, decode: DecodeOptions, name: &str) -> (Vec<u8>, Vec<Str
     placed.sort_unstable();
     (std::fs::read(&out).unwrap(), placed)
 }
+
+/// Copies the trace dir `from` (its `data`, `images/`, `truth/`) to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Overwrites the first `n` bytes of the first AUXTRACE payload of the
+/// trace dir `dir` in place with `with(n)`: the perf.data around it is
+/// untouched.
+fn overwrite_aux_start(dir: &Path, n: usize, with: impl FnOnce(usize) -> Vec<u8>) {
+    let chunk = {
+        let trace = Trace::open(dir).unwrap();
+        let c = &trace.buffers[0].chunks[0];
+        assert!(c.len > 2 * n, "{} bytes of AUX data", c.len);
+        c.file_offset
+    };
+    let path = dir.join("data");
+    let mut data = std::fs::read(&path).unwrap();
+    data[chunk..chunk + n].copy_from_slice(&with(n));
+    std::fs::write(&path, data).unwrap();
+}
+
+/// Random bytes (xorshift) with a PSB at the start of every KiB.
+fn garbage_with_psbs(n: usize) -> Vec<u8> {
+    let mut x = 0x5eed_u64;
+    let mut g: Vec<u8> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    for at in (0..n - 16).step_by(1024) {
+        for k in 0..8 {
+            g[at + 2 * k..at + 2 * k + 2].copy_from_slice(&[0x02, 0x82]);
+        }
+    }
+    g
+}
+
+/// A ptsim trace whose buffer's first 70 KiB were overwritten (in the
+/// AUXTRACE payload of `data`) with random bytes carrying a PSB every KiB,
+/// more than any per-chunk bound on failed syncs: the intact rest decodes
+/// in full, with the same ops for chunks of 1 byte, 4 KiB, 256 KiB and 16
+/// MiB, as the same trace with those bytes zeroed (no PSB: decoding starts
+/// at the first intact PSB); every garbage PSB is counted once, and the
+/// bytes skipped are those before the first intact PSB.
+#[test]
+fn a_corrupt_buffer_start_leaves_the_intact_rest_whole_for_any_chunk_size() {
+    let test = "a_corrupt_buffer_start_leaves_the_intact_rest_whole_for_any_chunk_size";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
+    const BAD: usize = 70 << 10;
+    let (garbled, zeroed) = (tmp.path().join("garbled"), tmp.path().join("zeroed"));
+    copy_dir(&dir, &garbled);
+    copy_dir(&dir, &zeroed);
+    overwrite_aux_start(&garbled, BAD, garbage_with_psbs);
+    overwrite_aux_start(&zeroed, BAD, |n| vec![0; n]);
+    let decode_dir = |dir: &Path, chunk: u64| {
+        let trace = Trace::open(dir).unwrap();
+        let mut sink = AllOps::default();
+        let opts = DecodeOptions {
+            chunk_bytes: Some(chunk),
+            jobs: 2,
+            ..DecodeOptions::default()
+        };
+        let stats = decode(&trace, &images(dir), &opts, &mut sink).unwrap();
+        (sink, stats)
+    };
+    let (want, reference) = decode_dir(&zeroed, 16 << 20);
+    assert!(reference.errors.is_empty(), "{reference:?}");
+    assert!(reference.insns > 1_000_000, "{reference:?}");
+    assert!(reference.unsynced_bytes >= BAD as u64, "{reference:?}");
+    for chunk in [1, 4 << 10, 256 << 10, 16 << 20] {
+        let (got, st) = decode_dir(&garbled, chunk);
+        eprintln!(
+            "chunks of {chunk}: {} instructions, {} bytes not synced, {} bad PSBs",
+            st.insns, st.unsynced_bytes, st.bad_psbs
+        );
+        assert_eq!(st.insns, reference.insns, "chunks of {chunk}: {st:?}");
+        assert!(
+            got.0 == want.0,
+            "chunks of {chunk}: other ops than the intact part's"
+        );
+        assert_eq!(
+            (st.unsynced_bytes, st.bad_psbs),
+            (reference.unsynced_bytes, (BAD / 1024) as u64),
+            "chunks of {chunk}"
+        );
+    }
+}

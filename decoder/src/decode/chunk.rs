@@ -54,6 +54,16 @@ pub(super) struct ChunkStats {
     pub syncs: u64,
     pub resyncs: u64,
     pub skipped_bytes: u64,
+    /// Bytes of the chunk before its first sync; all of them when no PSB
+    /// in it could be synchronized at.
+    pub unsynced_bytes: u64,
+    /// PSBs whose PSB+ libipt could not read (sync errors).
+    pub bad_psbs: u64,
+    /// The chunk started decoding at a PSB without counting that sync in
+    /// `syncs` (a chunk goes on where the previous one stopped). The
+    /// ordering stage counts it when no earlier chunk of the segment
+    /// synchronized.
+    pub start_sync: bool,
     pub max_stall: u64,
     pub blocks: u64,
     pub insns: u64,
@@ -473,6 +483,8 @@ impl ChunkDecoder<'_, '_, '_> {
             EventKind::Disabled { .. } => self.warming = false,
             _ => {}
         }
+        // The chunk starts at its PSB, reached without a sync of its own.
+        self.stats.start_sync |= !self.warming;
         self.pending = None;
         true
     }
@@ -530,37 +542,81 @@ impl ChunkDecoder<'_, '_, '_> {
         (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
     }
 
-    /// Synchronizes at the next PSB after the last one; `None` at the end.
+    /// Synchronizes at the next PSB after the last one whose PSB+ libipt
+    /// can read; `None` at the end of the chunk's bytes, or at a PSB at or
+    /// after the chunk's end (the next chunk starts there: what follows is
+    /// its).
+    ///
+    /// PSBs whose PSB+ cannot be read (random bytes that happen to hold
+    /// the pattern, a corrupt buffer) are passed over however many there
+    /// are: libipt moves past each one it fails at, so the search ends
+    /// within the chunk's bytes. A bound on their number would make the
+    /// result depend on how many of them one chunk holds, that is, on the
+    /// chunk size. The bytes before the chunk's first sync are counted
+    /// (`ChunkStats::unsynced_bytes`) and the PSBs passed over
+    /// (`ChunkStats::bad_psbs`).
     fn sync(&mut self, dec: &mut BlockDecoder<'_>, last: &mut Option<u64>) -> Option<Status> {
-        for _ in 0..64 {
-            match dec.sync_forward() {
+        let first = last.is_none();
+        let mut failed_at: Option<u64> = None;
+        let status = loop {
+            let r = dec.sync_forward();
+            if matches!(r, Err(PtError::EOS)) {
+                break None;
+            }
+            // The PSB libipt synchronized (or failed) at.
+            let at = dec.sync_offset().ok();
+            let in_chunk = at.map(|o| o.saturating_sub(self.meta.warmup));
+            if !self.meta.last && in_chunk.is_some_and(|o| o >= self.meta.len) {
+                break None;
+            }
+            match r {
                 Ok(s) => {
-                    let off = dec.sync_offset().ok();
-                    if off.is_some() && off <= *last {
-                        return None;
+                    if at.is_some() && at <= *last {
+                        break None;
                     }
-                    *last = off;
-                    // A chunk's first sync is counted as a chunk, unless
-                    // it is its segment's first.
-                    if (!self.at_start || self.meta.first) && !self.warming {
-                        self.stats.syncs += 1;
+                    *last = at;
+                    if !self.warming {
+                        // A chunk's first sync is counted as a chunk,
+                        // unless it is its segment's first.
+                        if !self.at_start || self.meta.first {
+                            self.stats.syncs += 1;
+                        } else {
+                            self.stats.start_sync = true;
+                        }
                     }
                     self.synced(dec);
-                    return Some(s);
+                    break Some(s);
                 }
-                Err(PtError::EOS) => return None,
                 Err(e) => {
+                    // No progress (no PSB offset, or the same one again):
+                    // libipt cannot go on.
+                    if at.is_none() || at <= failed_at {
+                        break None;
+                    }
+                    failed_at = at;
+                    if self.warming {
+                        continue;
+                    }
                     let off = self.offset(dec).unwrap_or(0);
                     self.list(ListItem::Error {
                         offset: off,
                         what: "sync error",
                         message: e.message().to_string(),
                     });
+                    self.stats.bad_psbs += 1;
                     *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
                 }
             }
+        };
+        if first && !self.warming {
+            self.stats.unsynced_bytes += match status {
+                Some(_) => last
+                    .map_or(0, |o| o.saturating_sub(self.meta.warmup))
+                    .min(self.meta.len),
+                None => self.meta.len,
+            };
         }
-        None
+        status
     }
 
     /// State after the decoder (re)synchronized: a traced stretch starts

@@ -72,6 +72,14 @@
 //! between segments (AUX records flagged truncated/partial/collision, or
 //! holes in the AUX offsets) becomes `Gap(LostData)`.
 //!
+//! A PSB whose PSB+ libipt cannot read (random bytes that hold the
+//! pattern, a corrupt buffer) is passed over for the next one, however many
+//! there are: a bound per chunk would make what decodes depend on the chunk
+//! size. The bytes before a segment's first usable PSB are counted
+//! ([`DecodeStats::unsynced_bytes`]), and so are the PSBs passed over
+//! ([`DecodeStats::bad_psbs`]); a chunk's search stops at the next chunk's
+//! PSB, so each is counted once whatever the chunk size.
+//!
 //! More than [`NO_PROGRESS_INSNS`] instructions decoded without libipt
 //! consuming a byte of trace is a decode error too (code that loops through
 //! direct jumps, which need no packets: a hostile or corrupt trace, or the
@@ -298,6 +306,14 @@ pub struct DecodeStats {
     pub resyncs: u64,
     /// Trace bytes skipped from errors to where decoding resumed.
     pub skipped_bytes: u64,
+    /// Trace bytes skipped before the first PSB a decoder could
+    /// synchronize at (a segment's start that is not Intel PT, is
+    /// corrupt, or begins mid-stream); the whole trace when no PSB
+    /// anywhere could be.
+    pub unsynced_bytes: u64,
+    /// PSBs passed over because libipt could not read their PSB+ (the
+    /// bytes around them are not Intel PT, or are corrupt).
+    pub bad_psbs: u64,
     /// The most instructions decoded without libipt consuming a trace
     /// byte (the no-progress bound is [`NO_PROGRESS_INSNS`]).
     pub max_stall: u64,
@@ -331,6 +347,8 @@ impl DecodeStats {
         self.syncs += s.syncs;
         self.resyncs += s.resyncs;
         self.skipped_bytes += s.skipped_bytes;
+        self.unsynced_bytes += s.unsynced_bytes;
+        self.bad_psbs += s.bad_psbs;
         self.max_stall = self.max_stall.max(s.max_stall);
         self.blocks += s.blocks;
         self.insns += s.insns;

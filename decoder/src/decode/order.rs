@@ -55,6 +55,8 @@ pub(super) struct Orderer<'o> {
     open: Vec<Option<TaskId>>,
     /// Per segment: the ratio of the last CBR mark handed on.
     cbr: Vec<Option<u16>>,
+    /// Per segment: a chunk of it synchronized (its sync was counted).
+    synced: Vec<bool>,
     /// Per-cpu runs waiting for the watermark, by (start time, arrival).
     held: BTreeMap<(u64, u64), Run>,
     held_ops: usize,
@@ -81,6 +83,7 @@ impl<'o> Orderer<'o> {
             per_cpu,
             open: vec![None; segments],
             cbr: vec![None; segments],
+            synced: vec![false; segments],
             held: BTreeMap::new(),
             held_ops: 0,
             arrivals: 0,
@@ -109,6 +112,14 @@ impl<'o> Orderer<'o> {
         sink: &mut dyn OpSink,
     ) {
         self.stats.merge_chunk(&out.stats);
+        // One decoder synchronizes once at a segment's start. When the
+        // segment's first chunks could not (a corrupt start), the first
+        // chunk that synchronized at its own PSB counts that sync
+        // (`ChunkStats::start_sync`), as one decoder would have.
+        if out.stats.start_sync && !self.synced[segment] {
+            self.stats.syncs += 1;
+        }
+        self.synced[segment] |= out.stats.start_sync || out.stats.syncs > 0;
         let n_ops: usize = out.runs.iter().map(|r| r.ops.len()).sum();
         self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n_ops as u64);
         let prev_open = std::mem::replace(&mut self.open[segment], out.open_task);
