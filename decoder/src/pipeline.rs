@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sideband::timeline::Timeline;
+use sideband::timeline::{TaskId, Timeline};
 
 use crate::decode::{decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig};
 use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
@@ -18,6 +18,7 @@ use crate::interp::Interpolate;
 use crate::ops::{Mark, Op, OpSink, Stamp};
 use crate::raw::RawInput;
 use crate::stack::{Func, Resolver, Slice, StackStats, ThreadStack};
+use crate::summary::thousands;
 use crate::symbols::{fallback_name, SymbolCache};
 use ftf::hash::FastMap;
 
@@ -199,6 +200,180 @@ pub enum RunError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// No PSB of the trace could be synchronized at: nothing decoded.
+    #[error(
+        "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
+         (the data is not Intel PT, or is corrupt); check that the input is an Intel PT \
+         recording (`ptdec info` describes a trace's buffers). Nothing was written",
+        no_sync_reason(*bad_psbs),
+        thousands(*bytes)
+    )]
+    NoSync {
+        /// Trace bytes searched.
+        bytes: u64,
+        /// PSBs whose PSB+ could not be read.
+        bad_psbs: u64,
+    },
+    /// `--tid`/`--pid` match no thread the trace knows.
+    #[error(
+        "no thread of the trace matches {filter}; its threads (pid/tid name): {}. Give \
+         --tid or --pid one of them. Nothing was written",
+        threads.join(", ")
+    )]
+    NoThreadMatched {
+        /// The filter as given: `--tid 1,2 --pid 3`.
+        filter: String,
+        /// The trace's threads, as `pid/tid name`.
+        threads: Vec<String>,
+    },
+    /// `--tid`/`--pid` match threads of the trace, but none of their code
+    /// was decoded.
+    #[error(
+        "nothing decoded for {filter}: the threads it matches ({}) ran no traced code{}. \
+         Nothing was written",
+        matched.join(", "),
+        if *window { " in the --start/--duration window" } else { "" }
+    )]
+    NothingDecodedFor {
+        /// The filter as given.
+        filter: String,
+        /// The threads it matches, as `pid/tid name`.
+        matched: Vec<String>,
+        /// A time window was given.
+        window: bool,
+    },
+}
+
+fn no_sync_reason(bad_psbs: u64) -> String {
+    if bad_psbs == 0 {
+        "no PSB was found".to_string()
+    } else {
+        format!(
+            "no PSB whose PSB+ libipt can read ({} PSBs are unreadable) was found",
+            thousands(bad_psbs)
+        )
+    }
+}
+
+/// Threads listed in an error at most.
+const THREADS_LISTED: usize = 32;
+
+/// `--tid 1,2 --pid 3`, or `None` without a thread filter.
+fn filter_text(opts: &DecodeOptions) -> Option<String> {
+    let list = |flag: &str, set: &Option<std::collections::BTreeSet<u32>>| {
+        set.as_ref().map(|s| {
+            let ids: Vec<String> = s.iter().map(u32::to_string).collect();
+            format!("{flag} {}", ids.join(","))
+        })
+    };
+    let parts: Vec<String> = [list("--tid", &opts.tids), list("--pid", &opts.pids)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// Every task the trace knows of, `pid/tid name` (the names a thread had
+/// over time, as `ptdec info` gives them), sorted by (pid, tid): the
+/// sideband's threads, the tasks its context switches name, and the
+/// threads of per-thread buffers and ITRACE_START records.
+fn known_threads(trace: &Trace) -> BTreeMap<(u32, u32), String> {
+    let tl = &trace.timeline;
+    let mut tasks: BTreeMap<(u32, u32), String> = BTreeMap::new();
+    let mut add = |pid: u32, tid: u32, name: Option<String>| {
+        let e = tasks.entry((pid, tid)).or_default();
+        if e.is_empty() {
+            *e = name.unwrap_or_else(|| "(no name)".to_string());
+        }
+    };
+    for th in tl.threads() {
+        let names: Vec<&str> = th.names().iter().map(|c| &*c.name).collect();
+        add(
+            th.pid,
+            th.tid,
+            (!names.is_empty()).then(|| names.join(" → ")),
+        );
+    }
+    for cpu in tl.cpus() {
+        for t in tl.cpu_slots(cpu).iter().filter_map(|s| s.task) {
+            add(t.pid, t.tid, None);
+        }
+    }
+    for b in &trace.buffers {
+        if let Some(tid) = b.tid {
+            add(tl.pid_of(tid).unwrap_or(tid), tid, None);
+        }
+    }
+    for i in &trace.itrace_starts {
+        add(i.pid, i.tid, None);
+    }
+    tasks
+}
+
+/// `pid/tid name` of `threads`, at most [`THREADS_LISTED`] of them.
+fn list_threads<'a>(
+    threads: impl ExactSizeIterator<Item = (&'a (u32, u32), &'a String)>,
+) -> Vec<String> {
+    let n = threads.len();
+    let mut out: Vec<String> = threads
+        .take(THREADS_LISTED)
+        .map(|((pid, tid), name)| format!("{pid}/{tid} {name}"))
+        .collect();
+    if n > THREADS_LISTED {
+        out.push(format!(
+            "and {} more (`ptdec info` lists them all)",
+            n - THREADS_LISTED
+        ));
+    }
+    out
+}
+
+/// A run that decoded nothing is an error, before anything is written:
+/// no PSB could be synchronized at, or the thread filter kept nothing.
+fn check_decoded(
+    stats: &DecodeStats,
+    opts: &DecodeOptions,
+    trace: Option<&Trace>,
+) -> Result<(), RunError> {
+    if stats.bytes > 0 && stats.unsynced_bytes >= stats.bytes {
+        return Err(RunError::NoSync {
+            bytes: stats.bytes,
+            bad_psbs: stats.bad_psbs,
+        });
+    }
+    if let (Some(filter), Some(trace), 0) = (filter_text(opts), trace, stats.ops) {
+        let known = known_threads(trace);
+        let matched: BTreeMap<_, _> = known
+            .into_iter()
+            .filter(|&((pid, tid), _)| opts.wants(TaskId { pid, tid }))
+            .collect();
+        return Err(RunError::NothingDecodedFor {
+            filter,
+            matched: list_threads(matched.iter()),
+            window: opts.start.is_some() || opts.end.is_some(),
+        });
+    }
+    Ok(())
+}
+
+/// `--tid`/`--pid` that match no thread the trace knows are refused
+/// before decoding.
+fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), RunError> {
+    let Some(filter) = filter_text(opts) else {
+        return Ok(());
+    };
+    let known = known_threads(trace);
+    if known.is_empty()
+        || known
+            .keys()
+            .any(|&(pid, tid)| opts.wants(TaskId { pid, tid }))
+    {
+        return Ok(());
+    }
+    Err(RunError::NoThreadMatched {
+        filter,
+        threads: list_threads(known.iter()),
+    })
 }
 
 /// Where the stacks' slices and thread names go: the [`Emitter`] itself,
@@ -540,6 +715,7 @@ pub fn run(
     symbols: &SymbolCache,
     opts: RunOptions,
 ) -> Result<Report, RunError> {
+    check_filter(trace, &opts.decode)?;
     let origin = origin(trace);
     let mut emit = opts.emit.clone();
     emit.origin = origin.unwrap_or(0);
@@ -569,6 +745,7 @@ pub fn run(
     let (decode_stats, threads) = stacked;
     let emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
+    check_decoded(&decode_stats, &opts.decode, Some(trace))?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.missing = images.missing();
     report.warnings = images.warnings();
@@ -689,6 +866,7 @@ pub fn run_raw(
         decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?
     };
     let threads = sink.finish()?;
+    check_decoded(&decode_stats, &opts.decode, None)?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.tsc_ticks = cfg.tsc_hz.is_none();
     if report.decode.insns > 0

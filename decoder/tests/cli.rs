@@ -213,7 +213,22 @@ fn start_and_duration_narrow_the_output() {
     let all = count(&[]);
     let part = count(&["--start", "1.3ms", "--duration", "300us"]);
     assert!(part < all && all > 0, "{part} of {all}");
-    assert_eq!(count(&["--tid", "999999"]), 0);
+    // A thread the trace does not have: refused, naming those it has.
+    let path = dir.path().join("none.ftf");
+    let out = ptdec()
+        .arg(&input)
+        .arg("-o")
+        .arg(&path)
+        .args(["--tid", "999999"])
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("no thread of the trace matches --tid 999999")
+            && err.contains("(pid/tid name)"),
+        "{err}"
+    );
+    assert!(!path.exists());
 }
 
 #[test]

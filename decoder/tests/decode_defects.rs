@@ -4,7 +4,8 @@
 //! overflow before the first enable lost, no bound on code that needs no
 //! packets) and the `--time-axis instructions` warning. Then trace dirs
 //! whose AUX data is damaged (ptsim's generator, `ptsim::testkit`): a
-//! garbage prefix full of PSBs.
+//! garbage prefix full of PSBs, AUX data that is not Intel PT at all, and
+//! thread filters that match no thread.
 
 use std::path::Path;
 use std::process::Command;
@@ -397,4 +398,57 @@ fn a_garbage_prefix_with_psbs_is_skipped_whatever_the_chunk_size() {
             "--chunk-size {chunk}: the summary does not name the {bytes} skipped:\n{err}"
         );
     }
+}
+
+/// AUX data of random bytes (no PSB anywhere) decodes to nothing: ptdec
+/// says no PSB was found in it, exits with 1 and writes no file; the same
+/// for `ptdec raw`.
+#[test]
+fn aux_data_that_is_not_intel_pt_fails_and_writes_nothing() {
+    let (_, program, _) = loop_trace(10);
+    let tmp = tempfile::tempdir().unwrap();
+    let junk = random_bytes(50_000, 7);
+    write_dir(tmp.path(), &program, &junk);
+    let out = ptdec_dir(tmp.path(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no PSB") && err.contains("50,000 bytes"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("out.ftf").exists());
+
+    let raw = tempfile::tempdir().unwrap();
+    let out = ptdec_raw(raw.path(), &junk, &[0x90], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no PSB"), "{err}");
+    assert!(!raw.path().join("out.ftf").exists());
+}
+
+/// `--tid`/`--pid` that match no thread of the trace: ptdec says so, lists
+/// the threads the trace has (pid/tid and name), exits with 1 and writes
+/// no file. A filter that matches decodes as before.
+#[test]
+fn a_thread_filter_that_matches_nothing_fails_and_lists_the_threads() {
+    let (aux, program, _) = loop_trace(100);
+    let tmp = tempfile::tempdir().unwrap();
+    write_dir(tmp.path(), &program, &aux);
+    for filter in [["--tid", "1"], ["--pid", "1"], ["--tid", "4242"]] {
+        let out = ptdec_dir(tmp.path(), &filter);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{filter:?}: {err}");
+        assert!(
+            err.contains(&filter.join(" ")) && err.contains("4242/4243 prog"),
+            "{filter:?}: {err}"
+        );
+        assert!(!tmp.path().join("out.ftf").exists(), "{filter:?}");
+    }
+    let out = ptdec_dir(tmp.path(), &["--tid", "4243"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tmp.path().join("out.ftf").exists());
 }
