@@ -1,5 +1,5 @@
 //! Replays on stable every input the perf.data and decode-path fuzz
-//! targets found (`fuzz/regressions/TARGET/`) and their seeds
+//! targets (raw_pt, trace_dir, garbage_prefix) found (`fuzz/regressions/TARGET/`) and their seeds
 //! (`fuzz/seeds/TARGET/`) through the very harness the targets run
 //! (`fuzz/src/harness.rs`), so a fixed crash stays fixed without nightly. Each file runs in a child
 //! process with a memory limit, so an input that makes the decoder grow
@@ -35,6 +35,7 @@ fn replay_in_child() -> bool {
     let n = match target {
         "raw_pt" => harness::raw_pt(&data),
         "trace_dir" => harness::trace_dir(&data),
+        "garbage_prefix" => harness::garbage_prefix(&data),
         "perf_data" => harness::perf_data(&data),
         other => panic!("unknown target {other}"),
     };
@@ -114,6 +115,20 @@ fn the_seed_is_a_real_trace_of_the_image() {
             path.display()
         );
     }
+    // garbage_prefix's: its parameters and garbage (the harness appends
+    // the seed above).
+    let path = pt_tests::workspace_root().join("fuzz/seeds/garbage_prefix/psb-every-kib");
+    let seed = harness::garbage_prefix_seed();
+    if std::env::var_os("PT_FUZZ_SEEDS_UPDATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &seed).unwrap();
+    }
+    assert_eq!(
+        std::fs::read(&path).ok(),
+        Some(seed),
+        "{} is stale: rerun with PT_FUZZ_SEEDS_UPDATE=1",
+        path.display()
+    );
 }
 
 #[test]
@@ -149,5 +164,17 @@ fn perf_data_inputs_parse_without_crashing() {
         "perf_data",
         &["regressions"],
         "perf_data_inputs_parse_without_crashing",
+    );
+}
+
+#[test]
+fn garbage_prefix_inputs_decode_alike_in_any_chunks() {
+    if replay_in_child() {
+        return;
+    }
+    replay_all(
+        "garbage_prefix",
+        &["seeds", "regressions"],
+        "garbage_prefix_inputs_decode_alike_in_any_chunks",
     );
 }

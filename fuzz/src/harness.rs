@@ -1,6 +1,7 @@
 //! The fuzz harnesses of the perf.data reader and the decode path: what
 //! ptdec does with a perf.data, with `ptdec raw` and `ptdec DIR` bytes
-//! nobody checked. Shared by the fuzz targets (`fuzz/fuzz_targets/`,
+//! nobody checked, and with garbage before valid trace in chunks of any
+//! size. Shared by the fuzz targets (`fuzz/fuzz_targets/`,
 //! nightly, libFuzzer) and the stable test that replays the inputs they
 //! found (`decoder/tests/fuzz_regressions.rs`), so a regression input runs
 //! through exactly the code that failed. Errors are fine; a panic, an abort
@@ -9,10 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use ptdec::decode::{DecodeOptions, RawConfig, RawSection};
+use ptdec::decode::{decode, DecodeOptions, DecodeStats, RawConfig, RawSection};
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
+use ptdec::ops::{Op, OpSink};
 use ptdec::pipeline::{self, RunOptions};
 use ptdec::raw::{Module, RawInput};
 use ptdec::symbols::SymbolCache;
@@ -137,6 +139,125 @@ pub fn trace_dir(data: &[u8]) -> u64 {
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let symbols = SymbolCache::for_search(images.search());
     pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+}
+
+/// The bytes of a PSB (`02 82` eight times).
+const PSB: [u8; 16] = [
+    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+];
+
+/// [`seed`], computed once.
+fn seed_trace() -> &'static [u8] {
+    static SEED: OnceLock<Vec<u8>> = OnceLock::new();
+    SEED.get_or_init(seed)
+}
+
+/// Drops the ops a decode hands over (its stats count them).
+struct Count;
+
+impl OpSink for Count {
+    fn op(&mut self, _pid: u32, _tid: u32, _op: Op) {}
+}
+
+/// Writes a trace dir (as [`trace_dir`] does) named `name` in the scratch
+/// dir whose AUX data is `aux`, and decodes it with each chunk size.
+fn decode_dir_chunked(name: &str, aux: &[u8], chunks: &[u64]) -> Vec<DecodeStats> {
+    let dir = scratch().join(name);
+    std::fs::create_dir_all(&dir).expect("create the fuzz trace dir");
+    let cfg = ptsim::pt::Config::default();
+    let program = Program::new(CODE.to_vec(), testkit::BASE);
+    testkit::write_trace(&dir, &cfg, &program, &Aux::whole(aux), &Setup::task(1, 1));
+    let trace = Trace::open(&dir).expect("the harness writes a readable trace dir");
+    let images = ImageStore::new(SearchPath::for_trace(&dir));
+    chunks
+        .iter()
+        .map(|&c| {
+            let opts = DecodeOptions {
+                jobs: 1,
+                chunk_bytes: Some(c),
+                ..DecodeOptions::default()
+            };
+            decode(&trace, &images, &opts, &mut Count).expect("decoding sets up")
+        })
+        .collect()
+}
+
+/// Instructions of [`seed`] decoded alone, computed once.
+fn seed_insns() -> u64 {
+    static INSNS: OnceLock<u64> = OnceLock::new();
+    *INSNS.get_or_init(|| decode_dir_chunked("seed", seed_trace(), &[u64::MAX])[0].insns)
+}
+
+/// The parameters [`garbage_prefix`] reads from its input's first 4 bytes:
+/// the chunk size (1 to 8 KiB) and every how many bytes a PSB is planted
+/// in the garbage (`None`: never; 16 to 1039).
+pub fn garbage_prefix_params(p: [u8; 4]) -> (u64, Option<usize>) {
+    let chunk = 1 + u64::from(u16::from_le_bytes([p[0], p[1]])) % 8192;
+    let every = match u16::from_le_bytes([p[2], p[3]]) % 1025 {
+        0 => None,
+        n => Some(usize::from(n) + 15),
+    };
+    (chunk, every)
+}
+
+/// `ptdec DIR --chunk-size N` on a trace dir whose AUX data is garbage
+/// followed by valid Intel PT ([`seed`]): a buffer whose start was
+/// overwritten. The input's first 4 bytes choose the chunk size and how
+/// often a PSB is planted in the garbage ([`garbage_prefix_params`]), the
+/// rest is the garbage. Besides no panic and bounded memory, checked:
+/// - the instructions decoded are the same in chunks of that size as in
+///   one chunk (`--chunk-size` changes nothing);
+/// - when the garbage holds no PSB a decoder could synchronize at (the
+///   first sync is at the seed's PSB), the seed decodes in full, and the
+///   bytes before it are counted as not synced.
+///
+/// Returns the instructions decoded in chunks.
+pub fn garbage_prefix(data: &[u8]) -> u64 {
+    let Some((params, garbage)) = data.split_first_chunk::<4>() else {
+        return 0;
+    };
+    let (chunk, every) = garbage_prefix_params(*params);
+    let mut aux = garbage.to_vec();
+    if let Some(step) = every {
+        for at in (0..aux.len().saturating_sub(PSB.len())).step_by(step) {
+            aux[at..at + PSB.len()].copy_from_slice(&PSB);
+        }
+    }
+    let prefix = aux.len() as u64;
+    aux.extend_from_slice(seed_trace());
+    let want = seed_insns();
+    let st = decode_dir_chunked("garbage", &aux, &[u64::MAX, chunk]);
+    let (one, chunked) = (&st[0], &st[1]);
+    assert_eq!(
+        chunked.insns, one.insns,
+        "chunks of {chunk} bytes decode other instructions than one chunk \
+         ({prefix} bytes of garbage, PSB every {every:?})\none: {one:?}\nchunked: {chunked:?}"
+    );
+    if one.unsynced_bytes == prefix {
+        assert_eq!(
+            one.insns, want,
+            "the seed after {prefix} bytes of garbage without a usable PSB is not decoded in full: {one:?}"
+        );
+    }
+    chunked.insns
+}
+
+/// The seed of [`garbage_prefix`] (`fuzz/seeds/garbage_prefix/`): 4 KiB
+/// chunks, a PSB every KiB of 3000 random bytes.
+pub fn garbage_prefix_seed() -> Vec<u8> {
+    let mut v = vec![0xff, 0x0f, 0xf1, 0x03];
+    debug_assert_eq!(
+        garbage_prefix_params([v[0], v[1], v[2], v[3]]),
+        (4096, Some(1024))
+    );
+    let mut x = 0x5eed_u64;
+    v.extend((0..3000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 24) as u8
+    }));
+    v
 }
 
 /// Any bytes as a perf.data: parse, the features ptdec reads, every record,
