@@ -4,8 +4,9 @@
 //! overflow before the first enable lost, no bound on code that needs no
 //! packets) and the `--time-axis instructions` warning. Then trace dirs
 //! whose AUX data is damaged (ptsim's generator, `ptsim::testkit`): a
-//! garbage prefix full of PSBs, AUX data that is not Intel PT at all, and
-//! thread filters that match no thread.
+//! garbage prefix full of PSBs, a broken PSB+ that runs into the next PSB,
+//! AUX data that is not Intel PT at all, and thread filters that match no
+//! thread.
 
 use std::path::Path;
 use std::process::Command;
@@ -182,6 +183,30 @@ fn overflow_before_first_enable_is_a_gap() {
             }
         )),
         "{ops:#?}"
+    );
+}
+
+/// A PSB+ that runs into the next PSB (which libipt refuses inside a
+/// PSB+): reading it consumed that PSB, and libipt's sync_forward would
+/// search on from after it, skipping it. The decoder synchronizes there
+/// and decodes what follows as it would without the broken PSB+ before.
+#[test]
+fn a_psb_right_after_an_unreadable_psb_plus_is_synchronized_at() {
+    let mut rest = PSB_ENABLED.to_vec();
+    rest.push(Packet::TipPgd(0, Compression::Suppressed));
+    let code = [0x90, 0xff, 0xe0];
+    let (want, alone) = run(&encode(&rest), &code);
+    assert_eq!(alone.insns, 2, "{alone:?}");
+    let broken = encode(&[Packet::Psb, Packet::Tsc(1)]);
+    let mut pt = broken.clone();
+    pt.extend(encode(&rest));
+    let (ops, st) = run(&pt, &code);
+    assert_eq!(st.insns, alone.insns, "{st:?}");
+    assert_eq!(ops, want);
+    assert_eq!(
+        (st.bad_psbs, st.unsynced_bytes),
+        (1, broken.len() as u64),
+        "{st:?}"
     );
 }
 

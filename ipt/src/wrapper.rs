@@ -809,6 +809,13 @@ impl<'a> BlockDecoder<'a> {
         check(unsafe { ffi::pt_blk_sync_forward(self.p()) }).map(Status)
     }
 
+    /// Synchronizes at the PSB at `offset` (`Err(NOSYNC)`: there is none;
+    /// `Err(EOS)`: `offset` lies outside the trace).
+    pub fn sync_set(&mut self, offset: u64) -> Result<Status> {
+        // SAFETY: live decoder; libipt checks `offset` against its buffer.
+        check(unsafe { ffi::pt_blk_sync_set(self.p(), offset) }).map(Status)
+    }
+
     /// Resynchronizes after an error at the next synchronization point
     /// (libipt 2.2: the next PSB or the next FUP/TIP.PGE that gives an IP).
     /// `Err(EVENT_IGNORED)`: an event must be read first, then call again.

@@ -27,9 +27,12 @@
 
 use std::collections::BTreeMap;
 
-use ipt::{Block, BlockDecoder, Error as PtError, Event as PtEvent, EventKind, Status};
+use ipt::{
+    Block, BlockDecoder, Config as PtConfig, Error as PtError, Event as PtEvent, EventKind, Status,
+};
 use sideband::timeline::TaskId;
 
+use super::chunks::next_psb;
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
@@ -275,6 +278,8 @@ fn decode_chunk_from(
     let time = meta.start_time.unwrap_or(0);
     let mut st = ChunkDecoder {
         images,
+        bytes,
+        cfg: setup.pt_config(),
         pool,
         meta,
         owner: meta.owner,
@@ -332,6 +337,10 @@ fn decode_chunk_from(
 /// around it.
 struct ChunkDecoder<'i, 's, 't> {
     images: &'i WorkerImages<'s, 't>,
+    /// The bytes the decoder reads, and libipt's configuration (to find
+    /// the PSB after one whose PSB+ cannot be read).
+    bytes: &'i [u8],
+    cfg: PtConfig,
     pool: &'i OpPool,
     meta: ChunkMeta,
     owner: Option<Owner>,
@@ -549,17 +558,25 @@ impl ChunkDecoder<'_, '_, '_> {
     ///
     /// PSBs whose PSB+ cannot be read (random bytes that happen to hold
     /// the pattern, a corrupt buffer) are passed over however many there
-    /// are: libipt moves past each one it fails at, so the search ends
-    /// within the chunk's bytes. A bound on their number would make the
-    /// result depend on how many of them one chunk holds, that is, on the
-    /// chunk size. The bytes before the chunk's first sync are counted
+    /// are, each for the next PSB after it ([`next_psb`], as the chunk
+    /// cuts are found), so the search moves on and ends within the
+    /// chunk's bytes. A bound on their number would make the result depend
+    /// on how many of them one chunk holds, that is, on the chunk size.
+    /// The bytes before the chunk's first sync are counted
     /// (`ChunkStats::unsynced_bytes`) and the PSBs passed over
     /// (`ChunkStats::bad_psbs`).
     fn sync(&mut self, dec: &mut BlockDecoder<'_>, last: &mut Option<u64>) -> Option<Status> {
         let first = last.is_none();
         let mut failed_at: Option<u64> = None;
+        // After a PSB whose PSB+ could not be read: the next PSB after it
+        // (libipt's sync_forward would search on from where reading that
+        // PSB+ stopped, past any PSB the garbage ran into).
+        let mut next: Option<u64> = None;
         let status = loop {
-            let r = dec.sync_forward();
+            let r = match next {
+                Some(at) => dec.sync_set(at),
+                None => dec.sync_forward(),
+            };
             if matches!(r, Err(PtError::EOS)) {
                 break None;
             }
@@ -569,7 +586,7 @@ impl ChunkDecoder<'_, '_, '_> {
             if !self.meta.last && in_chunk.is_some_and(|o| o >= self.meta.len) {
                 break None;
             }
-            match r {
+            let e = match r {
                 Ok(s) => {
                     if at.is_some() && at <= *last {
                         break None;
@@ -587,26 +604,28 @@ impl ChunkDecoder<'_, '_, '_> {
                     self.synced(dec);
                     break Some(s);
                 }
-                Err(e) => {
-                    // No progress (no PSB offset, or the same one again):
-                    // libipt cannot go on.
-                    if at.is_none() || at <= failed_at {
-                        break None;
-                    }
-                    failed_at = at;
-                    if self.warming {
-                        continue;
-                    }
-                    let off = self.offset(dec).unwrap_or(0);
-                    self.list(ListItem::Error {
-                        offset: off,
-                        what: "sync error",
-                        message: e.message().to_string(),
-                    });
-                    self.stats.bad_psbs += 1;
-                    *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
-                }
+                Err(e) => e,
+            };
+            // No progress (no PSB offset, or the same one again): libipt
+            // cannot go on.
+            let Some(bad) = at.filter(|&a| Some(a) > failed_at) else {
+                break None;
+            };
+            failed_at = at;
+            if !self.warming {
+                let off = self.offset(dec).unwrap_or(0);
+                self.list(ListItem::Error {
+                    offset: off,
+                    what: "sync error",
+                    message: e.message().to_string(),
+                });
+                self.stats.bad_psbs += 1;
+                *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
             }
+            let Some(n) = next_psb(&self.cfg, self.bytes, bad + 1) else {
+                break None;
+            };
+            next = Some(n);
         };
         if first && !self.warming {
             self.stats.unsynced_bytes += match status {

@@ -107,15 +107,21 @@ const SEARCH_WINDOW: u64 = 1 << 20;
 const PSB_PLUS_MAX: u64 = 4096;
 
 /// The first PSB at or after `from` whose PSB+ ends with a PSBEND.
+///
+/// After a PSB whose PSB+ cannot be read, the search goes on from the
+/// byte after that PSB, not from where reading its PSB+ stopped: garbage
+/// read as packets may run into (and past) the next PSB, which must still
+/// be found. The chunk decoder passes over such PSBs the same way
+/// ([`next_psb`]).
 pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) -> Option<Psb> {
     let mut lo = from;
     while lo < stream.len() {
         let hi = lo.saturating_add(SEARCH_WINDOW).min(stream.len());
         let bytes = stream.bytes(lo..hi);
-        let mut dec = PacketDecoder::new(cfg, &bytes).ok()?;
         let mut found_before = None;
-        while dec.sync_forward().is_ok() {
-            let Ok(at) = dec.offset() else { break };
+        let mut start = 0;
+        while let Some(at) = next_psb(cfg, &bytes, start) {
+            let mut dec = PacketDecoder::new(cfg, &bytes[at as usize..]).ok()?;
             if let Some(p) = psb_plus(&mut dec, lo + at) {
                 return Some(p);
             }
@@ -124,6 +130,7 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
                 found_before = Some(lo + at);
                 break;
             }
+            start = at + 1;
         }
         lo = match found_before {
             Some(at) if at > lo => at,
@@ -135,25 +142,49 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
     None
 }
 
-/// Reads the PSB+ at the decoder's position (`at` in the stream): `None`
-/// when it does not end with a PSBEND within [`PSB_PLUS_MAX`] bytes.
+/// The offset in `bytes` of the first PSB that starts at or after `from`,
+/// as libipt's packet decoder finds it.
+pub(super) fn next_psb(cfg: &PtConfig, bytes: &[u8], from: u64) -> Option<u64> {
+    let rest = bytes.get(usize::try_from(from).ok()?..)?;
+    let mut dec = PacketDecoder::new(cfg, rest).ok()?;
+    dec.sync_forward().ok()?;
+    Some(from + dec.offset().ok()?)
+}
+
+/// Reads the PSB+ at the start of the decoder's bytes (`at` in the
+/// stream; the decoder is new): `None` when it does not end with a PSBEND (or an OVF) within
+/// [`PSB_PLUS_MAX`] bytes, or holds a packet libipt does not allow in a
+/// PSB+ (its `pt_evt_decode_psb` refuses it: a bad context), so that
+/// chunks start only at PSBs libipt's decoder can synchronize at.
 fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
-    let start = dec.offset().ok()?;
+    use ipt::ffi::{ppt_mnt, ppt_pip, ppt_vmcs};
+    dec.sync_forward().ok()?;
+    if dec.offset().ok()? != 0 || dec.next_packet().ok()? != Packet::Psb {
+        return None;
+    }
     let mut tsc = None;
     loop {
         match dec.next_packet().ok()? {
-            Packet::Psbend => {
-                let end = dec.offset().ok()?;
+            Packet::Psbend | Packet::Ovf => {
                 return Some(Psb {
                     offset: at,
-                    header_end: at + (end - start),
+                    header_end: at + dec.offset().ok()?,
                     tsc,
                 });
             }
             Packet::Tsc(t) => tsc = Some(t),
-            _ => {}
+            Packet::Pad
+            | Packet::Fup(..)
+            | Packet::ModeExec { .. }
+            | Packet::ModeTsx
+            | Packet::Tma { .. }
+            | Packet::Cbr(_)
+            | Packet::Mtc(_)
+            | Packet::Cyc(_) => {}
+            Packet::Other(t) if [ppt_pip, ppt_vmcs, ppt_mnt].contains(&t) => {}
+            _ => return None,
         }
-        if dec.offset().ok()? - start > PSB_PLUS_MAX {
+        if dec.offset().ok()? > PSB_PLUS_MAX {
             return None;
         }
     }
@@ -368,6 +399,43 @@ mod tests {
             let tscs: Vec<u64> = cuts.iter().map(|c| c.tsc.unwrap()).collect();
             assert!(tscs.windows(2).all(|w| w[0] < w[1]), "{tscs:?}");
         }
+    }
+
+    /// Where libipt cannot synchronize, no chunk starts: a PSB+ holding a
+    /// packet refused there (a TNT, another PSB) is not one, and the
+    /// search goes on at the next PSB even when reading that PSB+ ran
+    /// over it.
+    #[test]
+    fn only_psbs_libipt_can_sync_at_are_cuts() {
+        let mut enc = Encoder::new().unwrap();
+        let mut bytes = Vec::new();
+        let mut put = |bytes: &mut Vec<u8>, pkts: &[Packet]| {
+            for &p in pkts {
+                bytes.extend_from_slice(enc.encode(p).unwrap());
+            }
+        };
+        let tnt = Packet::Tnt8 {
+            payload: 0b10,
+            bits: 2,
+        };
+        // A TNT in a PSB+; a PSB+ cut short by the next PSB; a good one.
+        put(&mut bytes, &[Packet::Psb, tnt, Packet::Psbend]);
+        put(&mut bytes, &[Packet::Psb, Packet::Tsc(7)]);
+        let good = bytes.len() as u64;
+        put(
+            &mut bytes,
+            &[
+                Packet::Psb,
+                Packet::Tsc(8),
+                Packet::Fup(0x1000, Compression::Full),
+                Packet::Psbend,
+                tnt,
+            ],
+        );
+        let s = Stream::new(vec![&bytes[..]]);
+        let p = psb_at_or_after(&s, &PtConfig::default(), 0).unwrap();
+        assert_eq!((p.offset, p.tsc), (good, Some(8)));
+        assert_eq!(p.header_end, good + 16 + 8 + 9 + 2);
     }
 
     #[test]
