@@ -204,6 +204,10 @@ pub fn record(
     }
 }
 
+/// The recording itself, into `dir`, in its phases: open the events, write the
+/// header records, capture kcore and the vDSOs, set up the session, start the
+/// watchers that end it, run it. `started` turns true once the target runs
+/// traced: from then on an error keeps what was recorded.
 #[allow(clippy::too_many_arguments)]
 fn record_into(
     dir: &OutDir,
@@ -219,7 +223,91 @@ fn record_into(
     started: &mut bool,
 ) -> Result<Summary, Error> {
     let kernel = opts.kernel || spec.kernel;
-    let open_opts = OpenOptions {
+    let open_opts = open_options(opts, spec, kernel, filter, data_pages, aux_pages);
+    let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
+
+    let data_path = dir.data();
+    let mut writer =
+        TraceWriter::create(&data_path, opened.attrs.clone()).map_err(output(&data_path))?;
+    write_header_records(&mut writer, opts, &opened, kernel, &data_path)?;
+    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
+    let vdsos = capture_images(dir, kernel, &opened, &warnings)?;
+    // --archive: files seen in MMAP records, copied when the file is finished.
+    let seen: Arc<Mutex<MappedFiles>> = Arc::default();
+    let sysroot = if opts.archive {
+        Some(dir.subdir("sysroot")?)
+    } else {
+        None
+    };
+    archive_and_write_build_ids_at_finish(
+        &mut writer,
+        sysroot,
+        vdsos,
+        &seen,
+        &warnings,
+        &opened.pids,
+    );
+    let session = new_session(opts, &mut opened, writer, &seen, progress);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    if let Some((ctl, ack)) = &opts.control {
+        threads.push(spawn_control(
+            ctl.clone(),
+            ack.clone(),
+            stop.clone(),
+            opened.pt_fds(),
+            done.clone(),
+        )?);
+    }
+    match &opts.trigger {
+        Some(spec) if !open_opts.stop_at_exec => {
+            for (tid, addr) in trigger_points(&opts.target, &opened, spec)? {
+                threads.push(spawn_trigger(tid, addr, stop, &done)?);
+            }
+        }
+        _ => {}
+    }
+    opened.start()?;
+    *started = true;
+    if let (Some(spec), Some(child), true) =
+        (&opts.trigger, opened.child.as_mut(), open_opts.stop_at_exec)
+    {
+        threads.push(set_trigger_after_exec(child, spec, stop, &done)?);
+    }
+    let child_pid = opened.child.as_ref().map(|c| c.pid);
+    let child_status = Arc::new(Mutex::new(None));
+    threads.extend(spawn_exit_watcher(
+        child_pid,
+        &opened.pids,
+        stop,
+        &done,
+        &child_status,
+    ));
+
+    let report = run_session(session, stop, &done, child_pid, threads, &data_path)?;
+    let warnings = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
+    let child_status = *child_status.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(Summary {
+        report,
+        out: dir.path().to_path_buf(),
+        child_status,
+        warnings,
+    })
+}
+
+/// How the events are opened: the options' target, rings and filter, the
+/// kernel traced or not, and whether a command stops at its exec (for a
+/// `--trigger` symbol, resolved only after the exec).
+fn open_options(
+    opts: &RecordOptions,
+    spec: &config::EventSpec,
+    kernel: bool,
+    filter: Option<String>,
+    data_pages: usize,
+    aux_pages: usize,
+) -> OpenOptions {
+    OpenOptions {
         per_thread: opts.per_thread,
         kernel,
         exclude_user: !spec.user,
@@ -234,12 +322,19 @@ fn record_into(
                 .as_deref()
                 .is_some_and(|t| !t.starts_with("0x")),
         filter,
-    };
-    let mut opened = target::open(pmu, pt_config, &opts.target, &open_opts)?;
+    }
+}
 
-    let data_path = dir.data();
-    let mut writer =
-        TraceWriter::create(&data_path, opened.attrs.clone()).map_err(output(&data_path))?;
+/// The records before the rings' own: AUXTRACE_INFO and TIME_CONV for
+/// intel_pt, the kernel's MMAPs with `-k`, the existing threads' COMM and
+/// MMAP2, then the environment's feature sections.
+fn write_header_records(
+    writer: &mut TraceWriter,
+    opts: &RecordOptions,
+    opened: &target::Opened,
+    kernel: bool,
+    data_path: &std::path::Path,
+) -> Result<(), Error> {
     let sb_id = opened
         .attrs
         .entries()
@@ -252,7 +347,7 @@ fn record_into(
                 record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(info)),
                 sample_id: SampleId::default(),
             })
-            .map_err(output(&data_path))?;
+            .map_err(output(data_path))?;
         writer
             .write_event(&Event {
                 misc: 0,
@@ -267,13 +362,12 @@ fn record_into(
                 }),
                 sample_id: SampleId::default(),
             })
-            .map_err(output(&data_path))?;
+            .map_err(output(data_path))?;
     }
-    let warnings = Arc::new(Mutex::new(Vec::<String>::new()));
     if kernel {
         let kallsyms = crate::synth::read_kallsyms()?;
         for ev in crate::synth::kernel_events(&kallsyms, sb_id) {
-            writer.write_event(&ev).map_err(output(&data_path))?;
+            writer.write_event(&ev).map_err(output(data_path))?;
         }
     }
     let existing = match &opts.target {
@@ -282,9 +376,20 @@ fn record_into(
         Target::Command(_) => Vec::new(),
     };
     for ev in synthesize_existing(&existing, sb_id) {
-        writer.write_event(&ev).map_err(output(&data_path))?;
+        writer.write_event(&ev).map_err(output(data_path))?;
     }
-    write_env_features(&mut writer, opts).map_err(output(&data_path))?;
+    write_env_features(writer, opts).map_err(output(data_path))
+}
+
+/// Copies kcore into `kcore_dir/` with `-k` and the vDSOs into `images/`,
+/// then hands the directory to the sudo user. Returns the vDSOs saved;
+/// what could not be copied goes to `warnings`.
+fn capture_images(
+    dir: &OutDir,
+    kernel: bool,
+    opened: &target::Opened,
+    warnings: &Mutex<Vec<String>>,
+) -> Result<Vec<capture::Saved>, Error> {
     if kernel {
         let w = capture::copy_kcore(&dir.subdir("kcore_dir")?)?;
         warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(w);
@@ -295,35 +400,49 @@ fn record_into(
     // Under sudo, hand over what exists now (data, images, kcore_dir): a
     // ptrec killed from here on leaves nothing the user cannot remove.
     dir.chown_to_sudo_user()?;
+    Ok(vdsos)
+}
 
-    // --archive: files seen in MMAP records, copied when the file is finished.
-    let seen: Arc<Mutex<MappedFiles>> = Arc::default();
-    let sysroot = if opts.archive {
-        Some(dir.subdir("sysroot")?)
-    } else {
-        None
-    };
-    {
-        let (seen, warnings, pids) = (seen.clone(), warnings.clone(), opened.pids.clone());
-        writer.on_finish(Box::new(move |w: &mut TraceWriter| {
-            let mut saved = vdsos;
-            if let Some(sysroot) = sysroot {
-                let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let (copies, warns) = capture::archive(&sysroot, &pids, &seen);
-                saved.extend(copies);
-                warnings
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .extend(warns);
-            }
-            let entries = capture::build_id_entries(&saved);
-            if !entries.is_empty() {
-                w.set_feature(feat::BUILD_ID, feature::encode_build_ids(&entries)?)?;
-            }
-            Ok(())
-        }));
-    }
+/// When the trace file is finished: copies the files `seen` mapped into
+/// `sysroot` (with `--archive`), and writes the BUILD_ID feature of those and
+/// the `vdsos`.
+fn archive_and_write_build_ids_at_finish(
+    writer: &mut TraceWriter,
+    sysroot: Option<PathBuf>,
+    vdsos: Vec<capture::Saved>,
+    seen: &Arc<Mutex<MappedFiles>>,
+    warnings: &Arc<Mutex<Vec<String>>>,
+    pids: &[i32],
+) {
+    let (seen, warnings, pids) = (seen.clone(), warnings.clone(), pids.to_vec());
+    writer.on_finish(Box::new(move |w: &mut TraceWriter| {
+        let mut saved = vdsos;
+        if let Some(sysroot) = sysroot {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let (copies, warns) = capture::archive(&sysroot, &pids, &seen);
+            saved.extend(copies);
+            warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(warns);
+        }
+        let entries = capture::build_id_entries(&saved);
+        if !entries.is_empty() {
+            w.set_feature(feat::BUILD_ID, feature::encode_build_ids(&entries)?)?;
+        }
+        Ok(())
+    }));
+}
 
+/// The session over the opened rings, writing to `writer`; with `--archive`
+/// it notes each file an MMAP record names in `seen`.
+fn new_session(
+    opts: &RecordOptions,
+    opened: &mut target::Opened,
+    writer: TraceWriter,
+    seen: &Arc<Mutex<MappedFiles>>,
+    progress: Option<ProgressFn>,
+) -> Session {
     let cfg = SessionConfig {
         mode: opts.mode,
         max_snapshots: opts.max_snapshots,
@@ -355,76 +474,78 @@ fn record_into(
     if let Some(p) = progress {
         session = session.with_progress(p);
     }
+    session
+}
 
-    let done = Arc::new(AtomicBool::new(false));
-    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
-    if let Some((ctl, ack)) = &opts.control {
-        threads.push(spawn_control(
-            ctl.clone(),
-            ack.clone(),
-            stop.clone(),
-            opened.pt_fds(),
-            done.clone(),
-        )?);
+/// Sets a `--trigger` breakpoint at `addr` in thread `tid`; the thread
+/// returned forwards its hits to `stop` as snapshots until `done`.
+fn spawn_trigger(
+    tid: i32,
+    addr: u64,
+    stop: &StopSignal,
+    done: &Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, Error> {
+    let bp = crate::trigger::Breakpoint::open(tid, addr).map_err(|e| {
+        Error::from_open(
+            format!("setting the --trigger breakpoint at {addr:#x} in thread {tid}"),
+            Some(tid),
+            e,
+        )
+    })?;
+    let handle = bp.forward(stop.clone(), done.clone());
+    Ok(std::thread::spawn(move || {
+        let _ = handle.join();
+    }))
+}
+
+/// A `--trigger` symbol in a command stopped at its exec: runs it to its
+/// entry point (the loader has then mapped its libraries), resolves the
+/// symbol there, sets the breakpoint, and lets it go. On failure it does not
+/// run on.
+fn set_trigger_after_exec(
+    child: &mut sys::HeldChild,
+    spec: &str,
+    stop: &StopSignal,
+    done: &Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, Error> {
+    let pid = child.pid;
+    let set = run_to_entry(child)
+        .and_then(|()| target::resolve_trigger(pid, spec))
+        .and_then(|addr| spawn_trigger(pid, addr, stop, done));
+    if set.is_err() {
+        let _ = sys::kill(pid, libc::SIGKILL);
     }
-    let mut open_trigger = |tid: i32, addr: u64| -> Result<(), Error> {
-        let bp = crate::trigger::Breakpoint::open(tid, addr).map_err(|e| {
-            Error::from_open(
-                format!("setting the --trigger breakpoint at {addr:#x} in thread {tid}"),
-                Some(tid),
-                e,
-            )
-        })?;
-        let handle = bp.forward(stop.clone(), done.clone());
-        threads.push(std::thread::spawn(move || {
-            let _ = handle.join();
-        }));
-        Ok(())
-    };
-    match &opts.trigger {
-        Some(spec) if !open_opts.stop_at_exec => {
-            for (tid, addr) in trigger_points(&opts.target, &opened, spec)? {
-                open_trigger(tid, addr)?;
-            }
-        }
-        _ => {}
-    }
-    opened.start()?;
-    *started = true;
-    if let (Some(spec), Some(child), true) =
-        (&opts.trigger, opened.child.as_mut(), open_opts.stop_at_exec)
-    {
-        // Stopped at its exec: run it to its entry point (the loader has
-        // then mapped its libraries), resolve the symbol there, set the
-        // breakpoint, and let it go. On failure it does not run on.
-        let pid = child.pid;
-        let set = run_to_entry(child)
-            .and_then(|()| target::resolve_trigger(pid, spec))
-            .and_then(|addr| open_trigger(pid, addr));
-        if set.is_err() {
-            let _ = sys::kill(pid, libc::SIGKILL);
-        }
-        let detached = child.detach();
-        set?;
-        detached.map_err(|source| Error::Open {
-            what: format!("detaching from the command (pid {pid})"),
-            source,
-        })?;
-    }
-    let child_pid = opened.child.as_ref().map(|c| c.pid);
-    let child_status = Arc::new(Mutex::new(None));
+    let detached = child.detach();
+    let handle = set?;
+    detached.map_err(|source| Error::Open {
+        what: format!("detaching from the command (pid {pid})"),
+        source,
+    })?;
+    Ok(handle)
+}
+
+/// The thread that tells `stop` when the targets have exited: it waits for
+/// the command (its exit code into `status`), or polls the `-p` processes
+/// until `done`. `None` when there is nothing to watch (`-a`).
+fn spawn_exit_watcher(
+    child_pid: Option<i32>,
+    pids: &[i32],
+    stop: &StopSignal,
+    done: &Arc<AtomicBool>,
+    status: &Arc<Mutex<Option<i32>>>,
+) -> Option<std::thread::JoinHandle<()>> {
     match child_pid {
         Some(pid) => {
-            let (stop, status) = (stop.clone(), child_status.clone());
-            threads.push(std::thread::spawn(move || {
+            let (stop, status) = (stop.clone(), status.clone());
+            Some(std::thread::spawn(move || {
                 let code = sys::wait_child(pid).ok();
                 *status.lock().unwrap_or_else(|e| e.into_inner()) = code;
                 stop.targets_exited();
-            }));
+            }))
         }
-        None if !opened.pids.is_empty() => {
-            let (stop, done, pids) = (stop.clone(), done.clone(), opened.pids.clone());
-            threads.push(std::thread::spawn(move || {
+        None if !pids.is_empty() => {
+            let (stop, done, pids) = (stop.clone(), done.clone(), pids.to_vec());
+            Some(std::thread::spawn(move || {
                 while !done.load(Ordering::SeqCst) {
                     if pids.iter().all(|&p| {
                         sys::kill(p, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
@@ -434,11 +555,22 @@ fn record_into(
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
-            }));
+            }))
         }
-        None => {}
+        None => None,
     }
+}
 
+/// Runs the session to its end, then ends what ran beside it: the command
+/// (SIGTERM, unless it exited first) and the watcher `threads`, joined.
+fn run_session(
+    session: Session,
+    stop: &StopSignal,
+    done: &AtomicBool,
+    child_pid: Option<i32>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    data_path: &std::path::Path,
+) -> Result<Report, Error> {
     let run = session.run(stop);
     done.store(true, Ordering::SeqCst);
     if let Some(pid) = child_pid {
@@ -451,23 +583,15 @@ fn record_into(
     for t in threads {
         let _ = t.join();
     }
-    let report = run.map_err(|e| match e {
+    run.map_err(|e| match e {
         SessionError::Output { .. } => Error::Output {
-            path: data_path.clone(),
+            path: data_path.to_path_buf(),
             source: std::io::Error::other(e.to_string()),
         },
         other => Error::Open {
             what: "recording".into(),
             source: std::io::Error::other(other.to_string()),
         },
-    })?;
-    let warnings = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
-    let child_status = *child_status.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(Summary {
-        report,
-        out: dir.path().to_path_buf(),
-        child_status,
-        warnings,
     })
 }
 
