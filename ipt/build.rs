@@ -33,6 +33,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let setup_copy = manifest.join("..").join(SETUP_DIR);
+    let setup_copy = setup_copy.canonicalize().unwrap_or(setup_copy);
     println!("cargo:rerun-if-changed={}", setup_copy.display());
 
     let found = match std::env::var_os("LIBIPT_SRC") {
