@@ -57,6 +57,10 @@
 //! breaks timestamp ties by file order (Perfetto's sorter does) then sees the
 //! parent first and nests them right. Held-back slices are few: only those
 //! tied with an open ancestor.
+//!
+//! In close order ([`ThreadStack::close_order`], for `report`, which sums
+//! children into their parent) nothing is held back: every slice comes out
+//! when it ends, children before parents without exception.
 
 use std::sync::Arc;
 
@@ -190,6 +194,9 @@ struct Frame {
     handler: bool,
     /// Closed slices that start at the same instant as this frame.
     held: Vec<Slice>,
+    /// A closed child started at the same instant as this frame (held or,
+    /// in close order, already out): the frame is not empty.
+    tied: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -220,6 +227,10 @@ pub struct ThreadStack {
     /// Closed bottom-level slices starting at `base`: a retroactive frame
     /// may still become their parent.
     base_held: Vec<Slice>,
+    /// A closed bottom-level slice started at `base` (held or out).
+    base_tied: bool,
+    /// Slices go out as they close; nothing is held back.
+    close_order: bool,
     state: State,
     last: Stamp,
     stats: StackStats,
@@ -238,9 +249,21 @@ impl ThreadStack {
             frames: Vec::new(),
             base: None,
             base_held: Vec::new(),
+            base_tied: false,
+            close_order: false,
             state: State::Idle,
             last: Stamp::default(),
             stats: StackStats::default(),
+        }
+    }
+
+    /// A stack whose slices come out strictly as they close (children
+    /// before parents, see the module doc), for consumers that sum them up
+    /// rather than write them for Perfetto.
+    pub fn close_order(pid: u32, tid: u32) -> Self {
+        Self {
+            close_order: true,
+            ..Self::new(pid, tid)
         }
     }
 
@@ -359,6 +382,7 @@ impl ThreadStack {
             depth,
             handler: false,
             held: Vec::new(),
+            tied: false,
         });
     }
 
@@ -496,7 +520,10 @@ impl ThreadStack {
         self.stats.retroactive_frames += 1;
         self.open(func, known, base, None, true, depth);
         let held = std::mem::take(&mut self.base_held);
-        self.frames.last_mut().expect("just opened").held = held;
+        let tied = std::mem::take(&mut self.base_tied);
+        let frame = self.frames.last_mut().expect("just opened");
+        frame.held = held;
+        frame.tied = tied;
     }
 
     fn jump(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
@@ -539,7 +566,7 @@ impl ThreadStack {
     }
 
     fn close(&mut self, frame: Frame, end: Stamp, out: &mut dyn FnMut(Slice)) {
-        if frame.unknown_start && frame.start == end && frame.held.is_empty() {
+        if frame.unknown_start && frame.start == end && !frame.tied {
             // Tracing resumed here and stopped at once (a resume straight
             // into a gap, as at code without an image): nothing ran in it.
             self.stats.empty_frames += 1;
@@ -564,16 +591,22 @@ impl ThreadStack {
     fn finish(&mut self, slice: Slice, held: Vec<Slice>, out: &mut dyn FnMut(Slice)) {
         if let Some(parent) = self.frames.last_mut() {
             if ties(&parent.start, &slice.start) {
-                parent.held.push(slice);
-                parent.held.extend(held);
-                return;
+                parent.tied = true;
+                if !self.close_order {
+                    parent.held.push(slice);
+                    parent.held.extend(held);
+                    return;
+                }
             }
         } else if matches!(self.state, State::Running | State::Disabled { .. })
             && self.base.is_some_and(|b| ties(&b, &slice.start))
         {
-            self.base_held.push(slice);
-            self.base_held.extend(held);
-            return;
+            self.base_tied = true;
+            if !self.close_order {
+                self.base_held.push(slice);
+                self.base_held.extend(held);
+                return;
+            }
         }
         out(slice);
         held.into_iter().for_each(out);
@@ -583,6 +616,7 @@ impl ThreadStack {
     fn close_segment(&mut self, at: Stamp, out: &mut dyn FnMut(Slice)) {
         self.pop_to(0, at, out);
         self.base_held.drain(..).for_each(&mut *out);
+        self.base_tied = false;
         self.base = None;
     }
 
@@ -1164,6 +1198,42 @@ mod tests {
                 "2 b 0-5 i50",
             ],
         );
+    }
+
+    #[test]
+    fn close_order_holds_nothing_back_and_keeps_the_same_slices() {
+        let ops = [
+            enabled(0, MAIN + 0x10),
+            call(0, MAIN + 0x20, A),
+            call(0, A + 0x20, B),
+            ret(5, B + 0x10, A + 0x20),
+            // a returns above the traced stack: x gets a frame around main.
+            ret_to(5, A + 0x10, X + 0x30),
+            call(7, X + 0x40, C),
+            ret(8, C + 0x10, X + 0x40),
+            end(10),
+        ];
+        let map = Map::new();
+        let mut stack = ThreadStack::close_order(1, 2);
+        let mut got = Vec::new();
+        for op in &ops {
+            stack.push(op, &map, &mut |s: Slice| got.push(render(&s)));
+        }
+        // Strictly as they close: b before a before main, and main before x.
+        assert_eq!(
+            got,
+            [
+                "2 b 0-5 i50",
+                "1 a 0-5 i50",
+                "0 main? 0-5 i50",
+                "0 c 7-8 i10",
+                "-1 x? 0-10 i100"
+            ]
+        );
+        let (mut held, _) = run(&ops);
+        held.sort();
+        got.sort();
+        assert_eq!(held, got, "the same slices in another order");
     }
 
     #[test]
