@@ -201,6 +201,10 @@ pub struct EmitOptions {
     /// tracing that stops in user space is code filtered out, written as
     /// `[filtered out]`.
     pub filtered: bool,
+    /// Leave out call and untraced slices shorter than this many ns
+    /// (`--min-duration`); applied in front of the emitter
+    /// (`crate::min_duration`), which never sees them.
+    pub min_duration: Option<u64>,
 }
 
 /// One file written.
@@ -407,7 +411,8 @@ fn cat_static(cat: &str) -> &'static str {
     }
 }
 
-fn gap_name(kind: &GapKind) -> &'static str {
+/// The name of a gap's slice (also `report`'s row for it).
+pub(crate) fn gap_name(kind: &GapKind) -> &'static str {
     match kind {
         GapKind::Overflow => "[gap: overflow]",
         GapKind::LostData => "[gap: lost data]",

@@ -84,6 +84,13 @@ enum Command {
     /// Example: ptdec raw --pt trace.pt --elf ./prog --raw vdso.bin:0x7ffff7fc1000 -o out.ftf
     #[command(group(clap::ArgGroup::new("code").args(["elf", "raw"]).multiple(true).required(true)))]
     Raw(RawArgs),
+    /// Decode as `ptdec TRACE -o OUT` does (the same options select what is
+    /// decoded), but instead of FTF print per-function totals sorted by
+    /// self time: calls, total, self and longest time, instructions.
+    /// Optionally folded stacks, a flame graph and the slowest calls.
+    ///
+    /// Example: ptdec report trace.dir --top 20 --slowest 5 --flamegraph flame.svg
+    Report(ReportArgs),
     /// Print an FTF file (plain or .gz) as text, one record per line.
     ///
     /// Example: ptdec dump out.ftf | grep duration_complete
@@ -102,6 +109,107 @@ enum Command {
         #[command(flatten)]
         tp: CheckArgs,
     },
+}
+
+/// `ptdec report`'s options: the selection of `ptdec TRACE`'s, and what
+/// to print.
+#[derive(Args)]
+struct ReportArgs {
+    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+    trace: PathBuf,
+    #[command(flatten)]
+    images: ImageArgs,
+    /// From this time on: seconds or a unit ("1.5", "250ms") after the first
+    /// timestamp, or "@NS" in absolute perf time. Example: --start 2s
+    #[arg(long, value_name = "T")]
+    start: Option<String>,
+    /// This long (from --start, or from the first timestamp); calls
+    /// crossing an edge count their time inside. Example: --duration 10ms
+    #[arg(long, value_name = "D")]
+    duration: Option<String>,
+    /// Only these threads. Example: --tid 4242,4243
+    #[arg(long, value_name = "TID,..", value_delimiter = ',')]
+    tid: Vec<u32>,
+    /// Only the threads of these processes. Example: --pid 4242
+    #[arg(long, value_name = "PID,..", value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// Decode with N threads (default: all cores). Example: -j 4
+    #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
+    jobs: usize,
+    /// The unit of parallel decoding, as for `ptdec TRACE`. Example: --chunk-size 1M
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    chunk_size: Option<u64>,
+    /// Keep the raw timestamps instead of spreading calls between timing
+    /// packets by instruction count. Example: --no-interpolate
+    #[arg(long)]
+    no_interpolate: bool,
+    /// Sort by calls, total time, self time or instructions (largest
+    /// first). Example: --sort total
+    #[arg(long, value_enum, value_name = "KEY", default_value_t = SortKey::SelfTime)]
+    sort: SortKey,
+    /// Rows to print (per thread with --per-thread); default 25 in the
+    /// table, every function in CSV and JSON. Example: --top 50
+    #[arg(long, value_name = "N", value_parser = parse_top)]
+    top: Option<usize>,
+    /// table (for people), csv (every function, header
+    /// function,module,calls,total_ns,self_ns,max_ns,insns,self_insns) or
+    /// json. Example: --format csv
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    format: ReportFormat,
+    /// One set of rows per thread instead of functions over all threads.
+    /// Example: --per-thread
+    #[arg(long)]
+    per_thread: bool,
+    /// Also list the N longest calls with thread, depth, duration and start
+    /// as @NS, for `ptdec TRACE --start @NS --duration D`. Example: --slowest 10
+    #[arg(long, value_name = "N", value_parser = parse_top)]
+    slowest: Option<usize>,
+    /// Write folded stacks (`outer;inner;leaf WEIGHT` per line) to FILE.
+    /// Example: --folded out.folded
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
+    /// Write an SVG flame graph of the folded stacks to FILE.
+    /// Example: --flamegraph flame.svg
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
+    /// What a folded stack weighs: self instructions (exact) or self ns.
+    /// Example: --weight ns
+    #[arg(long, value_enum, default_value_t = WeightKey::Insns)]
+    weight: WeightKey,
+    /// No progress and no summary on stderr (errors are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SortKey {
+    Calls,
+    Total,
+    #[value(name = "self")]
+    SelfTime,
+    Insns,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ReportFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WeightKey {
+    Insns,
+    Ns,
+}
+
+/// A count of rows: at least 1.
+fn parse_top(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        Ok(_) => Err("give at least 1 row".into()),
+        Err(_) => Err(format!("{s:?} is not a number of rows")),
+    }
 }
 
 #[derive(Args)]
@@ -393,6 +501,11 @@ struct DecodeArgs {
     /// `cut`. Windows without events write no file. Example: --split 100ms
     #[arg(long, value_name = "D")]
     split: Option<String>,
+    /// Leave out call (and untraced) slices shorter than D; their callers
+    /// are kept, as a caller lasts at least as long. The summary says how
+    /// many were left out. Example: --min-duration 1us
+    #[arg(long, value_name = "D")]
+    min_duration: Option<String>,
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
@@ -555,11 +668,11 @@ fn dump(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn decode(a: DecodeArgs) -> Result<()> {
-    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
-        bail!("give a trace and -o OUT (see --help)");
-    };
-    let trace = open(&trace_path)?;
+/// Opens a trace to decode: refuses a sideband-only recording and prints
+/// the input's warnings (a cut file, ...) whatever -q says, as `ptdec
+/// info` lists them: the output may be incomplete.
+fn open_decodable(trace_path: &Path) -> Result<Trace> {
+    let trace = open(trace_path)?;
     if trace.sideband_only {
         bail!(
             "{} is a sideband-only recording (ptrec --sideband-only): there is no Intel PT to \
@@ -568,13 +681,21 @@ fn decode(a: DecodeArgs) -> Result<()> {
             trace_path.display()
         );
     }
-    // Warnings about the input (a cut file, ...) are printed whatever -q
-    // says, as `ptdec info` lists them: the output may be incomplete.
     for w in &trace.warnings {
         eprintln!("ptdec: warning: {}: {w}", trace_path.display());
     }
-    let origin = pipeline::origin(&trace);
-    let start = match a.start.as_deref().map(parse_time).transpose() {
+    Ok(trace)
+}
+
+/// `--start`/`--duration` as a range of absolute perf times (ns).
+fn window(
+    trace: &Trace,
+    trace_path: &Path,
+    start: Option<&str>,
+    duration: Option<&str>,
+) -> Result<(Option<u64>, Option<u64>)> {
+    let origin = pipeline::origin(trace);
+    let start = match start.map(parse_time).transpose() {
         Err(e) => bail!("--start {e}"),
         Ok(None) => None,
         Ok(Some(TimeArg::Absolute(t))) => Some(t),
@@ -582,14 +703,12 @@ fn decode(a: DecodeArgs) -> Result<()> {
             Some(o) => Some(o + ns),
             None => bail!(
                 "--start {}: {} has no TSC conversion, so relative times have no origin; give an absolute time as @NS",
-                a.start.as_deref().unwrap_or_default(),
+                start.unwrap_or_default(),
                 trace_path.display()
             ),
         },
     };
-    let duration = a
-        .duration
-        .as_deref()
+    let duration = duration
         .map(|d| parse_duration("--duration", d))
         .transpose()?;
     let end = match duration {
@@ -599,6 +718,20 @@ fn decode(a: DecodeArgs) -> Result<()> {
             None => bail!("--duration needs --start @NS on a trace without TSC conversion"),
         },
     };
+    Ok((start, end))
+}
+
+fn decode(a: DecodeArgs) -> Result<()> {
+    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
+        bail!("give a trace and -o OUT (see --help)");
+    };
+    let trace = open_decodable(&trace_path)?;
+    let (start, end) = window(
+        &trace,
+        &trace_path,
+        a.start.as_deref(),
+        a.duration.as_deref(),
+    )?;
     let split = a
         .split
         .as_deref()
@@ -607,6 +740,11 @@ fn decode(a: DecodeArgs) -> Result<()> {
     if split == Some(0) {
         bail!("--split must be longer than 0");
     }
+    let min_duration = a
+        .min_duration
+        .as_deref()
+        .map(|d| parse_duration("--min-duration", d))
+        .transpose()?;
     let axis = match a.time_axis.unwrap_or(Axis::Ns) {
         Axis::Ns => TimeAxis::Ns,
         Axis::Cycles => {
@@ -655,6 +793,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
         filtered: false,
+        min_duration,
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -683,6 +822,124 @@ fn decode(a: DecodeArgs) -> Result<()> {
         },
         || Ok(()),
     )
+}
+
+/// `ptdec report`: the decode of `ptdec TRACE` into `ptdec::report`'s
+/// aggregation, printed; the folded stacks and flame graph written.
+fn report(a: ReportArgs) -> Result<()> {
+    use ptdec::report::render::{self, Sort, Weight};
+    let trace = open_decodable(&a.trace)?;
+    let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration.as_deref())?;
+    if a.format == ReportFormat::Csv && a.slowest.is_some() {
+        bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
+    }
+    // Refused before decoding: the same protection as -o.
+    let create = |what: &str, path: &Path| {
+        outfile::OutFile::create(path).map_err(|e| match e {
+            outfile::OutFileError::IsInput { input, .. } => anyhow::anyhow!(
+                "{what} {}: that is the trace being read ({}); writing it would destroy it. Choose another file",
+                path.display(),
+                input.display()
+            ),
+            e => anyhow::anyhow!("{what}: {e}"),
+        })
+    };
+    let folded_out = a
+        .folded
+        .as_deref()
+        .map(|p| create("--folded", p))
+        .transpose()?;
+    let flame_out = a
+        .flamegraph
+        .as_deref()
+        .map(|p| create("--flamegraph", p))
+        .transpose()?;
+    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    let progress = Progress::new(a.quiet);
+    let decode = DecodeOptions {
+        tids: set(a.tid),
+        pids: set(a.pid),
+        start,
+        end,
+        jobs: a.jobs,
+        chunk_bytes: a.chunk_size,
+        progress: progress.callback(),
+        ..DecodeOptions::default()
+    };
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    progress.message(format!("decoding {}", a.trace.display()));
+    let on_op = |n: u64| progress.ops(n);
+    let started = Instant::now();
+    let result = ptdec::report::run(
+        &trace,
+        &images,
+        &symbols,
+        ptdec::report::ReportOptions {
+            decode,
+            interpolate: !a.no_interpolate,
+            on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
+            aggregate: ptdec::report::AggregateOptions {
+                per_thread: a.per_thread,
+                folded: folded_out.is_some() || flame_out.is_some(),
+                slowest: a.slowest.unwrap_or(0),
+                range: (start.is_some() || end.is_some())
+                    .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
+                filtered: false,
+            },
+        },
+    );
+    progress.finish();
+    let (mut run, agg) = result.with_context(|| format!("decoding {}", a.trace.display()))?;
+    run.wall_time = Some(started.elapsed());
+    let sort = match a.sort {
+        SortKey::Calls => Sort::Calls,
+        SortKey::Total => Sort::Total,
+        SortKey::SelfTime => Sort::SelfTime,
+        SortKey::Insns => Sort::Insns,
+    };
+    let weight = match a.weight {
+        WeightKey::Insns => Weight::Insns,
+        WeightKey::Ns => Weight::Ns,
+    };
+    if let Some(mut f) = folded_out {
+        f.write_all(render::folded(&agg, weight).as_bytes())
+            .and_then(|()| f.commit().map_err(Into::into))
+            .with_context(|| {
+                format!(
+                    "--folded {}",
+                    a.folded.as_deref().unwrap_or(Path::new("")).display()
+                )
+            })?;
+    }
+    if let (Some(mut f), Some(path)) = (flame_out, a.flamegraph.as_deref()) {
+        let title = format!("ptdec report {}", a.trace.display());
+        render::flamegraph(&agg, weight, &title, &mut f)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| Ok(f.commit()?))
+            .with_context(|| format!("--flamegraph {}", path.display()))?;
+    }
+    let trace_name = a.trace.display().to_string();
+    let text = match a.format {
+        ReportFormat::Table => render::table(
+            &agg,
+            &run,
+            &render::TableOptions {
+                trace: &trace_name,
+                sort,
+                top: a.top.unwrap_or(25),
+            },
+        ),
+        ReportFormat::Csv => render::csv(&agg, sort, a.top),
+        ReportFormat::Json => render::json(&agg, &run, sort, a.top),
+    };
+    let mut out = outfile::stdout()?;
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    if !a.quiet {
+        eprint!("{}", summary::render(&run));
+    }
+    Ok(())
 }
 
 /// What a decode run (`ptdec TRACE` or `ptdec raw`) does after its
@@ -1023,6 +1280,7 @@ fn main() -> ExitCode {
     on_interrupt();
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
+        Some(Command::Report(args)) => report(args),
         Some(Command::Dump { file }) => dump(&file),
         Some(Command::Check { file, tp }) => check(&file, &tp),
         Some(Command::Raw(args)) => decode_raw(args),

@@ -15,6 +15,7 @@ use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, 
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::Interpolate;
+use crate::min_duration::{MinDuration, MinDurationStats};
 use crate::ops::{Mark, Op, OpSink, Stamp};
 use crate::raw::RawInput;
 use crate::stack::{Func, Resolver, Slice, StackStats, ThreadStack};
@@ -190,6 +191,8 @@ pub struct Report {
     /// Wall time of the run, set by whoever timed it (`ptdec` around
     /// [`run`]); the summary gives the decode rate from it.
     pub wall_time: Option<std::time::Duration>,
+    /// What `--min-duration` left out ([`EmitOptions::min_duration`]).
+    pub min_duration: Option<MinDurationStats>,
 }
 
 /// Why a run failed.
@@ -377,7 +380,8 @@ fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), RunError> {
 }
 
 /// Where the stacks' slices and thread names go: the [`Emitter`] itself,
-/// or an [`EmitQueue`] to it on its own thread.
+/// an [`EmitQueue`] to it on its own thread, or another consumer of the
+/// same slices (`report`'s aggregation, `min_duration`'s filter).
 pub trait SliceOut {
     /// See [`Emitter::thread`].
     fn thread(
@@ -575,6 +579,9 @@ pub struct StackSink<'a, 'e> {
     on_op: Option<&'a dyn Fn(u64)>,
     /// (thread, process) names for every thread, instead of the timeline's.
     names: Option<(String, String)>,
+    /// Stacks hand out slices strictly as they close
+    /// ([`ThreadStack::close_order`]).
+    close_order: bool,
 }
 
 impl<'a, 'e> StackSink<'a, 'e> {
@@ -594,7 +601,15 @@ impl<'a, 'e> StackSink<'a, 'e> {
             ops: 0,
             on_op: None,
             names: None,
+            close_order: false,
         }
+    }
+
+    /// Slices strictly in the order they close, children before parents
+    /// (see [`ThreadStack::close_order`]): for consumers that sum children
+    /// into their parents, not for Perfetto.
+    pub fn set_close_order(&mut self, on: bool) {
+        self.close_order = on;
     }
 
     /// Ends what is still open and returns the per-thread reports, or the
@@ -660,7 +675,12 @@ impl OpSink for StackSink<'_, '_> {
                 self.error = Some(e);
                 return;
             }
-            self.stacks.insert((pid, tid), ThreadStack::new(pid, tid));
+            let stack = if self.close_order {
+                ThreadStack::close_order(pid, tid)
+            } else {
+                ThreadStack::new(pid, tid)
+            };
+            self.stacks.insert((pid, tid), stack);
         }
         if let Op::Mark { at, mark } = &op {
             // Marks go straight to the emitter; the stack ignores them.
@@ -708,6 +728,12 @@ pub fn origin(trace: &Trace) -> Option<u64> {
     trace.sideband_span.map(|s| s.0)
 }
 
+/// Whether the recording had address filters: tracing that stops in user
+/// space is code filtered out ([`EmitOptions::filtered`]).
+pub fn filtered(trace: &Trace) -> bool {
+    trace.info.filter.as_ref().is_some_and(|f| !f.is_empty())
+}
+
 /// Decodes `trace` into FTF.
 pub fn run(
     trace: &Trace,
@@ -722,34 +748,119 @@ pub fn run(
     if emit.timed.is_none() {
         emit.timed = trace.config_bit(trace.info.tsc_bit);
     }
-    emit.filtered = trace.info.filter.as_ref().is_some_and(|f| !f.is_empty());
+    emit.filtered = filtered(trace);
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     // Before the output is created: it may not be one of them.
     crate::decode::open_images(trace, images, &opts.decode);
     let emitter = Emitter::new(opts.target.clone(), emit)?;
-    let resolver = TraceResolver::new(&trace.timeline, images, symbols);
+    let stacks = Stacks {
+        decode: &opts.decode,
+        interpolate,
+        on_op: opts.on_op,
+        close_order: false,
+        tap: None,
+    };
     let (emitter, stacked) = with_emit_thread(emitter, |queue| {
-        let mut sink = StackSink::new(&resolver, &trace.timeline, queue);
-        sink.origin_from_first_op = origin.is_none();
-        sink.on_op = opts.on_op;
-        let decode_stats = if interpolate {
-            let mut spread = Interpolate::new(&mut sink);
-            let stats = decode(trace, images, &opts.decode, &mut spread);
-            spread.finish();
-            stats
-        } else {
-            decode(trace, images, &opts.decode, &mut sink)
-        };
-        (decode_stats, sink.finish())
+        with_min_duration(queue, opts.emit.min_duration, |out| {
+            stacks.run(trace, images, symbols, out)
+        })
     });
-    let (decode_stats, threads) = stacked;
+    let ((decode_stats, threads), short) = stacked;
     let emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
     check_decoded(&decode_stats, &opts.decode, Some(trace))?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
+    report.min_duration = short;
     report.missing = images.missing();
     report.warnings = images.warnings();
     Ok(report)
+}
+
+/// Runs `f` with `out`, behind a [`MinDuration`] filter when `min_ns` is
+/// given; returns `f`'s result and what the filter left out.
+fn with_min_duration<R>(
+    out: &mut dyn SliceOut,
+    min_ns: Option<u64>,
+    f: impl FnOnce(&mut dyn SliceOut) -> R,
+) -> (R, Option<MinDurationStats>) {
+    match min_ns {
+        None => (f(out), None),
+        Some(min) => {
+            let mut filter = MinDuration::new(out, min);
+            let r = f(&mut filter);
+            (r, Some(filter.stats()))
+        }
+    }
+}
+
+/// The decode and the call stacks of a trace dir, feeding any
+/// [`SliceOut`]: the FTF emitter ([`run`]) or `report`'s aggregation.
+pub struct Stacks<'a> {
+    pub decode: &'a DecodeOptions,
+    /// Spread times between timing packets ([`Interpolate`]).
+    pub interpolate: bool,
+    /// See [`RunOptions::on_op`].
+    pub on_op: Option<&'a dyn Fn(u64)>,
+    /// See [`StackSink::set_close_order`].
+    pub close_order: bool,
+    /// Sees every op as decoded, before [`Interpolate`] moves its time
+    /// (`report` learns the timing packet's time of a call from it).
+    pub tap: Option<OpTap<'a>>,
+}
+
+/// See [`Stacks::tap`]: called with (pid, tid, op).
+pub type OpTap<'a> = &'a mut dyn FnMut(u32, u32, &Op);
+
+/// An [`OpSink`] that shows each op to a tap, then forwards it.
+struct Tap<'t, S: OpSink> {
+    tap: OpTap<'t>,
+    inner: S,
+}
+
+impl<S: OpSink> OpSink for Tap<'_, S> {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        (self.tap)(pid, tid, &op);
+        self.inner.op(pid, tid, op);
+    }
+}
+
+/// What [`Stacks::run`] returns: the decode's stats and the threads'
+/// stacks (or the first error of each).
+pub type Stacked = (
+    Result<DecodeStats, DecodeError>,
+    Result<BTreeMap<(u32, u32), ThreadReport>, EmitError>,
+);
+
+impl Stacks<'_> {
+    /// Decodes `trace` and hands every thread's slices, names and marks to
+    /// `out`; the origin is the trace's ([`origin`]), or the first op's
+    /// when it has no TSC conversion.
+    pub fn run(
+        self,
+        trace: &Trace,
+        images: &ImageStore,
+        symbols: &SymbolCache,
+        out: &mut dyn SliceOut,
+    ) -> Stacked {
+        let resolver = TraceResolver::new(&trace.timeline, images, symbols);
+        let mut sink = StackSink::new(&resolver, &trace.timeline, out);
+        sink.origin_from_first_op = origin(trace).is_none();
+        sink.on_op = self.on_op;
+        sink.close_order = self.close_order;
+        let run = |sink: &mut dyn OpSink| match self.tap {
+            Some(tap) => decode(trace, images, self.decode, &mut Tap { tap, inner: sink }),
+            None => decode(trace, images, self.decode, sink),
+        };
+        let decode_stats = if self.interpolate {
+            let mut spread = Interpolate::new(&mut sink);
+            let stats = run(&mut spread);
+            spread.finish();
+            stats
+        } else {
+            run(&mut sink)
+        };
+        (decode_stats, sink.finish())
+    }
 }
 
 /// The tail [`run`] and [`run_raw`] share, once the stacks are closed
@@ -780,6 +891,7 @@ fn finish_run(
         origin,
         tsc_ticks: false,
         wall_time: None,
+        min_duration: None,
     })
 }
 
@@ -849,25 +961,29 @@ pub fn run_raw(
     let mut emitter = Emitter::new(opts.target.clone(), opts.emit.clone())?;
     let resolver = RawResolver::new(input, symbols);
     let timeline = Timeline::new();
-    let mut sink = StackSink::new(&resolver, &timeline, &mut emitter as &mut dyn SliceOut);
-    sink.origin_from_first_op = true;
-    sink.on_op = opts.on_op;
     let file = input.pt_path.file_name().map_or_else(
         || input.pt_path.display().to_string(),
         |f| f.to_string_lossy().into_owned(),
     );
-    sink.names = Some((file, "raw PT".into()));
-    let decode_stats = if interpolate {
-        let mut spread = Interpolate::new(&mut sink);
-        let stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut spread);
-        spread.finish();
-        stats?
-    } else {
-        decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)?
-    };
-    let threads = sink.finish()?;
+    let (stacked, short) = with_min_duration(&mut emitter, opts.emit.min_duration, |out| {
+        let mut sink = StackSink::new(&resolver, &timeline, out);
+        sink.origin_from_first_op = true;
+        sink.on_op = opts.on_op;
+        sink.names = Some((file, "raw PT".into()));
+        let decode_stats = if interpolate {
+            let mut spread = Interpolate::new(&mut sink);
+            let stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut spread);
+            spread.finish();
+            stats
+        } else {
+            decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)
+        };
+        (decode_stats, sink.finish())
+    });
+    let (decode_stats, threads) = (stacked.0?, stacked.1?);
     check_decoded(&decode_stats, &opts.decode, None)?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
+    report.min_duration = short;
     report.tsc_ticks = cfg.tsc_hz.is_none();
     if report.decode.insns > 0
         && report.decode.tsc_span.is_none()

@@ -167,7 +167,12 @@ pub fn render(report: &Report) -> String {
                 .map_or_else(|| "<stdout>".into(), |p| p.display().to_string())
         })
         .collect();
-    let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
+    if files.is_empty() {
+        // `ptdec report`: the answers went to stdout.
+        let _ = writeln!(o, "ptdec: decoded");
+    } else {
+        let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
+    }
     match (d.time_span, report.tsc_ticks) {
         (Some((a, b)), false) => {
             let _ = writeln!(
@@ -316,6 +321,15 @@ pub fn render(report: &Report) -> String {
             "  not written   {} frames found more than {} levels above where tracing began (returns above the traced stack): Perfetto would have dropped everything below them",
             thousands(e.outer_frames),
             crate::emit::RETROACTIVE_RESERVE
+        );
+    }
+    if let Some(m) = &report.min_duration {
+        let _ = writeln!(
+            o,
+            "  min duration  {} call slices and {} untraced slices shorter than {} left out (their callers are kept)",
+            thousands(m.calls),
+            thousands(m.untraced),
+            duration(m.min_ns)
         );
     }
     if report.emit.dropped > 0 || report.emit.cut > 0 {

@@ -1,0 +1,162 @@
+//! `--min-duration D`: a filter between the call stacks and the FTF
+//! emitter that leaves out call and untraced slices shorter than D, so a
+//! trace of hundreds of millions of calls becomes a file Perfetto's UI
+//! loads, holding the calls that take the time. A caller lasts at least as
+//! long as its callee, so every slice kept still has its caller: nesting
+//! stays whole. Gaps, thread names and marks pass unchanged.
+
+use crate::emit::EmitError;
+use crate::ops::{Mark, Stamp};
+use crate::pipeline::SliceOut;
+use crate::stack::{Slice, SliceKind};
+
+/// What the filter left out, for the summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MinDurationStats {
+    /// The threshold, ns of perf time.
+    pub min_ns: u64,
+    /// Call slices shorter than it, not written.
+    pub calls: u64,
+    /// Untraced slices (`[kernel]`, ...) shorter than it, not written.
+    pub untraced: u64,
+}
+
+/// A [`SliceOut`] that forwards to `inner` only the slices lasting at
+/// least `min_ns` ns (perf time, interpolated as the output is). A slice
+/// cut by a `--start`/`--duration`/`--split` edge is judged by its whole
+/// length, as its `insns` are.
+pub struct MinDuration<'o> {
+    inner: &'o mut dyn SliceOut,
+    stats: MinDurationStats,
+}
+
+impl<'o> MinDuration<'o> {
+    pub fn new(inner: &'o mut dyn SliceOut, min_ns: u64) -> Self {
+        MinDuration {
+            inner,
+            stats: MinDurationStats {
+                min_ns,
+                ..MinDurationStats::default()
+            },
+        }
+    }
+
+    pub fn stats(&self) -> MinDurationStats {
+        self.stats
+    }
+}
+
+impl SliceOut for MinDuration<'_> {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        self.inner.thread(pid, tid, name, process, renames)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        let short = s.end.time.saturating_sub(s.start.time) < self.stats.min_ns;
+        match s.kind {
+            SliceKind::Call { .. } if short => self.stats.calls += 1,
+            SliceKind::Untraced { .. } if short => self.stats.untraced += 1,
+            _ => return self.inner.slice(s),
+        }
+        Ok(())
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.inner.set_origin(origin)
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        self.inner.mark(pid, tid, at, mark)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::GapKind;
+    use crate::stack::Func;
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Kept(Vec<Slice>);
+
+    impl SliceOut for Kept {
+        fn thread(
+            &mut self,
+            _: u32,
+            _: u32,
+            _: &str,
+            _: &str,
+            _: &[(u64, String)],
+        ) -> Result<(), EmitError> {
+            Ok(())
+        }
+        fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+            self.0.push(s);
+            Ok(())
+        }
+        fn set_origin(&mut self, _: u64) {}
+        fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), EmitError> {
+            Ok(())
+        }
+    }
+
+    fn slice(start: u64, end: u64, kind: SliceKind) -> Slice {
+        let at = |t| Stamp {
+            time: t,
+            insns: t,
+            cycles: None,
+        };
+        Slice {
+            pid: 1,
+            tid: 1,
+            depth: 0,
+            start: at(start),
+            end: at(end),
+            kind,
+        }
+    }
+
+    #[test]
+    fn short_calls_and_untraced_slices_are_left_out_and_counted() {
+        let call = || SliceKind::Call {
+            func: Arc::new(Func {
+                entry: 0x1000,
+                name: "f".into(),
+                module: "m".into(),
+            }),
+            unknown_start: false,
+        };
+        let kernel = || SliceKind::Untraced {
+            kernel: true,
+            ip: 0,
+        };
+        let gap = || SliceKind::Gap {
+            kind: GapKind::Overflow,
+            offset: 0,
+        };
+        let mut kept = Kept::default();
+        let mut f = MinDuration::new(&mut kept, 1000);
+        for s in [
+            slice(0, 999, call()),
+            slice(0, 1000, call()),
+            slice(5, 10, kernel()),
+            slice(0, 5000, kernel()),
+            slice(7, 7, gap()),
+        ] {
+            f.slice(s).unwrap();
+        }
+        let stats = f.stats();
+        assert_eq!((stats.calls, stats.untraced), (1, 1));
+        let lengths: Vec<u64> = kept.0.iter().map(|s| s.end.time - s.start.time).collect();
+        // A gap is kept whatever its length: it says data is missing.
+        assert_eq!(lengths, [1000, 5000, 0]);
+    }
+}

@@ -1,0 +1,903 @@
+//! The report's consumer of the call stacks' slices: an [`Aggregator`] takes
+//! the place of the FTF emitter (a [`SliceOut`] on the emitter thread) and
+//! sums every slice into per-function totals instead of encoding it.
+//!
+//! The stacks run in close order ([`crate::stack::ThreadStack::close_order`]):
+//! every slice arrives after all of its descendants. Each thread keeps a
+//! stack of finished *items* waiting for their parent; a slice adopts the
+//! items above it that lie inside it (deeper and starting no earlier),
+//! which gives its self time and self instructions (its own minus its
+//! children's), the outermost calls of each function below it (so a
+//! recursive function's total counts each outermost call once), and, for
+//! folded stacks, the weights of every path below it. Siblings at the same
+//! depth merge into one item, so memory holds a few items per level of the
+//! deepest stack and one row per function, never one per call.
+//!
+//! Frames found above the traced stack (`stack`'s retroactive frames) start
+//! at their segment's first instant and adopt the segment's earlier
+//! bottom-level items like any parent. A gap ends a segment: what waits on
+//! the stack then has no parent to come and is final.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+
+use ftf::hash::FastMap;
+
+use crate::emit::EmitError;
+use crate::ops::{Mark, Stamp};
+use crate::pipeline::SliceOut;
+use crate::stack::{Func, Slice, SliceKind};
+
+/// Index of a function in [`Aggregate::funcs`].
+pub type FuncId = u32;
+
+/// Whose row: a thread (pid, tid) with `--per-thread`, else `None` (all).
+pub type ThreadKey = Option<(u32, u32)>;
+
+/// One folded stack: a path of functions (outermost first) and its self
+/// weights.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FoldedPath {
+    pub thread: ThreadKey,
+    pub path: Vec<FuncId>,
+    pub insns: u64,
+    pub ns: u64,
+}
+
+/// Pointer-keyed resolutions kept before the cache is cleared (the
+/// resolver makes a new `Arc<Func>` when its own cache is refilled).
+const FUNC_CACHE_MAX: usize = 1 << 20;
+
+/// The totals of one function (of one thread with `--per-thread`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FuncStats {
+    /// Slices: calls, tail calls and frames whose start was not traced (for
+    /// the `[kernel]`, `[untraced]` and gap rows: their slices).
+    pub calls: u64,
+    /// Calls whose start or end was not traced: the trace, a gap or a
+    /// `--start`/`--duration` edge cut them.
+    pub cut: u64,
+    /// Calls whose start was not traced (of `cut`).
+    pub unknown_start: u64,
+    /// ns inside the function, callees included, each outermost call once.
+    pub total_ns: u64,
+    /// ns in the function itself: its calls' ns minus their callees'.
+    pub self_ns: u64,
+    /// The longest call.
+    pub max_ns: u64,
+    /// Instructions, callees included, each outermost call once.
+    pub insns: u64,
+    /// Instructions of the function itself.
+    pub self_insns: u64,
+}
+
+/// A function as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuncName {
+    pub name: Arc<str>,
+    /// The file it comes from, as recorded; empty when unknown.
+    pub module: Arc<str>,
+    /// Not a function: a row of untraced time (`[kernel]`, ...) or of a
+    /// gap kind, whose "calls" are its slices.
+    pub pseudo: bool,
+}
+
+/// One of the longest calls (`--slowest`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlowCall {
+    pub func: FuncId,
+    pub pid: u32,
+    pub tid: u32,
+    /// The stack's depth: 0 is the first frame of the thread's traced
+    /// segment, negative for frames found above it.
+    pub depth: i32,
+    /// Absolute perf time (ns) of its start, as the FTF shows it.
+    pub start: u64,
+    pub ns: u64,
+    /// Instructions, callees included.
+    pub insns: u64,
+    /// Its start or end was not traced.
+    pub cut: bool,
+    /// The window (absolute perf times) that `--start @NS --duration D`
+    /// decodes with this call whole and timed as here: from its call
+    /// instruction's raw timestamp (interpolation moves a call after it)
+    /// to the timestamp its return was spread up to. The call's own times
+    /// when they are not known (a tail call or a frame whose start was not
+    /// traced).
+    pub window: (u64, u64),
+}
+
+/// What a report run found: one row per function (and thread), the
+/// folded stacks and the longest calls.
+#[derive(Debug, Default)]
+pub struct Aggregate {
+    pub funcs: Vec<FuncName>,
+    /// Per (thread, function): the thread is `None` unless per thread.
+    pub rows: BTreeMap<(ThreadKey, FuncId), FuncStats>,
+    /// Folded stacks, when asked for, sorted.
+    pub folded: Vec<FoldedPath>,
+    /// Longest first.
+    pub slowest: Vec<SlowCall>,
+    /// Thread names by (pid, tid), as the FTF names them.
+    pub threads: BTreeMap<(u32, u32), String>,
+    /// The perf time shown as 0.
+    pub origin: u64,
+}
+
+/// What to collect.
+#[derive(Debug, Clone, Default)]
+pub struct AggregateOptions {
+    /// Rows per thread rather than per function over all threads.
+    pub per_thread: bool,
+    /// Collect folded stacks (`--folded`, `--flamegraph`).
+    pub folded: bool,
+    /// Keep the N longest calls.
+    pub slowest: usize,
+    /// Only slices overlapping `[start, end)` (perf time), their time cut
+    /// to it, as the FTF emitter does.
+    pub range: Option<(u64, u64)>,
+    /// The recording had address filters: untraced time in user space is
+    /// `[filtered out]`.
+    pub filtered: bool,
+}
+
+/// Per function below an item: (ns, instructions) of its outermost calls.
+/// Small maps stay vectors: most items hold a leaf or two.
+#[derive(Debug)]
+enum Outer {
+    Small(Vec<(FuncId, u64, u64)>),
+    Large(FastMap<FuncId, (u64, u64)>),
+}
+
+const OUTER_SMALL: usize = 16;
+
+impl Outer {
+    fn new() -> Self {
+        Outer::Small(Vec::new())
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Outer::Small(v) => v.len(),
+            Outer::Large(m) => m.len(),
+        }
+    }
+
+    fn get(&self, f: FuncId) -> (u64, u64) {
+        match self {
+            Outer::Small(v) => v.iter().find(|e| e.0 == f).map_or((0, 0), |e| (e.1, e.2)),
+            Outer::Large(m) => m.get(&f).copied().unwrap_or((0, 0)),
+        }
+    }
+
+    /// Adds (`replace` false) or sets `(ns, insns)` for `f`.
+    fn put(&mut self, f: FuncId, ns: u64, insns: u64, replace: bool) {
+        match self {
+            Outer::Small(v) => {
+                if let Some(e) = v.iter_mut().find(|e| e.0 == f) {
+                    if replace {
+                        (e.1, e.2) = (ns, insns);
+                    } else {
+                        (e.1, e.2) = (e.1 + ns, e.2 + insns);
+                    }
+                    return;
+                }
+                if v.len() < OUTER_SMALL {
+                    v.push((f, ns, insns));
+                    return;
+                }
+                let mut m: FastMap<FuncId, (u64, u64)> =
+                    v.drain(..).map(|(f, a, b)| (f, (a, b))).collect();
+                m.insert(f, (ns, insns));
+                *self = Outer::Large(m);
+            }
+            Outer::Large(m) => {
+                let e = m.entry(f).or_default();
+                if replace {
+                    *e = (ns, insns);
+                } else {
+                    *e = (e.0 + ns, e.1 + insns);
+                }
+            }
+        }
+    }
+
+    /// Adds `other`'s sums (the smaller map goes into the larger).
+    fn absorb(&mut self, mut other: Outer) {
+        if other.len() > self.len() {
+            std::mem::swap(self, &mut other);
+        }
+        match other {
+            Outer::Small(v) => v.into_iter().for_each(|(f, a, b)| self.put(f, a, b, false)),
+            Outer::Large(m) => m
+                .into_iter()
+                .for_each(|(f, (a, b))| self.put(f, a, b, false)),
+        }
+    }
+}
+
+/// Call paths, interned from the leaf up: a path is a function and the
+/// path below it, so prepending a caller is one lookup.
+#[derive(Debug, Default)]
+struct Paths {
+    ids: FastMap<(FuncId, u32), u32>,
+    nodes: Vec<(FuncId, u32)>,
+}
+
+/// The empty path.
+const NO_PATH: u32 = u32::MAX;
+
+impl Paths {
+    fn prepend(&mut self, f: FuncId, below: u32) -> u32 {
+        if let Some(&id) = self.ids.get(&(f, below)) {
+            return id;
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push((f, below));
+        self.ids.insert((f, below), id);
+        id
+    }
+
+    /// The functions of `path`, outermost first.
+    fn expand(&self, mut path: u32) -> Vec<FuncId> {
+        let mut v = Vec::new();
+        while path != NO_PATH {
+            let (f, below) = self.nodes[path as usize];
+            v.push(f);
+            path = below;
+        }
+        v
+    }
+}
+
+/// Self (instructions, ns) per path relative to an item's members.
+type Weights = FastMap<u32, (u64, u64)>;
+
+/// Finished slices of one depth waiting for their parent (siblings merged).
+#[derive(Debug)]
+struct Item {
+    depth: i32,
+    /// The first member's start and the last member's end.
+    start: Stamp,
+    end: Stamp,
+    /// The last member is a gap or untraced slice.
+    sep: bool,
+    /// The members' own ns and instructions (their parent's children's).
+    ns: u64,
+    insns: u64,
+    outer: Outer,
+    paths: Option<Weights>,
+}
+
+/// A call that ended at the latest end stamp of its thread, waiting to
+/// learn whether a gap or the trace's end cut it.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    func: FuncId,
+    depth: i32,
+    /// Already counted as cut (its start was not traced).
+    cut: bool,
+    /// Its place in the slowest calls, when it is one of them.
+    seq: u64,
+}
+
+#[derive(Debug, Default)]
+struct ThreadAgg {
+    items: Vec<Item>,
+    /// The calls that ended at `ended_at`, one after another.
+    ended: Vec<Ended>,
+    ended_at: Option<Stamp>,
+}
+
+/// A slowest-calls candidate, ordered so that the heap's top is the one to
+/// drop: the shortest, then the latest.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Slow {
+    ns: u64,
+    start: Reverse<u64>,
+    seq: Reverse<u64>,
+    call: SlowKey,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SlowKey {
+    pid: u32,
+    tid: u32,
+    depth: i32,
+    func: FuncId,
+    insns: u64,
+    cut: bool,
+    window: (u64, u64),
+}
+
+/// See the module doc.
+pub struct Aggregator {
+    opts: AggregateOptions,
+    funcs: Vec<FuncName>,
+    by_name: FastMap<(Arc<str>, Arc<str>), FuncId>,
+    by_ptr: FastMap<usize, (Arc<Func>, FuncId)>,
+    rows: FastMap<(ThreadKey, FuncId), FuncStats>,
+    threads: FastMap<(u32, u32), ThreadAgg>,
+    names: BTreeMap<(u32, u32), String>,
+    paths: Paths,
+    folded: FastMap<(ThreadKey, u32), (u64, u64)>,
+    slowest: BinaryHeap<Reverse<Slow>>,
+    seq: u64,
+    origin: u64,
+}
+
+impl Aggregator {
+    /// `origin`: the perf time shown as 0 (the trace's, or set by the
+    /// first op when it has no TSC conversion).
+    pub fn new(opts: AggregateOptions, origin: u64) -> Self {
+        Aggregator {
+            opts,
+            funcs: Vec::new(),
+            by_name: FastMap::default(),
+            by_ptr: FastMap::default(),
+            rows: FastMap::default(),
+            threads: FastMap::default(),
+            names: BTreeMap::new(),
+            paths: Paths::default(),
+            folded: FastMap::default(),
+            slowest: BinaryHeap::new(),
+            seq: 0,
+            origin,
+        }
+    }
+
+    fn named(&mut self, name: &Arc<str>, module: &Arc<str>, pseudo: bool) -> FuncId {
+        let key = (name.clone(), module.clone());
+        if let Some(&id) = self.by_name.get(&key) {
+            return id;
+        }
+        let id = self.funcs.len() as FuncId;
+        self.funcs.push(FuncName {
+            name: name.clone(),
+            module: module.clone(),
+            pseudo,
+        });
+        self.by_name.insert(key, id);
+        id
+    }
+
+    fn func_id(&mut self, f: &Arc<Func>) -> FuncId {
+        // The resolver hands out one Arc per resolution: its address names
+        // the function without hashing its name. The Arc is kept, so the
+        // address is not reused while cached.
+        let ptr = Arc::as_ptr(f) as usize;
+        if let Some((_, id)) = self.by_ptr.get(&ptr) {
+            return *id;
+        }
+        let id = self.named(&f.name, &f.module, false);
+        if self.by_ptr.len() >= FUNC_CACHE_MAX {
+            self.by_ptr.clear();
+        }
+        self.by_ptr.insert(ptr, (f.clone(), id));
+        id
+    }
+
+    /// The row a slice counts in: the function, or `[kernel]`,
+    /// `[filtered out]`, `[untraced]` and the gap kinds, named as in the FTF.
+    fn kind_id(&mut self, kind: &SliceKind) -> FuncId {
+        let name = match kind {
+            SliceKind::Call { func, .. } => return self.func_id(func),
+            SliceKind::Untraced { kernel: true, .. } => "[kernel]",
+            SliceKind::Untraced { .. } if self.opts.filtered => "[filtered out]",
+            SliceKind::Untraced { .. } => "[untraced]",
+            SliceKind::Gap { kind, .. } => crate::emit::gap_name(kind),
+        };
+        self.named(&Arc::from(name), &Arc::from(""), true)
+    }
+
+    /// The slice's ns inside the range, or `None` outside it.
+    fn ns(&self, s: &Slice) -> Option<u64> {
+        let (t0, t1) = (s.start.time, s.end.time);
+        match self.opts.range {
+            None => Some(t1.saturating_sub(t0)),
+            Some((rs, re)) => {
+                if !(t0 < re && (t1 > rs || t0 >= rs)) {
+                    return None;
+                }
+                let lo = t0.max(rs);
+                Some(t1.min(re).max(lo) - lo)
+            }
+        }
+    }
+
+    /// Adds one slice; `window` is its [`SlowCall::window`] when known.
+    pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+        let Some(ns) = self.ns(&s) else { return };
+        let insns = s.insns();
+        let func = self.kind_id(&s.kind);
+        let key = (s.pid, s.tid);
+        let row = self.opts.per_thread.then_some(key);
+        let (call, unknown_start) = match &s.kind {
+            SliceKind::Call { unknown_start, .. } => (true, *unknown_start),
+            _ => (false, false),
+        };
+        let gap = matches!(s.kind, SliceKind::Gap { .. });
+        let th = self.threads.entry(key).or_default();
+
+        // Its children: the items above it on the stack that lie inside it.
+        let (mut child_ns, mut child_insns) = (0u64, 0u64);
+        let mut outer = Outer::new();
+        let mut paths = self.opts.folded.then(Weights::default);
+        while let Some(top) = th.items.last() {
+            let inside = top.depth > s.depth
+                && top.start.insns >= s.start.insns
+                && top.start.time >= s.start.time;
+            if !inside {
+                break;
+            }
+            let item = th.items.pop().expect("a top item");
+            child_ns += item.ns;
+            child_insns += item.insns;
+            outer.absorb(item.outer);
+            if let (Some(p), Some(below)) = (&mut paths, item.paths) {
+                for (path, (i, n)) in below {
+                    let e = p.entry(self.paths.prepend(func, path)).or_default();
+                    *e = (e.0 + i, e.1 + n);
+                }
+            }
+        }
+        let self_ns = ns.saturating_sub(child_ns);
+        let self_insns = insns.saturating_sub(child_insns);
+        let (inner_ns, inner_insns) = outer.get(func);
+        outer.put(func, ns, insns, true);
+        if let Some(p) = &mut paths {
+            let e = p.entry(self.paths.prepend(func, NO_PATH)).or_default();
+            *e = (e.0 + self_insns, e.1 + self_ns);
+        }
+        let st = self.rows.entry((row, func)).or_default();
+        st.calls += 1;
+        st.self_ns += self_ns;
+        st.self_insns += self_insns;
+        st.total_ns += ns.saturating_sub(inner_ns);
+        st.insns += insns.saturating_sub(inner_insns);
+        st.max_ns = st.max_ns.max(ns);
+        if unknown_start {
+            st.cut += 1;
+            st.unknown_start += 1;
+        }
+
+        let mut seq = u64::MAX;
+        if call && self.opts.slowest > 0 {
+            let full = self.slowest.len() >= self.opts.slowest;
+            if !full || self.slowest.peek().is_some_and(|Reverse(m)| ns > m.ns) {
+                seq = self.seq;
+                self.seq += 1;
+                self.slowest.push(Reverse(Slow {
+                    ns,
+                    start: Reverse(s.start.time),
+                    seq: Reverse(seq),
+                    call: SlowKey {
+                        pid: s.pid,
+                        tid: s.tid,
+                        depth: s.depth,
+                        func,
+                        insns,
+                        cut: unknown_start,
+                        window: window.unwrap_or((s.start.time, s.end.time)),
+                    },
+                }));
+                if full {
+                    self.slowest.pop();
+                }
+            }
+        }
+
+        // Calls that end where a gap or a restart begins were cut by it;
+        // those still open at the end of the trace, by the end (`finish`).
+        let ended = Ended {
+            func,
+            depth: s.depth,
+            cut: unknown_start,
+            seq,
+        };
+        if call {
+            if th.ended_at != Some(s.end) {
+                th.ended.clear();
+                th.ended_at = Some(s.end);
+            }
+            th.ended.push(ended);
+        } else {
+            // A restart ends the segment with an untraced slice at depth 0
+            // where every frame ended.
+            let cuts = th.ended_at == Some(s.start)
+                && (gap || (s.depth == 0 && th.ended.iter().any(|e| e.depth <= 0)));
+            let ended = std::mem::take(&mut th.ended);
+            th.ended_at = None;
+            if cuts {
+                let row = self.opts.per_thread.then_some(key);
+                mark_cut(&mut self.rows, &mut self.slowest, row, &ended);
+            }
+        }
+
+        let th = self.threads.get_mut(&key).expect("entered above");
+        let item = Item {
+            depth: s.depth,
+            start: s.start,
+            end: s.end,
+            sep: !call,
+            ns,
+            insns,
+            outer,
+            paths,
+        };
+        let merge = th.items.last().is_some_and(|top| {
+            top.depth == s.depth && !unknown_start && !(top.sep && top.end == s.start)
+        });
+        if merge {
+            let top = th.items.last_mut().expect("a top item");
+            top.end = s.end;
+            top.sep = item.sep;
+            top.ns += item.ns;
+            top.insns += item.insns;
+            top.outer.absorb(item.outer);
+            if let (Some(a), Some(mut b)) = (&mut top.paths, item.paths) {
+                if b.len() > a.len() {
+                    std::mem::swap(a, &mut b);
+                }
+                for (path, (i, n)) in b {
+                    let e = a.entry(path).or_default();
+                    *e = (e.0 + i, e.1 + n);
+                }
+            }
+        } else {
+            th.items.push(item);
+        }
+        if gap {
+            // Nothing before a gap gets a parent any more.
+            let items = std::mem::take(&mut th.items);
+            self.settle(row, items);
+        }
+    }
+
+    /// Items that will get no parent: their paths are final.
+    fn settle(&mut self, row: ThreadKey, items: Vec<Item>) {
+        for item in items {
+            for (path, (i, n)) in item.paths.into_iter().flatten() {
+                let e = self.folded.entry((row, path)).or_default();
+                *e = (e.0 + i, e.1 + n);
+            }
+        }
+    }
+
+    /// Ends the run: calls still open at the end of a thread's trace were
+    /// cut by it; everything waiting is final.
+    pub fn finish(mut self) -> Aggregate {
+        let mut keys: Vec<(u32, u32)> = self.threads.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let th = self.threads.remove(&key).expect("a key");
+            let row = self.opts.per_thread.then_some(key);
+            mark_cut(&mut self.rows, &mut self.slowest, row, &th.ended);
+            self.settle(row, th.items);
+        }
+        let mut folded: Vec<_> = self
+            .folded
+            .into_iter()
+            .map(|((thread, path), (insns, ns))| FoldedPath {
+                thread,
+                path: self.paths.expand(path),
+                insns,
+                ns,
+            })
+            .collect();
+        folded.sort_unstable();
+        let mut slowest: Vec<Slow> = self.slowest.into_iter().map(|Reverse(s)| s).collect();
+        slowest.sort_unstable_by(|a, b| b.cmp(a));
+        Aggregate {
+            funcs: self.funcs,
+            rows: self.rows.into_iter().collect(),
+            folded,
+            slowest: slowest
+                .into_iter()
+                .map(|s| SlowCall {
+                    func: s.call.func,
+                    pid: s.call.pid,
+                    tid: s.call.tid,
+                    depth: s.call.depth,
+                    start: s.start.0,
+                    ns: s.ns,
+                    insns: s.call.insns,
+                    cut: s.call.cut,
+                    window: s.call.window,
+                })
+                .collect(),
+            threads: self.names,
+            origin: self.origin,
+        }
+    }
+}
+
+/// Counts the `ended` calls as cut at their end (those not counted yet),
+/// and marks those among the slowest.
+fn mark_cut(
+    rows: &mut FastMap<(ThreadKey, FuncId), FuncStats>,
+    slowest: &mut BinaryHeap<Reverse<Slow>>,
+    row: ThreadKey,
+    ended: &[Ended],
+) {
+    if ended.is_empty() {
+        return;
+    }
+    for e in ended.iter().filter(|e| !e.cut) {
+        if let Some(st) = rows.get_mut(&(row, e.func)) {
+            st.cut += 1;
+        }
+    }
+    if ended.iter().any(|e| e.seq != u64::MAX) {
+        let mut v = std::mem::take(slowest).into_vec();
+        for Reverse(s) in &mut v {
+            if ended.iter().any(|e| e.seq == s.seq.0) {
+                s.call.cut = true;
+            }
+        }
+        *slowest = v.into();
+    }
+}
+
+impl SliceOut for Aggregator {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        _process: &str,
+        _renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        self.names.insert((pid, tid), name.to_string());
+        Ok(())
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        self.add(s, None);
+        Ok(())
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.origin = origin;
+    }
+
+    fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), EmitError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{GapKind, Op};
+    use crate::stack::{Resolver, ThreadStack};
+
+    /// Functions of 0x100 bytes at 0x1000 (main), 0x2000 (a), 0x3000 (b),
+    /// 0x4000 (f).
+    struct Map;
+
+    const MAIN: u64 = 0x1000;
+    const A: u64 = 0x2000;
+    const B: u64 = 0x3000;
+    const F: u64 = 0x4000;
+
+    impl Resolver for Map {
+        fn function_of(&self, _: u32, addr: u64, _: u64) -> Option<Arc<Func>> {
+            let name = match addr & !0xfff {
+                MAIN => "main",
+                A => "a",
+                B => "b",
+                F => "f",
+                _ => return None,
+            };
+            Some(Arc::new(Func {
+                entry: addr & !0xfff,
+                name: name.into(),
+                module: "prog".into(),
+            }))
+        }
+        fn is_function_entry(&self, _: u32, addr: u64, _: u64) -> bool {
+            addr & 0xfff == 0
+        }
+    }
+
+    /// Time `t`, instructions `i`.
+    fn at(t: u64, i: u64) -> Stamp {
+        Stamp {
+            time: t,
+            insns: i,
+            cycles: None,
+        }
+    }
+
+    fn call(t: u64, i: u64, from: u64, to: u64) -> Op {
+        Op::Call {
+            at: at(t, i),
+            from,
+            to,
+            ret: from + 5,
+        }
+    }
+
+    fn ret(t: u64, i: u64, from: u64, to: u64) -> Op {
+        Op::Return {
+            at: at(t, i),
+            from,
+            to,
+        }
+    }
+
+    /// The stacks' slices of `ops` (one thread) aggregated.
+    fn aggregate(ops: &[Op], opts: AggregateOptions) -> Aggregate {
+        let mut agg = Aggregator::new(opts, 0);
+        let mut stack = ThreadStack::close_order(1, 1);
+        for op in ops {
+            stack.push(op, &Map, &mut |s| agg.add(s, None));
+        }
+        agg.finish()
+    }
+
+    fn row(a: &Aggregate, name: &str) -> FuncStats {
+        let id = a.funcs.iter().position(|f| &*f.name == name).unwrap() as FuncId;
+        a.rows[&(None, id)]
+    }
+
+    /// `path instructions ns`, sorted.
+    fn folded(a: &Aggregate) -> Vec<String> {
+        let mut v: Vec<String> = a
+            .folded
+            .iter()
+            .map(|f| {
+                let names: Vec<&str> = f.path.iter().map(|&f| &*a.funcs[f as usize].name).collect();
+                format!("{} {} {}", names.join(";"), f.insns, f.ns)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn self_time_is_a_call_minus_its_callees_and_recursion_counts_once() {
+        // main calls f, which recurses once and calls a; then main calls a.
+        let ops = [
+            Op::Enabled {
+                at: at(0, 0),
+                ip: MAIN,
+                first: true,
+            },
+            call(10, 10, MAIN + 0x10, F),
+            call(20, 20, F + 0x10, F),
+            call(30, 30, F + 0x20, A),
+            ret(40, 40, A + 0x50, F + 0x25),
+            ret(50, 50, F + 0x50, F + 0x15),
+            ret(60, 60, F + 0x50, MAIN + 0x15),
+            call(70, 70, MAIN + 0x20, A),
+            ret(75, 75, A + 0x50, MAIN + 0x25),
+            Op::End { at: at(100, 100) },
+        ];
+        let a = aggregate(
+            &ops,
+            AggregateOptions {
+                folded: true,
+                slowest: 2,
+                ..AggregateOptions::default()
+            },
+        );
+        let f = row(&a, "f");
+        assert_eq!(f.calls, 2);
+        // The outer call (10..60) once, not plus the inner one (20..50).
+        assert_eq!((f.total_ns, f.insns, f.max_ns), (50, 50, 50));
+        // 50 + 30 minus the inner f (30) and a (10).
+        assert_eq!((f.self_ns, f.self_insns), (40, 40));
+        let ar = row(&a, "a");
+        assert_eq!((ar.calls, ar.total_ns, ar.self_ns), (2, 15, 15));
+        let m = row(&a, "main");
+        // main's start is the trace's (its entry): not cut there, but the
+        // trace ends while it runs.
+        assert_eq!((m.calls, m.cut, m.unknown_start), (1, 1, 0));
+        assert_eq!((m.total_ns, m.self_ns), (100, 100 - 50 - 5));
+        let total: u64 = a.rows.values().map(|r| r.self_insns).sum();
+        assert_eq!(total, 100, "self instructions add up to the trace's");
+        assert_eq!(
+            folded(&a),
+            [
+                "main 45 45",
+                "main;a 5 5",
+                "main;f 20 20",
+                "main;f;f 20 20",
+                "main;f;f;a 10 10"
+            ]
+        );
+        let slow: Vec<(u64, bool)> = a.slowest.iter().map(|s| (s.ns, s.cut)).collect();
+        assert_eq!(slow, [(100, true), (50, false)]);
+    }
+
+    #[test]
+    fn frames_found_above_the_stack_adopt_what_ran_before_them() {
+        // Tracing starts inside a; a returns into main, which was not seen
+        // being called; main then calls b. An overflow gap follows, and a
+        // new segment in b.
+        let ops = [
+            Op::Enabled {
+                at: at(0, 0),
+                ip: A + 0x40,
+                first: true,
+            },
+            call(5, 5, A + 0x41, B),
+            ret(8, 8, B + 0x10, A + 0x46),
+            ret(10, 10, A + 0x50, MAIN + 0x30),
+            call(20, 20, MAIN + 0x40, B),
+            ret(30, 30, B + 0x10, MAIN + 0x45),
+            Op::Gap {
+                at: at(40, 40),
+                kind: GapKind::Overflow,
+                offset: 0,
+            },
+            Op::Enabled {
+                at: at(50, 40),
+                ip: B + 0x8,
+                first: false,
+            },
+            Op::End { at: at(60, 50) },
+        ];
+        let a = aggregate(
+            &ops,
+            AggregateOptions {
+                folded: true,
+                ..AggregateOptions::default()
+            },
+        );
+        let m = row(&a, "main");
+        assert_eq!((m.calls, m.cut, m.unknown_start), (1, 1, 1));
+        assert_eq!((m.total_ns, m.self_insns), (40, 40 - 10 - 10));
+        let ar = row(&a, "a");
+        assert_eq!((ar.cut, ar.self_insns), (1, 7));
+        let b = row(&a, "b");
+        // Two calls and the frame the trace resumed in after the gap.
+        assert_eq!((b.calls, b.cut, b.unknown_start), (3, 1, 1));
+        let gap = row(&a, "[gap: overflow]");
+        assert_eq!((gap.calls, gap.total_ns, gap.self_insns), (1, 10, 0));
+        let total: u64 = a.rows.values().map(|r| r.self_insns).sum();
+        assert_eq!(total, 50);
+        assert_eq!(
+            folded(&a),
+            [
+                "[gap: overflow] 0 10",
+                "b 10 10",
+                "main 20 20",
+                "main;a 7 7",
+                "main;a;b 3 3",
+                "main;b 10 10"
+            ]
+        );
+        let sum_ns: u64 = a.folded.iter().map(|f| f.ns).sum();
+        assert_eq!(sum_ns, 60, "ns of the segments and the gap");
+    }
+
+    #[test]
+    fn a_window_cuts_times_to_it() {
+        let ops = [
+            Op::Enabled {
+                at: at(0, 0),
+                ip: MAIN,
+                first: true,
+            },
+            call(10, 10, MAIN + 0x10, A),
+            ret(40, 40, A + 0x50, MAIN + 0x15),
+            call(60, 60, MAIN + 0x20, B),
+            ret(70, 70, B + 0x50, MAIN + 0x25),
+            Op::End { at: at(100, 100) },
+        ];
+        let a = aggregate(
+            &ops,
+            AggregateOptions {
+                range: Some((20, 50)),
+                ..AggregateOptions::default()
+            },
+        );
+        assert_eq!(row(&a, "a").total_ns, 20);
+        assert_eq!(row(&a, "main").total_ns, 30);
+        assert!(a.funcs.iter().all(|f| &*f.name != "b"), "b is outside");
+    }
+}

@@ -1,0 +1,174 @@
+//! `ptdec report`: whole-trace answers instead of an FTF file. The same
+//! decode and call stacks as `ptdec TRACE -o out.ftf` (`pipeline::Stacks`,
+//! so every option that selects what is decoded works unchanged), but the
+//! slices go to an [`Aggregator`] instead of the FTF emitter: per-function
+//! totals, folded stacks and the longest calls ([`aggregate`]), printed as
+//! a table, CSV, JSON, folded stacks or an SVG flame graph ([`render`]).
+
+pub mod aggregate;
+pub mod render;
+
+use std::cell::RefCell;
+
+use ftf::hash::FastMap;
+
+use crate::decode::DecodeOptions;
+use crate::emit::EmitError;
+use crate::images::ImageStore;
+use crate::input::Trace;
+use crate::ops::{Mark, Op, Stamp};
+use crate::pipeline::{self, Report, RunError, SliceOut, Stacks};
+use crate::stack::{Slice, SliceKind, StackStats};
+use crate::symbols::SymbolCache;
+
+pub use aggregate::{
+    Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall,
+};
+
+/// Everything a report run needs besides the trace.
+pub struct ReportOptions<'a> {
+    pub decode: DecodeOptions,
+    /// Spread times between timing packets, as the FTF output does
+    /// (`--no-interpolate` turns it off).
+    pub interpolate: bool,
+    /// See [`pipeline::RunOptions::on_op`].
+    pub on_op: Option<&'a dyn Fn(u64)>,
+    /// What to collect; `filtered` is taken from the trace.
+    pub aggregate: AggregateOptions,
+}
+
+/// Decodes `trace` and aggregates its calls: the run's [`Report`] (for the
+/// summary: decode and stack statistics, threads, missing images; nothing
+/// written) and the [`Aggregate`]. The aggregation runs beside the call
+/// stacks, on their thread: it costs less than FTF encoding, and the
+/// slowest calls learn the raw timestamps of their call instructions
+/// there ([`RawTimes`]).
+pub fn run(
+    trace: &Trace,
+    images: &ImageStore,
+    symbols: &SymbolCache,
+    opts: ReportOptions,
+) -> Result<(Report, Aggregate), RunError> {
+    let mut agg_opts = opts.aggregate;
+    agg_opts.filtered = pipeline::filtered(trace);
+    let slowest = agg_opts.slowest > 0;
+    let mut aggregator = Aggregator::new(agg_opts, pipeline::origin(trace).unwrap_or(0));
+    let raw = RefCell::new(RawTimes::default());
+    let mut tap = |pid: u32, tid: u32, op: &Op| raw.borrow_mut().see(pid, tid, op);
+    let mut with_raw = WithRawTimes {
+        raw: &raw,
+        aggregator: &mut aggregator,
+    };
+    let stacks = Stacks {
+        decode: &opts.decode,
+        interpolate: opts.interpolate,
+        on_op: opts.on_op,
+        close_order: true,
+        tap: slowest.then_some(&mut tap as &mut dyn FnMut(u32, u32, &Op)),
+    };
+    let out: &mut dyn SliceOut = if slowest {
+        &mut with_raw
+    } else {
+        with_raw.aggregator
+    };
+    let (decode_stats, threads) = stacks.run(trace, images, symbols, out);
+    let aggregate = aggregator.finish();
+    let (decode, threads) = (decode_stats?, threads?);
+    let mut stack = StackStats::default();
+    for t in threads.values() {
+        stack.add(&t.stack);
+    }
+    let report = Report {
+        decode,
+        stack,
+        threads,
+        missing: images.missing(),
+        warnings: images.warnings(),
+        origin: aggregate.origin,
+        ..Report::default()
+    };
+    Ok((report, aggregate))
+}
+
+/// Per thread, the raw time (of the timing packet, before interpolation
+/// spreads it) of every call instruction inside a frame still open, and
+/// the latest raw time decoded. `--start @NS` keeps the ops whose raw time
+/// is NS or later, so the window that holds a call whole starts at its
+/// call's raw time and ends at the raw time interpolation spread its
+/// return up to.
+#[derive(Debug, Default)]
+pub struct RawTimes {
+    threads: FastMap<(u32, u32), RawThread>,
+}
+
+#[derive(Debug, Default)]
+struct RawThread {
+    /// (instructions, raw time) of each call, in decode order.
+    calls: Vec<(u64, u64)>,
+    latest: u64,
+}
+
+impl RawTimes {
+    /// An op as decoded, before interpolation.
+    pub fn see(&mut self, pid: u32, tid: u32, op: &Op) {
+        let t = self.threads.entry((pid, tid)).or_default();
+        let at = op.stamp();
+        if !matches!(op, Op::Mark { .. }) {
+            t.latest = t.latest.max(at.time);
+        }
+        if let Op::Call { at, .. } = op {
+            t.calls.push((at.insns, at.time));
+        }
+    }
+
+    /// For a slice that just closed: the raw time of the call that opened
+    /// it, when a call did, and the latest raw time decoded (interpolation
+    /// released its return on seeing that). Forgets the calls inside it.
+    pub fn window(&mut self, s: &Slice) -> Option<(u64, u64)> {
+        let t = self.threads.get_mut(&(s.pid, s.tid))?;
+        let lo = t.calls.partition_point(|c| c.0 < s.start.insns);
+        let hi = t.calls.partition_point(|c| c.0 <= s.end.insns);
+        let start = t.calls[lo..hi]
+            .first()
+            .filter(|c| c.0 == s.start.insns)
+            .map(|c| c.1);
+        t.calls.drain(lo..hi);
+        start.map(|start| (start, t.latest.max(s.end.time)))
+    }
+}
+
+/// The aggregator with each call slice's [`RawTimes::window`].
+struct WithRawTimes<'a> {
+    raw: &'a RefCell<RawTimes>,
+    aggregator: &'a mut Aggregator,
+}
+
+impl SliceOut for WithRawTimes<'_> {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        self.aggregator.thread(pid, tid, name, process, renames)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        let window = match s.kind {
+            SliceKind::Call { .. } => self.raw.borrow_mut().window(&s),
+            _ => None,
+        };
+        self.aggregator.add(s, window);
+        Ok(())
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.aggregator.set_origin(origin)
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        self.aggregator.mark(pid, tid, at, mark)
+    }
+}

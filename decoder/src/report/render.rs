@@ -1,0 +1,527 @@
+//! How `ptdec report` prints an [`Aggregate`]: a table for people, CSV and
+//! JSON for scripts, folded stacks (`outer;inner;leaf WEIGHT`, the format
+//! of Brendan Gregg's FlameGraph tools) and an SVG flame graph drawn from
+//! them by the `inferno` crate.
+
+use std::fmt::Write as _;
+use std::io;
+
+use serde_json::{json, Value};
+
+use super::aggregate::{Aggregate, FuncId, FuncStats, SlowCall, ThreadKey};
+use crate::pipeline::Report;
+use crate::summary::{duration, thousands};
+
+/// What the rows are sorted by, largest first (`--sort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    Calls,
+    /// Total time, callees included.
+    Total,
+    /// Self time.
+    #[default]
+    SelfTime,
+    /// Instructions, callees included.
+    Insns,
+}
+
+impl Sort {
+    fn key(self, s: &FuncStats) -> u64 {
+        match self {
+            Sort::Calls => s.calls,
+            Sort::Total => s.total_ns,
+            Sort::SelfTime => s.self_ns,
+            Sort::Insns => s.insns,
+        }
+    }
+
+    /// How the table's heading names it.
+    fn describe(self) -> &'static str {
+        match self {
+            Sort::Calls => "calls",
+            Sort::Total => "total time",
+            Sort::SelfTime => "self time",
+            Sort::Insns => "instructions",
+        }
+    }
+}
+
+/// What a folded stack's weight counts (`--weight`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Weight {
+    /// Self instructions: exact, whatever the timing packets.
+    #[default]
+    Insns,
+    /// Self ns.
+    Ns,
+}
+
+impl Weight {
+    fn unit(self) -> &'static str {
+        match self {
+            Weight::Insns => "instructions",
+            Weight::Ns => "ns",
+        }
+    }
+}
+
+/// The totals a report starts with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// ns of every slice without a parent: the traced time, gaps and
+    /// untraced time included.
+    pub ns: u64,
+    /// Instructions in slices (the self instructions of every row).
+    pub insns: u64,
+    /// Calls (function rows only), and those cut.
+    pub calls: u64,
+    pub cut: u64,
+    /// Distinct functions.
+    pub functions: u64,
+}
+
+/// Adds up the rows.
+pub fn totals(agg: &Aggregate) -> Totals {
+    let mut t = Totals::default();
+    let mut funcs = std::collections::BTreeSet::new();
+    for ((_, f), s) in &agg.rows {
+        t.ns += s.self_ns;
+        t.insns += s.self_insns;
+        if !agg.funcs[*f as usize].pseudo {
+            t.calls += s.calls;
+            t.cut += s.cut;
+            funcs.insert(*f);
+        }
+    }
+    t.functions = funcs.len() as u64;
+    t
+}
+
+type Row<'a> = (ThreadKey, FuncId, &'a FuncStats);
+
+/// The rows by thread (none unless per thread), then by `sort`, largest
+/// first, then by name.
+fn sorted(agg: &Aggregate, sort: Sort) -> Vec<Row<'_>> {
+    let mut rows: Vec<Row> = agg.rows.iter().map(|((t, f), s)| (*t, *f, s)).collect();
+    rows.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(sort.key(b.2).cmp(&sort.key(a.2)))
+            .then_with(|| {
+                agg.funcs[a.1 as usize]
+                    .name
+                    .cmp(&agg.funcs[b.1 as usize].name)
+            })
+            .then(a.1.cmp(&b.1))
+    });
+    rows
+}
+
+/// The first `top` rows of each thread (all with `None`).
+fn first_per_thread(rows: Vec<Row<'_>>, top: Option<usize>) -> Vec<Row<'_>> {
+    let Some(top) = top else { return rows };
+    let mut out = Vec::new();
+    let mut n = 0;
+    let mut thread = None;
+    for r in rows {
+        if out.is_empty() || r.0 != thread {
+            thread = r.0;
+            n = 0;
+        }
+        if n < top {
+            out.push(r);
+        }
+        n += 1;
+    }
+    out
+}
+
+fn thread_label(agg: &Aggregate, pid: u32, tid: u32) -> String {
+    match agg.threads.get(&(pid, tid)) {
+        Some(name) => format!("{pid}/{tid} {name}"),
+        None => format!("{pid}/{tid}"),
+    }
+}
+
+/// The file name of a module path (the table is narrow).
+fn short_module(m: &str) -> &str {
+    m.rsplit('/').next().unwrap_or(m)
+}
+
+/// `s` cut to `max` characters, `…` marking the cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Widest function and module columns of the table.
+const FUNCTION_WIDTH: usize = 48;
+const MODULE_WIDTH: usize = 24;
+
+/// What the table shows besides the rows.
+pub struct TableOptions<'a> {
+    /// The trace as the user named it (for the heading and the commands).
+    pub trace: &'a str,
+    pub sort: Sort,
+    /// Rows per thread (all threads together unless per thread).
+    pub top: usize,
+}
+
+/// The table for people: a heading with the totals, then the functions by
+/// `sort` (per thread when the rows are), then the slowest calls with the
+/// command that decodes each for Perfetto.
+pub fn table(agg: &Aggregate, report: &Report, o: &TableOptions) -> String {
+    let t = totals(agg);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ptdec report of {}: {} threads, {} traced, {} instructions, {} calls ({} cut: start or end not traced) of {} functions",
+        o.trace,
+        report.threads.len(),
+        duration(t.ns),
+        thousands(report.decode.insns),
+        thousands(t.calls),
+        thousands(t.cut),
+        thousands(t.functions)
+    );
+    if t.insns != report.decode.insns {
+        let _ = writeln!(
+            out,
+            "  {} of the instructions lie in call slices (a --start/--duration window counts whole calls)",
+            thousands(t.insns)
+        );
+    }
+    let rows = sorted(agg, o.sort);
+    let shown = first_per_thread(rows, Some(o.top));
+    let _ = writeln!(
+        out,
+        "\nby {}, top {} (every function: --format csv)",
+        o.sort.describe(),
+        o.top
+    );
+    let cells: Vec<[String; 10]> = shown
+        .iter()
+        .map(|(_, f, s)| {
+            let name = &agg.funcs[*f as usize];
+            [
+                clip(&name.name, FUNCTION_WIDTH),
+                clip(short_module(&name.module), MODULE_WIDTH),
+                thousands(s.calls),
+                if s.cut > 0 {
+                    thousands(s.cut)
+                } else {
+                    String::new()
+                },
+                duration(s.total_ns),
+                duration(s.self_ns),
+                format!("{:.1}%", percent(s.self_ns, t.ns)),
+                duration(s.max_ns),
+                thousands(s.insns),
+                thousands(s.self_insns),
+            ]
+        })
+        .collect();
+    let head = [
+        "function",
+        "module",
+        "calls",
+        "cut",
+        "total time",
+        "self time",
+        "self %",
+        "max time",
+        "insns",
+        "self insns",
+    ];
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for c in &cells {
+        for (w, v) in width.iter_mut().zip(c) {
+            *w = (*w).max(v.chars().count());
+        }
+    }
+    let line = |out: &mut String, c: &[&str]| {
+        let mut l = String::new();
+        for (i, (v, w)) in c.iter().zip(&width).enumerate() {
+            let pad = w - v.chars().count();
+            if i < 2 {
+                l.push_str(v);
+                l.push_str(&" ".repeat(pad));
+            } else {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(v);
+            }
+            l.push_str("  ");
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    };
+    let mut thread = None;
+    for (i, c) in cells.iter().enumerate() {
+        let row_thread = shown[i].0;
+        if i == 0 || row_thread != thread {
+            thread = row_thread;
+            if let Some((pid, tid)) = row_thread {
+                let _ = writeln!(out, "\nthread {}", thread_label(agg, pid, tid));
+            }
+            line(&mut out, &head);
+        }
+        let c: Vec<&str> = c.iter().map(String::as_str).collect();
+        line(&mut out, &c);
+    }
+    if !agg.slowest.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nslowest calls (decode one for Perfetto: ptdec {} --start @NS --duration D -o slow.ftf)",
+            o.trace
+        );
+        let head = [
+            "duration", "thread", "depth", "function", "module", "window",
+        ];
+        let cells: Vec<[String; 6]> = agg
+            .slowest
+            .iter()
+            .map(|c| {
+                let name = &agg.funcs[c.func as usize];
+                let mut f = clip(&name.name, FUNCTION_WIDTH);
+                if c.cut {
+                    f.push_str(" [cut]");
+                }
+                [
+                    duration(c.ns),
+                    thread_label(agg, c.pid, c.tid),
+                    c.depth.to_string(),
+                    f,
+                    clip(short_module(&name.module), MODULE_WIDTH),
+                    window(c),
+                ]
+            })
+            .collect();
+        let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+        for c in &cells {
+            for (w, v) in width.iter_mut().zip(c) {
+                *w = (*w).max(v.chars().count());
+            }
+        }
+        for c in std::iter::once(head.map(String::from)).chain(cells) {
+            let mut l = String::new();
+            for (i, (v, w)) in c.iter().zip(&width).enumerate() {
+                let pad = " ".repeat(w - v.chars().count());
+                if i == 0 || i == 2 {
+                    l.push_str(&pad);
+                    l.push_str(v);
+                } else {
+                    l.push_str(v);
+                    l.push_str(&pad);
+                }
+                l.push_str("  ");
+            }
+            let _ = writeln!(out, "{}", l.trim_end());
+        }
+    }
+    out
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// The options that decode this call whole, timed as in the report
+/// ([`SlowCall::window`]).
+pub fn window(c: &SlowCall) -> String {
+    let (a, b) = c.window;
+    format!("--start @{a} --duration {}ns", b - a)
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The CSV header; per thread, `pid,tid,thread,` comes first.
+pub const CSV_HEADER: &str = "function,module,calls,total_ns,self_ns,max_ns,insns,self_insns";
+
+/// Every row (the first `top` of each thread with `top`) as CSV under
+/// [`CSV_HEADER`], times in ns, modules as recorded.
+pub fn csv(agg: &Aggregate, sort: Sort, top: Option<usize>) -> String {
+    let rows = first_per_thread(sorted(agg, sort), top);
+    let per_thread = rows.iter().any(|r| r.0.is_some());
+    let mut out = String::new();
+    if per_thread {
+        out.push_str("pid,tid,thread,");
+    }
+    out.push_str(CSV_HEADER);
+    out.push('\n');
+    for (t, f, s) in rows {
+        if let Some((pid, tid)) = t {
+            let name = agg.threads.get(&(pid, tid)).map_or("", String::as_str);
+            let _ = write!(out, "{pid},{tid},{},", csv_field(name));
+        }
+        let name = &agg.funcs[f as usize];
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{}",
+            csv_field(&name.name),
+            csv_field(&name.module),
+            s.calls,
+            s.total_ns,
+            s.self_ns,
+            s.max_ns,
+            s.insns,
+            s.self_insns
+        );
+    }
+    out
+}
+
+/// The report as one JSON object: the totals, `functions` (the CSV's
+/// fields, plus `cut` and `unknown_start`, and `pid`, `tid`, `thread` per
+/// thread) and `slowest`.
+pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) -> String {
+    let t = totals(agg);
+    let functions: Vec<Value> = first_per_thread(sorted(agg, sort), top)
+        .into_iter()
+        .map(|(th, f, s)| {
+            let name = &agg.funcs[f as usize];
+            let mut v = json!({
+                "function": &*name.name,
+                "module": &*name.module,
+                "calls": s.calls,
+                "total_ns": s.total_ns,
+                "self_ns": s.self_ns,
+                "max_ns": s.max_ns,
+                "insns": s.insns,
+                "self_insns": s.self_insns,
+                "cut": s.cut,
+                "unknown_start": s.unknown_start,
+            });
+            if let Some((pid, tid)) = th {
+                v["pid"] = json!(pid);
+                v["tid"] = json!(tid);
+                v["thread"] = json!(agg.threads.get(&(pid, tid)));
+            }
+            v
+        })
+        .collect();
+    let slowest: Vec<Value> = agg
+        .slowest
+        .iter()
+        .map(|c| {
+            let name = &agg.funcs[c.func as usize];
+            json!({
+                "function": &*name.name,
+                "module": &*name.module,
+                "pid": c.pid,
+                "tid": c.tid,
+                "thread": agg.threads.get(&(c.pid, c.tid)),
+                "depth": c.depth,
+                "start_ns": c.start,
+                "duration_ns": c.ns,
+                "insns": c.insns,
+                "cut": c.cut,
+                "window": window(c),
+            })
+        })
+        .collect();
+    let v = json!({
+        "origin_ns": agg.origin,
+        "time_ns": t.ns,
+        "insns": report.decode.insns,
+        "calls": t.calls,
+        "cut": t.cut,
+        "threads": report.threads.len(),
+        "sort": match sort {
+            Sort::Calls => "calls",
+            Sort::Total => "total",
+            Sort::SelfTime => "self",
+            Sort::Insns => "insns",
+        },
+        "functions": functions,
+        "slowest": slowest,
+    });
+    let mut s = serde_json::to_string_pretty(&v).expect("a JSON value serializes");
+    s.push('\n');
+    s
+}
+
+/// A frame's name in a folded line: `;` separates frames and the weight
+/// follows the last space, so `;` and line breaks become ':' and ' '.
+fn frame(name: &str) -> String {
+    name.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+/// Folded stacks, one line `outer;inner;leaf WEIGHT` per distinct path
+/// with a weight above 0, sorted; per thread, the outermost frame is the
+/// thread (`NAME PID/TID`). The weights add up to the instructions (or
+/// ns) of every slice.
+pub fn folded(agg: &Aggregate, weight: Weight) -> String {
+    let mut lines: Vec<String> = agg
+        .folded
+        .iter()
+        .filter_map(|f| {
+            let w = match weight {
+                Weight::Insns => f.insns,
+                Weight::Ns => f.ns,
+            };
+            if w == 0 {
+                return None;
+            }
+            let mut frames: Vec<String> = Vec::with_capacity(f.path.len() + 1);
+            if let Some((pid, tid)) = f.thread {
+                let name = agg.threads.get(&(pid, tid)).map_or("", String::as_str);
+                frames.push(frame(&format!("{name} {pid}/{tid}")));
+            }
+            frames.extend(f.path.iter().map(|&f| frame(&agg.funcs[f as usize].name)));
+            Some(format!("{} {w}", frames.join(";")))
+        })
+        .collect();
+    lines.sort_unstable();
+    let mut out = lines.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// Why a flame graph cannot be drawn.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlameError {
+    /// No path has a weight: nothing was decoded (or no time passed, with
+    /// `--weight ns`).
+    #[error("nothing to draw: no call has a {0} weight (was anything decoded?)")]
+    Empty(&'static str),
+    /// inferno or the writer failed.
+    #[error("cannot draw the flame graph: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// An SVG flame graph of [`folded`]'s lines, drawn by inferno.
+pub fn flamegraph(
+    agg: &Aggregate,
+    weight: Weight,
+    title: &str,
+    out: impl io::Write,
+) -> Result<(), FlameError> {
+    let text = folded(agg, weight);
+    if text.is_empty() {
+        return Err(FlameError::Empty(weight.unit()));
+    }
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    opts.count_name = weight.unit().to_string();
+    // The same colours for the same input.
+    opts.deterministic = true;
+    opts.hash = true;
+    inferno::flamegraph::from_lines(&mut opts, text.lines(), out)?;
+    Ok(())
+}
