@@ -7,6 +7,7 @@ target/bench/, regenerated when ptsim, the program or the settings change),
 then runs on each trace, one tool at a time:
 
   ptdec -j1, ptdec (all cores)   writing FTF to target/bench/out.ftf
+  ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
 
@@ -197,6 +198,9 @@ def main():
         tools = [
             ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftf], True),
             ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
+            # The same decode aggregated instead of encoded: no more CPU
+            # than FTF, memory flat (issue 22).
+            ("ptdec report -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--slowest", "10"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
             ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
         ]
@@ -302,6 +306,9 @@ def main():
             fmt(wall(j1) / wall("perf script")) if wall(j1) and wall("perf script") else "–",
             fmt(wall(j1) / wall("bare libipt")) if wall(j1) and wall("bare libipt") else "–")
         res[jn]["ratio"] = "wall: %s x -j1" % (fmt(wall(jn) / wall(j1)) if wall(jn) and wall(j1) else "–")
+        if "ptdec report -j1" in res:
+            res["ptdec report -j1"]["ratio"] = "CPU: %s x ptdec -j1 (FTF)" % (
+                fmt(cpu("ptdec report -j1") / cpu(j1)) if cpu("ptdec report -j1") and cpu(j1) else "–")
 
     print()
     print("| trace | PT MB | instructions | calls | tool | wall s | CPU s | peak RSS MB | MB/s | M insn/s | ratio |")
@@ -317,7 +324,7 @@ def main():
     print()
     # peak RSS at 1 GB over peak RSS at 10 MB, per workload and tool
     for name in names:
-        for tool in ["ptdec -j1", "ptdec -j%d" % ncpu, "perf script", "bare libipt"]:
+        for tool in ["ptdec -j1", "ptdec -j%d" % ncpu, "ptdec report -j1", "perf script", "bare libipt"]:
             small = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "10MB" and t == tool]
             big = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "1GB" and t == tool]
             if small and big:
