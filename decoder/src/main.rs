@@ -18,6 +18,7 @@ use ptdec::input::Trace;
 use ptdec::outfile;
 use ptdec::pipeline::{self, Report, RunError, RunOptions};
 use ptdec::raw::{self, RawInput};
+use ptdec::report::render;
 use ptdec::summary::{self, Progress};
 use ptdec::symbols::SymbolCache;
 
@@ -145,8 +146,8 @@ struct ReportArgs {
     no_interpolate: bool,
     /// Sort by calls, total time, self time or instructions (largest
     /// first). Example: --sort total
-    #[arg(long, value_enum, value_name = "KEY", default_value_t = SortKey::SelfTime)]
-    sort: SortKey,
+    #[arg(long, value_enum, value_name = "KEY", default_value_t = render::Sort::SelfTime)]
+    sort: render::Sort,
     /// Rows to print (per thread with --per-thread); default 25 in the
     /// table, every function in CSV and JSON. Example: --top 50
     #[arg(long, value_name = "N", value_parser = parse_top)]
@@ -154,8 +155,8 @@ struct ReportArgs {
     /// table (for people), csv (every function, header
     /// function,module,calls,total_ns,self_ns,max_ns,insns,self_insns) or
     /// json. Example: --format csv
-    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
-    format: ReportFormat,
+    #[arg(long, value_enum, default_value_t = render::Format::Table)]
+    format: render::Format,
     /// One set of rows per thread instead of functions over all threads.
     /// Example: --per-thread
     #[arg(long)]
@@ -174,33 +175,11 @@ struct ReportArgs {
     flamegraph: Option<PathBuf>,
     /// What a folded stack weighs: self instructions (exact) or self ns.
     /// Example: --weight ns
-    #[arg(long, value_enum, default_value_t = WeightKey::Insns)]
-    weight: WeightKey,
+    #[arg(long, value_enum, default_value_t = render::Weight::Insns)]
+    weight: render::Weight,
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum SortKey {
-    Calls,
-    Total,
-    #[value(name = "self")]
-    SelfTime,
-    Insns,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ReportFormat {
-    Table,
-    Csv,
-    Json,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum WeightKey {
-    Insns,
-    Ns,
 }
 
 /// A count of rows: at least 1.
@@ -827,33 +806,14 @@ fn decode(a: DecodeArgs) -> Result<()> {
 /// `ptdec report`: the decode of `ptdec TRACE` into `ptdec::report`'s
 /// aggregation, printed; the folded stacks and flame graph written.
 fn report(a: ReportArgs) -> Result<()> {
-    use ptdec::report::render::{self, Sort, Weight};
+    use ptdec::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
     let trace = open_decodable(&a.trace)?;
     let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration.as_deref())?;
-    if a.format == ReportFormat::Csv && a.slowest.is_some() {
+    if a.format == render::Format::Csv && a.slowest.is_some() {
         bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
     }
     // Refused before decoding: the same protection as -o.
-    let create = |what: &str, path: &Path| {
-        outfile::OutFile::create(path).map_err(|e| match e {
-            outfile::OutFileError::IsInput { input, .. } => anyhow::anyhow!(
-                "{what} {}: that is the trace being read ({}); writing it would destroy it. Choose another file",
-                path.display(),
-                input.display()
-            ),
-            e => anyhow::anyhow!("{what}: {e}"),
-        })
-    };
-    let folded_out = a
-        .folded
-        .as_deref()
-        .map(|p| create("--folded", p))
-        .transpose()?;
-    let flame_out = a
-        .flamegraph
-        .as_deref()
-        .map(|p| create("--flamegraph", p))
-        .transpose()?;
+    let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
     let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
     let progress = Progress::new(a.quiet);
     let decode = DecodeOptions {
@@ -871,68 +831,31 @@ fn report(a: ReportArgs) -> Result<()> {
     progress.message(format!("decoding {}", a.trace.display()));
     let on_op = |n: u64| progress.ops(n);
     let started = Instant::now();
-    let result = ptdec::report::run(
-        &trace,
-        &images,
-        &symbols,
-        ptdec::report::ReportOptions {
-            decode,
-            interpolate: !a.no_interpolate,
-            on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
-            aggregate: ptdec::report::AggregateOptions {
-                per_thread: a.per_thread,
-                folded: folded_out.is_some() || flame_out.is_some(),
-                slowest: a.slowest.unwrap_or(0),
-                range: (start.is_some() || end.is_some())
-                    .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
-                filtered: false,
-            },
-        },
-    );
+    let aggregate = AggregateOptions {
+        per_thread: a.per_thread,
+        folded: files.wants_folded(),
+        slowest: a.slowest.unwrap_or(0),
+        range: (start.is_some() || end.is_some())
+            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
+        filtered: false,
+    };
+    let opts = ReportOptions {
+        decode,
+        interpolate: !a.no_interpolate,
+        on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
+        aggregate,
+    };
+    let result = ptdec::report::run(&trace, &images, &symbols, opts);
     progress.finish();
     let (mut run, agg) = result.with_context(|| format!("decoding {}", a.trace.display()))?;
     run.wall_time = Some(started.elapsed());
-    let sort = match a.sort {
-        SortKey::Calls => Sort::Calls,
-        SortKey::Total => Sort::Total,
-        SortKey::SelfTime => Sort::SelfTime,
-        SortKey::Insns => Sort::Insns,
-    };
-    let weight = match a.weight {
-        WeightKey::Insns => Weight::Insns,
-        WeightKey::Ns => Weight::Ns,
-    };
-    if let Some(mut f) = folded_out {
-        f.write_all(render::folded(&agg, weight).as_bytes())
-            .and_then(|()| f.commit().map_err(Into::into))
-            .with_context(|| {
-                format!(
-                    "--folded {}",
-                    a.folded.as_deref().unwrap_or(Path::new("")).display()
-                )
-            })?;
-    }
-    if let (Some(mut f), Some(path)) = (flame_out, a.flamegraph.as_deref()) {
-        let title = format!("ptdec report {}", a.trace.display());
-        render::flamegraph(&agg, weight, &title, &mut f)
-            .map_err(anyhow::Error::from)
-            .and_then(|()| Ok(f.commit()?))
-            .with_context(|| format!("--flamegraph {}", path.display()))?;
-    }
-    let trace_name = a.trace.display().to_string();
-    let text = match a.format {
-        ReportFormat::Table => render::table(
-            &agg,
-            &run,
-            &render::TableOptions {
-                trace: &trace_name,
-                sort,
-                top: a.top.unwrap_or(25),
-            },
-        ),
-        ReportFormat::Csv => render::csv(&agg, sort, a.top),
-        ReportFormat::Json => render::json(&agg, &run, sort, a.top),
-    };
+    files.write(
+        &agg,
+        a.weight,
+        &format!("ptdec report {}", a.trace.display()),
+    )?;
+    let name = a.trace.display().to_string();
+    let text = render::print(&agg, &run, a.format, a.sort, a.top, &name);
     let mut out = outfile::stdout()?;
     out.write_all(text.as_bytes())?;
     out.flush()?;

@@ -6,6 +6,7 @@
 //! a table, CSV, JSON, folded stacks or an SVG flame graph ([`render`]).
 
 pub mod aggregate;
+pub mod files;
 pub mod render;
 
 use std::cell::RefCell;

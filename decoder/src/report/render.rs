@@ -13,13 +13,14 @@ use crate::pipeline::Report;
 use crate::summary::{duration, thousands};
 
 /// What the rows are sorted by, largest first (`--sort`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Sort {
     Calls,
     /// Total time, callees included.
     Total,
     /// Self time.
     #[default]
+    #[value(name = "self")]
     SelfTime,
     /// Instructions, callees included.
     Insns,
@@ -47,7 +48,7 @@ impl Sort {
 }
 
 /// What a folded stack's weight counts (`--weight`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Weight {
     /// Self instructions: exact, whatever the timing packets.
     #[default]
@@ -64,6 +65,46 @@ impl Weight {
         }
     }
 }
+
+/// How the rows are printed (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// For people: [`table`].
+    #[default]
+    Table,
+    /// Every function: [`csv`].
+    Csv,
+    /// Every function, the totals and the slowest calls: [`json`].
+    Json,
+}
+
+/// The report in `format`: `top` rows (per thread), by default 25 in the
+/// table and all in CSV and JSON; `trace` names the input in the table.
+pub fn print(
+    agg: &Aggregate,
+    report: &Report,
+    format: Format,
+    sort: Sort,
+    top: Option<usize>,
+    trace: &str,
+) -> String {
+    match format {
+        Format::Table => table(
+            agg,
+            report,
+            &TableOptions {
+                trace,
+                sort,
+                top: top.unwrap_or(DEFAULT_TOP),
+            },
+        ),
+        Format::Csv => csv(agg, sort, top),
+        Format::Json => json(agg, report, sort, top),
+    }
+}
+
+/// Rows the table shows without `--top`.
+pub const DEFAULT_TOP: usize = 25;
 
 /// The totals a report starts with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
