@@ -333,7 +333,7 @@ fn list_threads<'a>(
 
 /// A run that decoded nothing is an error, before anything is written:
 /// no PSB could be synchronized at, or the thread filter kept nothing.
-fn check_decoded(
+pub(crate) fn check_decoded(
     stats: &DecodeStats,
     opts: &DecodeOptions,
     trace: Option<&Trace>,
@@ -361,7 +361,7 @@ fn check_decoded(
 
 /// `--tid`/`--pid` that match no thread the trace knows are refused
 /// before decoding.
-fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), RunError> {
+pub(crate) fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), RunError> {
     let Some(filter) = filter_text(opts) else {
         return Ok(());
     };

@@ -322,6 +322,11 @@ fn bad_report_input_fails_with_a_clear_message() {
     );
     assert!(!tmp.path().join("o.ftf").exists());
 
+    // A thread the trace does not have: the same refusal as a decode,
+    // listing the threads it has.
+    let err = fails(&report(&["--tid", "999999"]), 1);
+    assert!(err.contains("999999") && err.contains("3174"), "{err}");
+
     // On a trace without decodable code the report still answers.
     let out = report(&["-q"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -50,6 +50,7 @@ pub fn run(
     symbols: &SymbolCache,
     opts: ReportOptions,
 ) -> Result<(Report, Aggregate), RunError> {
+    pipeline::check_filter(trace, &opts.decode)?;
     let mut agg_opts = opts.aggregate;
     agg_opts.filtered = pipeline::filtered(trace);
     let slowest = agg_opts.slowest > 0;
@@ -75,6 +76,9 @@ pub fn run(
     let (decode_stats, threads) = stacks.run(trace, images, symbols, out);
     let aggregate = aggregator.finish();
     let (decode, threads) = (decode_stats?, threads?);
+    // Nothing synchronized, or a --tid/--pid that matches nothing: the
+    // same error as a decode to FTF.
+    pipeline::check_decoded(&decode, &opts.decode, Some(trace))?;
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);
