@@ -14,10 +14,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sideband::attr::Attr;
-use sideband::auxtrace_info::{IntelPtInfo, AUXTRACE_INTEL_PT};
+use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo, AUXTRACE_INTEL_PT};
 use sideband::bytes::FileBytes;
+use sideband::feature::Features;
 use sideband::file::PerfFile;
-use sideband::record::{aux_flags, Event, Record};
+use sideband::parse::RawRecord;
+use sideband::record::{aux_flags, Event, Record, TimeConv};
 use sideband::timeconv::TscConversion;
 use sideband::timeline::Timeline;
 
@@ -259,134 +261,22 @@ impl Trace {
         data_path: PathBuf,
         dir: Option<PathBuf>,
     ) -> Result<Trace, InputError> {
-        let perr = |source| InputError::Perf {
+        let file = PerfFile::parse(&bytes).map_err(|source| InputError::Perf {
             path: data_path.clone(),
             source,
-        };
-        let file = PerfFile::parse(&bytes).map_err(perr)?;
+        })?;
         let mut warnings: Vec<String> = file.warnings().to_vec();
-        let features = file.features();
-        let cpu = match features.cpuid() {
-            Ok(Some(s)) => {
-                let c = CpuId::parse(&s);
-                if c.is_none() {
-                    warnings.push(format!(
-                        "CPUID feature {s:?} not understood; decoding without errata workarounds"
-                    ));
-                }
-                c
-            }
-            Ok(None) => None,
-            Err(e) => {
-                warnings.push(format!("CPUID feature unreadable: {e}"));
-                None
-            }
-        };
-        let nr_cpus = match features.nrcpus() {
-            Ok(n) => n.map(|n| n.available.max(n.online)),
-            Err(e) => {
-                warnings.push(format!("NRCPUS feature unreadable: {e}"));
-                None
-            }
-        };
-        let build_ids = match features.build_ids() {
-            Ok(v) => v
-                .unwrap_or_default()
-                .into_iter()
-                .map(|b| (b.filename, b.build_id))
-                .collect(),
-            Err(e) => {
-                warnings.push(format!("BUILD_ID feature unreadable: {e}"));
-                Vec::new()
-            }
-        };
-
-        let mut info: Option<(u64, IntelPtInfo)> = None;
-        let mut time_conv = None;
-        let mut by_idx: BTreeMap<u32, AuxBuffer> = BTreeMap::new();
-        let mut aux_records: Vec<(Option<u32>, Option<u32>, AuxLoss)> = Vec::new();
-        let mut itrace_starts = Vec::new();
-        let mut lost_records = 0u64;
-        let mut span: Option<(u64, u64)> = None;
-        let mut sideband: Vec<Event<'_>> = Vec::new();
-
-        for raw in file.raw_records() {
-            let ev = file.parse_raw(&raw).map_err(perr)?;
-            if let Some(t) = ev.sample_id.time.filter(|&t| t != 0) {
-                span = Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
-            }
-            match &ev.record {
-                Record::AuxtraceInfo(ai) => {
-                    if ai.kind != AUXTRACE_INTEL_PT {
-                        return Err(InputError::NotIntelPt {
-                            path: data_path.clone(),
-                            kind: ai.kind,
-                        });
-                    }
-                    let pt = IntelPtInfo::from_words(&ai.priv_words).map_err(|m| {
-                        InputError::BadIntelPtInfo {
-                            path: data_path.clone(),
-                            offset: raw.offset,
-                            what: m.0,
-                        }
-                    })?;
-                    if info.is_some() {
-                        warnings.push(format!(
-                            "a second AUXTRACE_INFO at offset {:#x} is ignored",
-                            raw.offset
-                        ));
-                    } else {
-                        info = Some((raw.offset, pt));
-                    }
-                }
-                Record::Auxtrace(a) => {
-                    let file_offset = raw.offset as usize + raw.bytes.len();
-                    let b = by_idx.entry(a.idx).or_insert_with(|| AuxBuffer {
-                        idx: a.idx,
-                        cpu: (a.cpu != NONE32).then_some(a.cpu),
-                        tid: (a.tid != NONE32).then_some(a.tid),
-                        ..AuxBuffer::default()
-                    });
-                    b.chunks.push(Chunk {
-                        record_offset: raw.offset,
-                        file_offset,
-                        len: a.data.len(),
-                        aux_offset: a.offset,
-                        reference: a.reference,
-                    });
-                }
-                Record::TimeConv(tc) => time_conv = Some(*tc),
-                Record::Aux {
-                    aux_offset,
-                    aux_size,
-                    flags,
-                } => {
-                    let lossy = aux_flags::TRUNCATED | aux_flags::PARTIAL | aux_flags::COLLISION;
-                    if flags & lossy != 0 {
-                        aux_records.push((
-                            ev.sample_id.cpu,
-                            ev.sample_id.tid,
-                            AuxLoss {
-                                aux_offset: aux_offset.saturating_add(*aux_size),
-                                flags: *flags,
-                                time: ev.sample_id.time,
-                            },
-                        ));
-                    }
-                }
-                Record::ItraceStart { pid, tid } => itrace_starts.push(ItraceStart {
-                    pid: *pid,
-                    tid: *tid,
-                    cpu: ev.sample_id.cpu,
-                    time: ev.sample_id.time,
-                }),
-                Record::Lost { lost, .. } => lost_records += lost,
-                _ => {}
-            }
-            if !matches!(ev.record, Record::Auxtrace(_)) {
-                sideband.push(ev);
-            }
-        }
+        let features = read_features(file.features(), &mut warnings);
+        let RecordScan {
+            info,
+            time_conv,
+            by_idx,
+            aux_records,
+            itrace_starts,
+            lost_records,
+            span,
+            sideband,
+        } = scan_records(&file, &data_path, &mut warnings)?;
 
         // No AUXTRACE_INFO and no AUX data: a sideband-only recording
         // (`ptrec --sideband-only`), which `ptdec info` describes.
@@ -396,73 +286,19 @@ impl Trace {
             None if sideband_only => (0, IntelPtInfo::default()),
             None => return Err(InputError::NoAuxtraceInfo { path: data_path }),
         };
-        let pt_attr = file
-            .attrs()
-            .entries()
-            .iter()
-            .map(|e| e.attr)
-            .find(|a| u64::from(a.kind) == info.pmu_type);
-        if pt_attr.is_none() && !sideband_only {
-            warnings.push(format!(
-                "no attr has the intel_pt PMU type {} of AUXTRACE_INFO (offset {info_offset:#x})",
-                info.pmu_type
-            ));
-        }
-        let tsc = match (sideband_only, TscConversion::from_intel_pt(&info)) {
-            (true, _) => time_conv
-                .map(|tc| TscConversion::from_time_conv(&tc))
-                .and_then(Result::ok),
-            (false, conv) => match conv {
-                Ok(c) => {
-                    // TIME_CONV adds the short-time extension where the kernel has it.
-                    match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
-                        Some(Ok(tc)) => Some(match tc.short_time() {
-                            Some((cycles, mask)) => c.with_short_time(cycles, mask),
-                            None => c,
-                        }),
-                        _ => Some(c),
-                    }
-                }
-                Err(e) => match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
-                    Some(Ok(c)) => Some(c),
-                    _ => {
-                        warnings.push(format!("{e}"));
-                        None
-                    }
-                },
-            },
-        };
+        let pt_attr = intel_pt_attr(&file, &info, info_offset, sideband_only, &mut warnings);
+        let tsc = tsc_conversion(&info, time_conv, sideband_only, &mut warnings);
 
         let timeline = Timeline::replay(sideband);
 
-        let per_cpu = info.per_cpu_mmaps;
-        let mut buffers: Vec<AuxBuffer> = by_idx.into_values().collect();
         let aux_losses = aux_records.len() as u64;
-        for (cpu, tid, loss) in aux_records {
-            let hit = buffers.iter_mut().find(|b| {
-                if per_cpu {
-                    cpu.is_some() && b.cpu == cpu
-                } else {
-                    tid.is_some() && b.tid == tid
-                }
-            });
-            match hit {
-                Some(b) => b.losses.push(loss),
-                None => warnings.push(format!(
-                    "an AUX record with flags {:#x} (cpu {cpu:?}, tid {tid:?}) matches no AUX buffer",
-                    loss.flags
-                )),
-            }
-        }
-        for b in &mut buffers {
-            b.chunks.sort_by_key(|c| c.aux_offset);
-            b.losses.sort_by_key(|l| l.aux_offset);
-        }
-        if buffers.is_empty() && !sideband_only {
-            warnings.push(
-                "the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)".into(),
-            );
-        }
+        let buffers = assemble_buffers(
+            by_idx,
+            aux_records,
+            info.per_cpu_mmaps,
+            sideband_only,
+            &mut warnings,
+        );
 
         let pipe = file.is_pipe();
         drop(file);
@@ -474,9 +310,9 @@ impl Trace {
             info,
             pt_attr,
             tsc,
-            cpu,
-            nr_cpus,
-            build_ids,
+            cpu: features.cpu,
+            nr_cpus: features.nr_cpus,
+            build_ids: features.build_ids,
             timeline,
             buffers,
             itrace_starts,
@@ -546,6 +382,286 @@ impl Trace {
             .map(|c| c.len as u64)
             .sum()
     }
+}
+
+/// What the header's feature sections say about the recording machine.
+struct FeatureFacts {
+    cpu: Option<CpuId>,
+    nr_cpus: Option<u32>,
+    build_ids: Vec<(String, Vec<u8>)>,
+}
+
+/// Reads the CPUID, NRCPUS and BUILD_ID features; one that is unreadable
+/// or not understood is a warning, not an error.
+fn read_features(features: &Features<'_>, warnings: &mut Vec<String>) -> FeatureFacts {
+    let cpu = match features.cpuid() {
+        Ok(Some(s)) => {
+            let c = CpuId::parse(&s);
+            if c.is_none() {
+                warnings.push(format!(
+                    "CPUID feature {s:?} not understood; decoding without errata workarounds"
+                ));
+            }
+            c
+        }
+        Ok(None) => None,
+        Err(e) => {
+            warnings.push(format!("CPUID feature unreadable: {e}"));
+            None
+        }
+    };
+    let nr_cpus = match features.nrcpus() {
+        Ok(n) => n.map(|n| n.available.max(n.online)),
+        Err(e) => {
+            warnings.push(format!("NRCPUS feature unreadable: {e}"));
+            None
+        }
+    };
+    let build_ids = match features.build_ids() {
+        Ok(v) => v
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| (b.filename, b.build_id))
+            .collect(),
+        Err(e) => {
+            warnings.push(format!("BUILD_ID feature unreadable: {e}"));
+            Vec::new()
+        }
+    };
+    FeatureFacts {
+        cpu,
+        nr_cpus,
+        build_ids,
+    }
+}
+
+/// What one pass over the records collects.
+#[derive(Default)]
+struct RecordScan<'a> {
+    /// The first AUXTRACE_INFO: its file offset and contents.
+    info: Option<(u64, IntelPtInfo)>,
+    time_conv: Option<TimeConv>,
+    /// AUXTRACE chunks grouped by buffer, in file order.
+    by_idx: BTreeMap<u32, AuxBuffer>,
+    /// AUX records flagged lossy, with the cpu and tid they came from.
+    aux_records: Vec<(Option<u32>, Option<u32>, AuxLoss)>,
+    itrace_starts: Vec<ItraceStart>,
+    lost_records: u64,
+    /// Perf time of the first and last records with a time.
+    span: Option<(u64, u64)>,
+    /// Every record but AUXTRACE, for the timeline.
+    sideband: Vec<Event<'a>>,
+}
+
+/// Parses every record once, in file order, into a [`RecordScan`].
+fn scan_records<'a>(
+    file: &PerfFile<'a>,
+    data_path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<RecordScan<'a>, InputError> {
+    let mut scan = RecordScan::default();
+    for raw in file.raw_records() {
+        let ev = file.parse_raw(&raw).map_err(|source| InputError::Perf {
+            path: data_path.to_owned(),
+            source,
+        })?;
+        if let Some(t) = ev.sample_id.time.filter(|&t| t != 0) {
+            scan.span = Some(scan.span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        }
+        scan.note(&raw, &ev, data_path, warnings)?;
+        if !matches!(ev.record, Record::Auxtrace(_)) {
+            scan.sideband.push(ev);
+        }
+    }
+    Ok(scan)
+}
+
+impl RecordScan<'_> {
+    /// Takes from one record what the trace needs beyond the timeline: the
+    /// Intel PT configuration, AUXTRACE chunks, TIME_CONV, lossy AUX
+    /// records, ITRACE_START and LOST counts.
+    fn note(
+        &mut self,
+        raw: &RawRecord<'_>,
+        ev: &Event<'_>,
+        data_path: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), InputError> {
+        match &ev.record {
+            Record::AuxtraceInfo(ai) => {
+                let pt = intel_pt_info(ai, raw.offset, data_path)?;
+                if self.info.is_some() {
+                    warnings.push(format!(
+                        "a second AUXTRACE_INFO at offset {:#x} is ignored",
+                        raw.offset
+                    ));
+                } else {
+                    self.info = Some((raw.offset, pt));
+                }
+            }
+            Record::Auxtrace(a) => {
+                let file_offset = raw.offset as usize + raw.bytes.len();
+                let b = self.by_idx.entry(a.idx).or_insert_with(|| AuxBuffer {
+                    idx: a.idx,
+                    cpu: (a.cpu != NONE32).then_some(a.cpu),
+                    tid: (a.tid != NONE32).then_some(a.tid),
+                    ..AuxBuffer::default()
+                });
+                b.chunks.push(Chunk {
+                    record_offset: raw.offset,
+                    file_offset,
+                    len: a.data.len(),
+                    aux_offset: a.offset,
+                    reference: a.reference,
+                });
+            }
+            Record::TimeConv(tc) => self.time_conv = Some(*tc),
+            Record::Aux {
+                aux_offset,
+                aux_size,
+                flags,
+            } => {
+                let lossy = aux_flags::TRUNCATED | aux_flags::PARTIAL | aux_flags::COLLISION;
+                if flags & lossy != 0 {
+                    self.aux_records.push((
+                        ev.sample_id.cpu,
+                        ev.sample_id.tid,
+                        AuxLoss {
+                            aux_offset: aux_offset.saturating_add(*aux_size),
+                            flags: *flags,
+                            time: ev.sample_id.time,
+                        },
+                    ));
+                }
+            }
+            Record::ItraceStart { pid, tid } => self.itrace_starts.push(ItraceStart {
+                pid: *pid,
+                tid: *tid,
+                cpu: ev.sample_id.cpu,
+                time: ev.sample_id.time,
+            }),
+            Record::Lost { lost, .. } => self.lost_records += lost,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Reads an AUXTRACE_INFO record (at file offset `offset`) as Intel PT's;
+/// another kind of AUX-area trace is an error.
+fn intel_pt_info(
+    ai: &AuxtraceInfo,
+    offset: u64,
+    data_path: &Path,
+) -> Result<IntelPtInfo, InputError> {
+    if ai.kind != AUXTRACE_INTEL_PT {
+        return Err(InputError::NotIntelPt {
+            path: data_path.to_owned(),
+            kind: ai.kind,
+        });
+    }
+    IntelPtInfo::from_words(&ai.priv_words).map_err(|m| InputError::BadIntelPtInfo {
+        path: data_path.to_owned(),
+        offset,
+        what: m.0,
+    })
+}
+
+/// The intel_pt event's attr: the one whose PMU type AUXTRACE_INFO (at
+/// `info_offset`) names. Its absence is a warning unless sideband-only.
+fn intel_pt_attr(
+    file: &PerfFile<'_>,
+    info: &IntelPtInfo,
+    info_offset: u64,
+    sideband_only: bool,
+    warnings: &mut Vec<String>,
+) -> Option<Attr> {
+    let pt_attr = file
+        .attrs()
+        .entries()
+        .iter()
+        .map(|e| e.attr)
+        .find(|a| u64::from(a.kind) == info.pmu_type);
+    if pt_attr.is_none() && !sideband_only {
+        warnings.push(format!(
+            "no attr has the intel_pt PMU type {} of AUXTRACE_INFO (offset {info_offset:#x})",
+            info.pmu_type
+        ));
+    }
+    pt_attr
+}
+
+/// The TSC -> perf time conversion: AUXTRACE_INFO's, extended by TIME_CONV's
+/// short-time fields, or TIME_CONV's alone when AUXTRACE_INFO has none
+/// (or the recording is sideband-only). Neither usable is a warning.
+fn tsc_conversion(
+    info: &IntelPtInfo,
+    time_conv: Option<TimeConv>,
+    sideband_only: bool,
+    warnings: &mut Vec<String>,
+) -> Option<TscConversion> {
+    match (sideband_only, TscConversion::from_intel_pt(info)) {
+        (true, _) => time_conv
+            .map(|tc| TscConversion::from_time_conv(&tc))
+            .and_then(Result::ok),
+        (false, conv) => match conv {
+            Ok(c) => {
+                // TIME_CONV adds the short-time extension where the kernel has it.
+                match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                    Some(Ok(tc)) => Some(match tc.short_time() {
+                        Some((cycles, mask)) => c.with_short_time(cycles, mask),
+                        None => c,
+                    }),
+                    _ => Some(c),
+                }
+            }
+            Err(e) => match time_conv.map(|tc| TscConversion::from_time_conv(&tc)) {
+                Some(Ok(c)) => Some(c),
+                _ => {
+                    warnings.push(format!("{e}"));
+                    None
+                }
+            },
+        },
+    }
+}
+
+/// Turns the scanned buffers into [`Trace::buffers`]: each lossy AUX record
+/// attached to its buffer (by cpu for per-cpu mmaps, else by tid), chunks
+/// and losses sorted by stream offset.
+fn assemble_buffers(
+    by_idx: BTreeMap<u32, AuxBuffer>,
+    aux_records: Vec<(Option<u32>, Option<u32>, AuxLoss)>,
+    per_cpu: bool,
+    sideband_only: bool,
+    warnings: &mut Vec<String>,
+) -> Vec<AuxBuffer> {
+    let mut buffers: Vec<AuxBuffer> = by_idx.into_values().collect();
+    for (cpu, tid, loss) in aux_records {
+        let hit = buffers.iter_mut().find(|b| {
+            if per_cpu {
+                cpu.is_some() && b.cpu == cpu
+            } else {
+                tid.is_some() && b.tid == tid
+            }
+        });
+        match hit {
+            Some(b) => b.losses.push(loss),
+            None => warnings.push(format!(
+                "an AUX record with flags {:#x} (cpu {cpu:?}, tid {tid:?}) matches no AUX buffer",
+                loss.flags
+            )),
+        }
+    }
+    for b in &mut buffers {
+        b.chunks.sort_by_key(|c| c.aux_offset);
+        b.losses.sort_by_key(|l| l.aux_offset);
+    }
+    if buffers.is_empty() && !sideband_only {
+        warnings
+            .push("the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)".into());
+    }
+    buffers
 }
 
 /// See [`Trace::segments`].
