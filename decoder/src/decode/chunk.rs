@@ -32,7 +32,7 @@ use ipt::{
 };
 use sideband::timeline::TaskId;
 
-use super::chunks::next_psb;
+use super::chunks::{next_psb, psb_holding};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
@@ -572,6 +572,12 @@ impl ChunkDecoder<'_, '_, '_> {
         // (libipt's sync_forward would search on from where reading that
         // PSB+ stopped, past any PSB the garbage ran into).
         let mut next: Option<u64> = None;
+        // After a decode error inside a PSB+ that libipt read as a status
+        // update (it disagreed with the decoder's state): that PSB, which
+        // is a sync point of its own, as a chunk cut there would start.
+        if let (false, Some(prev), Ok(err_at)) = (first, *last, dec.offset()) {
+            next = psb_holding(&self.cfg, self.bytes, prev + 1, err_at);
+        }
         let status = loop {
             let r = match next {
                 Some(at) => dec.sync_set(at),

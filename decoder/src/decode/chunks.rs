@@ -151,6 +151,24 @@ pub(super) fn next_psb(cfg: &PtConfig, bytes: &[u8], from: u64) -> Option<u64> {
     Some(from + dec.offset().ok()?)
 }
 
+/// The PSB whose PSB+ holds stream offset `at` (PSB through PSBEND), among
+/// the PSBs after `after`: where a decode error inside a PSB+ read as a
+/// status update resynchronizes, as a chunk cut there starts (libipt's
+/// sync_forward would search on past it).
+pub(super) fn psb_holding(cfg: &PtConfig, bytes: &[u8], after: u64, at: u64) -> Option<u64> {
+    let mut p = next_psb(cfg, bytes, after)?;
+    if p > at {
+        return None;
+    }
+    while let Some(n) = next_psb(cfg, bytes, p + 1).filter(|&n| n <= at) {
+        p = n;
+    }
+    let rest = bytes.get(usize::try_from(p).ok()?..)?;
+    let mut dec = PacketDecoder::new(cfg, rest).ok()?;
+    let psb = psb_plus(&mut dec, p)?;
+    (at < psb.header_end).then_some(p)
+}
+
 /// Reads the PSB+ at the start of the decoder's bytes (`at` in the
 /// stream; the decoder is new): `None` when it does not end with a PSBEND (or an OVF) within
 /// [`PSB_PLUS_MAX`] bytes, or holds a packet libipt does not allow in a
