@@ -1,11 +1,12 @@
 //! ptdec, the library half: reads a trace dir or perf.data, decodes its Intel
 //! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
-//! arguments and prints errors. No unsafe code: files are mapped through
+//! arguments and prints errors (`cli` holds its options and handlers). No unsafe code: files are mapped through
 //! `sideband::bytes::FileBytes` and libipt is called through the `ipt`
 //! crate.
 #![deny(unsafe_code)]
 
 pub mod check;
+pub mod cli;
 pub mod decode;
 pub mod emit;
 pub mod events;

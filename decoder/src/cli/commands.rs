@@ -1,0 +1,123 @@
+//! `ptdec info`, `ptdec dump`, `ptdec check` and `ptdec report`.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::args::{CheckArgs, ImageArgs, ReportArgs};
+use super::run::{open, open_decodable, search_path, window};
+use crate::decode::DecodeOptions;
+use crate::images::ImageStore;
+use crate::outfile;
+use crate::summary::{self, Progress};
+use crate::symbols::SymbolCache;
+
+/// `ptdec info TRACE`: what the trace holds, printed.
+pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
+    let trace = open(trace_path)?;
+    let images = ImageStore::new(search_path(&trace, a));
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let text = summary::info(&trace, &images);
+    let mut out = outfile::stdout()?;
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `ptdec dump FILE`: the FTF as text on stdout.
+pub fn dump(file: &Path) -> Result<()> {
+    let raw = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
+            .with_context(|| format!("{}: bad gzip data", file.display()))?;
+        v
+    } else {
+        raw
+    };
+    let text = ftf::read::dump(&bytes)
+        .with_context(|| format!("{} is not a readable FTF file", file.display()))?;
+    let mut out = outfile::stdout()?;
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `ptdec check FILE`.
+pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
+    let tp = crate::check::find_trace_processor(a.trace_processor.as_deref())?;
+    let r = crate::check::check(&tp, file)?;
+    print!("{}", crate::check::render(file, &r, None));
+    if r.failed() {
+        bail!(
+            "Perfetto reported import errors or data loss in {}",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// `ptdec report`: the decode of `ptdec TRACE` into `crate::report`'s
+/// aggregation, printed; the folded stacks and flame graph written.
+pub fn report(a: ReportArgs) -> Result<()> {
+    use crate::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
+    let trace = open_decodable(&a.trace)?;
+    let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration.as_deref())?;
+    if a.format == render::Format::Csv && a.slowest.is_some() {
+        bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
+    }
+    // Refused before decoding: the same protection as -o.
+    let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
+    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    let progress = Progress::new(a.quiet);
+    let decode = DecodeOptions {
+        tids: set(a.tid),
+        pids: set(a.pid),
+        start,
+        end,
+        jobs: a.jobs,
+        chunk_bytes: a.chunk_size,
+        progress: progress.callback(),
+        ..DecodeOptions::default()
+    };
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    progress.message(format!("decoding {}", a.trace.display()));
+    let on_op = |n: u64| progress.ops(n);
+    let started = Instant::now();
+    let aggregate = AggregateOptions {
+        per_thread: a.per_thread,
+        folded: files.wants_folded(),
+        slowest: a.slowest.unwrap_or(0),
+        range: (start.is_some() || end.is_some())
+            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
+        filtered: false,
+    };
+    let opts = ReportOptions {
+        decode,
+        interpolate: !a.no_interpolate,
+        on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
+        aggregate,
+    };
+    let result = crate::report::run(&trace, &images, &symbols, opts);
+    progress.finish();
+    let (mut run, agg) = result.with_context(|| format!("decoding {}", a.trace.display()))?;
+    run.wall_time = Some(started.elapsed());
+    files.write(
+        &agg,
+        a.weight,
+        &format!("ptdec report {}", a.trace.display()),
+    )?;
+    let name = a.trace.display().to_string();
+    let text = render::print(&agg, &run, a.format, a.sort, a.top, &name);
+    let mut out = outfile::stdout()?;
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    if !a.quiet {
+        eprint!("{}", summary::render(&run));
+    }
+    Ok(())
+}

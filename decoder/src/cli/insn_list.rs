@@ -1,0 +1,101 @@
+//! `ptdec raw --insn-list`: the instruction flow written as ptxed lists it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::outfile;
+
+/// `ptdec raw --insn-list`: the listing's writer, shared with the decode
+/// worker; the first write error is kept and reported at the end.
+pub(super) struct InsnList {
+    out: std::sync::Arc<std::sync::Mutex<ListOut>>,
+}
+
+/// The listing's writer and its first write error.
+type ListOut = (ListWriter, Option<std::io::Error>);
+
+/// Where the listing goes: stdout, or a file put in place only when
+/// complete (`crate::outfile`, as the FTF).
+enum ListWriter {
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+    File(std::io::BufWriter<outfile::OutFile>),
+}
+
+impl Write for ListWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            ListWriter::Stdout(w) => w.write(buf),
+            ListWriter::File(w) => w.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            ListWriter::Stdout(w) => w.flush(),
+            ListWriter::File(w) => w.flush(),
+        }
+    }
+}
+
+/// Whether two output names are one file: the same name in the same
+/// directory, however spelled (outputs need not exist yet).
+pub(super) fn same_output(a: &Path, b: &Path) -> bool {
+    let key = |p: &Path| -> Option<PathBuf> {
+        let real = std::fs::canonicalize(p).ok().or_else(|| {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+        })?;
+        Some(real)
+    };
+    a != Path::new("-") && b != Path::new("-") && key(a).is_some_and(|k| Some(k) == key(b))
+}
+
+impl InsnList {
+    pub(super) fn create(path: &Path) -> Result<InsnList> {
+        let w = if path == Path::new("-") {
+            ListWriter::Stdout(std::io::BufWriter::new(std::io::stdout()))
+        } else {
+            let f = outfile::OutFile::create(path).with_context(|| {
+                format!("cannot create the instruction list {}", path.display())
+            })?;
+            ListWriter::File(std::io::BufWriter::new(f))
+        };
+        Ok(InsnList {
+            out: std::sync::Arc::new(std::sync::Mutex::new((w, None))),
+        })
+    }
+
+    pub(super) fn callback(&self) -> crate::decode::ListCallback {
+        let out = self.out.clone();
+        crate::decode::ListCallback::new(move |item| {
+            let mut g = out.lock().unwrap_or_else(|p| p.into_inner());
+            if g.1.is_none() {
+                if let Err(e) = writeln!(g.0, "{item}") {
+                    g.1 = Some(e);
+                }
+            }
+        })
+    }
+
+    pub(super) fn finish(self) -> std::io::Result<()> {
+        let Ok(out) = std::sync::Arc::try_unwrap(self.out) else {
+            return Err(std::io::Error::other("the listing is still being written"));
+        };
+        let (w, err) = out.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = err {
+            return Err(e);
+        }
+        match w {
+            ListWriter::Stdout(mut w) => w.flush(),
+            ListWriter::File(w) => w
+                .into_inner()
+                .map_err(|e| e.into_error())?
+                .commit()
+                .map_err(std::io::Error::from),
+        }
+    }
+}

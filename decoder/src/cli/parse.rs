@@ -1,0 +1,158 @@
+//! The value parsers of the command line's options: times, sizes,
+//! frequencies, addresses.
+
+use anyhow::{bail, Result};
+
+use super::args::CpuArg;
+use crate::raw;
+
+/// A count of rows: at least 1.
+pub fn parse_top(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        Ok(_) => Err("give at least 1 row".into()),
+        Err(_) => Err(format!("{s:?} is not a number of rows")),
+    }
+}
+
+/// An address: decimal or 0x hex.
+pub fn parse_address(s: &str) -> Result<u64, String> {
+    raw::parse_num(s).ok_or_else(|| format!("{s:?} is not an address (decimal or 0x hex)"))
+}
+
+/// ADDRn_CFG: 0, 1 or 2 (the values IA32_RTIT_CTL defines).
+pub fn parse_filter_cfg(s: &str) -> Result<u32, String> {
+    match raw::parse_num(s) {
+        Some(v @ 0..=2) => Ok(v as u32),
+        _ => Err(format!(
+            "{s:?}: ADDRn_CFG is 0 (off), 1 (filter) or 2 (stop)"
+        )),
+    }
+}
+
+pub fn parse_cpu(s: &str) -> Result<CpuArg, String> {
+    raw::parse_cpu(s).map(CpuArg)
+}
+
+/// `2400000000`, `2.4GHz`, `100MHz`, `25kHz`.
+pub fn parse_hz(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, scale) = [("ghz", 1e9), ("mhz", 1e6), ("khz", 1e3), ("hz", 1.0)]
+        .iter()
+        .find_map(|&(unit, scale)| lower.strip_suffix(unit).map(|n| (n.to_string(), scale)))
+        .unwrap_or((lower.clone(), 1.0));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * scale >= 1.0 && v * scale < 1.8e19 => {
+            Ok((v * scale).round() as u64)
+        }
+        _ => Err(format!(
+            "`{t}` is not a frequency: give Hz (\"2400000000\") or a number with kHz, MHz or GHz (\"2.4GHz\")"
+        )),
+    }
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size in bytes (e.g. 262144, 256K, 1M)"))
+}
+
+/// `--chunk-size`: a size up to `MAX_BYTES_IN_FLIGHT`.
+pub fn parse_chunk_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    let max = crate::decode::MAX_BYTES_IN_FLIGHT;
+    if n > max {
+        return Err(format!(
+            "{s:?} is more than the largest chunk, {}M: the chunks decoded ahead of the \
+             output hold at most that much trace (memory); give at most {}M",
+            max >> 20,
+            max >> 20
+        ));
+    }
+    Ok(n)
+}
+
+/// `-j`: 0 (all cores) up to `MAX_JOBS`.
+pub fn parse_jobs(s: &str) -> Result<usize, String> {
+    let max = crate::decode::MAX_JOBS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!(
+            "ptdec starts at most {max} decode threads; give -j {max} or less (0: all cores)"
+        )),
+        Err(_) => Err(format!("{s:?} is not a number of threads (e.g. 4)")),
+    }
+}
+
+/// A `--start` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeArg {
+    /// ns after the origin.
+    Relative(u64),
+    /// Absolute perf time, ns.
+    Absolute(u64),
+}
+
+/// Parses "1.5" (seconds), "250ms", "10us", "5ns", "2s"; "@NS" is absolute.
+pub fn parse_time(s: &str) -> Result<TimeArg, String> {
+    let s = s.trim();
+    if let Some(abs) = s.strip_prefix('@') {
+        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|_| {
+            format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+        });
+    }
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|&(unit, scale)| s.strip_suffix(unit).map(|n| (n, scale)))
+    .unwrap_or((s, 1e9));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1.8e19 => Ok(TimeArg::Relative((v * scale).round() as u64)),
+        _ => Err(format!(
+            "`{s}` is not a time: give seconds (\"1.5\") or a number with s, ms, us or ns (\"250ms\")"
+        )),
+    }
+}
+
+pub fn parse_duration(what: &str, s: &str) -> Result<u64> {
+    match parse_time(s) {
+        Ok(TimeArg::Relative(ns)) => Ok(ns),
+        Ok(TimeArg::Absolute(_)) => bail!("{what} {s}: a duration cannot be absolute; drop the @"),
+        Err(e) => bail!("{what} {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time("1.5"), Ok(TimeArg::Relative(1_500_000_000)));
+        assert_eq!(parse_time("250ms"), Ok(TimeArg::Relative(250_000_000)));
+        assert_eq!(parse_time("10us"), Ok(TimeArg::Relative(10_000)));
+        assert_eq!(parse_time("7ns"), Ok(TimeArg::Relative(7)));
+        assert_eq!(parse_time("2s"), Ok(TimeArg::Relative(2_000_000_000)));
+        assert_eq!(parse_time("@123456789"), Ok(TimeArg::Absolute(123456789)));
+        assert!(parse_time("-1").is_err());
+        assert!(parse_time("1.5h").is_err());
+        assert!(parse_time("@1.5").is_err());
+        assert!(parse_duration("--split", "@5").is_err());
+    }
+}

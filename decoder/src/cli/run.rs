@@ -1,0 +1,352 @@
+//! `ptdec TRACE` and `ptdec raw`: options built from the arguments, the
+//! decode run under a progress bar, its summary and `--check`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::args::{Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, RawArgs};
+use super::insn_list::{same_output, InsnList};
+use super::parse::{parse_duration, parse_time, TimeArg};
+use crate::decode::{DecodeOptions, RawConfig};
+use crate::emit::{EmitOptions, Target, TimeAxis};
+use crate::images::{ImageStore, SearchPath};
+use crate::input::Trace;
+use crate::pipeline::{self, Report, RunError, RunOptions};
+use crate::raw::RawInput;
+use crate::summary::{self, Progress};
+use crate::symbols::SymbolCache;
+
+pub(super) fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
+    let mut s = match &trace.dir {
+        Some(d) => SearchPath::for_trace(d),
+        None => SearchPath::default(),
+    };
+    s.sysroots = a.sysroots.clone();
+    if a.buildid_dir.is_some() {
+        s.buildid_dir = a.buildid_dir.clone();
+    }
+    if a.kcore.is_some() {
+        s.kcore_dir = a.kcore.clone();
+    }
+    s.vmlinux = a.vmlinux.clone();
+    s
+}
+
+pub(super) fn open(path: &Path) -> Result<Trace> {
+    Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))
+}
+
+/// Opens a trace to decode: refuses a sideband-only recording and prints
+/// the input's warnings (a cut file, ...) whatever -q says, as `ptdec
+/// info` lists them: the output may be incomplete.
+pub(super) fn open_decodable(trace_path: &Path) -> Result<Trace> {
+    let trace = open(trace_path)?;
+    if trace.sideband_only {
+        bail!(
+            "{} is a sideband-only recording (ptrec --sideband-only): there is no Intel PT to \
+             decode; `ptdec info {}` describes its processes and mappings",
+            trace_path.display(),
+            trace_path.display()
+        );
+    }
+    for w in &trace.warnings {
+        eprintln!("ptdec: warning: {}: {w}", trace_path.display());
+    }
+    Ok(trace)
+}
+
+/// `--start`/`--duration` as a range of absolute perf times (ns).
+pub(super) fn window(
+    trace: &Trace,
+    trace_path: &Path,
+    start: Option<&str>,
+    duration: Option<&str>,
+) -> Result<(Option<u64>, Option<u64>)> {
+    let origin = pipeline::origin(trace);
+    let start = match start.map(parse_time).transpose() {
+        Err(e) => bail!("--start {e}"),
+        Ok(None) => None,
+        Ok(Some(TimeArg::Absolute(t))) => Some(t),
+        Ok(Some(TimeArg::Relative(ns))) => match origin {
+            Some(o) => Some(o + ns),
+            None => bail!(
+                "--start {}: {} has no TSC conversion, so relative times have no origin; give an absolute time as @NS",
+                start.unwrap_or_default(),
+                trace_path.display()
+            ),
+        },
+    };
+    let duration = duration
+        .map(|d| parse_duration("--duration", d))
+        .transpose()?;
+    let end = match duration {
+        None => None,
+        Some(d) => match start.or(origin) {
+            Some(s) => Some(s.saturating_add(d)),
+            None => bail!("--duration needs --start @NS on a trace without TSC conversion"),
+        },
+    };
+    Ok((start, end))
+}
+
+/// `ptdec TRACE -o OUT`: the trace decoded into FTF.
+pub fn decode(a: DecodeArgs) -> Result<()> {
+    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
+        bail!("give a trace and -o OUT (see --help)");
+    };
+    let trace = open_decodable(&trace_path)?;
+    let (start, end) = window(
+        &trace,
+        &trace_path,
+        a.start.as_deref(),
+        a.duration.as_deref(),
+    )?;
+    let split = a
+        .split
+        .as_deref()
+        .map(|d| parse_duration("--split", d))
+        .transpose()?;
+    if split == Some(0) {
+        bail!("--split must be longer than 0");
+    }
+    let min_duration = a
+        .min_duration
+        .as_deref()
+        .map(|d| parse_duration("--min-duration", d))
+        .transpose()?;
+    let axis = match a.time_axis.unwrap_or(Axis::Ns) {
+        Axis::Ns => TimeAxis::Ns,
+        Axis::Cycles => {
+            if trace.config_bit(trace.info.cyc_bit) == Some(false) {
+                bail!(
+                    "--time-axis cycles: {} was recorded without CYC packets; use --time-axis ns or instructions",
+                    trace_path.display()
+                );
+            }
+            TimeAxis::Cycles
+        }
+        Axis::Instructions => TimeAxis::Instructions,
+    };
+    let target = if output == Path::new("-") {
+        if split.is_some() {
+            bail!("--split writes several files; give -o a file name, not -");
+        }
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
+        }
+        Target::Stdout
+    } else {
+        Target::File(output.clone())
+    };
+    let progress = Progress::new(a.quiet);
+    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    let decode = DecodeOptions {
+        tids: set(a.tid),
+        pids: set(a.pid),
+        start,
+        end,
+        jobs: a.jobs,
+        chunk_bytes: a.chunk_size,
+        progress: progress.callback(),
+        ..DecodeOptions::default()
+    };
+    let emit = EmitOptions {
+        axis,
+        axis_auto: a.time_axis.is_none(),
+        timed: None,
+        record: false,
+        origin: 0,
+        range: (start.is_some() || end.is_some())
+            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
+        split,
+        interpolate: !a.no_interpolate,
+        marks: a.marks.filter(),
+        filtered: false,
+        min_duration,
+    };
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    progress.message(format!("decoding {}", trace_path.display()));
+    let end = RunEnd {
+        input: &trace_path,
+        output: &output,
+        quiet: a.quiet,
+        check: a.check.then_some(&a.tp),
+    };
+    run_and_report(
+        &progress,
+        &end,
+        |on_op| {
+            pipeline::run(
+                &trace,
+                &images,
+                &symbols,
+                RunOptions {
+                    decode,
+                    emit,
+                    target,
+                    on_op,
+                },
+            )
+        },
+        || Ok(()),
+    )
+}
+
+/// What a decode run (`ptdec TRACE` or `ptdec raw`) does after its
+/// options are set up: see [`run_and_report`].
+struct RunEnd<'a> {
+    /// The trace decoded and the FTF written, to name in an error.
+    input: &'a Path,
+    output: &'a Path,
+    /// `-q`: no progress bar, no summary.
+    quiet: bool,
+    /// `--check` with its options.
+    check: Option<&'a CheckArgs>,
+}
+
+/// Runs `run` (`pipeline::run` or `run_raw`, given the progress callback
+/// for `RunOptions::on_op`) under the progress bar and times it; then
+/// names the input and output in its error, completes the other outputs
+/// (`finish_outputs`: `--insn-list`), prints the summary with the decode
+/// rate unless `-q`, and `--check`s the files written.
+fn run_and_report(
+    progress: &Progress,
+    end: &RunEnd,
+    run: impl FnOnce(Option<&dyn Fn(u64)>) -> Result<Report, RunError>,
+    finish_outputs: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let on_op = |n: u64| progress.ops(n);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let started = Instant::now();
+    let result = run(on_op);
+    let wall_time = started.elapsed();
+    progress.finish();
+    let mut report = result.with_context(|| {
+        format!(
+            "decoding {} into {}",
+            end.input.display(),
+            end.output.display()
+        )
+    })?;
+    report.wall_time = Some(wall_time);
+    finish_outputs()?;
+    if !end.quiet {
+        eprint!("{}", summary::render(&report));
+    }
+    if let Some(tp) = end.check {
+        check_written(&report, tp)?;
+    }
+    Ok(())
+}
+
+/// `--check`: each file just written, through Perfetto's importer.
+fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
+    let tp = crate::check::find_trace_processor(a.trace_processor.as_deref())
+        .context("--check: the output was written but cannot be checked")?;
+    let mut failed = Vec::new();
+    for w in &report.written {
+        let Some(path) = &w.path else {
+            bail!("--check needs -o FILE (it reads the file back), not -");
+        };
+        let r = crate::check::check(&tp, path)?;
+        eprint!("{}", crate::check::render(path, &r, Some(w.events)));
+        if r.failed() || r.slices != w.events {
+            failed.push(path.display().to_string());
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "Perfetto does not show everything written to {} (see above)",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `ptdec raw`: raw Intel PT decoded as one thread into FTF.
+pub fn decode_raw(a: RawArgs) -> Result<()> {
+    let input = RawInput::load(&a.pt, &a.elf, &a.raw)
+        .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
+    let cfg = RawConfig {
+        cpu: a.cpu.and_then(|c| c.0),
+        mtc_freq: a.mtc_freq,
+        nom_freq: a.nom_freq,
+        cpuid_15_eax: a.cpuid_15_eax,
+        cpuid_15_ebx: a.cpuid_15_ebx,
+        tsc_hz: a.tsc_freq,
+        cycles: a.time_axis == Some(Axis::Cycles),
+        next_psb_on_error: a.on_error == OnError::NextPsb,
+        addr_filters: a.filter.ranges(),
+    };
+    if let Some(list) = a.insn_list.as_deref().filter(|l| same_output(l, &a.output)) {
+        bail!(
+            "--insn-list {} and -o {} are the same file; give each its own",
+            list.display(),
+            a.output.display()
+        );
+    }
+    let list = match &a.insn_list {
+        None => None,
+        Some(p) => Some(InsnList::create(p)?),
+    };
+    let target = if a.output == Path::new("-") {
+        if a.check {
+            bail!("--check reads the output back; give -o a file name, not -");
+        }
+        Target::Stdout
+    } else {
+        Target::File(a.output.clone())
+    };
+    let progress = Progress::new(a.quiet);
+    progress.message(format!("decoding {}", a.pt.path.display()));
+    let decode = DecodeOptions {
+        progress: progress.callback(),
+        insn_list: list.as_ref().map(InsnList::callback),
+        ..DecodeOptions::default()
+    };
+    let emit = EmitOptions {
+        axis: match a.time_axis.unwrap_or(Axis::Ns) {
+            Axis::Ns => TimeAxis::Ns,
+            Axis::Cycles => TimeAxis::Cycles,
+            Axis::Instructions => TimeAxis::Instructions,
+        },
+        axis_auto: a.time_axis.is_none(),
+        interpolate: !a.no_interpolate,
+        marks: a.marks.filter(),
+        ..EmitOptions::default()
+    };
+    let symbols = SymbolCache::new();
+    let end = RunEnd {
+        input: &a.pt.path,
+        output: &a.output,
+        quiet: a.quiet,
+        check: a.check.then_some(&a.tp),
+    };
+    run_and_report(
+        &progress,
+        &end,
+        |on_op| {
+            pipeline::run_raw(
+                &input,
+                &cfg,
+                &symbols,
+                RunOptions {
+                    decode,
+                    emit,
+                    target,
+                    on_op,
+                },
+            )
+        },
+        || match (list, &a.insn_list) {
+            (Some(list), Some(path)) => list
+                .finish()
+                .with_context(|| format!("cannot write the instruction list {}", path.display())),
+            _ => Ok(()),
+        },
+    )
+}
