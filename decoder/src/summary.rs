@@ -155,8 +155,6 @@ fn bytes(n: u64) -> String {
 
 /// The end-of-run summary for stderr.
 pub fn render(report: &Report) -> String {
-    let d = &report.decode;
-    let s = &report.stack;
     let mut o = String::new();
     let files: Vec<String> = report
         .written
@@ -173,6 +171,17 @@ pub fn render(report: &Report) -> String {
     } else {
         let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
     }
+    render_decoded(&mut o, report);
+    render_stacks(&mut o, report);
+    render_shaping(&mut o, report);
+    render_threads(&mut o, report);
+    o
+}
+
+/// The summary's time span, trace decoded, instructions, unsynced bytes
+/// and decode rate.
+fn render_decoded(o: &mut String, report: &Report) {
+    let d = &report.decode;
     match (d.time_span, report.tsc_ticks) {
         (Some((a, b)), false) => {
             let _ = writeln!(
@@ -234,6 +243,13 @@ pub fn render(report: &Report) -> String {
             duration(u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX))
         );
     }
+}
+
+/// The summary's calls, untraced slices, gaps, marks, decode errors and
+/// unattributed instructions.
+fn render_stacks(o: &mut String, report: &Report) {
+    let d = &report.decode;
+    let s = &report.stack;
     let _ = writeln!(
         o,
         "  calls         {} (returns {}, tail calls {}, frames skipped by longjmp/exceptions {}, retroactive frames {}, max depth {})",
@@ -289,6 +305,11 @@ pub fn render(report: &Report) -> String {
             thousands(d.unattributed_insns)
         );
     }
+}
+
+/// What the output changed or left out: the time axis, zero-width calls,
+/// folded and unwritten frames, `--min-duration`, the time window.
+fn render_shaping(o: &mut String, report: &Report) {
     let e = &report.emit;
     if e.no_time {
         let _ = writeln!(
@@ -340,6 +361,11 @@ pub fn render(report: &Report) -> String {
             thousands(report.emit.cut)
         );
     }
+}
+
+/// The summary's threads, missing images and warnings.
+fn render_threads(o: &mut String, report: &Report) {
+    let d = &report.decode;
     if !report.threads.is_empty() {
         let _ = writeln!(o, "  threads       pid/tid name: instructions, calls, gaps");
     }
@@ -375,13 +401,21 @@ pub fn render(report: &Report) -> String {
     for w in &report.warnings {
         let _ = writeln!(o, "  warning: {w}");
     }
-    o
 }
 
 /// `ptdec info`: what a trace holds, without decoding.
 pub fn info(trace: &Trace, images: &ImageStore) -> String {
     let mut o = String::new();
-    let i = &trace.info;
+    info_file(&mut o, trace);
+    info_intel_pt(&mut o, trace);
+    info_aux(&mut o, trace);
+    info_threads(&mut o, trace);
+    info_images(&mut o, trace, images);
+    o
+}
+
+/// `ptdec info`'s file, trace dir and cpu lines.
+fn info_file(o: &mut String, trace: &Trace) {
     let _ = writeln!(
         o,
         "file          {} ({} format, {})",
@@ -411,6 +445,12 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
             let _ = writeln!(o, "cpu           unknown (no CPUID feature)");
         }
     }
+}
+
+/// `ptdec info`'s Intel PT configuration: buffers, packets enabled,
+/// timing, config terms, what the trace records, address filter.
+fn info_intel_pt(o: &mut String, trace: &Trace) {
+    let i = &trace.info;
     if trace.sideband_only {
         let _ = writeln!(
             o,
@@ -490,6 +530,10 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
             }
         }
     }
+}
+
+/// `ptdec info`'s time range, AUX data by buffer and losses.
+fn info_aux(o: &mut String, trace: &Trace) {
     if let Some((a, b)) = trace.sideband_span {
         let _ = writeln!(
             o,
@@ -531,6 +575,10 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
         "losses        {} sideband records lost, {} AUX records flagged truncated/partial/collision",
         trace.lost_records, trace.aux_losses
     );
+}
+
+/// `ptdec info`'s threads with their names.
+fn info_threads(o: &mut String, trace: &Trace) {
     let tl = &trace.timeline;
     let threads: Vec<_> = tl.threads().collect();
     let _ = writeln!(o, "threads       {}", threads.len());
@@ -548,6 +596,12 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
             }
         );
     }
+}
+
+/// `ptdec info`'s images: every file mapped executable, found or
+/// missing, and the trace's warnings.
+fn info_images(o: &mut String, trace: &Trace, images: &ImageStore) {
+    let tl = &trace.timeline;
     // Every file mapped executable in a process, once.
     let mut files = BTreeSet::new();
     let mut seen = Vec::new();
@@ -589,7 +643,6 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
     for w in trace.warnings.iter().chain(&images.warnings()) {
         let _ = writeln!(o, "warning       {w}");
     }
-    o
 }
 
 #[cfg(test)]
