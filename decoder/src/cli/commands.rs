@@ -1,6 +1,5 @@
 //! `ptdec info`, `ptdec dump`, `ptdec check` and `ptdec report`.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -8,8 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::args::{CheckArgs, ImageArgs, ReportArgs};
-use super::run::{open, open_decodable, search_path, window};
-use crate::decode::DecodeOptions;
+use super::run::{open, open_decodable, search_path, selected, window};
 use crate::images::ImageStore;
 use crate::outfile;
 use crate::summary::{self, Progress};
@@ -71,18 +69,8 @@ pub fn report(a: ReportArgs) -> Result<()> {
     }
     // Refused before decoding: the same protection as -o.
     let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
-    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
     let progress = Progress::new(a.quiet);
-    let decode = DecodeOptions {
-        tids: set(a.tid),
-        pids: set(a.pid),
-        start,
-        end,
-        jobs: a.jobs,
-        chunk_bytes: a.chunk_size,
-        progress: progress.callback(),
-        ..DecodeOptions::default()
-    };
+    let decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", a.trace.display()));

@@ -142,17 +142,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Target::File(output.clone())
     };
     let progress = Progress::new(a.quiet);
-    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
-    let decode = DecodeOptions {
-        tids: set(a.tid),
-        pids: set(a.pid),
-        start,
-        end,
-        jobs: a.jobs,
-        chunk_bytes: a.chunk_size,
-        progress: progress.callback(),
-        ..DecodeOptions::default()
-    };
+    let decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -349,4 +339,28 @@ pub fn decode_raw(a: RawArgs) -> Result<()> {
             _ => Ok(()),
         },
     )
+}
+
+/// The decode options that select what is decoded, as `ptdec TRACE` and
+/// `ptdec report` take them: threads, processes, the window, workers and
+/// chunk size, with the progress bar.
+pub(super) fn selected(
+    tids: Vec<u32>,
+    pids: Vec<u32>,
+    (start, end): (Option<u64>, Option<u64>),
+    jobs: usize,
+    chunk_bytes: Option<u64>,
+    progress: &Progress,
+) -> DecodeOptions {
+    let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    DecodeOptions {
+        tids: set(tids),
+        pids: set(pids),
+        start,
+        end,
+        jobs,
+        chunk_bytes,
+        progress: progress.callback(),
+        ..DecodeOptions::default()
+    }
 }
