@@ -28,7 +28,7 @@ use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::ops::{Op, OpSink};
 use ptsim::sim::repeat::RepeatSpec;
-use ptsim::truth::{read_thread_truth, ThreadTruth};
+use ptsim::truth::ThreadTruth;
 
 mod common;
 use common::AllOps;
@@ -62,20 +62,6 @@ fn simulate(
         r.outcome.exit
     );
     r
-}
-
-fn truth(dir: &Path) -> BTreeMap<u32, ThreadTruth> {
-    let mut m = BTreeMap::new();
-    for e in std::fs::read_dir(dir.join("truth")).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(tid) = name
-            .strip_suffix(".txt")
-            .and_then(|n| n.parse::<u32>().ok())
-        {
-            m.insert(tid, read_thread_truth(&e.path()).unwrap());
-        }
-    }
-    m
 }
 
 /// Instructions per tid from `truth/summary.txt`.
@@ -258,7 +244,7 @@ fn symbol(prog: &Path, sym: &str) -> u64 {
 /// order, with every repeat written out; instructions per thread are the
 /// truth's. Returns the number of calls checked.
 fn check_sequences(test: &str, what: &str, dir: &Path) -> usize {
-    let truth = truth(dir);
+    let truth = common::thread_truths(dir);
     let (ops, stats) = decode_ops(dir, true);
     let mut got_insns: BTreeMap<u32, u64> = BTreeMap::new();
     for ((_, tid), t) in &stats.threads {
@@ -334,7 +320,7 @@ fn an_iteration_with_signal_syscall_vdso_and_longjmp_repeats_as_the_truth_says()
     let r = simulate(&progs, "loopmix", &[lib], &["step=40"], None, &dir);
     assert_eq!(r.repeats.len(), 1, "{:?}", r.warnings);
     assert!(r.repeat_missing.is_empty());
-    let truth = truth(&dir);
+    let truth = common::thread_truths(&dir);
     let (tid, t) = truth.iter().next().unwrap();
     let (at, rep) = t.repeats[0];
     assert_eq!(rep.count, 40);
@@ -489,7 +475,7 @@ fn diff(
 /// calls (exactly one per call with `exact_ftf`, for the functions that no
 /// direct `jmp` of `prog` enters: ptdec makes a slice of a tail call too).
 fn check_counts(test: &str, what: &str, dir: &Path, prog: Option<&Path>, exact_ftf: bool) {
-    let truth = truth(dir);
+    let truth = common::thread_truths(dir);
     let want = truth_calls(&truth);
     let total: u64 = want.values().sum();
     if let Some(perf) = pt_tests::perf(test) {

@@ -29,7 +29,6 @@ use ptdec::report::render::{self, Weight};
 use ptdec::report::{Aggregate, AggregateOptions, ReportOptions};
 use ptdec::symbols::SymbolCache;
 use ptsim::sim::repeat::RepeatSpec;
-use ptsim::truth::{read_thread_truth, ThreadTruth};
 
 mod common;
 
@@ -50,20 +49,6 @@ fn simulate(progs: &Path, prog: &str, repeat: &str, dir: &Path) {
         r.outcome.exit
     );
     assert_eq!(r.repeats.len(), 1, "{prog}: {:?}", r.warnings);
-}
-
-fn truth(dir: &Path) -> BTreeMap<u32, ThreadTruth> {
-    let mut m = BTreeMap::new();
-    for e in std::fs::read_dir(dir.join("truth")).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(tid) = name
-            .strip_suffix(".txt")
-            .and_then(|n| n.parse::<u32>().ok())
-        {
-            m.insert(tid, read_thread_truth(&e.path()).unwrap());
-        }
-    }
-    m
 }
 
 /// The text symbols of a non-PIE program by address (`nm`).
@@ -196,7 +181,7 @@ fn report_counts_calls_as_the_truth_and_adds_up_to_every_instruction() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("trace");
         simulate(&progs, prog, spec, &dir);
-        let truth = truth(&dir);
+        let truth = common::thread_truths(&dir);
         let path = progs.join(prog);
         let (run, agg) = report(&dir, false, 0);
 

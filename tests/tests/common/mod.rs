@@ -257,3 +257,18 @@ pub fn run_pipeline(
     )
     .unwrap()
 }
+
+/// Each thread's ground truth of a ptsim trace dir (`truth/TID.txt`), by tid.
+pub fn thread_truths(dir: &Path) -> std::collections::BTreeMap<u32, ptsim::truth::ThreadTruth> {
+    let mut m = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.join("truth")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(tid) = name
+            .strip_suffix(".txt")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            m.insert(tid, ptsim::truth::read_thread_truth(&e.path()).unwrap());
+        }
+    }
+    m
+}
