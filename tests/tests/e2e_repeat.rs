@@ -210,24 +210,6 @@ fn ftf_calls(dir: &Path) -> BTreeMap<(u32, u64), u64> {
     m
 }
 
-/// Targets of the direct `jmp`s of a non-PIE program (`objdump -d`).
-fn jump_targets(prog: &Path) -> std::collections::HashSet<u64> {
-    let out = Command::new("objdump")
-        .args(["-d", "--no-show-raw-insn"])
-        .arg(prog)
-        .output()
-        .expect("run objdump");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (_, rest) = l.split_once(":\t")?;
-            let rest = rest.strip_prefix("jmp")?;
-            let target = rest.split_whitespace().next()?;
-            u64::from_str_radix(target, 16).ok()
-        })
-        .collect()
-}
-
 /// The address of `sym` in a non-PIE program.
 fn symbol(prog: &Path, sym: &str) -> u64 {
     let out = Command::new("nm").arg(prog).output().expect("run nm");
@@ -504,7 +486,7 @@ fn check_counts(test: &str, what: &str, dir: &Path, prog: Option<&Path>, exact_f
         // ptdec makes a slice of a tail call too (a `jmp` to a function):
         // only functions no direct jmp of the program enters have one slice
         // per call.
-        let jumped = jump_targets(prog);
+        let jumped = common::jump_targets(prog);
         let mut checked = 0;
         for (tid, t) in &truth {
             for &(at, r) in &t.repeats {

@@ -16,7 +16,7 @@
 //!
 //! gcc (for the fixture programs) follows `pt_tests`' tool policy.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -60,23 +60,6 @@ fn text_symbols(prog: &Path) -> BTreeMap<u64, String> {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() == 3 && matches!(f[1], "T" | "t"))
                 .then(|| Some((u64::from_str_radix(f[0], 16).ok()?, f[2].to_string())))?
-        })
-        .collect()
-}
-
-/// Targets of the direct `jmp`s of a non-PIE program (`objdump -d`).
-fn jump_targets(prog: &Path) -> HashSet<u64> {
-    let out = Command::new("objdump")
-        .args(["-d", "--no-show-raw-insn"])
-        .arg(prog)
-        .output()
-        .expect("run objdump");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (_, rest) = l.split_once(":\t")?;
-            let target = rest.strip_prefix("jmp")?.split_whitespace().next()?;
-            u64::from_str_radix(target, 16).ok()
         })
         .collect()
 }
@@ -218,7 +201,7 @@ fn report_counts_calls_as_the_truth_and_adds_up_to_every_instruction() {
         // Calls per function: the truth's, for the program's functions that
         // no direct jmp enters.
         let symbols = text_symbols(&path);
-        let jumped = jump_targets(&path);
+        let jumped = common::jump_targets(&path);
         let mut want: BTreeMap<&str, u64> = BTreeMap::new();
         for t in truth.values() {
             for ((kind, to), n) in t.totals() {

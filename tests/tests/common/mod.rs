@@ -272,3 +272,20 @@ pub fn thread_truths(dir: &Path) -> std::collections::BTreeMap<u32, ptsim::truth
     }
     m
 }
+
+/// Targets of the direct `jmp`s of a non-PIE program (`objdump -d`).
+pub fn jump_targets(prog: &Path) -> std::collections::HashSet<u64> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(prog)
+        .output()
+        .expect("run objdump");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(":\t")?;
+            let target = rest.strip_prefix("jmp")?.split_whitespace().next()?;
+            u64::from_str_radix(target, 16).ok()
+        })
+        .collect()
+}
