@@ -580,9 +580,12 @@ fn check_slices(
             "{what}: tid {tid}: {s:?} for {c:?}: depth {d} relative to the truth's, not {off} as the other calls'"
         );
         // The level's last slice (a tail call hands it on) ends at the return.
+        // A slice that starts where the call ends is not handed on by a tail
+        // call (which runs at least the return itself): it is a signal
+        // handler entered right at the return, a new call of its own.
         let ends = got
             .iter()
-            .filter(|o| o.depth == s.depth && o.start >= s.start && o.start <= c.end)
+            .filter(|o| o.depth == s.depth && o.start >= s.start && o.start < c.end)
             .map(|o| o.end)
             .max()
             .unwrap();
