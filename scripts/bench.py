@@ -60,8 +60,16 @@ def sha(path):
     return h.hexdigest()
 
 
-def run_child(argv, timeout, mem_limit, stdout=subprocess.DEVNULL, env=None):
-    """Runs argv; returns dict(wall, cpu, rss_mb, status, out) from wait4."""
+def run_child(argv, timeout, mem_limit, stdout=None, env=None):
+    """Runs argv; returns dict(wall, cpu, rss_mb, status, out) from wait4.
+
+    Standard output goes to /dev/null opened write-only, as a shell's
+    `>/dev/null` opens it: subprocess.DEVNULL opens it read-write, which is
+    what Rust's runtime puts on a closed fd 1, and ptdec refuses to write
+    a report to a closed standard output."""
+    if stdout is None:
+        with open(os.devnull, "wb") as null:
+            return run_child(argv, timeout, mem_limit, null, env)
     def limits():
         if mem_limit:
             resource.setrlimit(resource.RLIMIT_AS, (mem_limit, mem_limit))

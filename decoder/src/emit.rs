@@ -613,10 +613,17 @@ impl Emitter {
         tid: u32,
         f: impl FnOnce(&mut Writer<Sink>, ThreadRef) -> ftf::Result<()>,
     ) -> Result<(), EmitError> {
-        let info = self.threads.get(&(pid, tid)).cloned();
+        // The thread's names are looked up (and copied) only the first time
+        // the window meets the thread, and the output's path only on an
+        // error: the profile showed both copies' allocations per slice.
+        let named = self.window(index)?.threads.contains(&(pid, tid));
+        let info = if named {
+            None
+        } else {
+            self.threads.get(&(pid, tid)).cloned()
+        };
         let w = self.window(index)?;
-        let path = w.path.clone();
-        let err = |source| EmitError::Ftf {
+        let err = |path: &Option<std::path::PathBuf>, source| EmitError::Ftf {
             path: path.clone().unwrap_or_else(|| "<output>".into()),
             source,
         };
@@ -624,18 +631,23 @@ impl Emitter {
             pid: pid.into(),
             tid: tid.into(),
         };
-        if w.threads.insert((pid, tid)) {
+        if !named {
+            w.threads.insert((pid, tid));
             let (name, process) = match &info {
                 Some(i) => (i.name.as_str(), i.process.as_str()),
                 None => ("", ""),
             };
             if w.processes.insert(pid) {
-                w.writer.process(pid.into(), process).map_err(err)?;
+                w.writer
+                    .process(pid.into(), process)
+                    .map_err(|e| err(&w.path, e))?;
             }
-            w.writer.thread(pid.into(), tid.into(), name).map_err(err)?;
+            w.writer
+                .thread(pid.into(), tid.into(), name)
+                .map_err(|e| err(&w.path, e))?;
         }
         w.events += 1;
-        f(&mut w.writer, th).map_err(err)
+        f(&mut w.writer, th).map_err(|e| err(&w.path, e))
     }
 
     /// Writes one slice (cut into the windows it crosses, folded when too
@@ -901,8 +913,10 @@ impl Emitter {
         cut: Option<&str>,
         (folded, levels): (u64, i32),
     ) -> Result<(), EmitError> {
-        let mut args: Vec<Arg> = Vec::with_capacity(6);
         let gap_text;
+        // At most 8: insns, cycles, addr, module, unknown_start, cut, folded,
+        // folded_levels.
+        let mut args: arrayvec::ArrayVec<Arg, 8> = arrayvec::ArrayVec::new();
         let (cat, name): (&str, &str) = match &s.kind {
             SliceKind::Call {
                 func,
@@ -1114,10 +1128,10 @@ mod tests {
             r#"kernel_object process koid=10 name="prog""#,
             r#"kernel_object thread koid=11 name="worker" args={"process": koid(10)}"#,
             r#"instant ts=50 pid=10 tid=11 cat="comm" name="comm: renamed" args={"name": str("renamed")}"#,
-            r#"duration_complete ts=0 pid=10 tid=11 cat="call" name="main" end=100 args={"insns": u64(200), "cycles": u64(300), "addr": ptr(0x401000), "module": str("/bin/prog"), "unknown_start": bool(true)}"#,
+            r#"duration_complete ts=0 pid=10 tid=11 cat="call" name="main" end=100 args={"insns": u32(200), "cycles": u32(300), "addr": ptr(0x401000), "module": str("/bin/prog"), "unknown_start": bool(true)}"#,
             r#"duration_complete ts=20 pid=10 tid=11 cat="untraced" name="[kernel]" end=30 args={"ip": ptr(0x401010)}"#,
-            r#"duration_complete ts=100 pid=10 tid=11 cat="gap" name="[gap: decode error]" end=110 args={"reason": str("bad packet"), "offset": u64(64)}"#,
-            r#"instant ts=100 pid=10 tid=11 cat="gap" name="[decode error]" args={"reason": str("bad packet"), "offset": u64(64)}"#,
+            r#"duration_complete ts=100 pid=10 tid=11 cat="gap" name="[gap: decode error]" end=110 args={"reason": str("bad packet"), "offset": u32(64)}"#,
+            r#"instant ts=100 pid=10 tid=11 cat="gap" name="[decode error]" args={"reason": str("bad packet"), "offset": u32(64)}"#,
         ];
         assert_eq!(got, want, "{got:#?}");
     }
@@ -1246,11 +1260,11 @@ mod tests {
                     .next()
                     .unwrap();
                 let folded = l
-                    .split("\"folded\": u64(")
+                    .split("\"folded\": u32(")
                     .nth(1)
                     .map_or("-", |r| r.split(')').next().unwrap());
                 let levels = l
-                    .split("\"folded_levels\": u64(")
+                    .split("\"folded_levels\": u32(")
                     .nth(1)
                     .map_or("-", |r| r.split(')').next().unwrap());
                 format!("{name} {folded} {levels}")

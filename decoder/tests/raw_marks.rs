@@ -158,7 +158,9 @@ fn marks(bytes: &[u8]) -> Vec<(String, String, Vec<String>)> {
             .args
             .iter()
             .map(|a| match &a.value {
-                Value::U64(x) => format!("{}={x:#x}", a.name),
+                v @ (Value::U32(_) | Value::U64(_)) => {
+                    format!("{}={:#x}", a.name, v.as_u64().unwrap_or_default())
+                }
                 Value::Pointer(x) => format!("{}=ptr:{x:#x}", a.name),
                 Value::Bool(b) => format!("{}={b}", a.name),
                 other => format!("{}={other:?}", a.name),

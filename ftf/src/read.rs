@@ -570,6 +570,18 @@ impl Parser {
     }
 }
 
+impl Value {
+    /// The value of an unsigned integer argument, 32- or 64-bit (the writer
+    /// writes a 64-bit value that fits in 32 bits as a 32-bit one).
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U32(v) => Some(v.into()),
+            Value::U64(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -944,7 +956,7 @@ mod tests {
         assert!(
             text.contains(
                 "duration_complete ts=1 pid=1 tid=2 cat=\"c\" name=\"n\" end=2 \
-             args={\"s\": str(\"v\"), \"x\": u64(3)}"
+             args={\"s\": str(\"v\"), \"x\": u32(3)}"
             ),
             "{text}"
         );

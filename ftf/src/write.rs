@@ -35,9 +35,9 @@ pub enum ArgValue<'a> {
     I32(i32),
     /// 32-bit unsigned integer.
     U32(u32),
-    /// 64-bit signed integer.
+    /// 64-bit signed integer (written as a 32-bit one when it fits).
     I64(i64),
-    /// 64-bit unsigned integer.
+    /// 64-bit unsigned integer (written as a 32-bit one when it fits).
     U64(u64),
     /// Double-precision float.
     F64(f64),
@@ -374,8 +374,16 @@ impl<W: Write> Writer<W> {
                 ArgValue::Null => (head(AT_NULL, 1, 0), None),
                 ArgValue::I32(v) => (head(AT_I32, 1, u64::from(v as u32)), None),
                 ArgValue::U32(v) => (head(AT_U32, 1, u64::from(v)), None),
-                ArgValue::I64(v) => (head(AT_I64, 2, 0), Some(v as u64)),
-                ArgValue::U64(v) => (head(AT_U64, 2, 0), Some(v)),
+                // A 64-bit value that fits in 32 bits is written as one:
+                // its word is the header's, half the bytes.
+                ArgValue::I64(v) => match i32::try_from(v) {
+                    Ok(v) => (head(AT_I32, 1, u64::from(v as u32)), None),
+                    Err(_) => (head(AT_I64, 2, 0), Some(v as u64)),
+                },
+                ArgValue::U64(v) => match u32::try_from(v) {
+                    Ok(v) => (head(AT_U32, 1, u64::from(v)), None),
+                    Err(_) => (head(AT_U64, 2, 0), Some(v)),
+                },
                 ArgValue::F64(v) => (head(AT_F64, 2, 0), Some(v.to_bits())),
                 ArgValue::Str(s) => {
                     let value = u64::from(self.string_ref(s)?);
@@ -524,6 +532,30 @@ mod tests {
     }
 
     #[test]
+    fn a_64_bit_value_that_fits_in_32_bits_takes_one_word() {
+        let event = |args: &[Arg]| {
+            let mut w = Writer::new(Vec::new(), 1).unwrap();
+            let t = w.thread(1, 2, "t").unwrap();
+            w.duration_complete(t, "c", "n", 1, 2, args).unwrap();
+            let bytes = w.finish().unwrap();
+            let records = read::parse(&bytes).unwrap();
+            match records.last().map(|r| &r.kind) {
+                Some(RecordKind::Event(e)) => (bytes.len(), e.args[0].value.clone()),
+                other => panic!("last record: {other:?}"),
+            }
+        };
+        let (small, v) = event(&[Arg::new("x", u64::from(u32::MAX))]);
+        assert_eq!(v, Value::U32(u32::MAX));
+        let (big, v) = event(&[Arg::new("x", 1u64 << 32)]);
+        assert_eq!(v, Value::U64(1 << 32));
+        assert_eq!(big - small, 8);
+        let (_, v) = event(&[Arg::new("x", i64::from(i32::MIN))]);
+        assert_eq!(v, Value::I32(i32::MIN));
+        let (_, v) = event(&[Arg::new("x", i64::from(i32::MIN) - 1)]);
+        assert_eq!(v, Value::I64(i64::from(i32::MIN) - 1));
+    }
+
+    #[test]
     fn every_record_kind_round_trips() {
         let mut w = Writer::with_provider(Vec::new(), 3_000_000_000, 7, "ptdec").unwrap();
         w.process(100, "prog").unwrap();
@@ -603,7 +635,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(values(&ev[0]), all_values());
-        assert_eq!(values(&ev[1]), [("v".to_string(), Value::U64(12))]);
+        assert_eq!(values(&ev[1]), [("v".to_string(), Value::U32(12))]);
         assert!(ev[2].args.is_empty());
         assert_eq!(values(&ev[3]), all_values()[..3]);
         assert_eq!(values(&ev[4]), all_values());
@@ -674,7 +706,7 @@ mod tests {
                     assert_eq!(e.thread.tid, 5000 + i as u64 % THREADS);
                     assert_eq!(e.thread.pid, 1000 + (i as u64 % THREADS) / 10);
                     assert_eq!(e.args[0].value, Value::Str(format!("mod_{i}")));
-                    assert_eq!(e.args[1].value, Value::U64(i as u64));
+                    assert_eq!(e.args[1].value, Value::U32(i as u32));
                     events += 1;
                 }
                 _ => {}

@@ -80,7 +80,7 @@ fn perf_and_ptdec_read_the_emulated_ptwrite_payloads_the_program_wrote() {
         .collect();
     assert_eq!(lines.len(), 6, "{dump}");
     assert!(
-        lines.iter().all(|l| l.contains(r#""insns": u64(131),"#)),
+        lines.iter().all(|l| l.contains(r#""insns": u32(131),"#)),
         "{lines:#?}"
     );
     common::perfetto_agrees_with_report(test, &r);
@@ -132,8 +132,8 @@ fn a_cbr_schedule_is_a_mhz_counter_in_ptdec_and_cbr_samples_in_perf() {
                     (e.category.as_str(), e.name.as_str()),
                     ("power", "cpu frequency")
                 );
-                let ftf::read::Value::U64(v) = e.args[0].value else {
-                    panic!("MHz is a u64: {e:?}")
+                let Some(v) = e.args[0].value.as_u64() else {
+                    panic!("MHz is an unsigned integer: {e:?}")
                 };
                 mhz.push(v);
             }

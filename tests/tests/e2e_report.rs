@@ -116,7 +116,7 @@ fn ftf_calls(bytes: &[u8]) -> Vec<Call> {
             continue;
         }
         let insns = e.args.iter().find_map(|a| match (&*a.name, &a.value) {
-            ("insns", Value::U64(n)) => Some(*n),
+            ("insns", v) => v.as_u64(),
             _ => None,
         });
         let partial = e

@@ -123,7 +123,7 @@ fn ptwrite_payloads_of_the_alder_lake_recording_equal_perfs() {
     // payloads out.
     let dump = ftf::read::dump(&report.written[0].bytes).unwrap();
     assert!(dump.contains(r#"name="cpu 4 frequency""#), "{dump}");
-    assert!(dump.contains(r#"{"MHz": u64(4700)}"#), "{dump}");
+    assert!(dump.contains(r#"{"MHz": u32(4700)}"#), "{dump}");
     let none = decode(
         &path,
         EmitOptions {

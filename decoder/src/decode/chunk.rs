@@ -48,6 +48,24 @@ pub(super) struct Run {
     /// Instructions and cycles of the run (its ops' stamps count from 0).
     pub insns: u64,
     pub cycles: u64,
+    /// Ops the ordering stage drops when it hands the run on (the first
+    /// op, the index of a CBR mark), instead of removing them from `ops`:
+    /// the profile showed those removals' copies of whole chunks.
+    pub skip: Skip,
+}
+
+/// See [`Run::skip`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Skip {
+    pub first: bool,
+    pub at: Option<usize>,
+}
+
+impl Skip {
+    /// Whether the op at `i` is dropped.
+    pub fn drops(self, i: usize) -> bool {
+        (self.first && i == 0) || self.at == Some(i)
+    }
 }
 
 /// What decoding one chunk counted.
@@ -803,6 +821,7 @@ impl ChunkDecoder<'_, '_, '_> {
             ops: self.pool.take(),
             insns: 0,
             cycles: 0,
+            skip: Skip::default(),
         });
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
             self.stats.lost_data += 1;

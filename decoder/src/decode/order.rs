@@ -126,7 +126,7 @@ impl<'o> Orderer<'o> {
         if !first && prev_open.is_some() && prev_open == out.sync_task {
             if let Some(r) = out.runs.first_mut() {
                 if matches!(r.ops.first(), Some(Op::Enabled { .. })) {
-                    r.ops.remove(0);
+                    r.skip.first = true;
                 }
             }
         }
@@ -182,7 +182,13 @@ impl<'o> Orderer<'o> {
     /// Hands one run of a thread to the sink.
     fn emit(&mut self, mut run: Run, sink: &mut dyn OpSink) {
         let mut ops = std::mem::take(&mut run.ops);
-        self.emit_ops(&run, ops.drain(..), sink);
+        let skip = run.skip;
+        let kept = ops
+            .drain(..)
+            .enumerate()
+            .filter(move |(i, _)| !skip.drops(*i))
+            .map(|(_, op)| op);
+        self.emit_ops(&run, kept, sink);
         self.pool.give(ops);
     }
 
@@ -266,7 +272,7 @@ fn drop_first_cbr(runs: &mut [Run]) {
             |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, Mark::Cbr { .. })),
         );
         if let Some(i) = at {
-            r.ops.remove(i);
+            r.skip.at = Some(i);
             return;
         }
     }
@@ -330,6 +336,7 @@ mod tests {
             ops,
             insns,
             cycles: 0,
+            skip: Default::default(),
         }
     }
 

@@ -165,11 +165,8 @@ pub fn ptwrites(bytes: &[u8]) -> Vec<(u64, u64)> {
                     .args
                     .iter()
                     .find(|a| a.name == "payload")
-                    .and_then(|a| match a.value {
-                        ftf::read::Value::U64(v) => Some(v),
-                        _ => None,
-                    })
-                    .expect("a ptwrite instant has a u64 payload");
+                    .and_then(|a| a.value.as_u64())
+                    .expect("a ptwrite instant has an unsigned payload");
                 out.push((e.thread.tid, payload));
             }
         }
