@@ -6,7 +6,9 @@ Generates Intel PT traces of about 10 MB, 100 MB and 1 GB with
 target/bench/, regenerated when ptsim, the program or the settings change),
 then runs on each trace, one tool at a time:
 
-  ptdec -j1, ptdec (all cores)   writing FTF to target/bench/out.ftf
+  ptdec -j1, ptdec on one core (taskset -c 0), ptdec (all cores),
+  ptdec -j8                      writing FTF to target/bench/out-j*.ftf
+                                 (the -j outputs must be byte-identical)
   ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
@@ -37,6 +39,7 @@ REL = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target
 BENCH = os.path.join(ROOT, "target", "bench")
 PROGS = os.path.join(BENCH, "programs")
 MB = 1 << 20
+PERFETTO = "ptdec check (Perfetto's importer)"
 
 # name, program, args, --repeat LOC, bytes of PT per extra iteration
 # (measured; sets K for a size), per-cpu CPUs, threads that repeat
@@ -203,15 +206,23 @@ def main():
         shutil.rmtree(home, ignore_errors=True)
         subprocess.run([sys.executable, "-c", PERF_HOME, trace, home], check=True)
         env = dict(os.environ, HOME=home, PAGER="cat")
+        ftfs = {j: os.path.join(BENCH, "out-j%d.ftf" % j) for j in (1, ncpu, 8)}
         tools = [
-            ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftf], True),
-            ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
+            ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftfs[1]], True),
+            # Everything on one core (the stages are threads of their own):
+            # what a core costs, against which the all-cores row is a
+            # speed-up.
+            ("ptdec 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
+            ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftfs[ncpu]], True),
+            ("ptdec -j8", [os.path.join(REL, "ptdec"), trace, "-q", "-j8", "-o", ftfs[8]], True),
             # The same decode aggregated instead of encoded: no more CPU
             # than FTF, memory flat (issue 22).
             ("ptdec report -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--slowest", "10"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
             ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
         ]
+        seen = set()
+        tools = [t for t in tools if not (t[0] in seen or seen.add(t[0]))]
         res = {}
         for tool, argv, grows in tools:
             key = tool.split()[0] + (" -j1" if tool.endswith("-j1") else "")
@@ -260,18 +271,25 @@ def main():
         # What users will see: the last FTF ptdec wrote, loaded into
         # Perfetto's importer (`ptdec check`). Skipped for FTFs over 2 GB
         # (trace_processor holds the whole trace in memory).
-        if res.get(jn_name(ncpu), {}).get("state") == "ok" and os.path.exists(ftf):
+        # The same FTF bytes whatever -j is.
+        done = [j for j in sorted(ftfs) if res.get("ptdec -j%d" % j, {}).get("state") == "ok"]
+        if len(done) > 1:
+            same = len({sha(ftfs[j]) for j in done}) == 1
+            checks.append((name, size_name, "ptdec's FTF of %s" % ", ".join("-j%d" % j for j in done), "%s" % (
+                "byte-identical" if same else "DIFFERENT")))
+        if res.get(jn_name(ncpu), {}).get("state") == "ok" and os.path.exists(ftfs[ncpu]):
+            shutil.copy(ftfs[ncpu], ftf)
             tp = os.environ.get("PT_TRACE_PROCESSOR")
             if not tp:
-                checks.append((name, size_name, "not run: PT_TRACE_PROCESSOR does not name a trace_processor_shell"))
+                checks.append((name, size_name, PERFETTO, "not run: PT_TRACE_PROCESSOR does not name a trace_processor_shell"))
             elif os.path.getsize(ftf) > 2 * (1 << 30):
-                checks.append((name, size_name, "not run: the FTF is over 2 GB"))
+                checks.append((name, size_name, PERFETTO, "not run: the FTF is over 2 GB"))
             else:
                 r = subprocess.run([os.path.join(REL, "ptdec"), "check", "--trace-processor", tp, ftf],
                                    capture_output=True, text=True, timeout=args.timeout)
                 lines = (r.stdout + r.stderr).strip().splitlines()
-                checks.append((name, size_name, ("ok: " if r.returncode == 0 else "FAILED: ") + " / ".join(lines[-3:])))
-            print("bench: %s %s perfetto: %s" % (name, size_name, checks[-1][2]), file=sys.stderr, flush=True)
+                checks.append((name, size_name, PERFETTO, ("ok: " if r.returncode == 0 else "FAILED: ") + " / ".join(lines[-3:])))
+            print("bench: %s %s perfetto: %s" % (name, size_name, checks[-1][3]), file=sys.stderr, flush=True)
         # A 10 ms window from the middle of the trace (--start @NS
         # --duration 10ms): the cost should follow the window, not the trace.
         info = subprocess.run([os.path.join(REL, "ptdec"), "info", trace], capture_output=True, text=True)
@@ -307,13 +325,23 @@ def main():
         def wall(t):
             c = res.get(t, {})
             return c.get("wall") if c.get("state") == "ok" else None
-        j1, jn = "ptdec -j1", "ptdec -j%d" % ncpu
-        res[j1]["ratio"] = "CPU: %s x perf, %s x libipt; wall: %s x perf, %s x libipt" % (
-            fmt(cpu(j1) / cpu("perf script")) if cpu(j1) and cpu("perf script") else "–",
-            fmt(cpu(j1) / cpu("bare libipt")) if cpu(j1) and cpu("bare libipt") else "–",
-            fmt(wall(j1) / wall("perf script")) if wall(j1) and wall("perf script") else "–",
-            fmt(wall(j1) / wall("bare libipt")) if wall(j1) and wall("bare libipt") else "–")
-        res[jn]["ratio"] = "wall: %s x -j1" % (fmt(wall(jn) / wall(j1)) if wall(jn) and wall(j1) else "–")
+        j1, jn, one = "ptdec -j1", "ptdec -j%d" % ncpu, "ptdec 1 core"
+        def ratio(a, b):
+            return fmt(a / b) if a and b else "–"
+        per_call = "–"
+        if res.get(j1, {}).get("state") == "ok" and calls:
+            per_call = "%.1f" % (os.path.getsize(ftfs[1]) / calls)
+        if j1 in res:
+            res[j1]["ratio"] = "CPU: %s x perf, %s x libipt; wall: %s x perf, %s x libipt; FTF %s B/call" % (
+                ratio(cpu(j1), cpu("perf script")), ratio(cpu(j1), cpu("bare libipt")),
+                ratio(wall(j1), wall("perf script")), ratio(wall(j1), wall("bare libipt")), per_call)
+        if one in res:
+            res[one]["ratio"] = "CPU: %s x libipt (target <= 2)" % ratio(cpu(one), cpu("bare libipt"))
+        if jn in res:
+            res[jn]["ratio"] = "wall: %s x -j1, %s x 1 core (target <= 0.56)" % (
+                ratio(wall(jn), wall(j1)), ratio(wall(jn), wall(one)))
+        if "ptdec -j8" in res and ncpu != 8:
+            res["ptdec -j8"]["ratio"] = "wall: %s x -j%d" % (ratio(wall("ptdec -j8"), wall(jn)), ncpu)
         if "ptdec report -j1" in res:
             res["ptdec report -j1"]["ratio"] = "CPU: %s x ptdec -j1 (FTF)" % (
                 fmt(cpu("ptdec report -j1") / cpu(j1)) if cpu("ptdec report -j1") and cpu(j1) else "–")
@@ -332,7 +360,7 @@ def main():
     print()
     # peak RSS at 1 GB over peak RSS at 10 MB, per workload and tool
     for name in names:
-        for tool in ["ptdec -j1", "ptdec -j%d" % ncpu, "ptdec report -j1", "perf script", "bare libipt"]:
+        for tool in ["ptdec -j1", "ptdec 1 core", "ptdec -j%d" % ncpu, "ptdec report -j1", "perf script", "bare libipt"]:
             small = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "10MB" and t == tool]
             big = [c for (n, s, _, _, _, t, c) in rows if n == name and s == "1GB" and t == tool]
             if small and big:
@@ -340,8 +368,8 @@ def main():
                     print("peak RSS 1GB/10MB %s %s: %.1f" % (name, tool, big[0]["rss_mb"] / small[0]["rss_mb"]))
                 else:
                     print("peak RSS 1GB/10MB %s %s: – (1GB: %s)" % (name, tool, big[0]["state"]))
-    for name, size_name, state in checks:
-        print("ptdec check (Perfetto's importer) %s %s: %s" % (name, size_name, state))
+    for name, size_name, what, state in checks:
+        print("%s %s: %s: %s" % (name, size_name, what, state))
     print("runs per cell: median of %d (1 GB traces: 1); %d CPUs; memory budget %.0f GB" % (args.runs, ncpu, budget / (1 << 30)))
     for name, size_name, mb, trace, gen in traces:
         if gen:
