@@ -17,6 +17,7 @@ pub mod interp;
 pub mod min_duration;
 pub mod ops;
 pub mod outfile;
+pub mod pevent;
 pub mod pipeline;
 pub mod raw;
 pub mod report;

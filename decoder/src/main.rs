@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use ptdec::cli::args::{CheckArgs, DecodeArgs, ImageArgs, RawArgs, ReportArgs};
 use ptdec::cli::{check, decode, decode_raw, dump, info, on_interrupt, report};
@@ -115,14 +115,19 @@ fn version() -> &'static str {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Sideband settings apply to the files after them (as in ptxed).
+    let order = matches
+        .subcommand_matches("raw")
+        .map(ptdec::cli::args::PeventArgs::order);
     on_interrupt();
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
         Some(Command::Report(args)) => report(args),
         Some(Command::Dump { file }) => dump(&file),
         Some(Command::Check { file, tp }) => check(&file, &tp),
-        Some(Command::Raw(args)) => decode_raw(args),
+        Some(Command::Raw(args)) => decode_raw(args, order.as_ref()),
         None => decode(cli.decode),
     };
     match result {

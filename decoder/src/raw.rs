@@ -257,6 +257,42 @@ fn checked_range(what: &'static str, r: &FileRange, size: u64) -> Result<(u64, u
     Ok((r.from, to))
 }
 
+/// An ELF file's image, its load bias and the sections of its PT_LOAD
+/// segments with file bytes.
+fn load_elf(e: &ElfSpec) -> Result<(Arc<Image>, u64, Vec<RawSection>), RawError> {
+    let search = Arc::new(SearchPath::default());
+    let img = Arc::new(Image::load(&e.path.to_string_lossy(), &e.path, search)?);
+    if !img.is_elf {
+        return Err(RawError::NotElf {
+            path: e.path.clone(),
+        });
+    }
+    let loads: Vec<_> = img.segments.iter().filter(|s| s.filesz > 0).collect();
+    if loads.is_empty() {
+        return Err(RawError::NoSegments {
+            path: e.path.clone(),
+        });
+    }
+    // ptxed's rule: BASE places the lowest PT_LOAD; 0 means no shift.
+    let bias = match e.base.filter(|&b| b != 0) {
+        Some(base) => {
+            let low = img.segments.iter().map(|s| s.vaddr).min().unwrap_or(0);
+            base.wrapping_sub(low)
+        }
+        None => 0,
+    };
+    let sections = loads
+        .iter()
+        .map(|s| RawSection {
+            path: e.path.clone(),
+            offset: s.file_offset,
+            size: s.filesz,
+            vaddr: s.vaddr.wrapping_add(bias),
+        })
+        .collect();
+    Ok((img, bias, sections))
+}
+
 impl RawInput {
     /// Reads the trace and checks every image file and range.
     pub fn load(pt: &FileRange, elfs: &[ElfSpec], raws: &[RawSpec]) -> Result<RawInput, RawError> {
@@ -277,47 +313,17 @@ impl RawInput {
             .to_vec();
         let mut sections = Vec::new();
         let mut modules = Vec::new();
-        let search = Arc::new(SearchPath::default());
         for e in elfs {
-            let img = Arc::new(Image::load(
-                &e.path.to_string_lossy(),
-                &e.path,
-                search.clone(),
-            )?);
-            if !img.is_elf {
-                return Err(RawError::NotElf {
-                    path: e.path.clone(),
-                });
-            }
-            let loads: Vec<_> = img.segments.iter().filter(|s| s.filesz > 0).collect();
-            if loads.is_empty() {
-                return Err(RawError::NoSegments {
-                    path: e.path.clone(),
-                });
-            }
-            // ptxed's rule: BASE places the lowest PT_LOAD; 0 means no shift.
-            let bias = match e.base.filter(|&b| b != 0) {
-                Some(base) => {
-                    let low = img.segments.iter().map(|s| s.vaddr).min().unwrap_or(0);
-                    base.wrapping_sub(low)
-                }
-                None => 0,
-            };
-            for s in loads {
-                let vaddr = s.vaddr.wrapping_add(bias);
-                sections.push(RawSection {
-                    path: e.path.clone(),
-                    offset: s.file_offset,
-                    size: s.filesz,
-                    vaddr,
-                });
+            let (img, bias, secs) = load_elf(e)?;
+            for s in secs {
                 modules.push(Module {
-                    start: vaddr,
-                    end: vaddr.saturating_add(s.filesz),
+                    start: s.vaddr,
+                    end: s.vaddr.saturating_add(s.size),
                     name: e.path.to_string_lossy().into_owned(),
                     image: Some(img.clone()),
                     bias,
                 });
+                sections.push(s);
             }
         }
         for r in raws {
@@ -343,6 +349,11 @@ impl RawInput {
             sections,
             modules,
         })
+    }
+
+    /// The sections of an `--elf FILE[:BASE]` (also `--pevent:kcore`).
+    pub fn elf_sections(e: &ElfSpec) -> Result<Vec<RawSection>, RawError> {
+        load_elf(e).map(|(_, _, s)| s)
     }
 
     /// The module holding `addr` (the last one given wins where they overlap).

@@ -36,10 +36,30 @@ const LIBIPT_DEFECTS: &[(&str, &str)] = &[(
      not the second jump at 0x1003",
 )];
 
-/// The pevent tests need ptxed's `--pevent` sideband options (the `.sb`
-/// files pttc writes); `ptdec raw` takes no sideband.
-fn needs_sideband(files: &[String]) -> bool {
-    files.iter().any(|f| f.ends_with(".sb"))
+/// ptxed's sideband options for the `.sb` files pttc wrote, as libipt's
+/// `script/test.bash` makes them from each file's name
+/// (`NAME-pevent-primary,sample-type=0x4,time-zero=0x0.sb`: the settings,
+/// then `--pevent:primary FILE`). The files are named relative to the
+/// directory ptdec runs in, as ptxed's are.
+fn sideband_options(name: &str, files: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in files.iter().filter(|f| f.ends_with(".sb")) {
+        let part = f
+            .strip_suffix(".sb")
+            .and_then(|b| b.strip_prefix(&format!("{name}-")))
+            .unwrap_or_else(|| panic!("{name}: unexpected sideband file name {f}"));
+        let (prefix, settings) = part.split_once(',').unwrap_or((part, ""));
+        let (format_part, prio) = prefix.rsplit_once('-').expect("FORMAT-PRIO");
+        let format = format_part.rsplit('-').next().unwrap();
+        for kv in settings.split(',').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            out.push(format!("--{format}:{k}"));
+            out.push(v.to_string());
+        }
+        out.push(format!("--{format}:{prio}"));
+        out.push(f.clone());
+    }
+    out
 }
 
 /// The libipt source tree ptdec was built from: `LIBIPT_SRC`, else the copy
@@ -75,7 +95,7 @@ fn build_pttc(test: &str, tree: &Path) -> Option<PathBuf> {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let build = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pttc-{key}"));
+    let build = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pttc-pevent-{key}"));
     let pttc = build.join("bin/pttc");
     let run = |c: &mut Command| {
         let out = c.output().expect("run cmake/make");
@@ -94,6 +114,9 @@ fn build_pttc(test: &str, tree: &Path) -> Option<PathBuf> {
             .arg(&build)
             .args([
                 "-DPTTC=ON",
+                // pttc writes the `.sb` files of `@sb` directives.
+                "-DSIDEBAND=ON",
+                "-DPEVENT=ON",
                 "-DBUILD_SHARED_LIBS=OFF",
                 "-DCMAKE_BUILD_TYPE=Release",
             ]));
@@ -141,6 +164,8 @@ fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
         let addr = l.strip_prefix("? ").unwrap_or(l);
         if addr.len() == 16 && addr.bytes().all(|b| b.is_ascii_hexdigit()) {
             lines.push(addr.to_string());
+        } else if is_sideband_note(l) {
+            lines.push(l.to_string());
         } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
             // `[overflow]`, or with --event:time `[TIME  overflow]`.
             lines.push("[overflow]".to_string());
@@ -158,6 +183,11 @@ fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
     (lines, count)
 }
 
+/// A sideband warning or error: `[FILE:OFFSET sideband warning: MESSAGE]`.
+fn is_sideband_note(l: &str) -> bool {
+    l.starts_with('[') && (l.contains(" sideband warning: ") || l.contains(" sideband error: "))
+}
+
 /// ptdec's listing reduced the same way.
 fn normalize_list(list: &str) -> Vec<String> {
     list.lines()
@@ -166,6 +196,7 @@ fn normalize_list(list: &str) -> Vec<String> {
                 || *l == "[overflow]"
                 || l.contains(": error: ")
                 || l.contains(": sync error: ")
+                || is_sideband_note(l)
         })
         .map(str::to_string)
         .collect()
@@ -196,8 +227,9 @@ fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), Strin
                     out.push(value().ok_or(format!("{w} without a value"))?);
                     i += 1;
                 }
-                // ptdec raw takes ptxed's address-filter options as they are.
-                _ if w.starts_with("--filter:addr") => {
+                // ptdec raw takes ptxed's address-filter and sideband
+                // options as they are.
+                _ if w.starts_with("--filter:addr") || w.starts_with("--pevent:") => {
                     out.push(w.to_string());
                     out.push(value().ok_or(format!("{w} without a value"))?);
                     i += 1;
@@ -205,13 +237,17 @@ fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), Strin
                 // Output only: which events are printed, statistics, block
                 // boundaries, the decoder kind (block and instruction
                 // decoders decode the same flow), timing calibration.
+                // Events that change when sideband is applied, and
+                // whether its warnings are listed.
+                "--event:tick" | "--event:iflags" | "--sb:warn" => out.push(w.to_string()),
+                // How sideband records are printed.
+                "--sb:compact" | "--sb" | "--sb:verbose" | "--sb:filename" | "--sb:offset"
+                | "--sb:time" | "--sb:switch" => {}
                 "--quiet"
                 | "--stat"
                 | "--stat:insn"
                 | "--stat:blocks"
                 | "--event:ip"
-                | "--event:iflags"
-                | "--event:tick"
                 | "--event:time"
                 | "--block-decoder"
                 | "--insn-decoder"
@@ -234,6 +270,9 @@ fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), Strin
 struct Outcome {
     runs: usize,
     equal: usize,
+    /// Of them, runs with perf_event sideband.
+    sideband_runs: usize,
+    sideband_equal: usize,
     failures: Vec<String>,
     not_applicable: Vec<String>,
 }
@@ -247,23 +286,30 @@ fn libipt_ptt_suite_matches_ptxed() {
     let Some(pttc) = build_pttc(test, &tree) else {
         return;
     };
-    let src = tree.join("test/src");
-    let mut ptts: Vec<PathBuf> = std::fs::read_dir(&src)
-        .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "ptt"))
-        .collect();
-    ptts.sort();
+    // The core tests, and those of perf_event sideband (test/pevent).
+    let mut ptts: Vec<PathBuf> = Vec::new();
+    for sub in ["test/src", "test/pevent/src"] {
+        let src = tree.join(sub);
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&src)
+            .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ptt"))
+            .collect();
+        v.sort();
+        ptts.extend(v);
+    }
     assert!(
         ptts.len() > 150,
         "only {} .ptt files in {}",
         ptts.len(),
-        src.display()
+        tree.display()
     );
     let work = tempfile::tempdir().unwrap();
     let mut o = Outcome {
         runs: 0,
         equal: 0,
+        sideband_runs: 0,
+        sideband_equal: 0,
         failures: Vec::new(),
         not_applicable: Vec::new(),
     };
@@ -271,10 +317,13 @@ fn libipt_ptt_suite_matches_ptxed() {
         run_ptt(&pttc, ptt, work.path(), &mut o);
     }
     eprintln!(
-        "ptt suite: {} files, {} runs, {} equal to ptxed, {} not applicable:\n  {}",
+        "ptt suite: {} files, {} runs, {} equal to ptxed ({} runs with sideband, {} equal), \
+         {} not applicable:\n  {}",
         ptts.len(),
         o.runs,
         o.equal,
+        o.sideband_runs,
+        o.sideband_equal,
         o.not_applicable.len(),
         o.not_applicable.join("\n  ")
     );
@@ -324,11 +373,6 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             ));
             continue;
         }
-        if needs_sideband(&files) {
-            o.not_applicable
-                .push(format!("{name}: perf_event sideband (ptxed --pevent)"));
-            continue;
-        }
         // `X-ptxed.exp`, or `X-ptxed-cpu_F_M.exp` for a `; cpu` line.
         let Some(exp) = files
             .iter()
@@ -337,6 +381,8 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             continue; // a ptdump-only test
         };
         o.runs += 1;
+        let sideband = files.iter().any(|f| f.ends_with(".sb"));
+        o.sideband_runs += usize::from(sideband);
         let (mut args, _resync) = match map_options(&opts, &dir) {
             Ok(a) => a,
             Err(why) => {
@@ -359,6 +405,8 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
                 dir.join(format!("{name}.bin")).display()
             ))
             .args(&args)
+            .args(sideband_options(&name, &files))
+            .current_dir(&dir)
             .arg("--insn-list")
             .arg(&list)
             .arg("-q")
@@ -407,6 +455,7 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             }
         } else if same {
             o.equal += 1;
+            o.sideband_equal += usize::from(sideband);
         } else {
             o.failures.push(format!(
                 "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {want:?} (insn count {count:?})\n  ptdec: {got:?}"

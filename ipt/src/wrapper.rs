@@ -227,6 +227,18 @@ impl Config {
         b.set_end_on_jump(u32::from(end_on_jump));
     }
 
+    /// Block decoder events ptxed asks for with `--event:tick` and
+    /// `--event:iflags`: a tick at every timing packet that binds to an
+    /// instruction, and interrupt-flag changes. Beyond what they report,
+    /// they are the moments perf sideband is applied at (libipt-sb's
+    /// `pt_sb_event` runs on every event).
+    pub fn set_block_events(&mut self, tick: bool, iflags: bool) {
+        // SAFETY: as in set_block_flags.
+        let b = unsafe { &mut self.raw.flags.variant.block };
+        b.set_enable_tick_events(u32::from(tick));
+        b.set_enable_iflags_events(u32::from(iflags));
+    }
+
     /// Keep timing calibration across an overflow (ptxed's
     /// `--block:keep-tcal-on-ovf`).
     pub fn set_keep_tcal_on_ovf(&mut self, keep: bool) {
@@ -675,6 +687,30 @@ impl Event {
     /// The TSC, when the event has one.
     pub fn tsc(&self) -> Option<u64> {
         (self.raw.has_tsc() != 0).then_some(self.raw.tsc)
+    }
+
+    /// libipt's time at the event (`tsc`), also when it has no TSC of
+    /// its own (`has_tsc` clear): libipt-sb orders sideband by it either way.
+    pub fn time_tsc(&self) -> u64 {
+        self.raw.tsc
+    }
+
+    /// The IP of the kinds [`EventKind::Other`] covers that name one: a
+    /// tick, a TIP (always), a TSX state change and an iflags change;
+    /// `None` when suppressed or for any other kind.
+    pub fn other_ip(&self) -> Option<u64> {
+        let v = &self.raw.variant;
+        let unless_suppressed = |ip| (!self.ip_suppressed()).then_some(ip);
+        // SAFETY: each arm reads the union variant that `type_` names.
+        unsafe {
+            match self.raw.type_ {
+                ffi::ptev_tick => unless_suppressed(v.tick.ip),
+                ffi::ptev_tip => Some(v.tip.ip),
+                ffi::ptev_tsx => unless_suppressed(v.tsx.ip),
+                ffi::ptev_iflags => unless_suppressed(v.iflags.ip),
+                _ => None,
+            }
+        }
     }
 
     pub fn kind(&self) -> EventKind {

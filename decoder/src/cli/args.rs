@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::parse::{
-    parse_address, parse_chunk_size, parse_cpu, parse_filter_cfg, parse_hz, parse_jobs, parse_size,
-    parse_top,
+    parse_address, parse_chunk_size, parse_cpu, parse_filter_cfg, parse_hz, parse_jobs,
+    parse_sample_config, parse_size, parse_time_mult, parse_time_shift, parse_top, parse_u64,
 };
 use crate::raw;
 use crate::report::render;
@@ -189,6 +189,212 @@ pub struct RawArgs {
     pub marks: MarkArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub pevent: PeventArgs,
+    /// Have libipt report a tick at timing packets (ptxed --event:tick):
+    /// with --pevent, more moments at which sideband is applied.
+    #[arg(long = "event:tick")]
+    pub event_tick: bool,
+    /// Have libipt report interrupt-flag changes (ptxed --event:iflags;
+    /// Event Trace recordings): with --pevent, more such moments.
+    #[arg(long = "event:iflags")]
+    pub event_iflags: bool,
+}
+
+/// perf_event sideband in ptxed's option names and forms: each setting
+/// applies to the `--pevent:primary/secondary` files given after it, as in
+/// ptxed. The image follows MMAP, COMM.EXEC, FORK, ITRACE_START and the
+/// context switches of the primary files (`crate::pevent`).
+#[derive(clap::Args)]
+#[command(next_help_heading = "perf_event sideband (as ptxed)")]
+pub struct PeventArgs {
+    /// Sideband of the traced CPU (or thread), whose context switches and
+    /// ITRACE_START change the image. Example: --pevent:primary cpu0.sb
+    #[arg(long = "pevent:primary", value_name = "FILE[:FROM[-TO]]", value_parser = raw::parse_file_range)]
+    pub primary: Vec<raw::FileRange>,
+    /// Sideband of other CPUs: its MMAP, FORK and COMM.EXEC records count.
+    /// Example: --pevent:secondary cpu1.sb
+    #[arg(long = "pevent:secondary", value_name = "FILE[:FROM[-TO]]", value_parser = raw::parse_file_range)]
+    pub secondary: Vec<raw::FileRange>,
+    /// perf_event_attr.sample_type of the records (default 0). Example:
+    /// --pevent:sample-type 0x10086
+    #[arg(long = "pevent:sample-type", value_name = "N", value_parser = parse_u64)]
+    pub sample_type: Vec<u64>,
+    /// The sample_type of the records whose sample identifier is ID
+    /// (repeatable; TYPE must have PERF_SAMPLE_IDENTIFIER).
+    /// Example: --pevent:sample-config 42:0x10086
+    #[arg(long = "pevent:sample-config", value_name = "ID:TYPE", value_parser = parse_sample_config)]
+    pub sample_config: Vec<(u64, u64)>,
+    /// perf_event_mmap_page.time_zero (record times to TSC; default 0).
+    /// Example: --pevent:time-zero 0xfffffff7b4d2b16a
+    #[arg(long = "pevent:time-zero", value_name = "N", value_parser = parse_u64)]
+    pub time_zero: Vec<u64>,
+    /// perf_event_mmap_page.time_shift (default 0, less than 64).
+    /// Example: --pevent:time-shift 31
+    #[arg(long = "pevent:time-shift", value_name = "N", value_parser = parse_time_shift)]
+    pub time_shift: Vec<u16>,
+    /// perf_event_mmap_page.time_mult (default 1, not 0).
+    /// Example: --pevent:time-mult 1789569706
+    #[arg(long = "pevent:time-mult", value_name = "N", value_parser = parse_time_mult)]
+    pub time_mult: Vec<u32>,
+    /// Apply the records N TSC ticks earlier (two's complement: later).
+    /// Example: --pevent:tsc-offset 0x100
+    #[arg(long = "pevent:tsc-offset", value_name = "N", value_parser = parse_u64)]
+    pub tsc_offset: Vec<u64>,
+    /// Where kernel addresses start, to know when the trace is in the
+    /// kernel (default: none is). Example: --pevent:kernel-start 0xffffffff80000000
+    #[arg(long = "pevent:kernel-start", value_name = "ADDR", value_parser = parse_address)]
+    pub kernel_start: Vec<u64>,
+    /// Prepended (as a string) to the file names of MMAP records.
+    /// Example: --pevent:sysroot /mnt/target
+    #[arg(long = "pevent:sysroot", value_name = "DIR")]
+    pub sysroot: Vec<String>,
+    /// A kernel ELF image (kcore), in every process's image.
+    /// Example: --pevent:kcore kcore_dir/kcore
+    #[arg(long = "pevent:kcore", value_name = "FILE[:BASE]", value_parser = raw::parse_elf)]
+    pub kcore: Vec<raw::ElfSpec>,
+    /// The vDSO of 64-bit processes (their `[vdso]` mappings).
+    /// Example: --pevent:vdso-x64 vdso.so
+    #[arg(long = "pevent:vdso-x64", value_name = "FILE")]
+    pub vdso_x64: Vec<PathBuf>,
+    /// The vDSO of x32 processes. Example: --pevent:vdso-x32 vdsox32.so
+    #[arg(long = "pevent:vdso-x32", value_name = "FILE")]
+    pub vdso_x32: Vec<PathBuf>,
+    /// The vDSO of 32-bit processes. Example: --pevent:vdso-ia32 vdso32.so
+    #[arg(long = "pevent:vdso-ia32", value_name = "FILE")]
+    pub vdso_ia32: Vec<PathBuf>,
+    /// List sideband warnings (lost records and sections) in --insn-list,
+    /// as ptxed --sb:warn; errors are listed always.
+    #[arg(long = "sb:warn")]
+    pub warn: bool,
+}
+
+/// Where each value of an option was on the command line (clap's
+/// indices), by the option's id; `None`: order unknown, every setting
+/// applies to every file.
+pub type ArgOrder = std::collections::HashMap<&'static str, Vec<usize>>;
+
+impl PeventArgs {
+    /// The ids of the settings, for [`PeventArgs::order`].
+    const IDS: [&'static str; 14] = [
+        "primary",
+        "secondary",
+        "sample_type",
+        "sample_config",
+        "time_zero",
+        "time_shift",
+        "time_mult",
+        "tsc_offset",
+        "kernel_start",
+        "sysroot",
+        "kcore",
+        "vdso_x64",
+        "vdso_x32",
+        "vdso_ia32",
+    ];
+
+    /// The command-line positions of the `raw` subcommand's sideband options.
+    pub fn order(m: &clap::ArgMatches) -> ArgOrder {
+        Self::IDS
+            .iter()
+            .filter_map(|&id| {
+                let i = m.indices_of(id)?.collect();
+                Some((id, i))
+            })
+            .collect()
+    }
+
+    /// Each sideband file with the settings ptxed gives it: for each
+    /// setting, the last value before the file (all values when the order
+    /// is unknown). A setting after the last file applies to none: an error.
+    pub fn specs(
+        &self,
+        order: Option<&ArgOrder>,
+    ) -> Result<Vec<crate::pevent::PeventSpec>, String> {
+        let pos = |id: &str, k: usize| {
+            order
+                .and_then(|o| o.get(id))
+                .and_then(|v| v.get(k).copied())
+        };
+        let mut files: Vec<(usize, raw::FileRange, bool)> = Vec::new();
+        for (k, f) in self.primary.iter().enumerate() {
+            files.push((pos("primary", k).unwrap_or(k), f.clone(), true));
+        }
+        for (k, f) in self.secondary.iter().enumerate() {
+            let at = pos("secondary", k).unwrap_or(self.primary.len() + k);
+            files.push((at, f.clone(), false));
+        }
+        files.sort_by_key(|f| f.0);
+        let last_file = files.last().map(|f| f.0);
+        // The value of a setting at `at`: its last one before it.
+        fn before<T: Clone>(
+            vals: &[T],
+            id: &'static str,
+            at: usize,
+            order: Option<&ArgOrder>,
+        ) -> Option<T> {
+            match order.and_then(|o| o.get(id)) {
+                Some(idx) => idx
+                    .iter()
+                    .zip(vals)
+                    .filter(|(&i, _)| i < at)
+                    .last()
+                    .map(|(_, v)| v.clone()),
+                None => vals.last().cloned(),
+            }
+        }
+        if let Some(o) = order {
+            for id in &Self::IDS[2..] {
+                let late = o.get(id).and_then(|v| v.iter().max()).copied();
+                if late.is_some_and(|i| last_file.is_none_or(|l| i > l)) {
+                    return Err(format!(
+                        "--pevent:{} is given after the last --pevent:primary/secondary \
+                         file and applies to none: give it before the file it is for (as ptxed)",
+                        id.replace('_', "-")
+                    ));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (at, file, primary) in files {
+            let d = crate::pevent::PeventConfig::default();
+            let sample_config = match order.and_then(|o| o.get("sample_config")) {
+                Some(idx) => idx
+                    .iter()
+                    .zip(&self.sample_config)
+                    .filter(|(&i, _)| i < at)
+                    .map(|(_, v)| *v)
+                    .collect(),
+                None => self.sample_config.clone(),
+            };
+            out.push(crate::pevent::PeventSpec {
+                file,
+                primary,
+                config: crate::pevent::PeventConfig {
+                    sample_type: before(&self.sample_type, "sample_type", at, order)
+                        .unwrap_or(d.sample_type),
+                    sample_config,
+                    time_zero: before(&self.time_zero, "time_zero", at, order)
+                        .unwrap_or(d.time_zero),
+                    time_shift: before(&self.time_shift, "time_shift", at, order)
+                        .unwrap_or(d.time_shift),
+                    time_mult: before(&self.time_mult, "time_mult", at, order)
+                        .unwrap_or(d.time_mult),
+                    tsc_offset: before(&self.tsc_offset, "tsc_offset", at, order)
+                        .unwrap_or(d.tsc_offset),
+                    kernel_start: before(&self.kernel_start, "kernel_start", at, order)
+                        .unwrap_or(d.kernel_start),
+                    sysroot: before(&self.sysroot, "sysroot", at, order),
+                    vdso: [
+                        before(&self.vdso_x64, "vdso_x64", at, order),
+                        before(&self.vdso_x32, "vdso_x32", at, order),
+                        before(&self.vdso_ia32, "vdso_ia32", at, order),
+                    ],
+                },
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// The address filters a raw trace was recorded with, in ptxed's option

@@ -20,6 +20,38 @@ pub fn parse_address(s: &str) -> Result<u64, String> {
     raw::parse_num(s).ok_or_else(|| format!("{s:?} is not an address (decimal or 0x hex)"))
 }
 
+/// A number: decimal or 0x hex, up to 2^64-1.
+pub fn parse_u64(s: &str) -> Result<u64, String> {
+    raw::parse_num(s)
+        .ok_or_else(|| format!("{s:?} is not a number (decimal or 0x hex, below 2^64)"))
+}
+
+/// `--pevent:time-shift`: below 64 (a shift by more is undefined).
+pub fn parse_time_shift(s: &str) -> Result<u16, String> {
+    match raw::parse_num(s) {
+        Some(v @ 0..=63) => Ok(v as u16),
+        _ => Err(format!("{s:?}: time_shift is a number from 0 to 63")),
+    }
+}
+
+/// `--pevent:time-mult`: 1 to 2^32-1 (record times are divided by it).
+pub fn parse_time_mult(s: &str) -> Result<u32, String> {
+    match raw::parse_num(s).map(u32::try_from) {
+        Some(Ok(v)) if v > 0 => Ok(v),
+        _ => Err(format!("{s:?}: time_mult is a number from 1 to 0xffffffff")),
+    }
+}
+
+/// `--pevent:sample-config ID:TYPE`.
+pub fn parse_sample_config(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s:?}: give IDENTIFIER:SAMPLE_TYPE, e.g. 42:0x10086");
+    let (id, ty) = s.split_once(':').ok_or_else(bad)?;
+    Ok((
+        raw::parse_num(id).ok_or_else(bad)?,
+        raw::parse_num(ty).ok_or_else(bad)?,
+    ))
+}
+
 /// ADDRn_CFG: 0, 1 or 2 (the values IA32_RTIT_CTL defines).
 pub fn parse_filter_cfg(s: &str) -> Result<u32, String> {
     match raw::parse_num(s) {

@@ -7,13 +7,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::args::{Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, RawArgs};
+use super::args::{ArgOrder, Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, RawArgs};
 use super::insn_list::{same_output, InsnList};
 use super::parse::{parse_duration, parse_time, TimeArg};
-use crate::decode::{DecodeOptions, RawConfig};
+use crate::decode::{DecodeOptions, RawConfig, SidebandRef};
 use crate::emit::{EmitOptions, Target, TimeAxis};
 use crate::images::{ImageStore, SearchPath};
 use crate::input::Trace;
+use crate::pevent::Sideband;
 use crate::pipeline::{self, Report, RunError, RunOptions};
 use crate::raw::RawInput;
 use crate::summary::{self, Progress};
@@ -258,9 +259,27 @@ fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
 }
 
 /// `ptdec raw`: raw Intel PT decoded as one thread into FTF.
-pub fn decode_raw(a: RawArgs) -> Result<()> {
+/// `order`: where the sideband options were on the command line (each
+/// setting applies to the files after it); `None`: to every file.
+pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
+    let specs = a.pevent.specs(order).map_err(anyhow::Error::msg)?;
+    let sideband = if specs.is_empty() && a.pevent.kcore.is_empty() {
+        None
+    } else {
+        let mut sb = Sideband::load(&specs, &a.pevent.kcore)?;
+        sb.list_warnings = a.pevent.warn;
+        if !sb.missing.is_empty() && !a.quiet {
+            let names: Vec<String> = sb.missing.iter().map(|p| p.display().to_string()).collect();
+            eprintln!(
+                "ptdec: warning: files the sideband maps do not exist, their code is missing \
+                 (give --pevent:sysroot DIR where they are): {}",
+                names.join(", ")
+            );
+        }
+        Some(SidebandRef(std::sync::Arc::new(sb)))
+    };
     let cfg = RawConfig {
         cpu: a.cpu.and_then(|c| c.0),
         mtc_freq: a.mtc_freq,
@@ -271,6 +290,9 @@ pub fn decode_raw(a: RawArgs) -> Result<()> {
         cycles: a.time_axis == Some(Axis::Cycles),
         next_psb_on_error: a.on_error == OnError::NextPsb,
         addr_filters: a.filter.ranges(),
+        tick_events: a.event_tick,
+        iflags_events: a.event_iflags,
+        sideband,
     };
     if let Some(list) = a.insn_list.as_deref().filter(|l| same_output(l, &a.output)) {
         bail!(

@@ -306,6 +306,8 @@ fn decode_chunk_from(
         task: None,
         image: None,
         image_until: 0,
+        sb: setup.sideband().map(crate::pevent::Session::new),
+        sb_installed: None,
         next_switch: u64::MAX,
         pending: None,
         need_enable: true,
@@ -369,6 +371,10 @@ struct ChunkDecoder<'i, 's, 't> {
     /// (pid, version) of the image in the decoder, and until when it holds.
     image: Option<(u32, usize)>,
     image_until: u64,
+    /// A raw decode's perf_event sideband, replayed at each event, and
+    /// the image of it in the decoder (which, and how many sections).
+    sb: Option<crate::pevent::Session<'i>>,
+    sb_installed: Option<(crate::pevent::ImageSel, usize)>,
     /// Perf time of the next context switch on this CPU.
     next_switch: u64,
     pending: Option<PendingTransfer>,
@@ -439,6 +445,7 @@ impl ChunkDecoder<'_, '_, '_> {
                                 continue;
                             }
                             self.update_time(dec, ev.tsc());
+                            self.on_sideband(dec, &ev);
                             if self.at_next_chunk(dec, &ev) {
                                 return;
                             }
@@ -829,8 +836,61 @@ impl ChunkDecoder<'_, '_, '_> {
         }
     }
 
+    /// perf_event sideband: libipt-sb's `pt_sb_event` on every event.
+    /// Its warnings go to the listing, and a changed image into the decoder.
+    fn on_sideband(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
+        let Some(sb) = self.sb.as_mut() else {
+            return;
+        };
+        sb.on_event(ev.time_tsc(), crate::pevent::EventPlace::of(ev));
+        for w in sb.take_warnings() {
+            self.list(ListItem::Sideband(w));
+        }
+        self.install_sb_image(dec);
+    }
+
+    /// Puts the image the sideband says into the decoder, when it changed.
+    fn install_sb_image(&mut self, dec: &mut BlockDecoder<'_>) {
+        use crate::pevent::ImageSel;
+        let Some(sb) = self.sb.as_ref() else {
+            return;
+        };
+        let sel = sb.image();
+        let n = match sel {
+            ImageSel::Given => 0,
+            ImageSel::Context(c) => sb.sections(c).len(),
+        };
+        if self.sb_installed == Some((sel, n)) {
+            return;
+        }
+        self.sb_installed = Some((sel, n));
+        let isids: Vec<u32> = match sel {
+            ImageSel::Given => {
+                let pid = self.task.map_or(NO_PID, |t| t.pid);
+                self.images.image(pid, 0, 0).to_vec()
+            }
+            ImageSel::Context(c) => {
+                let base = self.setup().sideband_base();
+                sb.sections(c)
+                    .iter()
+                    .filter_map(|&i| self.images.isid(base + i))
+                    .collect()
+            }
+        };
+        let overlays = self.images.emu.overlays(&isids);
+        let mut img = dec.image();
+        img.clear();
+        for &isid in isids.iter().chain(&overlays) {
+            let _ = img.add_cached(&self.images.iscache, isid);
+        }
+    }
+
     /// Puts the image of the current task at `t` into the decoder.
     fn refresh_image(&mut self, dec: &mut BlockDecoder<'_>, t: u64) {
+        if self.sb.is_some() {
+            self.install_sb_image(dec);
+            return;
+        }
         let pid = self.task.map_or(NO_PID, |t| t.pid);
         let (v, until) = self.setup().version(pid, t);
         self.image_until = until;

@@ -55,9 +55,11 @@
 //! [`decode_raw`] runs the same decoder over raw trace bytes (`ptdec raw`):
 //! one segment, one task ([`RAW_TASK`]), one image holding every given
 //! section, and the libipt configuration the caller gives instead of
-//! AUXTRACE_INFO. There is no sideband, so `Stamp::time` is the TSC (or ns
-//! from a given TSC frequency). With an instruction listing it is decoded
-//! as one chunk on one worker, so the listing is in order.
+//! AUXTRACE_INFO. `Stamp::time` is the TSC (or ns from a given TSC
+//! frequency). With an instruction listing it is decoded as one chunk on
+//! one worker, so the listing is in order; with perf_event sideband
+//! (`crate::pevent`) too, since its replay is sequential: the image then
+//! changes at libipt's events as the sideband says, as in ptxed.
 //!
 //! # Errors
 //!
@@ -198,6 +200,8 @@ pub enum ListItem {
     },
     /// The trace ended while tracing was enabled.
     EndOfTrace,
+    /// A perf_event sideband warning or error (`ptdec raw --pevent:*`).
+    Sideband(crate::pevent::SbWarning),
 }
 
 impl std::fmt::Display for ListItem {
@@ -215,6 +219,14 @@ impl std::fmt::Display for ListItem {
                 message,
             } => write!(f, "[{offset:x}: {what}: {message}]"),
             ListItem::EndOfTrace => f.write_str("[end of trace]"),
+            ListItem::Sideband(w) => write!(
+                f,
+                "[{}:{:016x} sideband {}: {}]",
+                w.file,
+                w.offset,
+                if w.error { "error" } else { "warning" },
+                w.message
+            ),
         }
     }
 }
@@ -441,7 +453,25 @@ pub struct RawConfig {
     /// Address filter ranges 0 to 3 the trace was recorded with (ptxed's
     /// `--filter:addrN_cfg/_a/_b`), for libipt's errata workarounds.
     pub addr_filters: [ipt::AddrFilter; 4],
+    /// libipt's tick and iflags events (ptxed's `--event:tick`,
+    /// `--event:iflags`): more moments at which sideband is applied.
+    pub tick_events: bool,
+    pub iflags_events: bool,
+    /// perf_event sideband (ptxed's `--pevent:*`): the image follows it.
+    pub sideband: Option<SidebandRef>,
 }
+
+/// Shared, read sideband in a [`RawConfig`] (equal when it is the same).
+#[derive(Debug, Clone)]
+pub struct SidebandRef(pub Arc<crate::pevent::Sideband>);
+
+impl PartialEq for SidebandRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SidebandRef {}
 
 /// The task a raw decode's ops belong to.
 pub const RAW_TASK: TaskId = TaskId { pid: 1, tid: 1 };
@@ -523,8 +553,10 @@ pub fn decode_raw(
         }
     }
     // A listing is printed as the workers decode: one chunk, in order.
+    // Sideband is replayed in order from the start, as libipt-sb does:
+    // one chunk too (see `crate::pevent`).
     let listing;
-    let opts = if opts.insn_list.is_some() {
+    let opts = if opts.insn_list.is_some() || cfg.sideband.is_some() {
         listing = DecodeOptions {
             chunk_bytes: Some(u64::MAX),
             jobs: 1,

@@ -76,9 +76,14 @@ pub(super) enum Source<'t> {
         /// Per pid: the times its image (or the kernel's) changes.
         changes: HashMap<u32, Vec<u64>>,
     },
-    /// Raw PT (`ptdec raw`): one thread, one image of every section, time
-    /// in TSC ticks (or ns from a given TSC frequency).
-    Raw { tsc_hz: Option<u64> },
+    /// Raw PT (`ptdec raw`): one thread, one image of the given sections
+    /// (the first `given` of [`DecodeSetup::sections`]; the sideband's
+    /// follow), time in TSC ticks (or ns from a given TSC frequency).
+    Raw {
+        tsc_hz: Option<u64>,
+        given: usize,
+        sideband: Option<Arc<crate::pevent::Sideband>>,
+    },
 }
 
 /// What every worker shares: where images and times come from, the file
@@ -108,6 +113,9 @@ pub(super) struct DecodeSetup<'t> {
     /// libipt's errata workarounds need it (raw decodes: ptxed's
     /// `--filter:addrN_*`).
     pub addr_filters: [AddrFilter; 4],
+    /// libipt's tick and iflags events (raw decodes: ptxed's `--event:*`).
+    pub tick_events: bool,
+    pub iflags_events: bool,
 }
 
 impl<'t> DecodeSetup<'t> {
@@ -228,13 +236,18 @@ impl<'t> DecodeSetup<'t> {
             per_cpu: info.per_cpu_mmaps,
             resync: true,
             addr_filters: Default::default(),
+            tick_events: false,
+            iflags_events: false,
         }
     }
 
     /// The plan of a raw decode: every section is in the one image.
     pub fn raw(sections: &[RawSection], cfg: &RawConfig, opts: &'t DecodeOptions) -> Self {
+        let sideband = cfg.sideband.as_ref().map(|s| s.0.clone());
+        let sb_sections = sideband.iter().flat_map(|s| s.sections.iter());
         let specs = sections
             .iter()
+            .chain(sb_sections)
             .map(|s| SectionSpec {
                 path: s.path.to_string_lossy().into_owned(),
                 offset: s.offset,
@@ -245,6 +258,8 @@ impl<'t> DecodeSetup<'t> {
         DecodeSetup {
             src: Source::Raw {
                 tsc_hz: cfg.tsc_hz.filter(|&hz| hz > 0),
+                given: sections.len(),
+                sideband,
             },
             opts,
             sections: specs,
@@ -265,6 +280,8 @@ impl<'t> DecodeSetup<'t> {
             per_cpu: false,
             resync: !cfg.next_psb_on_error,
             addr_filters: cfg.addr_filters,
+            tick_events: cfg.tick_events,
+            iflags_events: cfg.iflags_events,
         }
     }
 
@@ -276,10 +293,29 @@ impl<'t> DecodeSetup<'t> {
         c.set_freq(self.freq);
         c.set_block_flags(true, true);
         c.set_addr_filters(self.addr_filters);
+        c.set_block_events(self.tick_events, self.iflags_events);
         if let Some(cpu) = self.cpu {
             let _ = c.set_cpu(cpu);
         }
         c
+    }
+
+    /// A raw decode's perf_event sideband.
+    pub fn sideband(&self) -> Option<&crate::pevent::Sideband> {
+        match &self.src {
+            Source::Raw {
+                sideband: Some(sb), ..
+            } => Some(sb),
+            _ => None,
+        }
+    }
+
+    /// Where the sideband's sections start in [`DecodeSetup::sections`].
+    pub fn sideband_base(&self) -> usize {
+        match &self.src {
+            Source::Raw { given, .. } => *given,
+            Source::Perf { .. } => 0,
+        }
     }
 
     pub fn timeline(&self) -> Option<&'t Timeline> {
@@ -292,8 +328,10 @@ impl<'t> DecodeSetup<'t> {
     pub fn perf_time(&self, tsc: u64) -> u64 {
         match &self.src {
             Source::Perf { trace, .. } => trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc)),
-            Source::Raw { tsc_hz: None } => tsc,
-            Source::Raw { tsc_hz: Some(hz) } => {
+            Source::Raw { tsc_hz: None, .. } => tsc,
+            Source::Raw {
+                tsc_hz: Some(hz), ..
+            } => {
                 (u128::from(tsc) * 1_000_000_000 / u128::from(*hz)).min(u128::from(u64::MAX)) as u64
             }
         }
@@ -318,7 +356,11 @@ impl<'t> DecodeSetup<'t> {
             trace, map_specs, ..
         } = &self.src
         else {
-            return (0..self.sections.len()).collect();
+            let given = match &self.src {
+                Source::Raw { given, .. } => *given,
+                Source::Perf { .. } => 0,
+            };
+            return (0..given).collect();
         };
         let tl = &trace.timeline;
         let user = (pid != NO_PID)

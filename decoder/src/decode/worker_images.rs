@@ -63,6 +63,11 @@ impl<'s, 't> WorkerImages<'s, 't> {
         })
     }
 
+    /// The cache's id of the set-up's section `i`.
+    pub fn isid(&self, i: usize) -> Option<u32> {
+        self.isids.get(i).copied().flatten()
+    }
+
     /// The section ids of `pid`'s image in map version `version` (at `t`).
     pub fn image(&self, pid: u32, version: usize, t: u64) -> Rc<[u32]> {
         self.image_sets

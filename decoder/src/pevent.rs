@@ -1,0 +1,804 @@
+//! perf_event sideband for `ptdec raw`, in the forms libipt's `ptxed` takes
+//! (`--pevent:primary/secondary FILE[:FROM[-TO]]` and the settings before
+//! each file): the records of each `.sb` file are read here ([`Sideband`]),
+//! and replayed during the decode ([`Session`]) as libipt-sb replays them
+//! for ptxed, so that the image follows MMAP, COMM.EXEC, FORK, ITRACE_START
+//! and context switches at the moment the trace reaches them.
+//!
+//! Why not link libipt-sb: `ipt/build.rs` builds libipt alone (a system
+//! libipt rarely ships libipt-sb), and libipt-sb wants to own the decoder's
+//! image, which `decode::chunk` builds from its own section cache. So the
+//! records are parsed with the `sideband` crate (the same parser as
+//! perf.data's) and the rules are reimplemented here, each with its reason:
+//!
+//! * Records are applied when the decoder's time (the `tsc` of each libipt
+//!   event) reaches theirs; a record without a time sample is applied at
+//!   once. Of several files, the one whose next record is earliest goes
+//!   first, a file keeps its turn on equal times, and files are taken in
+//!   command-line order.
+//! * A process's image is a context: every process starts with the kernel
+//!   image (`--pevent:kcore`), MMAP/MMAP2 add sections to it at once (so a
+//!   mapping of the running process is visible immediately), FORK copies the
+//!   parent's, COMM.EXEC starts a new one.
+//! * Which context is in the decoder changes only through the primary
+//!   files: ITRACE_START at once, SWITCH/SWITCH_CPU_WIDE and COMM.EXEC
+//!   when the trace is in the kernel (below `--pevent:kernel-start`, as
+//!   the events' IPs say) or where that is unknown, since user code
+//!   cannot switch. Until the first switch the decoder has the `--raw` and
+//!   `--elf` image.
+//! * Kernel-mode MMAPs are ignored (kernel code comes from kcore);
+//!   `[vdso]` is the `--pevent:vdso-*` file of the process's ABI (from the
+//!   ELF class and machine of its first mapped file); other `[...]`, `//anon`
+//!   and deleted files are lost sections (a warning).
+//!
+//! Unlike ptxed, a cut or malformed `.sb` file is an error when it is read,
+//! not the silent end of that file's sideband.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER8};
+use sideband::parse::{parse_event_le, ring_records};
+use sideband::record::{aux_flags, misc, Record};
+use sideband::timeconv::TscConversion;
+
+use crate::decode::RawSection;
+use crate::raw::{ElfSpec, FileRange};
+
+/// The settings ptxed copies into each sideband file when it is given
+/// (`--pevent:*` before `--pevent:primary/secondary`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeventConfig {
+    /// perf_event_attr.sample_type of the records (`--pevent:sample-type`).
+    pub sample_type: u64,
+    /// (identifier, sample_type) pairs (`--pevent:sample-config ID:TYPE`).
+    pub sample_config: Vec<(u64, u64)>,
+    /// perf_event_mmap_page's time_zero, time_shift, time_mult: record
+    /// times (perf ns) to TSC.
+    pub time_zero: u64,
+    pub time_shift: u16,
+    pub time_mult: u32,
+    /// Apply the records this many ticks earlier (`--pevent:tsc-offset`;
+    /// as a signed number, later when negative).
+    pub tsc_offset: u64,
+    /// IPs from here up are kernel code (`--pevent:kernel-start`).
+    pub kernel_start: u64,
+    /// Prepended, as a string, to every mapped file name (`--pevent:sysroot`).
+    pub sysroot: Option<String>,
+    /// The vDSO images for x64, x32 and ia32 processes.
+    pub vdso: [Option<PathBuf>; 3],
+}
+
+impl Default for PeventConfig {
+    fn default() -> Self {
+        PeventConfig {
+            sample_type: 0,
+            sample_config: Vec::new(),
+            time_zero: 0,
+            time_shift: 0,
+            time_mult: 1,
+            tsc_offset: 0,
+            kernel_start: u64::MAX,
+            sysroot: None,
+            vdso: [None, None, None],
+        }
+    }
+}
+
+/// One `--pevent:primary` or `--pevent:secondary` file with its settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeventSpec {
+    pub file: FileRange,
+    pub primary: bool,
+    pub config: PeventConfig,
+}
+
+/// Why the sideband cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeventError {
+    /// A sideband file could not be read.
+    #[error("{option} {path}: cannot read it: {source}")]
+    Io {
+        option: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A byte range outside the file.
+    #[error("{option} {path}: range {from:#x}..{to:#x} is outside the file's {size:#x} bytes")]
+    Range {
+        option: &'static str,
+        path: PathBuf,
+        from: u64,
+        to: u64,
+        size: u64,
+    },
+    /// A record that cannot be read (cut, or sizes that do not add up).
+    #[error("{option} {path}: bad perf_event record at offset {offset:#x}: {why}; check the file and its --pevent:sample-type")]
+    Record {
+        option: &'static str,
+        path: PathBuf,
+        offset: u64,
+        why: String,
+    },
+    /// The time conversion cannot be used.
+    #[error("{option} {path}: {why}")]
+    Time {
+        option: &'static str,
+        path: PathBuf,
+        why: String,
+    },
+    /// A `--pevent:kcore` file the image loader refused.
+    #[error("--pevent:kcore: {0}")]
+    Kcore(String),
+}
+
+/// A process's ABI, which picks its vDSO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Abi {
+    X64 = 0,
+    X32 = 1,
+    Ia32 = 2,
+}
+
+/// The ABI an ELF file says (class, and machine for 32-bit), if it is one.
+fn elf_abi(path: &Path) -> Option<Abi> {
+    use std::io::Read;
+    let mut h = [0u8; 20];
+    std::fs::File::open(path).ok()?.read_exact(&mut h).ok()?;
+    if &h[..4] != b"\x7fELF" || h[6] != 1 {
+        return None;
+    }
+    match h[4] {
+        2 => Some(Abi::X64),
+        1 => match u16::from_le_bytes([h[18], h[19]]) {
+            3 => Some(Abi::Ia32),
+            62 => Some(Abi::X32),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A mapped file's section, or why there is none.
+#[derive(Debug, Clone)]
+enum MapTarget {
+    /// A section (index into [`Sideband::sections`]) and its file's ABI.
+    File(usize, Option<Abi>),
+    /// `[vdso]`: the section of each configured vDSO, by ABI.
+    Vdso([Option<usize>; 3]),
+    /// Not a file ptdec can read (`//anon`, deleted, `[...]`).
+    Lost,
+}
+
+/// What one record does.
+#[derive(Debug, Clone)]
+enum Effect {
+    ItraceStart {
+        pid: u32,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+    },
+    Exec {
+        pid: u32,
+    },
+    /// A switch-in with the pid sample (`None`: not sampled).
+    SwitchIn {
+        pid: Option<u32>,
+    },
+    /// A cpu-wide switch-in (ignored without a pid sample) or switch-out
+    /// (to `next`).
+    SwitchCpuWide {
+        pid: Option<u32>,
+        next: Option<u32>,
+    },
+    Map {
+        pid: u32,
+        target: MapTarget,
+    },
+    Lost,
+    TraceLost,
+    Nothing,
+}
+
+#[derive(Debug, Clone)]
+struct SbRecord {
+    tsc: u64,
+    /// Offset in the (range of the) file.
+    offset: u64,
+    effect: Effect,
+}
+
+#[derive(Debug)]
+struct SbFile {
+    /// As given on the command line (warnings name it so).
+    name: String,
+    primary: bool,
+    kernel_start: u64,
+    records: Vec<SbRecord>,
+}
+
+/// The sideband files, read: their records and every file section their
+/// mappings name.
+#[derive(Debug, Default)]
+pub struct Sideband {
+    files: Vec<SbFile>,
+    /// Each section once; contexts hold indices into it.
+    pub sections: Vec<RawSection>,
+    /// Sections of the kernel image (`--pevent:kcore`), in every context.
+    kernel: Vec<usize>,
+    /// Mapped files that do not exist (their code will be missing).
+    pub missing: BTreeSet<PathBuf>,
+    /// Report warnings too, not only errors (ptxed's `--sb:warn`).
+    pub list_warnings: bool,
+}
+
+/// `tsc` moved by ptxed's `--pevent:tsc-offset`, without wrapping.
+fn offset_tsc(tsc: u64, offset: u64) -> u64 {
+    let off = offset as i64;
+    if off >= 0 {
+        tsc.saturating_sub(off as u64)
+    } else {
+        tsc.saturating_add(off.unsigned_abs())
+    }
+}
+
+/// The sample type of one record: by its identifier (the last 8 bytes)
+/// when `--pevent:sample-config` names it, else the default.
+fn sample_type_of(cfg: &PeventConfig, body: &[u8]) -> Result<u64, String> {
+    if cfg.sample_config.is_empty() || body.len() < 8 {
+        return Ok(cfg.sample_type);
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&body[body.len() - 8..]);
+    let id = u64::from_le_bytes(id);
+    match cfg.sample_config.iter().find(|(i, _)| *i == id) {
+        Some(&(_, t)) if t & sideband::sample::sample_type::IDENTIFIER == 0 => Err(format!(
+            "--pevent:sample-config {id:#x}:{t:#x} lacks PERF_SAMPLE_IDENTIFIER (0x10000), \
+             which a record must have to be matched by its identifier"
+        )),
+        Some(&(_, t)) => Ok(t),
+        None => Ok(cfg.sample_type),
+    }
+}
+
+impl Sideband {
+    /// Reads every file; `kcore` ELF files make up the kernel image.
+    pub fn load(specs: &[PeventSpec], kcore: &[ElfSpec]) -> Result<Sideband, PeventError> {
+        let mut sb = Sideband::default();
+        let mut index: HashMap<(PathBuf, u64, u64, u64), usize> = HashMap::new();
+        let mut section = |sb: &mut Sideband, path: PathBuf, offset, size, vaddr| {
+            *index
+                .entry((path.clone(), offset, size, vaddr))
+                .or_insert_with(|| {
+                    if std::fs::metadata(&path).is_err() {
+                        sb.missing.insert(path.clone());
+                    }
+                    sb.sections.push(RawSection {
+                        path,
+                        offset,
+                        size,
+                        vaddr,
+                    });
+                    sb.sections.len() - 1
+                })
+        };
+        for k in kcore {
+            let loaded = crate::raw::RawInput::elf_sections(k)
+                .map_err(|e| PeventError::Kcore(format!("{}: {e}", k.path.display())))?;
+            for s in loaded {
+                let i = section(&mut sb, s.path, s.offset, s.size, s.vaddr);
+                sb.kernel.push(i);
+            }
+        }
+        for spec in specs {
+            let option = if spec.primary {
+                "--pevent:primary"
+            } else {
+                "--pevent:secondary"
+            };
+            let path = &spec.file.path;
+            let bytes = read_range(option, &spec.file)?;
+            let cfg = &spec.config;
+            let conv = TscConversion::new(
+                u64::from(cfg.time_shift),
+                u64::from(cfg.time_mult),
+                cfg.time_zero,
+            )
+            .map_err(|e| PeventError::Time {
+                option,
+                path: path.clone(),
+                why: format!("--pevent:time-shift/-mult/-zero: {e}"),
+            })?;
+            let mut attrs_by_type: HashMap<u64, AttrSet> = HashMap::new();
+            let mut records = Vec::new();
+            for raw in ring_records(&bytes) {
+                let bad = |offset, why| PeventError::Record {
+                    option,
+                    path: path.clone(),
+                    offset,
+                    why,
+                };
+                let raw = raw.map_err(|e| bad(0, e.to_string()))?;
+                if raw.header.kind == 0 {
+                    return Err(bad(raw.offset, "record type 0".into()));
+                }
+                let body = &raw.bytes[sideband::parse::HEADER_LEN..];
+                let st = sample_type_of(cfg, body).map_err(|w| bad(raw.offset, w))?;
+                let attrs = attrs_by_type.entry(st).or_insert_with(|| {
+                    let mut a = AttrSet::new();
+                    a.push(
+                        Attr {
+                            size: ATTR_SIZE_VER8,
+                            sample_type: st,
+                            flags: flags::SAMPLE_ID_ALL,
+                            ..Attr::default()
+                        },
+                        Vec::new(),
+                    );
+                    a
+                });
+                let ev = parse_event_le(attrs, &raw).map_err(|e| bad(raw.offset, e.to_string()))?;
+                let tsc = match ev.sample_id.time {
+                    None | Some(0) => 0,
+                    Some(t) => offset_tsc(conv.perf_time_to_tsc(t), cfg.tsc_offset),
+                };
+                let cpumode = ev.misc & misc::CPUMODE_MASK;
+                let effect = match &ev.record {
+                    Record::ItraceStart { pid, .. } => Effect::ItraceStart { pid: *pid },
+                    Record::Fork(t) => Effect::Fork {
+                        pid: t.pid,
+                        ppid: t.ppid,
+                        tid: t.tid,
+                    },
+                    Record::Comm { pid, .. } if ev.misc & misc::COMM_EXEC != 0 => {
+                        Effect::Exec { pid: *pid }
+                    }
+                    Record::Switch if ev.misc & misc::SWITCH_OUT == 0 => Effect::SwitchIn {
+                        pid: ev.sample_id.pid,
+                    },
+                    Record::SwitchCpuWide { next_prev_pid, .. } => {
+                        if ev.misc & misc::SWITCH_OUT == 0 {
+                            Effect::SwitchCpuWide {
+                                pid: ev.sample_id.pid,
+                                next: None,
+                            }
+                        } else {
+                            Effect::SwitchCpuWide {
+                                pid: None,
+                                next: Some(*next_prev_pid),
+                            }
+                        }
+                    }
+                    Record::Mmap(m) if cpumode != misc::KERNEL => {
+                        let name = m.filename.as_str();
+                        let target = if name == "[vdso]" {
+                            let mut by_abi = [None; 3];
+                            for (a, v) in cfg.vdso.iter().enumerate() {
+                                if let Some(v) = v {
+                                    by_abi[a] =
+                                        Some(section(&mut sb, v.clone(), m.pgoff, m.len, m.addr));
+                                }
+                            }
+                            MapTarget::Vdso(by_abi)
+                        } else if name.starts_with('[')
+                            || name == "//anon"
+                            || name.contains(" (deleted)")
+                        {
+                            MapTarget::Lost
+                        } else {
+                            let file = PathBuf::from(match &cfg.sysroot {
+                                Some(root) => format!("{root}{name}"),
+                                None => name.to_string(),
+                            });
+                            let abi = elf_abi(&file);
+                            MapTarget::File(section(&mut sb, file, m.pgoff, m.len, m.addr), abi)
+                        };
+                        Effect::Map { pid: m.pid, target }
+                    }
+                    Record::Lost { .. } => Effect::Lost,
+                    Record::Aux { flags, .. } if flags & aux_flags::TRUNCATED != 0 => {
+                        Effect::TraceLost
+                    }
+                    _ => Effect::Nothing,
+                };
+                records.push(SbRecord {
+                    tsc,
+                    offset: raw.offset,
+                    effect,
+                });
+            }
+            sb.files.push(SbFile {
+                name: path.display().to_string(),
+                primary: spec.primary,
+                kernel_start: cfg.kernel_start,
+                records,
+            });
+        }
+        Ok(sb)
+    }
+
+    /// How many records all files hold.
+    pub fn records(&self) -> usize {
+        self.files.iter().map(|f| f.records.len()).sum()
+    }
+}
+
+fn read_range(option: &'static str, r: &FileRange) -> Result<Vec<u8>, PeventError> {
+    let io = |source| PeventError::Io {
+        option,
+        path: r.path.clone(),
+        source,
+    };
+    let all = crate::inputs::read(&r.path).map_err(io)?;
+    let size = all.len() as u64;
+    let to = r.to.unwrap_or(size);
+    if r.from > size || to > size || r.from > to {
+        return Err(PeventError::Range {
+            option,
+            path: r.path.clone(),
+            from: r.from,
+            to,
+            size,
+        });
+    }
+    Ok(all[r.from as usize..to as usize].to_vec())
+}
+
+/// Where the trace is, as libipt-sb tracks it from the events' IPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    Unknown,
+    User,
+    Kernel,
+    LikelyUser,
+    LikelyKernel,
+}
+
+impl Loc {
+    /// A postponed context switch may happen here.
+    fn may_switch(self) -> bool {
+        matches!(self, Loc::Unknown | Loc::Kernel | Loc::LikelyKernel)
+    }
+
+    /// After an event whose IP is suppressed, coming from `self`.
+    fn after_suppressed(self) -> Loc {
+        match self {
+            Loc::Kernel | Loc::LikelyKernel => Loc::LikelyUser,
+            Loc::User | Loc::LikelyUser => Loc::LikelyKernel,
+            Loc::Unknown => Loc::Unknown,
+        }
+    }
+}
+
+/// What an event says about where the trace is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventPlace {
+    /// At this IP.
+    Ip(u64),
+    /// A disable whose IP is suppressed: the other side of where it was.
+    Suppressed,
+    /// An asynchronous disable at `at` whose next IP is suppressed.
+    SuppressedFrom(u64),
+    /// A paging event: most likely in the kernel.
+    LikelyKernel,
+    /// The event says nothing.
+    Unknown,
+}
+
+impl EventPlace {
+    /// The place of a libipt event.
+    pub fn of(ev: &ipt::Event) -> EventPlace {
+        use ipt::EventKind as K;
+        let at = |ip: Option<u64>| ip.map_or(EventPlace::Unknown, EventPlace::Ip);
+        match ev.kind() {
+            K::Enabled { ip, .. } => EventPlace::Ip(ip),
+            K::Disabled { ip: Some(ip) } => EventPlace::Ip(ip),
+            K::Disabled { ip: None } => EventPlace::Suppressed,
+            K::AsyncDisabled { ip: Some(ip), .. } => EventPlace::Ip(ip),
+            K::AsyncDisabled { at, ip: None } => EventPlace::SuppressedFrom(at),
+            K::AsyncBranch { to, .. } => EventPlace::Ip(to.unwrap_or(0)),
+            K::AsyncPaging { ip: Some(ip), .. } => EventPlace::Ip(ip),
+            K::AsyncPaging { ip: None, .. } | K::Paging { .. } => EventPlace::LikelyKernel,
+            K::Overflow { ip }
+            | K::ExecMode { ip }
+            | K::Exstop { ip }
+            | K::Mwait { ip, .. }
+            | K::Ptwrite { ip, .. }
+            | K::Interrupt { ip, .. }
+            | K::Iret { ip }
+            | K::Smi { ip }
+            | K::Rsm { ip }
+            | K::Init { ip }
+            | K::VmEntry { ip }
+            | K::VmExit { ip, .. }
+            | K::Shutdown { ip }
+            | K::Uintr { ip, .. }
+            | K::Uiret { ip } => at(ip),
+            K::Other(_) => at(ev.other_ip()),
+            _ => EventPlace::Unknown,
+        }
+    }
+}
+
+/// The image a [`Session`] wants in the decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageSel {
+    /// The `--raw`/`--elf` image (before the first context switch).
+    Given,
+    /// A context's sections ([`Session::sections`]).
+    Context(usize),
+}
+
+/// A sideband warning or error, as ptxed prints them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SbWarning {
+    pub file: String,
+    pub offset: u64,
+    pub error: bool,
+    pub message: &'static str,
+}
+
+#[derive(Debug)]
+struct Context {
+    sections: Vec<usize>,
+    abi: Option<Abi>,
+}
+
+#[derive(Debug)]
+struct FileState {
+    /// Index of its next record.
+    next: usize,
+    context: Option<usize>,
+    next_context: Option<usize>,
+    loc: Loc,
+}
+
+/// The sideband replayed during one decode (one per decoder, sequential).
+pub struct Session<'s> {
+    sb: &'s Sideband,
+    files: Vec<FileState>,
+    /// Files with records left, by their next record's time.
+    active: Vec<usize>,
+    /// Files without records left that still look at events.
+    retired: Vec<usize>,
+    contexts: Vec<Context>,
+    by_pid: HashMap<u32, usize>,
+    image: ImageSel,
+    warnings: Vec<SbWarning>,
+}
+
+impl<'s> Session<'s> {
+    pub fn new(sb: &'s Sideband) -> Self {
+        let files = sb
+            .files
+            .iter()
+            .map(|_| FileState {
+                next: 0,
+                context: None,
+                next_context: None,
+                loc: Loc::Unknown,
+            })
+            .collect();
+        let mut s = Session {
+            sb,
+            files,
+            active: Vec::new(),
+            retired: Vec::new(),
+            contexts: Vec::new(),
+            by_pid: HashMap::new(),
+            image: ImageSel::Given,
+            warnings: Vec::new(),
+        };
+        // Files without records take no part; the others are inserted
+        // last file first, each before those of equal time, so that equal
+        // times go in command-line order.
+        for f in (0..sb.files.len()).rev() {
+            if !sb.files[f].records.is_empty() {
+                s.insert(f);
+            }
+        }
+        s
+    }
+
+    fn next_tsc(&self, f: usize) -> u64 {
+        self.sb.files[f].records[self.files[f].next].tsc
+    }
+
+    fn insert(&mut self, f: usize) {
+        let t = self.next_tsc(f);
+        let at = self
+            .active
+            .iter()
+            .position(|&g| t <= self.next_tsc(g))
+            .unwrap_or(self.active.len());
+        self.active.insert(at, f);
+    }
+
+    /// The image the decoder should have now.
+    pub fn image(&self) -> ImageSel {
+        self.image
+    }
+
+    /// The sections of a context, in the order they were added (later
+    /// ones take precedence where they overlap, as in libipt's image).
+    pub fn sections(&self, ctx: usize) -> &[usize] {
+        &self.contexts[ctx].sections
+    }
+
+    /// Warnings since the last call.
+    pub fn take_warnings(&mut self) -> Vec<SbWarning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// A libipt event at time `tsc`: applies every record due, then lets
+    /// each file place a postponed context switch.
+    pub fn on_event(&mut self, tsc: u64, place: EventPlace) {
+        while let Some(&f) = self.active.first() {
+            if tsc < self.next_tsc(f) {
+                break;
+            }
+            self.active.remove(0);
+            let r = self.files[f].next;
+            self.apply(f, r);
+            self.files[f].next += 1;
+            if self.files[f].next < self.sb.files[f].records.len() {
+                self.insert(f);
+            } else {
+                self.retired.insert(0, f);
+            }
+        }
+        let present: Vec<usize> = self.active.iter().chain(&self.retired).copied().collect();
+        for f in present {
+            let old = self.files[f].loc;
+            let new = self.place(f, old, place);
+            self.files[f].loc = new;
+            match self.files[f].next_context {
+                None => {
+                    // Nothing left to do for a file at its end.
+                    if self.files[f].next >= self.sb.files[f].records.len() {
+                        self.retired.retain(|&g| g != f);
+                    }
+                }
+                Some(_) if old.may_switch() || new.may_switch() => self.switch(f),
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn place(&self, f: usize, prev: Loc, p: EventPlace) -> Loc {
+        let ks = self.sb.files[f].kernel_start;
+        let of = |ip: u64| if ip < ks { Loc::User } else { Loc::Kernel };
+        match p {
+            EventPlace::Ip(ip) => of(ip),
+            EventPlace::Suppressed => prev.after_suppressed(),
+            EventPlace::SuppressedFrom(at) => of(at).after_suppressed(),
+            EventPlace::LikelyKernel => Loc::LikelyKernel,
+            EventPlace::Unknown => Loc::Unknown,
+        }
+    }
+
+    fn warn(&mut self, f: usize, r: usize, error: bool, message: &'static str) {
+        if !error && !self.sb.list_warnings {
+            return;
+        }
+        self.warnings.push(SbWarning {
+            file: self.sb.files[f].name.clone(),
+            offset: self.sb.files[f].records[r].offset,
+            error,
+            message,
+        });
+    }
+
+    fn context_of(&mut self, pid: u32) -> usize {
+        if let Some(&c) = self.by_pid.get(&pid) {
+            return c;
+        }
+        self.contexts.push(Context {
+            sections: self.sb.kernel.clone(),
+            abi: None,
+        });
+        let c = self.contexts.len() - 1;
+        self.by_pid.insert(pid, c);
+        c
+    }
+
+    fn prepare_switch(&mut self, f: usize, ctx: usize) {
+        let st = &mut self.files[f];
+        if st.next_context == Some(ctx) {
+            return;
+        }
+        st.next_context = None;
+        if st.context == Some(ctx) {
+            return;
+        }
+        st.next_context = Some(ctx);
+    }
+
+    fn switch(&mut self, f: usize) {
+        let st = &mut self.files[f];
+        if let Some(next) = st.next_context.take() {
+            st.context = Some(next);
+            self.image = ImageSel::Context(next);
+        }
+    }
+
+    fn apply(&mut self, f: usize, r: usize) {
+        let primary = self.sb.files[f].primary;
+        match self.sb.files[f].records[r].effect.clone() {
+            Effect::ItraceStart { pid } if primary => {
+                let c = self.context_of(pid);
+                self.prepare_switch(f, c);
+                // Tracing just started: no need to wait for the kernel.
+                self.switch(f);
+            }
+            Effect::Fork { pid, ppid, tid } if ppid != pid && pid == tid => {
+                self.by_pid.remove(&pid);
+                let child = self.context_of(pid);
+                if let Some(&parent) = self.by_pid.get(&ppid) {
+                    let inherited = self.contexts[parent].sections.clone();
+                    self.contexts[child].sections.extend(inherited);
+                }
+            }
+            Effect::Exec { pid } => {
+                self.by_pid.remove(&pid);
+                let c = self.context_of(pid);
+                if primary {
+                    self.prepare_switch(f, c);
+                }
+            }
+            Effect::SwitchIn { pid } if primary => match pid {
+                Some(pid) => {
+                    let c = self.context_of(pid);
+                    self.prepare_switch(f, c);
+                }
+                None => self.warn(f, r, true, "bad configuration"),
+            },
+            Effect::SwitchCpuWide { pid, next } if primary => {
+                if let Some(pid) = next.or(pid) {
+                    let c = self.context_of(pid);
+                    self.prepare_switch(f, c);
+                }
+            }
+            Effect::Map { pid, target } => {
+                let c = self.context_of(pid);
+                match target {
+                    MapTarget::File(s, abi) => {
+                        let ctx = &mut self.contexts[c];
+                        if ctx.abi.is_none() {
+                            ctx.abi = abi;
+                        }
+                        ctx.sections.push(s);
+                    }
+                    MapTarget::Vdso(by_abi) => {
+                        match self.contexts[c].abi.and_then(|a| by_abi[a as usize]) {
+                            Some(s) => self.contexts[c].sections.push(s),
+                            None => self.warn(f, r, true, "bad configuration"),
+                        }
+                    }
+                    MapTarget::Lost => self.warn(f, r, false, "image section lost"),
+                }
+            }
+            Effect::Lost => self.warn(f, r, false, "sideband lost"),
+            Effect::TraceLost if primary => self.warn(f, r, false, "trace lost"),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_offset_does_not_wrap() {
+        assert_eq!(offset_tsc(10, 3), 7);
+        assert_eq!(offset_tsc(2, 3), 0);
+        assert_eq!(offset_tsc(10, (-3i64) as u64), 13);
+        assert_eq!(offset_tsc(u64::MAX - 1, (-3i64) as u64), u64::MAX);
+    }
+}
