@@ -73,14 +73,14 @@ enum Command {
     ///
     /// Example: ptdec raw --pt trace.pt --elf ./prog --raw vdso.bin:0x7ffff7fc1000 -o out.ftf
     #[command(group(clap::ArgGroup::new("code").args(["elf", "raw"]).multiple(true).required(true)))]
-    Raw(RawArgs),
+    Raw(Box<RawArgs>),
     /// Decode as `ptdec TRACE -o OUT` does (the same options select what is
     /// decoded), but instead of FTF print per-function totals sorted by
     /// self time: calls, total, self and longest time, instructions.
     /// Optionally folded stacks, a flame graph and the slowest calls.
     ///
     /// Example: ptdec report trace.dir --top 20 --slowest 5 --flamegraph flame.svg
-    Report(ReportArgs),
+    Report(Box<ReportArgs>),
     /// Print an FTF file (plain or .gz) as text, one record per line.
     ///
     /// Example: ptdec dump out.ftf | grep duration_complete
@@ -124,10 +124,10 @@ fn main() -> ExitCode {
     on_interrupt();
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
-        Some(Command::Report(args)) => report(args),
+        Some(Command::Report(args)) => report(*args),
         Some(Command::Dump { file }) => dump(&file),
         Some(Command::Check { file, tp }) => check(&file, &tp),
-        Some(Command::Raw(args)) => decode_raw(args, order.as_ref()),
+        Some(Command::Raw(args)) => decode_raw(*args, order.as_ref()),
         None => decode(cli.decode),
     };
     match result {

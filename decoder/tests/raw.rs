@@ -482,3 +482,113 @@ fn bad_arguments_fail_cleanly() {
     );
     assert!(!Path::new(&out_path).exists());
 }
+
+/// ptxed's `--pevent:*` options with input that cannot be used: a usage
+/// error (exit 2) for a bad number, an error naming the option and the file
+/// (exit 1) for a missing, cut or out-of-range `.sb` file and for a setting
+/// that would apply to no file; never a panic. (Sideband that works is
+/// compared with ptxed by libipt's own tests, `tests/ptt.rs`.)
+#[test]
+fn bad_sideband_fails_cleanly() {
+    let s = Setup::new();
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let pt = s.path("trace.pt");
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    let out_path = s.path("out.ftf");
+    // An ITRACE_START record (header: type 12, misc 0, size 16; pid, tid)
+    // whose copy in `cut.sb` lacks its last 4 bytes.
+    let mut rec = Vec::new();
+    rec.extend(12u32.to_le_bytes());
+    rec.extend(0u16.to_le_bytes());
+    rec.extend(16u16.to_le_bytes());
+    rec.extend(7u32.to_le_bytes());
+    rec.extend(7u32.to_le_bytes());
+    let good = s.path("good.sb");
+    std::fs::write(&good, &rec).unwrap();
+    let cut = s.path("cut.sb");
+    std::fs::write(&cut, &rec[..12]).unwrap();
+    let check = |extra: &[&str], code_want: i32, want: &[&str]| {
+        let mut args = vec!["--pt", pt.as_str(), "--raw", code.as_str(), "-o", &out_path];
+        args.extend(extra);
+        let out = s.run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code_want), "{extra:?}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{extra:?}: wanted {w:?} in {err}");
+        }
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    let missing = s.path("nope.sb");
+    check(
+        &["--pevent:primary", &missing],
+        1,
+        &["--pevent:primary", "nope.sb", "cannot read"],
+    );
+    check(
+        &["--pevent:secondary", &cut],
+        1,
+        &[
+            "--pevent:secondary",
+            "cut.sb",
+            "bad perf_event record at offset 0x0",
+        ],
+    );
+    let beyond = format!("{good}:0x0-0x100");
+    check(
+        &["--pevent:primary", &beyond],
+        1,
+        &["--pevent:primary", "good.sb", "outside the file"],
+    );
+    check(
+        &["--pevent:primary", &good, "--pevent:sample-type", "0x4"],
+        1,
+        &["--pevent:sample-type is given after the last"],
+    );
+    check(
+        &["--pevent:time-mult", "0", "--pevent:primary", &good],
+        2,
+        &["time_mult"],
+    );
+    check(
+        &["--pevent:time-shift", "64", "--pevent:primary", &good],
+        2,
+        &["time_shift"],
+    );
+    check(
+        &[
+            "--pevent:time-zero",
+            "0x1ffffffffffffffff",
+            "--pevent:primary",
+            &good,
+        ],
+        2,
+        &["is not a number"],
+    );
+    check(
+        &["--pevent:kernel-start", "kernel", "--pevent:primary", &good],
+        2,
+        &["is not an address"],
+    );
+    check(
+        &["--pevent:sample-config", "7", "--pevent:primary", &good],
+        2,
+        &["IDENTIFIER:SAMPLE_TYPE"],
+    );
+    // The good file decodes (its process has no mappings: no code, but no
+    // error either).
+    let out = s.run(&[
+        "--pt",
+        &pt,
+        "--raw",
+        &code,
+        "-o",
+        &out_path,
+        "--pevent:primary",
+        &good,
+    ]);
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+}
