@@ -75,7 +75,7 @@
 //! all inside each other and drop all but 512 levels). With `ns` chosen
 //! explicitly such a trace is an error naming `--time-axis instructions`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -330,8 +330,8 @@ struct Window {
     writer: Writer<Sink>,
     path: Option<PathBuf>,
     /// Threads whose kernel objects this file already has.
-    threads: HashSet<(u32, u32)>,
-    processes: HashSet<u32>,
+    threads: FastMap<(u32, u32), ()>,
+    processes: FastMap<u32, ()>,
     events: u64,
     counters: u64,
     slices: Vec<Placed>,
@@ -594,8 +594,8 @@ impl Emitter {
                 Window {
                     writer,
                     path,
-                    threads: HashSet::new(),
-                    processes: HashSet::new(),
+                    threads: FastMap::default(),
+                    processes: FastMap::default(),
                     events: 0,
                     counters: 0,
                     slices: Vec::new(),
@@ -616,7 +616,7 @@ impl Emitter {
         // The thread's names are looked up (and copied) only the first time
         // the window meets the thread, and the output's path only on an
         // error: the profile showed both copies' allocations per slice.
-        let named = self.window(index)?.threads.contains(&(pid, tid));
+        let named = self.window(index)?.threads.contains_key(&(pid, tid));
         let info = if named {
             None
         } else {
@@ -632,12 +632,12 @@ impl Emitter {
             tid: tid.into(),
         };
         if !named {
-            w.threads.insert((pid, tid));
+            w.threads.insert((pid, tid), ());
             let (name, process) = match &info {
                 Some(i) => (i.name.as_str(), i.process.as_str()),
                 None => ("", ""),
             };
-            if w.processes.insert(pid) {
+            if w.processes.insert(pid, ()).is_none() {
                 w.writer
                     .process(pid.into(), process)
                     .map_err(|e| err(&w.path, e))?;
