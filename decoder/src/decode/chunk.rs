@@ -732,6 +732,13 @@ impl ChunkDecoder<'_, '_, '_> {
         if tsc == 0 || tsc == u64::MAX {
             return;
         }
+        // Most blocks share the time of the one before (timing packets are
+        // far sparser than branches): nothing changes then, and the
+        // conversion to perf time is not redone (the profile showed it per
+        // block).
+        if tsc == self.tsc {
+            return;
+        }
         if self.setup().cycles {
             if let (Some(prev), Some(run)) = (self.last_cycle_tsc, self.run.as_mut()) {
                 if tsc > prev {
