@@ -60,6 +60,9 @@ pub enum InputError {
         offset: u64,
         what: String,
     },
+    /// An LLDB trace bundle (`trace.json`) that cannot be read.
+    #[error("{path}: {what}")]
+    Bundle { path: PathBuf, what: String },
 }
 
 /// The CPU the trace was recorded on, from perf's CPUID feature
@@ -204,12 +207,19 @@ pub struct Trace {
     /// No Intel PT at all (`ptrec --sideband-only`): `info` is empty and
     /// there are no buffers; only the sideband can be described.
     pub sideband_only: bool,
+    /// The folder of an LLDB trace bundle ([`crate::lldb`]), when the
+    /// input was one (`data_path` is then its `trace.json`).
+    pub bundle: Option<PathBuf>,
 }
 
 impl Trace {
-    /// Opens a trace dir, a perf dir or a perf.data file (file or pipe format).
+    /// Opens a trace dir, a perf dir, a perf.data file (file or pipe format)
+    /// or an LLDB trace bundle (its folder or its `trace.json`).
     pub fn open(path: impl AsRef<Path>) -> Result<Trace, InputError> {
         let path = path.as_ref();
+        if let Some(json) = crate::lldb::bundle_description(path) {
+            return crate::lldb::open(&json);
+        }
         let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
             path: path.to_owned(),
             source,
@@ -321,6 +331,7 @@ impl Trace {
             sideband_span: span,
             warnings,
             sideband_only,
+            bundle: None,
         })
     }
 

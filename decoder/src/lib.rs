@@ -14,6 +14,7 @@ pub mod images;
 pub mod input;
 pub mod inputs;
 pub mod interp;
+pub mod lldb;
 pub mod min_duration;
 pub mod ops;
 pub mod outfile;

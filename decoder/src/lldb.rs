@@ -1,0 +1,772 @@
+//! LLDB trace bundles (`trace save DIR` in LLDB: `DIR/trace.json` with the
+//! raw Intel PT of each thread or each core, the cores' context-switch
+//! records and the modules) as ptdec input. The bundle is turned into the
+//! same [`Trace`] a perf.data gives, so that the one decode pipeline reads
+//! it: an in-memory perf.data with AUXTRACE_INFO (the TSC conversion), one
+//! AUXTRACE buffer per thread or per core, COMM and MMAP2 records for the
+//! bundle's threads and modules, and the cores' SWITCH_CPU_WIDE records as
+//! LLDB saved them. The trace files are read into memory (LLDB saves its
+//! ring buffers: a few MiB per thread or core).
+//!
+//! The JSON is read field by field so that every complaint names the file
+//! and the field (`processes[1].pid`); what cannot be used (a process
+//! without a pid, a missing trace file) is left out with a warning and the
+//! rest is decoded.
+
+use std::borrow::Cow;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
+use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
+use sideband::bytes::FileBytes;
+use sideband::parse::{parse_event_le, ring_records};
+use sideband::record::{Auxtrace, Event, FileId, Mmap, Record, SampleId};
+use sideband::sample::sample_type as st;
+use sideband::writer::FileWriter;
+
+use crate::input::{CpuId, InputError, Trace};
+
+/// The bundle's description file inside a bundle folder.
+pub const DESCRIPTION: &str = "trace.json";
+
+/// The PMU type written for the intel_pt event (any number: nothing reads
+/// it but AUXTRACE_INFO's match with the attr).
+const PMU_TYPE: u32 = 8;
+/// Sample ids of the two events of the in-memory perf.data.
+const PT_ID: u64 = 1;
+const SIDEBAND_ID: u64 = 2;
+/// intel_pt config terms (`/sys/bus/event_source/devices/intel_pt/format`).
+const CFG_PT: u64 = 1;
+const CFG_TSC: u64 = 1 << 10;
+const CFG_BRANCH: u64 = 1 << 13;
+
+/// Whether `path` is an LLDB bundle: a folder holding `trace.json` and no
+/// perf `data`, or a file whose first non-blank byte is `{`. Returns the
+/// description file.
+pub fn bundle_description(path: &Path) -> Option<PathBuf> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_dir() {
+        let json = path.join(DESCRIPTION);
+        let data = path.join("data");
+        return (json.is_file() && !data.exists()).then_some(json);
+    }
+    if !meta.is_file() {
+        return None;
+    }
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let first = head[..n].iter().find(|b| !b.is_ascii_whitespace())?;
+    (*first == b'{').then(|| path.to_owned())
+}
+
+/// One thread of the bundle and its trace file (per-thread bundles).
+#[derive(Debug, Clone)]
+struct BThread {
+    tid: u32,
+    trace: Option<PathBuf>,
+}
+
+/// One module: where it was loaded and the file found for it.
+#[derive(Debug, Clone)]
+struct BModule {
+    /// The file to read: in the bundle, else the recorded system path.
+    path: PathBuf,
+    found: bool,
+    load: u64,
+    build_id: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone)]
+struct BProcess {
+    pid: u32,
+    threads: Vec<BThread>,
+    modules: Vec<BModule>,
+}
+
+/// One core of a per-core bundle.
+#[derive(Debug, Clone)]
+struct BCore {
+    id: u32,
+    trace: PathBuf,
+    switches: PathBuf,
+}
+
+/// What a bundle's JSON says, files resolved against its folder.
+#[derive(Debug, Default)]
+struct Bundle {
+    cpu: Option<CpuId>,
+    /// (time_mult, time_shift, time_zero).
+    conv: Option<(u64, u64, u64)>,
+    processes: Vec<BProcess>,
+    cores: Vec<BCore>,
+}
+
+/// The JSON reader: the file's name for messages, the bundle folder, and
+/// the warnings gathered.
+struct Reader<'a> {
+    file: &'a Path,
+    dir: &'a Path,
+    warnings: Vec<String>,
+}
+
+fn bad(file: &Path, what: impl Into<String>) -> InputError {
+    InputError::Bundle {
+        path: file.to_owned(),
+        what: what.into(),
+    }
+}
+
+/// A number as LLDB writes it: a JSON integer, or a string of one
+/// (decimal, or hex with `0x`), as LLDB accepts since it writes 64-bit
+/// values that JSON readers would round.
+fn number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => {
+            let s = s.trim();
+            match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None => s.parse().ok(),
+            }
+        }
+        _ => None,
+    }
+}
+
+impl Reader<'_> {
+    fn warn(&mut self, w: String) {
+        self.warnings.push(w);
+    }
+
+    /// A required number at `at` (`processes[0].pid`).
+    fn num(&self, obj: &Value, at: &str, name: &str) -> Result<u64, String> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Err(format!("missing value at {at}{name}")),
+            Some(v) => number(v).ok_or_else(|| {
+                format!("expected an unsigned integer (or a string of one) at {at}{name}, found {v}")
+            }),
+        }
+    }
+
+    fn str<'v>(&self, obj: &'v Value, at: &str, name: &str) -> Result<&'v str, String> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Err(format!("missing value at {at}{name}")),
+            Some(Value::String(s)) => Ok(s),
+            Some(v) => Err(format!("expected a string at {at}{name}, found {v}")),
+        }
+    }
+
+    fn array<'v>(&self, obj: &'v Value, name: &str) -> Result<&'v [Value], String> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Ok(&[]),
+            Some(Value::Array(a)) => Ok(a),
+            Some(v) => Err(format!("expected an array at {name}, found {v}")),
+        }
+    }
+
+    /// A file named by the bundle, resolved against its folder.
+    fn file_at(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    fn cpu(&mut self, root: &Value) -> Option<CpuId> {
+        let Some(c) = root.get("cpuInfo") else {
+            self.warn(format!(
+                "{}: missing value at cpuInfo; decoding without errata workarounds",
+                self.file.display()
+            ));
+            return None;
+        };
+        let read = || -> Result<CpuId, String> {
+            let vendor = self.str(c, "cpuInfo.", "vendor")?.to_string();
+            let family = self.num(c, "cpuInfo.", "family")?;
+            let model = self.num(c, "cpuInfo.", "model")?;
+            let stepping = self.num(c, "cpuInfo.", "stepping")?;
+            let range = |name: &str, v: u64| format!("cpuInfo.{name} {v} is out of range");
+            Ok(CpuId {
+                vendor,
+                family: u16::try_from(family).map_err(|_| range("family", family))?,
+                model: u8::try_from(model).map_err(|_| range("model", model))?,
+                stepping: u8::try_from(stepping).map_err(|_| range("stepping", stepping))?,
+            })
+        };
+        match read() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.warn(format!(
+                    "{}: {e}; decoding without errata workarounds",
+                    self.file.display()
+                ));
+                None
+            }
+        }
+    }
+
+    fn conv(&mut self, root: &Value) -> Option<(u64, u64, u64)> {
+        let c = root.get("tscPerfZeroConversion")?;
+        let at = "tscPerfZeroConversion.";
+        let read = || -> Result<(u64, u64, u64), String> {
+            Ok((
+                self.num(c, at, "timeMult")?,
+                self.num(c, at, "timeShift")?,
+                self.num(c, at, "timeZero")?,
+            ))
+        };
+        match read() {
+            Ok(v) if v.1 < 64 => Some(v),
+            Ok(v) => {
+                self.warn(format!(
+                    "{}: tscPerfZeroConversion.timeShift {} is out of range; times are TSC ticks",
+                    self.file.display(),
+                    v.1
+                ));
+                None
+            }
+            Err(e) => {
+                self.warn(format!(
+                    "{}: {e}; times are TSC ticks",
+                    self.file.display()
+                ));
+                None
+            }
+        }
+    }
+
+    fn process(&mut self, p: &Value, i: usize) -> Result<BProcess, String> {
+        let at = format!("processes[{i}].");
+        if !p.is_object() {
+            return Err(format!("expected an object at processes[{i}], found {p}"));
+        }
+        let pid = self.num(p, &at, "pid")?;
+        let pid = u32::try_from(pid).map_err(|_| format!("{at}pid {pid} is out of range"))?;
+        let mut threads = Vec::new();
+        for (j, t) in self
+            .array(p, "threads")
+            .map_err(|e| format!("{at}{e}"))?
+            .iter()
+            .enumerate()
+        {
+            let tat = format!("{at}threads[{j}].");
+            let tid = match self.num(t, &tat, "tid") {
+                Ok(v) => v,
+                Err(e) => {
+                    self.warn(format!("{}: {e}; thread left out", self.file.display()));
+                    continue;
+                }
+            };
+            let Ok(tid) = u32::try_from(tid) else {
+                self.warn(format!(
+                    "{}: {tat}tid {tid} is out of range; thread left out",
+                    self.file.display()
+                ));
+                continue;
+            };
+            let trace = match t.get("iptTrace") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => {
+                    let f = self.file_at(s);
+                    if f.is_file() {
+                        Some(f)
+                    } else {
+                        self.warn(format!(
+                            "{}: {tat}iptTrace names {}, which cannot be read; thread {tid} left out",
+                            self.file.display(),
+                            f.display()
+                        ));
+                        continue;
+                    }
+                }
+                Some(v) => {
+                    self.warn(format!(
+                        "{}: expected a string at {tat}iptTrace, found {v}; thread {tid} left out",
+                        self.file.display()
+                    ));
+                    continue;
+                }
+            };
+            threads.push(BThread { tid, trace });
+        }
+        let mut modules = Vec::new();
+        for (j, m) in self
+            .array(p, "modules")
+            .map_err(|e| format!("{at}{e}"))?
+            .iter()
+            .enumerate()
+        {
+            match self.module(m, &format!("{at}modules[{j}].")) {
+                Ok(m) => modules.push(m),
+                Err(e) => self.warn(format!(
+                    "{}: {e}; module left out",
+                    self.file.display()
+                )),
+            }
+        }
+        Ok(BProcess {
+            pid,
+            threads,
+            modules,
+        })
+    }
+
+    fn module(&mut self, m: &Value, at: &str) -> Result<BModule, String> {
+        let system = self.str(m, at, "systemPath")?;
+        let load = self.num(m, at, "loadAddress")?;
+        let file = match m.get("file") {
+            Some(Value::String(f)) => Some(f.as_str()),
+            _ => None,
+        };
+        let in_bundle = file.map(|f| self.file_at(f)).filter(|p| p.is_file());
+        let (path, found) = match in_bundle {
+            Some(p) => (p, true),
+            None => {
+                if let Some(f) = file {
+                    self.warn(format!(
+                        "{}: {at}file names {}, which cannot be read; looking for {system} \
+                         under --sysroot and on this machine",
+                        self.file.display(),
+                        self.file_at(f).display()
+                    ));
+                }
+                (PathBuf::from(system), false)
+            }
+        };
+        let build_id = match m.get("uuid") {
+            Some(Value::String(u)) => {
+                let hex: String = u.chars().filter(|c| *c != '-').collect();
+                let bytes: Option<Vec<u8>> = (hex.len() % 2 == 0 && hex.len() <= 40)
+                    .then(|| {
+                        (0..hex.len())
+                            .step_by(2)
+                            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+                            .collect()
+                    })
+                    .flatten();
+                bytes.filter(|b| !b.is_empty())
+            }
+            _ => None,
+        };
+        Ok(BModule {
+            path,
+            found,
+            load,
+            build_id,
+        })
+    }
+
+    fn core(&mut self, c: &Value, i: usize) -> Result<BCore, String> {
+        let at = format!("cpus[{i}].");
+        let id = self.num(c, &at, "id")?;
+        let id = u32::try_from(id).map_err(|_| format!("{at}id {id} is out of range"))?;
+        let trace = self.file_at(self.str(c, &at, "iptTrace")?);
+        let switches = self.file_at(self.str(c, &at, "contextSwitchTrace")?);
+        for (name, f) in [("iptTrace", &trace), ("contextSwitchTrace", &switches)] {
+            if !f.is_file() {
+                return Err(format!(
+                    "{at}{name} names {}, which cannot be read",
+                    f.display()
+                ));
+            }
+        }
+        Ok(BCore {
+            id,
+            trace,
+            switches,
+        })
+    }
+}
+
+/// Reads and checks `trace.json`; fatal only when nothing can be decoded.
+fn read_bundle(file: &Path, dir: &Path, warnings: &mut Vec<String>) -> Result<Bundle, InputError> {
+    let text = std::fs::read(file).map_err(|source| InputError::Io {
+        path: file.to_owned(),
+        source,
+    })?;
+    let root: Value = serde_json::from_slice(&text).map_err(|e| {
+        let how = if e.is_eof() {
+            "the JSON ends early (a cut file?)"
+        } else {
+            "not valid JSON"
+        };
+        bad(
+            file,
+            format!(
+                "{how} at line {} column {}: {e}; expected an LLDB trace bundle (`trace save`)",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    if !root.is_object() {
+        return Err(bad(file, "expected a JSON object: an LLDB trace bundle (`trace save`)"));
+    }
+    let mut r = Reader {
+        file,
+        dir,
+        warnings: Vec::new(),
+    };
+    match root.get("type") {
+        Some(Value::String(t)) if t == "intel-pt" => {}
+        Some(v) => {
+            return Err(bad(
+                file,
+                format!("field `type` is {v}, not \"intel-pt\": ptdec decodes only LLDB's Intel PT bundles"),
+            ))
+        }
+        None => {
+            return Err(bad(
+                file,
+                "missing value at type (\"intel-pt\" in an LLDB trace bundle)",
+            ))
+        }
+    }
+    let mut b = Bundle {
+        cpu: r.cpu(&root),
+        conv: r.conv(&root),
+        ..Bundle::default()
+    };
+    if root.get("kernel").is_some() {
+        r.warn(format!(
+            "{}: the kernel section is not read; kernel code is not decoded",
+            file.display()
+        ));
+    }
+    let processes = r.array(&root, "processes").map_err(|e| bad(file, e))?;
+    for (i, p) in processes.iter().enumerate() {
+        match r.process(p, i) {
+            Ok(p) => b.processes.push(p),
+            Err(e) => r.warn(format!("{}: {e}; process left out", file.display())),
+        }
+    }
+    let cores = r.array(&root, "cpus").map_err(|e| bad(file, e))?;
+    for (i, c) in cores.iter().enumerate() {
+        match r.core(c, i) {
+            Ok(c) => b.cores.push(c),
+            Err(e) => r.warn(format!("{}: {e}; core left out", file.display())),
+        }
+    }
+    warnings.append(&mut r.warnings);
+    let per_thread = b
+        .processes
+        .iter()
+        .flat_map(|p| &p.threads)
+        .any(|t| t.trace.is_some());
+    if !per_thread && b.cores.is_empty() {
+        return Err(bad(
+            file,
+            format!(
+                "no thread or core with a readable trace{}",
+                if warnings.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", warnings.join("; "))
+                }
+            ),
+        ));
+    }
+    if per_thread && !b.cores.is_empty() {
+        warnings.push(format!(
+            "{}: both per-thread (threads[].iptTrace) and per-core (cpus) traces; only the per-core traces are decoded",
+            file.display()
+        ));
+    }
+    Ok(b)
+}
+
+/// The executable PT_LOAD segments of a module loaded at `load` (LLDB's
+/// load address: where the lowest PT_LOAD's page goes), as
+/// (address, length, file offset). A file that cannot be read is mapped
+/// linearly from `load` (offset 0), which is where the code of an ELF laid
+/// out by the usual linkers sits.
+fn segments(m: &BModule) -> Vec<(u64, u64, u64)> {
+    const PAGE: u64 = 4096;
+    let linear = vec![(m.load, 1 << 30, 0)];
+    let Ok(data) = std::fs::read(&m.path) else {
+        return linear;
+    };
+    let Ok(elf) = object::File::parse(&*data) else {
+        return linear;
+    };
+    use object::{Object, ObjectSegment, SegmentFlags};
+    let loads: Vec<_> = elf.segments().collect();
+    let Some(base) = loads.iter().map(|s| s.address() & !(PAGE - 1)).min() else {
+        return linear;
+    };
+    let bias = m.load.wrapping_sub(base);
+    let mut out = Vec::new();
+    for s in &loads {
+        let exec = match s.flags() {
+            SegmentFlags::Elf { p_flags } => p_flags & 1 != 0,
+            _ => true,
+        };
+        let (off, size) = s.file_range();
+        if !exec || size == 0 {
+            continue;
+        }
+        let start = s.address().wrapping_add(bias) & !(PAGE - 1);
+        let end = s.address().wrapping_add(bias).wrapping_add(size);
+        let pgoff = off & !(PAGE - 1);
+        out.push((start, end.div_ceil(PAGE) * PAGE - start, pgoff));
+    }
+    if out.is_empty() {
+        linear
+    } else {
+        out
+    }
+}
+
+/// A name for threads of a process: its first module's file name (LLDB
+/// bundles name no threads).
+fn process_name(p: &BProcess) -> String {
+    p.modules
+        .first()
+        .and_then(|m| m.path.file_name())
+        .map_or_else(|| format!("pid {}", p.pid), |n| n.to_string_lossy().into_owned())
+}
+
+fn attrs(conv: bool) -> AttrSet {
+    let sample_type = st::TID | st::TIME | st::CPU | st::IDENTIFIER;
+    let pt = Attr {
+        kind: PMU_TYPE,
+        size: ATTR_SIZE_VER7,
+        config: CFG_PT | CFG_BRANCH | if conv { CFG_TSC } else { 0 },
+        sample_period_or_freq: 1,
+        sample_type,
+        flags: flags::SAMPLE_ID_ALL | flags::EXCLUDE_KERNEL | flags::EXCLUDE_HV,
+        ..Attr::default()
+    };
+    let sideband = Attr {
+        kind: 1,   // PERF_TYPE_SOFTWARE
+        config: 9, // PERF_COUNT_SW_DUMMY
+        size: ATTR_SIZE_VER7,
+        sample_period_or_freq: 1,
+        sample_type,
+        flags: flags::SAMPLE_ID_ALL
+            | flags::MMAP2
+            | flags::COMM
+            | flags::TASK
+            | flags::CONTEXT_SWITCH
+            | flags::EXCLUDE_KERNEL,
+        ..Attr::default()
+    };
+    let mut set = AttrSet::new();
+    set.push(pt, vec![PT_ID]);
+    set.push(sideband, vec![SIDEBAND_ID]);
+    set
+}
+
+fn sid(pid: u32, tid: u32, time: u64, cpu: u32) -> SampleId {
+    SampleId {
+        pid: Some(pid),
+        tid: Some(tid),
+        time: Some(time),
+        cpu: Some(cpu),
+        identifier: Some(SIDEBAND_ID),
+        ..SampleId::default()
+    }
+}
+
+/// A core's context-switch records, read as LLDB saved them (the perf ring
+/// of a context-switch event with `sample_id_all` and TID | TIME), with the
+/// core added to each. A cut or unreadable record ends the file with a
+/// warning.
+fn switches(core: &BCore, warnings: &mut Vec<String>) -> Vec<Event<'static>> {
+    let bytes = match std::fs::read(&core.switches) {
+        Ok(b) => b,
+        Err(e) => {
+            warnings.push(format!("cannot read {}: {e}", core.switches.display()));
+            return Vec::new();
+        }
+    };
+    let mut lldb = AttrSet::new();
+    lldb.push(
+        Attr {
+            kind: 1,
+            config: 9,
+            size: ATTR_SIZE_VER7,
+            sample_type: st::TID | st::TIME,
+            flags: flags::SAMPLE_ID_ALL | flags::CONTEXT_SWITCH,
+            ..Attr::default()
+        },
+        Vec::new(),
+    );
+    let mut out = Vec::new();
+    for raw in ring_records(&bytes) {
+        let ev = raw.and_then(|raw| parse_event_le(&lldb, &raw));
+        match ev {
+            Ok(ev) => {
+                if let Record::SwitchCpuWide {
+                    next_prev_pid,
+                    next_prev_tid,
+                } = ev.record
+                {
+                    let s = ev.sample_id;
+                    out.push(Event {
+                        misc: ev.misc,
+                        record: Record::SwitchCpuWide {
+                            next_prev_pid,
+                            next_prev_tid,
+                        },
+                        sample_id: sid(
+                            s.pid.unwrap_or(0),
+                            s.tid.unwrap_or(0),
+                            s.time.unwrap_or(0),
+                            core.id,
+                        ),
+                    });
+                }
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "{}: {e}; the records after it are not read",
+                    core.switches.display()
+                ));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Opens an LLDB bundle: `file` is its `trace.json`.
+pub fn open(file: &Path) -> Result<Trace, InputError> {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let mut warnings = Vec::new();
+    let b = read_bundle(file, &dir, &mut warnings)?;
+    let per_cpu = !b.cores.is_empty();
+    let werr = |e: sideband::Error| bad(file, format!("cannot assemble the trace: {e}"));
+
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs(b.conv.is_some())).map_err(werr)?;
+    let (time_mult, time_shift, time_zero) = b.conv.unwrap_or((0, 0, 0));
+    let info = IntelPtInfo {
+        pmu_type: u64::from(PMU_TYPE),
+        time_shift,
+        time_mult,
+        time_zero,
+        cap_user_time_zero: b.conv.is_some(),
+        tsc_bit: CFG_TSC,
+        have_sched_switch: if per_cpu { 3 } else { 0 },
+        per_cpu_mmaps: per_cpu,
+        ..IntelPtInfo::default()
+    };
+    let user = |record| Event {
+        misc: 0,
+        record,
+        sample_id: SampleId::default(),
+    };
+    w.write_event(&user(Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(
+        &info,
+    ))))
+    .map_err(werr)?;
+
+    // Threads and mappings at time 0: before everything, and not counted
+    // in the recording's time span (ptdec's time origin).
+    let mut build_ids = Vec::new();
+    for p in &b.processes {
+        let name = process_name(p);
+        for t in &p.threads {
+            w.write_event(&Event {
+                misc: 0,
+                record: Record::Comm {
+                    pid: p.pid,
+                    tid: t.tid,
+                    comm: name.clone(),
+                },
+                sample_id: sid(p.pid, t.tid, 0, 0),
+            })
+            .map_err(werr)?;
+        }
+        for m in &p.modules {
+            let filename = m.path.to_string_lossy().into_owned();
+            if let Some(id) = &m.build_id {
+                build_ids.push((filename.clone(), id.clone()));
+            }
+            for (addr, len, pgoff) in segments(m) {
+                w.write_event(&Event {
+                    misc: 0,
+                    record: Record::Mmap(Mmap {
+                        pid: p.pid,
+                        tid: p.pid,
+                        addr,
+                        len,
+                        pgoff,
+                        file_id: Some(FileId::Inode {
+                            maj: 0,
+                            min: 0,
+                            ino: 0,
+                            ino_generation: 0,
+                        }),
+                        prot: Some(5),  // PROT_READ | PROT_EXEC
+                        flags: Some(2), // MAP_PRIVATE
+                        filename: filename.clone(),
+                    }),
+                    sample_id: sid(p.pid, p.pid, 0, 0),
+                })
+                .map_err(werr)?;
+            }
+            if !m.found {
+                // Only said when neither the bundle nor this machine has it;
+                // ptdec's image search then also tries --sysroot.
+                if !m.path.is_file() {
+                    warnings.push(format!(
+                        "module {} is neither in the bundle nor on this machine: give --sysroot",
+                        m.path.display()
+                    ));
+                }
+            }
+        }
+    }
+    if per_cpu {
+        let mut sw: Vec<Event<'static>> = b
+            .cores
+            .iter()
+            .flat_map(|c| switches(c, &mut warnings))
+            .collect();
+        sw.sort_by_key(|e| e.sample_id.time);
+        for e in &sw {
+            w.write_event(e).map_err(werr)?;
+        }
+    }
+
+    // The traces, one AUXTRACE buffer each.
+    let buffers: Vec<(PathBuf, u32, u32)> = if per_cpu {
+        b.cores
+            .iter()
+            .map(|c| (c.trace.clone(), u32::MAX, c.id))
+            .collect()
+    } else {
+        b.processes
+            .iter()
+            .flat_map(|p| &p.threads)
+            .filter_map(|t| Some((t.trace.clone()?, t.tid, u32::MAX)))
+            .collect()
+    };
+    for (idx, (path, tid, cpu)) in buffers.iter().enumerate() {
+        let data = std::fs::read(path).map_err(|source| InputError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        w.write_event(&user(Record::Auxtrace(Auxtrace {
+            offset: 0,
+            reference: 0,
+            idx: idx as u32,
+            tid: *tid,
+            cpu: *cpu,
+            data: Cow::Owned(data),
+        })))
+        .map_err(werr)?;
+    }
+    let bytes = w.finish().map_err(werr)?.into_inner();
+    let mut trace = Trace::from_bytes(FileBytes::Read(bytes), file.to_owned(), None)?;
+    trace.cpu = b.cpu;
+    trace.build_ids = build_ids;
+    trace.bundle = Some(dir);
+    warnings.append(&mut trace.warnings);
+    trace.warnings = warnings;
+    Ok(trace)
+}
