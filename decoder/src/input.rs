@@ -209,16 +209,23 @@ pub struct Trace {
     pub sideband_only: bool,
     /// The folder of an LLDB trace bundle ([`crate::lldb`]), when the
     /// input was one (`data_path` is then its `trace.json`).
-    pub bundle: Option<PathBuf>,
+    pub bundle: Option<crate::lldb::BundleInfo>,
 }
 
 impl Trace {
     /// Opens a trace dir, a perf dir, a perf.data file (file or pipe format)
     /// or an LLDB trace bundle (its folder or its `trace.json`).
     pub fn open(path: impl AsRef<Path>) -> Result<Trace, InputError> {
+        Self::open_with(path, &[])
+    }
+
+    /// [`Trace::open`], with the `--sysroot` folders an LLDB bundle's
+    /// missing modules are looked for in (their layout is read when the
+    /// bundle is opened).
+    pub fn open_with(path: impl AsRef<Path>, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
         let path = path.as_ref();
         if let Some(json) = crate::lldb::bundle_description(path) {
-            return crate::lldb::open(&json);
+            return crate::lldb::open(&json, sysroots);
         }
         let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
             path: path.to_owned(),

@@ -62,6 +62,24 @@ pub fn bundle_description(path: &Path) -> Option<PathBuf> {
     (*first == b'{').then(|| path.to_owned())
 }
 
+/// What `ptdec info` says about a bundle, and the processes decoded by
+/// default (LLDB shows only the threads of the bundle's processes; a
+/// per-core trace also holds other processes' code).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BundleInfo {
+    /// The bundle folder (files are resolved against it).
+    pub dir: PathBuf,
+    /// The processes of the bundle, with their listed threads.
+    pub processes: Vec<(u32, Vec<u32>)>,
+    /// The cores of a per-core bundle (empty: per-thread traces).
+    pub cores: Vec<u32>,
+    /// `tscPerfZeroConversion` as (time_mult, time_shift, time_zero).
+    pub conversion: Option<(u64, u64, u64)>,
+    /// Modules: the file read (or the recorded path when not found) and
+    /// the load address.
+    pub modules: Vec<(PathBuf, u64)>,
+}
+
 /// One thread of the bundle and its trace file (per-thread bundles).
 #[derive(Debug, Clone)]
 struct BThread {
@@ -72,9 +90,11 @@ struct BThread {
 /// One module: where it was loaded and the file found for it.
 #[derive(Debug, Clone)]
 struct BModule {
-    /// The file to read: in the bundle, else the recorded system path.
+    /// The name mappings are recorded under: the file in the bundle, else
+    /// the recorded system path.
     path: PathBuf,
-    found: bool,
+    /// The file its segments are read from, when found.
+    layout: Option<PathBuf>,
     load: u64,
     build_id: Option<Vec<u8>>,
 }
@@ -104,11 +124,11 @@ struct Bundle {
     cores: Vec<BCore>,
 }
 
-/// The JSON reader: the file's name for messages, the bundle folder, and
-/// the warnings gathered.
+/// The JSON reader: the bundle folder, the `--sysroot` folders, and the
+/// warnings gathered (each naming its field; the file is added after).
 struct Reader<'a> {
-    file: &'a Path,
     dir: &'a Path,
+    sysroots: &'a [PathBuf],
     warnings: Vec<String>,
 }
 
@@ -175,9 +195,7 @@ impl Reader<'_> {
     fn cpu(&mut self, root: &Value) -> Option<CpuId> {
         let Some(c) = root.get("cpuInfo") else {
             self.warn(format!(
-                "{}: missing value at cpuInfo; decoding without errata workarounds",
-                self.file.display()
-            ));
+                "missing value at cpuInfo; decoding without errata workarounds", ));
             return None;
         };
         let read = || -> Result<CpuId, String> {
@@ -197,9 +215,7 @@ impl Reader<'_> {
             Ok(c) => Some(c),
             Err(e) => {
                 self.warn(format!(
-                    "{}: {e}; decoding without errata workarounds",
-                    self.file.display()
-                ));
+                    "{e}; decoding without errata workarounds", ));
                 None
             }
         }
@@ -219,17 +235,13 @@ impl Reader<'_> {
             Ok(v) if v.1 < 64 => Some(v),
             Ok(v) => {
                 self.warn(format!(
-                    "{}: tscPerfZeroConversion.timeShift {} is out of range; times are TSC ticks",
-                    self.file.display(),
-                    v.1
+                    "tscPerfZeroConversion.timeShift {} is out of range; times are TSC ticks", v.1
                 ));
                 None
             }
             Err(e) => {
                 self.warn(format!(
-                    "{}: {e}; times are TSC ticks",
-                    self.file.display()
-                ));
+                    "{e}; times are TSC ticks", ));
                 None
             }
         }
@@ -253,15 +265,13 @@ impl Reader<'_> {
             let tid = match self.num(t, &tat, "tid") {
                 Ok(v) => v,
                 Err(e) => {
-                    self.warn(format!("{}: {e}; thread left out", self.file.display()));
+                    self.warn(format!("{e}; thread left out", ));
                     continue;
                 }
             };
             let Ok(tid) = u32::try_from(tid) else {
                 self.warn(format!(
-                    "{}: {tat}tid {tid} is out of range; thread left out",
-                    self.file.display()
-                ));
+                    "{tat}tid {tid} is out of range; thread left out", ));
                 continue;
             };
             let trace = match t.get("iptTrace") {
@@ -272,18 +282,14 @@ impl Reader<'_> {
                         Some(f)
                     } else {
                         self.warn(format!(
-                            "{}: {tat}iptTrace names {}, which cannot be read; thread {tid} left out",
-                            self.file.display(),
-                            f.display()
+                            "{tat}iptTrace names {}, which cannot be read; thread {tid} left out", f.display()
                         ));
                         continue;
                     }
                 }
                 Some(v) => {
                     self.warn(format!(
-                        "{}: expected a string at {tat}iptTrace, found {v}; thread {tid} left out",
-                        self.file.display()
-                    ));
+                        "expected a string at {tat}iptTrace, found {v}; thread {tid} left out", ));
                     continue;
                 }
             };
@@ -299,9 +305,7 @@ impl Reader<'_> {
             match self.module(m, &format!("{at}modules[{j}].")) {
                 Ok(m) => modules.push(m),
                 Err(e) => self.warn(format!(
-                    "{}: {e}; module left out",
-                    self.file.display()
-                )),
+                    "{e}; module left out", )),
             }
         }
         Ok(BProcess {
@@ -319,18 +323,31 @@ impl Reader<'_> {
             _ => None,
         };
         let in_bundle = file.map(|f| self.file_at(f)).filter(|p| p.is_file());
-        let (path, found) = match in_bundle {
-            Some(p) => (p, true),
+        let (path, layout) = match in_bundle {
+            Some(p) => (p.clone(), Some(p)),
             None => {
-                if let Some(f) = file {
-                    self.warn(format!(
-                        "{}: {at}file names {}, which cannot be read; looking for {system} \
-                         under --sysroot and on this machine",
-                        self.file.display(),
-                        self.file_at(f).display()
-                    ));
+                // The recorded path, which ptdec's image search looks up
+                // under each --sysroot and on this machine; its layout is
+                // read from the first of them that has it.
+                let layout = self
+                    .sysroots
+                    .iter()
+                    .map(|r| r.join(system.trim_start_matches('/')))
+                    .chain(std::iter::once(PathBuf::from(system)))
+                    .find(|p| p.is_file());
+                let what = match file {
+                    Some(f) => format!("{at}file names {}, which cannot be read", self.file_at(f).display()),
+                    None => format!("{at}file is not given"),
+                };
+                match &layout {
+                    Some(l) => self.warn(format!(
+                        "{what}; using {} for {system}", l.display()
+                    )),
+                    None => self.warn(format!(
+                        "{what}, and {system} is neither under a --sysroot nor on this machine: \
+                         its code cannot be decoded (give --sysroot DIR holding {system})", )),
                 }
-                (PathBuf::from(system), false)
+                (PathBuf::from(system), layout)
             }
         };
         let build_id = match m.get("uuid") {
@@ -350,7 +367,7 @@ impl Reader<'_> {
         };
         Ok(BModule {
             path,
-            found,
+            layout,
             load,
             build_id,
         })
@@ -379,7 +396,12 @@ impl Reader<'_> {
 }
 
 /// Reads and checks `trace.json`; fatal only when nothing can be decoded.
-fn read_bundle(file: &Path, dir: &Path, warnings: &mut Vec<String>) -> Result<Bundle, InputError> {
+fn read_bundle(
+    file: &Path,
+    dir: &Path,
+    sysroots: &[PathBuf],
+    warnings: &mut Vec<String>,
+) -> Result<Bundle, InputError> {
     let text = std::fs::read(file).map_err(|source| InputError::Io {
         path: file.to_owned(),
         source,
@@ -403,8 +425,8 @@ fn read_bundle(file: &Path, dir: &Path, warnings: &mut Vec<String>) -> Result<Bu
         return Err(bad(file, "expected a JSON object: an LLDB trace bundle (`trace save`)"));
     }
     let mut r = Reader {
-        file,
         dir,
+        sysroots,
         warnings: Vec::new(),
     };
     match root.get("type") {
@@ -428,50 +450,48 @@ fn read_bundle(file: &Path, dir: &Path, warnings: &mut Vec<String>) -> Result<Bu
         ..Bundle::default()
     };
     if root.get("kernel").is_some() {
-        r.warn(format!(
-            "{}: the kernel section is not read; kernel code is not decoded",
-            file.display()
-        ));
+        r.warn("the kernel section is not read; kernel code is not decoded".into());
     }
     let processes = r.array(&root, "processes").map_err(|e| bad(file, e))?;
     for (i, p) in processes.iter().enumerate() {
         match r.process(p, i) {
             Ok(p) => b.processes.push(p),
-            Err(e) => r.warn(format!("{}: {e}; process left out", file.display())),
+            Err(e) => r.warn(format!("{e}; process left out")),
         }
     }
     let cores = r.array(&root, "cpus").map_err(|e| bad(file, e))?;
     for (i, c) in cores.iter().enumerate() {
         match r.core(c, i) {
             Ok(c) => b.cores.push(c),
-            Err(e) => r.warn(format!("{}: {e}; core left out", file.display())),
+            Err(e) => r.warn(format!("{e}; core left out")),
         }
     }
-    warnings.append(&mut r.warnings);
     let per_thread = b
         .processes
         .iter()
         .flat_map(|p| &p.threads)
         .any(|t| t.trace.is_some());
     if !per_thread && b.cores.is_empty() {
-        return Err(bad(
-            file,
-            format!(
-                "no thread or core with a readable trace{}",
-                if warnings.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", warnings.join("; "))
-                }
-            ),
-        ));
+        let why = if processes.is_empty() && cores.is_empty() {
+            "the bundle lists no process (processes) and no core (cpus)".to_string()
+        } else {
+            "no thread (processes[].threads[].iptTrace) or core (cpus[]) has a readable trace"
+                .to_string()
+        };
+        let mut what = why;
+        if !r.warnings.is_empty() {
+            what = format!("{what}: {}", r.warnings.join("; "));
+        }
+        return Err(bad(file, what));
     }
     if per_thread && !b.cores.is_empty() {
-        warnings.push(format!(
-            "{}: both per-thread (threads[].iptTrace) and per-core (cpus) traces; only the per-core traces are decoded",
-            file.display()
-        ));
+        r.warn(
+            "both per-thread (threads[].iptTrace) and per-core (cpus) traces; only the per-core \
+             traces are decoded"
+                .into(),
+        );
     }
+    warnings.extend(r.warnings.into_iter().map(|w| format!("{}: {w}", file.display())));
     Ok(b)
 }
 
@@ -483,7 +503,7 @@ fn read_bundle(file: &Path, dir: &Path, warnings: &mut Vec<String>) -> Result<Bu
 fn segments(m: &BModule) -> Vec<(u64, u64, u64)> {
     const PAGE: u64 = 4096;
     let linear = vec![(m.load, 1 << 30, 0)];
-    let Ok(data) = std::fs::read(&m.path) else {
+    let Some(Ok(data)) = m.layout.as_ref().map(std::fs::read) else {
         return linear;
     };
     let Ok(elf) = object::File::parse(&*data) else {
@@ -630,14 +650,15 @@ fn switches(core: &BCore, warnings: &mut Vec<String>) -> Vec<Event<'static>> {
     out
 }
 
-/// Opens an LLDB bundle: `file` is its `trace.json`.
-pub fn open(file: &Path) -> Result<Trace, InputError> {
+/// Opens an LLDB bundle: `file` is its `trace.json`; modules the bundle
+/// lacks are looked for under `sysroots`.
+pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
     let mut warnings = Vec::new();
-    let b = read_bundle(file, &dir, &mut warnings)?;
+    let b = read_bundle(file, &dir, sysroots, &mut warnings)?;
     let per_cpu = !b.cores.is_empty();
     let werr = |e: sideband::Error| bad(file, format!("cannot assemble the trace: {e}"));
 
@@ -649,7 +670,9 @@ pub fn open(file: &Path) -> Result<Trace, InputError> {
         time_mult,
         time_zero,
         cap_user_time_zero: b.conv.is_some(),
-        tsc_bit: CFG_TSC,
+        // Without a conversion the TSC term is unknown, as in `ptdec raw`:
+        // times are TSC ticks when the trace has TSC packets.
+        tsc_bit: if b.conv.is_some() { CFG_TSC } else { 0 },
         have_sched_switch: if per_cpu { 3 } else { 0 },
         per_cpu_mmaps: per_cpu,
         ..IntelPtInfo::default()
@@ -669,6 +692,9 @@ pub fn open(file: &Path) -> Result<Trace, InputError> {
     let mut build_ids = Vec::new();
     for p in &b.processes {
         let name = process_name(p);
+        // The mappings' records name a thread of the process, so that the
+        // pid itself is not listed as a thread when no thread has its id.
+        let main_tid = p.threads.first().map_or(p.pid, |t| t.tid);
         for t in &p.threads {
             w.write_event(&Event {
                 misc: 0,
@@ -705,19 +731,9 @@ pub fn open(file: &Path) -> Result<Trace, InputError> {
                         flags: Some(2), // MAP_PRIVATE
                         filename: filename.clone(),
                     }),
-                    sample_id: sid(p.pid, p.pid, 0, 0),
+                    sample_id: sid(p.pid, main_tid, 0, 0),
                 })
                 .map_err(werr)?;
-            }
-            if !m.found {
-                // Only said when neither the bundle nor this machine has it;
-                // ptdec's image search then also tries --sysroot.
-                if !m.path.is_file() {
-                    warnings.push(format!(
-                        "module {} is neither in the bundle nor on this machine: give --sysroot",
-                        m.path.display()
-                    ));
-                }
             }
         }
     }
@@ -765,8 +781,33 @@ pub fn open(file: &Path) -> Result<Trace, InputError> {
     let mut trace = Trace::from_bytes(FileBytes::Read(bytes), file.to_owned(), None)?;
     trace.cpu = b.cpu;
     trace.build_ids = build_ids;
-    trace.bundle = Some(dir);
+    // perf's wording about a kernel without time_zero does not fit a
+    // bundle: said once here in the bundle's terms.
+    if b.conv.is_none() {
+        trace.warnings.retain(|w| !w.contains("time_zero"));
+        warnings.push(format!(
+            "{}: no tscPerfZeroConversion: times are TSC ticks from the first timestamp, \
+             as `ptdec raw` gives them",
+            file.display()
+        ));
+    }
     warnings.append(&mut trace.warnings);
     trace.warnings = warnings;
+    trace.bundle = Some(BundleInfo {
+        dir,
+        processes: b
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.threads.iter().map(|t| t.tid).collect()))
+            .collect(),
+        cores: b.cores.iter().map(|c| c.id).collect(),
+        conversion: b.conv,
+        modules: b
+            .processes
+            .iter()
+            .flat_map(|p| &p.modules)
+            .map(|m| (m.path.clone(), m.load))
+            .collect(),
+    });
     Ok(trace)
 }

@@ -416,6 +416,10 @@ pub fn info(trace: &Trace, images: &ImageStore) -> String {
 
 /// `ptdec info`'s file, trace dir and cpu lines.
 fn info_file(o: &mut String, trace: &Trace) {
+    if let Some(b) = &trace.bundle {
+        info_bundle(o, trace, b);
+        return;
+    }
     let _ = writeln!(
         o,
         "file          {} ({} format, {})",
@@ -447,6 +451,65 @@ fn info_file(o: &mut String, trace: &Trace) {
     }
 }
 
+/// `ptdec info`'s lines for an LLDB bundle: what its `trace.json` says,
+/// in place of the perf.data's file, cpu and configuration lines.
+fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
+    let _ = writeln!(o, "file          {} (LLDB trace bundle)", trace.data_path.display());
+    let _ = writeln!(o, "bundle        {}", b.dir.display());
+    match &trace.cpu {
+        Some(c) => {
+            let _ = writeln!(
+                o,
+                "cpu           {} family {} model {} stepping {} (cpuInfo)",
+                c.vendor, c.family, c.model, c.stepping
+            );
+        }
+        None => {
+            let _ = writeln!(o, "cpu           unknown (no usable cpuInfo): no errata workarounds");
+        }
+    }
+    let traces = if b.cores.is_empty() {
+        "per-thread traces".to_string()
+    } else {
+        format!(
+            "per-core traces with context switches (cores {})",
+            b.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        )
+    };
+    let _ = writeln!(
+        o,
+        "intel_pt      {traces}; the bundle does not say which packets were enabled"
+    );
+    match b.conversion {
+        Some((mult, shift, zero)) => {
+            let _ = writeln!(
+                o,
+                "timing        tscPerfZeroConversion: time_mult {mult}, time_shift {shift}, time_zero {zero}"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "timing        no tscPerfZeroConversion: times stay in TSC ticks"
+            );
+        }
+    }
+    for (pid, tids) in &b.processes {
+        let _ = writeln!(
+            o,
+            "process       {pid}: threads {}",
+            if tids.is_empty() {
+                "none listed (found in the context switches)".to_string()
+            } else {
+                tids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            }
+        );
+    }
+    for (path, load) in &b.modules {
+        let _ = writeln!(o, "module        {} at {load:#x}", path.display());
+    }
+}
+
 /// `ptdec info`'s Intel PT configuration: buffers, packets enabled,
 /// timing, config terms, what the trace records, address filter.
 fn info_intel_pt(o: &mut String, trace: &Trace) {
@@ -458,7 +521,7 @@ fn info_intel_pt(o: &mut String, trace: &Trace) {
              threads and mappings over time, no trace to decode"
         );
     }
-    if !trace.sideband_only {
+    if !trace.sideband_only && trace.bundle.is_none() {
         let bit = |b: u64| match trace.config_bit(b) {
             Some(true) => "on",
             Some(false) => "off",

@@ -15,7 +15,7 @@ use crate::symbols::SymbolCache;
 
 /// `ptdec info TRACE`: what the trace holds, printed.
 pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
-    let trace = open(trace_path)?;
+    let trace = open(trace_path, a)?;
     let images = ImageStore::new(search_path(&trace, a));
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let text = summary::info(&trace, &images);
@@ -62,7 +62,7 @@ pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 /// aggregation, printed; the folded stacks and flame graph written.
 pub fn report(a: ReportArgs) -> Result<()> {
     use crate::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
-    let trace = open_decodable(&a.trace)?;
+    let trace = open_decodable(&a.trace, &a.images)?;
     let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration.as_deref())?;
     if a.format == render::Format::Csv && a.slowest.is_some() {
         bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
@@ -70,7 +70,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
     // Refused before decoding: the same protection as -o.
     let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
     let progress = Progress::new(a.quiet);
-    let decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
+    let decode = selected(&trace, a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", a.trace.display()));

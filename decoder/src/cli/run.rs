@@ -36,15 +36,16 @@ pub(super) fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
     s
 }
 
-pub(super) fn open(path: &Path) -> Result<Trace> {
-    Trace::open(path).with_context(|| format!("cannot decode {}", path.display()))
+pub(super) fn open(path: &Path, images: &ImageArgs) -> Result<Trace> {
+    Trace::open_with(path, &images.sysroots)
+        .with_context(|| format!("cannot decode {}", path.display()))
 }
 
 /// Opens a trace to decode: refuses a sideband-only recording and prints
 /// the input's warnings (a cut file, ...) whatever -q says, as `ptdec
 /// info` lists them: the output may be incomplete.
-pub(super) fn open_decodable(trace_path: &Path) -> Result<Trace> {
-    let trace = open(trace_path)?;
+pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs) -> Result<Trace> {
+    let trace = open(trace_path, images)?;
     if trace.sideband_only {
         bail!(
             "{} is a sideband-only recording (ptrec --sideband-only): there is no Intel PT to \
@@ -54,7 +55,12 @@ pub(super) fn open_decodable(trace_path: &Path) -> Result<Trace> {
         );
     }
     for w in &trace.warnings {
-        eprintln!("ptdec: warning: {}: {w}", trace_path.display());
+        // An LLDB bundle's warnings name their own file (trace.json or a
+        // trace file in the bundle).
+        match trace.bundle {
+            Some(_) => eprintln!("ptdec: warning: {w}"),
+            None => eprintln!("ptdec: warning: {}: {w}", trace_path.display()),
+        }
     }
     Ok(trace)
 }
@@ -98,7 +104,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
         bail!("give a trace and -o OUT (see --help)");
     };
-    let trace = open_decodable(&trace_path)?;
+    let trace = open_decodable(&trace_path, &a.images)?;
     let (start, end) = window(
         &trace,
         &trace_path,
@@ -143,7 +149,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Target::File(output.clone())
     };
     let progress = Progress::new(a.quiet);
-    let decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
+    let decode = selected(&trace, a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -365,16 +371,23 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
 
 /// The decode options that select what is decoded, as `ptdec TRACE` and
 /// `ptdec report` take them: threads, processes, the window, workers and
-/// chunk size, with the progress bar.
+/// chunk size, with the progress bar. An LLDB bundle decodes the
+/// processes it lists unless threads or processes are given, as LLDB
+/// shows them (a per-core trace also holds other processes' code, which
+/// the bundle has no modules for).
 pub(super) fn selected(
+    trace: &Trace,
     tids: Vec<u32>,
-    pids: Vec<u32>,
+    mut pids: Vec<u32>,
     (start, end): (Option<u64>, Option<u64>),
     jobs: usize,
     chunk_bytes: Option<u64>,
     progress: &Progress,
 ) -> DecodeOptions {
     let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    if let (true, true, Some(b)) = (tids.is_empty(), pids.is_empty(), &trace.bundle) {
+        pids = b.processes.iter().map(|p| p.0).collect();
+    }
     DecodeOptions {
         tids: set(tids),
         pids: set(pids),

@@ -1,0 +1,371 @@
+//! LLDB trace bundles (`trace save`) as `ptdec` input, on LLDB's own test
+//! bundles in `../shared/realdata/lldb/` (its README says where they come
+//! from and what LLDB's tests and ptxed expect of them).
+//!
+//! What is compared: **instructions per thread**. LLDB counts "trace
+//! items" per thread, which are instructions plus events plus errors, and
+//! its events changed between versions: LLDB 15's TestTraceLoad gives tid
+//! 3497496 19,524 items (2 events: "software disabled tracing", "CPU core
+//! changed"; 1 error: "expected tracing enabled event"), LLDB 16's 19,533
+//! (11 events: the same plus "trace synchronization point" and 8 "HW clock
+//! tick"; the same error). Both are 19,521 instructions, which is also
+//! ptxed's count on the whole of core 51, the only core the thread ran on
+//! (one switch-in in `51.perf_context_switch_trace`). The single-thread
+//! bundle is 23 items in LLDB 15 (2 events) and 24 in LLDB 16 (3 events):
+//! 21 instructions. tid 3497497 ran only on core 45 (two switch-ins): ptxed
+//! finds 61,825 instructions on that whole core. LLDB 15 numbered that
+//! thread's last instruction 67,912 (its last item 67,919), more items than
+//! core 45 has instructions: it decoded each of the thread's two executions
+//! to the end of the PSB block it started in, so the stretch both shared
+//! was counted twice; LLDB 16 stops at the end of an execution ("decoding
+//! truncated: TSC ... exceeds maximum TSC value") and its
+//! TestTraceDumpFunctionCalls puts the thread's instructions at item ids 5
+//! to 61,831, which holds 61,825 instructions and the two clock-tick events
+//! between. ptdec splits a core's trace at the context switches (perf time
+//! of each op against the SWITCH_CPU_WIDE records), as LLDB 16 does.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ptdec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ptdec"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `../shared/realdata/lldb/NAME`, or the skip line when it is not there.
+fn bundle(test: &str, name: &str) -> Option<PathBuf> {
+    let p = pt_tests::realdata("lldb").join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        pt_tests::missing(
+            test,
+            &format!("{} is not there (../shared beside the clone)", p.display()),
+        )
+    }
+}
+
+/// Decodes `input` to `out` with `args`; panics on a failure or a panic.
+fn decode(input: &Path, out: &Path, args: &[&str]) -> Output {
+    let o = ptdec()
+        .arg(input)
+        .arg("-o")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{}: {err}", input.display());
+    assert!(!err.contains("panicked"), "{err}");
+    o
+}
+
+/// The summary's per-thread lines `pid/tid name: instructions, calls, gaps`
+/// as (pid, tid) → instructions.
+fn thread_insns(stderr: &str) -> Vec<((u32, u32), u64)> {
+    let mut out = Vec::new();
+    let mut in_threads = false;
+    for line in stderr.lines() {
+        if line.trim_start().starts_with("threads ") {
+            in_threads = true;
+            continue;
+        }
+        if !in_threads || !line.starts_with("    ") {
+            continue;
+        }
+        let l = line.trim();
+        let Some((who, rest)) = l.split_once(' ') else {
+            continue;
+        };
+        let Some((Ok(pid), Ok(tid))) = who.split_once('/').map(|(p, t)| (p.parse(), t.parse()))
+        else {
+            continue;
+        };
+        // "name: 19,521, 0, 0": the fields are separated by ", ".
+        let insns = rest.rsplit_once(": ").unwrap().1.split(", ").next().unwrap();
+        out.push(((pid, tid), insns.replace(',', "").parse().unwrap()));
+    }
+    out
+}
+
+fn dump(ftf: &Path) -> String {
+    let o = ptdec().arg("dump").arg(ftf).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+#[test]
+fn the_single_thread_bundle_decodes_to_lldbs_21_instructions() {
+    let test = "the_single_thread_bundle_decodes_to_lldbs_21_instructions";
+    let Some(dir) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    // The folder and its trace.json are the same input.
+    for input in [dir.clone(), dir.join("trace.json")] {
+        let o = decode(&input, &out, &[]);
+        let err = text(&o.stderr);
+        assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+        assert!(err.contains("no tscPerfZeroConversion"), "{err}");
+    }
+    let d = dump(&out);
+    assert!(d.contains("kernel_object thread koid=3842849 name=\"a.out\""), "{d}");
+    // Two threads sharing one trace file each decode it.
+    let o = decode(&dir.join("trace_2threads.json"), &out, &[]);
+    assert_eq!(
+        thread_insns(&text(&o.stderr)),
+        vec![((1234, 3842849), 21), ((1234, 3842850), 21)]
+    );
+}
+
+#[test]
+fn the_multi_file_bundle_stops_at_the_missing_loader() {
+    let test = "the_multi_file_bundle_stops_at_the_missing_loader";
+    let Some(dir) = bundle(test, "intelpt-trace-multi-file") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    let o = decode(&dir.join("multi-file-no-ld.json"), &out, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(thread_insns(&err), vec![((815455, 815455), 45)], "{err}");
+    assert!(err.contains("Nomap 1"), "{err}");
+    let d = dump(&out);
+    let gaps: Vec<&str> = d.lines().filter(|l| l.contains("cat=\"gap\"")).collect();
+    assert_eq!(gaps.len(), 1, "{d}");
+    assert!(gaps[0].contains("ip\": ptr(0x7ffff7df1950)"), "{}", gaps[0]);
+    // The libraries are found at the bundle's load addresses: calls into
+    // libfoo.so and libbar.so are named from their symbols.
+    for f in ["foo()", "bar()"] {
+        assert!(d.contains(&format!("name=\"{f}\"")), "{f} not called in\n{d}");
+    }
+}
+
+#[test]
+fn the_multi_core_bundle_splits_at_context_switches_as_lldb() {
+    let test = "the_multi_core_bundle_splits_at_context_switches_as_lldb";
+    let Some(dir) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    let want = vec![((3497234, 3497496), 19_521), ((3497234, 3497497), 61_825)];
+    for json in [
+        "trace.json",
+        "trace_with_string_numbers.json",
+        // Threads not listed are found in the context switches.
+        "trace_missing_threads.json",
+    ] {
+        let o = decode(&dir.join(json), &out, &[]);
+        let err = text(&o.stderr);
+        assert_eq!(thread_insns(&err), want, "{json}: {err}");
+        assert!(!err.contains("warning"), "{json}: {err}");
+    }
+    // Times come from tscPerfZeroConversion: the two threads' code spans
+    // 71 µs of perf time, 4.6 s after the first context switch recorded.
+    let o = decode(&dir, &out, &[]);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("time span     71.312 µs (perf time 7002363907177316 .. 7002363907248628; 0 in the output is 7002359266274235)"),
+        "{err}"
+    );
+    // Other processes' threads on the cores are left out unless asked for.
+    let o = decode(&dir, &out, &["--pid", "0"]);
+    assert!(thread_insns(&text(&o.stderr)).iter().all(|t| t.0 .0 == 0));
+    let report = ptdec().arg("report").arg(&dir).output().unwrap();
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    assert!(text(&report.stdout).contains("_Z3foov") || text(&report.stdout).contains("foo"));
+}
+
+#[test]
+fn ptdec_info_describes_a_bundle() {
+    let test = "ptdec_info_describes_a_bundle";
+    let Some(dir) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let o = ptdec().arg("info").arg(&dir).output().unwrap();
+    let info = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for want in [
+        "(LLDB trace bundle)",
+        "cpu           GenuineIntel family 6 model 85 stepping 4 (cpuInfo)",
+        "per-core traces with context switches (cores 45, 51)",
+        "tscPerfZeroConversion: time_mult 1076264588, time_shift 31, time_zero 18433473881008870804",
+        "process       3497234: threads 3497234, 3497496, 3497497",
+        "modules/m.out at 0x400000",
+        "buffer   0  cpu 45: 2.8 KiB",
+        "3497234/3497497 m.out",
+        "found    ",
+    ] {
+        assert!(info.contains(want), "{want:?} not in\n{info}");
+    }
+}
+
+/// LLDB's malformed bundles: each is refused or decoded with a warning
+/// naming the file and the field, never a panic.
+#[test]
+fn malformed_bundles_name_the_file_and_field() {
+    let test = "malformed_bundles_name_the_file_and_field";
+    let Some(dir) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    let run = |json: &Path| {
+        let o = ptdec().arg(json).arg("-o").arg(&out).output().unwrap();
+        let err = text(&o.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        (o.status.success(), err)
+    };
+    // (file, decodes, what the message says, instructions of each thread)
+    let cases: [(&str, bool, &str, Vec<((u32, u32), u64)>); 7] = [
+        ("trace_bad.json", false, "expected an object at processes[0], found 123", vec![]),
+        (
+            "trace_bad4.json",
+            false,
+            "the bundle lists no process (processes) and no core (cpus): missing value at cpuInfo.family",
+            vec![],
+        ),
+        // Another process without a pid is left out; the first decodes.
+        (
+            "trace_bad3.json",
+            true,
+            "missing value at processes[1].pid; process left out",
+            vec![((1234, 5678), 21)],
+        ),
+        // The module at the wrong address: the thread is decoded, and the
+        // code it runs has no image.
+        (
+            "trace_bad5.json",
+            true,
+            "missing value at processes[1].pid; process left out",
+            vec![((1234, 5678), 0)],
+        ),
+        (
+            "trace_bad_image.json",
+            true,
+            "no tscPerfZeroConversion",
+            vec![((1234, 3842849), 0)],
+        ),
+        // A CPU that does not fit: decoded without errata workarounds,
+        // which this Broadwell trace needs (LLDB refuses it: "unknown cpu").
+        (
+            "trace_wrong_cpu.json",
+            true,
+            "cpuInfo.family 2123123 is out of range; decoding without errata workarounds",
+            vec![((1234, 3842849), 0)],
+        ),
+        // A family given as a string is read as LLDB 16 reads it.
+        (
+            "trace_bad2.json",
+            true,
+            "no tscPerfZeroConversion",
+            vec![((1234, 5678), 0), ((12345, 56789), 0)],
+        ),
+    ];
+    for (name, ok, says, threads) in cases {
+        let json = dir.join(name);
+        let (success, err) = run(&json);
+        assert_eq!(success, ok, "{name}: {err}");
+        assert!(err.contains(&json.display().to_string()), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {says:?} not in {err}");
+        if ok {
+            assert_eq!(thread_insns(&err), threads, "{name}: {err}");
+        } else {
+            assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        }
+    }
+    assert!(run(&dir.join("trace_bad_image.json")).1.contains("Nomap 2"));
+}
+
+/// Bundles made here from the real one: another `type`, a cut JSON, a
+/// missing trace file, a missing module, a module found through
+/// `--sysroot`.
+#[test]
+fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
+    let test = "broken_bundles_say_what_is_wrong_and_decode_what_they_can";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    let original = std::fs::read_to_string(real.join("trace.json")).unwrap();
+    let trace = real.join("3842849.trace").display().to_string();
+    // Absolute paths: joined to the bundle folder, they stay as they are.
+    let aout = real.join("a.out").display().to_string();
+    let json = original
+        .replace("\"3842849.trace\"", &format!("{trace:?}"))
+        .replace("\"file\": \"a.out\"", &format!("\"file\": {aout:?}"));
+    let write = |name: &str, body: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let run = |p: &Path, extra: &[&str]| {
+        let o = ptdec()
+            .arg(p)
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        (o.status.code(), err)
+    };
+
+    let p = write("other.json", &json.replace("\"intel-pt\"", "\"coresight\""));
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("field `type` is \"coresight\", not \"intel-pt\""), "{err}");
+    assert!(err.contains("other.json"), "{err}");
+
+    let p = write("cut.json", &json[..json.len() / 2]);
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cut.json: the JSON ends early (a cut file?) at line"), "{err}");
+
+    // Two threads, one of whose trace is missing: the other is decoded.
+    let two = json.replace(
+        "\"threads\": [",
+        "\"threads\": [\n        {\"tid\": 99, \"iptTrace\": \"gone.trace\"},",
+    );
+    let p = write("missing_trace.json", &two);
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("missing_trace.json: processes[0].threads[0].iptTrace names")
+            && err.contains("gone.trace, which cannot be read; thread 99 left out"),
+        "{err}"
+    );
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+
+    // The module is not in the bundle: named, its code has no image, and
+    // --sysroot holding it at its systemPath decodes it all.
+    let gone = json
+        .replace(&format!("\"file\": {aout:?}"), "\"file\": \"a.out\"")
+        .replace("\"systemPath\": \"a.out\"", "\"systemPath\": \"/opt/app/a.out\"");
+    let p = write("missing_module.json", &gone);
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("processes[0].modules[0].file names")
+            && err.contains("/opt/app/a.out is neither under a --sysroot nor on this machine"),
+        "{err}"
+    );
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 0)], "{err}");
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("opt/app")).unwrap();
+    std::fs::copy(real.join("a.out"), root.join("opt/app/a.out")).unwrap();
+    let p = write(
+        "missing_module.json",
+        &gone.replace("\"file\": \"a.out\",", ""),
+    );
+    let (code, err) = run(&p, &["--sysroot", root.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+}
