@@ -166,7 +166,9 @@ impl Reader<'_> {
         match obj.get(name) {
             None | Some(Value::Null) => Err(format!("missing value at {at}{name}")),
             Some(v) => number(v).ok_or_else(|| {
-                format!("expected an unsigned integer (or a string of one) at {at}{name}, found {v}")
+                format!(
+                    "expected an unsigned integer (or a string of one) at {at}{name}, found {v}"
+                )
             }),
         }
     }
@@ -194,8 +196,7 @@ impl Reader<'_> {
 
     fn cpu(&mut self, root: &Value) -> Option<CpuId> {
         let Some(c) = root.get("cpuInfo") else {
-            self.warn(format!(
-                "missing value at cpuInfo; decoding without errata workarounds", ));
+            self.warn("missing value at cpuInfo; decoding without errata workarounds".into());
             return None;
         };
         let read = || -> Result<CpuId, String> {
@@ -214,8 +215,7 @@ impl Reader<'_> {
         match read() {
             Ok(c) => Some(c),
             Err(e) => {
-                self.warn(format!(
-                    "{e}; decoding without errata workarounds", ));
+                self.warn(format!("{e}; decoding without errata workarounds",));
                 None
             }
         }
@@ -235,13 +235,13 @@ impl Reader<'_> {
             Ok(v) if v.1 < 64 => Some(v),
             Ok(v) => {
                 self.warn(format!(
-                    "tscPerfZeroConversion.timeShift {} is out of range; times are TSC ticks", v.1
+                    "tscPerfZeroConversion.timeShift {} is out of range; times are TSC ticks",
+                    v.1
                 ));
                 None
             }
             Err(e) => {
-                self.warn(format!(
-                    "{e}; times are TSC ticks", ));
+                self.warn(format!("{e}; times are TSC ticks",));
                 None
             }
         }
@@ -265,13 +265,12 @@ impl Reader<'_> {
             let tid = match self.num(t, &tat, "tid") {
                 Ok(v) => v,
                 Err(e) => {
-                    self.warn(format!("{e}; thread left out", ));
+                    self.warn(format!("{e}; thread left out",));
                     continue;
                 }
             };
             let Ok(tid) = u32::try_from(tid) else {
-                self.warn(format!(
-                    "{tat}tid {tid} is out of range; thread left out", ));
+                self.warn(format!("{tat}tid {tid} is out of range; thread left out",));
                 continue;
             };
             let trace = match t.get("iptTrace") {
@@ -282,14 +281,16 @@ impl Reader<'_> {
                         Some(f)
                     } else {
                         self.warn(format!(
-                            "{tat}iptTrace names {}, which cannot be read; thread {tid} left out", f.display()
+                            "{tat}iptTrace names {}, which cannot be read; thread {tid} left out",
+                            f.display()
                         ));
                         continue;
                     }
                 }
                 Some(v) => {
                     self.warn(format!(
-                        "expected a string at {tat}iptTrace, found {v}; thread {tid} left out", ));
+                        "expected a string at {tat}iptTrace, found {v}; thread {tid} left out",
+                    ));
                     continue;
                 }
             };
@@ -304,8 +305,7 @@ impl Reader<'_> {
         {
             match self.module(m, &format!("{at}modules[{j}].")) {
                 Ok(m) => modules.push(m),
-                Err(e) => self.warn(format!(
-                    "{e}; module left out", )),
+                Err(e) => self.warn(format!("{e}; module left out",)),
             }
         }
         Ok(BProcess {
@@ -336,16 +336,18 @@ impl Reader<'_> {
                     .chain(std::iter::once(PathBuf::from(system)))
                     .find(|p| p.is_file());
                 let what = match file {
-                    Some(f) => format!("{at}file names {}, which cannot be read", self.file_at(f).display()),
+                    Some(f) => format!(
+                        "{at}file names {}, which cannot be read",
+                        self.file_at(f).display()
+                    ),
                     None => format!("{at}file is not given"),
                 };
                 match &layout {
-                    Some(l) => self.warn(format!(
-                        "{what}; using {} for {system}", l.display()
-                    )),
+                    Some(l) => self.warn(format!("{what}; using {} for {system}", l.display())),
                     None => self.warn(format!(
                         "{what}, and {system} is neither under a --sysroot nor on this machine: \
-                         its code cannot be decoded (give --sysroot DIR holding {system})", )),
+                         its code cannot be decoded (give --sysroot DIR holding {system})",
+                    )),
                 }
                 (PathBuf::from(system), layout)
             }
@@ -422,7 +424,10 @@ fn read_bundle(
         )
     })?;
     if !root.is_object() {
-        return Err(bad(file, "expected a JSON object: an LLDB trace bundle (`trace save`)"));
+        return Err(bad(
+            file,
+            "expected a JSON object: an LLDB trace bundle (`trace save`)",
+        ));
     }
     let mut r = Reader {
         dir,
@@ -434,7 +439,9 @@ fn read_bundle(
         Some(v) => {
             return Err(bad(
                 file,
-                format!("field `type` is {v}, not \"intel-pt\": ptdec decodes only LLDB's Intel PT bundles"),
+                format!(
+                "field `type` is {v}, not \"intel-pt\": ptdec decodes only LLDB's Intel PT bundles"
+            ),
             ))
         }
         None => {
@@ -491,7 +498,11 @@ fn read_bundle(
                 .into(),
         );
     }
-    warnings.extend(r.warnings.into_iter().map(|w| format!("{}: {w}", file.display())));
+    warnings.extend(
+        r.warnings
+            .into_iter()
+            .map(|w| format!("{}: {w}", file.display())),
+    );
     Ok(b)
 }
 
@@ -543,7 +554,10 @@ fn process_name(p: &BProcess) -> String {
     p.modules
         .first()
         .and_then(|m| m.path.file_name())
-        .map_or_else(|| format!("pid {}", p.pid), |n| n.to_string_lossy().into_owned())
+        .map_or_else(
+            || format!("pid {}", p.pid),
+            |n| n.to_string_lossy().into_owned(),
+        )
 }
 
 fn attrs(conv: bool) -> AttrSet {
@@ -810,4 +824,81 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
             .collect(),
     });
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_may_be_strings() {
+        assert_eq!(number(&serde_json::json!(4194304)), Some(4194304));
+        assert_eq!(number(&serde_json::json!("4194304")), Some(4194304));
+        assert_eq!(number(&serde_json::json!("0x400000")), Some(0x400000));
+        assert_eq!(
+            number(&serde_json::json!("18433473881008870804")),
+            Some(18433473881008870804)
+        );
+        assert_eq!(number(&serde_json::json!(-1)), None);
+        assert_eq!(number(&serde_json::json!("12ab")), None);
+        assert_eq!(number(&serde_json::json!([1])), None);
+    }
+
+    #[test]
+    fn bundles_are_told_from_perf_traces() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(bundle_description(d), None);
+        std::fs::write(d.join(DESCRIPTION), "  {\"type\": \"intel-pt\"}").unwrap();
+        assert_eq!(bundle_description(d), Some(d.join(DESCRIPTION)));
+        assert_eq!(
+            bundle_description(&d.join(DESCRIPTION)),
+            Some(d.join(DESCRIPTION))
+        );
+        // A trace dir with perf's data beside a trace.json is a perf trace.
+        std::fs::write(d.join("data"), "PERFILE2").unwrap();
+        assert_eq!(bundle_description(d), None);
+        assert_eq!(bundle_description(&d.join("data")), None);
+    }
+
+    fn open_text(body: &str) -> Result<Trace, InputError> {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join(DESCRIPTION);
+        std::fs::write(&f, body).unwrap();
+        open(&f, &[])
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let e = open_text("{\"type\": \"intel-pt\", \"processes\": [").unwrap_err();
+        assert!(e.to_string().contains("the JSON ends early"), "{e}");
+        assert!(e.to_string().contains(DESCRIPTION), "{e}");
+        let e = open_text("[1, 2]").unwrap_err();
+        assert!(e.to_string().contains("expected a JSON object"), "{e}");
+        let e = open_text("{\"processes\": []}").unwrap_err();
+        assert!(e.to_string().contains("missing value at type"), "{e}");
+        let e = open_text("{\"type\": 3}").unwrap_err();
+        assert!(e.to_string().contains("field `type` is 3"), "{e}");
+        let e = open_text(
+            "{\"type\": \"intel-pt\", \"cpuInfo\": {\"vendor\": \"GenuineIntel\", \
+             \"family\": 6, \"model\": 79, \"stepping\": 1}, \
+             \"processes\": [{\"pid\": 1, \"threads\": [{\"tid\": \"x\"}]}], \"cpus\": 5}",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("expected an array at cpus"), "{e}");
+        let e = open_text(
+            "{\"type\": \"intel-pt\", \"processes\": [{\"pid\": 1, \"threads\": \
+             [{\"tid\": \"x\"}, {\"tid\": 2, \"iptTrace\": \"none.trace\"}]}]}",
+        )
+        .unwrap_err();
+        let e = e.to_string();
+        for want in [
+            "missing value at cpuInfo",
+            "expected an unsigned integer (or a string of one) at processes[0].threads[0].tid",
+            "processes[0].threads[1].iptTrace names",
+            "none.trace, which cannot be read; thread 2 left out",
+        ] {
+            assert!(e.contains(want), "{want:?} not in {e}");
+        }
+    }
 }

@@ -454,7 +454,11 @@ fn info_file(o: &mut String, trace: &Trace) {
 /// `ptdec info`'s lines for an LLDB bundle: what its `trace.json` says,
 /// in place of the perf.data's file, cpu and configuration lines.
 fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
-    let _ = writeln!(o, "file          {} (LLDB trace bundle)", trace.data_path.display());
+    let _ = writeln!(
+        o,
+        "file          {} (LLDB trace bundle)",
+        trace.data_path.display()
+    );
     let _ = writeln!(o, "bundle        {}", b.dir.display());
     match &trace.cpu {
         Some(c) => {
@@ -465,7 +469,10 @@ fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
             );
         }
         None => {
-            let _ = writeln!(o, "cpu           unknown (no usable cpuInfo): no errata workarounds");
+            let _ = writeln!(
+                o,
+                "cpu           unknown (no usable cpuInfo): no errata workarounds"
+            );
         }
     }
     let traces = if b.cores.is_empty() {
@@ -473,7 +480,11 @@ fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
     } else {
         format!(
             "per-core traces with context switches (cores {})",
-            b.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            b.cores
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     let _ = writeln!(
@@ -501,7 +512,10 @@ fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
             if tids.is_empty() {
                 "none listed (found in the context switches)".to_string()
             } else {
-                tids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                tids.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         );
     }

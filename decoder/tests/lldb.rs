@@ -4,25 +4,27 @@
 //!
 //! What is compared: **instructions per thread**. LLDB counts "trace
 //! items" per thread, which are instructions plus events plus errors, and
-//! its events changed between versions: LLDB 15's TestTraceLoad gives tid
-//! 3497496 19,524 items (2 events: "software disabled tracing", "CPU core
-//! changed"; 1 error: "expected tracing enabled event"), LLDB 16's 19,533
-//! (11 events: the same plus "trace synchronization point" and 8 "HW clock
-//! tick"; the same error). Both are 19,521 instructions, which is also
-//! ptxed's count on the whole of core 51, the only core the thread ran on
-//! (one switch-in in `51.perf_context_switch_trace`). The single-thread
-//! bundle is 23 items in LLDB 15 (2 events) and 24 in LLDB 16 (3 events):
-//! 21 instructions. tid 3497497 ran only on core 45 (two switch-ins): ptxed
-//! finds 61,825 instructions on that whole core. LLDB 15 numbered that
-//! thread's last instruction 67,912 (its last item 67,919), more items than
-//! core 45 has instructions: it decoded each of the thread's two executions
-//! to the end of the PSB block it started in, so the stretch both shared
-//! was counted twice; LLDB 16 stops at the end of an execution ("decoding
-//! truncated: TSC ... exceeds maximum TSC value") and its
-//! TestTraceDumpFunctionCalls puts the thread's instructions at item ids 5
-//! to 61,831, which holds 61,825 instructions and the two clock-tick events
-//! between. ptdec splits a core's trace at the context switches (perf time
-//! of each op against the SWITCH_CPU_WIDE records), as LLDB 16 does.
+//! its events changed between versions. An earlier TestTraceLoad (times
+//! printed as `[tsc=...]`) gives tid 3497496 19,524 items (2 events,
+//! "software disabled tracing" and "CPU core changed", and 1 error,
+//! "expected tracing enabled event"); a later one (times in ns) 19,533
+//! (11 events: also "trace synchronization point" and 8 "HW clock tick";
+//! the same error). Both are 19,521 instructions, which is also ptxed's
+//! count on the whole of core 51, the only core the thread ran on (one
+//! switch-in in `51.perf_context_switch_trace`). The single-thread bundle
+//! is 23 items (2 events) in the earlier and 24 (3 events) in the later:
+//! 21 instructions. tid 3497497 ran only on core 45 (two switch-ins),
+//! where ptxed finds 61,825 instructions. The earlier LLDB put its last
+//! instruction at item 67,912 (last item 67,919): about 6,000 more than
+//! the whole core holds, most likely because each of the two executions
+//! was decoded to the end of the PSB block it began in, counting their
+//! shared stretch twice. The later LLDB stops at an execution's end
+//! ("decoding truncated: TSC ... exceeds maximum TSC value"), and its
+//! TestTraceDumpFunctionCalls puts the thread's instructions at item ids
+//! 5 to 61,831: 61,827 items, room for the 61,825 instructions and two
+//! events (LLDB's tests do not list this thread's events).
+//! ptdec splits a core's trace at the context switches (the perf time of
+//! each op against the SWITCH_CPU_WIDE records), as the later LLDB does.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -63,9 +65,12 @@ fn decode(input: &Path, out: &Path, args: &[&str]) -> Output {
     o
 }
 
+/// (pid, tid) and the thread's instructions.
+type Insns = ((u32, u32), u64);
+
 /// The summary's per-thread lines `pid/tid name: instructions, calls, gaps`
 /// as (pid, tid) → instructions.
-fn thread_insns(stderr: &str) -> Vec<((u32, u32), u64)> {
+fn thread_insns(stderr: &str) -> Vec<Insns> {
     let mut out = Vec::new();
     let mut in_threads = false;
     for line in stderr.lines() {
@@ -85,7 +90,13 @@ fn thread_insns(stderr: &str) -> Vec<((u32, u32), u64)> {
             continue;
         };
         // "name: 19,521, 0, 0": the fields are separated by ", ".
-        let insns = rest.rsplit_once(": ").unwrap().1.split(", ").next().unwrap();
+        let insns = rest
+            .rsplit_once(": ")
+            .unwrap()
+            .1
+            .split(", ")
+            .next()
+            .unwrap();
         out.push(((pid, tid), insns.replace(',', "").parse().unwrap()));
     }
     out
@@ -113,7 +124,10 @@ fn the_single_thread_bundle_decodes_to_lldbs_21_instructions() {
         assert!(err.contains("no tscPerfZeroConversion"), "{err}");
     }
     let d = dump(&out);
-    assert!(d.contains("kernel_object thread koid=3842849 name=\"a.out\""), "{d}");
+    assert!(
+        d.contains("kernel_object thread koid=3842849 name=\"a.out\""),
+        "{d}"
+    );
     // Two threads sharing one trace file each decode it.
     let o = decode(&dir.join("trace_2threads.json"), &out, &[]);
     assert_eq!(
@@ -141,7 +155,10 @@ fn the_multi_file_bundle_stops_at_the_missing_loader() {
     // The libraries are found at the bundle's load addresses: calls into
     // libfoo.so and libbar.so are named from their symbols.
     for f in ["foo()", "bar()"] {
-        assert!(d.contains(&format!("name=\"{f}\"")), "{f} not called in\n{d}");
+        assert!(
+            d.contains(&format!("name=\"{f}\"")),
+            "{f} not called in\n{d}"
+        );
     }
 }
 
@@ -222,7 +239,7 @@ fn malformed_bundles_name_the_file_and_field() {
         (o.status.success(), err)
     };
     // (file, decodes, what the message says, instructions of each thread)
-    let cases: [(&str, bool, &str, Vec<((u32, u32), u64)>); 7] = [
+    let cases: [(&str, bool, &str, Vec<Insns>); 7] = [
         ("trace_bad.json", false, "expected an object at processes[0], found 123", vec![]),
         (
             "trace_bad4.json",
@@ -321,13 +338,19 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
     let p = write("other.json", &json.replace("\"intel-pt\"", "\"coresight\""));
     let (code, err) = run(&p, &[]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("field `type` is \"coresight\", not \"intel-pt\""), "{err}");
+    assert!(
+        err.contains("field `type` is \"coresight\", not \"intel-pt\""),
+        "{err}"
+    );
     assert!(err.contains("other.json"), "{err}");
 
     let p = write("cut.json", &json[..json.len() / 2]);
     let (code, err) = run(&p, &[]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("cut.json: the JSON ends early (a cut file?) at line"), "{err}");
+    assert!(
+        err.contains("cut.json: the JSON ends early (a cut file?) at line"),
+        "{err}"
+    );
 
     // Two threads, one of whose trace is missing: the other is decoded.
     let two = json.replace(
@@ -348,7 +371,10 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
     // --sysroot holding it at its systemPath decodes it all.
     let gone = json
         .replace(&format!("\"file\": {aout:?}"), "\"file\": \"a.out\"")
-        .replace("\"systemPath\": \"a.out\"", "\"systemPath\": \"/opt/app/a.out\"");
+        .replace(
+            "\"systemPath\": \"a.out\"",
+            "\"systemPath\": \"/opt/app/a.out\"",
+        );
     let p = write("missing_module.json", &gone);
     let (code, err) = run(&p, &[]);
     assert_eq!(code, Some(0), "{err}");

@@ -149,7 +149,15 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Target::File(output.clone())
     };
     let progress = Progress::new(a.quiet);
-    let decode = selected(&trace, a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
+    let decode = selected(
+        &trace,
+        a.tid,
+        a.pid,
+        (start, end),
+        a.jobs,
+        a.chunk_size,
+        &progress,
+    );
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
