@@ -671,6 +671,9 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
+    // Absolute, so that the modules' recorded names are: ptdec's image
+    // search takes a relative name as one under a sysroot.
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut warnings = Vec::new();
     let b = read_bundle(file, &dir, sysroots, &mut warnings)?;
     let per_cpu = !b.cores.is_empty();

@@ -182,6 +182,14 @@ fn the_multi_core_bundle_splits_at_context_switches_as_lldb() {
         assert_eq!(thread_insns(&err), want, "{json}: {err}");
         assert!(!err.contains("warning"), "{json}: {err}");
     }
+    // A relative path: the modules are found as well.
+    let o = ptdec()
+        .current_dir(dir.parent().unwrap())
+        .args(["intelpt-multi-core-trace", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(thread_insns(&text(&o.stderr)), want, "{}", text(&o.stderr));
     // Times come from tscPerfZeroConversion: the two threads' code spans
     // 71 µs of perf time, 4.6 s after the first context switch recorded.
     let o = decode(&dir, &out, &[]);
@@ -394,4 +402,58 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
     let (code, err) = run(&p, &["--sysroot", root.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+}
+
+/// A per-core bundle whose context-switch file for core 51 is missing, or
+/// cut inside a record: the core without switches is left out (its
+/// threads cannot be told apart), the cut file is read up to the cut, and
+/// core 45's thread is decoded whole either way.
+#[test]
+fn broken_context_switch_files_leave_the_other_core_decoded() {
+    let test = "broken_context_switch_files_leave_the_other_core_decoded";
+    let Some(real) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.ftf");
+    for d in ["cores", "modules"] {
+        std::fs::create_dir(tmp.path().join(d)).unwrap();
+    }
+    for f in [
+        "trace.json",
+        "modules/m.out",
+        "cores/45.intelpt_trace",
+        "cores/45.perf_context_switch_trace",
+        "cores/51.intelpt_trace",
+    ] {
+        std::fs::copy(real.join(f), tmp.path().join(f)).unwrap();
+    }
+    let o = ptdec().arg(tmp.path()).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cpus[1].contextSwitchTrace names")
+            && err.contains("51.perf_context_switch_trace, which cannot be read; core left out"),
+        "{err}"
+    );
+    assert_eq!(thread_insns(&err), vec![((3497234, 3497497), 61_825)], "{err}");
+
+    // Cut 13 bytes into a record: the records before the cut are used.
+    let sw = std::fs::read(real.join("cores/51.perf_context_switch_trace")).unwrap();
+    let cut = sw.len() / 2 / 32 * 32 + 13;
+    std::fs::write(
+        tmp.path().join("cores/51.perf_context_switch_trace"),
+        &sw[..cut],
+    )
+    .unwrap();
+    let o = ptdec().arg(tmp.path()).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("51.perf_context_switch_trace: ") && err.contains("the records after it are not read"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let threads = thread_insns(&err);
+    assert!(threads.contains(&((3497234, 3497497), 61_825)), "{err}");
 }
