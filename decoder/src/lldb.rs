@@ -508,12 +508,15 @@ fn read_bundle(
 
 /// The executable PT_LOAD segments of a module loaded at `load` (LLDB's
 /// load address: where the lowest PT_LOAD's page goes), as
-/// (address, length, file offset). A file that cannot be read is mapped
-/// linearly from `load` (offset 0), which is where the code of an ELF laid
-/// out by the usual linkers sits.
-fn segments(m: &BModule) -> Vec<(u64, u64, u64)> {
+/// (address, length, file offset). A file that cannot be read here (ptdec's
+/// image search may still find it by build-id) is mapped linearly from
+/// `load` (offset 0), which is where the code of an ELF laid out by the
+/// usual linkers sits, up to `next` (the next module's load address) and
+/// at most 1 GiB.
+fn segments(m: &BModule, next: Option<u64>) -> Vec<(u64, u64, u64)> {
     const PAGE: u64 = 4096;
-    let linear = vec![(m.load, 1 << 30, 0)];
+    let len = next.map_or(1 << 30, |n| n.saturating_sub(m.load).min(1 << 30));
+    let linear = vec![(m.load, len.max(PAGE), 0)];
     let Some(Ok(data)) = m.layout.as_ref().map(std::fs::read) else {
         return linear;
     };
@@ -729,7 +732,13 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
             if let Some(id) = &m.build_id {
                 build_ids.push((filename.clone(), id.clone()));
             }
-            for (addr, len, pgoff) in segments(m) {
+            let next = p
+                .modules
+                .iter()
+                .map(|o| o.load)
+                .filter(|&l| l > m.load)
+                .min();
+            for (addr, len, pgoff) in segments(m, next) {
                 w.write_event(&Event {
                     misc: 0,
                     record: Record::Mmap(Mmap {
@@ -845,6 +854,18 @@ mod tests {
         assert_eq!(number(&serde_json::json!(-1)), None);
         assert_eq!(number(&serde_json::json!("12ab")), None);
         assert_eq!(number(&serde_json::json!([1])), None);
+    }
+
+    #[test]
+    fn a_module_not_found_is_mapped_up_to_the_next() {
+        let m = BModule {
+            path: "/nowhere/a.out".into(),
+            layout: None,
+            load: 0x400000,
+            build_id: None,
+        };
+        assert_eq!(segments(&m, Some(0x500000)), vec![(0x400000, 0x100000, 0)]);
+        assert_eq!(segments(&m, None), vec![(0x400000, 1 << 30, 0)]);
     }
 
     #[test]

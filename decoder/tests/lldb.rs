@@ -428,7 +428,12 @@ fn broken_context_switch_files_leave_the_other_core_decoded() {
     ] {
         std::fs::copy(real.join(f), tmp.path().join(f)).unwrap();
     }
-    let o = ptdec().arg(tmp.path()).arg("-o").arg(&out).output().unwrap();
+    let o = ptdec()
+        .arg(tmp.path())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -436,7 +441,11 @@ fn broken_context_switch_files_leave_the_other_core_decoded() {
             && err.contains("51.perf_context_switch_trace, which cannot be read; core left out"),
         "{err}"
     );
-    assert_eq!(thread_insns(&err), vec![((3497234, 3497497), 61_825)], "{err}");
+    assert_eq!(
+        thread_insns(&err),
+        vec![((3497234, 3497497), 61_825)],
+        "{err}"
+    );
 
     // Cut 13 bytes into a record: the records before the cut are used.
     let sw = std::fs::read(real.join("cores/51.perf_context_switch_trace")).unwrap();
@@ -446,11 +455,17 @@ fn broken_context_switch_files_leave_the_other_core_decoded() {
         &sw[..cut],
     )
     .unwrap();
-    let o = ptdec().arg(tmp.path()).arg("-o").arg(&out).output().unwrap();
+    let o = ptdec()
+        .arg(tmp.path())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("51.perf_context_switch_trace: ") && err.contains("the records after it are not read"),
+        err.contains("51.perf_context_switch_trace: ")
+            && err.contains("the records after it are not read"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
