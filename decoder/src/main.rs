@@ -23,6 +23,7 @@ Examples:
                                              from an absolute perf timestamp (ns)
   ptdec trace.dir --split 100ms -o out.ftf   out-0.ftf, out-1.ftf, ... one per 100 ms
   ptdec info trace.dir                       what the trace holds, without decoding
+  ptdec lldb-trace/ -o out.ftf               an LLDB `trace save` bundle (or its trace.json)
   ptdec raw --pt trace.pt --elf ./prog --cpu 6/85/4 -o out.ftf
                                              raw PT (LLDB, simple-pt, kAFL) as one thread
   ptdec dump out.ftf                         the FTF as text, one record per line
@@ -58,7 +59,8 @@ enum Command {
     ///
     /// Example: ptdec info trace.dir
     Info {
-        /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+        /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR), perf.data file, or LLDB
+        /// trace bundle (trace save DIR: the folder or its trace.json).
         trace: PathBuf,
         #[command(flatten)]
         images: ImageArgs,

@@ -16,7 +16,8 @@ use crate::report::render;
 /// to print.
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR), perf.data file, or LLDB
+    /// trace bundle (trace save DIR: the folder or its trace.json).
     pub trace: PathBuf,
     #[command(flatten)]
     pub images: ImageArgs,
@@ -493,7 +494,8 @@ impl MarkArgs {
 
 #[derive(Args)]
 pub struct DecodeArgs {
-    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or perf.data file.
+    /// Trace dir (ptrec/ptsim -o DIR, perf record -o DIR), perf.data file, or LLDB
+    /// trace bundle (trace save DIR: the folder or its trace.json).
     #[arg(required = true)]
     pub trace: Option<PathBuf>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
