@@ -472,3 +472,111 @@ fn broken_context_switch_files_leave_the_other_core_decoded() {
     let threads = thread_insns(&err);
     assert!(threads.contains(&((3497234, 3497497), 61_825)), "{err}");
 }
+
+/// Hostile bundles: `trace.json` cut at every length and with bytes
+/// changed, and context-switch files with bytes changed, thousands of
+/// times over, through the library's reader and, for those it accepts,
+/// the whole decode. Each must be an answer (a trace or an error naming
+/// what is wrong), never a panic; the decodes are bounded by the small
+/// traces.
+#[test]
+fn cut_and_changed_bundles_never_panic() {
+    let test = "cut_and_changed_bundles_never_panic";
+    let Some(real) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for d in ["cores", "modules"] {
+        std::fs::create_dir(tmp.path().join(d)).unwrap();
+    }
+    let files = [
+        "trace.json",
+        "modules/m.out",
+        "cores/45.intelpt_trace",
+        "cores/45.perf_context_switch_trace",
+        "cores/51.intelpt_trace",
+        "cores/51.perf_context_switch_trace",
+    ];
+    for f in files {
+        std::fs::copy(real.join(f), tmp.path().join(f)).unwrap();
+    }
+    let json = std::fs::read(real.join("trace.json")).unwrap();
+    let switches = std::fs::read(real.join("cores/45.perf_context_switch_trace")).unwrap();
+    let desc = tmp.path().join("trace.json");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut opened = 0;
+    let mut try_one = |json: &[u8], switches: &[u8]| {
+        std::fs::write(&desc, json).unwrap();
+        std::fs::write(
+            tmp.path().join("cores/45.perf_context_switch_trace"),
+            switches,
+        )
+        .unwrap();
+        let r = std::panic::catch_unwind(|| ptdec::lldb::open(&desc, &[]).map(|_| ()));
+        match r {
+            Ok(Ok(())) => opened += 1,
+            Ok(Err(e)) => assert!(!e.to_string().is_empty()),
+            Err(_) => panic!(
+                "the bundle reader panicked on trace.json {:?} (switches {} bytes)",
+                String::from_utf8_lossy(json),
+                switches.len()
+            ),
+        }
+    };
+    // Every cut of the JSON.
+    for n in 0..json.len() {
+        try_one(&json[..n], &switches);
+    }
+    // Changed bytes: digits, quotes, braces and random ones.
+    let alphabet = b"0123456789\"{}[],:-x \x00\xff";
+    for _ in 0..3000 {
+        let mut j = json.clone();
+        for _ in 0..1 + next() % 3 {
+            let i = (next() % j.len() as u64) as usize;
+            j[i] = if next() % 2 == 0 {
+                alphabet[(next() % alphabet.len() as u64) as usize]
+            } else {
+                next() as u8
+            };
+        }
+        try_one(&j, &switches);
+    }
+    // Changed context-switch records, with the JSON intact.
+    for _ in 0..1000 {
+        let mut s = switches.clone();
+        for _ in 0..1 + next() % 8 {
+            let i = (next() % s.len() as u64) as usize;
+            s[i] = next() as u8;
+        }
+        let cut = if next() % 4 == 0 {
+            (next() % s.len() as u64) as usize
+        } else {
+            s.len()
+        };
+        try_one(&json, &s[..cut]);
+    }
+    assert!(opened > 0, "no mutated bundle was accepted at all");
+    // A few accepted ones through the whole decode, as a user would run it.
+    let out = tmp.path().join("out.ftf");
+    for _ in 0..20 {
+        let mut s = switches.clone();
+        for _ in 0..4 {
+            let i = (next() % s.len() as u64) as usize;
+            s[i] = next() as u8;
+        }
+        std::fs::write(tmp.path().join("cores/45.perf_context_switch_trace"), &s).unwrap();
+        std::fs::write(&desc, &json).unwrap();
+        let o = ptdec().arg(&desc).arg("-o").arg(&out).output().unwrap();
+        let err = text(&o.stderr);
+        assert!(
+            o.status.code().is_some_and(|c| c <= 2) && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+}
