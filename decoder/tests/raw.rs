@@ -592,3 +592,100 @@ fn bad_sideband_fails_cleanly() {
         text(&out.stderr)
     );
 }
+
+/// A loop calling a function 50,000 times: 100,000 call and return ops.
+fn assemble_loop() -> Program {
+    let mut a = CodeAssembler::new(64).unwrap();
+    let mut main = a.create_label();
+    let mut top = a.create_label();
+    let mut f = a.create_label();
+    a.set_label(&mut main).unwrap();
+    a.mov(ecx, 50_000).unwrap();
+    a.set_label(&mut top).unwrap();
+    a.call(f).unwrap();
+    a.dec(ecx).unwrap();
+    a.jne(top).unwrap();
+    a.syscall().unwrap(); // exit
+    a.hlt().unwrap();
+    a.set_label(&mut f).unwrap();
+    a.nop().unwrap();
+    a.ret().unwrap();
+    let res = a
+        .assemble_options(BASE, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+        .unwrap();
+    let funcs = [
+        (res.label_ip(&main).unwrap() - BASE, "main"),
+        (res.label_ip(&f).unwrap() - BASE, "f"),
+    ];
+    Program::new(res.inner.code_buffer, BASE).with_funcs(&funcs)
+}
+
+/// With an instruction listing (or sideband) a raw trace is decoded as one
+/// chunk, in order; its ops are handed on as they fill up, not held to the
+/// end: the ops held stay bounded however long the trace, and the ops are
+/// those of the same trace decoded without a listing.
+#[test]
+fn a_listing_decodes_a_long_raw_trace_in_bounded_memory() {
+    use ptdec::decode::{decode_raw, DecodeOptions, ListCallback, RawConfig, RawSection};
+    use ptdec::ops::{Op, OpSink};
+
+    #[derive(Default)]
+    struct Collect(Vec<Op>);
+    impl OpSink for Collect {
+        fn op(&mut self, _pid: u32, _tid: u32, op: Op) {
+            self.0.push(op);
+        }
+    }
+
+    let p = assemble_loop();
+    let thread = Thread {
+        exit_syscall: 1,
+        ..Thread::new(1, 1)
+    };
+    let events = testkit::execute(&p, &thread);
+    let cfg = Config::default();
+    let pt = Generator::run(cfg.clone(), &events).unwrap().bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let code = dir.path().join("code.bin");
+    std::fs::write(&code, &p.code).unwrap();
+    let sections = [RawSection {
+        path: code,
+        offset: 0,
+        size: p.code.len() as u64,
+        vaddr: BASE,
+    }];
+    let raw = RawConfig {
+        cpu: Some((6, 85, 4)),
+        mtc_freq: cfg.mtc_period,
+        nom_freq: cfg.timing.max_nonturbo_ratio,
+        cpuid_15_eax: cfg.timing.tsc_ctc_ratio_d,
+        cpuid_15_ebx: cfg.timing.tsc_ctc_ratio_n,
+        ..RawConfig::default()
+    };
+    let decode = |opts: &DecodeOptions| {
+        let mut sink = Collect::default();
+        let stats = decode_raw(&pt, &sections, &raw, opts, &mut sink).unwrap();
+        (sink.0, stats)
+    };
+    let (plain, _) = decode(&DecodeOptions::default());
+    let listed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let n = listed.clone();
+    let opts = DecodeOptions {
+        insn_list: Some(ListCallback::new(move |_| {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })),
+        ..DecodeOptions::default()
+    };
+    let (streamed, stats) = decode(&opts);
+    let calls = streamed
+        .iter()
+        .filter(|o| matches!(o, Op::Call { .. }))
+        .count();
+    assert_eq!(calls, 50_000);
+    assert!(
+        stats.max_chunk_ops <= 1 << 16 && stats.max_ops_held <= 1 << 17,
+        "{stats:?}"
+    );
+    assert_eq!(streamed, plain);
+    assert!(listed.load(std::sync::atomic::Ordering::Relaxed) > 150_000);
+}

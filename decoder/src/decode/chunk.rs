@@ -266,12 +266,36 @@ pub(super) fn decode_chunk(
     meta: ChunkMeta,
     bytes: &[u8],
 ) -> Result<ChunkOutput, super::DecodeError> {
-    match decode_chunk_from(images, pool, meta, bytes)? {
+    decode_chunk_flushing(images, pool, meta, bytes, None)
+}
+
+/// Ops a chunk decoded with a flush (see [`decode_chunk_flushing`]) holds
+/// before it hands its runs on.
+pub(super) const FLUSH_OPS: usize = 1 << 16;
+
+/// [`decode_chunk`], handing the runs decoded so far to `flush` whenever
+/// they hold [`FLUSH_OPS`] ops (between two blocks, with no transfer
+/// pending): the current run goes on in a new one whose counters start
+/// from 0, as the next chunk's would. For a chunk as long as its trace
+/// (`ptdec raw` with a listing or sideband, which are decoded in one
+/// piece), memory then stays bounded however long the trace. The flushed
+/// runs and the returned output together are the chunk's runs.
+pub(super) fn decode_chunk_flushing(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    meta: ChunkMeta,
+    bytes: &[u8],
+    mut flush: Option<&mut dyn FnMut(Vec<Run>)>,
+) -> Result<ChunkOutput, super::DecodeError> {
+    // A warm-up that fails has flushed nothing (nothing is flushed while
+    // warming up).
+    let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Vec<Run>));
+    match decode_chunk_from(images, pool, meta, bytes, again)? {
         Some(out) => Ok(out),
         None => {
             let w = (meta.warmup as usize).min(bytes.len());
             let meta = ChunkMeta { warmup: 0, ..meta };
-            Ok(decode_chunk_from(images, pool, meta, &bytes[w..])?
+            Ok(decode_chunk_from(images, pool, meta, &bytes[w..], flush)?
                 .expect("a decode without warm-up always ends"))
         }
     }
@@ -283,6 +307,7 @@ fn decode_chunk_from(
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
+    flush: Option<&mut dyn FnMut(Vec<Run>)>,
 ) -> Result<Option<ChunkOutput>, super::DecodeError> {
     let setup = images.setup;
     let cfg = setup.pt_config();
@@ -328,6 +353,7 @@ fn decode_chunk_from(
         cbr: 0,
         time,
         lost_first: meta.after_loss,
+        flush,
         stats: ChunkStats {
             bytes: meta.len,
             ..ChunkStats::default()
@@ -355,7 +381,7 @@ fn decode_chunk_from(
 
 /// The decoder of one chunk: libipt's block decoder and what ptdec tracks
 /// around it.
-struct ChunkDecoder<'i, 's, 't> {
+struct ChunkDecoder<'i, 's, 't, 'f> {
     images: &'i WorkerImages<'s, 't>,
     /// The bytes the decoder reads, and libipt's configuration (to find
     /// the PSB after one whose PSB+ cannot be read).
@@ -417,6 +443,9 @@ struct ChunkDecoder<'i, 's, 't> {
     stats: ChunkStats,
     /// Decoding stops past this perf time (`--start/--duration`).
     end: Option<u64>,
+    /// Where runs go when they hold [`FLUSH_OPS`] ops (see
+    /// [`decode_chunk_flushing`]).
+    flush: Option<&'f mut dyn FnMut(Vec<Run>)>,
 }
 
 enum Flow {
@@ -424,7 +453,7 @@ enum Flow {
     Stop,
 }
 
-impl ChunkDecoder<'_, '_, '_> {
+impl ChunkDecoder<'_, '_, '_, '_> {
     fn setup(&self) -> &DecodeSetup<'_> {
         self.images.setup
     }
@@ -1131,6 +1160,7 @@ impl ChunkDecoder<'_, '_, '_> {
         }
         self.resolve(Some(b.ip));
         self.at_start = false;
+        self.maybe_flush();
         // The next chunk starts at `stop_at`: count what comes before it.
         let mut stop = false;
         if let Some(x) = self.stop_at {
@@ -1200,6 +1230,41 @@ impl ChunkDecoder<'_, '_, '_> {
             });
         }
         Flow::Continue
+    }
+
+    /// Hands the runs to [`ChunkDecoder::flush`] when they hold
+    /// [`FLUSH_OPS`] ops, between blocks, with no transfer pending (its
+    /// stamp counts from the current run's start); the current run goes on
+    /// in a new one.
+    fn maybe_flush(&mut self) {
+        if self.flush.is_none()
+            || self.pending.is_some()
+            || self.warming
+            || self.start_at.is_some()
+            || self.stop_at.is_some()
+        {
+            return;
+        }
+        let held: usize = self.runs.iter().map(|r| r.ops.len()).sum::<usize>()
+            + self.run.as_ref().map_or(0, |r| r.ops.len());
+        if held < FLUSH_OPS {
+            return;
+        }
+        let mut runs = std::mem::take(&mut self.runs);
+        if let Some(r) = self.run.as_mut() {
+            let next = Run {
+                task: r.task,
+                start: self.time,
+                ops: self.pool.take(),
+                insns: 0,
+                cycles: 0,
+                skip: Skip::default(),
+            };
+            runs.push(std::mem::replace(r, next));
+        }
+        if let Some(f) = self.flush.as_mut() {
+            f(runs);
+        }
     }
 
     /// Hands an item to the instruction listing, if one was asked for.

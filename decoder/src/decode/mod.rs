@@ -56,10 +56,13 @@
 //! one segment, one task ([`RAW_TASK`]), one image holding every given
 //! section, and the libipt configuration the caller gives instead of
 //! AUXTRACE_INFO. `Stamp::time` is the TSC (or ns from a given TSC
-//! frequency). With an instruction listing it is decoded as one chunk on
-//! one worker, so the listing is in order; with perf_event sideband
+//! frequency). With an instruction listing it is decoded as one chunk, on
+//! the calling thread, so the listing is in order; with perf_event sideband
 //! (`crate::pevent`) too, since its replay is sequential: the image then
-//! changes at libipt's events as the sideband says, as in ptxed.
+//! changes at libipt's events as the sideband says, as in ptxed. That chunk
+//! hands its runs on whenever they hold `chunk::FLUSH_OPS` ops
+//! (`chunk::decode_chunk_flushing`), so memory stays bounded however long
+//! the trace.
 //!
 //! # Errors
 //!
@@ -697,6 +700,24 @@ fn decode_segments(
         &pool,
         stats,
     );
+    // One chunk as long as its segment (`ptdec raw` with a listing or
+    // sideband): decoded here, its runs handed on as they fill up, so that
+    // memory stays bounded however long the trace.
+    if opts.chunk_bytes == Some(u64::MAX) && jobs.len() == 1 && !setup.per_cpu {
+        let job = &jobs[0];
+        let images = worker_images::WorkerImages::new(setup)?;
+        let bytes = segments[job.stream].stream.bytes(job.decode.clone());
+        let out = {
+            let mut flush = |runs| orderer.flushed(runs, sink);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                chunk::decode_chunk_flushing(&images, &pool, job.meta, &bytes, Some(&mut flush))
+            }))
+            .unwrap_or_else(|p| Err(DecodeError::Worker(workers::panic_message(&*p))))?
+        };
+        progress.add(job.meta.len);
+        orderer.chunk(job.stream, job.meta.first, out, None, sink);
+        return Ok(orderer.finish(sink));
+    }
     let mut deliver = |k: usize, out, held: usize| {
         let job = &jobs[k];
         let now = held + orderer.held_ops();

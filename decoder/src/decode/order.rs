@@ -160,6 +160,19 @@ impl<'o> Orderer<'o> {
         }
     }
 
+    /// Hands on runs a chunk flushed before its end (see
+    /// `chunk::decode_chunk_flushing`; per-thread buffers only): its
+    /// output, delivered through [`Orderer::chunk`] when it ends, holds the
+    /// rest and its statistics.
+    pub fn flushed(&mut self, runs: Vec<Run>, sink: &mut dyn OpSink) {
+        debug_assert!(!self.per_cpu);
+        let n: usize = runs.iter().map(|r| r.ops.len()).sum();
+        self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n as u64);
+        for r in runs {
+            self.emit(r, sink);
+        }
+    }
+
     /// Hands over what is still held and ends every thread with `Op::End`.
     pub fn finish(mut self, sink: &mut dyn OpSink) -> DecodeStats {
         while let Some((_, r)) = self.held.pop_first() {

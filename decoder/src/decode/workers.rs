@@ -38,12 +38,20 @@ pub(super) struct Progress<'a> {
 }
 
 impl Progress<'_> {
-    fn add(&self, n: u64) {
+    pub(super) fn add(&self, n: u64) {
         let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
         if let Some(f) = self.report {
             f(done.min(self.total), self.total);
         }
     }
+}
+
+/// The text of a worker's panic.
+pub(super) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// What the workers share: the set-up, the segments' bytes, the chunks to
@@ -128,14 +136,7 @@ pub(super) fn run(
                     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         decode_chunk(&images, pool, job.meta, &bytes)
                     }))
-                    .unwrap_or_else(|p| {
-                        let msg = p
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        Err(DecodeError::Worker(msg))
-                    });
+                    .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))));
                     drop(bytes);
                     progress.add(job.meta.len);
                     if tx.send((k, r)).is_err() {
