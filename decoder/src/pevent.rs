@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER8};
 use sideband::parse::{parse_event_le, ring_records};
@@ -44,6 +45,9 @@ use sideband::timeconv::TscConversion;
 
 use crate::decode::RawSection;
 use crate::raw::{ElfSpec, FileRange};
+
+mod print;
+pub use print::{SbFormat, SbPrint};
 
 /// The settings ptxed copies into each sideband file when it is given
 /// (`--pevent:*` before `--pevent:primary/secondary`).
@@ -211,6 +215,8 @@ struct SbRecord {
     /// Offset in the (range of the) file.
     offset: u64,
     effect: Effect,
+    /// Its line in the listing (`--sb:compact` ...), if records are listed.
+    text: Option<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -233,8 +239,8 @@ pub struct Sideband {
     kernel: Vec<usize>,
     /// Mapped files that do not exist (their code will be missing).
     pub missing: BTreeSet<PathBuf>,
-    /// Report warnings too, not only errors (ptxed's `--sb:warn`).
-    pub list_warnings: bool,
+    /// What is listed besides errors (ptxed's `--sb:*`).
+    print: SbPrint,
 }
 
 /// `tsc` moved by ptxed's `--pevent:tsc-offset`, without wrapping.
@@ -267,9 +273,17 @@ fn sample_type_of(cfg: &PeventConfig, body: &[u8]) -> Result<u64, String> {
 }
 
 impl Sideband {
-    /// Reads every file; `kcore` ELF files make up the kernel image.
-    pub fn load(specs: &[PeventSpec], kcore: &[ElfSpec]) -> Result<Sideband, PeventError> {
-        let mut sb = Sideband::default();
+    /// Reads every file; `kcore` ELF files make up the kernel image;
+    /// `print` says what the replay lists (ptxed's `--sb:*`).
+    pub fn load(
+        specs: &[PeventSpec],
+        kcore: &[ElfSpec],
+        print: SbPrint,
+    ) -> Result<Sideband, PeventError> {
+        let mut sb = Sideband {
+            print,
+            ..Sideband::default()
+        };
         let mut index: HashMap<(PathBuf, u64, u64, u64), usize> = HashMap::new();
         let mut section = |sb: &mut Sideband, path: PathBuf, offset, size, vaddr| {
             *index
@@ -302,6 +316,7 @@ impl Sideband {
                 "--pevent:secondary"
             };
             let path = &spec.file.path;
+            let name = path.display().to_string();
             let bytes = read_range(option, &spec.file)?;
             let cfg = &spec.config;
             let conv = TscConversion::new(
@@ -343,10 +358,31 @@ impl Sideband {
                     a
                 });
                 let ev = parse_event_le(attrs, &raw).map_err(|e| bad(raw.offset, e.to_string()))?;
-                let tsc = match ev.sample_id.time {
-                    None | Some(0) => 0,
-                    Some(t) => offset_tsc(conv.perf_time_to_tsc(t), cfg.tsc_offset),
-                };
+                // libipt reads the samples only of the record types it
+                // knows; a record without a time is applied at once. Time
+                // 0 is synthesized and means the beginning (TSC 0), which
+                // --pevent:tsc-offset moves as any other.
+                let time = ev
+                    .sample_id
+                    .time
+                    .filter(|_| print::libipt_knows(raw.header.kind));
+                let tsc = time.map(|t| {
+                    let tsc = if t == 0 { 0 } else { conv.perf_time_to_tsc(t) };
+                    offset_tsc(tsc, cfg.tsc_offset)
+                });
+                let text = print::record_text(
+                    &sb.print,
+                    &print::RecordView {
+                        file: &name,
+                        offset: raw.offset,
+                        kind: raw.header.kind,
+                        event: &ev,
+                        body,
+                        tsc,
+                    },
+                )
+                .map(Arc::from);
+                let tsc = tsc.unwrap_or(0);
                 let cpumode = ev.misc & misc::CPUMODE_MASK;
                 let effect = match &ev.record {
                     Record::ItraceStart { pid, .. } => Effect::ItraceStart { pid: *pid },
@@ -410,10 +446,11 @@ impl Sideband {
                     tsc,
                     offset: raw.offset,
                     effect,
+                    text,
                 });
             }
             sb.files.push(SbFile {
-                name: path.display().to_string(),
+                name,
                 primary: spec.primary,
                 kernel_start: cfg.kernel_start,
                 records,
@@ -543,8 +580,41 @@ pub struct SbWarning {
     pub message: &'static str,
 }
 
+/// What the replay lists, in the order ptxed prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SbNote {
+    /// A record, about to be applied (`--sb:compact` ...): its text.
+    Record(Arc<str>),
+    /// A warning (`--sb:warn`) or an error.
+    Warning(SbWarning),
+    /// The image changed to this process's (`--sb:switch`).
+    Switch { pid: u32 },
+}
+
+impl std::fmt::Display for SbNote {
+    /// ptxed's lines: the record's text (a verbose record spans several
+    /// lines), `[FILE:OFFSET sideband warning: MESSAGE]`, `[context: pid-N]`
+    /// (N in hex, libipt-sb's name for a process's image).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SbNote::Record(text) => f.write_str(text),
+            SbNote::Warning(w) => write!(
+                f,
+                "[{}:{:016x} sideband {}: {}]",
+                w.file,
+                w.offset,
+                if w.error { "error" } else { "warning" },
+                w.message
+            ),
+            SbNote::Switch { pid } => write!(f, "[context: pid-{pid:x}]"),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Context {
+    /// The process it is the image of.
+    pid: u32,
     sections: Vec<usize>,
     abi: Option<Abi>,
 }
@@ -569,7 +639,7 @@ pub struct Session<'s> {
     contexts: Vec<Context>,
     by_pid: HashMap<u32, usize>,
     image: ImageSel,
-    warnings: Vec<SbWarning>,
+    notes: Vec<SbNote>,
 }
 
 impl<'s> Session<'s> {
@@ -592,7 +662,7 @@ impl<'s> Session<'s> {
             contexts: Vec::new(),
             by_pid: HashMap::new(),
             image: ImageSel::Given,
-            warnings: Vec::new(),
+            notes: Vec::new(),
         };
         // Files without records take no part; the others are inserted
         // last file first, each before those of equal time, so that equal
@@ -630,9 +700,9 @@ impl<'s> Session<'s> {
         &self.contexts[ctx].sections
     }
 
-    /// Warnings since the last call.
-    pub fn take_warnings(&mut self) -> Vec<SbWarning> {
-        std::mem::take(&mut self.warnings)
+    /// What to list since the last call: records, warnings, switches.
+    pub fn take_notes(&mut self) -> Vec<SbNote> {
+        std::mem::take(&mut self.notes)
     }
 
     /// A libipt event at time `tsc`: applies every record due, then lets
@@ -644,6 +714,10 @@ impl<'s> Session<'s> {
             }
             self.active.remove(0);
             let r = self.files[f].next;
+            // As libipt-sb: printed, then applied.
+            if let Some(text) = &self.sb.files[f].records[r].text {
+                self.notes.push(SbNote::Record(text.clone()));
+            }
             self.apply(f, r);
             self.files[f].next += 1;
             if self.files[f].next < self.sb.files[f].records.len() {
@@ -683,15 +757,15 @@ impl<'s> Session<'s> {
     }
 
     fn warn(&mut self, f: usize, r: usize, error: bool, message: &'static str) {
-        if !error && !self.sb.list_warnings {
+        if !error && !self.sb.print.warnings {
             return;
         }
-        self.warnings.push(SbWarning {
+        self.notes.push(SbNote::Warning(SbWarning {
             file: self.sb.files[f].name.clone(),
             offset: self.sb.files[f].records[r].offset,
             error,
             message,
-        });
+        }));
     }
 
     fn context_of(&mut self, pid: u32) -> usize {
@@ -699,6 +773,7 @@ impl<'s> Session<'s> {
             return c;
         }
         self.contexts.push(Context {
+            pid,
             sections: self.sb.kernel.clone(),
             abi: None,
         });
@@ -724,6 +799,10 @@ impl<'s> Session<'s> {
         if let Some(next) = st.next_context.take() {
             st.context = Some(next);
             self.image = ImageSel::Context(next);
+            if self.sb.print.switch {
+                let pid = self.contexts[next].pid;
+                self.notes.push(SbNote::Switch { pid });
+            }
         }
     }
 

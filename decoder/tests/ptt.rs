@@ -5,9 +5,11 @@
 //! and `ptdec raw` decodes the `.pt` with the code loaded as ptxed gets it
 //! in libipt's `script/test.bash` (`--raw X.bin:ORG`, the `; cpu` line's
 //! `--cpu`, one run per `; cpu` line, and the `; opt:ptxed` options that
-//! change decoding). Its `--insn-list` must equal `X-ptxed.exp` in every
-//! instruction address, every error (trace offset and libipt's message)
-//! and every overflow, in order. Tests that need what `ptdec raw` does not
+//! change decoding or what is listed). Its `--insn-list` must equal
+//! `X-ptxed.exp` in every instruction address, every error (trace offset
+//! and libipt's message), every overflow, and every perf_event sideband
+//! record, warning and context switch ptxed prints (`--sb:*`), in order.
+//! Tests that need what `ptdec raw` does not
 //! have are in [`NOT_APPLICABLE`] with the reason, and runs where libipt's
 //! block decoder, configured as ptdec configures it, differs from ptxed's
 //! in [`LIBIPT_DEFECTS`].
@@ -166,6 +168,8 @@ fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
             lines.push(addr.to_string());
         } else if is_sideband_note(l) {
             lines.push(l.to_string());
+        } else if is_sideband_print(l) {
+            lines.push(squeeze(l));
         } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
             // `[overflow]`, or with --event:time `[TIME  overflow]`.
             lines.push("[overflow]".to_string());
@@ -188,17 +192,39 @@ fn is_sideband_note(l: &str) -> bool {
     l.starts_with('[') && (l.contains(" sideband warning: ") || l.contains(" sideband error: "))
 }
 
+/// A sideband record as `--sb:compact` prints it
+/// (`[FILE:][OFFSET  ][TSC  ]PERF_RECORD_... { SAMPLES }`), or a context
+/// switch as `--sb:switch` prints it (`[context: pid-1]`).
+fn is_sideband_print(l: &str) -> bool {
+    l.starts_with("[context: ")
+        || l
+            .split_whitespace()
+            .any(|w| w.starts_with("PERF_RECORD_") || w == "UNKNOWN")
+}
+
+/// A line with its runs of blanks made one space: the `.exp` files align
+/// the records' fields, and libipt's `test.bash` compares with `diff -b`.
+fn squeeze(l: &str) -> String {
+    l.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// ptdec's listing reduced the same way.
 fn normalize_list(list: &str) -> Vec<String> {
     list.lines()
-        .filter(|l| {
-            (l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit()))
-                || *l == "[overflow]"
+        .filter_map(|l| {
+            if (l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit()))
+                || l == "[overflow]"
                 || l.contains(": error: ")
                 || l.contains(": sync error: ")
                 || is_sideband_note(l)
+            {
+                Some(l.to_string())
+            } else if is_sideband_print(l) {
+                Some(squeeze(l))
+            } else {
+                None
+            }
         })
-        .map(str::to_string)
         .collect()
 }
 
@@ -234,15 +260,14 @@ fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), Strin
                     out.push(value().ok_or(format!("{w} without a value"))?);
                     i += 1;
                 }
+                // Events that change when sideband is applied, and what
+                // of the sideband is listed: ptdec raw takes them as ptxed.
+                "--event:tick" | "--event:iflags" | "--sb:warn" | "--sb:compact" | "--sb"
+                | "--sb:verbose" | "--sb:filename" | "--sb:offset" | "--sb:time"
+                | "--sb:switch" => out.push(w.to_string()),
                 // Output only: which events are printed, statistics, block
                 // boundaries, the decoder kind (block and instruction
                 // decoders decode the same flow), timing calibration.
-                // Events that change when sideband is applied, and
-                // whether its warnings are listed.
-                "--event:tick" | "--event:iflags" | "--sb:warn" => out.push(w.to_string()),
-                // How sideband records are printed.
-                "--sb:compact" | "--sb" | "--sb:verbose" | "--sb:filename" | "--sb:offset"
-                | "--sb:time" | "--sb:switch" => {}
                 "--quiet"
                 | "--stat"
                 | "--stat:insn"
@@ -273,6 +298,8 @@ struct Outcome {
     /// Of them, runs with perf_event sideband.
     sideband_runs: usize,
     sideband_equal: usize,
+    /// Sideband lines (records, switches, warnings) of the equal runs.
+    sideband_lines: usize,
     failures: Vec<String>,
     not_applicable: Vec<String>,
 }
@@ -310,6 +337,7 @@ fn libipt_ptt_suite_matches_ptxed() {
         equal: 0,
         sideband_runs: 0,
         sideband_equal: 0,
+        sideband_lines: 0,
         failures: Vec::new(),
         not_applicable: Vec::new(),
     };
@@ -317,15 +345,23 @@ fn libipt_ptt_suite_matches_ptxed() {
         run_ptt(&pttc, ptt, work.path(), &mut o);
     }
     eprintln!(
-        "ptt suite: {} files, {} runs, {} equal to ptxed ({} runs with sideband, {} equal), \
-         {} not applicable:\n  {}",
+        "ptt suite: {} files, {} runs, {} equal to ptxed ({} runs with sideband, {} equal, \
+         {} sideband lines among them), {} not applicable:\n  {}",
         ptts.len(),
         o.runs,
         o.equal,
         o.sideband_runs,
         o.sideband_equal,
+        o.sideband_lines,
         o.not_applicable.len(),
         o.not_applicable.join("\n  ")
+    );
+    // Every sideband run lists records (the suite's `--sb:*` options).
+    assert!(
+        o.sideband_runs == 0 || o.sideband_lines >= o.sideband_runs,
+        "only {} sideband lines compared in {} runs",
+        o.sideband_lines,
+        o.sideband_runs
     );
     assert!(
         o.failures.is_empty(),
@@ -456,6 +492,10 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
         } else if same {
             o.equal += 1;
             o.sideband_equal += usize::from(sideband);
+            o.sideband_lines += want
+                .iter()
+                .filter(|l| is_sideband_print(l) || is_sideband_note(l))
+                .count();
         } else {
             o.failures.push(format!(
                 "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {want:?} (insn count {count:?})\n  ptdec: {got:?}"

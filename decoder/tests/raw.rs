@@ -593,6 +593,89 @@ fn bad_sideband_fails_cleanly() {
     );
 }
 
+/// ptxed's `--sb:*` listing options: each record where it is applied, in
+/// ptxed's compact or verbose form (the one given last counts), with its
+/// file and offset in front, and the image's switch to a process
+/// (`[context: pid-N]`). Without `--insn-list` they are accepted and a
+/// warning says nothing is listed. (Their exact output against ptxed's:
+/// `tests/ptt.rs`.)
+#[test]
+fn sideband_is_listed_as_ptxed_prints_it() {
+    let s = Setup::new();
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let pt = s.path("trace.pt");
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    let out_path = s.path("out.ftf");
+    // ITRACE_START (type 12; pid 7, tid 7), then LOST_SAMPLES (type 13;
+    // 3 lost); no samples, so both are applied at the first event.
+    let mut sb = Vec::new();
+    for (kind, body) in [(12u32, [7u32.to_le_bytes(), 7u32.to_le_bytes()].concat()), (13, 3u64.to_le_bytes().to_vec())] {
+        sb.extend(kind.to_le_bytes());
+        sb.extend(0u16.to_le_bytes());
+        sb.extend((8 + body.len() as u16).to_le_bytes());
+        sb.extend(body);
+    }
+    let file = s.path("cpu0.sb");
+    std::fs::write(&file, &sb).unwrap();
+    let listing = |extra: &[&str]| {
+        let list = s.path("list.txt");
+        let mut args = vec!["--pt", pt.as_str(), "--raw", code.as_str(), "-o", &out_path];
+        args.extend(["--insn-list", list.as_str()]);
+        args.extend(extra);
+        args.extend(["--pevent:primary", file.as_str()]);
+        let out = s.run(&args);
+        assert!(out.status.success(), "{extra:?}: {}", text(&out.stderr));
+        let all = std::fs::read_to_string(&list).unwrap();
+        // All but the instructions and ptxed's events.
+        all.lines()
+            .filter(|l| {
+                let insn = l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit());
+                !insn && (!l.starts_with('[') || l.starts_with("[context"))
+            })
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        listing(&["--sb:compact", "--sb:offset", "--sb:switch"]),
+        [
+            "0000000000000000  PERF_RECORD_ITRACE_START  7/7  { }",
+            "[context: pid-7]",
+            "0000000000000010  PERF_RECORD_LOST_SAMPLES  3  { }",
+        ]
+    );
+    let name = format!("{file}:0000000000000010  PERF_RECORD_LOST_SAMPLES");
+    assert_eq!(
+        listing(&["--sb:compact", "--sb:verbose", "--sb:filename", "--sb:offset"]),
+        [
+            format!("{file}:0000000000000000  PERF_RECORD_ITRACE_START"),
+            "  pid: 7".to_string(),
+            "  tid: 7".to_string(),
+            name,
+            "  lost: 3".to_string(),
+        ]
+    );
+    assert_eq!(
+        listing(&["--sb:verbose", "--sb"]),
+        ["PERF_RECORD_ITRACE_START  7/7  { }", "PERF_RECORD_LOST_SAMPLES  3  { }"]
+    );
+    assert!(listing(&[]).is_empty());
+    // Without --insn-list: decoded, and a warning naming the option.
+    let out = s.run(&[
+        "--pt",
+        &pt,
+        "--raw",
+        &code,
+        "-o",
+        &out_path,
+        "--sb:time",
+        "--pevent:primary",
+        &file,
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("--sb:time lists sideband in --insn-list"), "{err}");
+}
+
 /// A loop calling a function 50,000 times: 100,000 call and return ops.
 fn assemble_loop() -> Program {
     let mut a = CodeAssembler::new(64).unwrap();

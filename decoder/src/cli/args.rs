@@ -265,9 +265,33 @@ pub struct PeventArgs {
     #[arg(long = "pevent:vdso-ia32", value_name = "FILE")]
     pub vdso_ia32: Vec<PathBuf>,
     /// List sideband warnings (lost records and sections) in --insn-list,
-    /// as ptxed --sb:warn; errors are listed always.
-    #[arg(long = "sb:warn")]
-    pub warn: bool,
+    /// as ptxed --sb:warn; errors are listed always. Example: --sb:warn
+    #[arg(long = "sb:warn", action = clap::ArgAction::Count)]
+    pub warn: u8,
+    /// List each sideband record in --insn-list where it is applied, on
+    /// one line (ptxed --sb:compact, or --sb). Example: --sb:compact
+    #[arg(long = "sb:compact", alias = "sb", action = clap::ArgAction::Count)]
+    pub sb_compact: u8,
+    /// The same a field a line (ptxed --sb:verbose); of --sb:compact and
+    /// --sb:verbose the one given last counts. Example: --sb:verbose
+    #[arg(long = "sb:verbose", action = clap::ArgAction::Count)]
+    pub sb_verbose: u8,
+    /// Put the sideband file's name before each listed record.
+    /// Example: --sb:filename
+    #[arg(long = "sb:filename", action = clap::ArgAction::Count)]
+    pub sb_filename: u8,
+    /// Put the record's offset in its file (or range) before each listed
+    /// record. Example: --sb:offset
+    #[arg(long = "sb:offset", action = clap::ArgAction::Count)]
+    pub sb_offset: u8,
+    /// Put the record's time (TSC, in hex) before each listed record that
+    /// has one. Example: --sb:time
+    #[arg(long = "sb:time", action = clap::ArgAction::Count)]
+    pub sb_time: u8,
+    /// List `[context: pid-N]` where the image becomes another process's
+    /// (ptxed --sb:switch). Example: --sb:switch
+    #[arg(long = "sb:switch", action = clap::ArgAction::Count)]
+    pub sb_switch: u8,
 }
 
 /// Where each value of an option was on the command line (clap's
@@ -294,15 +318,45 @@ impl PeventArgs {
         "vdso_ia32",
     ];
 
+    /// The printing options whose order matters (the last counts).
+    const PRINT_IDS: [&'static str; 2] = ["sb_compact", "sb_verbose"];
+
     /// The command-line positions of the `raw` subcommand's sideband options.
     pub fn order(m: &clap::ArgMatches) -> ArgOrder {
         Self::IDS
             .iter()
+            .chain(&Self::PRINT_IDS)
             .filter_map(|&id| {
                 let i = m.indices_of(id)?.collect();
                 Some((id, i))
             })
             .collect()
+    }
+
+    /// What ptxed's `--sb:*` options ask to be listed. Of `--sb:compact`
+    /// and `--sb:verbose` the one given last counts (verbose, when the
+    /// order is unknown).
+    pub fn print(&self, order: Option<&ArgOrder>) -> crate::pevent::SbPrint {
+        use crate::pevent::SbFormat;
+        let last = |id: &str| order.and_then(|o| o.get(id)).and_then(|v| v.iter().max().copied());
+        let format = match (self.sb_compact > 0, self.sb_verbose > 0) {
+            (false, false) => None,
+            (true, false) => Some(SbFormat::Compact),
+            (false, true) => Some(SbFormat::Verbose),
+            (true, true) => Some(if last("sb_compact") > last("sb_verbose") {
+                SbFormat::Compact
+            } else {
+                SbFormat::Verbose
+            }),
+        };
+        crate::pevent::SbPrint {
+            format,
+            filename: self.sb_filename > 0,
+            offset: self.sb_offset > 0,
+            time: self.sb_time > 0,
+            switch: self.sb_switch > 0,
+            warnings: self.warn > 0,
+        }
     }
 
     /// Each sideband file with the settings ptxed gives it: for each

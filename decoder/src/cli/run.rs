@@ -272,6 +272,23 @@ fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
     Ok(())
 }
 
+/// The first of ptxed's `--sb:*` listing options given, if any.
+fn print_option(a: &RawArgs) -> Option<&'static str> {
+    let p = &a.pevent;
+    [
+        (p.sb_compact, "--sb:compact"),
+        (p.sb_verbose, "--sb:verbose"),
+        (p.sb_filename, "--sb:filename"),
+        (p.sb_offset, "--sb:offset"),
+        (p.sb_time, "--sb:time"),
+        (p.sb_switch, "--sb:switch"),
+        (p.warn, "--sb:warn"),
+    ]
+    .into_iter()
+    .find(|(n, _)| *n > 0)
+    .map(|(_, name)| name)
+}
+
 /// `ptdec raw`: raw Intel PT decoded as one thread into FTF.
 /// `order`: where the sideband options were on the command line (each
 /// setting applies to the files after it); `None`: to every file.
@@ -279,11 +296,19 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let specs = a.pevent.specs(order).map_err(anyhow::Error::msg)?;
+    let print = a.pevent.print(order);
+    if a.insn_list.is_none() && !a.quiet {
+        if let Some(opt) = print_option(&a) {
+            eprintln!(
+                "ptdec: warning: {opt} lists sideband in --insn-list FILE, which is not \
+                 given: nothing is listed (add --insn-list FILE, or - for stdout)"
+            );
+        }
+    }
     let sideband = if specs.is_empty() && a.pevent.kcore.is_empty() {
         None
     } else {
-        let mut sb = Sideband::load(&specs, &a.pevent.kcore)?;
-        sb.list_warnings = a.pevent.warn;
+        let sb = Sideband::load(&specs, &a.pevent.kcore, print)?;
         if !sb.missing.is_empty() && !a.quiet {
             let names: Vec<String> = sb.missing.iter().map(|p| p.display().to_string()).collect();
             eprintln!(

@@ -37,6 +37,7 @@ use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
 use crate::ops::{GapKind, Op, Stamp};
+use crate::pevent::SbNote;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.
 #[derive(Debug, Clone)]
@@ -474,13 +475,16 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                                 continue;
                             }
                             self.update_time(dec, ev.tsc());
-                            self.on_sideband(dec, &ev);
+                            let notes = self.on_sideband(dec, &ev);
                             if self.at_next_chunk(dec, &ev) {
+                                self.list_notes(notes);
                                 return;
                             }
                             if self.stop_at.is_none() {
                                 self.on_event(dec, &ev);
                             }
+                            // As ptxed: the event's line, then the sideband's.
+                            self.list_notes(notes);
                         }
                         Err(e) => break 'step Failure::Pt(e),
                     }
@@ -873,16 +877,23 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     }
 
     /// perf_event sideband: libipt-sb's `pt_sb_event` on every event.
-    /// Its warnings go to the listing, and a changed image into the decoder.
-    fn on_sideband(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
+    /// A changed image goes into the decoder at once; what is to be listed
+    /// is returned, for [`Self::list_notes`] after the event's own line.
+    fn on_sideband(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) -> Vec<SbNote> {
         let Some(sb) = self.sb.as_mut() else {
-            return;
+            return Vec::new();
         };
         sb.on_event(ev.time_tsc(), crate::pevent::EventPlace::of(ev));
-        for w in sb.take_warnings() {
-            self.list(ListItem::Sideband(w));
-        }
+        let notes = sb.take_notes();
         self.install_sb_image(dec);
+        notes
+    }
+
+    /// Lists the sideband's records, warnings and switches.
+    fn list_notes(&self, notes: Vec<SbNote>) {
+        for n in notes {
+            self.list(ListItem::Sideband(n));
+        }
     }
 
     /// Puts the image the sideband says into the decoder, when it changed.

@@ -203,8 +203,9 @@ pub enum ListItem {
     },
     /// The trace ended while tracing was enabled.
     EndOfTrace,
-    /// A perf_event sideband warning or error (`ptdec raw --pevent:*`).
-    Sideband(crate::pevent::SbWarning),
+    /// perf_event sideband (`ptdec raw --pevent:*`): a record, a warning
+    /// or error, a context switch.
+    Sideband(crate::pevent::SbNote),
 }
 
 impl std::fmt::Display for ListItem {
@@ -222,14 +223,7 @@ impl std::fmt::Display for ListItem {
                 message,
             } => write!(f, "[{offset:x}: {what}: {message}]"),
             ListItem::EndOfTrace => f.write_str("[end of trace]"),
-            ListItem::Sideband(w) => write!(
-                f,
-                "[{}:{:016x} sideband {}: {}]",
-                w.file,
-                w.offset,
-                if w.error { "error" } else { "warning" },
-                w.message
-            ),
+            ListItem::Sideband(n) => n.fmt(f),
         }
     }
 }
