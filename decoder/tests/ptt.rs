@@ -197,8 +197,7 @@ fn is_sideband_note(l: &str) -> bool {
 /// switch as `--sb:switch` prints it (`[context: pid-1]`).
 fn is_sideband_print(l: &str) -> bool {
     l.starts_with("[context: ")
-        || l
-            .split_whitespace()
+        || l.split_whitespace()
             .any(|w| w.starts_with("PERF_RECORD_") || w == "UNKNOWN")
 }
 
@@ -300,6 +299,11 @@ struct Outcome {
     sideband_equal: usize,
     /// Sideband lines (records, switches, warnings) of the equal runs.
     sideband_lines: usize,
+    /// ptdump-only sideband tests whose records ptdec listed, and how
+    /// many of them equal ptdump's, and their lines.
+    dump_runs: usize,
+    dump_equal: usize,
+    dump_lines: usize,
     failures: Vec<String>,
     not_applicable: Vec<String>,
 }
@@ -338,6 +342,9 @@ fn libipt_ptt_suite_matches_ptxed() {
         sideband_runs: 0,
         sideband_equal: 0,
         sideband_lines: 0,
+        dump_runs: 0,
+        dump_equal: 0,
+        dump_lines: 0,
         failures: Vec::new(),
         not_applicable: Vec::new(),
     };
@@ -346,13 +353,17 @@ fn libipt_ptt_suite_matches_ptxed() {
     }
     eprintln!(
         "ptt suite: {} files, {} runs, {} equal to ptxed ({} runs with sideband, {} equal, \
-         {} sideband lines among them), {} not applicable:\n  {}",
+         {} sideband lines among them); sideband records of {} ptdump-only tests, {} equal \
+         ({} lines); {} not applicable:\n  {}",
         ptts.len(),
         o.runs,
         o.equal,
         o.sideband_runs,
         o.sideband_equal,
         o.sideband_lines,
+        o.dump_runs,
+        o.dump_equal,
+        o.dump_lines,
         o.not_applicable.len(),
         o.not_applicable.join("\n  ")
     );
@@ -414,7 +425,15 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             .iter()
             .find(|f| f.ends_with(".exp") && f.contains("-ptxed"))
         else {
-            continue; // a ptdump-only test
+            // A ptdump-only test; one that prints sideband is compared
+            // for the records' text.
+            let dump_opts = directives(&text, "opt:ptdump");
+            if files.iter().any(|f| f.ends_with(".sb"))
+                && dump_opts.iter().any(|l| l.contains("--sb:"))
+            {
+                dump_sideband(pttc, &name, &dir, &files, &dump_opts, o);
+            }
+            continue;
         };
         o.runs += 1;
         let sideband = files.iter().any(|f| f.ends_with(".sb"));
@@ -501,5 +520,107 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
                 "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {want:?} (insn count {count:?})\n  ptdec: {got:?}"
             ));
         }
+    }
+}
+
+/// A trace of our own for [`dump_sideband`]: tracing enabled once, at a
+/// time later than any record of libipt's sideband tests, so that every
+/// record is applied, and listed, at that first event.
+const LATE_ENABLE_PTT: &str = "\
+org 0x1000
+bits 64
+; @pt p0: psb()
+; @pt p1: mode.exec(64bit)
+; @pt p2: tsc(0xffffffffffff)
+; @pt p3: fup(3: %l0)
+; @pt p4: psbend()
+l0: nop
+; @pt p5: fup(1: %l1)
+; @pt p6: tip.pgd(0: %l1)
+l1: hlt
+";
+
+/// A ptdump-only test's sideband (libipt's `pevent-dump*`: every record
+/// type, compact and verbose, with offsets and times): ptdump prints the
+/// records as ptxed does (libipt-sb's one printing function), so the
+/// records ptdec lists with the same `--sb:*` options, decoding a trace of
+/// ours with the test's `.sb` files, must equal the record lines of its
+/// `X-ptdump.exp` (blanks squeezed, as `diff -b`), in order.
+fn dump_sideband(
+    pttc: &Path,
+    name: &str,
+    dir: &Path,
+    files: &[String],
+    dump_opts: &[String],
+    o: &mut Outcome,
+) {
+    let Some(exp) = files.iter().find(|f| f.ends_with("-ptdump.exp")) else {
+        return;
+    };
+    o.dump_runs += 1;
+    let late = dir.join("late-enable.ptt");
+    std::fs::write(&late, LATE_ENABLE_PTT).unwrap();
+    let out = Command::new(pttc)
+        .arg(&late)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pttc late-enable.ptt: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sb_opts: Vec<&str> = dump_opts
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter(|w| w.starts_with("--sb"))
+        .collect();
+    let list = dir.join("ptdec-sb.list");
+    let out = Command::new(env!("CARGO_BIN_EXE_ptdec"))
+        .arg("raw")
+        .arg("--pt")
+        .arg(dir.join("late-enable.pt"))
+        .arg("--raw")
+        .arg(format!("{}:0x1000", dir.join("late-enable.bin").display()))
+        .args(&sb_opts)
+        .args(sideband_options(name, files))
+        .current_dir(dir)
+        .arg("--insn-list")
+        .arg(&list)
+        .args(["-q", "--time-axis", "instructions", "-o"])
+        .arg(dir.join("out-sb.ftf"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        o.failures.push(format!(
+            "{name}: ptdec raw {sb_opts:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+        return;
+    }
+    // ptdump's lines of records (a verbose record's fields are indented);
+    // ptdec's lines but for instructions and events.
+    let exp_text = std::fs::read_to_string(dir.join(exp)).unwrap();
+    let want: Vec<String> = exp_text
+        .lines()
+        .filter(|l| l.starts_with([' ', '\t']) || is_sideband_print(l))
+        .map(squeeze)
+        .collect();
+    let got: Vec<String> = std::fs::read_to_string(&list)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let insn = l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit());
+            !insn && !l.starts_with('[')
+        })
+        .map(squeeze)
+        .collect();
+    if !want.is_empty() && got == want {
+        o.dump_equal += 1;
+        o.dump_lines += want.len();
+    } else {
+        o.failures.push(format!(
+            "{name} ({sb_opts:?}): sideband records\n  ptdump: {want:?}\n  ptdec:  {got:?}"
+        ));
     }
 }

@@ -609,7 +609,10 @@ fn sideband_is_listed_as_ptxed_prints_it() {
     // ITRACE_START (type 12; pid 7, tid 7), then LOST_SAMPLES (type 13;
     // 3 lost); no samples, so both are applied at the first event.
     let mut sb = Vec::new();
-    for (kind, body) in [(12u32, [7u32.to_le_bytes(), 7u32.to_le_bytes()].concat()), (13, 3u64.to_le_bytes().to_vec())] {
+    for (kind, body) in [
+        (12u32, [7u32.to_le_bytes(), 7u32.to_le_bytes()].concat()),
+        (13, 3u64.to_le_bytes().to_vec()),
+    ] {
         sb.extend(kind.to_le_bytes());
         sb.extend(0u16.to_le_bytes());
         sb.extend((8 + body.len() as u16).to_le_bytes());
@@ -645,7 +648,12 @@ fn sideband_is_listed_as_ptxed_prints_it() {
     );
     let name = format!("{file}:0000000000000010  PERF_RECORD_LOST_SAMPLES");
     assert_eq!(
-        listing(&["--sb:compact", "--sb:verbose", "--sb:filename", "--sb:offset"]),
+        listing(&[
+            "--sb:compact",
+            "--sb:verbose",
+            "--sb:filename",
+            "--sb:offset"
+        ]),
         [
             format!("{file}:0000000000000000  PERF_RECORD_ITRACE_START"),
             "  pid: 7".to_string(),
@@ -656,7 +664,10 @@ fn sideband_is_listed_as_ptxed_prints_it() {
     );
     assert_eq!(
         listing(&["--sb:verbose", "--sb"]),
-        ["PERF_RECORD_ITRACE_START  7/7  { }", "PERF_RECORD_LOST_SAMPLES  3  { }"]
+        [
+            "PERF_RECORD_ITRACE_START  7/7  { }",
+            "PERF_RECORD_LOST_SAMPLES  3  { }"
+        ]
     );
     assert!(listing(&[]).is_empty());
     // Without --insn-list: decoded, and a warning naming the option.
@@ -673,7 +684,10 @@ fn sideband_is_listed_as_ptxed_prints_it() {
     ]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("--sb:time lists sideband in --insn-list"), "{err}");
+    assert!(
+        err.contains("--sb:time lists sideband in --insn-list"),
+        "{err}"
+    );
 }
 
 /// A loop calling a function 50,000 times: 100,000 call and return ops.

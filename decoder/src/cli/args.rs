@@ -338,7 +338,11 @@ impl PeventArgs {
     /// order is unknown).
     pub fn print(&self, order: Option<&ArgOrder>) -> crate::pevent::SbPrint {
         use crate::pevent::SbFormat;
-        let last = |id: &str| order.and_then(|o| o.get(id)).and_then(|v| v.iter().max().copied());
+        let last = |id: &str| {
+            order
+                .and_then(|o| o.get(id))
+                .and_then(|v| v.iter().max().copied())
+        };
         let format = match (self.sb_compact > 0, self.sb_verbose > 0) {
             (false, false) => None,
             (true, false) => Some(SbFormat::Compact),
