@@ -33,6 +33,10 @@
 //!
 //! Unlike ptxed, a cut or malformed `.sb` file is an error when it is read,
 //! not the silent end of that file's sideband.
+//!
+//! What the replay lists in `--insn-list` ([`SbNote`]: each record as
+//! ptxed's `--sb:*` options print it, warnings, context switches) is made
+//! in `pevent/print.rs` and handed out in the order ptxed prints it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -176,7 +176,8 @@ pub struct RawArgs {
     pub quiet: bool,
     /// Also write the instruction flow to FILE (`-`: stdout) as ptxed
     /// --no-inst lists it: one address per instruction, `[enabled]`,
-    /// `[disabled]`, `[overflow]`, `[OFFSET: error: MESSAGE]`.
+    /// `[disabled]`, `[overflow]`, `[OFFSET: error: MESSAGE]`; with
+    /// --pevent, the sideband's errors and what the --sb:* options ask.
     /// Example: --insn-list flow.txt
     #[arg(long, value_name = "FILE")]
     pub insn_list: Option<PathBuf>,
