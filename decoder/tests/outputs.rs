@@ -295,10 +295,16 @@ fn simulate(progs: &Path, prog: &str, repeat: &[String], dir: &Path) {
 fn interp_trace(test: &str, k: u64) -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let dir = root.join(format!("outputs-interp-repeat-{k}"));
-    if dir.join("data").is_file() {
-        return Some(dir);
-    }
     let progs = programs(test)?;
+    // A trace made before the program was last built names another
+    // build-id: its code would not be found, and nothing decoded.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(t), Some(p)) = (modified(&dir.join("data")), modified(&progs.join("interp"))) {
+        if t > p {
+            return Some(dir);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     // Made aside and renamed: a test killed while ptsim runs leaves no
     // half trace to be taken for a whole one.
     let part = root.join(format!("outputs-interp-repeat-{k}.{}", std::process::id()));
