@@ -143,7 +143,8 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Target::File(output.clone())
     };
     let progress = Progress::new(a.quiet);
-    let decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
+    let mut decode = selected(a.tid, a.pid, (start, end), a.jobs, a.chunk_size, &progress);
+    decode.decoder = a.decoder.into();
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -318,6 +319,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let decode = DecodeOptions {
         progress: progress.callback(),
         insn_list: list.as_ref().map(InsnList::callback),
+        decoder: a.decoder.into(),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
