@@ -39,6 +39,18 @@ const VARIANTS: &[(&str, Apply)] = &[
         o.pt.cyc = true;
         o.pt.psb_period = 0;
     }),
+    (
+        "--overflow-every 3000 --overflow-lost 40 --psb-period 0",
+        |o| {
+            o.pt.overflow_every = Some(3000);
+            o.pt.overflow_lost_insns = 40;
+            o.pt.psb_period = 0;
+        },
+    ),
+    ("--async-every 2000 --cyc", |o| {
+        o.pt.async_every = Some(2000);
+        o.pt.cyc = true;
+    }),
 ];
 
 fn simulate(progs: &Path, prog: &str, apply: Apply, dir: &Path) {

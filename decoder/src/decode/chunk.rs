@@ -335,7 +335,9 @@ fn decode_chunk_from(
             // No memory besides the file sections: the callback only records
             // the address libipt found no code at (for the NoImage gap).
             dec.dec.image().set_memory(Vec::new());
-            Ok(Ok(run_chunk(&mut dec, images, pool, meta, bytes, false)))
+            Ok(Ok(
+                run_chunk(&mut dec, images, pool, meta, bytes, false).ok()
+            ))
         }
         DecoderKind::Fast => {
             let dec = match FastDecoder::new(&cfg, bytes) {
@@ -347,23 +349,24 @@ fn decode_chunk_from(
                 images,
                 unsupported: None,
             };
-            let out = run_chunk(&mut dec, images, pool, meta, bytes, true);
-            match dec.unsupported() {
-                Some(why) => {
-                    if let Some(out) = out {
-                        for r in out.runs {
-                            pool.give(r.ops);
-                        }
-                    }
-                    Ok(Err(why))
-                }
-                None => Ok(Ok(out)),
+            match run_chunk(&mut dec, images, pool, meta, bytes, true) {
+                Ok(out) => Ok(Ok(Some(out))),
+                Err(Stopped::WarmUp) => Ok(Ok(None)),
+                Err(Stopped::Unsupported(why)) => Ok(Err(why)),
             }
         }
     }
 }
 
-/// One chunk through `dec`; `None` when the warm-up failed.
+/// Why [`run_chunk`] has no output.
+enum Stopped {
+    /// The warm-up before the chunk met an error: decode without it.
+    WarmUp,
+    /// The fast decoder met something it does not follow.
+    Unsupported(&'static str),
+}
+
+/// One chunk through `dec`.
 fn run_chunk(
     dec: &mut impl FlowDecoder,
     images: &WorkerImages<'_, '_>,
@@ -371,7 +374,7 @@ fn run_chunk(
     meta: ChunkMeta,
     bytes: &[u8],
     fast: bool,
-) -> Option<ChunkOutput> {
+) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
     let time = meta.start_time.unwrap_or(0);
     let mut st = ChunkDecoder {
@@ -426,11 +429,16 @@ fn run_chunk(
         for r in st.runs.drain(..).chain(st.run.take()) {
             pool.give(r.ops);
         }
-        return None;
+        // An error in the warm-up is libipt's too: it decodes the chunk
+        // again without one, and so does the fast decoder.
+        return Err(match dec.unsupported() {
+            Some(why) if !(st.warming && dec.stopped_at_error()) => Stopped::Unsupported(why),
+            _ => Stopped::WarmUp,
+        });
     }
     st.finish();
     let open_task = if st.open { st.task } else { None };
-    Some(ChunkOutput {
+    Ok(ChunkOutput {
         runs: st.runs,
         stats: st.stats,
         open_task,

@@ -44,6 +44,10 @@ pub(crate) trait FlowDecoder {
     fn unsupported(&self) -> Option<&'static str> {
         None
     }
+    /// Whether it gave up at an error libipt reports there too.
+    fn stopped_at_error(&self) -> bool {
+        false
+    }
 }
 
 /// libipt's block decoder with the worker's section cache.
@@ -148,5 +152,8 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     }
     fn unsupported(&self) -> Option<&'static str> {
         self.unsupported.or(self.dec.unsupported())
+    }
+    fn stopped_at_error(&self) -> bool {
+        self.unsupported.is_none() && self.dec.stopped_at_error()
     }
 }

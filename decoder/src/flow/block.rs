@@ -439,7 +439,7 @@ impl<'a> BlockDecoder<'a> {
             }
         };
         match ev.kind {
-            Kind::Enabled { .. } | Kind::Cbr { .. } => {}
+            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {}
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
@@ -513,7 +513,7 @@ impl<'a> BlockDecoder<'a> {
                     }
                 }
                 Kind::Tip { .. } | Kind::Disabled { .. } => false,
-                Kind::Enabled { .. } | Kind::Cbr { .. } => true,
+                Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => true,
                 Kind::AsyncDisabled { at, .. } => {
                     if self.ip != at {
                         false
@@ -591,6 +591,14 @@ impl<'a> BlockDecoder<'a> {
                 self.mode = mode;
             }
             Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
+            Kind::Overflow { ip } => {
+                if ev.status_update {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+                // Tracing resumed at `ip`, or while disabled.
+                self.enabled = !ev.ip_suppressed;
+                self.ip = if ev.ip_suppressed { 0 } else { ip };
+            }
             Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
         }
         self.fetch_event()?;

@@ -163,9 +163,8 @@ impl Image {
         match i.checked_sub(1).map(|i| &self.sections[i]) {
             Some(s) if s.contains(ip) => Ok(s),
             _ if self.missing => Err(Fail::Unsupported("an image file could not be mapped")),
-            _ => Err(Fail::Unsupported(
-                "code outside the image (no memory mapped)",
-            )),
+            // libipt's error there.
+            _ => Err(Fail::Pt(ipt::Error::NOMAP)),
         }
     }
 }

@@ -58,6 +58,11 @@ pub enum Kind {
     Cbr {
         ratio: u8,
     },
+    /// An internal buffer overflow; tracing resumes at `ip` (unless
+    /// suppressed: resolved while disabled).
+    Overflow {
+        ip: u64,
+    },
     Tnt {
         bits: u64,
         size: u8,
@@ -149,6 +154,7 @@ pub struct EventDecoder<'a> {
     misalign: usize,
     errata: Errata,
     freq: Frequency,
+    keep_tcal: bool,
     /// Position after the current packet (`None`: not synchronized).
     pos: Option<usize>,
     sync: Option<usize>,
@@ -182,12 +188,13 @@ fn exec_mode(csl: bool, csd: bool) -> u32 {
 }
 
 impl<'a> EventDecoder<'a> {
-    pub fn new(buf: &'a [u8], errata: Errata, freq: Frequency) -> Self {
+    pub fn new(buf: &'a [u8], errata: Errata, freq: Frequency, keep_tcal: bool) -> Self {
         EventDecoder {
             buf,
             misalign: buf.as_ptr() as usize % 8,
             errata,
             freq,
+            keep_tcal,
             pos: None,
             sync: None,
             packet: None,
@@ -513,7 +520,17 @@ impl<'a> EventDecoder<'a> {
                     }
                     return Ok(true);
                 }
-                Packet::Ovf => return Err(Fail::Unsupported("OVF")),
+                Packet::Ovf => {
+                    if self.enabled {
+                        self.evq[0].1.kind = Kind::Enabled {
+                            ip: 0,
+                            resumed: false,
+                        };
+                    } else {
+                        self.evq.pop_front();
+                    }
+                    return Ok(true);
+                }
                 Packet::Pad => {}
                 _ => return Err(Fail::Pt(BAD_CONTEXT)),
             }
@@ -558,6 +575,13 @@ impl<'a> EventDecoder<'a> {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
                 ev.kind = Kind::ExecMode { ip, mode };
+                self.event = Some(ev);
+                Ok(false)
+            }
+            Kind::Overflow { .. } => {
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::Overflow { ip };
+                self.enabled = true;
                 self.event = Some(ev);
                 Ok(false)
             }
@@ -679,6 +703,82 @@ impl<'a> EventDecoder<'a> {
         Ok(false)
     }
 
+    /// How many bytes on the FUP after an OVF ends (`Ok(None)`: tracing
+    /// resumed disabled; `Err`: libipt's error, or the context an erratum
+    /// workaround would look at), as `pt_evt_find_ovf_fup`.
+    fn find_ovf_fup(&self) -> Result<Option<usize>, PtError> {
+        let mut pos = self.pos.unwrap_or(0);
+        let start = pos;
+        loop {
+            let (p, n) = match packet::decode(self.buf, pos, self.errata.skd007) {
+                Ok((p, _)) if !p.known_to_libipt() => return Err(packet::BAD_OPC),
+                Ok(x) => x,
+                Err(e) => return Err(e),
+            };
+            pos += n;
+            match p {
+                Packet::Fup(_) => return Ok(Some(pos - start)),
+                Packet::Pad
+                | Packet::Mnt(_)
+                | Packet::Cbr(_)
+                | Packet::Tsc(_)
+                | Packet::Tma { .. }
+                | Packet::Mtc(_)
+                | Packet::Cyc(_) => {}
+                Packet::Psbend | Packet::Tip(_) | Packet::TipPgd(_) | Packet::Tnt { .. } => {
+                    return Err(BAD_CONTEXT)
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// OVF: the state is reset but for time; tracing resumes at the next
+    /// FUP's IP, or disabled.
+    fn decode_ovf(&mut self) -> Step {
+        if !self.decode_psbend()? {
+            return Ok(false);
+        }
+        let time = self.time;
+        let tcal = self.tcal;
+        self.reset();
+        self.time = time;
+        if self.keep_tcal {
+            self.tcal = tcal;
+            self.tcal.update_ovf();
+        }
+        match self.find_ovf_fup() {
+            Ok(Some(_)) => {
+                if self.errata.apl12 {
+                    return Err(Fail::Unsupported("erratum APL12"));
+                }
+                let mut ev = Ev::new(Kind::Overflow { ip: 0 });
+                self.event_time(&mut ev);
+                self.enqueue(EVB_FUP_BOUND, ev)?;
+                Ok(true)
+            }
+            r => {
+                if self.errata.skd010 {
+                    return Err(Fail::Unsupported("erratum SKD010"));
+                }
+                if self.errata.apl11 && r == Err(BAD_CONTEXT) {
+                    return Err(Fail::Unsupported("erratum APL11"));
+                }
+                if let Err(e) = r {
+                    if e != PtError::EOS {
+                        return Err(Fail::Pt(e));
+                    }
+                }
+                let mut ev = Ev::new(Kind::Overflow { ip: 0 });
+                ev.ip_suppressed = true;
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                self.fetch_packet();
+                Ok(false)
+            }
+        }
+    }
+
     fn standalone(&mut self, kind: Kind) {
         let mut ev = Ev::new(kind);
         self.event_time(&mut ev);
@@ -743,7 +843,7 @@ impl<'a> EventDecoder<'a> {
             Packet::Pip { .. } => Err(Fail::Unsupported("PIP (paging)")),
             Packet::Vmcs(_) => Err(Fail::Unsupported("VMCS")),
             Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
-            Packet::Ovf => Err(Fail::Unsupported("OVF")),
+            Packet::Ovf => self.decode_ovf(),
             Packet::Stop => Err(Fail::Unsupported("TraceStop")),
             Packet::Ptw { .. } => Err(Fail::Unsupported("PTWRITE")),
             Packet::Exstop { .. }

@@ -49,6 +49,8 @@ pub struct FastDecoder<'a> {
     /// Set once something it does not follow was met (or an error, whose
     /// handling libipt's path owns): every call fails from then on.
     unsupported: Option<&'static str>,
+    /// It stopped at an error libipt reports there too.
+    error: bool,
 }
 
 impl<'a> FastDecoder<'a> {
@@ -63,12 +65,12 @@ impl<'a> FastDecoder<'a> {
         if tick || iflags {
             return Err("tick or iflags events");
         }
-        let _ = keep_tcal;
         let errata = cfg.errata();
-        let evdec = EventDecoder::new(trace, errata, cfg.freq());
+        let evdec = EventDecoder::new(trace, errata, cfg.freq(), keep_tcal);
         Ok(FastDecoder {
             dec: BlockDecoder::new(evdec, errata, cfg.has_addr_filter()),
             unsupported: None,
+            error: false,
         })
     }
 
@@ -77,11 +79,20 @@ impl<'a> FastDecoder<'a> {
         self.unsupported
     }
 
+    /// Whether it stopped at an error libipt reports there too (rather
+    /// than at something it does not follow).
+    pub fn stopped_at_error(&self) -> bool {
+        self.error
+    }
+
     /// libipt's error for a failure; an unsupported one is noted.
     fn fail(&mut self, f: Fail) -> PtError {
         match f {
             Fail::Pt(e) if e == PtError::EOS => e,
             Fail::Pt(_) => {
+                if self.unsupported.is_none() {
+                    self.error = true;
+                }
                 self.unsupported
                     .get_or_insert("a decode error (libipt reports it)");
                 PtError::EOS
@@ -166,6 +177,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
         Kind::Cbr { ratio } => EventKind::Cbr {
             ratio: u16::from(ratio),
         },
+        Kind::Overflow { ip: i } => EventKind::Overflow { ip: ip(i) },
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {

@@ -228,9 +228,9 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
         _ if opc & 0x03 == 0x03 => {
             let (value, n) = cyc(rest)?;
             // SKD007: a 2-byte CYC whose second byte looks like an
-            // extended opcode may be an OVF the hardware mangled; libipt
-            // then reports the OVF. Not followed here.
-            if errata_skd007 && n == 2 && (value & !0x1f) == 0x20 {
+            // extended opcode, followed by F3, is an OVF the hardware
+            // mangled; libipt then reports the OVF. Not followed here.
+            if errata_skd007 && n == 2 && (value & !0x1f) == 0x20 && rest.get(2) == Some(&0xf3) {
                 return Err(PtError(ffi::pte_not_supported));
             }
             Ok((Packet::Cyc(value), n))

@@ -294,6 +294,15 @@ impl Calibration {
         Ok(())
     }
 
+    /// Forgets what an overflow made stale (`keep_tcal_on_ovf`).
+    pub fn update_ovf(&mut self) {
+        self.tsc = 0;
+        self.cyc_tsc = 0;
+        self.cyc_mtc = 0;
+        self.ctc = 0;
+        self.have_mtc = false;
+    }
+
     pub fn update_cyc(&mut self, value: u64) {
         self.cyc_mtc = self.cyc_mtc.wrapping_add(value);
         self.cyc_tsc = self.cyc_tsc.wrapping_add(value);
