@@ -123,6 +123,7 @@ impl<'a> BlockDecoder<'a> {
         self.retstack = RetStack::default();
     }
 
+    #[inline]
     pub fn time(&self) -> (u64, u32, u32) {
         (self.tsc, self.lost_mtc, self.lost_cyc)
     }
@@ -133,6 +134,7 @@ impl<'a> BlockDecoder<'a> {
 
     /// Takes the next event from the event decoder; a failure is kept in
     /// `status` for later, as libipt does.
+    #[inline]
     fn fetch_event(&mut self) -> Result<(), Fail> {
         match &self.event {
             Some(ev) => {
@@ -157,6 +159,7 @@ impl<'a> BlockDecoder<'a> {
         Ok(())
     }
 
+    #[inline]
     fn status(&self, flags: u32) -> Status {
         let mut f = flags;
         if !self.enabled {
@@ -227,6 +230,7 @@ impl<'a> BlockDecoder<'a> {
         Ok(Some(insn))
     }
 
+    #[inline]
     fn log_call(&mut self, insn: &Insn) {
         if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
             self.retstack.push(insn.next());
@@ -264,6 +268,7 @@ impl<'a> BlockDecoder<'a> {
 
     /// `pt_blk_proceed_no_event` over cached runs: to the next
     /// instruction that needs trace, then one step with trace.
+    #[inline]
     fn proceed_no_event(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<(), Fail> {
         if block.ninsn == u16::MAX {
             return Ok(());
@@ -306,6 +311,7 @@ impl<'a> BlockDecoder<'a> {
         }
     }
 
+    #[inline]
     fn cond_branch(&mut self) -> Result<bool, PtError> {
         match &mut self.event {
             Some(Ev {
@@ -322,6 +328,7 @@ impl<'a> BlockDecoder<'a> {
         }
     }
 
+    #[inline]
     fn proceed_with_trace(&mut self, insn: &Insn) -> Result<(), Fail> {
         match insn.class {
             Class::CondJump => {
@@ -349,6 +356,7 @@ impl<'a> BlockDecoder<'a> {
         self.proceed_indirect()
     }
 
+    #[inline]
     fn proceed_indirect(&mut self) -> Result<(), Fail> {
         match self.event {
             Some(Ev {
@@ -388,6 +396,7 @@ impl<'a> BlockDecoder<'a> {
     }
 
     /// `pt_blk_next`: the next block and the status.
+    #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
         let mut block = Block {
             ip: self.ip,
@@ -398,6 +407,7 @@ impl<'a> BlockDecoder<'a> {
         (block, r)
     }
 
+    #[inline]
     fn proceed(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Status, Fail> {
         if let Err(e) = self.status {
             if e != PtError::EOS || !self.enabled {
@@ -489,6 +499,7 @@ impl<'a> BlockDecoder<'a> {
         Ok(self.status(ffi::pts_event_pending))
     }
 
+    #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
         let _ = block;
         loop {

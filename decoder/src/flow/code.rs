@@ -33,6 +33,7 @@ pub enum Class {
 
 impl Class {
     /// libipt's value.
+    #[inline]
     pub fn raw(self) -> u32 {
         match self {
             Class::Other => ffi::ptic_other,
@@ -49,6 +50,7 @@ impl Class {
 
     /// Whether a block ends at it (with blocks ended at every call and
     /// jump: every branch).
+    #[inline]
     pub fn is_branch(self) -> bool {
         !matches!(self, Class::Other | Class::Ptwrite)
     }
@@ -66,12 +68,14 @@ pub struct Insn {
 }
 
 impl Insn {
+    #[inline]
     pub fn next(&self) -> u64 {
         self.ip.wrapping_add(u64::from(self.size))
     }
 
     /// The IP after it when no trace is needed (`pt_insn_next_ip`):
     /// `None` when it needs trace.
+    #[inline]
     pub fn next_ip(&self) -> Option<u64> {
         match self.class {
             Class::Other | Class::Ptwrite => Some(self.next()),
@@ -102,10 +106,12 @@ pub struct Section {
 }
 
 impl Section {
+    #[inline]
     fn contains(&self, ip: u64) -> bool {
         ip >= self.vaddr && ip - self.vaddr < self.len as u64
     }
 
+    #[inline]
     fn code(&self) -> &[u8] {
         &self.bytes[self.offset..self.offset + self.len]
     }
@@ -115,6 +121,8 @@ impl Section {
 #[derive(Clone, Default)]
 pub struct Image {
     sections: Vec<Section>,
+    /// The section the last lookup found (most lookups hit it again).
+    last: std::cell::Cell<usize>,
     /// Two sections overlap: libipt's rule for which bytes show is not
     /// followed.
     overlap: bool,
@@ -131,6 +139,7 @@ impl Image {
             .any(|w| w[0].vaddr.saturating_add(w[0].len as u64) > w[1].vaddr);
         Image {
             sections: s,
+            last: std::cell::Cell::new(0),
             overlap,
             missing,
         }
@@ -155,13 +164,26 @@ impl Image {
     }
 
     /// The section holding `ip`.
+    #[inline]
     pub fn find(&self, ip: u64) -> Result<&Section, Fail> {
+        if let Some(s) = self.sections.get(self.last.get()) {
+            if s.contains(ip) && !self.overlap {
+                return Ok(s);
+            }
+        }
+        self.find_slow(ip)
+    }
+
+    fn find_slow(&self, ip: u64) -> Result<&Section, Fail> {
         if self.overlap {
             return Err(Fail::Unsupported("overlapping image sections"));
         }
         let i = self.sections.partition_point(|s| s.vaddr <= ip);
-        match i.checked_sub(1).map(|i| &self.sections[i]) {
-            Some(s) if s.contains(ip) => Ok(s),
+        match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
+            Some((i, s)) if s.contains(ip) => {
+                self.last.set(i);
+                Ok(s)
+            }
             _ if self.missing => Err(Fail::Unsupported("an image file could not be mapped")),
             // libipt's error there.
             _ => Err(Fail::Pt(ipt::Error::NOMAP)),
@@ -169,11 +191,36 @@ impl Image {
     }
 }
 
+/// Slots of the direct-mapped cache in front of the run map.
+const FRONT: usize = 1 << 14;
+
 /// A worker's decoded code, shared by its chunks.
-#[derive(Default)]
 pub struct CodeCache {
     insns: FastMap<(u32, u64), Insn>,
     runs: FastMap<(u32, u64), Run>,
+    /// The last run seen at each slot, by (section, address): most
+    /// blocks are found here without hashing.
+    front: Vec<(u32, u64, Run)>,
+}
+
+impl Default for CodeCache {
+    fn default() -> Self {
+        let empty = Run {
+            ninsn: 0,
+            last: Insn {
+                ip: 0,
+                size: 0,
+                class: Class::Other,
+                direct: false,
+                disp: 0,
+            },
+        };
+        CodeCache {
+            insns: FastMap::default(),
+            runs: FastMap::default(),
+            front: vec![(0, 0, empty); FRONT],
+        }
+    }
 }
 
 /// Decodes the 64-bit instruction at `ip` of `s`.
@@ -269,7 +316,20 @@ impl CodeCache {
 
     /// The run from `ip` of section `s`: instructions up to and including
     /// the first branch, or to the section's end.
+    #[inline]
     pub fn run(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
+        let slot = ((ip ^ (ip >> 14)) as usize) & (FRONT - 1);
+        let (isid, at, r) = self.front[slot];
+        // Section ids start at 1: the empty slots never match.
+        if isid == s.isid && at == ip {
+            return Ok(r);
+        }
+        let r = self.run_slow(s, ip)?;
+        self.front[slot] = (s.isid, ip, r);
+        Ok(r)
+    }
+
+    fn run_slow(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
         if let Some(&r) = self.runs.get(&(s.isid, ip)) {
             return Ok(r);
         }
@@ -286,6 +346,7 @@ impl CodeCache {
         let r = Run { ninsn: n, last };
         if self.runs.len() >= CACHE_MAX {
             self.runs.clear();
+            self.front.iter_mut().for_each(|f| f.0 = 0);
         }
         self.runs.insert((s.isid, ip), r);
         Ok(r)

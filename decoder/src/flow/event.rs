@@ -226,6 +226,7 @@ impl<'a> EventDecoder<'a> {
     }
 
     /// The offset of the current packet (`pt_evt_get_offset`).
+    #[inline]
     pub fn offset(&self) -> Result<u64, PtError> {
         let pos = self.pos.ok_or(PtError(ffi::pte_nosync))?;
         let size = self.packet.map_or(0, |(_, n)| n);
@@ -317,6 +318,7 @@ impl<'a> EventDecoder<'a> {
     }
 
     /// Reads the next packet, past PADs; an error is kept for later.
+    #[inline]
     fn fetch_packet(&mut self) {
         let Some(mut pos) = self.pos else {
             self.packet = None;
@@ -347,6 +349,7 @@ impl<'a> EventDecoder<'a> {
         }
     }
 
+    #[inline]
     fn event_time(&self, ev: &mut Ev) {
         let (tsc, have) = self.time.query();
         ev.tsc = tsc;
@@ -407,11 +410,13 @@ impl<'a> EventDecoder<'a> {
         ignore_config(self.time.update_tma(ctc, fc, &self.freq)).map_err(Fail::Pt)
     }
 
+    #[inline]
     fn apply_mtc(&mut self, ctc: u8) -> Result<(), Fail> {
         ignore_config(self.tcal.update_mtc(ctc, &self.freq)).map_err(Fail::Pt)?;
         ignore_config(self.time.update_mtc(ctc, &self.freq)).map_err(Fail::Pt)
     }
 
+    #[inline]
     fn apply_cyc(&mut self, value: u64) -> Result<(), Fail> {
         self.tcal.update_cyc(value);
         let fcr = self.tcal.fcr();
@@ -779,6 +784,7 @@ impl<'a> EventDecoder<'a> {
         }
     }
 
+    #[inline]
     fn standalone(&mut self, kind: Kind) {
         let mut ev = Ev::new(kind);
         self.event_time(&mut ev);
@@ -786,6 +792,7 @@ impl<'a> EventDecoder<'a> {
         self.fetch_packet();
     }
 
+    #[inline]
     fn decode_packet(&mut self) -> Step {
         let Some((p, _)) = self.packet else {
             return match self.status {
@@ -856,6 +863,7 @@ impl<'a> EventDecoder<'a> {
     }
 
     /// The next event (`pt_evt_next`).
+    #[inline]
     pub fn next(&mut self) -> Result<Ev, Fail> {
         loop {
             if !self.decode_packet()? {

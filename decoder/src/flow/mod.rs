@@ -104,6 +104,7 @@ impl<'a> FastDecoder<'a> {
         }
     }
 
+    #[inline]
     fn check(&self) -> Result<(), PtError> {
         match self.unsupported {
             Some(_) => Err(PtError::EOS),
@@ -121,6 +122,7 @@ impl<'a> FastDecoder<'a> {
         self.dec.sync_set(offset).map_err(|f| self.fail(f))
     }
 
+    #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (ipt::Block, Result<Status, PtError>) {
         if let Err(e) = self.check() {
             return (ipt::Block::default(), Err(e));
@@ -140,6 +142,7 @@ impl<'a> FastDecoder<'a> {
         }
     }
 
+    #[inline]
     pub fn offset(&self) -> Result<u64, PtError> {
         self.dec.evdec.offset()
     }
@@ -148,6 +151,7 @@ impl<'a> FastDecoder<'a> {
         self.dec.evdec.sync_offset()
     }
 
+    #[inline]
     pub fn time(&self) -> (u64, u32, u32) {
         self.dec.time()
     }

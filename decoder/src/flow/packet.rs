@@ -140,6 +140,7 @@ impl Packet {
 }
 
 /// Little-endian value of `n` bytes at `b[at..]` (the caller checked `n`).
+#[inline]
 fn le(b: &[u8], at: usize, n: usize) -> u64 {
     b[at..at + n]
         .iter()
@@ -148,6 +149,7 @@ fn le(b: &[u8], at: usize, n: usize) -> u64 {
 }
 
 /// Bytes of an IP payload with compression `ipc`.
+#[inline]
 fn ip_size(ipc: u8) -> Result<usize, PtError> {
     match ipc {
         0 => Ok(0),
@@ -161,6 +163,7 @@ fn ip_size(ipc: u8) -> Result<usize, PtError> {
 
 /// TNT payload with its stop bit: the branch bits below the highest set
 /// bit. A payload without branch bits is reserved.
+#[inline]
 fn tnt(payload: u64) -> Result<Packet, PtError> {
     let size = 63u32.saturating_sub(payload.leading_zeros()) as u8;
     if payload == 0 || size == 0 {
@@ -178,6 +181,7 @@ pub fn is_psb(b: &[u8], at: usize) -> bool {
 }
 
 /// Decodes the packet at `b[at..]`: the packet and its size.
+#[inline]
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     let rest = b.get(at..).ok_or(PtError::EOS)?;
     let &opc = rest.first().ok_or(PtError::EOS)?;
