@@ -752,6 +752,9 @@ pub struct EventParts {
     pub lost_cyc: u32,
     /// For [`EventKind::ExecMode`]: the mode (`ptem_*`).
     pub exec_mode: u32,
+    /// For `EventKind::Other(ptev_tsx)`: the IP and (speculative,
+    /// aborted).
+    pub tsx: Option<(u64, bool, bool)>,
 }
 
 impl PartialEq for Event {
@@ -762,6 +765,7 @@ impl PartialEq for Event {
             && self.status_update() == o.status_update()
             && self.ip_suppressed() == o.ip_suppressed()
             && self.tsc() == o.tsc()
+            && self.other_ip() == o.other_ip()
             && self.raw.lost_mtc == o.raw.lost_mtc
             && self.raw.lost_cyc == o.raw.lost_cyc
     }
@@ -808,6 +812,16 @@ impl Event {
                 ffi::ptev_exec_mode
             }
             EventKind::Stop => ffi::ptev_stop,
+            EventKind::Other(ffi::ptev_tsx) => {
+                let (ip, speculative, aborted) = p.tsx?;
+                v.tsx.ip = ip;
+                // SAFETY: the variant the type names; bitfield setters.
+                unsafe {
+                    v.tsx.set_speculative(u32::from(speculative));
+                    v.tsx.set_aborted(u32::from(aborted));
+                }
+                ffi::ptev_tsx
+            }
             EventKind::Cbr { ratio } => {
                 v.cbr.ratio = ratio;
                 ffi::ptev_cbr

@@ -82,6 +82,8 @@ pub struct BlockDecoder<'a> {
     mode: u32,
     ip: u64,
     enabled: bool,
+    /// Inside a TSX transaction (blocks are speculative).
+    speculative: bool,
     retstack: RetStack,
     pub image: Image,
 }
@@ -105,6 +107,7 @@ impl<'a> BlockDecoder<'a> {
             mode: ffi::ptem_unknown,
             ip: 0,
             enabled: false,
+            speculative: false,
             retstack: RetStack::default(),
             image: Image::default(),
         }
@@ -119,6 +122,7 @@ impl<'a> BlockDecoder<'a> {
         self.ip = 0;
         self.status = Err(PtError(ffi::pte_nosync));
         self.enabled = false;
+        self.speculative = false;
         self.event = None;
         self.retstack = RetStack::default();
     }
@@ -401,6 +405,7 @@ impl<'a> BlockDecoder<'a> {
         let mut block = Block {
             ip: self.ip,
             mode: self.mode,
+            speculative: self.speculative,
             ..Block::default()
         };
         let r = self.proceed(code, &mut block);
@@ -487,7 +492,7 @@ impl<'a> BlockDecoder<'a> {
                     return Ok(Status(0));
                 }
             }
-            Kind::ExecMode { ip, .. } => {
+            Kind::ExecMode { ip, .. } | Kind::Tsx { ip, .. } => {
                 if !ev.ip_suppressed && !to(self, code, block, ip)? {
                     return Ok(Status(0));
                 }
@@ -501,7 +506,6 @@ impl<'a> BlockDecoder<'a> {
 
     #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
-        let _ = block;
         loop {
             if let Err(e) = self.status {
                 let flags = if e != PtError::EOS {
@@ -535,6 +539,17 @@ impl<'a> BlockDecoder<'a> {
                     }
                 }
                 Kind::AsyncBranch { from, .. } => self.ip == from,
+                Kind::Tsx { ip, .. } => {
+                    if ev.ip_suppressed {
+                        true
+                    } else if block.is_some() && self.errata.bdm64 {
+                        // libipt's BDM64 workaround looks back at the
+                        // block; not followed.
+                        return Err(Fail::Unsupported("erratum BDM64"));
+                    } else {
+                        self.ip == ip
+                    }
+                }
                 Kind::ExecMode { ip, .. } => !self.enabled || ev.ip_suppressed || self.ip == ip,
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };
@@ -602,12 +617,21 @@ impl<'a> BlockDecoder<'a> {
                 self.mode = mode;
             }
             Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
+            Kind::Tsx {
+                ip, speculative, ..
+            } => {
+                if !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                self.speculative = speculative;
+            }
             Kind::Overflow { ip } => {
                 if ev.status_update {
                     return Err(Fail::Pt(BAD_CONTEXT));
                 }
                 // Tracing resumed at `ip`, or while disabled.
                 self.enabled = !ev.ip_suppressed;
+                self.speculative = false;
                 self.ip = if ev.ip_suppressed { 0 } else { ip };
             }
             Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),

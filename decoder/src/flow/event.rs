@@ -58,6 +58,12 @@ pub enum Kind {
     Cbr {
         ratio: u8,
     },
+    /// A TSX state change (MODE.TSX) at `ip`.
+    Tsx {
+        ip: u64,
+        speculative: bool,
+        aborted: bool,
+    },
     /// An internal buffer overflow; tracing resumes at `ip` (unless
     /// suppressed: resolved while disabled).
     Overflow {
@@ -497,7 +503,15 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                Packet::ModeTsx { .. } => return Err(Fail::Unsupported("MODE.TSX")),
+                Packet::ModeTsx { intx, abrt } => {
+                    let mut ev = Ev::new(Kind::Tsx {
+                        ip: 0,
+                        speculative: intx,
+                        aborted: abrt,
+                    });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
                 Packet::Pip { .. } => return Err(Fail::Unsupported("PIP (paging)")),
                 Packet::Vmcs(_) => return Err(Fail::Unsupported("VMCS")),
                 Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
@@ -547,10 +561,12 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match &mut ev.kind {
-            Kind::Enabled { .. } | Kind::ExecMode { .. } => {
+            Kind::Enabled { .. } | Kind::ExecMode { .. } | Kind::Tsx { .. } => {
                 let ip = self.event_ip(&mut ev);
                 match &mut ev.kind {
-                    Kind::Enabled { ip: i, .. } | Kind::ExecMode { ip: i, .. } => *i = ip,
+                    Kind::Enabled { ip: i, .. }
+                    | Kind::ExecMode { ip: i, .. }
+                    | Kind::Tsx { ip: i, .. } => *i = ip,
                     _ => {}
                 }
             }
@@ -580,6 +596,21 @@ impl<'a> EventDecoder<'a> {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
                 ev.kind = Kind::ExecMode { ip, mode };
+                self.event = Some(ev);
+                Ok(false)
+            }
+            Kind::Tsx {
+                speculative,
+                aborted,
+                ..
+            } => {
+                self.event_time(&mut ev);
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::Tsx {
+                    ip,
+                    speculative,
+                    aborted,
+                };
                 self.event = Some(ev);
                 Ok(false)
             }
@@ -846,7 +877,24 @@ impl<'a> EventDecoder<'a> {
             Packet::Psbend => self.decode_psbend(),
             Packet::TipPge(ip) => self.decode_tip_pge(ip),
             Packet::TipPgd(ip) => self.decode_tip_pgd(ip),
-            Packet::ModeTsx { .. } => Err(Fail::Unsupported("MODE.TSX")),
+            Packet::ModeTsx { intx, abrt } => {
+                let kind = Kind::Tsx {
+                    ip: 0,
+                    speculative: intx,
+                    aborted: abrt,
+                };
+                if self.enabled {
+                    let evb = if abrt { EVB_FUP } else { EVB_FUP_BOUND };
+                    self.enqueue(evb, Ev::new(kind))?;
+                    return Ok(true);
+                }
+                let mut ev = Ev::new(kind);
+                ev.ip_suppressed = true;
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                self.fetch_packet();
+                Ok(false)
+            }
             Packet::Pip { .. } => Err(Fail::Unsupported("PIP (paging)")),
             Packet::Vmcs(_) => Err(Fail::Unsupported("VMCS")),
             Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),

@@ -169,6 +169,7 @@ impl<'a> FastDecoder<'a> {
 fn to_event(ev: &Ev) -> Option<Event> {
     let ip = |v: u64| (!ev.ip_suppressed).then_some(v);
     let mut exec_mode = 0;
+    let mut tsx = None;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -182,6 +183,14 @@ fn to_event(ev: &Ev) -> Option<Event> {
             ratio: u16::from(ratio),
         },
         Kind::Overflow { ip: i } => EventKind::Overflow { ip: ip(i) },
+        Kind::Tsx {
+            ip,
+            speculative,
+            aborted,
+        } => {
+            tsx = Some((ip, speculative, aborted));
+            EventKind::Other(ipt::ffi::ptev_tsx)
+        }
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {
@@ -193,5 +202,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
         lost_mtc: ev.lost_mtc,
         lost_cyc: ev.lost_cyc,
         exec_mode,
+        tsx,
     })
 }
