@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ftf::read::{EventKind, RecordKind, Value};
+use ftf::read::{EventKind, RecordKind};
 use ptdec::decode::DecodeOptions;
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};

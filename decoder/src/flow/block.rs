@@ -152,7 +152,7 @@ impl<'a> BlockDecoder<'a> {
                 self.lost_cyc = u32::MAX;
             }
         }
-        match self.evdec.next() {
+        match self.evdec.next_event() {
             Ok(ev) => self.event = Some(ev),
             Err(Fail::Pt(e)) => {
                 self.status = Err(e);
@@ -193,7 +193,7 @@ impl<'a> BlockDecoder<'a> {
             if copy.pos() != self.evdec.pos() {
                 break;
             }
-            let ev = match copy.next() {
+            let ev = match copy.next_event() {
                 Ok(ev) => ev,
                 Err(Fail::Pt(e)) if e == PtError::EOS => break,
                 Err(f) => return Err(f),
@@ -380,7 +380,7 @@ impl<'a> BlockDecoder<'a> {
             }) => {
                 // A TIP deferred behind the TNT in progress.
                 let saved = self.evdec.clone();
-                match self.evdec.next() {
+                match self.evdec.next_event() {
                     Ok(Ev {
                         kind: Kind::Tip { ip },
                         ..

@@ -274,9 +274,7 @@ impl<'a> EventDecoder<'a> {
             let Some(start) = p.checked_sub(16) else {
                 continue;
             };
-            if !(self.buf[start] == 0x02 && self.buf[start + 1] == 0x82)
-                || !packet::is_psb(self.buf, start)
-            {
+            if !packet::is_psb(self.buf, start) {
                 continue;
             }
             if start < from {
@@ -912,7 +910,7 @@ impl<'a> EventDecoder<'a> {
 
     /// The next event (`pt_evt_next`).
     #[inline]
-    pub fn next(&mut self) -> Result<Ev, Fail> {
+    pub fn next_event(&mut self) -> Result<Ev, Fail> {
         loop {
             if !self.decode_packet()? {
                 break;
