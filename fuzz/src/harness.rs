@@ -193,6 +193,38 @@ pub fn flow_diff(data: &[u8]) -> u64 {
     insns
 }
 
+/// The flow decoders side by side on raw PT (`ptdec::flow::diff`): the
+/// same instructions, events, times, errors and error offsets up to where
+/// ptdec's own gives up, or a panic. The first byte picks the CPU whose
+/// errata both apply (none, Skylake 6/78, Goldmont 6/92, Broadwell 6/61),
+/// the rest is the trace. Returns the log lines that agreed.
+pub fn flow_lockstep(data: &[u8]) -> u64 {
+    let Some((&pick, trace)) = data.split_first() else {
+        return 0;
+    };
+    let mut cfg = ipt::Config::default();
+    cfg.set_block_flags(true, true);
+    let cpu = match pick % 4 {
+        1 => Some((6, 78)),
+        2 => Some((6, 92)),
+        3 => Some((6, 61)),
+        _ => None,
+    };
+    if let Some((family, model)) = cpu {
+        let _ = cfg.set_cpu(ipt::Cpu {
+            family,
+            model,
+            stepping: 0,
+        });
+    }
+    let image = image_file();
+    let len = CODE.len() as u64;
+    match ptdec::flow::diff::compare(&cfg, trace, &[(image, 0, len, testkit::BASE)]) {
+        Ok(o) => o.lines as u64,
+        Err(e) => panic!("the flow decoders differ: {e}"),
+    }
+}
+
 /// `ptdec DIR` on a trace dir as ptrec writes it (AUXTRACE_INFO, TIME_CONV,
 /// COMM, MMAP2 of the image, ITRACE_START) whose one AUX buffer is `data`.
 /// Returns the instructions decoded (0 when decoding failed).

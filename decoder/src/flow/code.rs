@@ -14,8 +14,9 @@ use sideband::bytes::FileBytes;
 
 use super::Fail;
 
-/// The most instructions or runs a cache holds before it is cleared.
-const CACHE_MAX: usize = 1 << 20;
+/// The most instructions or runs a cache holds before it is cleared:
+/// about 20 MB per worker each, whatever the code and trace are.
+const CACHE_MAX: usize = 1 << 18;
 
 /// An instruction class, as libipt's `enum pt_insn_class`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@
 
 pub mod block;
 pub mod code;
+pub mod diff;
 pub mod event;
 pub mod packet;
 pub mod time;
@@ -49,8 +50,8 @@ pub struct FastDecoder<'a> {
     /// Set once something it does not follow was met (or an error, whose
     /// handling libipt's path owns): every call fails from then on.
     unsupported: Option<&'static str>,
-    /// It stopped at an error libipt reports there too.
-    error: bool,
+    /// It stopped at this error, which libipt reports there too.
+    error: Option<PtError>,
 }
 
 impl<'a> FastDecoder<'a> {
@@ -70,7 +71,7 @@ impl<'a> FastDecoder<'a> {
         Ok(FastDecoder {
             dec: BlockDecoder::new(evdec, errata, cfg.has_addr_filter()),
             unsupported: None,
-            error: false,
+            error: None,
         })
     }
 
@@ -82,6 +83,11 @@ impl<'a> FastDecoder<'a> {
     /// Whether it stopped at an error libipt reports there too (rather
     /// than at something it does not follow).
     pub fn stopped_at_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The error it stopped at (libipt's error there), if it did.
+    pub fn error(&self) -> Option<PtError> {
         self.error
     }
 
@@ -89,9 +95,9 @@ impl<'a> FastDecoder<'a> {
     fn fail(&mut self, f: Fail) -> PtError {
         match f {
             Fail::Pt(e) if e == PtError::EOS => e,
-            Fail::Pt(_) => {
+            Fail::Pt(e) => {
                 if self.unsupported.is_none() {
-                    self.error = true;
+                    self.error = Some(e);
                 }
                 self.unsupported
                     .get_or_insert("a decode error (libipt reports it)");
