@@ -218,6 +218,9 @@ impl<'a> BlockDecoder<'a> {
         if block.ninsn == u16::MAX {
             return Ok(None);
         }
+        if self.mode != ffi::ptem_64bit {
+            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
+        }
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
         let insn = code.insn(s, self.ip)?;
@@ -276,6 +279,9 @@ impl<'a> BlockDecoder<'a> {
     fn proceed_no_event(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<(), Fail> {
         if block.ninsn == u16::MAX {
             return Ok(());
+        }
+        if self.mode != ffi::ptem_64bit {
+            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
         }
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
@@ -483,7 +489,9 @@ impl<'a> BlockDecoder<'a> {
                 if !to(self, code, block, at)? {
                     return Ok(Status(0));
                 }
-                if self.errata.skd022 && self.image.is_vm_entry(at) {
+                if self.errata.skd022
+                    && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
+                {
                     return Err(Fail::Unsupported("erratum SKD022"));
                 }
             }
@@ -532,7 +540,9 @@ impl<'a> BlockDecoder<'a> {
                 Kind::AsyncDisabled { at, .. } => {
                     if self.ip != at {
                         false
-                    } else if self.errata.skd022 && self.image.is_vm_entry(at) {
+                    } else if self.errata.skd022
+                        && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
+                    {
                         return Err(Fail::Unsupported("erratum SKD022"));
                     } else {
                         true

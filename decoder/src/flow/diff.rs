@@ -269,6 +269,9 @@ pub fn compare(
     let mut fast_log = Vec::new();
     run(&mut fast, &mut fast_log);
 
+    if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
+        eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
+    }
     let n = fast_log.len();
     let lib_part = &lib_log[..n.min(lib_log.len())];
     if let Some(i) = (0..n.min(lib_log.len())).find(|&i| lib_log[i] != fast_log[i]) {
