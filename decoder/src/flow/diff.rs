@@ -193,7 +193,7 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                 return;
             }
             let branch = !matches!(b.iclass, ipt::ffi::ptic_other | ipt::ffi::ptic_unknown);
-            if b.ninsn > 0 && branch {
+            if b.ninsn > 0 && branch && r.is_ok() {
                 let (t, m, c) = d.time();
                 log.push(Line::Time(t, m, c));
             }
@@ -301,6 +301,8 @@ pub fn compare(
         let at = fast.offset();
         match lib_log.get(n) {
             Some(Line::Error(l, o)) if *l == e && *o == at => {}
+            // A PSB+ it could not read.
+            Some(Line::Sync(Err(l))) if *l == e => {}
             other => {
                 return Err(format!(
                     "fast stopped at {e:?} after {n} lines, libipt: {other:?}"
