@@ -97,7 +97,6 @@ impl Dec for Lib<'_> {
 struct Fast<'a> {
     dec: FastDecoder<'a>,
     code: CodeCache,
-    image: Image,
     sections: Vec<Section>,
 }
 
@@ -118,7 +117,6 @@ impl Dec for Fast<'_> {
         self.dec.time()
     }
     fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
-        let _ = &self.image;
         let s = self
             .sections
             .iter()
@@ -262,7 +260,6 @@ pub fn compare(
     let mut fast = Fast {
         dec: fast_dec,
         code: CodeCache::default(),
-        image: image.clone(),
         sections: fast_sections,
     };
     fast.dec.set_image(image);
