@@ -97,7 +97,6 @@ impl Dec for Lib<'_> {
 struct Fast<'a> {
     dec: FastDecoder<'a>,
     code: CodeCache,
-    image: Image,
     sections: Vec<Section>,
 }
 
@@ -118,7 +117,6 @@ impl Dec for Fast<'_> {
         self.dec.time()
     }
     fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
-        let _ = &self.image;
         let s = self
             .sections
             .iter()
@@ -193,7 +191,7 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                 return;
             }
             let branch = !matches!(b.iclass, ipt::ffi::ptic_other | ipt::ffi::ptic_unknown);
-            if b.ninsn > 0 && branch {
+            if b.ninsn > 0 && branch && r.is_ok() {
                 let (t, m, c) = d.time();
                 log.push(Line::Time(t, m, c));
             }
@@ -262,7 +260,6 @@ pub fn compare(
     let mut fast = Fast {
         dec: fast_dec,
         code: CodeCache::default(),
-        image: image.clone(),
         sections: fast_sections,
     };
     fast.dec.set_image(image);
@@ -301,6 +298,8 @@ pub fn compare(
         let at = fast.offset();
         match lib_log.get(n) {
             Some(Line::Error(l, o)) if *l == e && *o == at => {}
+            // A PSB+ it could not read.
+            Some(Line::Sync(Err(l))) if *l == e => {}
             other => {
                 return Err(format!(
                     "fast stopped at {e:?} after {n} lines, libipt: {other:?}"

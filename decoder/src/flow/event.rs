@@ -775,7 +775,11 @@ impl<'a> EventDecoder<'a> {
         }
         let time = self.time;
         let tcal = self.tcal;
+        // libipt's reset marks the packet invalid but keeps its size: the
+        // offset stays the OVF's.
+        let packet = self.packet;
         self.reset();
+        self.packet = packet;
         self.time = time;
         if self.keep_tcal {
             self.tcal = tcal;

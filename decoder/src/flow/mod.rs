@@ -95,6 +95,11 @@ impl<'a> FastDecoder<'a> {
     fn fail(&mut self, f: Fail) -> PtError {
         match f {
             Fail::Pt(e) if e == PtError::EOS => e,
+            // The packet decoder's mark for what SKD007 could make an OVF.
+            Fail::Pt(e) if e == PtError::NOT_SUPPORTED => {
+                self.unsupported.get_or_insert("erratum SKD007");
+                PtError::EOS
+            }
             Fail::Pt(e) => {
                 if self.unsupported.is_none() {
                     self.error = Some(e);
