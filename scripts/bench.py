@@ -12,6 +12,9 @@ then runs on each trace, one tool at a time:
   ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
+  ptdec --decoder libipt|fast -j1, ptdec report --decoder fast -j1,
+  ptbench-fast                   ptdec's own flow decoder (issue 23): the
+                                 same FTF, and alone against bare libipt
 
 Each child's wall time, CPU time (user+sys) and peak RSS come from the
 kernel (os.wait4). Cells run `--runs` times (1 for the 1 GB traces) and the
@@ -207,6 +210,8 @@ def main():
         subprocess.run([sys.executable, "-c", PERF_HOME, trace, home], check=True)
         env = dict(os.environ, HOME=home, PAGER="cat")
         ftfs = {j: os.path.join(BENCH, "out-j%d.ftf" % j) for j in (1, ncpu, 8)}
+        ftf_lib = os.path.join(BENCH, "out-libipt.ftf")
+        ftf_fast = os.path.join(BENCH, "out-fast.ftf")
         tools = [
             ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftfs[1]], True),
             # Everything on one core (the stages are threads of their own):
@@ -218,8 +223,15 @@ def main():
             # The same decode aggregated instead of encoded: no more CPU
             # than FTF, memory flat (issue 22).
             ("ptdec report -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--slowest", "10"], True),
+            # The two flow decoders (issue 23): the same FTF, ptdec's own
+            # faster; report -j1 with the fast one should cost no more CPU
+            # than bare libipt.
+            ("ptdec --decoder libipt -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "--decoder", "libipt", "-o", ftf_lib], True),
+            ("ptdec --decoder fast -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "--decoder", "fast", "-o", ftf_fast], True),
+            ("ptdec report --decoder fast -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--decoder", "fast", "--slowest", "10"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
             ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
+            ("bare fast", [os.path.join(REL, "ptbench-fast"), trace], False),
         ]
         seen = set()
         tools = [t for t in tools if not (t[0] in seen or seen.add(t[0]))]
@@ -277,6 +289,11 @@ def main():
             same = len({sha(ftfs[j]) for j in done}) == 1
             checks.append((name, size_name, "ptdec's FTF of %s" % ", ".join("-j%d" % j for j in done), "%s" % (
                 "byte-identical" if same else "DIFFERENT")))
+        flows = [("libipt", ftf_lib), ("fast", ftf_fast)]
+        if all(res.get("ptdec --decoder %s -j1" % d, {}).get("state") == "ok" for d, _ in flows):
+            same = sha(ftf_lib) == sha(ftf_fast)
+            checks.append((name, size_name, "ptdec's FTF of --decoder libipt and fast",
+                           "byte-identical" if same else "DIFFERENT"))
         if res.get(jn_name(ncpu), {}).get("state") == "ok" and os.path.exists(ftfs[ncpu]):
             shutil.copy(ftfs[ncpu], ftf)
             tp = os.environ.get("PT_TRACE_PROCESSOR")
@@ -342,6 +359,16 @@ def main():
                 ratio(wall(jn), wall(j1)), ratio(wall(jn), wall(one)))
         if "ptdec -j8" in res and ncpu != 8:
             res["ptdec -j8"]["ratio"] = "wall: %s x -j%d" % (ratio(wall("ptdec -j8"), wall(jn)), ncpu)
+        fast, lib = "ptdec --decoder fast -j1", "ptdec --decoder libipt -j1"
+        if fast in res:
+            res[fast]["ratio"] = "CPU: %s x --decoder libipt, %s x bare libipt" % (
+                ratio(cpu(fast), cpu(lib)), ratio(cpu(fast), cpu("bare libipt")))
+        if "ptdec report --decoder fast -j1" in res:
+            res["ptdec report --decoder fast -j1"]["ratio"] = "CPU: %s x bare libipt (target <= 1)" % (
+                ratio(cpu("ptdec report --decoder fast -j1"), cpu("bare libipt")))
+        if "bare fast" in res:
+            res["bare fast"]["ratio"] = "speed: %s x bare libipt (target >= 4)" % (
+                ratio(cpu("bare libipt"), cpu("bare fast")))
         if "ptdec report -j1" in res:
             res["ptdec report -j1"]["ratio"] = "CPU: %s x ptdec -j1 (FTF)" % (
                 fmt(cpu("ptdec report -j1") / cpu(j1)) if cpu("ptdec report -j1") and cpu(j1) else "–")

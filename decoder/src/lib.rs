@@ -10,6 +10,7 @@ pub mod cli;
 pub mod decode;
 pub mod emit;
 pub mod events;
+pub mod flow;
 pub mod images;
 pub mod input;
 pub mod inputs;

@@ -217,6 +217,24 @@ fn render_decoded(o: &mut String, report: &Report) {
         thousands(d.insns),
         thousands(d.blocks)
     );
+    if d.fast_chunks > 0 || !d.fallbacks.is_empty() {
+        let by: Vec<String> = d
+            .fallbacks
+            .iter()
+            .map(|(why, n)| format!("{} {why}", thousands(*n)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  flow decoder  ptdec's own for {} chunks, libipt for {}{}",
+            thousands(d.fast_chunks),
+            thousands(d.fallbacks.values().sum::<u64>()),
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by.join(", "))
+            }
+        );
+    }
     if d.unsynced_bytes > 0 || d.bad_psbs > 0 {
         let why = if d.bad_psbs > 0 {
             format!(

@@ -34,6 +34,8 @@ fn replay_in_child() -> bool {
     let data = std::fs::read(file).unwrap();
     let n = match target {
         "raw_pt" => harness::raw_pt(&data),
+        "flow_diff" => harness::flow_diff(&data),
+        "flow_lockstep" => harness::flow_lockstep(&data),
         "trace_dir" => harness::trace_dir(&data),
         "garbage_prefix" => harness::garbage_prefix(&data),
         "perf_data" => harness::perf_data(&data),
@@ -140,6 +142,33 @@ fn raw_pt_inputs_decode_without_crashing() {
         "raw_pt",
         &["seeds", "regressions"],
         "raw_pt_inputs_decode_without_crashing",
+    );
+}
+
+/// The raw PT inputs through both flow decoders: the same instructions,
+/// errors and FTF (issue 23's differential target, `flow_diff`).
+#[test]
+fn flow_decoders_agree_on_fuzz_inputs() {
+    if replay_in_child() {
+        return;
+    }
+    replay_all(
+        "flow_diff",
+        &["seeds", "regressions"],
+        "flow_decoders_agree_on_fuzz_inputs",
+    );
+}
+
+/// The same through the decoders side by side (`flow_lockstep`).
+#[test]
+fn flow_decoders_agree_side_by_side_on_fuzz_inputs() {
+    if replay_in_child() {
+        return;
+    }
+    replay_all(
+        "flow_lockstep",
+        &["seeds", "regressions"],
+        "flow_decoders_agree_side_by_side_on_fuzz_inputs",
     );
 }
 

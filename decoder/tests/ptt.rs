@@ -306,6 +306,9 @@ struct Outcome {
     dump_lines: usize,
     failures: Vec<String>,
     not_applicable: Vec<String>,
+    /// Runs `--decoder fast` decoded without libipt, and the others.
+    fast: usize,
+    fallback: Vec<String>,
 }
 
 #[test]
@@ -347,6 +350,8 @@ fn libipt_ptt_suite_matches_ptxed() {
         dump_lines: 0,
         failures: Vec::new(),
         not_applicable: Vec::new(),
+        fast: 0,
+        fallback: Vec::new(),
     };
     for ptt in &ptts {
         run_ptt(&pttc, ptt, work.path(), &mut o);
@@ -373,6 +378,12 @@ fn libipt_ptt_suite_matches_ptxed() {
         "only {} sideband lines compared in {} runs",
         o.sideband_lines,
         o.sideband_runs
+    );
+    eprintln!(
+        "--decoder fast: {} runs decoded by ptdec's own flow decoder alone, {} with libipt's help:\n  {}",
+        o.fast,
+        o.fallback.len(),
+        o.fallback.join("\n  ")
     );
     assert!(
         o.failures.is_empty(),
@@ -489,7 +500,47 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             ));
             continue;
         }
-        let got = normalize_list(&std::fs::read_to_string(&list).unwrap());
+        let got_text = std::fs::read_to_string(&list).unwrap();
+        // The same run with ptdec's own flow decoder (issue 23): the
+        // same listing and FTF, whichever chunks it hands to libipt.
+        let fast_list = dir.join("fast.list");
+        let fast = Command::new(env!("CARGO_BIN_EXE_ptdec"))
+            .arg("raw")
+            .arg("--decoder")
+            .arg("fast")
+            .arg("--pt")
+            .arg(dir.join(format!("{name}.pt")))
+            .arg("--raw")
+            .arg(format!(
+                "{}:{org}",
+                dir.join(format!("{name}.bin")).display()
+            ))
+            .args(&args)
+            .args(sideband_options(&name, &files))
+            .current_dir(&dir)
+            .arg("--insn-list")
+            .arg(&fast_list)
+            .arg("--time-axis")
+            .arg("instructions")
+            .arg("-o")
+            .arg(dir.join("fast.ftf"))
+            .output()
+            .unwrap();
+        let fast_err = String::from_utf8_lossy(&fast.stderr);
+        let fast_same = fast.status.success()
+            && std::fs::read_to_string(&fast_list).ok().as_ref() == Some(&got_text)
+            && std::fs::read(dir.join("fast.ftf")).ok() == std::fs::read(dir.join("out.ftf")).ok();
+        if !fast_same {
+            o.failures.push(format!(
+                "{name} (cpu {cpu:?}, {args:?}): --decoder fast differs from libipt's: {fast_err}"
+            ));
+        }
+        match fast_err.lines().find(|l| l.contains("flow decoder")) {
+            Some(l) if l.contains("libipt for 0") => o.fast += 1,
+            Some(l) => o.fallback.push(format!("{name}: {}", l.trim())),
+            None => o.fallback.push(format!("{name}: nothing decoded")),
+        }
+        let got = normalize_list(&got_text);
         let (want, count) = normalize_exp(&exp_text);
         let insns = got.iter().filter(|l| !l.starts_with('[')).count() as u64;
         let same = match count {

@@ -8,9 +8,11 @@
 //! or unbounded memory is a bug.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use ptdec::decode::{decode, DecodeOptions, DecodeStats, RawConfig, RawSection};
+use ptdec::decode::{
+    decode, DecodeOptions, DecodeStats, DecoderKind, ListCallback, RawConfig, RawSection,
+};
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
@@ -121,6 +123,106 @@ pub fn raw_pt(data: &[u8]) -> u64 {
     let symbols = SymbolCache::new();
     pipeline::run_raw(&input, &RawConfig::default(), &symbols, run_options())
         .map_or(0, |r| r.decode.insns)
+}
+
+/// What one decoder made of raw PT: the instruction listing (`ptdec raw
+/// --insn-list`: every instruction, error with its offset, enable,
+/// disable) and the FTF bytes.
+fn raw_pt_with(data: &[u8], decoder: DecoderKind) -> (Vec<String>, Vec<Vec<u8>>, u64, u64) {
+    let image = image_file();
+    let len = CODE.len() as u64;
+    let input = RawInput {
+        pt_path: "fuzz.pt".into(),
+        pt: data.to_vec(),
+        sections: vec![RawSection {
+            path: image.to_path_buf(),
+            offset: 0,
+            size: len,
+            vaddr: testkit::BASE,
+        }],
+        modules: vec![Module {
+            start: testkit::BASE,
+            end: testkit::BASE + len,
+            name: "image.bin".into(),
+            image: None,
+            bias: testkit::BASE,
+        }],
+    };
+    let list = Arc::new(Mutex::new(Vec::new()));
+    let l = list.clone();
+    let mut o = run_options();
+    o.decode.decoder = decoder;
+    o.decode.insn_list = Some(ListCallback::new(move |item| {
+        l.lock().unwrap().push(item.to_string());
+    }));
+    let symbols = SymbolCache::new();
+    let r = pipeline::run_raw(&input, &RawConfig::default(), &symbols, o);
+    let (ftf, insns, fast) = match r {
+        Ok(r) => (
+            r.written.into_iter().map(|w| w.bytes).collect(),
+            r.decode.insns,
+            r.decode.fast_chunks,
+        ),
+        Err(_) => (Vec::new(), 0, 0),
+    };
+    let list = std::mem::take(&mut *list.lock().unwrap());
+    (list, ftf, insns, fast)
+}
+
+/// Raw PT decoded by libipt's block decoder and by ptdec's own flow
+/// decoder (`--decoder fast`, which hands what it does not follow to
+/// libipt): the same instructions, errors and error offsets, and the same
+/// FTF, or a panic. Returns the instructions decoded.
+pub fn flow_diff(data: &[u8]) -> u64 {
+    let (lib_list, lib_ftf, insns, _) = raw_pt_with(data, DecoderKind::Libipt);
+    let (fast_list, fast_ftf, fast_insns, _) = raw_pt_with(data, DecoderKind::Fast);
+    if lib_list != fast_list {
+        let at = lib_list
+            .iter()
+            .zip(&fast_list)
+            .position(|(a, b)| a != b)
+            .unwrap_or(lib_list.len().min(fast_list.len()));
+        panic!(
+            "the flow decoders differ at listing line {at}: libipt {:?}, fast {:?}",
+            &lib_list[at.min(lib_list.len())..(at + 3).min(lib_list.len())],
+            &fast_list[at.min(fast_list.len())..(at + 3).min(fast_list.len())]
+        );
+    }
+    assert_eq!(insns, fast_insns, "instructions decoded");
+    assert!(lib_ftf == fast_ftf, "the FTF differs");
+    insns
+}
+
+/// The flow decoders side by side on raw PT (`ptdec::flow::diff`): the
+/// same instructions, events, times, errors and error offsets up to where
+/// ptdec's own gives up, or a panic. The first byte picks the CPU whose
+/// errata both apply (none, Skylake 6/78, Goldmont 6/92, Broadwell 6/61),
+/// the rest is the trace. Returns the log lines that agreed.
+pub fn flow_lockstep(data: &[u8]) -> u64 {
+    let Some((&pick, trace)) = data.split_first() else {
+        return 0;
+    };
+    let mut cfg = ipt::Config::default();
+    cfg.set_block_flags(true, true);
+    let cpu = match pick % 4 {
+        1 => Some((6, 78)),
+        2 => Some((6, 92)),
+        3 => Some((6, 61)),
+        _ => None,
+    };
+    if let Some((family, model)) = cpu {
+        let _ = cfg.set_cpu(ipt::Cpu {
+            family,
+            model,
+            stepping: 0,
+        });
+    }
+    let image = image_file();
+    let len = CODE.len() as u64;
+    match ptdec::flow::diff::compare(&cfg, trace, &[(image, 0, len, testkit::BASE)]) {
+        Ok(o) => o.lines as u64,
+        Err(e) => panic!("the flow decoders differ: {e}"),
+    }
 }
 
 /// `ptdec DIR` on a trace dir as ptrec writes it (AUXTRACE_INFO, TIME_CONV,

@@ -264,6 +264,54 @@ impl Config {
         (af.addr3_a, af.addr3_b) = (f[3].a, f[3].b);
     }
 
+    /// The errata workarounds [`Config::set_cpu`] switched on, for a
+    /// decoder of ptdec's own that must apply the same ones.
+    pub fn errata(&self) -> Errata {
+        let e = &self.raw.errata;
+        Errata {
+            bdm70: e.bdm70() != 0,
+            bdm64: e.bdm64() != 0,
+            skd007: e.skd007() != 0,
+            skd022: e.skd022() != 0,
+            skd010: e.skd010() != 0,
+            skl014: e.skl014() != 0,
+            apl12: e.apl12() != 0,
+            apl11: e.apl11() != 0,
+            skl168: e.skl168() != 0,
+            skz84: e.skz84() != 0,
+        }
+    }
+
+    /// The timing parameters set by [`Config::set_freq`].
+    pub fn freq(&self) -> Frequency {
+        Frequency {
+            mtc_freq: self.raw.mtc_freq,
+            nom_freq: self.raw.nom_freq,
+            cpuid_15_eax: self.raw.cpuid_0x15_eax,
+            cpuid_15_ebx: self.raw.cpuid_0x15_ebx,
+        }
+    }
+
+    /// The block decoder flags: (end on call, end on jump, tick events,
+    /// iflags events, keep timing calibration on overflow).
+    pub fn block_flags(&self) -> (bool, bool, bool, bool, bool) {
+        // SAFETY: as in set_block_flags.
+        let b = unsafe { &self.raw.flags.variant.block };
+        (
+            b.end_on_call() != 0,
+            b.end_on_jump() != 0,
+            b.enable_tick_events() != 0,
+            b.enable_iflags_events() != 0,
+            b.keep_tcal_on_ovf() != 0,
+        )
+    }
+
+    /// Whether any address filter range is configured (ADDRn_CFG not 0).
+    pub fn has_addr_filter(&self) -> bool {
+        // SAFETY: the union holds an integer and its bitfield view.
+        unsafe { self.raw.addr_filter.config.addr_cfg != 0 }
+    }
+
     /// The raw configuration over `buf`.
     fn with_buffer(&self, buf: *const u8, len: usize) -> ffi::pt_config {
         let mut c = self.raw;
@@ -272,6 +320,21 @@ impl Config {
         c.end = unsafe { buf.add(len) }.cast_mut();
         c
     }
+}
+
+/// The errata workarounds of a configuration (`struct pt_errata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Errata {
+    pub bdm70: bool,
+    pub bdm64: bool,
+    pub skd007: bool,
+    pub skd022: bool,
+    pub skd010: bool,
+    pub skl014: bool,
+    pub apl12: bool,
+    pub apl11: bool,
+    pub skl168: bool,
+    pub skz84: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -669,6 +732,109 @@ impl std::fmt::Debug for Event {
             .field("status_update", &self.status_update())
             .field("tsc", &self.tsc())
             .finish()
+    }
+}
+
+/// What a decoder of ptdec's own fills in to hand out an [`Event`]
+/// equal to the one libipt would hand out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventParts {
+    pub kind: EventKind,
+    pub status_update: bool,
+    /// The event's IP is suppressed (the `Option` IPs of `kind` are
+    /// `None`).
+    pub ip_suppressed: bool,
+    /// The event's time, when it has one (`has_tsc`).
+    pub tsc: Option<u64>,
+    /// The time field as libipt fills it in also without `has_tsc`.
+    pub time_tsc: u64,
+    pub lost_mtc: u32,
+    pub lost_cyc: u32,
+    /// For [`EventKind::ExecMode`]: the mode (`ptem_*`).
+    pub exec_mode: u32,
+    /// For `EventKind::Other(ptev_tsx)`: the IP and (speculative,
+    /// aborted).
+    pub tsx: Option<(u64, bool, bool)>,
+}
+
+impl PartialEq for Event {
+    /// Equal as ptdec reads events: kind, flags, time.
+    fn eq(&self, o: &Event) -> bool {
+        self.kind() == o.kind()
+            && self.raw_type() == o.raw_type()
+            && self.status_update() == o.status_update()
+            && self.ip_suppressed() == o.ip_suppressed()
+            && self.tsc() == o.tsc()
+            && self.other_ip() == o.other_ip()
+            && self.raw.lost_mtc == o.raw.lost_mtc
+            && self.raw.lost_cyc == o.raw.lost_cyc
+    }
+}
+
+impl Event {
+    /// An event of the kinds a decoder of ptdec's own produces (enabled,
+    /// disabled, async disabled, async branch, overflow, exec mode, stop,
+    /// cbr); `None` for any other kind.
+    pub fn from_parts(p: &EventParts) -> Option<Event> {
+        // SAFETY: pt_event is plain data; all-zero is libipt's initial
+        // value (pt_event_init memsets it).
+        let mut raw: ffi::pt_event = unsafe { std::mem::zeroed() };
+        let ip_or = |ip: Option<u64>| ip.unwrap_or(0);
+        let v = &mut raw.variant;
+        raw.type_ = match p.kind {
+            EventKind::Enabled { ip, resumed } => {
+                v.enabled.ip = ip;
+                // SAFETY: the variant the type names; a bitfield setter.
+                unsafe { v.enabled.set_resumed(u32::from(resumed)) };
+                ffi::ptev_enabled
+            }
+            EventKind::Disabled { ip } => {
+                v.disabled.ip = ip_or(ip);
+                ffi::ptev_disabled
+            }
+            EventKind::AsyncDisabled { at, ip } => {
+                v.async_disabled.at = at;
+                v.async_disabled.ip = ip_or(ip);
+                ffi::ptev_async_disabled
+            }
+            EventKind::AsyncBranch { from, to } => {
+                v.async_branch.from = from;
+                v.async_branch.to = ip_or(to);
+                ffi::ptev_async_branch
+            }
+            EventKind::Overflow { ip } => {
+                v.overflow.ip = ip_or(ip);
+                ffi::ptev_overflow
+            }
+            EventKind::ExecMode { ip } => {
+                v.exec_mode.ip = ip_or(ip);
+                v.exec_mode.mode = p.exec_mode;
+                ffi::ptev_exec_mode
+            }
+            EventKind::Stop => ffi::ptev_stop,
+            EventKind::Other(ffi::ptev_tsx) => {
+                let (ip, speculative, aborted) = p.tsx?;
+                v.tsx.ip = ip;
+                // SAFETY: the variant the type names; bitfield setters.
+                unsafe {
+                    v.tsx.set_speculative(u32::from(speculative));
+                    v.tsx.set_aborted(u32::from(aborted));
+                }
+                ffi::ptev_tsx
+            }
+            EventKind::Cbr { ratio } => {
+                v.cbr.ratio = ratio;
+                ffi::ptev_cbr
+            }
+            _ => return None,
+        };
+        raw.set_ip_suppressed(u32::from(p.ip_suppressed));
+        raw.set_status_update(u32::from(p.status_update));
+        raw.set_has_tsc(u32::from(p.tsc.is_some()));
+        raw.tsc = p.tsc.unwrap_or(p.time_tsc);
+        raw.lost_mtc = p.lost_mtc;
+        raw.lost_cyc = p.lost_cyc;
+        Some(Event { raw })
     }
 }
 

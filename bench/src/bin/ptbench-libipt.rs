@@ -15,20 +15,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use ipt::{BlockDecoder, Config, Cpu, Error as PtError, Frequency, SectionCache};
-use ptdec::images::{ImageStore, SearchPath};
-use ptdec::input::Trace;
-
-/// What one run counted.
-#[derive(Debug, Default)]
-struct Counts {
-    segments: u64,
-    bytes: u64,
-    blocks: u64,
-    insns: u64,
-    events: u64,
-    errors: u64,
-}
+use ipt::{BlockDecoder, Error as PtError, SectionCache};
+use pt_bench::Counts;
 
 fn main() {
     if let Err(e) = run() {
@@ -42,78 +30,29 @@ fn run() -> anyhow::Result<()> {
     let (Some(path), None) = (args.next(), args.next()) else {
         bail!("usage: ptbench-libipt TRACE_DIR_OR_PERF_DATA");
     };
-    let path = PathBuf::from(path);
-    let trace = Trace::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let dir = trace.dir.clone().unwrap_or_else(|| path.clone());
-    let images = ImageStore::new(SearchPath::for_trace(dir));
-
-    // Every executable file mapping of the traced processes.
+    let s = pt_bench::setup(&PathBuf::from(path))?;
     let cache = SectionCache::new().context("libipt: allocate a section cache")?;
-    let mut isids = Vec::new();
-    let mut pids: Vec<u32> = trace.itrace_starts.iter().map(|s| s.pid).collect();
-    pids.sort_unstable();
-    pids.dedup();
-    for pid in pids {
-        let Some(maps) = trace.timeline.process_maps(pid) else {
-            continue;
-        };
-        for m in maps.history() {
-            let Some(img) = images.get(&m.file) else {
-                continue;
-            };
-            if m.pgoff >= img.size {
-                continue;
-            }
-            let size = (m.end - m.start).min(img.size - m.pgoff);
-            let file = img.path.to_string_lossy().into_owned();
-            if let Ok(isid) = cache.add_file(&file, m.pgoff, size, m.start) {
-                isids.push(isid);
-            }
-        }
-    }
-    if isids.is_empty() {
-        bail!("no binary of the traced processes was found (is the trace dir complete?)");
-    }
+    let isids: Vec<u32> = s
+        .sections
+        .iter()
+        .filter_map(|(file, off, size, vaddr)| cache.add_file(file, *off, *size, *vaddr).ok())
+        .collect();
     let cache = Rc::new(cache);
-
-    let info = &trace.info;
-    let mut cfg = Config::default();
-    cfg.set_freq(Frequency {
-        mtc_freq: trace.mtc_period().unwrap_or(3).min(15),
-        nom_freq: info.max_non_turbo_ratio.min(255) as u8,
-        cpuid_15_eax: info.tsc_ctc_ratio_n as u32,
-        cpuid_15_ebx: info.tsc_ctc_ratio_d as u32,
-    });
-    // ptdec's block flags (end on calls and jumps: it needs each call's
-    // return address), so both do the same work per block.
-    cfg.set_block_flags(true, true);
-    if let Some(c) = trace.cpu.as_ref().filter(|c| c.is_intel()) {
-        cfg.set_cpu(Cpu {
-            family: c.family,
-            model: c.model,
-            stepping: c.stepping,
-        })
-        .context("libipt: unknown CPU")?;
-    }
 
     let started = Instant::now();
     let mut n = Counts::default();
-    for seg in trace.segments() {
-        let bytes = trace.segment_bytes(&seg);
+    for seg in s.trace.segments() {
+        let bytes = s.trace.segment_bytes(&seg);
         n.segments += 1;
         n.bytes += bytes.len() as u64;
         let mut dec =
-            BlockDecoder::new(&cfg, &bytes).context("libipt: allocate a block decoder")?;
+            BlockDecoder::new(&s.cfg, &bytes).context("libipt: allocate a block decoder")?;
         for &isid in &isids {
             let _ = dec.image().add_cached(&cache, isid);
         }
         decode(&mut dec, &mut n);
     }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "segments {} bytes {} blocks {} insns {} events {} errors {} seconds {secs:.3}",
-        n.segments, n.bytes, n.blocks, n.insns, n.events, n.errors
-    );
+    n.print(started.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -41,6 +41,11 @@ pub struct ReportArgs {
     /// The unit of parallel decoding, as for `ptdec TRACE`. Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub chunk_size: Option<u64>,
+    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
+    /// does not handle; the output is the same) or `libipt` (libipt's
+    /// block decoder for all). Default: libipt. Example: --decoder fast
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    pub decoder: Decoder,
     /// Keep the raw timestamps instead of spreading calls between timing
     /// packets by instruction count. Example: --no-interpolate
     #[arg(long)]
@@ -130,6 +135,11 @@ pub struct RawArgs {
     /// `none`: decode by the spec (default). Example: --cpu 6/85/4
     #[arg(long, value_name = "F/M[/S]", value_parser = parse_cpu)]
     pub cpu: Option<CpuArg>,
+    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
+    /// does not handle; the output is the same) or `libipt` (libipt's
+    /// block decoder for all). Default: libipt. Example: --decoder fast
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    pub decoder: Decoder,
     /// IA32_RTIT_CTL.MTCFreq the trace was recorded with (needed with MTC).
     /// Example: --mtc-freq 3
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -514,6 +524,22 @@ impl FilterArgs {
     }
 }
 
+/// `--decoder`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Decoder {
+    Fast,
+    Libipt,
+}
+
+impl From<Decoder> for crate::decode::DecoderKind {
+    fn from(d: Decoder) -> Self {
+        match d {
+            Decoder::Fast => crate::decode::DecoderKind::Fast,
+            Decoder::Libipt => crate::decode::DecoderKind::Libipt,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnError {
     Resync,
@@ -622,6 +648,11 @@ pub struct DecodeArgs {
     /// Default 256K. Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_chunk_size)]
     pub chunk_size: Option<u64>,
+    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
+    /// does not handle; the output is the same) or `libipt` (libipt's
+    /// block decoder for all). Default: libipt. Example: --decoder fast
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    pub decoder: Decoder,
     #[command(flatten)]
     pub marks: MarkArgs,
 }

@@ -70,7 +70,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
     // Refused before decoding: the same protection as -o.
     let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
     let progress = Progress::new(a.quiet);
-    let decode = selected(
+    let mut decode = selected(
         &trace,
         a.tid,
         a.pid,
@@ -79,6 +79,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
+    decode.decoder = a.decoder.into();
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", a.trace.display()));

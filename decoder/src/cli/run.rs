@@ -149,7 +149,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Target::File(output.clone())
     };
     let progress = Progress::new(a.quiet);
-    let decode = selected(
+    let mut decode = selected(
         &trace,
         a.tid,
         a.pid,
@@ -158,6 +158,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
+    decode.decoder = a.decoder.into();
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -357,6 +358,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let decode = DecodeOptions {
         progress: progress.callback(),
         insn_list: list.as_ref().map(InsnList::callback),
+        decoder: a.decoder.into(),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {

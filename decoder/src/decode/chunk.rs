@@ -30,6 +30,9 @@ use std::collections::BTreeMap;
 use ipt::{
     Block, BlockDecoder, Config as PtConfig, Error as PtError, Event as PtEvent, EventKind, Status,
 };
+
+use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt};
+use crate::flow::FastDecoder;
 use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
@@ -95,6 +98,10 @@ pub(super) struct ChunkStats {
     pub unattributed_insns: u64,
     pub errors: BTreeMap<String, u64>,
     pub tsc_span: Option<(u64, u64)>,
+    /// Decoded by the fast flow decoder (1), or by libipt (0).
+    pub fast: u64,
+    /// Chunks the fast decoder gave to libipt, by why.
+    pub fallbacks: BTreeMap<&'static str, u64>,
 }
 
 /// A decoded chunk.
@@ -280,45 +287,129 @@ pub(super) const FLUSH_OPS: usize = 1 << 16;
 /// from 0, as the next chunk's would. For a chunk as long as its trace
 /// (`ptdec raw` with a listing or sideband, which are decoded in one
 /// piece), memory then stays bounded however long the trace. The flushed
-/// runs and the returned output together are the chunk's runs.
+/// runs and the returned output together are the chunk's runs. Only libipt
+/// flushes: the fast decoder may give a chunk up to libipt after any
+/// number of ops, so with it such a chunk is held whole.
 pub(super) fn decode_chunk_flushing(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
-    mut flush: Option<&mut dyn FnMut(Vec<Run>)>,
+    flush: Option<&mut dyn FnMut(Vec<Run>)>,
 ) -> Result<ChunkOutput, super::DecodeError> {
+    if images.setup.opts.decoder == DecoderKind::Fast {
+        match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Fast, None)? {
+            Ok(mut out) => {
+                out.stats.fast = 1;
+                return Ok(out);
+            }
+            Err(why) => {
+                let mut out =
+                    decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)?
+                        .expect("libipt decodes every chunk");
+                *out.stats.fallbacks.entry(why).or_default() += 1;
+                return Ok(out);
+            }
+        }
+    }
+    Ok(
+        decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)?
+            .expect("libipt decodes every chunk"),
+    )
+}
+
+/// [`decode_chunk`] with one flow decoder: `Err(why)` when the fast one
+/// gave up (libipt never does).
+fn decode_chunk_warm(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    meta: ChunkMeta,
+    bytes: &[u8],
+    kind: DecoderKind,
+    mut flush: Option<&mut dyn FnMut(Vec<Run>)>,
+) -> Result<Result<ChunkOutput, &'static str>, super::DecodeError> {
     // A warm-up that fails has flushed nothing (nothing is flushed while
     // warming up).
     let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Vec<Run>));
-    match decode_chunk_from(images, pool, meta, bytes, again)? {
-        Some(out) => Ok(out),
-        None => {
+    match decode_chunk_from(images, pool, meta, bytes, kind, again)? {
+        Ok(Some(out)) => Ok(Ok(out)),
+        Ok(None) => {
             let w = (meta.warmup as usize).min(bytes.len());
             let meta = ChunkMeta { warmup: 0, ..meta };
-            Ok(decode_chunk_from(images, pool, meta, &bytes[w..], flush)?
-                .expect("a decode without warm-up always ends"))
+            Ok(
+                decode_chunk_from(images, pool, meta, &bytes[w..], kind, flush)?
+                    .map(|o| o.expect("a decode without warm-up always ends")),
+            )
         }
+        Err(why) => Ok(Err(why)),
     }
 }
 
-/// [`decode_chunk`] once: `None` when the warm-up failed.
+/// [`decode_chunk`] once: `Ok(None)` when the warm-up failed, `Err(why)`
+/// when the fast decoder gave up.
 fn decode_chunk_from(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
+    kind: DecoderKind,
     flush: Option<&mut dyn FnMut(Vec<Run>)>,
-) -> Result<Option<ChunkOutput>, super::DecodeError> {
+) -> Result<Result<Option<ChunkOutput>, &'static str>, super::DecodeError> {
+    let cfg = images.setup.pt_config();
+    match kind {
+        DecoderKind::Libipt => {
+            let dec =
+                BlockDecoder::new(&cfg, bytes).map_err(|source| super::DecodeError::Libipt {
+                    what: "allocate a block decoder",
+                    source,
+                })?;
+            let mut dec = Libipt { dec, images };
+            // No memory besides the file sections: the callback only records
+            // the address libipt found no code at (for the NoImage gap).
+            dec.dec.image().set_memory(Vec::new());
+            Ok(Ok(run_chunk(
+                &mut dec, images, pool, meta, bytes, false, flush,
+            )
+            .ok()))
+        }
+        DecoderKind::Fast => {
+            let dec = match FastDecoder::new(&cfg, bytes) {
+                Ok(d) => d,
+                Err(why) => return Ok(Err(why)),
+            };
+            let mut dec = Fast {
+                dec,
+                images,
+                unsupported: None,
+            };
+            match run_chunk(&mut dec, images, pool, meta, bytes, true, None) {
+                Ok(out) => Ok(Ok(Some(out))),
+                Err(Stopped::WarmUp) => Ok(Ok(None)),
+                Err(Stopped::Unsupported(why)) => Ok(Err(why)),
+            }
+        }
+    }
+}
+
+/// Why [`run_chunk`] has no output.
+enum Stopped {
+    /// The warm-up before the chunk met an error: decode without it.
+    WarmUp,
+    /// The fast decoder met something it does not follow.
+    Unsupported(&'static str),
+}
+
+/// One chunk through `dec`.
+fn run_chunk(
+    dec: &mut impl FlowDecoder,
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    meta: ChunkMeta,
+    bytes: &[u8],
+    fast: bool,
+    flush: Option<&mut dyn FnMut(Vec<Run>)>,
+) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
-    let cfg = setup.pt_config();
-    let mut dec = BlockDecoder::new(&cfg, bytes).map_err(|source| super::DecodeError::Libipt {
-        what: "allocate a block decoder",
-        source,
-    })?;
-    // No memory besides the file sections: the callback only records
-    // the address libipt found no code at (for the NoImage gap).
-    dec.image().set_memory(Vec::new());
     let time = meta.start_time.unwrap_or(0);
     let mut st = ChunkDecoder {
         images,
@@ -360,24 +451,36 @@ fn decode_chunk_from(
             ..ChunkStats::default()
         },
         end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
+        list_buf: (setup.opts.insn_list.is_some() && dec.unsupported().is_none() && fast)
+            .then(Default::default),
     };
-    st.run_decoder(&mut dec);
-    if st.warming {
+    st.run_decoder(dec);
+    if let (Some(buf), None, Some(f)) = (&st.list_buf, dec.unsupported(), &setup.opts.insn_list) {
+        for item in buf.take() {
+            (f.0)(&item);
+        }
+    }
+    if st.warming || dec.unsupported().is_some() {
         for r in st.runs.drain(..).chain(st.run.take()) {
             pool.give(r.ops);
         }
-        return Ok(None);
+        // An error in the warm-up is libipt's too: it decodes the chunk
+        // again without one, and so does the fast decoder.
+        return Err(match dec.unsupported() {
+            Some(why) if !(st.warming && dec.stopped_at_error()) => Stopped::Unsupported(why),
+            _ => Stopped::WarmUp,
+        });
     }
     st.finish();
     let open_task = if st.open { st.task } else { None };
-    Ok(Some(ChunkOutput {
+    Ok(ChunkOutput {
         runs: st.runs,
         stats: st.stats,
         open_task,
         sync_task: st.sync_task,
         sync_cbr: st.sync_cbr,
         last_cbr: st.marked_cbr,
-    }))
+    })
 }
 
 /// The decoder of one chunk: libipt's block decoder and what ptdec tracks
@@ -447,6 +550,8 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// Where runs go when they hold [`FLUSH_OPS`] ops (see
     /// [`decode_chunk_flushing`]).
     flush: Option<&'f mut dyn FnMut(Vec<Run>)>,
+    /// Listing items held until the chunk's decode is kept (fast decoder).
+    list_buf: Option<std::cell::RefCell<Vec<ListItem>>>,
 }
 
 enum Flow {
@@ -459,7 +564,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.images.setup
     }
 
-    fn run_decoder(&mut self, dec: &mut BlockDecoder<'_>) {
+    fn run_decoder(&mut self, dec: &mut impl FlowDecoder) {
         let mut last_sync: Option<u64> = None;
         let mut status = match self.sync(dec, &mut last_sync) {
             Some(s) => s,
@@ -528,7 +633,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     }
 
     /// Decoder offsets less the warm-up: offsets in the chunk.
-    fn offset(&self, dec: &BlockDecoder<'_>) -> Option<u64> {
+    fn offset(&self, dec: &impl FlowDecoder) -> Option<u64> {
         dec.offset()
             .ok()
             .map(|o| o.saturating_sub(self.meta.warmup))
@@ -538,7 +643,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// updates of the chunk's own PSB+ (read past the warm-up bytes) do;
     /// its enable or disable ends the warm-up. From then on the chunk
     /// decodes as one synchronized at that PSB, from the IP it gives.
-    fn warmed_up(&mut self, dec: &BlockDecoder<'_>, ev: &PtEvent) -> bool {
+    fn warmed_up(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
         if !ev.status_update() || !dec.offset().is_ok_and(|o| o > self.meta.warmup) {
             return false;
         }
@@ -562,7 +667,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// goes on to it ([`ChunkDecoder::stop_at`]; libipt hands out the
     /// status update as soon as it reads the PSB+, before its decoding has
     /// reached that IP). Events after it belong to the next chunk.
-    fn at_next_chunk(&mut self, dec: &BlockDecoder<'_>, ev: &PtEvent) -> bool {
+    fn at_next_chunk(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
         if self.meta.last || self.stop_at.is_some() || !ev.status_update() {
             return false;
         }
@@ -596,7 +701,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
     /// trace (code that loops through direct jumps and calls, which need
     /// no packets: libipt would follow it forever).
-    fn check_progress(&mut self, dec: &BlockDecoder<'_>, n: u16) -> Option<u64> {
+    fn check_progress(&mut self, dec: &impl FlowDecoder, n: u16) -> Option<u64> {
         let off = dec.offset().ok();
         if off != self.stall.offset {
             self.stall = Stall {
@@ -623,7 +728,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// The bytes before the chunk's first sync are counted
     /// (`ChunkStats::unsynced_bytes`) and the PSBs passed over
     /// (`ChunkStats::bad_psbs`).
-    fn sync(&mut self, dec: &mut BlockDecoder<'_>, last: &mut Option<u64>) -> Option<Status> {
+    fn sync(&mut self, dec: &mut impl FlowDecoder, last: &mut Option<u64>) -> Option<Status> {
         let first = last.is_none();
         let mut failed_at: Option<u64> = None;
         // After a PSB whose PSB+ could not be read: the next PSB after it
@@ -704,7 +809,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
 
     /// State after the decoder (re)synchronized: a traced stretch starts
     /// with the next block, nothing is pending.
-    fn synced(&mut self, dec: &mut BlockDecoder<'_>) {
+    fn synced(&mut self, dec: &mut impl FlowDecoder) {
         self.need_enable = true;
         self.pending = None;
         self.stall = Stall::default();
@@ -718,7 +823,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// libipt hands out on the way are returned for the caller to apply.
     fn resync(
         &mut self,
-        dec: &mut BlockDecoder<'_>,
+        dec: &mut impl FlowDecoder,
         last: &mut Option<u64>,
         events: &mut Vec<PtEvent>,
     ) -> Option<Status> {
@@ -752,7 +857,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.sync(dec, last)
     }
 
-    fn update_time(&mut self, dec: &mut BlockDecoder<'_>, tsc: Option<u64>) {
+    fn update_time(&mut self, dec: &mut impl FlowDecoder, tsc: Option<u64>) {
         let tsc = match tsc {
             Some(t) => t,
             None => match dec.time() {
@@ -879,7 +984,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// perf_event sideband: libipt-sb's `pt_sb_event` on every event.
     /// A changed image goes into the decoder at once; what is to be listed
     /// is returned, for [`Self::list_notes`] after the event's own line.
-    fn on_sideband(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) -> Vec<SbNote> {
+    fn on_sideband(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) -> Vec<SbNote> {
         let Some(sb) = self.sb.as_mut() else {
             return Vec::new();
         };
@@ -897,7 +1002,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     }
 
     /// Puts the image the sideband says into the decoder, when it changed.
-    fn install_sb_image(&mut self, dec: &mut BlockDecoder<'_>) {
+    fn install_sb_image(&mut self, dec: &mut impl FlowDecoder) {
         use crate::pevent::ImageSel;
         let Some(sb) = self.sb.as_ref() else {
             return;
@@ -925,15 +1030,11 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             }
         };
         let overlays = self.images.emu.overlays(&isids);
-        let mut img = dec.image();
-        img.clear();
-        for &isid in isids.iter().chain(&overlays) {
-            let _ = img.add_cached(&self.images.iscache, isid);
-        }
+        dec.set_image(&isids, &overlays);
     }
 
     /// Puts the image of the current task at `t` into the decoder.
-    fn refresh_image(&mut self, dec: &mut BlockDecoder<'_>, t: u64) {
+    fn refresh_image(&mut self, dec: &mut impl FlowDecoder, t: u64) {
         if self.sb.is_some() {
             self.install_sb_image(dec);
             return;
@@ -946,20 +1047,14 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
         self.image = Some((pid, v));
         let isids = self.images.image(pid, v, t);
-        let mut img = dec.image();
-        img.clear();
-        for &isid in isids.iter() {
-            let _ = img.add_cached(&self.images.iscache, isid);
-        }
-        for o in self.images.emu.overlays(&isids) {
-            let _ = img.add_cached(&self.images.iscache, o);
-        }
+        let overlays = self.images.emu.overlays(&isids);
+        dec.set_image(&isids, &overlays);
     }
 
     /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
     /// At a chunk's PSB (`sync`) tracing was already on: the task is the
     /// one running now, without the slack a real enable gets.
-    fn enable(&mut self, dec: &mut BlockDecoder<'_>, ip: u64, sync: bool) {
+    fn enable(&mut self, dec: &mut impl FlowDecoder, ip: u64, sync: bool) {
         let t = self.time.saturating_add(self.setup().switch_slack);
         let task = match self.owner {
             Some(Owner::Cpu(_)) if !sync => self.task_at(t),
@@ -1008,7 +1103,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         });
     }
 
-    fn on_event(&mut self, dec: &mut BlockDecoder<'_>, ev: &PtEvent) {
+    fn on_event(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
         // Status updates (libipt's state at a PSB+) change nothing; an
         // untraced stretch starts at a real disable while tracing is on
         // (`need_enable` is false once a traced block or enable was seen)
@@ -1149,7 +1244,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         });
     }
 
-    fn on_block(&mut self, dec: &mut BlockDecoder<'_>, b: &Block) -> Flow {
+    fn on_block(&mut self, dec: &mut impl FlowDecoder, b: &Block) -> Flow {
         if b.ninsn == 0 {
             return Flow::Continue;
         }
@@ -1278,10 +1373,14 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
     }
 
-    /// Hands an item to the instruction listing, if one was asked for.
+    /// Hands an item to the instruction listing, if one was asked for
+    /// (held back while the fast decoder may still give the chunk up).
     fn list(&self, item: ListItem) {
         if let Some(f) = &self.setup().opts.insn_list {
-            (f.0)(&item);
+            match &self.list_buf {
+                Some(buf) => buf.borrow_mut().push(item),
+                None => (f.0)(&item),
+            }
         }
     }
 
@@ -1401,7 +1500,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// `LostData` gap [`ChunkDecoder::finish`] adds, not as a decode error.
     fn recover(
         &mut self,
-        dec: &mut BlockDecoder<'_>,
+        dec: &mut impl FlowDecoder,
         failure: Failure,
         last_sync: &mut Option<u64>,
     ) -> Option<Status> {
@@ -1415,7 +1514,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         let nomap = failure == Failure::Pt(PtError::NOMAP);
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
-                let ip = dec.image().take_miss().unwrap_or(self.last_ip);
+                let ip = dec.take_miss().unwrap_or(self.last_ip);
                 let pid = self.task.map_or(NO_PID, |t| t.pid);
                 if let Source::Perf { trace, images, .. } = &self.setup().src {
                     if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {

@@ -107,6 +107,7 @@
 
 mod chunk;
 mod chunks;
+mod flow_decoder;
 mod order;
 mod setup;
 mod worker_images;
@@ -125,6 +126,7 @@ use crate::ops::OpSink;
 
 use chunk::{ChunkMeta, ChunkStats, Owner};
 use chunks::{cut, Stream};
+pub use flow_decoder::DecoderKind;
 use order::Orderer;
 use setup::DecodeSetup;
 use workers::{ChunkJob, Progress};
@@ -181,6 +183,8 @@ pub struct DecodeOptions {
     /// Chunks decoded ahead of delivery at most (`None`: twice the
     /// workers, plus two).
     pub window: Option<usize>,
+    /// Which flow decoder decodes (`--decoder`).
+    pub decoder: DecoderKind,
 }
 
 /// One line of an instruction listing, as ptxed prints it.
@@ -347,6 +351,10 @@ pub struct DecodeStats {
     pub tsc_span: Option<(u64, u64)>,
     /// First and last perf time of the ops handed over.
     pub time_span: Option<(u64, u64)>,
+    /// Chunks ptdec's own flow decoder decoded (`--decoder fast`).
+    pub fast_chunks: u64,
+    /// Chunks it handed to libipt, by why.
+    pub fallbacks: BTreeMap<String, u64>,
 }
 
 impl DecodeStats {
@@ -365,6 +373,10 @@ impl DecodeStats {
         self.lost_data += s.lost_data;
         self.no_image += s.no_image;
         self.unattributed_insns += s.unattributed_insns;
+        self.fast_chunks += s.fast;
+        for (k, v) in &s.fallbacks {
+            *self.fallbacks.entry((*k).to_string()).or_default() += v;
+        }
         for (k, v) in &s.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }

@@ -36,6 +36,15 @@ pub(super) struct WorkerImages<'s, 't> {
     /// perf's emulated ptwrite functions in the sections, and the patched
     /// copies that make their payload bits end blocks (`crate::events`).
     pub emu: crate::events::EmuPtwrite,
+    /// The fast flow decoder's decoded code, shared by the worker's chunks.
+    pub code: RefCell<crate::flow::code::CodeCache>,
+    /// The set-up's section index of each cache id.
+    section_of: FastMap<u32, usize>,
+    /// The fast decoder's sections, mapped once (`None`: the file could
+    /// not be mapped or is shorter than the section).
+    fast_sections: RefCell<FastMap<u32, Option<crate::flow::code::Section>>>,
+    /// Files mapped for the fast decoder, by path.
+    files: RefCell<FastMap<String, Option<Rc<sideband::bytes::FileBytes>>>>,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
@@ -52,6 +61,11 @@ impl<'s, 't> WorkerImages<'s, 't> {
         let sections = setup.sections.iter().zip(&isids);
         let sections = sections.map(|(s, i)| (*i, s.path.as_str(), s.offset, s.size, s.vaddr));
         let emu = crate::events::EmuPtwrite::new(&cache, sections);
+        let section_of = isids
+            .iter()
+            .enumerate()
+            .filter_map(|(i, isid)| isid.map(|isid| (isid, i)))
+            .collect();
         Ok(WorkerImages {
             setup,
             iscache: Rc::new(cache),
@@ -60,6 +74,10 @@ impl<'s, 't> WorkerImages<'s, 't> {
             call_lens: RefCell::new(FastMap::default()),
             last_kinds: RefCell::new(FastMap::default()),
             emu,
+            code: RefCell::default(),
+            section_of,
+            fast_sections: RefCell::default(),
+            files: RefCell::default(),
         })
     }
 
@@ -81,5 +99,50 @@ impl<'s, 't> WorkerImages<'s, 't> {
                     .collect()
             })
             .clone()
+    }
+
+    /// The fast decoder's image of sections `isids`.
+    pub fn fast_image(&self, isids: &[u32]) -> crate::flow::code::Image {
+        let mut missing = false;
+        let mut sections = Vec::with_capacity(isids.len());
+        for &isid in isids {
+            match self.fast_section(isid) {
+                Some(s) => sections.push(s),
+                None => missing = true,
+            }
+        }
+        crate::flow::code::Image::new(sections, missing)
+    }
+
+    fn fast_section(&self, isid: u32) -> Option<crate::flow::code::Section> {
+        if let Some(s) = self.fast_sections.borrow().get(&isid) {
+            return s.clone();
+        }
+        let s = self.section_of.get(&isid).and_then(|&i| {
+            let spec = &self.setup.sections[i];
+            let bytes = self
+                .files
+                .borrow_mut()
+                .entry(spec.path.clone())
+                .or_insert_with(|| {
+                    sideband::bytes::FileBytes::open(std::path::Path::new(&spec.path))
+                        .ok()
+                        .map(Rc::new)
+                })
+                .clone()?;
+            let offset = usize::try_from(spec.offset).ok()?;
+            let len = usize::try_from(spec.size).ok()?;
+            (offset.checked_add(len)? <= bytes.len() && len > 0).then_some(
+                crate::flow::code::Section {
+                    isid,
+                    vaddr: spec.vaddr,
+                    bytes,
+                    offset,
+                    len,
+                },
+            )
+        });
+        self.fast_sections.borrow_mut().insert(isid, s.clone());
+        s
     }
 }

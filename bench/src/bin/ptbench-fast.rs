@@ -1,0 +1,124 @@
+//! `ptbench-fast TRACE`: decodes every segment of a trace dir (or
+//! perf.data) with ptdec's own flow decoder alone (`ptdec::flow`, issue
+//! 23) and prints what it counted, as `ptbench-libipt` does with libipt's
+//! block decoder: the same segments, images and configuration, the same
+//! loop (events, blocks, a sync at the next PSB after an error). A segment
+//! where it meets something it does not follow (libipt would decode that
+//! chunk in ptdec) ends there and is counted as `unsupported`.
+#![deny(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use anyhow::bail;
+use ipt::Error as PtError;
+use pt_bench::Counts;
+use ptdec::flow::code::{CodeCache, Image, Section};
+use ptdec::flow::FastDecoder;
+use sideband::bytes::FileBytes;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("ptbench-fast: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let mut args = std::env::args_os().skip(1);
+    let (Some(path), None) = (args.next(), args.next()) else {
+        bail!("usage: ptbench-fast TRACE_DIR_OR_PERF_DATA");
+    };
+    let s = pt_bench::setup(&PathBuf::from(path))?;
+    let mut sections = Vec::new();
+    let mut missing = false;
+    for (i, (file, off, size, vaddr)) in s.sections.iter().enumerate() {
+        let Ok(bytes) = FileBytes::open(Path::new(file)) else {
+            missing = true;
+            continue;
+        };
+        let (offset, len) = (*off as usize, *size as usize);
+        if offset.saturating_add(len) > bytes.len() {
+            missing = true;
+            continue;
+        }
+        sections.push(Section {
+            isid: i as u32 + 1,
+            vaddr: *vaddr,
+            bytes: Rc::new(bytes),
+            offset,
+            len,
+        });
+    }
+    let image = Image::new(sections, missing);
+    let mut code = CodeCache::default();
+
+    let started = Instant::now();
+    let mut n = Counts::default();
+    let mut unsupported = Vec::new();
+    for seg in s.trace.segments() {
+        let bytes = s.trace.segment_bytes(&seg);
+        n.segments += 1;
+        n.bytes += bytes.len() as u64;
+        let mut dec = match FastDecoder::new(&s.cfg, &bytes) {
+            Ok(d) => d,
+            Err(why) => bail!("the flow decoder cannot decode this configuration: {why}"),
+        };
+        dec.set_image(image.clone());
+        decode(&mut dec, &mut code, &mut n);
+        if let Some(why) = dec.unsupported() {
+            unsupported.push(why);
+        }
+    }
+    n.print(started.elapsed().as_secs_f64());
+    if !unsupported.is_empty() {
+        println!("unsupported {} {unsupported:?}", unsupported.len());
+    }
+    Ok(())
+}
+
+/// Synchronizes at each PSB in turn and walks every block to the next
+/// error or the end.
+fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
+    'sync: loop {
+        let mut status = match dec.sync_forward() {
+            Ok(s) => s,
+            Err(PtError::EOS) => return,
+            Err(_) => {
+                n.errors += 1;
+                continue;
+            }
+        };
+        loop {
+            while status.event_pending() {
+                match dec.event() {
+                    Ok((_, s)) => {
+                        n.events += 1;
+                        status = s;
+                    }
+                    Err(_) => {
+                        n.errors += 1;
+                        continue 'sync;
+                    }
+                }
+            }
+            let (b, r) = dec.next_block(code);
+            n.insns += u64::from(b.ninsn);
+            match r {
+                Ok(s) => {
+                    n.blocks += 1;
+                    status = s;
+                    if s.eos() {
+                        return;
+                    }
+                }
+                Err(PtError::EOS) => return,
+                Err(_) => {
+                    n.errors += 1;
+                    continue 'sync;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The flow decoder interface the chunk decoder drives ([`FlowDecoder`]):
+//! what it used of libipt's block decoder (synchronize, next block, the
+//! pending event with its status flags, offsets, time, the image), so
+//! that libipt's block decoder and ptdec's own (`crate::flow`) run under
+//! the same chunk decoder and produce the same ops.
+
+use ipt::{Block, BlockDecoder, Error as PtError, Event, Status};
+
+use super::worker_images::WorkerImages;
+use crate::flow::FastDecoder;
+
+/// Which flow decoder decodes (`--decoder`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DecoderKind {
+    /// ptdec's own, with libipt for the chunks it does not handle.
+    Fast,
+    /// libipt's block decoder for everything.
+    #[default]
+    Libipt,
+}
+
+/// What the chunk decoder asks of a flow decoder: libipt's block decoder
+/// API (`pt_blk_*`), with the image given as section ids of the worker's
+/// image section cache.
+pub(crate) trait FlowDecoder {
+    fn sync_forward(&mut self) -> Result<Status, PtError>;
+    fn sync_set(&mut self, offset: u64) -> Result<Status, PtError>;
+    /// libipt 2.2's resync at the error; `Err(NOT_SUPPORTED)` without it.
+    fn resync(&mut self) -> Result<Status, PtError>;
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>);
+    fn event(&mut self) -> Result<(Event, Status), PtError>;
+    fn offset(&self) -> Result<u64, PtError>;
+    fn sync_offset(&self) -> Result<u64, PtError>;
+    /// (TSC, lost MTC, lost CYC) as `pt_blk_time` answers.
+    fn time(&mut self) -> Result<(u64, u32, u32), PtError>;
+    fn core_bus_ratio(&mut self) -> Result<u32, PtError>;
+    /// Decodes with the sections `isids` (then the patched copies
+    /// `overlays`, which replace parts of them) of the worker's cache.
+    fn set_image(&mut self, isids: &[u32], overlays: &[u32]);
+    /// The address the image had no code at, after a `NOMAP` error.
+    fn take_miss(&mut self) -> Option<u64>;
+    /// Why this decoder gave up (the chunk goes to libipt); `None` while
+    /// it decodes.
+    fn unsupported(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether it gave up at an error libipt reports there too.
+    fn stopped_at_error(&self) -> bool {
+        false
+    }
+}
+
+/// libipt's block decoder with the worker's section cache.
+pub(crate) struct Libipt<'a, 'w, 's, 't> {
+    pub dec: BlockDecoder<'a>,
+    pub images: &'w WorkerImages<'s, 't>,
+}
+
+impl FlowDecoder for Libipt<'_, '_, '_, '_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.dec.sync_forward()
+    }
+    fn sync_set(&mut self, offset: u64) -> Result<Status, PtError> {
+        self.dec.sync_set(offset)
+    }
+    fn resync(&mut self) -> Result<Status, PtError> {
+        self.dec.resync()
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        self.dec.next_block()
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.dec.event()
+    }
+    fn offset(&self) -> Result<u64, PtError> {
+        self.dec.offset()
+    }
+    fn sync_offset(&self) -> Result<u64, PtError> {
+        self.dec.sync_offset()
+    }
+    fn time(&mut self) -> Result<(u64, u32, u32), PtError> {
+        self.dec.time()
+    }
+    fn core_bus_ratio(&mut self) -> Result<u32, PtError> {
+        self.dec.core_bus_ratio()
+    }
+    fn set_image(&mut self, isids: &[u32], overlays: &[u32]) {
+        let mut img = self.dec.image();
+        img.clear();
+        for &isid in isids.iter().chain(overlays) {
+            let _ = img.add_cached(&self.images.iscache, isid);
+        }
+    }
+    fn take_miss(&mut self) -> Option<u64> {
+        self.dec.image().take_miss()
+    }
+}
+
+/// ptdec's own flow decoder with the worker's decoded code.
+pub(crate) struct Fast<'a, 'w, 's, 't> {
+    pub dec: FastDecoder<'a>,
+    pub images: &'w WorkerImages<'s, 't>,
+    /// Set when the image cannot be followed (emulated ptwrite copies).
+    pub unsupported: Option<&'static str>,
+}
+
+impl FlowDecoder for Fast<'_, '_, '_, '_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.dec.sync_forward()
+    }
+    fn sync_set(&mut self, offset: u64) -> Result<Status, PtError> {
+        self.dec.sync_set(offset)
+    }
+    fn resync(&mut self) -> Result<Status, PtError> {
+        Err(PtError::NOT_SUPPORTED)
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        if self.unsupported.is_some() {
+            return (Block::default(), Err(PtError::EOS));
+        }
+        let mut code = self.images.code.borrow_mut();
+        self.dec.next_block(&mut code)
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        if self.unsupported.is_some() {
+            return Err(PtError::EOS);
+        }
+        self.dec.event()
+    }
+    fn offset(&self) -> Result<u64, PtError> {
+        self.dec.offset()
+    }
+    fn sync_offset(&self) -> Result<u64, PtError> {
+        self.dec.sync_offset()
+    }
+    fn time(&mut self) -> Result<(u64, u32, u32), PtError> {
+        Ok(self.dec.time())
+    }
+    fn core_bus_ratio(&mut self) -> Result<u32, PtError> {
+        Ok(self.dec.core_bus_ratio())
+    }
+    fn set_image(&mut self, isids: &[u32], overlays: &[u32]) {
+        if !overlays.is_empty() {
+            self.unsupported
+                .get_or_insert("emulated ptwrite (patched code)");
+            return;
+        }
+        self.dec.set_image(self.images.fast_image(isids));
+    }
+    fn take_miss(&mut self) -> Option<u64> {
+        None
+    }
+    fn unsupported(&self) -> Option<&'static str> {
+        self.unsupported.or(self.dec.unsupported())
+    }
+    fn stopped_at_error(&self) -> bool {
+        self.unsupported.is_none() && self.dec.stopped_at_error()
+    }
+}

@@ -1,0 +1,667 @@
+//! Events and code to blocks, as libipt's block decoder (`pt_blk_next`,
+//! `pt_blk_event`) hands them out: a block runs from the decoder's IP to
+//! the next instruction that needs trace (its TNT bit or TIP), or to an
+//! event's IP, with the return stack for compressed returns; events are
+//! indicated when the decoder reaches the IP they bind to. Only what
+//! ChunkDecoder configures is followed: blocks end at every call and jump,
+//! no tick or iflags events.
+
+use ipt::{ffi, Block, Errata, Error as PtError, Status};
+
+use super::code::{Class, CodeCache, Image, Insn};
+use super::event::{Ev, EventDecoder, Kind};
+use super::Fail;
+
+const BAD_QUERY: PtError = PtError(ffi::pte_bad_query);
+const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
+
+/// libipt's return stack: 64 addresses, the oldest overwritten.
+#[derive(Clone)]
+struct RetStack {
+    stack: [u64; 65],
+    top: u8,
+    bottom: u8,
+}
+
+impl Default for RetStack {
+    fn default() -> Self {
+        RetStack {
+            stack: [0; 65],
+            top: 0,
+            bottom: 0,
+        }
+    }
+}
+
+impl RetStack {
+    fn push(&mut self, ip: u64) {
+        self.stack[usize::from(self.top)] = ip;
+        self.top = if self.top == 64 { 0 } else { self.top + 1 };
+        if self.bottom == self.top {
+            self.bottom = if self.bottom == 64 {
+                0
+            } else {
+                self.bottom + 1
+            };
+        }
+    }
+
+    fn pop(&mut self) -> Result<u64, PtError> {
+        if self.top == self.bottom {
+            return Err(PtError(ffi::pte_retstack_empty));
+        }
+        self.top = if self.top == 0 { 64 } else { self.top - 1 };
+        Ok(self.stack[usize::from(self.top)])
+    }
+}
+
+/// How far a walk without trace got.
+enum Reach {
+    /// The wanted IP (or instruction) was reached.
+    Reached,
+    /// The block is full, or the next instruction is in another section,
+    /// or a direct call or jump ended it.
+    Stopped,
+    /// This instruction needs trace to go on.
+    NeedTrace(Insn),
+}
+
+/// The block decoder.
+pub struct BlockDecoder<'a> {
+    pub evdec: EventDecoder<'a>,
+    errata: Errata,
+    addr_filter: bool,
+    /// The current event; `None` after the event decoder failed (libipt
+    /// fills it with all-ones then).
+    event: Option<Ev>,
+    status: Result<(), PtError>,
+    tsc: u64,
+    lost_mtc: u32,
+    lost_cyc: u32,
+    cbr: u32,
+    mode: u32,
+    ip: u64,
+    enabled: bool,
+    /// Inside a TSX transaction (blocks are speculative).
+    speculative: bool,
+    retstack: RetStack,
+    pub image: Image,
+}
+
+fn pt(e: PtError) -> Fail {
+    Fail::Pt(e)
+}
+
+impl<'a> BlockDecoder<'a> {
+    pub fn new(evdec: EventDecoder<'a>, errata: Errata, addr_filter: bool) -> Self {
+        BlockDecoder {
+            evdec,
+            errata,
+            addr_filter,
+            event: None,
+            status: Err(PtError(ffi::pte_nosync)),
+            tsc: 0,
+            lost_mtc: 0,
+            lost_cyc: 0,
+            cbr: 0,
+            mode: ffi::ptem_unknown,
+            ip: 0,
+            enabled: false,
+            speculative: false,
+            retstack: RetStack::default(),
+            image: Image::default(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.tsc = 0;
+        self.lost_mtc = 0;
+        self.lost_cyc = 0;
+        self.cbr = 0;
+        self.mode = ffi::ptem_unknown;
+        self.ip = 0;
+        self.status = Err(PtError(ffi::pte_nosync));
+        self.enabled = false;
+        self.speculative = false;
+        self.event = None;
+        self.retstack = RetStack::default();
+    }
+
+    #[inline]
+    pub fn time(&self) -> (u64, u32, u32) {
+        (self.tsc, self.lost_mtc, self.lost_cyc)
+    }
+
+    pub fn cbr(&self) -> u32 {
+        self.cbr
+    }
+
+    /// Takes the next event from the event decoder; a failure is kept in
+    /// `status` for later, as libipt does.
+    #[inline]
+    fn fetch_event(&mut self) -> Result<(), Fail> {
+        match &self.event {
+            Some(ev) => {
+                self.tsc = ev.tsc;
+                self.lost_mtc = ev.lost_mtc;
+                self.lost_cyc = ev.lost_cyc;
+            }
+            None => {
+                self.tsc = u64::MAX;
+                self.lost_mtc = u32::MAX;
+                self.lost_cyc = u32::MAX;
+            }
+        }
+        match self.evdec.next_event() {
+            Ok(ev) => self.event = Some(ev),
+            Err(Fail::Pt(e)) => {
+                self.status = Err(e);
+                self.event = None;
+            }
+            Err(f) => return Err(f),
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn status(&self, flags: u32) -> Status {
+        let mut f = flags;
+        if !self.enabled {
+            f |= ffi::pts_ip_suppressed;
+        }
+        if self.status == Err(PtError::EOS) {
+            f |= ffi::pts_eos;
+        }
+        Status(f)
+    }
+
+    pub fn sync_forward(&mut self) -> Result<Status, Fail> {
+        self.reset();
+        self.evdec.sync_forward()?;
+        self.start()
+    }
+
+    pub fn sync_set(&mut self, offset: u64) -> Result<Status, Fail> {
+        self.reset();
+        self.evdec.sync_set(offset)?;
+        self.start()
+    }
+
+    fn start(&mut self) -> Result<Status, Fail> {
+        let mut copy = self.evdec.clone();
+        loop {
+            if copy.pos() != self.evdec.pos() {
+                break;
+            }
+            let ev = match copy.next_event() {
+                Ok(ev) => ev,
+                Err(Fail::Pt(e)) if e == PtError::EOS => break,
+                Err(f) => return Err(f),
+            };
+            if !ev.status_update {
+                break;
+            }
+            if let Kind::Enabled { ip, .. } = ev.kind {
+                self.enabled = true;
+                self.ip = ip;
+                break;
+            }
+        }
+        self.status = Ok(());
+        self.fetch_event()?;
+        self.trailing_event(None)
+    }
+
+    /// The instruction at the decoder's IP, added to `block` (`None`: it
+    /// does not fit: the block is full or it is in another section).
+    fn one_insn(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Option<Insn>, Fail> {
+        if block.ninsn == u16::MAX {
+            return Ok(None);
+        }
+        if self.mode != ffi::ptem_64bit {
+            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
+        }
+        let s = self.image.find(self.ip)?;
+        let isid = s.isid as i32;
+        let insn = code.insn(s, self.ip)?;
+        if isid != block.isid {
+            if block.ninsn > 0 {
+                return Ok(None);
+            }
+            block.isid = isid;
+        }
+        self.log_call(&insn);
+        block.iclass = insn.class.raw();
+        block.end_ip = insn.ip;
+        block.ninsn += 1;
+        Ok(Some(insn))
+    }
+
+    #[inline]
+    fn log_call(&mut self, insn: &Insn) {
+        if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
+            self.retstack.push(insn.next());
+        }
+    }
+
+    /// Walks without trace until `ip` (`Some`) or until trace is needed
+    /// (`None`; `pt_blk_proceed_to_ip` / `_to_insn` with no predicate).
+    fn proceed_to(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+        ip: Option<u64>,
+    ) -> Result<Reach, Fail> {
+        loop {
+            if Some(self.ip) == ip {
+                return Ok(Reach::Reached);
+            }
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(Reach::Stopped);
+            };
+            let Some(next) = insn.next_ip() else {
+                return Ok(Reach::NeedTrace(insn));
+            };
+            self.ip = next;
+            if matches!(insn.class, Class::Call | Class::Jump) {
+                return Ok(if Some(self.ip) == ip {
+                    Reach::Reached
+                } else {
+                    Reach::Stopped
+                });
+            }
+        }
+    }
+
+    /// `pt_blk_proceed_no_event` over cached runs: to the next
+    /// instruction that needs trace, then one step with trace.
+    #[inline]
+    fn proceed_no_event(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<(), Fail> {
+        if block.ninsn == u16::MAX {
+            return Ok(());
+        }
+        if self.mode != ffi::ptem_64bit {
+            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
+        }
+        let s = self.image.find(self.ip)?;
+        let isid = s.isid as i32;
+        if isid != block.isid {
+            if block.ninsn > 0 {
+                return Ok(());
+            }
+            block.isid = isid;
+        }
+        let run = code.run(s, self.ip)?;
+        let n = u32::from(block.ninsn) + run.ninsn;
+        if n > u32::from(u16::MAX) {
+            return Err(Fail::Unsupported("a block of 65535 instructions"));
+        }
+        let last = run.last;
+        block.ninsn = n as u16;
+        block.end_ip = last.ip;
+        block.iclass = last.class.raw();
+        self.log_call(&last);
+        if !last.class.is_branch() {
+            // The section ends: the next instruction is in another one
+            // (the block ends) or nowhere (libipt's decode error there).
+            self.ip = last.next();
+            self.image.find(self.ip)?;
+            return Ok(());
+        }
+        match last.next_ip() {
+            // A direct call or jump ends the block.
+            Some(next) => {
+                self.ip = next;
+                Ok(())
+            }
+            None => {
+                self.ip = last.ip;
+                self.proceed_with_trace(&last)
+            }
+        }
+    }
+
+    #[inline]
+    fn cond_branch(&mut self) -> Result<bool, PtError> {
+        match &mut self.event {
+            Some(Ev {
+                kind: Kind::Tnt { bits, size },
+                ..
+            }) => {
+                if *size == 0 {
+                    return Err(PtError::INTERNAL);
+                }
+                *size -= 1;
+                Ok((*bits >> *size) & 1 != 0)
+            }
+            _ => Err(BAD_QUERY),
+        }
+    }
+
+    #[inline]
+    fn proceed_with_trace(&mut self, insn: &Insn) -> Result<(), Fail> {
+        match insn.class {
+            Class::CondJump => {
+                let taken = self.cond_branch().map_err(pt)?;
+                let mut ip = insn.next();
+                if taken {
+                    ip = ip.wrapping_add(insn.disp as u64);
+                }
+                self.ip = ip;
+                return Ok(());
+            }
+            Class::Return => match self.cond_branch() {
+                Ok(true) => {
+                    self.ip = self.retstack.pop().map_err(pt)?;
+                    return Ok(());
+                }
+                Ok(false) => return Err(Fail::Pt(PtError(ffi::pte_bad_retcomp))),
+                Err(e) if e == BAD_QUERY => {}
+                Err(e) => return Err(Fail::Pt(e)),
+            },
+            Class::Jump | Class::Call if insn.direct => return Err(Fail::Pt(PtError::INTERNAL)),
+            Class::Other | Class::Ptwrite => return Err(Fail::Pt(PtError::INTERNAL)),
+            _ => {}
+        }
+        self.proceed_indirect()
+    }
+
+    #[inline]
+    fn proceed_indirect(&mut self) -> Result<(), Fail> {
+        match self.event {
+            Some(Ev {
+                kind: Kind::Tip { ip },
+                ip_suppressed,
+                ..
+            }) => {
+                if ip_suppressed {
+                    return Err(Fail::Pt(PtError(ffi::pte_bad_packet)));
+                }
+                self.ip = ip;
+                self.fetch_event()
+            }
+            Some(Ev {
+                kind: Kind::Tnt { .. },
+                ..
+            }) => {
+                // A TIP deferred behind the TNT in progress.
+                let saved = self.evdec.clone();
+                match self.evdec.next_event() {
+                    Ok(Ev {
+                        kind: Kind::Tip { ip },
+                        ..
+                    }) => {
+                        self.ip = ip;
+                        Ok(())
+                    }
+                    Err(Fail::Unsupported(r)) => Err(Fail::Unsupported(r)),
+                    _ => {
+                        self.evdec = saved;
+                        Err(Fail::Pt(BAD_QUERY))
+                    }
+                }
+            }
+            _ => Err(Fail::Pt(BAD_QUERY)),
+        }
+    }
+
+    /// `pt_blk_next`: the next block and the status.
+    #[inline]
+    pub fn next_block(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
+        let mut block = Block {
+            ip: self.ip,
+            mode: self.mode,
+            speculative: self.speculative,
+            ..Block::default()
+        };
+        let r = self.proceed(code, &mut block);
+        (block, r)
+    }
+
+    #[inline]
+    fn proceed(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Status, Fail> {
+        if let Err(e) = self.status {
+            if e != PtError::EOS || !self.enabled {
+                return Err(Fail::Pt(e));
+            }
+            self.proceed_no_event(code, block)?;
+            return Ok(Status(ffi::pts_eos));
+        }
+        let Some(ev) = self.event else {
+            return Err(Fail::Pt(PtError::INTERNAL));
+        };
+        match ev.kind {
+            Kind::Tnt { .. } | Kind::Tip { .. } => {
+                if !self.enabled {
+                    return Err(Fail::Pt(PtError(ffi::pte_no_enable)));
+                }
+                self.proceed_no_event(code, block)?;
+                self.trailing_event(Some(block))
+            }
+            _ => self.proceed_event(code, block, ev),
+        }
+    }
+
+    fn proceed_event(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+        ev: Ev,
+    ) -> Result<Status, Fail> {
+        let to = |this: &mut Self,
+                  code: &mut CodeCache,
+                  block: &mut Block,
+                  ip: u64|
+         -> Result<bool, Fail> {
+            match this.proceed_to(code, block, Some(ip))? {
+                Reach::Reached => Ok(true),
+                Reach::Stopped => Ok(false),
+                Reach::NeedTrace(_) => Err(Fail::Pt(BAD_QUERY)),
+            }
+        };
+        match ev.kind {
+            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {}
+            Kind::Disabled { ip } => {
+                if !ev.status_update {
+                    let r = if ev.ip_suppressed {
+                        if self.addr_filter && self.errata.skl014 {
+                            return Err(Fail::Unsupported("erratum SKL014"));
+                        }
+                        self.proceed_to(code, block, None)?
+                    } else {
+                        self.proceed_to(code, block, Some(ip))?
+                    };
+                    match r {
+                        Reach::Reached => {}
+                        Reach::Stopped => return Ok(Status(0)),
+                        Reach::NeedTrace(insn) => {
+                            // The disable binds to the branch that would
+                            // need trace; a call resumes after itself.
+                            self.ip = match insn.class {
+                                Class::Call | Class::FarCall => insn.next(),
+                                _ => 0,
+                            };
+                        }
+                    }
+                }
+            }
+            Kind::AsyncDisabled { at, .. } => {
+                if !to(self, code, block, at)? {
+                    return Ok(Status(0));
+                }
+                if self.errata.skd022
+                    && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
+                {
+                    return Err(Fail::Unsupported("erratum SKD022"));
+                }
+            }
+            Kind::AsyncBranch { from, .. } => {
+                if !to(self, code, block, from)? {
+                    return Ok(Status(0));
+                }
+            }
+            Kind::ExecMode { ip, .. } | Kind::Tsx { ip, .. } => {
+                if !ev.ip_suppressed && !to(self, code, block, ip)? {
+                    return Ok(Status(0));
+                }
+            }
+            Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => {
+                return Err(Fail::Pt(PtError::INTERNAL))
+            }
+        }
+        Ok(self.status(ffi::pts_event_pending))
+    }
+
+    #[inline]
+    fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
+        loop {
+            if let Err(e) = self.status {
+                let flags = if e != PtError::EOS {
+                    ffi::pts_event_pending
+                } else {
+                    0
+                };
+                return Ok(self.status(flags));
+            }
+            let Some(ev) = self.event else {
+                return Err(Fail::Pt(PtError::INTERNAL));
+            };
+            let pending = match ev.kind {
+                Kind::Tnt { size, .. } => {
+                    if size != 0 {
+                        false
+                    } else {
+                        self.fetch_event()?;
+                        continue;
+                    }
+                }
+                Kind::Tip { .. } | Kind::Disabled { .. } => false,
+                Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => true,
+                Kind::AsyncDisabled { at, .. } => {
+                    if self.ip != at {
+                        false
+                    } else if self.errata.skd022
+                        && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
+                    {
+                        return Err(Fail::Unsupported("erratum SKD022"));
+                    } else {
+                        true
+                    }
+                }
+                Kind::AsyncBranch { from, .. } => self.ip == from,
+                Kind::Tsx { ip, .. } => {
+                    if ev.ip_suppressed {
+                        true
+                    } else if block.is_some() && self.errata.bdm64 {
+                        // libipt's BDM64 workaround looks back at the
+                        // block; not followed.
+                        return Err(Fail::Unsupported("erratum BDM64"));
+                    } else {
+                        self.ip == ip
+                    }
+                }
+                Kind::ExecMode { ip, .. } => !self.enabled || ev.ip_suppressed || self.ip == ip,
+                Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
+            };
+            return Ok(self.status(if pending { ffi::pts_event_pending } else { 0 }));
+        }
+    }
+
+    /// `pt_blk_event`: the pending event, applied.
+    pub fn event(&mut self) -> Result<(Ev, Status), Fail> {
+        if let Err(e) = self.status {
+            return Err(Fail::Pt(e));
+        }
+        let Some(mut ev) = self.event else {
+            return Err(Fail::Pt(PtError::INTERNAL));
+        };
+        match ev.kind {
+            Kind::Tnt { .. } | Kind::Tip { .. } => return Err(Fail::Pt(BAD_QUERY)),
+            Kind::Enabled { ip, .. } => {
+                if ip == self.ip {
+                    ev.kind = Kind::Enabled { ip, resumed: true };
+                    self.event = Some(ev);
+                }
+                if ev.status_update {
+                    if !self.enabled {
+                        return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+                    }
+                } else {
+                    if ev.ip_suppressed {
+                        return Err(Fail::Pt(PtError(ffi::pte_noip)));
+                    }
+                    if self.enabled {
+                        return Err(Fail::Pt(BAD_CONTEXT));
+                    }
+                    self.ip = ip;
+                    self.enabled = true;
+                }
+            }
+            Kind::AsyncDisabled { at, .. } => {
+                if self.ip != at {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                self.process_disabled(&ev)?;
+            }
+            Kind::Disabled { .. } => self.process_disabled(&ev)?,
+            Kind::AsyncBranch { from, to } => {
+                if self.ip != from {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                if ev.status_update || !self.enabled {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+                self.ip = to;
+            }
+            Kind::ExecMode { ip, mode } => {
+                if self.enabled && !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                if ev.status_update
+                    && self.enabled
+                    && self.mode != ffi::ptem_unknown
+                    && self.mode != mode
+                {
+                    return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+                }
+                self.mode = mode;
+            }
+            Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
+            Kind::Tsx {
+                ip, speculative, ..
+            } => {
+                if !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                self.speculative = speculative;
+            }
+            Kind::Overflow { ip } => {
+                if ev.status_update {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+                // Tracing resumed at `ip`, or while disabled.
+                self.enabled = !ev.ip_suppressed;
+                self.speculative = false;
+                self.ip = if ev.ip_suppressed { 0 } else { ip };
+            }
+            Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
+        }
+        self.fetch_event()?;
+        let s = self.trailing_event(None)?;
+        Ok((ev, s))
+    }
+
+    fn process_disabled(&mut self, ev: &Ev) -> Result<(), Fail> {
+        if ev.status_update {
+            if self.enabled {
+                return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+            }
+            return Ok(());
+        }
+        if !self.enabled {
+            return Err(Fail::Pt(BAD_CONTEXT));
+        }
+        self.enabled = false;
+        Ok(())
+    }
+}

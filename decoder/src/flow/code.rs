@@ -1,0 +1,355 @@
+//! Code as the flow decoder walks it: the sections of an image (file
+//! bytes mapped once per worker), each instruction decoded once with
+//! iced-x86 and classed as libipt's instruction length decoder classes it
+//! (`ptic_*`), and straight runs of instructions up to the next branch
+//! cached by (section, address), so the same code is decoded once per
+//! worker whatever the trace's length. The caches are bounded: when one
+//! is full it is cleared.
+
+use std::rc::Rc;
+
+use ftf::hash::FastMap;
+use ipt::ffi;
+use sideband::bytes::FileBytes;
+
+use super::Fail;
+
+/// The most instructions or runs a cache holds before it is cleared:
+/// about 20 MB per worker each, whatever the code and trace are.
+const CACHE_MAX: usize = 1 << 18;
+
+/// An instruction class, as libipt's `enum pt_insn_class`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Other,
+    Call,
+    Return,
+    Jump,
+    CondJump,
+    FarCall,
+    FarReturn,
+    FarJump,
+    Ptwrite,
+}
+
+impl Class {
+    /// libipt's value.
+    #[inline]
+    pub fn raw(self) -> u32 {
+        match self {
+            Class::Other => ffi::ptic_other,
+            Class::Call => ffi::ptic_call,
+            Class::Return => ffi::ptic_return,
+            Class::Jump => ffi::ptic_jump,
+            Class::CondJump => ffi::ptic_cond_jump,
+            Class::FarCall => ffi::ptic_far_call,
+            Class::FarReturn => ffi::ptic_far_return,
+            Class::FarJump => ffi::ptic_far_jump,
+            Class::Ptwrite => ffi::ptic_ptwrite,
+        }
+    }
+
+    /// Whether a block ends at it (with blocks ended at every call and
+    /// jump: every branch).
+    #[inline]
+    pub fn is_branch(self) -> bool {
+        !matches!(self, Class::Other | Class::Ptwrite)
+    }
+}
+
+/// One decoded instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    pub ip: u64,
+    pub size: u8,
+    pub class: Class,
+    /// A direct near call or jump (or a conditional one): its displacement.
+    pub direct: bool,
+    pub disp: i64,
+}
+
+impl Insn {
+    #[inline]
+    pub fn next(&self) -> u64 {
+        self.ip.wrapping_add(u64::from(self.size))
+    }
+
+    /// The IP after it when no trace is needed (`pt_insn_next_ip`):
+    /// `None` when it needs trace.
+    #[inline]
+    pub fn next_ip(&self) -> Option<u64> {
+        match self.class {
+            Class::Other | Class::Ptwrite => Some(self.next()),
+            Class::Call | Class::Jump if self.direct => {
+                Some(self.next().wrapping_add(self.disp as u64))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A straight run from an address: `ninsn` instructions, the last one
+/// `last` (a branch, or the section's last whole instruction).
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    pub ninsn: u32,
+    pub last: Insn,
+}
+
+/// One section of an image: `len` bytes of a mapped file at `vaddr`.
+#[derive(Clone)]
+pub struct Section {
+    pub isid: u32,
+    pub vaddr: u64,
+    pub bytes: Rc<FileBytes>,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl Section {
+    #[inline]
+    fn contains(&self, ip: u64) -> bool {
+        ip >= self.vaddr && ip - self.vaddr < self.len as u64
+    }
+
+    #[inline]
+    fn code(&self) -> &[u8] {
+        &self.bytes[self.offset..self.offset + self.len]
+    }
+}
+
+/// The sections of the image being decoded.
+#[derive(Clone, Default)]
+pub struct Image {
+    sections: Vec<Section>,
+    /// The section the last lookup found (most lookups hit it again).
+    last: std::cell::Cell<usize>,
+    /// Two sections overlap: libipt's rule for which bytes show is not
+    /// followed.
+    overlap: bool,
+    /// A section whose file could not be mapped is part of the image.
+    missing: bool,
+}
+
+impl Image {
+    pub fn new(sections: Vec<Section>, missing: bool) -> Image {
+        let mut s = sections;
+        s.sort_by_key(|x| x.vaddr);
+        let overlap = s
+            .windows(2)
+            .any(|w| w[0].vaddr.saturating_add(w[0].len as u64) > w[1].vaddr);
+        Image {
+            sections: s,
+            last: std::cell::Cell::new(0),
+            overlap,
+            missing,
+        }
+    }
+
+    /// Whether the instruction at `ip` is VMLAUNCH or VMRESUME, where
+    /// erratum SKD022 may turn an asynchronous disable into a synchronous
+    /// one (libipt's `pt_blk_handle_erratum_skd022`; code it cannot read
+    /// does not apply).
+    pub fn is_vm_entry(&self, ip: u64) -> bool {
+        let Ok(s) = self.find(ip) else {
+            return false;
+        };
+        let code = s.code();
+        let off = (ip - s.vaddr) as usize;
+        let bytes = &code[off..code.len().min(off + 15)];
+        let i = iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE).decode();
+        matches!(
+            i.mnemonic(),
+            iced_x86::Mnemonic::Vmlaunch | iced_x86::Mnemonic::Vmresume
+        )
+    }
+
+    /// The section holding `ip`.
+    #[inline]
+    pub fn find(&self, ip: u64) -> Result<&Section, Fail> {
+        if let Some(s) = self.sections.get(self.last.get()) {
+            if s.contains(ip) && !self.overlap {
+                return Ok(s);
+            }
+        }
+        self.find_slow(ip)
+    }
+
+    fn find_slow(&self, ip: u64) -> Result<&Section, Fail> {
+        if self.overlap {
+            return Err(Fail::Unsupported("overlapping image sections"));
+        }
+        let i = self.sections.partition_point(|s| s.vaddr <= ip);
+        match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
+            Some((i, s)) if s.contains(ip) => {
+                self.last.set(i);
+                Ok(s)
+            }
+            _ if self.missing => Err(Fail::Unsupported("an image file could not be mapped")),
+            // libipt's error there.
+            _ => Err(Fail::Pt(ipt::Error::NOMAP)),
+        }
+    }
+}
+
+/// Slots of the direct-mapped cache in front of the run map.
+const FRONT: usize = 1 << 14;
+
+/// A worker's decoded code, shared by its chunks.
+pub struct CodeCache {
+    insns: FastMap<(u32, u64), Insn>,
+    runs: FastMap<(u32, u64), Run>,
+    /// The last run seen at each slot, by (section, address): most
+    /// blocks are found here without hashing.
+    front: Vec<(u32, u64, Run)>,
+}
+
+impl Default for CodeCache {
+    fn default() -> Self {
+        let empty = Run {
+            ninsn: 0,
+            last: Insn {
+                ip: 0,
+                size: 0,
+                class: Class::Other,
+                direct: false,
+                disp: 0,
+            },
+        };
+        CodeCache {
+            insns: FastMap::default(),
+            runs: FastMap::default(),
+            front: vec![(0, 0, empty); FRONT],
+        }
+    }
+}
+
+/// Decodes the 64-bit instruction at `ip` of `s`.
+fn decode(s: &Section, ip: u64) -> Result<Insn, Fail> {
+    let code = s.code();
+    let off = (ip - s.vaddr) as usize;
+    let bytes = &code[off..code.len().min(off + 15)];
+    let mut d = iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE);
+    let i = d.decode();
+    if i.is_invalid() {
+        return Err(Fail::Unsupported(if bytes.len() < 15 {
+            "an instruction cut by its section's end"
+        } else {
+            "an instruction iced-x86 cannot decode"
+        }));
+    }
+    classify(&i)
+}
+
+/// libipt's class of `i` (pt_ild's opcode table: conditional jumps and
+/// loops, near and far calls and jumps, returns, software interrupts,
+/// syscall/sysenter and their returns, VM calls and entries, ptwrite).
+fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
+    use iced_x86::{Mnemonic as M, Register};
+    let mut insn = Insn {
+        ip: i.ip(),
+        size: i.len() as u8,
+        class: Class::Other,
+        direct: false,
+        disp: 0,
+    };
+    let direct = |insn: &mut Insn| {
+        insn.direct = true;
+        insn.disp = i.near_branch_target().wrapping_sub(i.next_ip()) as i64;
+    };
+    if i.is_jcc_short_or_near() || i.is_loop() || i.is_loopcc() || i.is_jcx_short() {
+        insn.class = Class::CondJump;
+        direct(&mut insn);
+    } else if i.is_call_near() {
+        insn.class = Class::Call;
+        direct(&mut insn);
+    } else if i.is_call_near_indirect() {
+        insn.class = Class::Call;
+    } else if i.is_call_far() || i.is_call_far_indirect() {
+        insn.class = Class::FarCall;
+    } else if i.is_jmp_short_or_near() {
+        insn.class = Class::Jump;
+        direct(&mut insn);
+    } else if i.is_jmp_near_indirect() {
+        insn.class = Class::Jump;
+    } else if i.is_jmp_far() || i.is_jmp_far_indirect() {
+        insn.class = Class::FarJump;
+    } else {
+        insn.class = match i.mnemonic() {
+            M::Ret => Class::Return,
+            M::Retf | M::Iret | M::Iretd | M::Iretq => Class::FarReturn,
+            M::Int | M::Int3 | M::Into | M::Int1 | M::Syscall | M::Sysenter | M::Vmcall => {
+                Class::FarCall
+            }
+            M::Sysexit
+            | M::Sysexitq
+            | M::Sysret
+            | M::Sysretq
+            | M::Vmlaunch
+            | M::Vmresume
+            | M::Uiret => Class::FarReturn,
+            M::Ptwrite => Class::Ptwrite,
+            M::Mov if i.op0_register() == Register::CR3 => {
+                return Err(Fail::Unsupported("mov to cr3"))
+            }
+            _ => Class::Other,
+        };
+    }
+    if i.len() > 15 || insn.size == 0 {
+        return Err(Fail::Unsupported("instruction length"));
+    }
+    Ok(insn)
+}
+
+impl CodeCache {
+    /// The instruction at `ip` of section `s`.
+    pub fn insn(&mut self, s: &Section, ip: u64) -> Result<Insn, Fail> {
+        if let Some(&i) = self.insns.get(&(s.isid, ip)) {
+            return Ok(i);
+        }
+        let i = decode(s, ip)?;
+        if self.insns.len() >= CACHE_MAX {
+            self.insns.clear();
+        }
+        self.insns.insert((s.isid, ip), i);
+        Ok(i)
+    }
+
+    /// The run from `ip` of section `s`: instructions up to and including
+    /// the first branch, or to the section's end.
+    #[inline]
+    pub fn run(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
+        let slot = ((ip ^ (ip >> 14)) as usize) & (FRONT - 1);
+        let (isid, at, r) = self.front[slot];
+        // Section ids start at 1: the empty slots never match.
+        if isid == s.isid && at == ip {
+            return Ok(r);
+        }
+        let r = self.run_slow(s, ip)?;
+        self.front[slot] = (s.isid, ip, r);
+        Ok(r)
+    }
+
+    fn run_slow(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
+        if let Some(&r) = self.runs.get(&(s.isid, ip)) {
+            return Ok(r);
+        }
+        let mut at = ip;
+        let mut n = 0u32;
+        let last = loop {
+            let i = self.insn(s, at)?;
+            n += 1;
+            if i.class.is_branch() || !s.contains(i.next()) || n >= u32::from(u16::MAX) {
+                break i;
+            }
+            at = i.next();
+        };
+        let r = Run { ninsn: n, last };
+        if self.runs.len() >= CACHE_MAX {
+            self.runs.clear();
+            self.front.iter_mut().for_each(|f| f.0 = 0);
+        }
+        self.runs.insert((s.isid, ip), r);
+        Ok(r)
+    }
+}

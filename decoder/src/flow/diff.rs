@@ -1,0 +1,314 @@
+//! The flow decoder against libipt's block decoder on the same trace and
+//! code, for tests and the differential fuzz target: each decoder runs as
+//! ptxed runs a block decoder (sync, events, blocks, the next PSB after an
+//! error) and logs every instruction, event (with its status flags and
+//! time), error (with its trace offset) and the time after each block that
+//! ends in a branch. The logs must agree up to where the flow decoder gave
+//! up on something it does not follow; where it stopped at an error, libipt
+//! must report the same error at the same offset.
+//!
+//! Block boundaries are not compared: libipt's block cache ends blocks
+//! where earlier passes over the same code ended them; the instructions
+//! are the same.
+
+use std::path::Path;
+use std::rc::Rc;
+
+use ipt::{Block, BlockDecoder, Config as PtConfig, Error as PtError, Event, SectionCache, Status};
+use sideband::bytes::FileBytes;
+
+use super::code::{CodeCache, Image, Section};
+use super::FastDecoder;
+
+/// One line of a decoder's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    Sync(Result<u32, PtError>),
+    Insn(u64),
+    /// Time after a block ending in a branch: (tsc, lost mtc, lost cyc).
+    Time(u64, u32, u32),
+    Event(String, u32),
+    Error(PtError, u64),
+    Eos,
+}
+
+/// The most log lines kept per decoder (the comparison is of a prefix).
+const MAX_LINES: usize = 1 << 16;
+
+/// What [`compare`] found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Log lines that agreed.
+    pub lines: usize,
+    /// Why the flow decoder stopped early, if it did.
+    pub unsupported: Option<&'static str>,
+}
+
+trait Dec {
+    fn sync_forward(&mut self) -> Result<Status, PtError>;
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>);
+    fn event(&mut self) -> Result<(Event, Status), PtError>;
+    fn offset(&self) -> u64;
+    fn time(&mut self) -> (u64, u32, u32);
+    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction>;
+    /// The fast decoder stopped (its log ends here).
+    fn stopped(&self) -> bool;
+}
+
+struct Lib<'a> {
+    dec: BlockDecoder<'a>,
+    cache: Rc<SectionCache>,
+    isids: Vec<(u32, u64, u64)>,
+}
+
+impl Dec for Lib<'_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.dec.sync_forward()
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        self.dec.next_block()
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.dec.event()
+    }
+    fn offset(&self) -> u64 {
+        self.dec.offset().unwrap_or(u64::MAX)
+    }
+    fn time(&mut self) -> (u64, u32, u32) {
+        self.dec.time().unwrap_or_default()
+    }
+    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+        let &(isid, _, _) = self
+            .isids
+            .iter()
+            .rev()
+            .find(|(_, a, n)| ip >= *a && ip - a < *n)?;
+        let mut buf = [0u8; 15];
+        let n = self.cache.read(&mut buf, isid, ip).ok()?;
+        let i =
+            iced_x86::Decoder::with_ip(64, &buf[..n], ip, iced_x86::DecoderOptions::NONE).decode();
+        (!i.is_invalid()).then_some(i)
+    }
+    fn stopped(&self) -> bool {
+        false
+    }
+}
+
+struct Fast<'a> {
+    dec: FastDecoder<'a>,
+    code: CodeCache,
+    sections: Vec<Section>,
+}
+
+impl Dec for Fast<'_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.dec.sync_forward()
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        self.dec.next_block(&mut self.code)
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.dec.event()
+    }
+    fn offset(&self) -> u64 {
+        self.dec.offset().unwrap_or(u64::MAX)
+    }
+    fn time(&mut self) -> (u64, u32, u32) {
+        self.dec.time()
+    }
+    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+        let s = self
+            .sections
+            .iter()
+            .find(|s| ip >= s.vaddr && ip - s.vaddr < s.len as u64)?;
+        let off = s.offset + (ip - s.vaddr) as usize;
+        let end = (s.offset + s.len).min(off + 15);
+        let i =
+            iced_x86::Decoder::with_ip(64, &s.bytes[off..end], ip, iced_x86::DecoderOptions::NONE)
+                .decode();
+        (!i.is_invalid()).then_some(i)
+    }
+    fn stopped(&self) -> bool {
+        self.dec.unsupported().is_some()
+    }
+}
+
+/// Runs `d` as ptxed does, logging what it hands out.
+fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
+    'sync: while log.len() < MAX_LINES {
+        let r = d.sync_forward();
+        if d.stopped() {
+            return;
+        }
+        log.push(Line::Sync(r.map(|s| s.0)));
+        let mut status = match r {
+            Ok(s) => s,
+            Err(PtError::EOS) => return,
+            Err(_) => continue,
+        };
+        while log.len() < MAX_LINES {
+            while status.event_pending() {
+                match d.event() {
+                    Ok((ev, s)) => {
+                        log.push(Line::Event(format!("{ev:?} {:?}", ev.other_ip()), s.0));
+                        status = s;
+                    }
+                    Err(e) => {
+                        if d.stopped() {
+                            return;
+                        }
+                        log.push(Line::Error(e, d.offset()));
+                        continue 'sync;
+                    }
+                }
+            }
+            if status.eos() {
+                log.push(Line::Eos);
+                return;
+            }
+            let (b, r) = d.next_block();
+            // The block's instructions (a truncated one's bytes are not
+            // followed: its address is the block's end).
+            let mut ip = b.ip;
+            for i in 0..b.ninsn {
+                log.push(Line::Insn(ip));
+                if i + 1 == b.ninsn {
+                    break;
+                }
+                let Some(insn) = d.code_at(ip) else {
+                    log.push(Line::Insn(b.end_ip));
+                    break;
+                };
+                use iced_x86::OpKind as K;
+                ip = match insn.op0_kind() {
+                    K::NearBranch16 | K::NearBranch32 | K::NearBranch64 => {
+                        insn.near_branch_target()
+                    }
+                    _ => insn.next_ip(),
+                };
+            }
+            if d.stopped() {
+                return;
+            }
+            let branch = !matches!(b.iclass, ipt::ffi::ptic_other | ipt::ffi::ptic_unknown);
+            if b.ninsn > 0 && branch && r.is_ok() {
+                let (t, m, c) = d.time();
+                log.push(Line::Time(t, m, c));
+            }
+            match r {
+                Ok(s) => status = s,
+                Err(PtError::EOS) => {
+                    log.push(Line::Eos);
+                    return;
+                }
+                Err(e) => {
+                    log.push(Line::Error(e, d.offset()));
+                    continue 'sync;
+                }
+            }
+        }
+    }
+}
+
+/// Decodes `trace` with both decoders over the sections (file, offset,
+/// size, address) and compares their logs; `Err` names the first
+/// difference.
+pub fn compare(
+    cfg: &PtConfig,
+    trace: &[u8],
+    sections: &[(&Path, u64, u64, u64)],
+) -> Result<Outcome, String> {
+    let cache = SectionCache::new().map_err(|e| format!("libipt: {e}"))?;
+    let mut isids = Vec::new();
+    let mut fast_sections = Vec::new();
+    for &(path, offset, size, vaddr) in sections {
+        let Ok(isid) = cache.add_file(&path.to_string_lossy(), offset, size, vaddr) else {
+            continue;
+        };
+        isids.push((isid, vaddr, size));
+        if let Ok(bytes) = FileBytes::open(path) {
+            let (o, n) = (offset as usize, size as usize);
+            if o.saturating_add(n) <= bytes.len() {
+                fast_sections.push(Section {
+                    isid,
+                    vaddr,
+                    bytes: Rc::new(bytes),
+                    offset: o,
+                    len: n,
+                });
+            }
+        }
+    }
+    let cache = Rc::new(cache);
+    let mut lib_dec = BlockDecoder::new(cfg, trace).map_err(|e| format!("libipt: {e}"))?;
+    lib_dec.image().set_memory(Vec::new());
+    for &(isid, _, _) in &isids {
+        let _ = lib_dec.image().add_cached(&cache, isid);
+    }
+    let mut lib = Lib {
+        dec: lib_dec,
+        cache,
+        isids,
+    };
+    let mut lib_log = Vec::new();
+    run(&mut lib, &mut lib_log);
+
+    let Ok(fast_dec) = FastDecoder::new(cfg, trace) else {
+        return Ok(Outcome::default());
+    };
+    let image = Image::new(fast_sections.clone(), false);
+    let mut fast = Fast {
+        dec: fast_dec,
+        code: CodeCache::default(),
+        sections: fast_sections,
+    };
+    fast.dec.set_image(image);
+    let mut fast_log = Vec::new();
+    run(&mut fast, &mut fast_log);
+
+    if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
+        eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
+    }
+    let n = fast_log.len();
+    let lib_part = &lib_log[..n.min(lib_log.len())];
+    if let Some(i) = (0..n.min(lib_log.len())).find(|&i| lib_log[i] != fast_log[i]) {
+        return Err(format!(
+            "line {i}: libipt {:?}, fast {:?} (after {:?})",
+            &lib_log[i..(i + 3).min(lib_log.len())],
+            &fast_log[i..(i + 3).min(n)],
+            &lib_log[i.saturating_sub(3)..i]
+        ));
+    }
+    if fast.dec.unsupported().is_none() && lib_part.len() == n && lib_log.len() != n {
+        return Err(format!(
+            "fast ended after {n} lines, libipt goes on: {:?}",
+            &lib_log[n..(n + 3).min(lib_log.len())]
+        ));
+    }
+    if n > lib_log.len() {
+        return Err(format!(
+            "libipt ended after {} lines, fast goes on: {:?}",
+            lib_log.len(),
+            &fast_log[lib_log.len()..(lib_log.len() + 3).min(n)]
+        ));
+    }
+    if let Some(e) = fast.dec.error() {
+        // It stopped at an error: libipt's next line is that error, at
+        // the same offset.
+        let at = fast.offset();
+        match lib_log.get(n) {
+            Some(Line::Error(l, o)) if *l == e && *o == at => {}
+            // A PSB+ it could not read.
+            Some(Line::Sync(Err(l))) if *l == e => {}
+            other => {
+                return Err(format!(
+                    "fast stopped at {e:?} after {n} lines, libipt: {other:?}"
+                ))
+            }
+        }
+    }
+    Ok(Outcome {
+        lines: n,
+        unsupported: fast.dec.unsupported(),
+    })
+}

@@ -1,0 +1,930 @@
+//! Packets to events, as libipt's event decoder (under its block decoder)
+//! turns them: a TNT packet is one event holding its bits, a TIP one
+//! holding its target; PSB+ becomes status updates handed out at PSBEND;
+//! FUP+TIP an asynchronous branch, FUP+TIP.PGD an asynchronous disable;
+//! MODE.Exec an exec-mode event bound to the next TIP or FUP; each event
+//! carries the time of the timing packets read before it ([`super::time`]).
+//!
+//! What this does not follow yet ends the decode with
+//! [`Fail::Unsupported`] (the caller decodes the chunk with libipt
+//! instead): OVF, MODE.TSX, PIP, VMCS, MNT, TraceStop, PTWRITE, power
+//! events, event trace (CFE/EVD), iflags events.
+
+use std::collections::VecDeque;
+
+use ipt::{ffi, Errata, Error as PtError, Frequency};
+
+use super::packet::{self, IpPayload, Packet};
+use super::time::{ignore_config, Calibration, Time};
+use super::Fail;
+
+const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
+const BAD_STATUS_UPDATE: PtError = PtError(ffi::pte_bad_status_update);
+const NOIP: PtError = PtError(ffi::pte_noip);
+
+/// Event bindings (`evb_*`): which packet completes a queued event.
+const EVB_PSBEND: u8 = 1;
+const EVB_TIP: u8 = 2;
+const EVB_FUP: u8 = 4;
+const EVB_FUP_BOUND: u8 = 8;
+
+/// libipt's queue holds 16 slots, one kept free.
+const EVQ_MAX: usize = 14;
+
+/// What an event says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A status update waiting for PSBEND to say enabled or disabled.
+    Pending,
+    Enabled {
+        ip: u64,
+        resumed: bool,
+    },
+    Disabled {
+        ip: u64,
+    },
+    AsyncDisabled {
+        at: u64,
+        ip: u64,
+    },
+    AsyncBranch {
+        from: u64,
+        to: u64,
+    },
+    ExecMode {
+        ip: u64,
+        mode: u32,
+    },
+    Cbr {
+        ratio: u8,
+    },
+    /// A TSX state change (MODE.TSX) at `ip`.
+    Tsx {
+        ip: u64,
+        speculative: bool,
+        aborted: bool,
+    },
+    /// An internal buffer overflow; tracing resumes at `ip` (unless
+    /// suppressed: resolved while disabled).
+    Overflow {
+        ip: u64,
+    },
+    Tnt {
+        bits: u64,
+        size: u8,
+    },
+    Tip {
+        ip: u64,
+    },
+    /// A MODE.Exec that changed nothing (`ptev_ignore`).
+    Ignore,
+}
+
+/// One event (`struct pt_event`, the part ptdec reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ev {
+    pub kind: Kind,
+    pub ip_suppressed: bool,
+    pub status_update: bool,
+    pub has_tsc: bool,
+    pub tsc: u64,
+    pub lost_mtc: u32,
+    pub lost_cyc: u32,
+}
+
+impl Ev {
+    fn new(kind: Kind) -> Ev {
+        Ev {
+            kind,
+            ip_suppressed: false,
+            status_update: false,
+            has_tsc: false,
+            tsc: 0,
+            lost_mtc: 0,
+            lost_cyc: 0,
+        }
+    }
+}
+
+/// The last IP (`struct pt_last_ip`).
+#[derive(Debug, Clone, Copy, Default)]
+struct LastIp {
+    ip: u64,
+    have: bool,
+    suppressed: bool,
+}
+
+impl LastIp {
+    fn update(&mut self, p: IpPayload) -> Result<(), PtError> {
+        let keep = |mask: u64| (self.ip & !mask) | (p.ip & mask);
+        self.ip = match p.ipc {
+            0 => {
+                self.suppressed = true;
+                return Ok(());
+            }
+            1 => keep(0xffff),
+            2 => keep(0xffff_ffff),
+            3 => {
+                if p.ip & (1 << 47) != 0 {
+                    p.ip | (!0u64 << 48)
+                } else {
+                    p.ip & !(!0u64 << 48)
+                }
+            }
+            4 => keep(0xffff_ffff_ffff),
+            6 => p.ip,
+            _ => return Err(packet::BAD_PACKET),
+        };
+        self.have = true;
+        self.suppressed = false;
+        Ok(())
+    }
+
+    fn query(&self) -> Result<u64, PtError> {
+        if !self.have {
+            Err(NOIP)
+        } else if self.suppressed {
+            Err(PtError(ffi::pte_ip_suppressed))
+        } else {
+            Ok(self.ip)
+        }
+    }
+}
+
+/// The event decoder over one trace buffer.
+#[derive(Clone)]
+pub struct EventDecoder<'a> {
+    buf: &'a [u8],
+    /// The buffer's address modulo 8: libipt searches PSBs at aligned
+    /// addresses.
+    misalign: usize,
+    errata: Errata,
+    freq: Frequency,
+    keep_tcal: bool,
+    /// Position after the current packet (`None`: not synchronized).
+    pos: Option<usize>,
+    sync: Option<usize>,
+    /// The current packet and its size (`None`: the packet decoder
+    /// failed, `status` says how).
+    packet: Option<(Packet, usize)>,
+    status: Result<(), PtError>,
+    ip: LastIp,
+    pub time: Time,
+    tcal: Calibration,
+    evq: VecDeque<(u8, Ev)>,
+    event: Option<Ev>,
+    mode_exec_valid: bool,
+    csd: bool,
+    csl: bool,
+    enabled: bool,
+    bound: bool,
+}
+
+/// A step's outcome: `Ok(true)` the packet is done, go on; `Ok(false)`
+/// an event is ready.
+type Step = Result<bool, Fail>;
+
+fn exec_mode(csl: bool, csd: bool) -> u32 {
+    match (csl, csd) {
+        (true, false) => ffi::ptem_64bit,
+        (true, true) => ffi::ptem_unknown,
+        (false, true) => ffi::ptem_32bit,
+        (false, false) => ffi::ptem_16bit,
+    }
+}
+
+impl<'a> EventDecoder<'a> {
+    pub fn new(buf: &'a [u8], errata: Errata, freq: Frequency, keep_tcal: bool) -> Self {
+        EventDecoder {
+            buf,
+            misalign: buf.as_ptr() as usize % 8,
+            errata,
+            freq,
+            keep_tcal,
+            pos: None,
+            sync: None,
+            packet: None,
+            status: Err(PtError(ffi::pte_nosync)),
+            ip: LastIp::default(),
+            time: Time::default(),
+            tcal: Calibration::default(),
+            evq: VecDeque::new(),
+            event: None,
+            mode_exec_valid: false,
+            csd: false,
+            csl: false,
+            enabled: false,
+            bound: false,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.packet = None;
+        self.status = Err(PtError(ffi::pte_nosync));
+        self.event = None;
+        self.enabled = false;
+        self.bound = false;
+        self.mode_exec_valid = false;
+        self.ip = LastIp::default();
+        self.time = Time::default();
+        self.tcal = Calibration::default();
+        self.evq.clear();
+    }
+
+    /// The offset of the current packet (`pt_evt_get_offset`).
+    #[inline]
+    pub fn offset(&self) -> Result<u64, PtError> {
+        let pos = self.pos.ok_or(PtError(ffi::pte_nosync))?;
+        let size = self.packet.map_or(0, |(_, n)| n);
+        Ok((pos - size) as u64)
+    }
+
+    /// Where the packet decoder is (`pt_evt_pos`).
+    pub fn pos(&self) -> Option<usize> {
+        self.pos
+    }
+
+    pub fn sync_offset(&self) -> Result<u64, PtError> {
+        self.sync.map(|s| s as u64).ok_or(PtError(ffi::pte_nosync))
+    }
+
+    /// The first PSB at or after `from` whose 8-byte-aligned pattern
+    /// libipt's search finds (`pt_sync_forward`).
+    fn find_psb(&self, from: usize) -> Result<usize, PtError> {
+        let end = self.buf.len();
+        // Align as the buffer's address is aligned.
+        let mut pos = from + (8 - (from + self.misalign) % 8) % 8;
+        loop {
+            let cur = pos;
+            pos += 8;
+            if end < pos {
+                return Err(PtError::EOS);
+            }
+            let w = &self.buf[cur..cur + 8];
+            if !(w == [0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82]
+                || w == [0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02])
+            {
+                continue;
+            }
+            // pt_find_psb: go to the end of the pattern, back one PSB.
+            let mut p = if self.buf[cur] != 0x02 { cur + 1 } else { cur };
+            while p + 1 < end && self.buf[p] == 0x02 && self.buf[p + 1] == 0x82 {
+                p += 2;
+            }
+            let Some(start) = p.checked_sub(16) else {
+                continue;
+            };
+            if !packet::is_psb(self.buf, start) {
+                continue;
+            }
+            if start < from {
+                continue;
+            }
+            return Ok(start);
+        }
+    }
+
+    pub fn sync_forward(&mut self) -> Result<(), Fail> {
+        self.reset();
+        let mut pos = self.pos.unwrap_or(0);
+        if Some(pos) == self.sync {
+            pos += 16;
+        }
+        pos -= pos.min(15);
+        let sync = self.find_psb(pos).map_err(Fail::Pt)?;
+        self.sync = Some(sync);
+        self.pos = Some(sync);
+        self.start()
+    }
+
+    pub fn sync_set(&mut self, offset: u64) -> Result<(), Fail> {
+        self.reset();
+        let pos = usize::try_from(offset).unwrap_or(usize::MAX);
+        if pos > self.buf.len() {
+            return Err(Fail::Pt(PtError::EOS));
+        }
+        self.sync = Some(pos);
+        self.pos = Some(pos);
+        self.start()
+    }
+
+    fn start(&mut self) -> Result<(), Fail> {
+        self.status = Ok(());
+        self.fetch_packet();
+        match self.packet {
+            Some((Packet::Psb, _)) => self.decode_psb().map(|_| ()),
+            None => Err(Fail::Pt(match self.status {
+                Err(e) => e,
+                Ok(()) => PtError::INTERNAL,
+            })),
+            Some(_) => Err(Fail::Pt(PtError(ffi::pte_nosync))),
+        }
+    }
+
+    /// Reads the next packet, past PADs; an error is kept for later.
+    #[inline]
+    fn fetch_packet(&mut self) {
+        let Some(mut pos) = self.pos else {
+            self.packet = None;
+            self.status = Err(PtError(ffi::pte_nosync));
+            return;
+        };
+        loop {
+            match packet::decode(self.buf, pos, self.errata.skd007) {
+                Ok((p, _)) if !p.known_to_libipt() => {
+                    self.packet = None;
+                    self.status = Err(packet::BAD_OPC);
+                    return;
+                }
+                Ok((p, n)) => {
+                    pos += n;
+                    self.pos = Some(pos);
+                    self.packet = Some((p, n));
+                    if p != Packet::Pad {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.packet = None;
+                    self.status = Err(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn event_time(&self, ev: &mut Ev) {
+        let (tsc, have) = self.time.query();
+        ev.tsc = tsc;
+        ev.lost_mtc = self.time.lost_mtc;
+        ev.lost_cyc = self.time.lost_cyc;
+        ev.has_tsc = have;
+    }
+
+    /// The event's IP from the last IP, or suppressed.
+    fn event_ip(&self, ev: &mut Ev) -> u64 {
+        match self.ip.query() {
+            Ok(ip) => ip,
+            Err(_) => {
+                ev.ip_suppressed = true;
+                0
+            }
+        }
+    }
+
+    fn enqueue(&mut self, evb: u8, ev: Ev) -> Result<(), Fail> {
+        if self.evq.len() >= EVQ_MAX {
+            return Err(Fail::Pt(PtError::NOMEM));
+        }
+        self.evq.push_back((evb, ev));
+        Ok(())
+    }
+
+    fn pending(&self, evb: u8) -> bool {
+        self.evq.iter().any(|(b, _)| b & evb != 0)
+    }
+
+    fn dequeue(&mut self, evb: u8) -> Option<Ev> {
+        let i = self.evq.iter().position(|(b, _)| b & evb != 0)?;
+        self.evq.remove(i).map(|(_, e)| e)
+    }
+
+    fn apply_tsc(&mut self, tsc: u64, header: bool) -> Result<(), Fail> {
+        if header {
+            ignore_config(self.tcal.header_tsc(tsc)).map_err(Fail::Pt)?;
+        } else {
+            self.tcal.update_tsc(tsc);
+        }
+        self.time.update_tsc(tsc);
+        Ok(())
+    }
+
+    fn apply_cbr(&mut self, ratio: u8, header: bool) -> Result<(), Fail> {
+        let r = if header {
+            self.tcal.header_cbr(ratio, &self.freq)
+        } else {
+            self.tcal.update_cbr(ratio, &self.freq)
+        };
+        ignore_config(r).map_err(Fail::Pt)?;
+        ignore_config(self.time.update_cbr(ratio)).map_err(Fail::Pt)
+    }
+
+    fn apply_tma(&mut self, ctc: u16, fc: u16) -> Result<(), Fail> {
+        ignore_config(self.time.update_tma(ctc, fc, &self.freq)).map_err(Fail::Pt)
+    }
+
+    #[inline]
+    fn apply_mtc(&mut self, ctc: u8) -> Result<(), Fail> {
+        ignore_config(self.tcal.update_mtc(ctc, &self.freq)).map_err(Fail::Pt)?;
+        ignore_config(self.time.update_mtc(ctc, &self.freq)).map_err(Fail::Pt)
+    }
+
+    #[inline]
+    fn apply_cyc(&mut self, value: u64) -> Result<(), Fail> {
+        self.tcal.update_cyc(value);
+        let fcr = self.tcal.fcr();
+        ignore_config(self.time.update_cyc(value, &self.freq, fcr)).map_err(Fail::Pt)
+    }
+
+    /// Whether a TIP.PGE follows in this PSB+ (erratum BDM70).
+    fn check_bdm70(&self) -> Result<bool, Fail> {
+        let mut pos = self.pos.unwrap_or(0);
+        loop {
+            match packet::decode(self.buf, pos, self.errata.skd007) {
+                Err(e) if e == PtError::EOS => return Ok(false),
+                Err(e) => return Err(Fail::Pt(e)),
+                Ok((p, _)) if !p.known_to_libipt() => return Err(Fail::Pt(packet::BAD_OPC)),
+                Ok((p, n)) => {
+                    pos += n;
+                    match p {
+                        Packet::TipPge(_) => return Ok(true),
+                        Packet::Pad
+                        | Packet::Tsc(_)
+                        | Packet::Cbr(_)
+                        | Packet::Psbend
+                        | Packet::Pip { .. }
+                        | Packet::ModeExec { .. }
+                        | Packet::ModeTsx { .. }
+                        | Packet::Vmcs(_)
+                        | Packet::Tma { .. }
+                        | Packet::Mtc(_)
+                        | Packet::Cyc(_)
+                        | Packet::Mnt(_) => {}
+                        _ => return Ok(false),
+                    }
+                }
+            }
+        }
+    }
+
+    /// PSB+: status updates queued for PSBEND.
+    fn decode_psb(&mut self) -> Step {
+        if !self.evq.is_empty() {
+            return Err(Fail::Pt(BAD_CONTEXT));
+        }
+        self.ip = LastIp::default();
+        self.enabled = false;
+        let mut head = Ev::new(Kind::Pending);
+        head.status_update = true;
+        self.enqueue(EVB_PSBEND, head)?;
+        loop {
+            self.fetch_packet();
+            let Some((p, _)) = self.packet else {
+                return Err(Fail::Pt(self.status.err().unwrap_or(PtError::INTERNAL)));
+            };
+            match p {
+                Packet::Fup(ip) => {
+                    let mut enabled = ip.ipc != 0;
+                    if self.errata.bdm70 && self.check_bdm70()? {
+                        enabled = false;
+                    }
+                    self.enabled = enabled;
+                    if enabled {
+                        self.ip.update(ip).map_err(Fail::Pt)?;
+                    }
+                }
+                Packet::ModeExec { csl, csd, iflag: _ } => {
+                    if self.mode_exec_valid {
+                        if self.csd != csd || self.csl != csl {
+                            return Err(Fail::Pt(BAD_STATUS_UPDATE));
+                        }
+                    } else {
+                        self.mode_exec_valid = true;
+                        self.csd = csd;
+                        self.csl = csl;
+                    }
+                    let mut ev = Ev::new(Kind::ExecMode {
+                        ip: 0,
+                        mode: exec_mode(csl, csd),
+                    });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
+                Packet::ModeTsx { intx, abrt } => {
+                    let mut ev = Ev::new(Kind::Tsx {
+                        ip: 0,
+                        speculative: intx,
+                        aborted: abrt,
+                    });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
+                Packet::Pip { .. } => return Err(Fail::Unsupported("PIP (paging)")),
+                Packet::Vmcs(_) => return Err(Fail::Unsupported("VMCS")),
+                Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
+                Packet::Tsc(t) => self.apply_tsc(t, true)?,
+                Packet::Cbr(r) => {
+                    self.apply_cbr(r, true)?;
+                    let mut ev = Ev::new(Kind::Cbr { ratio: r });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
+                Packet::Tma { ctc, fc } => self.apply_tma(ctc, fc)?,
+                Packet::Mtc(c) => self.apply_mtc(c)?,
+                Packet::Cyc(v) => self.apply_cyc(v)?,
+                Packet::Psbend => {
+                    let enabled = self.enabled;
+                    let head = &mut self.evq[0].1;
+                    if enabled {
+                        head.kind = Kind::Enabled {
+                            ip: 0,
+                            resumed: false,
+                        };
+                    } else {
+                        head.kind = Kind::Disabled { ip: 0 };
+                        head.ip_suppressed = true;
+                    }
+                    return Ok(true);
+                }
+                Packet::Ovf => {
+                    if self.enabled {
+                        self.evq[0].1.kind = Kind::Enabled {
+                            ip: 0,
+                            resumed: false,
+                        };
+                    } else {
+                        self.evq.pop_front();
+                    }
+                    return Ok(true);
+                }
+                Packet::Pad => {}
+                _ => return Err(Fail::Pt(BAD_CONTEXT)),
+            }
+        }
+    }
+
+    fn decode_psbend(&mut self) -> Step {
+        let Some(mut ev) = self.dequeue(EVB_PSBEND) else {
+            return Ok(true);
+        };
+        match &mut ev.kind {
+            Kind::Enabled { .. } | Kind::ExecMode { .. } | Kind::Tsx { .. } => {
+                let ip = self.event_ip(&mut ev);
+                match &mut ev.kind {
+                    Kind::Enabled { ip: i, .. }
+                    | Kind::ExecMode { ip: i, .. }
+                    | Kind::Tsx { ip: i, .. } => *i = ip,
+                    _ => {}
+                }
+            }
+            Kind::Disabled { .. } | Kind::Cbr { .. } => {}
+            _ => return Err(Fail::Pt(BAD_CONTEXT)),
+        }
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        Ok(false)
+    }
+
+    fn decode_fup(&mut self, p: IpPayload) -> Step {
+        self.ip.update(p).map_err(Fail::Pt)?;
+        if self.pending(EVB_FUP_BOUND) {
+            self.bound = true;
+        }
+        let Some(mut ev) = self.dequeue(EVB_FUP | EVB_FUP_BOUND) else {
+            if self.bound {
+                return Ok(true);
+            }
+            let from = self.ip.query().map_err(Fail::Pt)?;
+            self.enqueue(EVB_TIP, Ev::new(Kind::AsyncBranch { from, to: 0 }))?;
+            return Ok(true);
+        };
+        match ev.kind {
+            Kind::ExecMode { mode, .. } => {
+                self.event_time(&mut ev);
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::ExecMode { ip, mode };
+                self.event = Some(ev);
+                Ok(false)
+            }
+            Kind::Tsx {
+                speculative,
+                aborted,
+                ..
+            } => {
+                self.event_time(&mut ev);
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::Tsx {
+                    ip,
+                    speculative,
+                    aborted,
+                };
+                self.event = Some(ev);
+                Ok(false)
+            }
+            Kind::Overflow { .. } => {
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::Overflow { ip };
+                self.enabled = true;
+                self.event = Some(ev);
+                Ok(false)
+            }
+            Kind::Ignore => self.decode_fup(p),
+            _ => Err(Fail::Pt(BAD_CONTEXT)),
+        }
+    }
+
+    fn decode_tip(&mut self, p: IpPayload) -> Step {
+        if !self.enabled {
+            return Err(Fail::Pt(BAD_CONTEXT));
+        }
+        self.ip.update(p).map_err(Fail::Pt)?;
+        if !self.bound {
+            self.bound = true;
+            let async_at = self
+                .evq
+                .iter()
+                .position(|(b, e)| b & EVB_TIP != 0 && matches!(e.kind, Kind::AsyncBranch { .. }));
+            if let Some(i) = async_at {
+                let first = self.evq.iter().position(|(b, _)| b & EVB_TIP != 0);
+                if first != Some(i) {
+                    // libipt reorders the queue here; not followed.
+                    return Err(Fail::Unsupported("events queued before an async branch"));
+                }
+                let (_, mut ev) = self.evq.remove(i).expect("found above");
+                let to = self.event_ip(&mut ev);
+                if let Kind::AsyncBranch { from, .. } = ev.kind {
+                    ev.kind = Kind::AsyncBranch { from, to };
+                }
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                return Ok(false);
+            }
+            let mut ev = Ev::new(Kind::Tip { ip: 0 });
+            let ip = self.event_ip(&mut ev);
+            ev.kind = Kind::Tip { ip };
+            self.event_time(&mut ev);
+            self.event = Some(ev);
+            return Ok(false);
+        }
+        let Some(mut ev) = self.dequeue(EVB_TIP) else {
+            return Ok(true);
+        };
+        match ev.kind {
+            Kind::ExecMode { mode, .. } => {
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::ExecMode { ip, mode };
+            }
+            Kind::Ignore => return self.decode_tip(p),
+            Kind::AsyncBranch { .. } => return Err(Fail::Pt(PtError::INTERNAL)),
+            _ => return Err(Fail::Pt(BAD_CONTEXT)),
+        }
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        Ok(false)
+    }
+
+    fn decode_tip_pge(&mut self, p: IpPayload) -> Step {
+        self.ip.update(p).map_err(Fail::Pt)?;
+        if !self.bound {
+            let mut ev = Ev::new(Kind::Enabled {
+                ip: 0,
+                resumed: false,
+            });
+            let ip = self.event_ip(&mut ev);
+            ev.kind = Kind::Enabled { ip, resumed: false };
+            self.enabled = true;
+            self.bound = true;
+            self.event_time(&mut ev);
+            self.event = Some(ev);
+            return Ok(false);
+        }
+        let Some(mut ev) = self.dequeue(EVB_TIP) else {
+            return Ok(true);
+        };
+        match ev.kind {
+            Kind::ExecMode { mode, .. } => {
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::ExecMode { ip, mode };
+            }
+            Kind::Ignore => return self.decode_tip_pge(p),
+            _ => return Err(Fail::Pt(BAD_CONTEXT)),
+        }
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        Ok(false)
+    }
+
+    fn decode_tip_pgd(&mut self, p: IpPayload) -> Step {
+        self.ip.update(p).map_err(Fail::Pt)?;
+        let Some(mut ev) = self.dequeue(EVB_TIP) else {
+            if self.bound {
+                return Ok(true);
+            }
+            let mut ev = Ev::new(Kind::Disabled { ip: 0 });
+            let ip = self.event_ip(&mut ev);
+            ev.kind = Kind::Disabled { ip };
+            self.event_time(&mut ev);
+            self.enabled = false;
+            self.event = Some(ev);
+            self.fetch_packet();
+            return Ok(false);
+        };
+        match ev.kind {
+            Kind::AsyncBranch { from, .. } => {
+                let mut d = Ev::new(Kind::AsyncDisabled { at: from, ip: 0 });
+                let ip = self.event_ip(&mut d);
+                ev.kind = Kind::AsyncDisabled { at: from, ip };
+                ev.ip_suppressed = d.ip_suppressed;
+                self.enabled = false;
+                self.bound = true;
+            }
+            Kind::ExecMode { .. } => ev.ip_suppressed = true,
+            _ => return Err(Fail::Pt(BAD_CONTEXT)),
+        }
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        Ok(false)
+    }
+
+    /// How many bytes on the FUP after an OVF ends (`Ok(None)`: tracing
+    /// resumed disabled; `Err`: libipt's error, or the context an erratum
+    /// workaround would look at), as `pt_evt_find_ovf_fup`.
+    fn find_ovf_fup(&self) -> Result<Option<usize>, PtError> {
+        let mut pos = self.pos.unwrap_or(0);
+        let start = pos;
+        loop {
+            let (p, n) = match packet::decode(self.buf, pos, self.errata.skd007) {
+                Ok((p, _)) if !p.known_to_libipt() => return Err(packet::BAD_OPC),
+                Ok(x) => x,
+                Err(e) => return Err(e),
+            };
+            pos += n;
+            match p {
+                Packet::Fup(_) => return Ok(Some(pos - start)),
+                Packet::Pad
+                | Packet::Mnt(_)
+                | Packet::Cbr(_)
+                | Packet::Tsc(_)
+                | Packet::Tma { .. }
+                | Packet::Mtc(_)
+                | Packet::Cyc(_) => {}
+                Packet::Psbend | Packet::Tip(_) | Packet::TipPgd(_) | Packet::Tnt { .. } => {
+                    return Err(BAD_CONTEXT)
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// OVF: the state is reset but for time; tracing resumes at the next
+    /// FUP's IP, or disabled.
+    fn decode_ovf(&mut self) -> Step {
+        if !self.decode_psbend()? {
+            return Ok(false);
+        }
+        let time = self.time;
+        let tcal = self.tcal;
+        // libipt's reset marks the packet invalid but keeps its size: the
+        // offset stays the OVF's.
+        let packet = self.packet;
+        self.reset();
+        self.packet = packet;
+        self.time = time;
+        if self.keep_tcal {
+            self.tcal = tcal;
+            self.tcal.update_ovf();
+        }
+        match self.find_ovf_fup() {
+            Ok(Some(_)) => {
+                if self.errata.apl12 {
+                    return Err(Fail::Unsupported("erratum APL12"));
+                }
+                let mut ev = Ev::new(Kind::Overflow { ip: 0 });
+                self.event_time(&mut ev);
+                self.enqueue(EVB_FUP_BOUND, ev)?;
+                Ok(true)
+            }
+            r => {
+                if self.errata.skd010 {
+                    return Err(Fail::Unsupported("erratum SKD010"));
+                }
+                if self.errata.apl11 && r == Err(BAD_CONTEXT) {
+                    return Err(Fail::Unsupported("erratum APL11"));
+                }
+                if let Err(e) = r {
+                    if e != PtError::EOS {
+                        return Err(Fail::Pt(e));
+                    }
+                }
+                let mut ev = Ev::new(Kind::Overflow { ip: 0 });
+                ev.ip_suppressed = true;
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                self.fetch_packet();
+                Ok(false)
+            }
+        }
+    }
+
+    #[inline]
+    fn standalone(&mut self, kind: Kind) {
+        let mut ev = Ev::new(kind);
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        self.fetch_packet();
+    }
+
+    #[inline]
+    fn decode_packet(&mut self) -> Step {
+        let Some((p, _)) = self.packet else {
+            return match self.status {
+                Err(e) if e.0 == ffi::pte_not_supported => Err(Fail::Unsupported("SKD007 CYC")),
+                Err(e) => Err(Fail::Pt(e)),
+                Ok(()) => Ok(true),
+            };
+        };
+        match p {
+            Packet::Tnt { bits, size } => {
+                if !self.enabled {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+                self.standalone(Kind::Tnt { bits, size });
+                Ok(false)
+            }
+            Packet::Cyc(v) => self.apply_cyc(v).map(|_| true),
+            Packet::Pad => Ok(true),
+            Packet::Fup(ip) => self.decode_fup(ip),
+            Packet::Tip(ip) => self.decode_tip(ip),
+            Packet::Mtc(c) => self.apply_mtc(c).map(|_| true),
+            Packet::Tsc(t) => self.apply_tsc(t, false).map(|_| true),
+            Packet::Cbr(r) => {
+                self.apply_cbr(r, false)?;
+                self.standalone(Kind::Cbr { ratio: r });
+                Ok(false)
+            }
+            Packet::Tma { ctc, fc } => self.apply_tma(ctc, fc).map(|_| true),
+            Packet::ModeExec { csl, csd, .. } => {
+                let kind = if !self.mode_exec_valid || self.csl != csl || self.csd != csd {
+                    self.csl = csl;
+                    self.csd = csd;
+                    Kind::ExecMode {
+                        ip: 0,
+                        mode: exec_mode(csl, csd),
+                    }
+                } else {
+                    Kind::Ignore
+                };
+                self.enqueue(EVB_TIP | EVB_FUP_BOUND, Ev::new(kind))?;
+                self.mode_exec_valid = true;
+                Ok(true)
+            }
+            Packet::Psb => {
+                if self.decode_psb()? {
+                    self.decode_packet()
+                } else {
+                    Ok(false)
+                }
+            }
+            Packet::Psbend => self.decode_psbend(),
+            Packet::TipPge(ip) => self.decode_tip_pge(ip),
+            Packet::TipPgd(ip) => self.decode_tip_pgd(ip),
+            Packet::ModeTsx { intx, abrt } => {
+                let kind = Kind::Tsx {
+                    ip: 0,
+                    speculative: intx,
+                    aborted: abrt,
+                };
+                if self.enabled {
+                    let evb = if abrt { EVB_FUP } else { EVB_FUP_BOUND };
+                    self.enqueue(evb, Ev::new(kind))?;
+                    return Ok(true);
+                }
+                let mut ev = Ev::new(kind);
+                ev.ip_suppressed = true;
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                self.fetch_packet();
+                Ok(false)
+            }
+            Packet::Pip { .. } => Err(Fail::Unsupported("PIP (paging)")),
+            Packet::Vmcs(_) => Err(Fail::Unsupported("VMCS")),
+            Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
+            Packet::Ovf => self.decode_ovf(),
+            Packet::Stop => Err(Fail::Unsupported("TraceStop")),
+            Packet::Ptw { .. } => Err(Fail::Unsupported("PTWRITE")),
+            Packet::Exstop { .. }
+            | Packet::Mwait { .. }
+            | Packet::Pwre { .. }
+            | Packet::Pwrx { .. } => Err(Fail::Unsupported("power events")),
+            Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported("event trace")),
+            Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
+        }
+    }
+
+    /// The next event (`pt_evt_next`).
+    #[inline]
+    pub fn next_event(&mut self) -> Result<Ev, Fail> {
+        loop {
+            if !self.decode_packet()? {
+                break;
+            }
+            if self.event.is_some() {
+                return Err(Fail::Pt(PtError::INTERNAL));
+            }
+            self.bound = false;
+            self.fetch_packet();
+        }
+        self.event.take().ok_or(Fail::Pt(PtError::INTERNAL))
+    }
+}

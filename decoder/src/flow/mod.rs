@@ -1,0 +1,218 @@
+//! ptdec's own Intel PT flow decoder, hand-written in Rust: packets
+//! ([`packet`]), events with their time ([`event`], [`time`]) and blocks
+//! ([`block`]) over code decoded once per worker ([`code`]), handing out
+//! exactly the blocks, events, statuses and offsets libipt's block decoder
+//! hands out, so the chunk decoder (`crate::decode`) runs unchanged over
+//! either and produces the same ops.
+//!
+//! Why hand-written: libipt re-decodes every instruction each time the
+//! trace passes it and crosses the FFI per block and event; here a
+//! straight run of code is decoded once (iced-x86) and then followed with
+//! one hash lookup per block, in the worker's own memory.
+//!
+//! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
+//! (asynchronous branches and disables), MODE.Exec, TSC/TMA/MTC/CYC time
+//! and CBR, return compression, 64-bit code, errata BDM70 and SKL168 (the
+//! rest need packets it does not follow). Anything else (OVF, TSX, PIP and
+//! VMCS, PTWRITE, power and event-trace packets, TraceStop, 16/32-bit
+//! code, errata SKD022/SKL014/SKD007 where they could apply, code outside
+//! the image, overlapping sections, any decode error) makes it stop with
+//! [`Fail::Unsupported`] or an error, and the chunk is decoded by libipt
+//! instead (`decode::chunk`): the output is the same either way, and the
+//! summary counts those chunks by reason.
+
+pub mod block;
+pub mod code;
+pub mod diff;
+pub mod event;
+pub mod packet;
+pub mod time;
+
+use ipt::{Config as PtConfig, Error as PtError, Event, EventKind, EventParts, Status};
+
+use block::BlockDecoder;
+use code::{CodeCache, Image};
+use event::{Ev, EventDecoder, Kind};
+
+/// Why the flow decoder stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fail {
+    /// libipt's error at this point (libipt fails here too).
+    Pt(PtError),
+    /// Something it does not follow yet: libipt decodes this chunk.
+    Unsupported(&'static str),
+}
+
+/// The flow decoder over one trace buffer, with libipt's block decoder
+/// interface in libipt's types.
+pub struct FastDecoder<'a> {
+    dec: BlockDecoder<'a>,
+    /// Set once something it does not follow was met (or an error, whose
+    /// handling libipt's path owns): every call fails from then on.
+    unsupported: Option<&'static str>,
+    /// It stopped at this error, which libipt reports there too.
+    error: Option<PtError>,
+}
+
+impl<'a> FastDecoder<'a> {
+    /// A decoder over `trace` with `cfg`'s errata and timing; `Err` with
+    /// the reason when the configuration asks for what it does not
+    /// follow.
+    pub fn new(cfg: &PtConfig, trace: &'a [u8]) -> Result<Self, &'static str> {
+        let (end_on_call, end_on_jump, tick, iflags, keep_tcal) = cfg.block_flags();
+        if !end_on_call || !end_on_jump {
+            return Err("blocks that do not end at calls and jumps");
+        }
+        if tick || iflags {
+            return Err("tick or iflags events");
+        }
+        let errata = cfg.errata();
+        let evdec = EventDecoder::new(trace, errata, cfg.freq(), keep_tcal);
+        Ok(FastDecoder {
+            dec: BlockDecoder::new(evdec, errata, cfg.has_addr_filter()),
+            unsupported: None,
+            error: None,
+        })
+    }
+
+    /// Why it stopped, if it met something it does not follow.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        self.unsupported
+    }
+
+    /// Whether it stopped at an error libipt reports there too (rather
+    /// than at something it does not follow).
+    pub fn stopped_at_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The error it stopped at (libipt's error there), if it did.
+    pub fn error(&self) -> Option<PtError> {
+        self.error
+    }
+
+    /// libipt's error for a failure; an unsupported one is noted.
+    fn fail(&mut self, f: Fail) -> PtError {
+        match f {
+            Fail::Pt(e) if e == PtError::EOS => e,
+            // The packet decoder's mark for what SKD007 could make an OVF.
+            Fail::Pt(e) if e == PtError::NOT_SUPPORTED => {
+                self.unsupported.get_or_insert("erratum SKD007");
+                PtError::EOS
+            }
+            Fail::Pt(e) => {
+                if self.unsupported.is_none() {
+                    self.error = Some(e);
+                }
+                self.unsupported
+                    .get_or_insert("a decode error (libipt reports it)");
+                PtError::EOS
+            }
+            Fail::Unsupported(why) => {
+                self.unsupported.get_or_insert(why);
+                PtError::EOS
+            }
+        }
+    }
+
+    #[inline]
+    fn check(&self) -> Result<(), PtError> {
+        match self.unsupported {
+            Some(_) => Err(PtError::EOS),
+            None => Ok(()),
+        }
+    }
+
+    pub fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.check()?;
+        self.dec.sync_forward().map_err(|f| self.fail(f))
+    }
+
+    pub fn sync_set(&mut self, offset: u64) -> Result<Status, PtError> {
+        self.check()?;
+        self.dec.sync_set(offset).map_err(|f| self.fail(f))
+    }
+
+    #[inline]
+    pub fn next_block(&mut self, code: &mut CodeCache) -> (ipt::Block, Result<Status, PtError>) {
+        if let Err(e) = self.check() {
+            return (ipt::Block::default(), Err(e));
+        }
+        let (b, r) = self.dec.next_block(code);
+        (b, r.map_err(|f| self.fail(f)))
+    }
+
+    pub fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.check()?;
+        match self.dec.event() {
+            Ok((ev, s)) => match to_event(&ev) {
+                Some(e) => Ok((e, s)),
+                None => Err(self.fail(Fail::Unsupported("an event kind"))),
+            },
+            Err(f) => Err(self.fail(f)),
+        }
+    }
+
+    #[inline]
+    pub fn offset(&self) -> Result<u64, PtError> {
+        self.dec.evdec.offset()
+    }
+
+    pub fn sync_offset(&self) -> Result<u64, PtError> {
+        self.dec.evdec.sync_offset()
+    }
+
+    #[inline]
+    pub fn time(&self) -> (u64, u32, u32) {
+        self.dec.time()
+    }
+
+    pub fn core_bus_ratio(&self) -> u32 {
+        self.dec.cbr()
+    }
+
+    pub fn set_image(&mut self, image: Image) {
+        self.dec.image = image;
+    }
+}
+
+/// The event in libipt's type.
+fn to_event(ev: &Ev) -> Option<Event> {
+    let ip = |v: u64| (!ev.ip_suppressed).then_some(v);
+    let mut exec_mode = 0;
+    let mut tsx = None;
+    let kind = match ev.kind {
+        Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
+        Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
+        Kind::AsyncDisabled { at, ip: i } => EventKind::AsyncDisabled { at, ip: ip(i) },
+        Kind::AsyncBranch { from, to } => EventKind::AsyncBranch { from, to: ip(to) },
+        Kind::ExecMode { ip: i, mode } => {
+            exec_mode = mode;
+            EventKind::ExecMode { ip: ip(i) }
+        }
+        Kind::Cbr { ratio } => EventKind::Cbr {
+            ratio: u16::from(ratio),
+        },
+        Kind::Overflow { ip: i } => EventKind::Overflow { ip: ip(i) },
+        Kind::Tsx {
+            ip,
+            speculative,
+            aborted,
+        } => {
+            tsx = Some((ip, speculative, aborted));
+            EventKind::Other(ipt::ffi::ptev_tsx)
+        }
+        Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
+    };
+    Event::from_parts(&EventParts {
+        kind,
+        status_update: ev.status_update,
+        ip_suppressed: ev.ip_suppressed,
+        tsc: ev.has_tsc.then_some(ev.tsc),
+        time_tsc: ev.tsc,
+        lost_mtc: ev.lost_mtc,
+        lost_cyc: ev.lost_cyc,
+        exec_mode,
+        tsx,
+    })
+}
