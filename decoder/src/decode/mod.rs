@@ -1,4 +1,6 @@
-//! The decoding stage: libipt's block decoder over the AUX data of a
+//! The decoding stage: a flow decoder (libipt's block decoder, or ptdec's
+//! own in `crate::flow` with libipt for the chunks it does not handle:
+//! [`DecoderKind`], `flow_decoder`) over the AUX data of a
 //! trace, with the sideband applied, producing per-thread [`Op`]s for the
 //! call-stack stage, on all cores and in memory bounded by a window of
 //! chunks, not by the trace.

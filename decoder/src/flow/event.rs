@@ -5,10 +5,11 @@
 //! MODE.Exec an exec-mode event bound to the next TIP or FUP; each event
 //! carries the time of the timing packets read before it ([`super::time`]).
 //!
-//! What this does not follow yet ends the decode with
-//! [`Fail::Unsupported`] (the caller decodes the chunk with libipt
-//! instead): OVF, MODE.TSX, PIP, VMCS, MNT, TraceStop, PTWRITE, power
-//! events, event trace (CFE/EVD), iflags events.
+//! MODE.TSX and OVF are followed too. What this does not follow yet ends
+//! the decode with [`Fail::Unsupported`] (the caller decodes the chunk with
+//! libipt instead): PIP, VMCS, MNT, TraceStop, PTWRITE, power events, event
+//! trace (CFE/EVD), iflags events, and the overflow errata SKD010, APL11
+//! and APL12 where they could apply.
 
 use std::collections::VecDeque;
 

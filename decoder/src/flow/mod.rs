@@ -11,15 +11,19 @@
 //! one hash lookup per block, in the worker's own memory.
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
-//! (asynchronous branches and disables), MODE.Exec, TSC/TMA/MTC/CYC time
-//! and CBR, return compression, 64-bit code, errata BDM70 and SKL168 (the
-//! rest need packets it does not follow). Anything else (OVF, TSX, PIP and
-//! VMCS, PTWRITE, power and event-trace packets, TraceStop, 16/32-bit
-//! code, errata SKD022/SKL014/SKD007 where they could apply, code outside
-//! the image, overlapping sections, any decode error) makes it stop with
-//! [`Fail::Unsupported`] or an error, and the chunk is decoded by libipt
-//! instead (`decode::chunk`): the output is the same either way, and the
-//! summary counts those chunks by reason.
+//! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
+//! blocks, aborts), OVF, TSC/TMA/MTC/CYC time and CBR, return compression,
+//! 64-bit code, and the errata workarounds these need as libipt applies
+//! them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME; SKL168, which libipt's
+//! event decoder never arms). Anything else (PIP and VMCS, MNT, PTWRITE,
+//! power and event-trace packets, TraceStop, code in another mode than
+//! 64-bit, tick/iflags events, errata SKD010/APL11/APL12/BDM64/SKL014/SKD007
+//! where they could apply, code outside the image, overlapping sections,
+//! perf's emulated ptwrite, any decode error) makes it stop with
+//! [`Fail::Unsupported`] or libipt's error, and the chunk is decoded by
+//! libipt instead (`decode::chunk`): the output is the same either way,
+//! and the summary counts those chunks by reason. [`diff`] runs both side
+//! by side for the tests and the `flow_lockstep` fuzz target.
 
 pub mod block;
 pub mod code;
