@@ -98,16 +98,15 @@ fn run_options() -> RunOptions<'static> {
     }
 }
 
-/// `ptdec raw --pt DATA --raw image.bin:BASE`: `data` is the raw PT.
-/// Returns the instructions decoded (0 when decoding failed).
-pub fn raw_pt(data: &[u8]) -> u64 {
-    let image = image_file();
+/// `data` as raw PT over the fixed image at `testkit::BASE`, as
+/// `ptdec raw --pt DATA --raw image.bin:BASE` loads it.
+fn raw_input(data: &[u8]) -> RawInput {
     let len = CODE.len() as u64;
-    let input = RawInput {
+    RawInput {
         pt_path: "fuzz.pt".into(),
         pt: data.to_vec(),
         sections: vec![RawSection {
-            path: image.to_path_buf(),
+            path: image_file().to_path_buf(),
             offset: 0,
             size: len,
             vaddr: testkit::BASE,
@@ -119,7 +118,13 @@ pub fn raw_pt(data: &[u8]) -> u64 {
             image: None,
             bias: testkit::BASE,
         }],
-    };
+    }
+}
+
+/// `ptdec raw --pt DATA --raw image.bin:BASE`: `data` is the raw PT.
+/// Returns the instructions decoded (0 when decoding failed).
+pub fn raw_pt(data: &[u8]) -> u64 {
+    let input = raw_input(data);
     let symbols = SymbolCache::new();
     pipeline::run_raw(&input, &RawConfig::default(), &symbols, run_options())
         .map_or(0, |r| r.decode.insns)
@@ -129,25 +134,7 @@ pub fn raw_pt(data: &[u8]) -> u64 {
 /// --insn-list`: every instruction, error with its offset, enable,
 /// disable) and the FTF bytes.
 fn raw_pt_with(data: &[u8], decoder: DecoderKind) -> (Vec<String>, Vec<Vec<u8>>, u64, u64) {
-    let image = image_file();
-    let len = CODE.len() as u64;
-    let input = RawInput {
-        pt_path: "fuzz.pt".into(),
-        pt: data.to_vec(),
-        sections: vec![RawSection {
-            path: image.to_path_buf(),
-            offset: 0,
-            size: len,
-            vaddr: testkit::BASE,
-        }],
-        modules: vec![Module {
-            start: testkit::BASE,
-            end: testkit::BASE + len,
-            name: "image.bin".into(),
-            image: None,
-            bias: testkit::BASE,
-        }],
-    };
+    let input = raw_input(data);
     let list = Arc::new(Mutex::new(Vec::new()));
     let l = list.clone();
     let mut o = run_options();
