@@ -331,12 +331,7 @@ impl<'a> EventDecoder<'a> {
             return;
         };
         loop {
-            match packet::decode(self.buf, pos, self.errata.skd007) {
-                Ok((p, _)) if !p.known_to_libipt() => {
-                    self.packet = None;
-                    self.status = Err(packet::BAD_OPC);
-                    return;
-                }
+            match packet::decode_known(self.buf, pos, self.errata.skd007) {
                 Ok((p, n)) => {
                     pos += n;
                     self.pos = Some(pos);
@@ -432,10 +427,9 @@ impl<'a> EventDecoder<'a> {
     fn check_bdm70(&self) -> Result<bool, Fail> {
         let mut pos = self.pos.unwrap_or(0);
         loop {
-            match packet::decode(self.buf, pos, self.errata.skd007) {
+            match packet::decode_known(self.buf, pos, self.errata.skd007) {
                 Err(e) if e == PtError::EOS => return Ok(false),
                 Err(e) => return Err(Fail::Pt(e)),
-                Ok((p, _)) if !p.known_to_libipt() => return Err(Fail::Pt(packet::BAD_OPC)),
                 Ok((p, n)) => {
                     pos += n;
                     match p {
@@ -745,8 +739,7 @@ impl<'a> EventDecoder<'a> {
         let mut pos = self.pos.unwrap_or(0);
         let start = pos;
         loop {
-            let (p, n) = match packet::decode(self.buf, pos, self.errata.skd007) {
-                Ok((p, _)) if !p.known_to_libipt() => return Err(packet::BAD_OPC),
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
                 Ok(x) => x,
                 Err(e) => return Err(e),
             };

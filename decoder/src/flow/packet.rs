@@ -180,6 +180,21 @@ pub fn is_psb(b: &[u8], at: usize) -> bool {
     b.len() >= at + 16 && b[at..at + 16].chunks(2).all(|p| p == [0x02, 0x82])
 }
 
+/// [`decode`] as libipt 2.1.2 reads the packet: what it does not know
+/// (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
+/// length is known, so a BBP cut by the end of the trace is `BAD_OPC`
+/// there too, not `EOS`.
+#[inline]
+pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
+    match decode(b, at, errata_skd007) {
+        Ok((p, _)) if !p.known_to_libipt() => Err(BAD_OPC),
+        Err(e) if e == PtError::EOS && b.get(at) == Some(&0x02) && b.get(at + 1) == Some(&0x63) => {
+            Err(BAD_OPC)
+        }
+        r => r,
+    }
+}
+
 /// Decodes the packet at `b[at..]`: the packet and its size.
 #[inline]
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
@@ -540,13 +555,7 @@ pub fn compare_with_libipt(cfg: &ipt::Config, buf: &[u8]) -> Result<u64, String>
     loop {
         let at = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
         let theirs = dec.next_packet();
-        let ours = decode(buf, at, skd007).and_then(|(p, size)| {
-            if p.known_to_libipt() {
-                Ok((p, size))
-            } else {
-                Err(BAD_OPC)
-            }
-        });
+        let ours = decode_known(buf, at, skd007);
         match (ours, theirs) {
             (Ok((p, size)), Ok(l)) => {
                 let next = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
