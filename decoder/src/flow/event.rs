@@ -739,10 +739,7 @@ impl<'a> EventDecoder<'a> {
         let mut pos = self.pos.unwrap_or(0);
         let start = pos;
         loop {
-            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
-                Ok(x) => x,
-                Err(e) => return Err(e),
-            };
+            let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007)?;
             pos += n;
             match p {
                 Packet::Fup(_) => return Ok(Some(pos - start)),
