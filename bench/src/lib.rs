@@ -13,6 +13,21 @@ use ipt::{Config, Cpu, Frequency};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 
+/// The one argument of a ptbench binary, `TRACE_DIR_OR_PERF_DATA`; with
+/// `-h`/`--help` prints `about` and the usage and exits 0.
+pub fn trace_arg(name: &str, about: &str) -> anyhow::Result<PathBuf> {
+    let usage = format!("usage: {name} TRACE_DIR_OR_PERF_DATA");
+    let mut args = std::env::args_os().skip(1);
+    match (args.next(), args.next()) {
+        (Some(a), None) if a == "-h" || a == "--help" => {
+            println!("{about}\n\n{usage}");
+            std::process::exit(0);
+        }
+        (Some(path), None) => Ok(PathBuf::from(path)),
+        _ => bail!("{usage} (--help says more)"),
+    }
+}
+
 /// What both benchmarks decode with.
 pub struct Setup {
     pub trace: Trace,
@@ -29,7 +44,9 @@ pub struct Setup {
 
 /// Opens the trace dir or perf.data at `path`.
 pub fn setup(path: &Path) -> anyhow::Result<Setup> {
-    let trace = Trace::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    // The error names the path and its cause already (its source repeats
+    // the cause).
+    let trace = Trace::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
     let dir: PathBuf = trace.dir.clone().unwrap_or_else(|| path.to_path_buf());
     let images = ImageStore::new(SearchPath::for_trace(dir));
     let mut sections = Vec::new();

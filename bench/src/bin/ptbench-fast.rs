@@ -7,7 +7,7 @@
 //! chunk in ptdec) ends there and is counted as `unsupported`.
 #![deny(unsafe_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -26,11 +26,11 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let mut args = std::env::args_os().skip(1);
-    let (Some(path), None) = (args.next(), args.next()) else {
-        bail!("usage: ptbench-fast TRACE_DIR_OR_PERF_DATA");
-    };
-    let s = pt_bench::setup(&PathBuf::from(path))?;
+    let path = pt_bench::trace_arg(
+        "ptbench-fast",
+        "Decodes every segment of a trace dir or perf.data with ptdec's own flow decoder\n(`--decoder fast`) alone, instructions only, and prints what it counted and the\nCPU time: the fast decoder's floor, next to ptbench-libipt. Segments with what it\ndoes not follow yet end there and are counted as `unsupported`.",
+    )?;
+    let s = pt_bench::setup(&path)?;
     let mut sections = Vec::new();
     let mut missing = false;
     for (i, (file, off, size, vaddr)) in s.sections.iter().enumerate() {

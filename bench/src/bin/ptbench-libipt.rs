@@ -10,11 +10,10 @@
 //! (the libipt the `ipt` crate was built with), as `decoder/src/decode/` does.
 #![deny(unsafe_code)]
 
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use ipt::{BlockDecoder, Error as PtError, SectionCache};
 use pt_bench::Counts;
 
@@ -26,11 +25,11 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let mut args = std::env::args_os().skip(1);
-    let (Some(path), None) = (args.next(), args.next()) else {
-        bail!("usage: ptbench-libipt TRACE_DIR_OR_PERF_DATA");
-    };
-    let s = pt_bench::setup(&PathBuf::from(path))?;
+    let path = pt_bench::trace_arg(
+        "ptbench-libipt",
+        "Decodes every segment of a trace dir or perf.data with libipt's block decoder\nalone, on one thread, and prints what it counted and the CPU time: bare libipt,\nthe yardstick of scripts/bench.",
+    )?;
+    let s = pt_bench::setup(&path)?;
     let cache = SectionCache::new().context("libipt: allocate a section cache")?;
     let isids: Vec<u32> = s
         .sections
