@@ -731,6 +731,7 @@ impl std::fmt::Debug for Event {
             .field("kind", &self.kind())
             .field("status_update", &self.status_update())
             .field("tsc", &self.tsc())
+            .field("non_root", &self.non_root())
             .finish()
     }
 }
@@ -755,6 +756,9 @@ pub struct EventParts {
     /// For `EventKind::Other(ptev_tsx)`: the IP and (speculative,
     /// aborted).
     pub tsx: Option<(u64, bool, bool)>,
+    /// For [`EventKind::Paging`] and [`EventKind::AsyncPaging`]: the PIP's
+    /// NR bit (the CR3 is a VMX non-root guest's).
+    pub non_root: bool,
 }
 
 impl PartialEq for Event {
@@ -766,6 +770,7 @@ impl PartialEq for Event {
             && self.ip_suppressed() == o.ip_suppressed()
             && self.tsc() == o.tsc()
             && self.other_ip() == o.other_ip()
+            && self.non_root() == o.non_root()
             && self.raw.lost_mtc == o.raw.lost_mtc
             && self.raw.lost_cyc == o.raw.lost_cyc
     }
@@ -774,7 +779,8 @@ impl PartialEq for Event {
 impl Event {
     /// An event of the kinds a decoder of ptdec's own produces (enabled,
     /// disabled, async disabled, async branch, overflow, exec mode, stop,
-    /// cbr); `None` for any other kind.
+    /// cbr, tsx, paging, async paging, ptwrite); `None` for any other
+    /// kind.
     pub fn from_parts(p: &EventParts) -> Option<Event> {
         // SAFETY: pt_event is plain data; all-zero is libipt's initial
         // value (pt_event_init memsets it).
@@ -826,6 +832,25 @@ impl Event {
                 v.cbr.ratio = ratio;
                 ffi::ptev_cbr
             }
+            EventKind::Paging { cr3 } => {
+                v.paging.cr3 = cr3;
+                // SAFETY: the variant the type names; a bitfield setter.
+                unsafe { v.paging.set_non_root(u32::from(p.non_root)) };
+                ffi::ptev_paging
+            }
+            EventKind::AsyncPaging { cr3, ip } => {
+                v.async_paging.cr3 = cr3;
+                v.async_paging.ip = ip_or(ip);
+                // SAFETY: the variant the type names; a bitfield setter.
+                unsafe { v.async_paging.set_non_root(u32::from(p.non_root)) };
+                ffi::ptev_async_paging
+            }
+            EventKind::Ptwrite { ip, size, payload } => {
+                v.ptwrite.ip = ip_or(ip);
+                v.ptwrite.size = size;
+                v.ptwrite.payload = payload;
+                ffi::ptev_ptwrite
+            }
             _ => return None,
         };
         raw.set_ip_suppressed(u32::from(p.ip_suppressed));
@@ -845,6 +870,18 @@ impl Event {
     }
     pub fn ip_suppressed(&self) -> bool {
         self.raw.ip_suppressed() != 0
+    }
+    /// For a paging or async paging event: the PIP's NR bit.
+    pub fn non_root(&self) -> Option<bool> {
+        let v = &self.raw.variant;
+        // SAFETY: each arm reads the union variant that `type_` names.
+        unsafe {
+            match self.raw.type_ {
+                ffi::ptev_paging => Some(v.paging.non_root() != 0),
+                ffi::ptev_async_paging => Some(v.async_paging.non_root() != 0),
+                _ => None,
+            }
+        }
     }
     /// A status update (the decoder's state at a PSB+), not a change.
     pub fn status_update(&self) -> bool {

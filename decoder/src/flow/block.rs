@@ -2,7 +2,10 @@
 //! `pt_blk_event`) hands them out: a block runs from the decoder's IP to
 //! the next instruction that needs trace (its TNT bit or TIP), or to an
 //! event's IP, with the return stack for compressed returns; events are
-//! indicated when the decoder reaches the IP they bind to. Only what
+//! indicated when the decoder reaches the IP they bind to. Paging and
+//! ptwrite events bind to an instruction rather than an IP (a far branch
+//! or VM entry, a PTWRITE): the decoder stays at it (the postponed
+//! instruction) until the events binding to it are handed out. Only what
 //! ChunkDecoder configures is followed: blocks end at every call and jump,
 //! no tick or iflags events.
 
@@ -85,7 +88,30 @@ pub struct BlockDecoder<'a> {
     /// Inside a TSX transaction (blocks are speculative).
     speculative: bool,
     retstack: RetStack,
+    /// The instruction a paging or ptwrite event bound to: the decoder
+    /// stays at it until the events binding to it are handed out
+    /// (`process_insn`, `insn`).
+    postponed: Option<Insn>,
+    /// A paging / ptwrite event already bound to the postponed
+    /// instruction: a second one waits for the next.
+    bound_paging: bool,
+    bound_ptwrite: bool,
     pub image: Image,
+}
+
+/// `pt_insn_binds_to_pip`: MOV CR3 (which the code cache does not
+/// follow: it stops there), VMLAUNCH and VMRESUME (far returns here, as
+/// in libipt), or any far branch.
+fn binds_to_pip(insn: &Insn) -> bool {
+    matches!(
+        insn.class,
+        Class::FarCall | Class::FarReturn | Class::FarJump
+    )
+}
+
+/// `pt_insn_is_ptwrite`.
+fn is_ptwrite(insn: &Insn) -> bool {
+    insn.class == Class::Ptwrite
 }
 
 fn pt(e: PtError) -> Fail {
@@ -109,6 +135,9 @@ impl<'a> BlockDecoder<'a> {
             enabled: false,
             speculative: false,
             retstack: RetStack::default(),
+            postponed: None,
+            bound_paging: false,
+            bound_ptwrite: false,
             image: Image::default(),
         }
     }
@@ -125,6 +154,39 @@ impl<'a> BlockDecoder<'a> {
         self.speculative = false;
         self.event = None;
         self.retstack = RetStack::default();
+        self.clear_postponed();
+    }
+
+    fn clear_postponed(&mut self) {
+        self.postponed = None;
+        self.bound_paging = false;
+        self.bound_ptwrite = false;
+    }
+
+    /// Stays at `insn`, to which the current event bound, until the
+    /// events binding to it are handed out (`pt_blk_postpone_insn`).
+    fn postpone(&mut self, insn: Insn) -> Result<Status, Fail> {
+        if self.postponed.is_some() {
+            return Err(Fail::Pt(PtError::INTERNAL));
+        }
+        self.postponed = Some(insn);
+        Ok(self.status(ffi::pts_event_pending))
+    }
+
+    /// Goes past the postponed instruction, if any, with trace if it
+    /// needs it (`pt_blk_proceed_postponed_insn`).
+    fn proceed_postponed(&mut self) -> Result<(), Fail> {
+        let Some(insn) = self.postponed else {
+            return Ok(());
+        };
+        if self.enabled {
+            match insn.next_ip() {
+                Some(next) => self.ip = next,
+                None => self.proceed_with_trace(&insn)?,
+            }
+        }
+        self.clear_postponed();
+        Ok(())
     }
 
     #[inline]
@@ -270,6 +332,62 @@ impl<'a> BlockDecoder<'a> {
                     Reach::Stopped
                 });
             }
+        }
+    }
+
+    /// Walks without trace to the first instruction `pred` accepts and
+    /// stays at it (`pt_blk_proceed_to_insn`): `Ok(None)` when the block
+    /// ended first, libipt's `BAD_QUERY` when trace is needed first.
+    fn proceed_to_insn(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+        pred: fn(&Insn) -> bool,
+    ) -> Result<Option<Insn>, Fail> {
+        loop {
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(None);
+            };
+            if pred(&insn) {
+                return Ok(Some(insn));
+            }
+            let Some(next) = insn.next_ip() else {
+                return Err(Fail::Pt(BAD_QUERY));
+            };
+            self.ip = next;
+            if matches!(insn.class, Class::Call | Class::Jump) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Walks to the PTWRITE instruction the current (ptwrite) event binds
+    /// to and takes it into the block (`pt_blk_proceed_to_ptwrite`): the
+    /// next one when the event has no IP (the event gets its IP), the
+    /// one at the event's IP otherwise.
+    fn proceed_to_ptwrite(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+        ev: &Ev,
+    ) -> Result<Option<Insn>, Fail> {
+        if ev.ip_suppressed {
+            let Some(insn) = self.proceed_to_insn(code, block, is_ptwrite)? else {
+                return Ok(None);
+            };
+            if let Some(e) = &mut self.event {
+                e.kind.set_ip(insn.ip);
+                e.ip_suppressed = false;
+            }
+            return Ok(Some(insn));
+        }
+        let Kind::Ptwrite { ip, .. } = ev.kind else {
+            return Err(Fail::Pt(PtError::INTERNAL));
+        };
+        match self.proceed_to(code, block, Some(ip))? {
+            Reach::Reached => self.one_insn(code, block),
+            Reach::Stopped => Ok(None),
+            Reach::NeedTrace(_) => Err(Fail::Pt(BAD_QUERY)),
         }
     }
 
@@ -500,9 +618,27 @@ impl<'a> BlockDecoder<'a> {
                     return Ok(Status(0));
                 }
             }
-            Kind::ExecMode { ip, .. } | Kind::Tsx { ip, .. } => {
+            Kind::ExecMode { ip, .. } | Kind::Tsx { ip, .. } | Kind::AsyncPaging { ip, .. } => {
                 if !ev.ip_suppressed && !to(self, code, block, ip)? {
                     return Ok(Status(0));
+                }
+            }
+            Kind::Paging { .. } => {
+                if self.enabled {
+                    let Some(insn) = self.proceed_to_insn(code, block, binds_to_pip)? else {
+                        return Ok(Status(0));
+                    };
+                    self.bound_paging = true;
+                    return self.postpone(insn);
+                }
+            }
+            Kind::Ptwrite { .. } => {
+                if self.enabled {
+                    let Some(insn) = self.proceed_to_ptwrite(code, block, &ev)? else {
+                        return Ok(Status(0));
+                    };
+                    self.bound_ptwrite = true;
+                    return self.postpone(insn);
                 }
             }
             Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => {
@@ -512,10 +648,14 @@ impl<'a> BlockDecoder<'a> {
         Ok(self.status(ffi::pts_event_pending))
     }
 
+    /// `pt_blk_proceed_trailing_event`: whether an event binds to where
+    /// the decoder is; the postponed instruction is gone past unless an
+    /// event still binds to it.
     #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
         loop {
             if let Err(e) = self.status {
+                self.proceed_postponed()?;
                 let flags = if e != PtError::EOS {
                     ffi::pts_event_pending
                 } else {
@@ -535,9 +675,34 @@ impl<'a> BlockDecoder<'a> {
                         continue;
                     }
                 }
-                Kind::Tip { .. } | Kind::Disabled { .. } => false,
-                Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => true,
+                Kind::Tip { .. } => false,
+                Kind::Disabled { ip } => match self.postponed {
+                    // Indicated on the event flow.
+                    None => false,
+                    // It binds to the postponed instruction if that needs
+                    // trace (a MOV CR3 would bind it too, but the code
+                    // cache stops there).
+                    Some(insn) => match insn.next_ip() {
+                        None => {
+                            self.ip = match insn.class {
+                                Class::Call | Class::FarCall => insn.next(),
+                                _ => 0,
+                            };
+                            true
+                        }
+                        Some(next) => {
+                            self.ip = next;
+                            self.clear_postponed();
+                            !ev.ip_suppressed && self.ip == ip
+                        }
+                    },
+                },
+                Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {
+                    self.proceed_postponed()?;
+                    true
+                }
                 Kind::AsyncDisabled { at, .. } => {
+                    self.proceed_postponed()?;
                     if self.ip != at {
                         false
                     } else if self.errata.skd022
@@ -548,8 +713,47 @@ impl<'a> BlockDecoder<'a> {
                         true
                     }
                 }
-                Kind::AsyncBranch { from, .. } => self.ip == from,
+                Kind::AsyncBranch { from, .. } => {
+                    self.proceed_postponed()?;
+                    self.ip == from
+                }
+                Kind::AsyncPaging { ip, .. } => {
+                    self.proceed_postponed()?;
+                    ev.ip_suppressed || self.ip == ip
+                }
+                // Applied at once while disabled; else indicated on the
+                // event flow unless it binds to the postponed instruction
+                // too (one per instruction).
+                Kind::Paging { .. } => {
+                    if !self.enabled {
+                        true
+                    } else {
+                        match self.postponed {
+                            Some(insn) if !self.bound_paging && binds_to_pip(&insn) => {
+                                self.bound_paging = true;
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                }
+                Kind::Ptwrite { .. } => {
+                    if !self.enabled {
+                        true
+                    } else {
+                        match self.postponed {
+                            Some(insn)
+                                if !self.bound_ptwrite && ev.ip_suppressed && is_ptwrite(&insn) =>
+                            {
+                                self.bound_ptwrite = true;
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                }
                 Kind::Tsx { ip, .. } => {
+                    self.proceed_postponed()?;
                     if ev.ip_suppressed {
                         true
                     } else if block.is_some() && self.errata.bdm64 {
@@ -560,10 +764,17 @@ impl<'a> BlockDecoder<'a> {
                         self.ip == ip
                     }
                 }
-                Kind::ExecMode { ip, .. } => !self.enabled || ev.ip_suppressed || self.ip == ip,
+                Kind::ExecMode { ip, .. } => {
+                    self.proceed_postponed()?;
+                    !self.enabled || ev.ip_suppressed || self.ip == ip
+                }
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };
-            return Ok(self.status(if pending { ffi::pts_event_pending } else { 0 }));
+            if pending {
+                return Ok(self.status(ffi::pts_event_pending));
+            }
+            self.proceed_postponed()?;
+            return Ok(self.status(0));
         }
     }
 
@@ -635,6 +846,13 @@ impl<'a> BlockDecoder<'a> {
                 }
                 self.speculative = speculative;
             }
+            Kind::AsyncPaging { ip, .. } => {
+                if !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+            }
+            // libipt notes the CR3 (for its image cache) or nothing.
+            Kind::Paging { .. } | Kind::Ptwrite { .. } => {}
             Kind::Overflow { ip } => {
                 if ev.status_update {
                     return Err(Fail::Pt(BAD_CONTEXT));

@@ -312,3 +312,6 @@ pub fn compare(
         unsupported: fast.dec.unsupported(),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,9 +5,12 @@
 //! MODE.Exec an exec-mode event bound to the next TIP or FUP; each event
 //! carries the time of the timing packets read before it ([`super::time`]).
 //!
-//! MODE.TSX and OVF are followed too. What this does not follow yet ends
-//! the decode with [`Fail::Unsupported`] (the caller decodes the chunk with
-//! libipt instead): PIP, VMCS, MNT, TraceStop, PTWRITE, power events, event
+//! MODE.TSX, OVF, PIP (a status update in PSB+, an asynchronous paging
+//! event bound to the TIP of an asynchronous branch, else a standalone
+//! paging event) and PTW (bound to the next FUP with its IP bit, else
+//! standalone without an IP) are followed too. What this does not follow
+//! yet ends the decode with [`Fail::Unsupported`] (the caller decodes the
+//! chunk with libipt instead): VMCS, MNT, TraceStop, power events, event
 //! trace (CFE/EVD), iflags events, and the overflow errata SKD010, APL11
 //! and APL12 where they could apply.
 
@@ -79,6 +82,45 @@ pub enum Kind {
     },
     /// A MODE.Exec that changed nothing (`ptev_ignore`).
     Ignore,
+    /// A PIP outside PSB+ and not inside an asynchronous branch
+    /// (`ptev_paging`): it binds to the next instruction that can change
+    /// CR3 (`pt_insn_binds_to_pip`), or applies at once while disabled.
+    Paging {
+        cr3: u64,
+        non_root: bool,
+    },
+    /// A PIP in PSB+ (a status update at PSBEND's IP) or between the FUP
+    /// and the TIP of an asynchronous branch (at the TIP's IP)
+    /// (`ptev_async_paging`).
+    AsyncPaging {
+        cr3: u64,
+        non_root: bool,
+        ip: u64,
+    },
+    /// A PTWRITE payload of `size` bytes (`ptev_ptwrite`): with PTW.IP the
+    /// next FUP gives the instruction's `ip`; without it the IP is
+    /// suppressed and the block decoder binds it to the next PTWRITE
+    /// instruction.
+    Ptwrite {
+        ip: u64,
+        size: u8,
+        payload: u64,
+    },
+}
+
+impl Kind {
+    /// Sets the IP of a kind that binds to one (the IP its binding packet
+    /// gives).
+    pub fn set_ip(&mut self, to: u64) {
+        match self {
+            Kind::Enabled { ip, .. }
+            | Kind::ExecMode { ip, .. }
+            | Kind::Tsx { ip, .. }
+            | Kind::AsyncPaging { ip, .. }
+            | Kind::Ptwrite { ip, .. } => *ip = to,
+            _ => {}
+        }
+    }
 }
 
 /// One event (`struct pt_event`, the part ptdec reads).
@@ -505,7 +547,15 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                Packet::Pip { .. } => return Err(Fail::Unsupported("PIP (paging)")),
+                Packet::Pip { cr3, nr } => {
+                    let mut ev = Ev::new(Kind::AsyncPaging {
+                        cr3,
+                        non_root: nr,
+                        ip: 0,
+                    });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
                 Packet::Vmcs(_) => return Err(Fail::Unsupported("VMCS")),
                 Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
                 Packet::Tsc(t) => self.apply_tsc(t, true)?,
@@ -554,14 +604,12 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match &mut ev.kind {
-            Kind::Enabled { .. } | Kind::ExecMode { .. } | Kind::Tsx { .. } => {
+            Kind::Enabled { .. }
+            | Kind::ExecMode { .. }
+            | Kind::Tsx { .. }
+            | Kind::AsyncPaging { .. } => {
                 let ip = self.event_ip(&mut ev);
-                match &mut ev.kind {
-                    Kind::Enabled { ip: i, .. }
-                    | Kind::ExecMode { ip: i, .. }
-                    | Kind::Tsx { ip: i, .. } => *i = ip,
-                    _ => {}
-                }
+                ev.kind.set_ip(ip);
             }
             Kind::Disabled { .. } | Kind::Cbr { .. } => {}
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
@@ -614,6 +662,13 @@ impl<'a> EventDecoder<'a> {
                 self.event = Some(ev);
                 Ok(false)
             }
+            Kind::Ptwrite { .. } => {
+                self.event_time(&mut ev);
+                let ip = self.event_ip(&mut ev);
+                ev.kind.set_ip(ip);
+                self.event = Some(ev);
+                Ok(false)
+            }
             Kind::Ignore => self.decode_fup(p),
             _ => Err(Fail::Pt(BAD_CONTEXT)),
         }
@@ -656,9 +711,9 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match ev.kind {
-            Kind::ExecMode { mode, .. } => {
+            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } => {
                 let ip = self.event_ip(&mut ev);
-                ev.kind = Kind::ExecMode { ip, mode };
+                ev.kind.set_ip(ip);
             }
             Kind::Ignore => return self.decode_tip(p),
             Kind::AsyncBranch { .. } => return Err(Fail::Pt(PtError::INTERNAL)),
@@ -724,7 +779,11 @@ impl<'a> EventDecoder<'a> {
                 self.enabled = false;
                 self.bound = true;
             }
-            Kind::ExecMode { .. } => ev.ip_suppressed = true,
+            // Ordered after the asynchronous branch turned into an
+            // asynchronous disable just above.
+            Kind::AsyncPaging { .. } if !self.bound => return Err(Fail::Pt(PtError::INTERNAL)),
+            // Tracing is disabled when they apply: no IP to give them.
+            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } => ev.ip_suppressed = true,
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
         }
         self.event_time(&mut ev);
@@ -808,6 +867,52 @@ impl<'a> EventDecoder<'a> {
         }
     }
 
+    /// PIP outside PSB+: it binds to the TIP of an asynchronous branch
+    /// whose FUP came (the branch is handed out first), else it stands
+    /// alone.
+    fn decode_pip(&mut self, cr3: u64, non_root: bool) -> Step {
+        let in_async = self
+            .evq
+            .iter()
+            .any(|(b, e)| b & EVB_TIP != 0 && matches!(e.kind, Kind::AsyncBranch { .. }));
+        if in_async {
+            let kind = Kind::AsyncPaging {
+                cr3,
+                non_root,
+                ip: 0,
+            };
+            self.enqueue(EVB_TIP, Ev::new(kind))?;
+            return Ok(true);
+        }
+        self.standalone(Kind::Paging { cr3, non_root });
+        Ok(false)
+    }
+
+    /// PTW: with its IP bit it waits for the FUP that gives the PTWRITE
+    /// instruction's IP; without, it stands alone with the IP suppressed.
+    fn decode_ptw(&mut self, plc: u8, with_ip: bool, payload: u64) -> Step {
+        let size = match plc {
+            0 => 4,
+            1 => 8,
+            _ => return Err(Fail::Pt(packet::BAD_PACKET)),
+        };
+        let kind = Kind::Ptwrite {
+            ip: 0,
+            size,
+            payload,
+        };
+        if with_ip {
+            self.enqueue(EVB_FUP_BOUND, Ev::new(kind))?;
+            return Ok(true);
+        }
+        let mut ev = Ev::new(kind);
+        ev.ip_suppressed = true;
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        self.fetch_packet();
+        Ok(false)
+    }
+
     #[inline]
     fn standalone(&mut self, kind: Kind) {
         let mut ev = Ev::new(kind);
@@ -888,12 +993,12 @@ impl<'a> EventDecoder<'a> {
                 self.fetch_packet();
                 Ok(false)
             }
-            Packet::Pip { .. } => Err(Fail::Unsupported("PIP (paging)")),
+            Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
             Packet::Vmcs(_) => Err(Fail::Unsupported("VMCS")),
             Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
             Packet::Ovf => self.decode_ovf(),
             Packet::Stop => Err(Fail::Unsupported("TraceStop")),
-            Packet::Ptw { .. } => Err(Fail::Unsupported("PTWRITE")),
+            Packet::Ptw { plc, ip, payload } => self.decode_ptw(plc, ip, payload),
             Packet::Exstop { .. }
             | Packet::Mwait { .. }
             | Packet::Pwre { .. }

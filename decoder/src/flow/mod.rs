@@ -12,14 +12,17 @@
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
-//! blocks, aborts), OVF, TSC/TMA/MTC/CYC time and CBR, return compression,
-//! 64-bit code, and the errata workarounds these need as libipt applies
-//! them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME; SKL168, which libipt's
-//! event decoder never arms). Anything else (PIP and VMCS, MNT, PTWRITE,
-//! power and event-trace packets, TraceStop, code in another mode than
-//! 64-bit, tick/iflags events, errata SKD010/APL11/APL12/BDM64/SKL014/SKD007
-//! where they could apply, code outside the image, overlapping sections,
-//! perf's emulated ptwrite, any decode error) makes it stop with
+//! blocks, aborts), OVF, PIP (paging events, bound to far branches and
+//! VM entries as libipt binds them), PTW (ptwrite events, bound to their
+//! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
+//! return compression, 64-bit code, and the errata workarounds these need
+//! as libipt applies them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME;
+//! SKL168, which libipt's event decoder never arms). Anything else (VMCS,
+//! MNT, MOV CR3 in the code, power and event-trace packets, TraceStop,
+//! code in another mode than 64-bit, tick/iflags events, errata
+//! SKD010/APL11/APL12/BDM64/SKL014/SKD007 where they could apply, code
+//! outside the image, overlapping sections, perf's emulated ptwrite, any
+//! decode error) makes it stop with
 //! [`Fail::Unsupported`] or libipt's error, and the chunk is decoded by
 //! libipt instead (`decode::chunk`): the output is the same either way,
 //! and the summary counts those chunks by reason. [`diff`] runs both side
@@ -185,6 +188,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
     let ip = |v: u64| (!ev.ip_suppressed).then_some(v);
     let mut exec_mode = 0;
     let mut tsx = None;
+    let mut non_root = false;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -206,6 +210,27 @@ fn to_event(ev: &Ev) -> Option<Event> {
             tsx = Some((ip, speculative, aborted));
             EventKind::Other(ipt::ffi::ptev_tsx)
         }
+        Kind::Paging { cr3, non_root: nr } => {
+            non_root = nr;
+            EventKind::Paging { cr3 }
+        }
+        Kind::AsyncPaging {
+            cr3,
+            non_root: nr,
+            ip: i,
+        } => {
+            non_root = nr;
+            EventKind::AsyncPaging { cr3, ip: ip(i) }
+        }
+        Kind::Ptwrite {
+            ip: i,
+            size,
+            payload,
+        } => EventKind::Ptwrite {
+            ip: ip(i),
+            size,
+            payload,
+        },
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {
@@ -218,5 +243,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
         lost_cyc: ev.lost_cyc,
         exec_mode,
         tsx,
+        non_root,
     })
 }

@@ -1,0 +1,284 @@
+//! PIP and PTWRITE traces built by hand from the SDM's packet layouts, run
+//! through both decoders: the flow decoder must follow them alone and log
+//! what libipt logs.
+
+use std::path::PathBuf;
+
+use ipt::{Config, EventKind};
+
+use super::super::code::{CodeCache, Image, Section};
+use super::super::FastDecoder;
+use super::compare;
+
+const BASE: u64 = 0x7000_0000;
+
+/// The code both decoders walk.
+const CODE: &[u8] = &[
+    0x90, //                         0x00: nop
+    0xf3, 0x48, 0x0f, 0xae, 0xe0, // 0x01: ptwrite rax
+    0x90, //                         0x06: nop
+    0xf3, 0x0f, 0xae, 0xe0, //       0x07: ptwrite eax
+    0x0f, 0x05, //                   0x0b: syscall
+    0xff, 0xe0, //                   0x0d: jmp rax
+    0x90, //                         0x0f: nop
+];
+
+const PSB: [u8; 16] = [
+    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+];
+const PSBEND: [u8; 2] = [0x02, 0x23];
+/// MODE.Exec: 64-bit code.
+const MODE64: [u8; 2] = [0x99, 0x01];
+
+/// An IP packet (`opcode` with IPBytes 6: the full address).
+fn ip_packet(opcode: u8, ip: u64) -> Vec<u8> {
+    let mut v = vec![opcode | (6 << 5)];
+    v.extend_from_slice(&ip.to_le_bytes());
+    v
+}
+fn fup(off: u64) -> Vec<u8> {
+    ip_packet(0x1d, BASE + off)
+}
+fn tip(off: u64) -> Vec<u8> {
+    ip_packet(0x0d, BASE + off)
+}
+fn tip_pge(off: u64) -> Vec<u8> {
+    ip_packet(0x11, BASE + off)
+}
+/// TIP.PGD with the IP suppressed.
+const TIP_PGD: [u8; 1] = [0x01];
+
+/// PIP: `02 43`, then 6 bytes holding CR3[51:5] in bits 47:1 and NR in
+/// bit 0.
+fn pip(cr3: u64, nr: bool) -> Vec<u8> {
+    let p = ((cr3 >> 5) << 1) | u64::from(nr);
+    let mut v = vec![0x02, 0x43];
+    v.extend_from_slice(&p.to_le_bytes()[..6]);
+    v
+}
+
+/// PTW: `02`, then `0x12` with PayloadBytes in bits 6:5 (0: 4 bytes, 1:
+/// 8 bytes) and IP in bit 7, then the payload.
+fn ptw(payload: u64, eight: bool, ip: bool) -> Vec<u8> {
+    let mut v = vec![0x02, 0x12 | (u8::from(eight) << 5) | (u8::from(ip) << 7)];
+    v.extend_from_slice(&payload.to_le_bytes()[..if eight { 8 } else { 4 }]);
+    v
+}
+
+fn trace(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+/// The code as a file (libipt reads sections from files), written once:
+/// rewriting it under a test that has it mapped would fault.
+fn code_file() -> PathBuf {
+    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let p = std::env::temp_dir().join(format!("ptdec-flow-pip-{}.bin", std::process::id()));
+        std::fs::write(&p, CODE).expect("write the test code");
+        p
+    })
+    .clone()
+}
+
+fn cfg() -> Config {
+    let mut c = Config::default();
+    c.set_block_flags(true, true);
+    c
+}
+
+/// Both decoders log the same, and the flow decoder needed no help.
+fn same(name: &str, t: &[u8]) -> usize {
+    let path = code_file();
+    let o = compare(&cfg(), t, &[(&path, 0, CODE.len() as u64, BASE)])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(o.unsupported, None, "{name}");
+    o.lines
+}
+
+/// Both decoders stop at the same error.
+fn same_error(name: &str, t: &[u8]) {
+    let path = code_file();
+    let o = compare(&cfg(), t, &[(&path, 0, CODE.len() as u64, BASE)])
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        o.unsupported,
+        Some("a decode error (libipt reports it)"),
+        "{name}"
+    );
+}
+
+/// The events the flow decoder hands out, as ptxed would ask for them.
+fn fast_events(t: &[u8]) -> Vec<EventKind> {
+    let path = code_file();
+    let bytes = sideband::bytes::FileBytes::open(&path).expect("map the test code");
+    let section = Section {
+        isid: 1,
+        vaddr: BASE,
+        bytes: std::rc::Rc::new(bytes),
+        offset: 0,
+        len: CODE.len(),
+    };
+    let mut dec = FastDecoder::new(&cfg(), t).expect("a supported config");
+    dec.set_image(Image::new(vec![section], false));
+    let mut code = CodeCache::default();
+    let mut out = Vec::new();
+    let Ok(mut status) = dec.sync_forward() else {
+        return out;
+    };
+    for _ in 0..1000 {
+        while status.event_pending() {
+            match dec.event() {
+                Ok((ev, s)) => {
+                    out.push(ev.kind());
+                    status = s;
+                }
+                Err(_) => return out,
+            }
+        }
+        if status.eos() {
+            break;
+        }
+        let (_, r) = dec.next_block(&mut code);
+        match r {
+            Ok(s) => status = s,
+            Err(_) => break,
+        }
+    }
+    assert_eq!(dec.unsupported(), None);
+    out
+}
+
+#[test]
+fn pip_in_psb_and_ptwrite_without_ip() {
+    let t = trace(&[
+        &PSB,
+        &pip(0x1234_5000, false),
+        &MODE64,
+        &fup(0),
+        &PSBEND,
+        // Bound to the ptwrite instructions at 0x01 and 0x07.
+        &ptw(0x1122_3344, false, false),
+        &ptw(0x5566_7788_99aa_bbcc, true, false),
+        // Bound to the syscall at 0x0b, which then needs the TIP.
+        &pip(0xabcd_e000, true),
+        &tip(0x0d),
+        &tip(0x00),
+        &TIP_PGD,
+    ]);
+    assert!(same("psb", &t) > 10);
+    let evs = fast_events(&t);
+    assert!(evs.contains(&EventKind::AsyncPaging {
+        cr3: 0x1234_5000,
+        ip: Some(BASE)
+    }));
+    assert!(evs.contains(&EventKind::Ptwrite {
+        ip: Some(BASE + 1),
+        size: 4,
+        payload: 0x1122_3344
+    }));
+    assert!(evs.contains(&EventKind::Ptwrite {
+        ip: Some(BASE + 7),
+        size: 8,
+        payload: 0x5566_7788_99aa_bbcc
+    }));
+    assert!(evs.contains(&EventKind::Paging { cr3: 0xabcd_e000 }));
+}
+
+#[test]
+fn ptwrite_with_ip_binds_to_fup() {
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0),
+        &PSBEND,
+        &ptw(0xfeed, false, true),
+        &fup(0x07),
+        &tip(0x0d),
+        &tip(0x00),
+        &TIP_PGD,
+    ]);
+    same("ptw ip", &t);
+    let evs = fast_events(&t);
+    assert!(evs.contains(&EventKind::Ptwrite {
+        ip: Some(BASE + 7),
+        size: 4,
+        payload: 0xfeed
+    }));
+}
+
+#[test]
+fn pip_while_disabled_and_in_async_branch() {
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        // Applied at once: tracing is disabled.
+        &pip(0x1000, false),
+        &tip_pge(0x00),
+        // An asynchronous branch from 0x01 to the syscall, with a PIP
+        // bound to its TIP.
+        &fup(0x01),
+        &pip(0x2000, true),
+        &tip(0x0b),
+        &tip(0x0d),
+        &tip(0x06),
+        // An asynchronous disable with a PIP.
+        &fup(0x07),
+        &pip(0x3000, false),
+        &TIP_PGD,
+    ]);
+    same("async", &t);
+    let evs = fast_events(&t);
+    assert!(evs.contains(&EventKind::Paging { cr3: 0x1000 }));
+    assert!(evs.contains(&EventKind::AsyncPaging {
+        cr3: 0x2000,
+        ip: Some(BASE + 0x0b)
+    }));
+    assert!(evs.contains(&EventKind::AsyncPaging {
+        cr3: 0x3000,
+        ip: None
+    }));
+}
+
+#[test]
+fn ptwrite_and_pip_on_one_instruction() {
+    // Two PTWs for one ptwrite instruction: the second binds to the next
+    // one; the PIP after them binds to the syscall behind them.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0),
+        &PSBEND,
+        &ptw(1, false, false),
+        &ptw(2, false, false),
+        &pip(0x4000, false),
+        &tip(0x0d),
+        &tip(0x00),
+        &TIP_PGD,
+    ]);
+    same("twice", &t);
+    // A second PIP on the syscall waits for the next instruction that
+    // binds it, and going past the syscall needs the TIP behind it:
+    // libipt's error, the same in both.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x0b),
+        &PSBEND,
+        &pip(0x4000, false),
+        &pip(0x5000, false),
+        &tip(0x0d),
+    ]);
+    same_error("two pips", &t);
+    // Without a ptwrite instruction to bind to: libipt's error.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x0b),
+        &PSBEND,
+        &ptw(1, false, false),
+        &tip(0x0d),
+    ]);
+    same_error("no ptwrite", &t);
+}
