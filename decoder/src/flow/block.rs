@@ -99,14 +99,14 @@ pub struct BlockDecoder<'a> {
     pub image: Image,
 }
 
-/// `pt_insn_binds_to_pip`: MOV CR3 (which the code cache does not
-/// follow: it stops there), VMLAUNCH and VMRESUME (far returns here, as
-/// in libipt), or any far branch.
+/// `pt_insn_binds_to_pip`: MOV CR3, VMLAUNCH and VMRESUME (far returns
+/// here, as in libipt), or any far branch.
 fn binds_to_pip(insn: &Insn) -> bool {
-    matches!(
-        insn.class,
-        Class::FarCall | Class::FarReturn | Class::FarJump
-    )
+    insn.mov_cr3
+        || matches!(
+            insn.class,
+            Class::FarCall | Class::FarReturn | Class::FarJump
+        )
 }
 
 /// `pt_insn_is_ptwrite`.
@@ -306,8 +306,10 @@ impl<'a> BlockDecoder<'a> {
         }
     }
 
-    /// Walks without trace until `ip` (`Some`) or until trace is needed
-    /// (`None`; `pt_blk_proceed_to_ip` / `_to_insn` with no predicate).
+    /// Walks without trace until `ip` (`pt_blk_proceed_to_ip`), or with
+    /// `None` until trace is needed or a MOV CR3 is reached, where it stays
+    /// (`_to_insn` with `pt_insn_changes_cr3`, as a synchronous disable
+    /// without an IP walks).
     fn proceed_to(
         &mut self,
         code: &mut CodeCache,
@@ -321,6 +323,9 @@ impl<'a> BlockDecoder<'a> {
             let Some(insn) = self.one_insn(code, block)? else {
                 return Ok(Reach::Stopped);
             };
+            if ip.is_none() && insn.mov_cr3 {
+                return Ok(Reach::Reached);
+            }
             let Some(next) = insn.next_ip() else {
                 return Ok(Reach::NeedTrace(insn));
             };
@@ -679,9 +684,9 @@ impl<'a> BlockDecoder<'a> {
                 Kind::Disabled { ip } => match self.postponed {
                     // Indicated on the event flow.
                     None => false,
-                    // It binds to the postponed instruction if that needs
-                    // trace (a MOV CR3 would bind it too, but the code
-                    // cache stops there).
+                    // Without an IP it binds to a postponed MOV CR3.
+                    Some(insn) if ev.ip_suppressed && insn.mov_cr3 => true,
+                    // Or to the postponed instruction if that needs trace.
                     Some(insn) => match insn.next_ip() {
                         None => {
                             self.ip = match insn.class {

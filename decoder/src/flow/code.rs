@@ -66,6 +66,9 @@ pub struct Insn {
     /// A direct near call or jump (or a conditional one): its displacement.
     pub direct: bool,
     pub disp: i64,
+    /// MOV to CR3 (libipt's `PTI_INST_MOV_CR3`, class other): paging
+    /// events and synchronous disables without an IP bind to it.
+    pub mov_cr3: bool,
 }
 
 impl Insn {
@@ -214,6 +217,7 @@ impl Default for CodeCache {
                 class: Class::Other,
                 direct: false,
                 disp: 0,
+                mov_cr3: false,
             },
         };
         CodeCache {
@@ -252,6 +256,7 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
         class: Class::Other,
         direct: false,
         disp: 0,
+        mov_cr3: false,
     };
     let direct = |insn: &mut Insn| {
         insn.direct = true;
@@ -290,7 +295,8 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
             | M::Uiret => Class::FarReturn,
             M::Ptwrite => Class::Ptwrite,
             M::Mov if i.op0_register() == Register::CR3 => {
-                return Err(Fail::Unsupported("mov to cr3"))
+                insn.mov_cr3 = true;
+                Class::Other
             }
             _ => Class::Other,
         };

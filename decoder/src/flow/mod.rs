@@ -12,13 +12,13 @@
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
-//! blocks, aborts), OVF, PIP (paging events, bound to far branches and
-//! VM entries as libipt binds them), PTW (ptwrite events, bound to their
+//! blocks, aborts), OVF, PIP (paging events, bound to MOV CR3, far
+//! branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME;
 //! SKL168, which libipt's event decoder never arms). Anything else (VMCS,
-//! MNT, MOV CR3 in the code, power and event-trace packets, TraceStop,
+//! MNT, power and event-trace packets, TraceStop,
 //! code in another mode than 64-bit, tick/iflags events, errata
 //! SKD010/APL11/APL12/BDM64/SKL014/SKD007 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any

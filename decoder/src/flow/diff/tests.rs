@@ -20,7 +20,8 @@ const CODE: &[u8] = &[
     0xf3, 0x0f, 0xae, 0xe0, //       0x07: ptwrite eax
     0x0f, 0x05, //                   0x0b: syscall
     0xff, 0xe0, //                   0x0d: jmp rax
-    0x90, //                         0x0f: nop
+    0x0f, 0x22, 0xd8, //             0x0f: mov cr3, rax
+    0xff, 0xe0, //                   0x12: jmp rax
 ];
 
 const PSB: [u8; 16] = [
@@ -281,4 +282,33 @@ fn ptwrite_and_pip_on_one_instruction() {
         &tip(0x0d),
     ]);
     same_error("no ptwrite", &t);
+}
+
+#[test]
+fn pip_and_disable_bind_to_mov_cr3() {
+    // The PIP binds to the MOV CR3 at 0x0f; the jmp after it needs the TIP.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x0f),
+        &PSBEND,
+        &pip(0x8000, false),
+        &tip(0x00),
+        &TIP_PGD,
+    ]);
+    same("pip", &t);
+    assert!(fast_events(&t).contains(&EventKind::Paging { cr3: 0x8000 }));
+    // A disable without an IP binds to the MOV CR3 as well.
+    let t = trace(&[&PSB, &MODE64, &fup(0x0f), &PSBEND, &TIP_PGD]);
+    same("disable", &t);
+    // Both on the same MOV CR3.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x0f),
+        &PSBEND,
+        &pip(0x9000, true),
+        &TIP_PGD,
+    ]);
+    same("both", &t);
 }
