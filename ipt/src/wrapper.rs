@@ -732,6 +732,7 @@ impl std::fmt::Debug for Event {
             .field("status_update", &self.status_update())
             .field("tsc", &self.tsc())
             .field("non_root", &self.non_root())
+            .field("vmcs", &self.vmcs())
             .finish()
     }
 }
@@ -756,6 +757,9 @@ pub struct EventParts {
     /// For `EventKind::Other(ptev_tsx)`: the IP and (speculative,
     /// aborted).
     pub tsx: Option<(u64, bool, bool)>,
+    /// For `EventKind::Other(ptev_vmcs)` and `Other(ptev_async_vmcs)`:
+    /// the VMCS base address and (async only) the IP.
+    pub vmcs: Option<(u64, u64)>,
     /// For [`EventKind::Paging`] and [`EventKind::AsyncPaging`]: the PIP's
     /// NR bit (the CR3 is a VMX non-root guest's).
     pub non_root: bool,
@@ -771,6 +775,7 @@ impl PartialEq for Event {
             && self.tsc() == o.tsc()
             && self.other_ip() == o.other_ip()
             && self.non_root() == o.non_root()
+            && self.vmcs() == o.vmcs()
             && self.raw.lost_mtc == o.raw.lost_mtc
             && self.raw.lost_cyc == o.raw.lost_cyc
     }
@@ -779,8 +784,8 @@ impl PartialEq for Event {
 impl Event {
     /// An event of the kinds a decoder of ptdec's own produces (enabled,
     /// disabled, async disabled, async branch, overflow, exec mode, stop,
-    /// cbr, tsx, paging, async paging, ptwrite); `None` for any other
-    /// kind.
+    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite); `None`
+    /// for any other kind.
     pub fn from_parts(p: &EventParts) -> Option<Event> {
         // SAFETY: pt_event is plain data; all-zero is libipt's initial
         // value (pt_event_init memsets it).
@@ -818,6 +823,16 @@ impl Event {
                 ffi::ptev_exec_mode
             }
             EventKind::Stop => ffi::ptev_stop,
+            EventKind::Other(t @ (ffi::ptev_vmcs | ffi::ptev_async_vmcs)) => {
+                let (base, ip) = p.vmcs?;
+                if t == ffi::ptev_vmcs {
+                    v.vmcs.base = base;
+                } else {
+                    v.async_vmcs.base = base;
+                    v.async_vmcs.ip = ip;
+                }
+                t
+            }
             EventKind::Other(ffi::ptev_tsx) => {
                 let (ip, speculative, aborted) = p.tsx?;
                 v.tsx.ip = ip;
@@ -870,6 +885,22 @@ impl Event {
     }
     pub fn ip_suppressed(&self) -> bool {
         self.raw.ip_suppressed() != 0
+    }
+    /// For a VMCS or async VMCS event (`EventKind::Other`): the VMCS base
+    /// and the async event's IP unless suppressed.
+    pub fn vmcs(&self) -> Option<(u64, Option<u64>)> {
+        let v = &self.raw.variant;
+        // SAFETY: each arm reads the union variant that `type_` names.
+        unsafe {
+            match self.raw.type_ {
+                ffi::ptev_vmcs => Some((v.vmcs.base, None)),
+                ffi::ptev_async_vmcs => Some((
+                    v.async_vmcs.base,
+                    (!self.ip_suppressed()).then_some(v.async_vmcs.ip),
+                )),
+                _ => None,
+            }
+        }
     }
     /// For a paging or async paging event: the PIP's NR bit.
     pub fn non_root(&self) -> Option<bool> {

@@ -2,9 +2,9 @@
 //! `pt_blk_event`) hands them out: a block runs from the decoder's IP to
 //! the next instruction that needs trace (its TNT bit or TIP), or to an
 //! event's IP, with the return stack for compressed returns; events are
-//! indicated when the decoder reaches the IP they bind to. Paging and
-//! ptwrite events bind to an instruction rather than an IP (a far branch
-//! or VM entry, a PTWRITE): the decoder stays at it (the postponed
+//! indicated when the decoder reaches the IP they bind to. Paging, VMCS
+//! and ptwrite events bind to an instruction rather than an IP (MOV CR3,
+//! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
 //! ChunkDecoder configures is followed: blocks end at every call and jump,
 //! no tick or iflags events.
@@ -95,6 +95,7 @@ pub struct BlockDecoder<'a> {
     /// A paging / ptwrite event already bound to the postponed
     /// instruction: a second one waits for the next.
     bound_paging: bool,
+    bound_vmcs: bool,
     bound_ptwrite: bool,
     pub image: Image,
 }
@@ -103,6 +104,16 @@ pub struct BlockDecoder<'a> {
 /// here, as in libipt), or any far branch.
 fn binds_to_pip(insn: &Insn) -> bool {
     insn.mov_cr3
+        || matches!(
+            insn.class,
+            Class::FarCall | Class::FarReturn | Class::FarJump
+        )
+}
+
+/// `pt_insn_binds_to_vmcs`: VMPTRLD, VMLAUNCH and VMRESUME, or any far
+/// branch.
+fn binds_to_vmcs(insn: &Insn) -> bool {
+    insn.vmptrld
         || matches!(
             insn.class,
             Class::FarCall | Class::FarReturn | Class::FarJump
@@ -137,6 +148,7 @@ impl<'a> BlockDecoder<'a> {
             retstack: RetStack::default(),
             postponed: None,
             bound_paging: false,
+            bound_vmcs: false,
             bound_ptwrite: false,
             image: Image::default(),
         }
@@ -160,6 +172,7 @@ impl<'a> BlockDecoder<'a> {
     fn clear_postponed(&mut self) {
         self.postponed = None;
         self.bound_paging = false;
+        self.bound_vmcs = false;
         self.bound_ptwrite = false;
     }
 
@@ -623,7 +636,10 @@ impl<'a> BlockDecoder<'a> {
                     return Ok(Status(0));
                 }
             }
-            Kind::ExecMode { ip, .. } | Kind::Tsx { ip, .. } | Kind::AsyncPaging { ip, .. } => {
+            Kind::ExecMode { ip, .. }
+            | Kind::Tsx { ip, .. }
+            | Kind::AsyncPaging { ip, .. }
+            | Kind::AsyncVmcs { ip, .. } => {
                 if !ev.ip_suppressed && !to(self, code, block, ip)? {
                     return Ok(Status(0));
                 }
@@ -634,6 +650,15 @@ impl<'a> BlockDecoder<'a> {
                         return Ok(Status(0));
                     };
                     self.bound_paging = true;
+                    return self.postpone(insn);
+                }
+            }
+            Kind::Vmcs { .. } => {
+                if self.enabled {
+                    let Some(insn) = self.proceed_to_insn(code, block, binds_to_vmcs)? else {
+                        return Ok(Status(0));
+                    };
+                    self.bound_vmcs = true;
                     return self.postpone(insn);
                 }
             }
@@ -722,7 +747,7 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     self.ip == from
                 }
-                Kind::AsyncPaging { ip, .. } => {
+                Kind::AsyncPaging { ip, .. } | Kind::AsyncVmcs { ip, .. } => {
                     self.proceed_postponed()?;
                     ev.ip_suppressed || self.ip == ip
                 }
@@ -736,6 +761,19 @@ impl<'a> BlockDecoder<'a> {
                         match self.postponed {
                             Some(insn) if !self.bound_paging && binds_to_pip(&insn) => {
                                 self.bound_paging = true;
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                }
+                Kind::Vmcs { .. } => {
+                    if !self.enabled {
+                        true
+                    } else {
+                        match self.postponed {
+                            Some(insn) if !self.bound_vmcs && binds_to_vmcs(&insn) => {
+                                self.bound_vmcs = true;
                                 true
                             }
                             _ => false,
@@ -851,13 +889,14 @@ impl<'a> BlockDecoder<'a> {
                 }
                 self.speculative = speculative;
             }
-            Kind::AsyncPaging { ip, .. } => {
+            Kind::AsyncPaging { ip, .. } | Kind::AsyncVmcs { ip, .. } => {
                 if !ev.ip_suppressed && self.ip != ip {
                     return Err(Fail::Pt(BAD_QUERY));
                 }
             }
-            // libipt notes the CR3 (for its image cache) or nothing.
-            Kind::Paging { .. } | Kind::Ptwrite { .. } => {}
+            // libipt notes the CR3 or VMCS (for its image cache) or
+            // nothing.
+            Kind::Paging { .. } | Kind::Vmcs { .. } | Kind::Ptwrite { .. } => {}
             Kind::Overflow { ip } => {
                 if ev.status_update {
                     return Err(Fail::Pt(BAD_CONTEXT));

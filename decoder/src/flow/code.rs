@@ -69,6 +69,10 @@ pub struct Insn {
     /// MOV to CR3 (libipt's `PTI_INST_MOV_CR3`, class other): paging
     /// events and synchronous disables without an IP bind to it.
     pub mov_cr3: bool,
+    /// libipt's `PTI_INST_VMPTRLD`, which its length decoder gives every
+    /// `0f c7 /6` with a memory operand (VMPTRLD, VMCLEAR, VMXON): VMCS
+    /// events bind to it.
+    pub vmptrld: bool,
 }
 
 impl Insn {
@@ -218,6 +222,7 @@ impl Default for CodeCache {
                 direct: false,
                 disp: 0,
                 mov_cr3: false,
+                vmptrld: false,
             },
         };
         CodeCache {
@@ -257,6 +262,7 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
         direct: false,
         disp: 0,
         mov_cr3: false,
+        vmptrld: false,
     };
     let direct = |insn: &mut Insn| {
         insn.direct = true;
@@ -296,6 +302,10 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
             M::Ptwrite => Class::Ptwrite,
             M::Mov if i.op0_register() == Register::CR3 => {
                 insn.mov_cr3 = true;
+                Class::Other
+            }
+            M::Vmptrld | M::Vmclear | M::Vmxon => {
+                insn.vmptrld = true;
                 Class::Other
             }
             _ => Class::Other,

@@ -5,12 +5,12 @@
 //! MODE.Exec an exec-mode event bound to the next TIP or FUP; each event
 //! carries the time of the timing packets read before it ([`super::time`]).
 //!
-//! MODE.TSX, OVF, PIP (a status update in PSB+, an asynchronous paging
-//! event bound to the TIP of an asynchronous branch, else a standalone
-//! paging event) and PTW (bound to the next FUP with its IP bit, else
-//! standalone without an IP) are followed too. What this does not follow
-//! yet ends the decode with [`Fail::Unsupported`] (the caller decodes the
-//! chunk with libipt instead): VMCS, MNT, TraceStop, power events, event
+//! MODE.TSX, OVF, PIP and VMCS (a status update in PSB+, an asynchronous
+//! event bound to the TIP of an asynchronous branch, VMCS before PIP,
+//! else a standalone event) and PTW (bound to the next FUP with its IP
+//! bit, else standalone without an IP) are followed too. What this does
+//! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
+//! decodes the chunk with libipt instead): MNT, TraceStop, power events, event
 //! trace (CFE/EVD), iflags events, and the overflow errata SKD010, APL11
 //! and APL12 where they could apply.
 
@@ -97,6 +97,19 @@ pub enum Kind {
         non_root: bool,
         ip: u64,
     },
+    /// A VMCS outside PSB+ and not inside an asynchronous branch
+    /// (`ptev_vmcs`): it binds to the next VMPTRLD, VM entry or far
+    /// branch (`pt_insn_binds_to_vmcs`), or applies at once while disabled.
+    Vmcs {
+        base: u64,
+    },
+    /// A VMCS in PSB+ or between the FUP and the TIP of an asynchronous
+    /// branch (`ptev_async_vmcs`), ordered before an async paging event
+    /// of the same branch.
+    AsyncVmcs {
+        base: u64,
+        ip: u64,
+    },
     /// A PTWRITE payload of `size` bytes (`ptev_ptwrite`): with PTW.IP the
     /// next FUP gives the instruction's `ip`; without it the IP is
     /// suppressed and the block decoder binds it to the next PTWRITE
@@ -117,6 +130,7 @@ impl Kind {
             | Kind::ExecMode { ip, .. }
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
+            | Kind::AsyncVmcs { ip, .. }
             | Kind::Ptwrite { ip, .. } => *ip = to,
             _ => {}
         }
@@ -556,7 +570,11 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                Packet::Vmcs(_) => return Err(Fail::Unsupported("VMCS")),
+                Packet::Vmcs(base) => {
+                    let mut ev = Ev::new(Kind::AsyncVmcs { base, ip: 0 });
+                    ev.status_update = true;
+                    self.enqueue(EVB_PSBEND, ev)?;
+                }
                 Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
                 Packet::Tsc(t) => self.apply_tsc(t, true)?,
                 Packet::Cbr(r) => {
@@ -607,7 +625,8 @@ impl<'a> EventDecoder<'a> {
             Kind::Enabled { .. }
             | Kind::ExecMode { .. }
             | Kind::Tsx { .. }
-            | Kind::AsyncPaging { .. } => {
+            | Kind::AsyncPaging { .. }
+            | Kind::AsyncVmcs { .. } => {
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
             }
@@ -711,7 +730,7 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match ev.kind {
-            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } => {
+            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } | Kind::AsyncVmcs { .. } => {
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
             }
@@ -781,9 +800,13 @@ impl<'a> EventDecoder<'a> {
             }
             // Ordered after the asynchronous branch turned into an
             // asynchronous disable just above.
-            Kind::AsyncPaging { .. } if !self.bound => return Err(Fail::Pt(PtError::INTERNAL)),
+            Kind::AsyncPaging { .. } | Kind::AsyncVmcs { .. } if !self.bound => {
+                return Err(Fail::Pt(PtError::INTERNAL))
+            }
             // Tracing is disabled when they apply: no IP to give them.
-            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } => ev.ip_suppressed = true,
+            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } | Kind::AsyncVmcs { .. } => {
+                ev.ip_suppressed = true
+            }
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
         }
         self.event_time(&mut ev);
@@ -885,6 +908,33 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         }
         self.standalone(Kind::Paging { cr3, non_root });
+        Ok(false)
+    }
+
+    /// VMCS outside PSB+: with a PIP of the same asynchronous branch it
+    /// goes before that PIP's event; else like PIP.
+    fn decode_vmcs(&mut self, base: u64) -> Step {
+        let tip_bound = |e: &(u8, Ev), paging: bool| {
+            e.0 & EVB_TIP != 0
+                && if paging {
+                    matches!(e.1.kind, Kind::AsyncPaging { .. })
+                } else {
+                    matches!(e.1.kind, Kind::AsyncBranch { .. })
+                }
+        };
+        if let Some(i) = self.evq.iter().position(|e| tip_bound(e, true)) {
+            // libipt turns the paging event's slot into the VMCS event
+            // and queues the paging event again behind.
+            let paging = self.evq[i].1;
+            self.enqueue(EVB_TIP, paging)?;
+            self.evq[i].1.kind = Kind::AsyncVmcs { base, ip: 0 };
+            return Ok(true);
+        }
+        if self.evq.iter().any(|e| tip_bound(e, false)) {
+            self.enqueue(EVB_TIP, Ev::new(Kind::AsyncVmcs { base, ip: 0 }))?;
+            return Ok(true);
+        }
+        self.standalone(Kind::Vmcs { base });
         Ok(false)
     }
 
@@ -994,7 +1044,7 @@ impl<'a> EventDecoder<'a> {
                 Ok(false)
             }
             Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
-            Packet::Vmcs(_) => Err(Fail::Unsupported("VMCS")),
+            Packet::Vmcs(base) => self.decode_vmcs(base),
             Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
             Packet::Ovf => self.decode_ovf(),
             Packet::Stop => Err(Fail::Unsupported("TraceStop")),

@@ -12,13 +12,13 @@
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
-//! blocks, aborts), OVF, PIP (paging events, bound to MOV CR3, far
-//! branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
+//! blocks, aborts), OVF, PIP and VMCS (paging and VMCS events, bound to
+//! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME;
-//! SKL168, which libipt's event decoder never arms). Anything else (VMCS,
-//! MNT, power and event-trace packets, TraceStop,
+//! SKL168, which libipt's event decoder never arms). Anything else (MNT,
+//! power and event-trace packets, TraceStop,
 //! code in another mode than 64-bit, tick/iflags events, errata
 //! SKD010/APL11/APL12/BDM64/SKL014/SKD007 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
@@ -189,6 +189,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
     let mut exec_mode = 0;
     let mut tsx = None;
     let mut non_root = false;
+    let mut vmcs = None;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -222,6 +223,14 @@ fn to_event(ev: &Ev) -> Option<Event> {
             non_root = nr;
             EventKind::AsyncPaging { cr3, ip: ip(i) }
         }
+        Kind::Vmcs { base } => {
+            vmcs = Some((base, 0));
+            EventKind::Other(ipt::ffi::ptev_vmcs)
+        }
+        Kind::AsyncVmcs { base, ip } => {
+            vmcs = Some((base, ip));
+            EventKind::Other(ipt::ffi::ptev_async_vmcs)
+        }
         Kind::Ptwrite {
             ip: i,
             size,
@@ -244,5 +253,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
         exec_mode,
         tsx,
         non_root,
+        vmcs,
     })
 }

@@ -22,6 +22,8 @@ const CODE: &[u8] = &[
     0xff, 0xe0, //                   0x0d: jmp rax
     0x0f, 0x22, 0xd8, //             0x0f: mov cr3, rax
     0xff, 0xe0, //                   0x12: jmp rax
+    0x0f, 0xc7, 0x30, //             0x14: vmptrld [rax]
+    0xff, 0xe0, //                   0x17: jmp rax
 ];
 
 const PSB: [u8; 16] = [
@@ -55,6 +57,13 @@ fn pip(cr3: u64, nr: bool) -> Vec<u8> {
     let p = ((cr3 >> 5) << 1) | u64::from(nr);
     let mut v = vec![0x02, 0x43];
     v.extend_from_slice(&p.to_le_bytes()[..6]);
+    v
+}
+
+/// VMCS: `02 c8`, then 5 bytes holding the VMCS base's bits 51:12.
+fn vmcs(base: u64) -> Vec<u8> {
+    let mut v = vec![0x02, 0xc8];
+    v.extend_from_slice(&(base >> 12).to_le_bytes()[..5]);
     v
 }
 
@@ -311,4 +320,50 @@ fn pip_and_disable_bind_to_mov_cr3() {
         &TIP_PGD,
     ]);
     same("both", &t);
+}
+
+#[test]
+fn vmcs_like_pip() {
+    // In PSB+, then one bound to the VMPTRLD at 0x14.
+    let t = trace(&[
+        &PSB,
+        &vmcs(0x1_2345_6000),
+        &MODE64,
+        &fup(0x14),
+        &PSBEND,
+        &vmcs(0x2_0000_0000),
+        &tip(0x00),
+        &TIP_PGD,
+    ]);
+    same("vmptrld", &t);
+    // With a PIP in an asynchronous branch: the VMCS goes first.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0),
+        &PSBEND,
+        &fup(0x01),
+        &pip(0x7000, false),
+        &vmcs(0x3000),
+        &tip(0x0b),
+        &tip(0x0d),
+        &tip(0x06),
+        &fup(0x07),
+        &pip(0x8000, true),
+        &vmcs(0x4000),
+        &TIP_PGD,
+        // Disabled: applied at once.
+        &vmcs(0x5000),
+    ]);
+    same("async", &t);
+    let evs = fast_events(&t);
+    let at = |k: &EventKind| evs.iter().position(|e| e == k);
+    let paging = at(&EventKind::AsyncPaging {
+        cr3: 0x7000,
+        ip: Some(BASE + 0x0b),
+    })
+    .expect("the async paging event");
+    let vmcs = at(&EventKind::Other(ipt::ffi::ptev_async_vmcs)).expect("the async vmcs event");
+    assert!(vmcs < paging);
+    assert!(evs.contains(&EventKind::Other(ipt::ffi::ptev_vmcs)));
 }
