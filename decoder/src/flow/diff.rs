@@ -302,7 +302,7 @@ pub fn compare(
             Some(Line::Sync(Err(l))) if *l == e => {}
             other => {
                 return Err(format!(
-                    "fast stopped at {e:?} after {n} lines, libipt: {other:?}"
+                    "fast stopped at {e:?} (offset {at}) after {n} lines, libipt: {other:?}"
                 ))
             }
         }

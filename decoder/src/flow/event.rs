@@ -391,7 +391,7 @@ impl<'a> EventDecoder<'a> {
                 Ok((p, n)) => {
                     pos += n;
                     self.pos = Some(pos);
-                    self.packet = Some((p, n));
+                    self.packet = Some((p, packet::packet_size(&p, n)));
                     if p != Packet::Pad {
                         return;
                     }
@@ -975,7 +975,6 @@ impl<'a> EventDecoder<'a> {
     fn decode_packet(&mut self) -> Step {
         let Some((p, _)) = self.packet else {
             return match self.status {
-                Err(e) if e.0 == ffi::pte_not_supported => Err(Fail::Unsupported("SKD007 CYC")),
                 Err(e) => Err(Fail::Pt(e)),
                 Ok(()) => Ok(true),
             };

@@ -16,11 +16,12 @@
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! return compression, 64-bit code, and the errata workarounds these need
-//! as libipt applies them (BDM70; SKD022 checked at VMLAUNCH/VMRESUME;
+//! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
+//! CYC; SKD022 checked at VMLAUNCH/VMRESUME;
 //! SKL168, which libipt's event decoder never arms). Anything else (MNT,
 //! power and event-trace packets, TraceStop,
 //! code in another mode than 64-bit, tick/iflags events, errata
-//! SKD010/APL11/APL12/BDM64/SKL014/SKD007 where they could apply, code
+//! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
 //! decode error) makes it stop with
 //! [`Fail::Unsupported`] or libipt's error, and the chunk is decoded by
@@ -102,11 +103,6 @@ impl<'a> FastDecoder<'a> {
     fn fail(&mut self, f: Fail) -> PtError {
         match f {
             Fail::Pt(e) if e == PtError::EOS => e,
-            // The packet decoder's mark for what SKD007 could make an OVF.
-            Fail::Pt(e) if e == PtError::NOT_SUPPORTED => {
-                self.unsupported.get_or_insert("erratum SKD007");
-                PtError::EOS
-            }
             Fail::Pt(e) => {
                 if self.unsupported.is_none() {
                     self.error = Some(e);

@@ -195,6 +195,18 @@ pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet,
     }
 }
 
+/// The size libipt gives a packet that [`decode`] read in `n` bytes: the
+/// same, but for the OVF of SKD007, which starts one byte in (libipt's
+/// offset of the packet is where it ends minus this).
+#[inline]
+pub fn packet_size(p: &Packet, n: usize) -> usize {
+    if *p == Packet::Ovf && n == 3 {
+        2
+    } else {
+        n
+    }
+}
+
 /// Decodes the packet at `b[at..]`: the packet and its size.
 #[inline]
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
@@ -248,9 +260,11 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             let (value, n) = cyc(rest)?;
             // SKD007: a 2-byte CYC whose second byte looks like an
             // extended opcode, followed by F3, is an OVF the hardware
-            // mangled; libipt then reports the OVF. Not followed here.
+            // mangled. libipt drops the CYC's first byte and reads the
+            // OVF at `at + 1`: three bytes consumed (a plain OVF is two),
+            // and the packet's offset is `at + 1` (see `packet_size`).
             if errata_skd007 && n == 2 && (value & !0x1f) == 0x20 && rest.get(2) == Some(&0xf3) {
-                return Err(PtError(ffi::pte_not_supported));
+                return Ok((Packet::Ovf, 3));
             }
             Ok((Packet::Cyc(value), n))
         }
@@ -568,8 +582,6 @@ pub fn compare_with_libipt(cfg: &ipt::Config, buf: &[u8]) -> Result<u64, String>
                 n += 1;
             }
             (Err(a), Err(b)) if a == b => return Ok(n),
-            // SKD007: libipt reads an OVF where we give up.
-            (Err(a), Ok(_)) if a.0 == ffi::pte_not_supported => return Ok(n),
             (a, b) => return Err(format!("offset {at:#x}: ours {a:?}, libipt {b:?}")),
         }
     }
