@@ -125,6 +125,18 @@ fn is_ptwrite(insn: &Insn) -> bool {
     insn.class == Class::Ptwrite
 }
 
+/// Whether an event binds to the postponed instruction `insn` (`binds`),
+/// at most one of its kind per instruction (`bound`, reset at the next).
+fn bind_once(insn: Option<Insn>, bound: &mut bool, binds: impl Fn(&Insn) -> bool) -> bool {
+    match insn {
+        Some(i) if !*bound && binds(&i) => {
+            *bound = true;
+            true
+        }
+        _ => false,
+    }
+}
+
 fn pt(e: PtError) -> Fail {
     Fail::Pt(e)
 }
@@ -777,45 +789,17 @@ impl<'a> BlockDecoder<'a> {
                 // event flow unless it binds to the postponed instruction
                 // too (one per instruction).
                 Kind::Paging { .. } => {
-                    if !self.enabled {
-                        true
-                    } else {
-                        match self.postponed {
-                            Some(insn) if !self.bound_paging && binds_to_pip(&insn) => {
-                                self.bound_paging = true;
-                                true
-                            }
-                            _ => false,
-                        }
-                    }
+                    !self.enabled || bind_once(self.postponed, &mut self.bound_paging, binds_to_pip)
                 }
                 Kind::Vmcs { .. } => {
-                    if !self.enabled {
-                        true
-                    } else {
-                        match self.postponed {
-                            Some(insn) if !self.bound_vmcs && binds_to_vmcs(&insn) => {
-                                self.bound_vmcs = true;
-                                true
-                            }
-                            _ => false,
-                        }
-                    }
+                    !self.enabled || bind_once(self.postponed, &mut self.bound_vmcs, binds_to_vmcs)
                 }
                 Kind::Ptwrite { .. } => {
-                    if !self.enabled {
-                        true
-                    } else {
-                        match self.postponed {
-                            Some(insn)
-                                if !self.bound_ptwrite && ev.ip_suppressed && is_ptwrite(&insn) =>
-                            {
-                                self.bound_ptwrite = true;
-                                true
-                            }
-                            _ => false,
-                        }
-                    }
+                    let suppressed = ev.ip_suppressed;
+                    !self.enabled
+                        || bind_once(self.postponed, &mut self.bound_ptwrite, |i| {
+                            suppressed && is_ptwrite(i)
+                        })
                 }
                 Kind::Tsx { ip, .. } => {
                     self.proceed_postponed()?;

@@ -919,11 +919,7 @@ impl<'a> EventDecoder<'a> {
                         return Err(Fail::Pt(e));
                     }
                 }
-                let mut ev = Ev::new(Kind::Overflow { ip: 0 });
-                ev.ip_suppressed = true;
-                self.event_time(&mut ev);
-                self.event = Some(ev);
-                self.fetch_packet();
+                self.standalone_suppressed(Kind::Overflow { ip: 0 });
                 Ok(false)
             }
         }
@@ -999,11 +995,7 @@ impl<'a> EventDecoder<'a> {
             self.enqueue(EVB_FUP_BOUND, Ev::new(Kind::Exstop { ip: 0 }))?;
             return Ok(true);
         }
-        let mut ev = Ev::new(Kind::Exstop { ip: 0 });
-        ev.ip_suppressed = true;
-        self.event_time(&mut ev);
-        self.event = Some(ev);
-        self.fetch_packet();
+        self.standalone_suppressed(Kind::Exstop { ip: 0 });
         Ok(false)
     }
 
@@ -1024,17 +1016,22 @@ impl<'a> EventDecoder<'a> {
             self.enqueue(EVB_FUP_BOUND, Ev::new(kind))?;
             return Ok(true);
         }
-        let mut ev = Ev::new(kind);
-        ev.ip_suppressed = true;
-        self.event_time(&mut ev);
-        self.event = Some(ev);
-        self.fetch_packet();
+        self.standalone_suppressed(kind);
         Ok(false)
     }
 
     #[inline]
     fn standalone(&mut self, kind: Kind) {
         let mut ev = Ev::new(kind);
+        self.event_time(&mut ev);
+        self.event = Some(ev);
+        self.fetch_packet();
+    }
+
+    /// [`Self::standalone`] with the IP suppressed.
+    fn standalone_suppressed(&mut self, kind: Kind) {
+        let mut ev = Ev::new(kind);
+        ev.ip_suppressed = true;
         self.event_time(&mut ev);
         self.event = Some(ev);
         self.fetch_packet();
@@ -1104,11 +1101,7 @@ impl<'a> EventDecoder<'a> {
                     self.enqueue(evb, Ev::new(kind))?;
                     return Ok(true);
                 }
-                let mut ev = Ev::new(kind);
-                ev.ip_suppressed = true;
-                self.event_time(&mut ev);
-                self.event = Some(ev);
-                self.fetch_packet();
+                self.standalone_suppressed(kind);
                 Ok(false)
             }
             Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
