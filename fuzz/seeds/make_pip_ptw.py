@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the PIP/PTWRITE and power event/MNT/TraceStop seeds of
-fuzz/seeds/flow_lockstep/ (run from the
+"""Writes the PIP/PTWRITE seeds of fuzz/seeds/flow_lockstep/ (run from the
 repository root: python3 fuzz/seeds/make_pip_ptw.py). Packets are built from
 the Intel SDM's layouts; the IPs are in the fixed image of
 fuzz/src/harness.rs (CODE at testkit::BASE = 0x400000), whose control flow
@@ -55,36 +54,6 @@ def tsc(t):
     return bytes([0x19]) + struct.pack('<Q', t)[:7]
 
 
-def mwait(hints, ext):
-    """MWAIT: 02 c2, then hints (EAX) and extensions (ECX), 4 bytes each."""
-    return bytes([0x02, 0xc2]) + struct.pack('<II', hints, ext)
-
-
-def pwre(state, sub, hw=False):
-    """PWRE: 02 22, HW in bit 7 of the first byte (libipt 2.1.2 reads bit
-    3: both set), then the thread C-state in 7:4 and sub-state in 3:0."""
-    return bytes([0x02, 0x22, 0x88 if hw else 0, (state << 4) | sub])
-
-
-def pwrx(last, deepest, wake):
-    """PWRX: 02 a2, last core C-state in 7:4 and deepest in 3:0, then the
-    wake reasons (bit 0 interrupt, 2 store, 3 autonomous), 3 reserved."""
-    return bytes([0x02, 0xa2, (last << 4) | deepest, wake, 0, 0, 0])
-
-
-def exstop(ip=False):
-    """EXSTOP: 02 62, with IP 02 e2."""
-    return bytes([0x02, 0xe2 if ip else 0x62])
-
-
-def mnt(payload):
-    """MNT: 02 c3 88, then an 8-byte payload."""
-    return bytes([0x02, 0xc3, 0x88]) + struct.pack('<Q', payload)
-
-
-STOP = bytes([0x02, 0x83])  # TraceStop
-
-
 # PIP in PSB+; the call loop; a PIP bound to the syscall at 0x17 and a
 # disable there; PIP and PTW while disabled; an asynchronous disable with a
 # PIP; PTW with its FUP while disabled; re-enabled, a PSB+ with a PIP.
@@ -109,22 +78,8 @@ b = b''.join([
     pge(0x00), tnt([0, 1, 1, 0, 1, 1]), tnt([0, 1, 0]), tip(0x40),
     tnt([0, 1, 1]), pip(0x2000, True), tip(0x19), tip(0x50), PGD,
 ])
-# MNT in PSB+; MWAIT and EXSTOP.IP bound to the FUP at f (0x30), which
-# the call at 0x05 reaches without trace; PWRE, PWRX; the run of a; an MNT;
-# disabled at the syscall at 0x17: TraceStop, a standalone EXSTOP, MWAIT
-# and EXSTOP without IP; re-enabled at 0x19 to the syscall at 0x50.
-c = b''.join([
-    PSB, mnt(0x1122334455667788), MODE64, tsc(0x1000), fup(0), PSBEND,
-    mwait(0x20, 1), exstop(True), tsc(0x1800), fup(0x30),
-    pwre(2, 1, True), pwrx(2, 2, 0x01),
-    tnt([0, 1, 1, 0, 1, 1]), tnt([0, 1, 0]), tip(0x40), tnt([0, 1, 1]),
-    mnt(0x99), PGD,
-    STOP, exstop(), mwait(0x30, 0), exstop(), pwrx(6, 6, 0x0d),
-    pge(0x19), tip(0x50), PGD,
-])
 d = 'fuzz/seeds/flow_lockstep/'
 for name, cpu, t in [('pip-ptw-cpu0', 0, a), ('pip-ptw-cpu2', 2, a),
-                     ('pip-ptw-async-cpu1', 1, b), ('pip-ptw-async-cpu3', 3, b),
-                     ('pwr-stop-mnt-cpu0', 0, c), ('pwr-stop-mnt-cpu2', 2, c)]:
+                     ('pip-ptw-async-cpu1', 1, b), ('pip-ptw-async-cpu3', 3, b)]:
     with open(d + name, 'wb') as f:
         f.write(bytes([cpu]) + t)

@@ -733,7 +733,6 @@ impl std::fmt::Debug for Event {
             .field("tsc", &self.tsc())
             .field("non_root", &self.non_root())
             .field("vmcs", &self.vmcs())
-            .field("mnt", &self.mnt())
             .finish()
     }
 }
@@ -761,8 +760,6 @@ pub struct EventParts {
     /// For `EventKind::Other(ptev_vmcs)` and `Other(ptev_async_vmcs)`:
     /// the VMCS base address and (async only) the IP.
     pub vmcs: Option<(u64, u64)>,
-    /// For `EventKind::Other(ptev_mnt)`: the MNT payload.
-    pub mnt: Option<u64>,
     /// For [`EventKind::Paging`] and [`EventKind::AsyncPaging`]: the PIP's
     /// NR bit (the CR3 is a VMX non-root guest's).
     pub non_root: bool,
@@ -779,7 +776,6 @@ impl PartialEq for Event {
             && self.other_ip() == o.other_ip()
             && self.non_root() == o.non_root()
             && self.vmcs() == o.vmcs()
-            && self.mnt() == o.mnt()
             && self.raw.lost_mtc == o.raw.lost_mtc
             && self.raw.lost_cyc == o.raw.lost_cyc
     }
@@ -788,8 +784,8 @@ impl PartialEq for Event {
 impl Event {
     /// An event of the kinds a decoder of ptdec's own produces (enabled,
     /// disabled, async disabled, async branch, overflow, exec mode, stop,
-    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite, exstop,
-    /// mwait, pwre, pwrx, mnt); `None` for any other kind.
+    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite); `None`
+    /// for any other kind.
     pub fn from_parts(p: &EventParts) -> Option<Event> {
         // SAFETY: pt_event is plain data; all-zero is libipt's initial
         // value (pt_event_init memsets it).
@@ -870,48 +866,6 @@ impl Event {
                 v.ptwrite.payload = payload;
                 ffi::ptev_ptwrite
             }
-            EventKind::Exstop { ip } => {
-                v.exstop.ip = ip_or(ip);
-                ffi::ptev_exstop
-            }
-            EventKind::Mwait { ip, hints, ext } => {
-                v.mwait.ip = ip_or(ip);
-                v.mwait.hints = hints;
-                v.mwait.ext = ext;
-                ffi::ptev_mwait
-            }
-            EventKind::Pwre {
-                state,
-                sub_state,
-                hw,
-            } => {
-                v.pwre.state = state;
-                v.pwre.sub_state = sub_state;
-                // SAFETY: the variant the type names; a bitfield setter.
-                unsafe { v.pwre.set_hw(u32::from(hw)) };
-                ffi::ptev_pwre
-            }
-            EventKind::Pwrx {
-                last,
-                deepest,
-                interrupt,
-                store,
-                autonomous,
-            } => {
-                v.pwrx.last = last;
-                v.pwrx.deepest = deepest;
-                // SAFETY: the variant the type names; bitfield setters.
-                unsafe {
-                    v.pwrx.set_interrupt(u32::from(interrupt));
-                    v.pwrx.set_store(u32::from(store));
-                    v.pwrx.set_autonomous(u32::from(autonomous));
-                }
-                ffi::ptev_pwrx
-            }
-            EventKind::Other(ffi::ptev_mnt) => {
-                v.mnt.payload = p.mnt?;
-                ffi::ptev_mnt
-            }
             _ => return None,
         };
         raw.set_ip_suppressed(u32::from(p.ip_suppressed));
@@ -947,14 +901,6 @@ impl Event {
                 _ => None,
             }
         }
-    }
-    /// For an MNT event (`EventKind::Other(ptev_mnt)`): its payload.
-    pub fn mnt(&self) -> Option<u64> {
-        if self.raw.type_ != ffi::ptev_mnt {
-            return None;
-        }
-        // SAFETY: the variant that `type_` names.
-        Some(unsafe { self.raw.variant.mnt.payload })
     }
     /// For a paging or async paging event: the PIP's NR bit.
     pub fn non_root(&self) -> Option<bool> {

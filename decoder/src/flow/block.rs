@@ -608,19 +608,7 @@ impl<'a> BlockDecoder<'a> {
             }
         };
         match ev.kind {
-            Kind::Enabled { .. }
-            | Kind::Cbr { .. }
-            | Kind::Overflow { .. }
-            | Kind::Stop
-            | Kind::Mnt { .. }
-            | Kind::Pwre { .. }
-            | Kind::Pwrx { .. } => {}
-            // Only while tracing does the IP bind it.
-            Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
-                if self.enabled && !ev.ip_suppressed && !to(self, code, block, ip)? {
-                    return Ok(Status(0));
-                }
-            }
+            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {}
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
@@ -751,19 +739,9 @@ impl<'a> BlockDecoder<'a> {
                         }
                     },
                 },
-                Kind::Enabled { .. }
-                | Kind::Cbr { .. }
-                | Kind::Overflow { .. }
-                | Kind::Stop
-                | Kind::Mnt { .. }
-                | Kind::Pwre { .. }
-                | Kind::Pwrx { .. } => {
+                Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {
                     self.proceed_postponed()?;
                     true
-                }
-                Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
-                    self.proceed_postponed()?;
-                    ev.ip_suppressed || !self.enabled || self.ip == ip
                 }
                 Kind::AsyncDisabled { at, .. } => {
                     self.proceed_postponed()?;
@@ -903,18 +881,6 @@ impl<'a> BlockDecoder<'a> {
             // libipt notes the CR3 or VMCS (for its image cache) or
             // nothing.
             Kind::Paging { .. } | Kind::Vmcs { .. } | Kind::Ptwrite { .. } => {}
-            // Tracing is disabled before it stops.
-            Kind::Stop => {
-                if ev.status_update || self.enabled {
-                    return Err(Fail::Pt(BAD_CONTEXT));
-                }
-            }
-            Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
-                if !ev.ip_suppressed && self.enabled && self.ip != ip {
-                    return Err(Fail::Pt(BAD_QUERY));
-                }
-            }
-            Kind::Mnt { .. } | Kind::Pwre { .. } | Kind::Pwrx { .. } => {}
             Kind::Overflow { ip } => {
                 if ev.status_update {
                     return Err(Fail::Pt(BAD_CONTEXT));

@@ -8,13 +8,11 @@
 //! MODE.TSX, OVF, PIP and VMCS (a status update in PSB+, an asynchronous
 //! event bound to the TIP of an asynchronous branch, VMCS before PIP,
 //! else a standalone event) and PTW (bound to the next FUP with its IP
-//! bit, else standalone without an IP), EXSTOP and MWAIT (bound to the
-//! next FUP with EXSTOP.IP, MWAIT first; else standalone without an IP),
-//! PWRE, PWRX, TraceStop and MNT (standalone; MNT in PSB+ at PSBEND) are
-//! followed too. What this does not follow yet ends the decode with
-//! [`Fail::Unsupported`] (the caller decodes the chunk with libipt
-//! instead): event trace (CFE/EVD), iflags events, and the overflow errata
-//! SKD010, APL11 and APL12 where they could apply.
+//! bit, else standalone without an IP) are followed too. What this does
+//! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
+//! decodes the chunk with libipt instead): MNT, TraceStop, power events, event
+//! trace (CFE/EVD), iflags events, and the overflow errata SKD010, APL11
+//! and APL12 where they could apply.
 
 use std::collections::VecDeque;
 
@@ -33,7 +31,6 @@ const EVB_PSBEND: u8 = 1;
 const EVB_TIP: u8 = 2;
 const EVB_FUP: u8 = 4;
 const EVB_FUP_BOUND: u8 = 8;
-const EVB_EXSTOP: u8 = 16;
 
 /// libipt's queue holds 16 slots, one kept free.
 const EVQ_MAX: usize = 14;
@@ -113,39 +110,6 @@ pub enum Kind {
         base: u64,
         ip: u64,
     },
-    /// TraceStop (`ptev_stop`), standalone.
-    Stop,
-    /// A maintenance packet's payload (`ptev_mnt`): in PSB+ handed out at
-    /// PSBEND (not as a status update), else standalone.
-    Mnt {
-        payload: u64,
-    },
-    /// EXSTOP (`ptev_exstop`): with EXSTOP.IP the next FUP gives `ip`;
-    /// without it the IP is suppressed.
-    Exstop {
-        ip: u64,
-    },
-    /// MWAIT (`ptev_mwait`): it waits for the EXSTOP that follows and
-    /// binds to the same FUP, or stands alone as that EXSTOP does.
-    Mwait {
-        ip: u64,
-        hints: u32,
-        ext: u32,
-    },
-    /// PWRE (`ptev_pwre`), standalone.
-    Pwre {
-        state: u8,
-        sub_state: u8,
-        hw: bool,
-    },
-    /// PWRX (`ptev_pwrx`), standalone.
-    Pwrx {
-        last: u8,
-        deepest: u8,
-        interrupt: bool,
-        store: bool,
-        autonomous: bool,
-    },
     /// A PTWRITE payload of `size` bytes (`ptev_ptwrite`): with PTW.IP the
     /// next FUP gives the instruction's `ip`; without it the IP is
     /// suppressed and the block decoder binds it to the next PTWRITE
@@ -167,8 +131,6 @@ impl Kind {
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
             | Kind::AsyncVmcs { ip, .. }
-            | Kind::Exstop { ip }
-            | Kind::Mwait { ip, .. }
             | Kind::Ptwrite { ip, .. } => *ip = to,
             _ => {}
         }
@@ -613,8 +575,7 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                // Handed out at PSBEND, but not as a status update.
-                Packet::Mnt(payload) => self.enqueue(EVB_PSBEND, Ev::new(Kind::Mnt { payload }))?,
+                Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
                 Packet::Tsc(t) => self.apply_tsc(t, true)?,
                 Packet::Cbr(r) => {
                     self.apply_cbr(r, true)?;
@@ -669,7 +630,7 @@ impl<'a> EventDecoder<'a> {
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
             }
-            Kind::Disabled { .. } | Kind::Cbr { .. } | Kind::Mnt { .. } => {}
+            Kind::Disabled { .. } | Kind::Cbr { .. } => {}
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
         }
         self.event_time(&mut ev);
@@ -720,7 +681,7 @@ impl<'a> EventDecoder<'a> {
                 self.event = Some(ev);
                 Ok(false)
             }
-            Kind::Ptwrite { .. } | Kind::Exstop { .. } | Kind::Mwait { .. } => {
+            Kind::Ptwrite { .. } => {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
@@ -973,32 +934,6 @@ impl<'a> EventDecoder<'a> {
         Ok(false)
     }
 
-    /// EXSTOP: a queued MWAIT goes first, bound to the same FUP (with
-    /// EXSTOP.IP) or standalone without an IP, the EXSTOP packet then
-    /// decoded again; an EXSTOP with its IP bit waits for the FUP, one
-    /// without stands alone.
-    fn decode_exstop(&mut self, with_ip: bool) -> Step {
-        if let Some(mut mwait) = self.dequeue(EVB_EXSTOP) {
-            let Kind::Mwait { .. } = mwait.kind else {
-                return Err(Fail::Pt(PtError::INTERNAL));
-            };
-            if !with_ip {
-                mwait.kind.set_ip(0);
-                mwait.ip_suppressed = true;
-                self.event_time(&mut mwait);
-                self.event = Some(mwait);
-                return Ok(false);
-            }
-            self.enqueue(EVB_FUP_BOUND, mwait)?;
-        }
-        if with_ip {
-            self.enqueue(EVB_FUP_BOUND, Ev::new(Kind::Exstop { ip: 0 }))?;
-            return Ok(true);
-        }
-        self.standalone_suppressed(Kind::Exstop { ip: 0 });
-        Ok(false)
-    }
-
     /// PTW: with its IP bit it waits for the FUP that gives the PTWRITE
     /// instruction's IP; without, it stands alone with the IP suppressed.
     fn decode_ptw(&mut self, plc: u8, with_ip: bool, payload: u64) -> Step {
@@ -1106,50 +1041,14 @@ impl<'a> EventDecoder<'a> {
             }
             Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
             Packet::Vmcs(base) => self.decode_vmcs(base),
-            Packet::Mnt(payload) => {
-                self.standalone(Kind::Mnt { payload });
-                Ok(false)
-            }
+            Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
             Packet::Ovf => self.decode_ovf(),
-            Packet::Stop => {
-                self.standalone(Kind::Stop);
-                Ok(false)
-            }
+            Packet::Stop => Err(Fail::Unsupported("TraceStop")),
             Packet::Ptw { plc, ip, payload } => self.decode_ptw(plc, ip, payload),
-            Packet::Exstop { ip } => self.decode_exstop(ip),
-            Packet::Mwait { hints, ext } => {
-                let kind = Kind::Mwait { ip: 0, hints, ext };
-                self.enqueue(EVB_EXSTOP, Ev::new(kind))?;
-                Ok(true)
-            }
-            Packet::Pwre {
-                state,
-                sub_state,
-                hw,
-            } => {
-                self.standalone(Kind::Pwre {
-                    state,
-                    sub_state,
-                    hw,
-                });
-                Ok(false)
-            }
-            Packet::Pwrx {
-                last,
-                deepest,
-                interrupt,
-                store,
-                autonomous,
-            } => {
-                self.standalone(Kind::Pwrx {
-                    last,
-                    deepest,
-                    interrupt,
-                    store,
-                    autonomous,
-                });
-                Ok(false)
-            }
+            Packet::Exstop { .. }
+            | Packet::Mwait { .. }
+            | Packet::Pwre { .. }
+            | Packet::Pwrx { .. } => Err(Fail::Unsupported("power events")),
             Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported("event trace")),
             Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
         }

@@ -14,14 +14,12 @@
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
 //! blocks, aborts), OVF, PIP and VMCS (paging and VMCS events, bound to
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
-//! FUP or to the next PTWRITE instruction), MWAIT/EXSTOP (bound to the
-//! FUP after EXSTOP.IP), PWRE, PWRX, TraceStop and MNT (standalone
-//! events), TSC/TMA/MTC/CYC time and CBR,
+//! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
 //! CYC; SKD022 checked at VMLAUNCH/VMRESUME;
-//! SKL168, which libipt's event decoder never arms). Anything else
-//! (event-trace packets,
+//! SKL168, which libipt's event decoder never arms). Anything else (MNT,
+//! power and event-trace packets, TraceStop,
 //! code in another mode than 64-bit, tick/iflags events, errata
 //! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
@@ -188,7 +186,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
     let mut tsx = None;
     let mut non_root = false;
     let mut vmcs = None;
-    let mut mnt = None;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -239,39 +236,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
             size,
             payload,
         },
-        Kind::Stop => EventKind::Stop,
-        Kind::Mnt { payload } => {
-            mnt = Some(payload);
-            EventKind::Other(ipt::ffi::ptev_mnt)
-        }
-        Kind::Exstop { ip: i } => EventKind::Exstop { ip: ip(i) },
-        Kind::Mwait { ip: i, hints, ext } => EventKind::Mwait {
-            ip: ip(i),
-            hints,
-            ext,
-        },
-        Kind::Pwre {
-            state,
-            sub_state,
-            hw,
-        } => EventKind::Pwre {
-            state,
-            sub_state,
-            hw,
-        },
-        Kind::Pwrx {
-            last,
-            deepest,
-            interrupt,
-            store,
-            autonomous,
-        } => EventKind::Pwrx {
-            last,
-            deepest,
-            interrupt,
-            store,
-            autonomous,
-        },
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {
@@ -286,6 +250,5 @@ fn to_event(ev: &Ev) -> Option<Event> {
         tsx,
         non_root,
         vmcs,
-        mnt,
     })
 }

@@ -1,4 +1,4 @@
-//! PIP, VMCS, PTWRITE, power event, MNT and TraceStop traces built by hand from the SDM's packet layouts, run
+//! PIP and PTWRITE traces built by hand from the SDM's packet layouts, run
 //! through both decoders: the flow decoder must follow them alone and log
 //! what libipt logs.
 
@@ -72,52 +72,6 @@ fn vmcs(base: u64) -> Vec<u8> {
 fn ptw(payload: u64, eight: bool, ip: bool) -> Vec<u8> {
     let mut v = vec![0x02, 0x12 | (u8::from(eight) << 5) | (u8::from(ip) << 7)];
     v.extend_from_slice(&payload.to_le_bytes()[..if eight { 8 } else { 4 }]);
-    v
-}
-
-/// MWAIT: `02 c2`, then the hints (EAX) and extensions (ECX) as two
-/// 4-byte fields.
-fn mwait(hints: u32, ext: u32) -> Vec<u8> {
-    let mut v = vec![0x02, 0xc2];
-    v.extend_from_slice(&hints.to_le_bytes());
-    v.extend_from_slice(&ext.to_le_bytes());
-    v
-}
-
-/// PWRE: `02 22`, then a byte with HW in bit 7 and a byte with the
-/// resolved thread C-state in bits 7:4 and the sub-state in bits 3:0.
-/// libipt 2.1.2 reads HW from bit 3 (`pt_pl_pwre_hw_mask`), so `hw` sets
-/// both.
-fn pwre(state: u8, sub: u8, hw: bool) -> Vec<u8> {
-    vec![0x02, 0x22, if hw { 0x88 } else { 0 }, (state << 4) | sub]
-}
-
-/// PWRX: `02 a2`, then a byte with the last core C-state in bits 7:4 and
-/// the deepest in bits 3:0, a byte of wake reasons (bit 0 interrupt, bit
-/// 2 store to the monitored address, bit 3 autonomous) and 3 reserved.
-fn pwrx(last: u8, deepest: u8, wake: u8) -> Vec<u8> {
-    vec![0x02, 0xa2, (last << 4) | deepest, wake, 0, 0, 0]
-}
-
-/// EXSTOP: `02 62`, with IP `02 e2`.
-fn exstop(ip: bool) -> Vec<u8> {
-    vec![0x02, if ip { 0xe2 } else { 0x62 }]
-}
-
-/// MNT: `02 c3 88`, then an 8-byte payload.
-fn mnt(payload: u64) -> Vec<u8> {
-    let mut v = vec![0x02, 0xc3, 0x88];
-    v.extend_from_slice(&payload.to_le_bytes());
-    v
-}
-
-/// TraceStop: `02 83`.
-const STOP: [u8; 2] = [0x02, 0x83];
-
-/// TSC: `19`, then 7 bytes of the time stamp counter.
-fn tsc(t: u64) -> Vec<u8> {
-    let mut v = vec![0x19];
-    v.extend_from_slice(&t.to_le_bytes()[..7]);
     v
 }
 
@@ -412,108 +366,4 @@ fn vmcs_like_pip() {
     let vmcs = at(&EventKind::Other(ipt::ffi::ptev_async_vmcs)).expect("the async vmcs event");
     assert!(vmcs < paging);
     assert!(evs.contains(&EventKind::Other(ipt::ffi::ptev_vmcs)));
-}
-
-#[test]
-fn power_events_stand_alone() {
-    let t = trace(&[
-        &PSB,
-        &tsc(0x1000),
-        &mnt(0x1122_3344_5566_7788),
-        &MODE64,
-        &fup(0),
-        &PSBEND,
-        &tsc(0x2000),
-        &pwre(2, 1, true),
-        &exstop(false),
-        &pwrx(6, 7, 0x0d),
-        &mnt(0x99),
-        &pwre(3, 0, false),
-        &pwrx(1, 2, 0x01),
-        &TIP_PGD,
-        &tsc(0x3000),
-        // Tracing is disabled before it stops.
-        &STOP,
-        &exstop(false),
-    ]);
-    same("standalone", &t);
-    let evs = fast_events(&t);
-    for k in [
-        EventKind::Pwre {
-            state: 2,
-            sub_state: 1,
-            hw: true,
-        },
-        EventKind::Pwrx {
-            last: 6,
-            deepest: 7,
-            interrupt: true,
-            store: true,
-            autonomous: true,
-        },
-        EventKind::Exstop { ip: None },
-        EventKind::Stop,
-        EventKind::Other(ipt::ffi::ptev_mnt),
-    ] {
-        assert!(evs.contains(&k), "{k:?} in {evs:?}");
-    }
-    // A TraceStop while tracing is libipt's error too.
-    let t = trace(&[&PSB, &MODE64, &fup(0), &PSBEND, &STOP, &TIP_PGD]);
-    same_error("stop enabled", &t);
-}
-
-#[test]
-fn mwait_and_exstop_bind_to_fup() {
-    let t = trace(&[
-        &PSB,
-        &MODE64,
-        &fup(0),
-        &PSBEND,
-        // Both bind to the FUP at 0x06: MWAIT first.
-        &mwait(0x20, 0x1),
-        &exstop(true),
-        &tsc(0x5000),
-        &fup(0x06),
-        &pwre(1, 0, false),
-        &pwrx(1, 1, 0x04),
-        &TIP_PGD,
-        // Disabled: an EXSTOP with IP still takes the FUP's.
-        &exstop(true),
-        &fup(0x0d),
-        // Without EXSTOP.IP both stand alone, the IP suppressed.
-        &mwait(0x30, 0),
-        &exstop(false),
-    ]);
-    same("fup", &t);
-    let evs = fast_events(&t);
-    let at = |k: &EventKind| evs.iter().position(|e| e == k);
-    let mw = at(&EventKind::Mwait {
-        ip: Some(BASE + 6),
-        hints: 0x20,
-        ext: 1,
-    })
-    .expect("the bound mwait");
-    let ex = at(&EventKind::Exstop { ip: Some(BASE + 6) }).expect("the bound exstop");
-    assert!(mw < ex);
-    assert!(evs.contains(&EventKind::Exstop {
-        ip: Some(BASE + 0x0d)
-    }));
-    let mw = at(&EventKind::Mwait {
-        ip: None,
-        hints: 0x30,
-        ext: 0,
-    })
-    .expect("the standalone mwait");
-    assert_eq!(evs.get(mw + 1), Some(&EventKind::Exstop { ip: None }));
-    // A FUP that is not the EXSTOP's IP while tracing: libipt's error.
-    let t = trace(&[
-        &PSB,
-        &MODE64,
-        &fup(0),
-        &PSBEND,
-        &exstop(true),
-        &fup(0x0d),
-        &TIP_PGD,
-    ]);
-    same_error("fup later", &t);
 }
