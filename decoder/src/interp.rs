@@ -22,8 +22,13 @@ use crate::ops::{Op, OpSink};
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<S: OpSink> {
     inner: S,
-    /// Per thread: the anchor op and the branches that share its time.
-    pending: FastMap<(u32, u32), Vec<Op>>,
+    /// Per thread: the anchor op and the branches that share its time,
+    /// found through `index`, and the thread of the last op: a thread's
+    /// ops come in runs, so most find their group without hashing (the
+    /// profile showed a hash lookup per op).
+    pending: Vec<Vec<Op>>,
+    index: FastMap<(u32, u32), usize>,
+    last: Option<((u32, u32), usize)>,
 }
 
 fn is_branch(op: &Op) -> bool {
@@ -41,16 +46,18 @@ impl<S: OpSink> Interpolate<S> {
     pub fn new(inner: S) -> Self {
         Interpolate {
             inner,
-            pending: FastMap::default(),
+            pending: Vec::new(),
+            index: FastMap::default(),
+            last: None,
         }
     }
 
     /// Forwards what is still held and returns the inner sink.
     pub fn finish(mut self) -> S {
-        let mut keys: Vec<_> = self.pending.keys().copied().collect();
+        let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
         keys.sort_unstable();
-        for (pid, tid) in keys {
-            for op in self.pending.remove(&(pid, tid)).unwrap_or_default() {
+        for ((pid, tid), i) in keys {
+            for op in std::mem::take(&mut self.pending[i]) {
                 self.inner.op(pid, tid, op);
             }
         }
@@ -103,7 +110,19 @@ fn spread(group: &mut [Op], next: &Op) {
 
 impl<S: OpSink> OpSink for Interpolate<S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
-        let group = self.pending.entry((pid, tid)).or_default();
+        let i = match self.last {
+            Some((key, i)) if key == (pid, tid) => i,
+            _ => {
+                let n = self.pending.len();
+                let i = *self.index.entry((pid, tid)).or_insert(n);
+                if i == n {
+                    self.pending.push(Vec::new());
+                }
+                self.last = Some(((pid, tid), i));
+                i
+            }
+        };
+        let group = &mut self.pending[i];
         if let Some(anchor) = group.first() {
             if spreads(&op) && op.stamp().time == anchor.stamp().time {
                 group.push(op);

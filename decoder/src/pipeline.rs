@@ -584,7 +584,12 @@ pub struct StackSink<'a, 'e> {
     resolver: &'a dyn Resolver,
     timeline: &'a Timeline,
     emitter: &'e mut dyn SliceOut,
-    stacks: FastMap<(u32, u32), ThreadStack>,
+    /// Each thread's stack, found through `index`, and the last one asked
+    /// for: a thread's ops come in runs, so most ops find their stack
+    /// without hashing (the profile showed two hash lookups per op).
+    stacks: Vec<ThreadStack>,
+    index: FastMap<(u32, u32), usize>,
+    last: Option<((u32, u32), usize)>,
     threads: BTreeMap<(u32, u32), ThreadReport>,
     /// Set the emitter's origin from the first op (no TSC conversion).
     origin_from_first_op: bool,
@@ -611,7 +616,9 @@ impl<'a, 'e> StackSink<'a, 'e> {
             resolver,
             timeline,
             emitter,
-            stacks: FastMap::default(),
+            stacks: Vec::new(),
+            index: FastMap::default(),
+            last: None,
             threads: BTreeMap::new(),
             origin_from_first_op: false,
             error: None,
@@ -632,18 +639,18 @@ impl<'a, 'e> StackSink<'a, 'e> {
     /// Ends what is still open and returns the per-thread reports, or the
     /// first write error.
     pub fn finish(mut self) -> Result<BTreeMap<(u32, u32), ThreadReport>, EmitError> {
-        let mut keys: Vec<_> = self.stacks.keys().copied().collect();
+        let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
         keys.sort_unstable();
-        for (pid, tid) in keys {
+        for &((pid, tid), i) in &keys {
             // Threads whose ops did not end with End (a decoder that stopped early).
-            let last = self.stacks[&(pid, tid)].last_stamp();
+            let last = self.stacks[i].last_stamp();
             self.op(pid, tid, Op::End { at: last });
         }
         if let Some(e) = self.error {
             return Err(e);
         }
-        for ((pid, tid), stack) in self.stacks {
-            self.threads.entry((pid, tid)).or_default().stack = stack.stats().clone();
+        for ((pid, tid), i) in keys {
+            self.threads.entry((pid, tid)).or_default().stack = self.stacks[i].stats().clone();
         }
         Ok(self.threads)
     }
@@ -682,23 +689,18 @@ impl OpSink for StackSink<'_, '_> {
         if self.error.is_some() {
             return;
         }
-        if !self.stacks.contains_key(&(pid, tid)) {
-            let t = op.stamp().time;
-            if self.origin_from_first_op {
-                self.emitter.set_origin(t);
-                self.origin_from_first_op = false;
-            }
-            if let Err(e) = self.register(pid, tid, t) {
-                self.error = Some(e);
-                return;
-            }
-            let stack = if self.close_order {
-                ThreadStack::close_order(pid, tid)
-            } else {
-                ThreadStack::new(pid, tid)
-            };
-            self.stacks.insert((pid, tid), stack);
-        }
+        let i = match self.last {
+            Some((key, i)) if key == (pid, tid) => Some(i),
+            _ => self.index.get(&(pid, tid)).copied(),
+        };
+        let i = match i {
+            Some(i) => i,
+            None => match self.new_stack(pid, tid, &op) {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        self.last = Some(((pid, tid), i));
         if let Op::Mark { at, mark } = &op {
             // Marks go straight to the emitter; the stack ignores them.
             if let Err(e) = self.emitter.mark(pid, tid, at, mark) {
@@ -706,7 +708,7 @@ impl OpSink for StackSink<'_, '_> {
             }
             return;
         }
-        let stack = self.stacks.get_mut(&(pid, tid)).expect("inserted above");
+        let stack = &mut self.stacks[i];
         let emitter = &mut *self.emitter;
         let error = &mut self.error;
         stack.push(&op, self.resolver, &mut |s| {
@@ -722,6 +724,31 @@ impl OpSink for StackSink<'_, '_> {
                 f(self.ops);
             }
         }
+    }
+}
+
+impl StackSink<'_, '_> {
+    /// Registers a thread met for the first time (its names, the origin
+    /// from its first op when the trace has no TSC conversion) and gives
+    /// it a stack; `None` after a write error.
+    fn new_stack(&mut self, pid: u32, tid: u32, op: &Op) -> Option<usize> {
+        let t = op.stamp().time;
+        if self.origin_from_first_op {
+            self.emitter.set_origin(t);
+            self.origin_from_first_op = false;
+        }
+        if let Err(e) = self.register(pid, tid, t) {
+            self.error = Some(e);
+            return None;
+        }
+        let stack = if self.close_order {
+            ThreadStack::close_order(pid, tid)
+        } else {
+            ThreadStack::new(pid, tid)
+        };
+        self.stacks.push(stack);
+        self.index.insert((pid, tid), self.stacks.len() - 1);
+        Some(self.stacks.len() - 1)
     }
 }
 

@@ -35,7 +35,8 @@ pub struct ReportArgs {
     /// Only the threads of these processes. Example: --pid 4242
     #[arg(long, value_name = "PID,..", value_delimiter = ',')]
     pub pid: Vec<u32>,
-    /// Decode with N threads (default: all cores). Example: -j 4
+    /// Decode with N threads, at most the CPUs ptdec may run on (default:
+    /// all of them). Example: -j 4
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
     pub jobs: usize,
     /// The unit of parallel decoding, as for `ptdec TRACE`. Example: --chunk-size 1M
@@ -635,7 +636,8 @@ pub struct DecodeArgs {
     /// No progress and no summary on stderr (errors are still printed).
     #[arg(short, long)]
     pub quiet: bool,
-    /// Decode with N threads, at most 256 (default: all cores). Memory: the
+    /// Decode with N threads, at most 256 and at most the CPUs ptdec may
+    /// run on (default: all of them). Memory: the
     /// chunks decoded ahead of the output hold at most 8 MiB of trace in
     /// all, whatever -j and --chunk-size say (more threads than chunks fit
     /// there are not started); decoded, that is about 700 MB for

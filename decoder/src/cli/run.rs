@@ -428,7 +428,7 @@ pub(super) fn selected(
         pids: set(pids),
         start,
         end,
-        jobs,
+        jobs: crate::decode::cpu_jobs(jobs),
         chunk_bytes,
         progress: progress.callback(),
         ..DecodeOptions::default()
