@@ -52,6 +52,18 @@ impl<S: OpSink> Interpolate<S> {
         }
     }
 
+    /// Ops of thread (pid, tid) held for the time after them.
+    pub fn held(&self, pid: u32, tid: u32) -> usize {
+        self.index
+            .get(&(pid, tid))
+            .map_or(0, |&i| self.pending[i].len())
+    }
+
+    /// The inner sink; what is held is dropped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
     /// Forwards what is still held and returns the inner sink.
     pub fn finish(mut self) -> S {
         let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
@@ -140,6 +152,36 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         } else {
             self.inner.op(pid, tid, op);
         }
+    }
+
+    /// The stretch's first op ends the thread's group, as it would if it
+    /// came: the group is spread and handed on, then the stretch. Unless
+    /// that op would join the group (the same time): then `false`, and
+    /// the ops come one by one.
+    fn stretch(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        stretch: Box<crate::stitch::Stretch>,
+        base: crate::stack::Base,
+    ) -> bool {
+        if let Some(&i) = self.index.get(&(pid, tid)) {
+            let group = &mut self.pending[i];
+            if let Some(anchor) = group.first() {
+                let mut lead = stretch.lead.clone();
+                *lead.stamp_mut() = base.stamp(lead.stamp());
+                if spreads(&lead) && lead.stamp().time == anchor.stamp().time {
+                    return false;
+                }
+                if spreads(&lead) || matches!(lead, Op::Disabled { .. }) {
+                    spread(group, &lead);
+                }
+                for held in group.drain(..) {
+                    self.inner.op(pid, tid, held);
+                }
+            }
+        }
+        self.inner.stretch(pid, tid, stretch, base)
     }
 }
 

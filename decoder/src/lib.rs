@@ -24,5 +24,6 @@ pub mod pipeline;
 pub mod raw;
 pub mod report;
 pub mod stack;
+pub mod stitch;
 pub mod summary;
 pub mod symbols;

@@ -172,11 +172,35 @@ impl Op {
 pub trait OpSink {
     /// One step of thread `tid` of process `pid`.
     fn op(&mut self, pid: u32, tid: u32, op: Op);
+
+    /// A stretch of the thread's ops whose call stack a decode worker
+    /// built ahead (`crate::stitch`), its counters to be offset by `base`:
+    /// `true` when the sink took it in their stead; `false` (the default),
+    /// and the ops come one by one.
+    fn stretch(
+        &mut self,
+        _pid: u32,
+        _tid: u32,
+        _stretch: Box<crate::stitch::Stretch>,
+        _base: crate::stack::Base,
+    ) -> bool {
+        false
+    }
 }
 
 impl<S: OpSink + ?Sized> OpSink for &mut S {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         (**self).op(pid, tid, op)
+    }
+
+    fn stretch(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        stretch: Box<crate::stitch::Stretch>,
+        base: crate::stack::Base,
+    ) -> bool {
+        (**self).stretch(pid, tid, stretch, base)
     }
 }
 

@@ -18,7 +18,8 @@ use crate::interp::Interpolate;
 use crate::min_duration::{MinDuration, MinDurationStats};
 use crate::ops::{Mark, Op, OpSink, Stamp};
 use crate::raw::RawInput;
-use crate::stack::{Func, Resolver, Slice, StackStats, ThreadStack};
+use crate::stack::{Base, Func, Item, Resolver, Slice, StackStats, ThreadStack};
+use crate::stitch::Stretch;
 use crate::summary::thousands;
 use crate::symbols::{fallback_name, SymbolCache};
 use ftf::hash::FastMap;
@@ -725,9 +726,55 @@ impl OpSink for StackSink<'_, '_> {
             }
         }
     }
+
+    fn stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
+        self.take_stretch(pid, tid, st, base)
+    }
 }
 
 impl StackSink<'_, '_> {
+    /// See [`OpSink::stretch`]: the thread's stack checks and applies the
+    /// worker's ([`ThreadStack::apply`]).
+    fn take_stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
+        if self.error.is_some() {
+            return true;
+        }
+        let i = match self.last {
+            Some((key, i)) if key == (pid, tid) => i,
+            _ => match self.index.get(&(pid, tid)) {
+                Some(&i) => i,
+                None => return false,
+            },
+        };
+        self.last = Some(((pid, tid), i));
+        let st = *st;
+        let emitter = &mut *self.emitter;
+        let error = &mut self.error;
+        let applied = self.stacks[i].apply(st.stack, base, &mut |item| {
+            if error.is_some() {
+                return;
+            }
+            let r = match item {
+                Item::Slice(s) => emitter.slice(s),
+                Item::Mark(at, m) => emitter.mark(pid, tid, &at, &m),
+                Item::CloseEntry(_) => Ok(()),
+            };
+            if let Err(e) = r {
+                *error = Some(e);
+            }
+        });
+        if applied {
+            let before = self.ops / OPS_PER_PROGRESS;
+            self.ops += st.stack_ops;
+            if self.ops / OPS_PER_PROGRESS != before {
+                if let Some(f) = self.on_op {
+                    f(self.ops);
+                }
+            }
+        }
+        applied
+    }
+
     /// Registers a thread met for the first time (its names, the origin
     /// from its first op when the trace has no TSC conversion) and gives
     /// it a stack; `None` after a write error.
@@ -891,9 +938,24 @@ impl Stacks<'_> {
         sink.origin_from_first_op = origin(trace).is_none();
         sink.on_op = self.on_op;
         sink.close_order = self.close_order;
+        // Call stacks built on the decode workers where the output is the
+        // same (crate::stitch's module doc says where).
+        let ahead = crate::stitch::Stacks {
+            resolver: || {
+                Box::new(TraceResolver::new(&trace.timeline, images, symbols)) as Box<dyn Resolver>
+            },
+            interpolate: self.interpolate,
+            _of: std::marker::PhantomData,
+        };
+        let prepare = (self.tap.is_none()
+            && !self.close_order
+            && self.decode.start.is_none()
+            && self.decode.end.is_none()
+            && !self.decode.sequential_stacks)
+            .then_some(&ahead as &dyn crate::stitch::Prepare);
         let run = |sink: &mut dyn OpSink| match self.tap {
             Some(tap) => decode(trace, images, self.decode, &mut Tap { tap, inner: sink }),
-            None => decode(trace, images, self.decode, sink),
+            None => crate::decode::decode_with(trace, images, self.decode, sink, prepare),
         };
         let decode_stats = if self.interpolate {
             let mut spread = Interpolate::new(&mut sink);

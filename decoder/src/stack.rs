@@ -64,7 +64,7 @@
 
 use std::sync::Arc;
 
-use crate::ops::{GapKind, Op, Stamp};
+use crate::ops::{GapKind, Mark, Op, Stamp};
 
 /// A function as the stack knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +188,9 @@ struct Frame {
     /// Where the call that opened this frame returns to (a tail call's
     /// frame inherits it).
     ret: Option<u64>,
+    /// In speculative mode, for a tail call out of entry frame `i`: `ret`
+    /// is that frame's, not known yet.
+    ret_of_entry: Option<usize>,
     unknown_start: bool,
     depth: i32,
     /// Entered from the kernel at a function entry: a signal handler.
@@ -234,6 +237,92 @@ pub struct ThreadStack {
     state: State,
     last: Stamp,
     stats: StackStats,
+    /// Speculative mode (`crate::stitch`): below `frames` lies the thread's
+    /// stack as it was when this stretch began, not known yet.
+    entry: Option<Box<Entry>>,
+}
+
+/// What a stack in speculative mode ([`ThreadStack::speculative`]) assumed
+/// about the frames below its own, the *entry frames* (E0 the top one at
+/// the start, E1 below it, ...), and what it put out meanwhile. The stitch
+/// ([`ThreadStack::apply`]) checks every assumption against the real stack
+/// and applies the outcome only when all hold: the slices are then exactly
+/// those the real stack would have made from the same ops.
+#[derive(Debug, Default)]
+pub struct Entry {
+    /// Entry frames closed so far: the next one is E`consumed`.
+    consumed: usize,
+    asserts: Vec<Assert>,
+    items: Vec<Item>,
+    /// The stamp of the first op taken (before clamping).
+    first: Option<Stamp>,
+    /// The stack met what it cannot follow without the entry frames (a gap,
+    /// the end, a tail call out of an entry frame, a restart): the stitch
+    /// decodes this stretch with the real stack instead.
+    pub failed: bool,
+    /// E`consumed`'s (known, entry) as guessed (see [`Assert::Is`]).
+    revealed: Option<(usize, bool, u64)>,
+    /// Why it gave up.
+    pub why: &'static str,
+}
+
+/// An assumption about an entry frame, checked by the stitch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Assert {
+    /// Entry frame `i` is the one that returns to `to` (its call's return
+    /// address): the first frame from the top that a return matches
+    /// exactly, when none of the stack's own frames does.
+    Ret { i: usize, to: u64 },
+    /// Entry frame `i` runs a function known by symbol (`known`) with that
+    /// entry (compared only when known): guessed from the address the
+    /// thread runs at when the stack first asks.
+    Is { i: usize, known: bool, entry: u64 },
+    /// No entry frame from `i` down runs the known function at `entry`.
+    NotBelow { i: usize, entry: u64 },
+    /// No entry frame from `i` down returns to `to`.
+    NoRet { i: usize, to: u64 },
+}
+
+/// What a stack in speculative mode put out, in order (see [`Entry`]).
+#[derive(Debug)]
+pub enum Item {
+    /// A slice of its own frames: stamps counted from the stretch's start,
+    /// depth relative to E0's.
+    Slice(Slice),
+    /// A mark, which goes out between the slices where it came.
+    Mark(Stamp, Box<Mark>),
+    /// The next entry frame ends here.
+    CloseEntry(Stamp),
+}
+
+/// How the stitch turns a speculative stack's counters into the thread's:
+/// instructions and cycles before the stretch.
+#[derive(Debug, Clone, Copy)]
+pub struct Base {
+    pub insns: u64,
+    /// `None`: the trace has no cycle counts (stamps keep `None`).
+    pub cycles: Option<u64>,
+}
+
+impl Base {
+    /// `s` counted from the thread's start.
+    pub fn stamp(&self, s: Stamp) -> Stamp {
+        Stamp {
+            time: s.time,
+            insns: s.insns + self.insns,
+            cycles: match (s.cycles, self.cycles) {
+                (Some(c), Some(b)) => Some(c + b),
+                (c, _) => c,
+            },
+        }
+    }
+
+    fn slice(&self, mut s: Slice, depth: i32) -> Slice {
+        s.start = self.stamp(s.start);
+        s.end = self.stamp(s.end);
+        s.depth += depth;
+        s
+    }
 }
 
 /// Whether two stamps coincide on any time axis.
@@ -254,7 +343,171 @@ impl ThreadStack {
             state: State::Idle,
             last: Stamp::default(),
             stats: StackStats::default(),
+            entry: None,
         }
+    }
+
+    /// A stack in speculative mode: it starts running (tracing on) above
+    /// an unknown entry stack, records what it assumes about it and what
+    /// it puts out ([`Entry`]), and gives up where it cannot go on
+    /// without it. Its slices are handed out only by [`ThreadStack::apply`].
+    pub fn speculative(pid: u32, tid: u32) -> Self {
+        Self {
+            state: State::Running,
+            entry: Some(Box::default()),
+            ..Self::new(pid, tid)
+        }
+    }
+
+    /// Whether a speculative stack gave up.
+    pub fn failed(&self) -> bool {
+        self.entry.as_ref().is_some_and(|e| e.failed)
+    }
+
+    /// Why a speculative stack gave up.
+    pub fn failed_why(&self) -> &'static str {
+        self.entry.as_ref().map_or("", |e| e.why)
+    }
+
+    fn fail(&mut self, why: &'static str) {
+        if let Some(e) = &mut self.entry {
+            e.failed = true;
+            e.why = why;
+        }
+    }
+
+    /// Hands a slice out, or records it in speculative mode.
+    fn put(&mut self, slice: Slice, out: &mut dyn FnMut(Slice)) {
+        match &mut self.entry {
+            Some(e) => e.items.push(Item::Slice(slice)),
+            None => out(slice),
+        }
+    }
+
+    /// The top frame's (known, entry): the stack's own, or in speculative
+    /// mode with none of its own, the next entry frame's, guessed the first
+    /// time from `addr` (where the thread runs) and assumed ([`Assert::Is`]).
+    fn top_id(&mut self, addr: u64, t: u64, resolver: &dyn Resolver) -> Option<(bool, u64)> {
+        if let Some(top) = self.frames.last() {
+            return Some((top.known, top.func.entry));
+        }
+        let consumed = self.entry.as_ref()?.consumed;
+        if let Some((i, known, entry)) = self.entry.as_ref()?.revealed {
+            if i == consumed {
+                return Some((known, entry));
+            }
+        }
+        let (func, known) = self.resolve(resolver, addr, t);
+        let entry = if known { func.entry } else { 0 };
+        let e = self.entry.as_mut()?;
+        e.revealed = Some((consumed, known, entry));
+        e.asserts.push(Assert::Is {
+            i: consumed,
+            known,
+            entry,
+        });
+        Some((known, entry))
+    }
+
+    /// Checks a speculative stack's assumptions against this (the real)
+    /// stack and, when all hold, applies its outcome: its slices, marks and
+    /// the ends of entry frames go to `out` in order (with `base` added to
+    /// their counters), its frames and state become this stack's. `false`
+    /// (nothing changed): decode the stretch's ops with this stack instead.
+    pub fn apply(&mut self, spec: ThreadStack, base: Base, out: &mut dyn FnMut(Item)) -> bool {
+        let Some(entry) = spec.entry.as_deref() else {
+            return false;
+        };
+        if entry.failed || !matches!(self.state, State::Running) || self.entry.is_some() {
+            return false;
+        }
+        let n = self.frames.len();
+        // The entry frames it may have looked at (its top at the end too) exist.
+        if n <= entry.consumed {
+            return false;
+        }
+        // Its clamping and ties are this stack's: nothing here is later
+        // than its first stamp, on any axis.
+        if let Some(first) = entry.first.map(|f| base.stamp(f)) {
+            let before = |a: &Stamp| {
+                a.time < first.time
+                    && a.insns < first.insns
+                    && match (a.cycles, first.cycles) {
+                        (Some(x), Some(y)) => x < y,
+                        _ => true,
+                    }
+            };
+            let last_ok = self.last.time <= first.time
+                && self.last.insns <= first.insns
+                && match (self.last.cycles, first.cycles) {
+                    (Some(x), Some(y)) => x <= y,
+                    _ => true,
+                };
+            if !last_ok
+                || !self.frames[n - 1 - entry.consumed..]
+                    .iter()
+                    .all(|f| before(&f.start))
+            {
+                return false;
+            }
+        }
+        let frame = |i: usize| &self.frames[n - 1 - i];
+        let holds = entry.asserts.iter().all(|a| match *a {
+            Assert::Ret { i, to } => i < n && frame(i).ret == Some(to),
+            Assert::Is { i, known, entry } => {
+                i < n && frame(i).known == known && (!known || frame(i).func.entry == entry)
+            }
+            Assert::NotBelow { i, entry } => !self.frames[..n.saturating_sub(i)]
+                .iter()
+                .any(|f| f.known && f.func.entry == entry),
+            Assert::NoRet { i, to } => !self.frames[..n.saturating_sub(i)]
+                .iter()
+                .any(|f| f.ret == Some(to)),
+        });
+        if !holds {
+            return false;
+        }
+        let depth = self.top_depth();
+        // The entry frames' return addresses, for the frames that took one
+        // over by a tail call (before the entry frames end below).
+        let rets: Vec<Option<u64>> = (0..=entry.consumed).map(|i| frame(i).ret).collect();
+        let mut spec = spec;
+        let entry = spec.entry.take().expect("checked above");
+        for item in entry.items {
+            match item {
+                Item::Slice(s) => out(Item::Slice(base.slice(s, depth))),
+                Item::Mark(at, m) => out(Item::Mark(base.stamp(at), m)),
+                Item::CloseEntry(at) => {
+                    let frame = self.frames.pop().expect("checked: n > consumed");
+                    self.close(frame, base.stamp(at), &mut |s| out(Item::Slice(s)));
+                }
+            }
+        }
+        for mut f in spec.frames {
+            if let Some(i) = f.ret_of_entry.take() {
+                f.ret = rets[i];
+            }
+            f.start = base.stamp(f.start);
+            f.depth += depth;
+            f.held = f.held.into_iter().map(|s| base.slice(s, depth)).collect();
+            self.stats.max_depth = self.stats.max_depth.max(f.depth);
+            self.frames.push(f);
+        }
+        self.state = match spec.state {
+            State::Disabled { at, ip, kernel } => State::Disabled {
+                at: base.stamp(at),
+                ip,
+                kernel,
+            },
+            other => other,
+        };
+        if spec.last != Stamp::default() {
+            self.last = base.stamp(spec.last);
+        }
+        let max_depth = self.stats.max_depth.max(spec.stats.max_depth + depth);
+        self.stats.add(&spec.stats);
+        self.stats.max_depth = max_depth;
+        true
     }
 
     /// A stack whose slices come out strictly as they close (children
@@ -291,6 +544,23 @@ impl ThreadStack {
 
     /// Applies one step; completed slices go to `out`.
     pub fn push(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        if let Some(e) = &mut self.entry {
+            if e.failed {
+                return;
+            }
+            match op {
+                Op::Mark { at, mark } => e.items.push(Item::Mark(*at, mark.clone())),
+                Op::Gap { .. } | Op::End { .. } => {
+                    e.failed = true;
+                    e.why = "a gap or the end";
+                }
+                _ => {}
+            }
+            if e.failed || matches!(op, Op::Mark { .. }) {
+                return;
+            }
+            e.first.get_or_insert(op.stamp());
+        }
         if matches!(op, Op::Mark { .. })
             || (matches!(op, Op::Disabled { .. }) && matches!(self.state, State::Idle))
         {
@@ -319,7 +589,7 @@ impl ThreadStack {
             }
             Op::Call { to, ret, .. } => self.call(at, *to, *ret, resolver),
             Op::Return { to, .. } => self.ret(at, *to, resolver, out),
-            Op::Jump { to, .. } => self.jump(at, *to, resolver, out),
+            Op::Jump { from, to, .. } => self.jump(at, *from, *to, resolver, out),
             Op::Gap { kind, offset, .. } => {
                 self.end_segment(at, out);
                 self.stats.gaps += 1;
@@ -359,8 +629,14 @@ impl ThreadStack {
         }
     }
 
+    /// The top frame's depth; with none, -1, or in speculative mode the
+    /// next entry frame's (E`i` is at depth -`i`, E0's being 0).
     fn top_depth(&self) -> i32 {
-        self.frames.last().map_or(-1, |f| f.depth)
+        match (self.frames.last(), &self.entry) {
+            (Some(f), _) => f.depth,
+            (None, Some(e)) => -(e.consumed as i32),
+            (None, None) => -1,
+        }
     }
 
     fn open(
@@ -378,6 +654,7 @@ impl ThreadStack {
             known,
             start,
             ret,
+            ret_of_entry: None,
             unknown_start,
             depth,
             handler: false,
@@ -396,6 +673,12 @@ impl ThreadStack {
     }
 
     fn enable(&mut self, at: Stamp, ip: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        if self.entry.is_some() && matches!(self.state, State::Idle | State::InGap { .. }) {
+            // A new segment: the entry frames would end (never reached: a
+            // speculative stack starts running and gives up at gaps).
+            self.fail("a new segment");
+            return;
+        }
         match std::mem::replace(&mut self.state, State::Running) {
             State::Idle => self.start_segment(at, ip, resolver),
             State::InGap {
@@ -431,14 +714,16 @@ impl ThreadStack {
                     kind: SliceKind::Untraced { kernel, ip: off_ip },
                 };
                 self.stats.untraced += 1;
-                if self.frames.is_empty() {
+                if self.frames.is_empty() && self.entry.is_none() {
                     self.finish(untraced, Vec::new(), out);
                     self.start_segment(at, ip, resolver);
                     return;
                 }
                 let (func, known) = self.resolve(resolver, ip, at.time);
-                let top = self.frames.last().expect("not empty");
-                if !known || !top.known || top.func.entry == func.entry {
+                let (top_known, top_entry) = self
+                    .top_id(ip, at.time, resolver)
+                    .expect("a frame of its own, or an entry frame");
+                if !known || !top_known || top_entry == func.entry {
                     self.finish(untraced, Vec::new(), out);
                 } else if let Some(i) = self.lower_frame_of(&func) {
                     // The top frame left through the kernel (sigreturn);
@@ -452,6 +737,9 @@ impl ThreadStack {
                     let depth = self.top_depth() + 1;
                     self.open(func, known, at, None, false, depth);
                     self.frames.last_mut().expect("just opened").handler = true;
+                } else if self.entry.is_some() {
+                    // The restart below would end the entry frames.
+                    self.fail("a restart");
                 } else {
                     // Resumed somewhere unrelated (exec, a context we never
                     // saw): the old frames end where tracing stopped.
@@ -480,20 +768,91 @@ impl ThreadStack {
         self.open(func, known, at, Some(ret), false, depth);
     }
 
-    /// The highest frame below the top running `func`.
-    fn lower_frame_of(&self, func: &Func) -> Option<usize> {
-        let below_top = self.frames.len().checked_sub(1)?;
-        self.frames[..below_top]
-            .iter()
-            .rposition(|f| f.known && f.func.entry == func.entry)
+    /// The highest frame below the top running `func`. In speculative mode
+    /// only the stack's own frames can be the answer: that no entry frame
+    /// below the top runs it is assumed ([`Assert::NotBelow`]).
+    fn lower_frame_of(&mut self, func: &Func) -> Option<usize> {
+        let below_top = self.frames.len().checked_sub(1);
+        if let Some(i) = below_top.and_then(|b| {
+            self.frames[..b]
+                .iter()
+                .rposition(|f| f.known && f.func.entry == func.entry)
+        }) {
+            return Some(i);
+        }
+        if let Some(e) = &mut self.entry {
+            let i = e.consumed + usize::from(below_top.is_none());
+            e.asserts.push(Assert::NotBelow {
+                i,
+                entry: func.entry,
+            });
+        }
+        None
     }
 
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         self.stats.returns += 1;
         // The frame whose call returns to `to` ends; frames above it are skipped.
-        if let Some(i) = self.frames.iter().rposition(|f| f.ret == Some(to)) {
+        if let Some(i) = self
+            .frames
+            .iter()
+            .rposition(|f| f.ret == Some(to) || f.ret_of_entry.is_some())
+        {
+            if let (Some(e), Some(of)) = (&mut self.entry, self.frames[i].ret_of_entry) {
+                // Its return address is an entry frame's: assumed to match.
+                e.asserts.push(Assert::Ret { i: of, to });
+            }
             self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
             self.pop_to(i, at, out);
+            return;
+        }
+        if let Some(consumed) = self.entry.as_ref().map(|e| e.consumed) {
+            // One of its own frames below the top runs the function
+            // returned into (an exception's landing pad, longjmp): that
+            // one, assuming no entry frame returns to `to` exactly.
+            let (func, known) = self.resolve(resolver, to, at.time);
+            let below_top = self.frames.len().saturating_sub(1);
+            let own = self.frames[..below_top]
+                .iter()
+                .rposition(|f| f.known && f.func.entry == func.entry);
+            if let (true, Some(i)) = (known, own) {
+                let e = self.entry.as_mut().expect("speculative");
+                e.asserts.push(Assert::NoRet { i: consumed, to });
+                self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
+                self.pop_to(i + 1, at, out);
+                return;
+            }
+            if !self.frames.is_empty() {
+                // Its own top frame returns elsewhere than its call's
+                // return address, and none of its frames runs the code
+                // returned into: unwinding into an entry frame. Assumed to
+                // be the next one, found by function as the real stack
+                // would (after no frame matched exactly).
+                if !known {
+                    self.fail("a return to code without a symbol past the entry");
+                    return;
+                }
+                let e = self.entry.as_mut().expect("speculative");
+                e.asserts.push(Assert::NoRet { i: consumed, to });
+                e.asserts.push(Assert::Is {
+                    i: consumed,
+                    known: true,
+                    entry: func.entry,
+                });
+                e.revealed = Some((consumed, true, func.entry));
+                self.stats.skipped_frames += (self.frames.len() - 1) as u64;
+                self.pop_to(0, at, out);
+                return;
+            }
+            // Otherwise assumed to be the next entry frame's return (from
+            // the function the stretch began in, or from its caller, ...),
+            // which ends with the frames above it.
+            self.stats.skipped_frames += self.frames.len() as u64;
+            self.pop_to(0, at, out);
+            let e = self.entry.as_mut().expect("speculative");
+            e.asserts.push(Assert::Ret { i: consumed, to });
+            e.items.push(Item::CloseEntry(at));
+            e.consumed += 1;
             return;
         }
         let (func, known) = self.resolve(resolver, to, at.time);
@@ -526,22 +885,44 @@ impl ThreadStack {
         frame.tied = tied;
     }
 
-    fn jump(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
-        let Some(top) = self.frames.last() else {
+    fn jump(
+        &mut self,
+        at: Stamp,
+        from: u64,
+        to: u64,
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
+        let Some((top_known, top_entry)) = self.top_id(from, at.time, resolver) else {
             return;
         };
-        let top_known = top.known;
-        let top_entry = top.func.entry;
         if resolver.is_function_entry(self.pid, to, at.time) {
             let (func, known) = self.resolve(resolver, to, at.time);
             if top_known && known && func.entry == top_entry {
                 return; // a jump to its own entry
             }
+            if self.frames.is_empty() {
+                // A tail call out of an entry frame: it ends, and the new
+                // frame takes its place and its return address.
+                self.stats.tail_calls += 1;
+                let depth = self.top_depth();
+                let e = self
+                    .entry
+                    .as_mut()
+                    .expect("frames are empty only in speculative mode");
+                let of = e.consumed;
+                e.items.push(Item::CloseEntry(at));
+                e.consumed += 1;
+                self.open(func, known, at, None, false, depth);
+                self.frames.last_mut().expect("just opened").ret_of_entry = Some(of);
+                return;
+            }
             self.stats.tail_calls += 1;
             let frame = self.frames.pop().expect("top exists");
-            let (depth, ret) = (frame.depth, frame.ret);
+            let (depth, ret, of) = (frame.depth, frame.ret, frame.ret_of_entry);
             self.close(frame, at, out);
             self.open(func, known, at, ret, false, depth);
+            self.frames.last_mut().expect("just opened").ret_of_entry = of;
             return;
         }
         if !top_known {
@@ -598,6 +979,9 @@ impl ThreadStack {
                     return;
                 }
             }
+        } else if self.entry.is_some() {
+            // The parent is an entry frame, which began before any stamp
+            // here (checked by `apply`): no tie.
         } else if matches!(self.state, State::Running | State::Disabled { .. })
             && self.base.is_some_and(|b| ties(&b, &slice.start))
         {
@@ -608,8 +992,10 @@ impl ThreadStack {
                 return;
             }
         }
-        out(slice);
-        held.into_iter().for_each(out);
+        self.put(slice, out);
+        for h in held {
+            self.put(h, out);
+        }
     }
 
     /// Ends every frame at `at` and releases what waited for a retroactive parent.
@@ -806,7 +1192,155 @@ mod tests {
     fn assert_slices(ops: &[Op], want: &[&str]) -> StackStats {
         let (got, stats) = run(ops);
         assert_eq!(got, want, "\ngot:  {got:#?}\nwant: {want:#?}");
+        assert_any_split_agrees(ops);
         stats
+    }
+
+    /// Every slice (all fields) and the stats of one stack over `ops`, or
+    /// of a stack over `ops[..k]` that then applies a speculative stack's
+    /// outcome over `ops[k..]` (or, where it declines, takes those ops
+    /// itself): whether it applied.
+    fn run_split(ops: &[Op], k: Option<usize>) -> (Vec<String>, StackStats, bool) {
+        let map = Map::new();
+        let mut real = ThreadStack::new(1, 2);
+        let mut slices = Vec::new();
+        let k = k.unwrap_or(ops.len());
+        // The speculative stack takes ops k.. up to the last End (which a
+        // run ends with only at the end of the trace: not speculated).
+        let m = match ops.last() {
+            Some(Op::End { .. }) => (ops.len() - 1).max(k),
+            _ => ops.len(),
+        };
+        for op in &ops[..k] {
+            real.push(op, &map, &mut |sl: Slice| slices.push(format!("{sl:?}")));
+        }
+        let mut spec = ThreadStack::speculative(1, 2);
+        for op in &ops[k..m] {
+            spec.push(op, &map, &mut |_| unreachable!("recorded"));
+        }
+        let base = Base {
+            insns: 0,
+            cycles: None,
+        };
+        let applied = k < m
+            && real.apply(spec, base, &mut |item| {
+                if let Item::Slice(sl) = item {
+                    slices.push(format!("{sl:?}"));
+                }
+            });
+        let rest = if applied { m } else { k };
+        for op in &ops[rest..] {
+            real.push(op, &map, &mut |sl: Slice| slices.push(format!("{sl:?}")));
+        }
+        (slices, real.stats().clone(), applied)
+    }
+
+    /// The stitch of `crate::stitch` at every op: the same slices, in the
+    /// same order, and the same stats as one stack; returns at how many
+    /// ops it applied.
+    fn assert_any_split_agrees(ops: &[Op]) -> usize {
+        let (want, want_stats, _) = run_split(ops, None);
+        let mut applied = 0;
+        for k in 0..ops.len() {
+            let (got, stats, a) = run_split(ops, Some(k));
+            assert_eq!(got, want, "split at op {k} of {ops:#?}");
+            assert_eq!(stats, want_stats, "split at op {k} of {ops:#?}");
+            applied += usize::from(a);
+        }
+        applied
+    }
+
+    /// A random program's ops: calls (some to their own next instruction),
+    /// returns, tail calls, jumps within and across functions, longjmps
+    /// and unwinding into open frames, syscalls and signal handlers.
+    fn random_ops(seed: u64, n: usize) -> Vec<Op> {
+        let funcs = [MAIN, A, B, C, D, F, X];
+        let mut rng = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = move |m: u64| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 33) % m
+        };
+        // (function, return address) of each open frame, as the program has it.
+        let mut stack: Vec<(u64, u64)> = vec![(MAIN, 0)];
+        let mut t = 1;
+        let mut ops = vec![enabled(t, MAIN + 1)];
+        while ops.len() < n {
+            // Some ops share a stamp with the one before: ties.
+            t += next(3);
+            let (cur, _) = *stack.last().expect("main stays");
+            let here = cur + 0x10 + next(0x40);
+            match next(20) {
+                0..=6 if stack.len() < 12 => {
+                    let to = funcs[next(funcs.len() as u64) as usize];
+                    ops.push(call(t, here, to));
+                    stack.push((to, here + 5));
+                }
+                7..=12 if stack.len() > 1 => {
+                    let (_, ret) = stack.pop().expect("len > 1");
+                    ops.push(ret_to(t, here, ret));
+                }
+                13 if stack.len() > 1 => {
+                    let to = funcs[next(funcs.len() as u64) as usize];
+                    ops.push(jump(t, here, to));
+                    let top = stack.last_mut().expect("len > 1");
+                    top.0 = to;
+                }
+                14 => ops.push(jump(t, here, cur + 0x80 + next(0x40))),
+                15 if stack.len() > 2 => {
+                    // longjmp (a jump) or an unwinder's return into a lower frame.
+                    let keep = 1 + next(stack.len() as u64 - 1) as usize;
+                    stack.truncate(keep);
+                    let (lower, _) = stack[keep - 1];
+                    let to = lower + 0x60 + next(0x10);
+                    if next(2) == 0 {
+                        ops.push(jump(t, here, to));
+                    } else {
+                        ops.push(ret_to(t, here, to));
+                    }
+                }
+                16 => {
+                    ops.push(disabled(t, here, true));
+                    t += 1 + next(5);
+                    if next(4) == 0 {
+                        ops.push(enabled(t, HANDLER));
+                        stack.push((HANDLER, 0));
+                    } else {
+                        ops.push(enabled(t, here + 2));
+                    }
+                }
+                17 => ops.push(call_len(t, here, here + 5, 5)),
+                18 if stack.len() > 1 && next(3) == 0 => {
+                    // Returning above anything seen.
+                    ops.push(ret_to(t, here, X + 0x20));
+                    stack.truncate(1);
+                }
+                _ => {}
+            }
+        }
+        ops.push(end(t + 1));
+        ops
+    }
+
+    #[test]
+    fn a_speculative_stack_applied_at_any_op_gives_the_same_slices() {
+        let mut applied = 0;
+        let mut splits = 0;
+        for seed in 0..200 {
+            let ops = random_ops(seed, 60);
+            applied += assert_any_split_agrees(&ops);
+            splits += ops.len();
+        }
+        // Many splits apply; the others (an entry frame that is not what was
+        // assumed, a tie with one, a gap) take the ops one by one.
+        eprintln!("applied at {applied} of {splits} splits");
+        assert!(
+            applied * 5 > splits,
+            "applied at {applied} of {splits} splits"
+        );
     }
 
     #[test]

@@ -235,6 +235,15 @@ fn render_decoded(o: &mut String, report: &Report) {
             }
         );
     }
+    if d.stacks_ahead_ops > 0 || d.stacks_ahead_declined > 0 {
+        let _ = writeln!(
+            o,
+            "  call stacks   built on the decode workers for {} of {} ops ({} stretches declined)",
+            thousands(d.stacks_ahead_ops),
+            thousands(d.ops),
+            thousands(d.stacks_ahead_declined)
+        );
+    }
     if d.unsynced_bytes > 0 || d.bad_psbs > 0 {
         let why = if d.bad_psbs > 0 {
             format!(

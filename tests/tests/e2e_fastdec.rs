@@ -75,6 +75,7 @@ fn ftf(
     dir: &Path,
     kind: DecoderKind,
     chunk: Option<u64>,
+    sequential_stacks: bool,
 ) -> (Vec<Vec<u8>>, ptdec::decode::DecodeStats) {
     let trace = Trace::open(dir).unwrap();
     let images = ImageStore::new(SearchPath {
@@ -87,7 +88,10 @@ fn ftf(
         &images,
         &symbols,
         ptdec::pipeline::RunOptions {
-            decode: decode_options(kind, chunk),
+            decode: DecodeOptions {
+                sequential_stacks,
+                ..decode_options(kind, chunk)
+            },
             emit: EmitOptions::default(),
             target: Target::Memory,
             on_op: None,
@@ -129,11 +133,20 @@ fn report(dir: &Path, kind: DecoderKind, chunk: Option<u64>) -> (String, String)
 /// Both decoders on `dir`: the same FTF and report, or a panic naming
 /// `what`. Returns (chunks decoded fast, chunks handed to libipt).
 fn both_agree(what: &str, dir: &Path, chunk: Option<u64>) -> (u64, u64) {
-    let (lib, lib_stats) = ftf(dir, DecoderKind::Libipt, chunk);
-    let (fast, fast_stats) = ftf(dir, DecoderKind::Fast, chunk);
+    let (lib, lib_stats) = ftf(dir, DecoderKind::Libipt, chunk, false);
+    let (fast, fast_stats) = ftf(dir, DecoderKind::Fast, chunk, false);
     assert!(
         lib == fast,
         "{what}: the FTF of --decoder fast differs from libipt's"
+    );
+    // The call stacks built ahead on the workers (crate::stitch) change
+    // nothing either: the same FTF as with all of them on one thread.
+    let (seq, _) = ftf(dir, DecoderKind::Libipt, chunk, true);
+    assert!(
+        lib == seq,
+        "{what}: the FTF with call stacks built on the workers ({} ops, {} stretches declined) differs from the sequential stacks'",
+        lib_stats.stacks_ahead_ops,
+        lib_stats.stacks_ahead_declined
     );
     let strip = |s: &ptdec::decode::DecodeStats| ptdec::decode::DecodeStats {
         fast_chunks: 0,
@@ -157,8 +170,8 @@ fn both_agree(what: &str, dir: &Path, chunk: Option<u64>) -> (u64, u64) {
     );
     let fallback: u64 = fast_stats.fallbacks.values().sum();
     eprintln!(
-        "{what}: {} chunks fast, {fallback} by libipt {:?}",
-        fast_stats.fast_chunks, fast_stats.fallbacks
+        "{what}: {} chunks fast, {fallback} by libipt {:?}; call stacks of {} of {} ops built on the workers",
+        fast_stats.fast_chunks, fast_stats.fallbacks, fast_stats.stacks_ahead_ops, fast_stats.ops
     );
     (fast_stats.fast_chunks, fallback)
 }

@@ -623,18 +623,38 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
             sb.max_ops_held,
             sb.ops
         );
-        // The FTF, byte for byte: the same for 1, 2 and 8 workers. With
-        // 4 KiB chunks the same slices: byte for byte from one buffer;
-        // from per-cpu buffers the threads' records may interleave
-        // differently (runs are handed over per chunk).
-        let (reference, placed) = ftf_bytes(&dir, DecodeOptions::default(), "j1");
-        for (jobs, chunk) in [(2, None), (8, None), (1, Some(4 << 10)), (8, Some(4 << 10))] {
+        // The FTF, byte for byte: the same for 1, 2 and 8 workers, and the
+        // same as with every call stack built on the calling thread (the
+        // reference: none built ahead on the workers). With 4 KiB chunks
+        // the same slices: byte for byte from one buffer; from per-cpu
+        // buffers the threads' records may interleave differently (runs
+        // are handed over per chunk).
+        let sequential = DecodeOptions {
+            sequential_stacks: true,
+            ..DecodeOptions::default()
+        };
+        let (reference, placed, seq) = ftf_bytes(&dir, sequential, "sequential");
+        assert_eq!(seq.stacks_ahead_ops, 0, "{what}");
+        let mut ahead = 0;
+        for (jobs, chunk) in [
+            (1, None),
+            (2, None),
+            (8, None),
+            (1, Some(4 << 10)),
+            (8, Some(4 << 10)),
+            (2, Some(64 << 10)),
+        ] {
             let opts = DecodeOptions {
                 jobs,
                 chunk_bytes: chunk,
                 ..DecodeOptions::default()
             };
-            let (got, got_placed) = ftf_bytes(&dir, opts, &format!("j{jobs}-{chunk:?}"));
+            let (got, got_placed, st) = ftf_bytes(&dir, opts, &format!("j{jobs}-{chunk:?}"));
+            ahead += st.stacks_ahead_ops;
+            eprintln!(
+                "{what}: -j{jobs} chunks {chunk:?}: call stacks of {} of {} ops built on the workers, {} stretches declined",
+                st.stacks_ahead_ops, st.ops, st.stacks_ahead_declined
+            );
             assert!(
                 got_placed == placed,
                 "{what}: -j{jobs} chunks {chunk:?}: other slices than -j1's"
@@ -645,17 +665,25 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
             let at = got.iter().zip(&reference).position(|(x, y)| x != y);
             assert!(
                 at.is_none() && got.len() == reference.len(),
-                "{what}: -j{jobs} chunks {chunk:?}: FTF differs from -j1's at byte {at:?} ({} vs {} bytes)",
+                "{what}: -j{jobs} chunks {chunk:?}: FTF differs from the sequential stacks' at byte {at:?} ({} vs {} bytes)",
                 got.len(),
                 reference.len()
             );
+        }
+        // Per-thread buffers: most call stacks are built on the workers.
+        if per_cpu.is_none() {
+            assert!(ahead > 0, "{what}: no call stack was built on the workers");
         }
     }
 }
 
 /// The FTF ptdec's pipeline writes for `dir` with `decode` and the CLI's
 /// default emit options, and its slices, sorted.
-fn ftf_bytes(dir: &Path, decode: DecodeOptions, name: &str) -> (Vec<u8>, Vec<String>) {
+fn ftf_bytes(
+    dir: &Path,
+    decode: DecodeOptions,
+    name: &str,
+) -> (Vec<u8>, Vec<String>, ptdec::decode::DecodeStats) {
     let out = dir.join(format!("{name}.ftf"));
     let report = common::run_pipeline(
         dir,
@@ -677,7 +705,7 @@ fn ftf_bytes(dir: &Path, decode: DecodeOptions, name: &str) -> (Vec<u8>, Vec<Str
         .map(|p| format!("{p:?}"))
         .collect();
     placed.sort_unstable();
-    (std::fs::read(&out).unwrap(), placed)
+    (std::fs::read(&out).unwrap(), placed, report.decode)
 }
 
 /// Copies the trace dir `from` (its `data`, `images/`, `truth/`) to `to`.

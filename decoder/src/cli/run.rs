@@ -430,6 +430,8 @@ pub(super) fn selected(
         end,
         jobs: crate::decode::cpu_jobs(jobs),
         chunk_bytes,
+        // The same output either way: for comparing the two (docs/decoding.md).
+        sequential_stacks: std::env::var_os("PTDEC_SEQUENTIAL_STACKS").is_some(),
         progress: progress.callback(),
         ..DecodeOptions::default()
     }

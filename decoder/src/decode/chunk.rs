@@ -43,7 +43,7 @@ use crate::ops::{GapKind, Op, Stamp};
 use crate::pevent::SbNote;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct Run {
     pub task: TaskId,
     /// Perf time when the run started (per-cpu buffers are merged by it).
@@ -56,6 +56,8 @@ pub(super) struct Run {
     /// op, the index of a CBR mark), instead of removing them from `ops`:
     /// the profile showed those removals' copies of whole chunks.
     pub skip: Skip,
+    /// Its call stack, built ahead by the decode worker (`crate::stitch`).
+    pub stretch: Option<Box<crate::stitch::Stretch>>,
 }
 
 /// See [`Run::skip`].
@@ -974,6 +976,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             insns: 0,
             cycles: 0,
             skip: Skip::default(),
+            stretch: None,
         });
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
             self.stats.lost_data += 1;
@@ -1365,6 +1368,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 insns: 0,
                 cycles: 0,
                 skip: Skip::default(),
+                stretch: None,
             };
             runs.push(std::mem::replace(r, next));
         }

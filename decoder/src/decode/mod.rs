@@ -181,6 +181,10 @@ pub struct DecodeOptions {
     pub start: Option<u64>,
     /// Drop ops after this perf time (ns); decoding of a segment stops past it.
     pub end: Option<u64>,
+    /// Build every thread's call stacks on the calling thread only, never
+    /// ahead on the decode workers (`crate::stitch`): the output is the
+    /// same either way; tests compare the two.
+    pub sequential_stacks: bool,
     /// Worker threads; 0: `available_parallelism`. At most [`MAX_JOBS`],
     /// and at most as many as chunks fit in [`MAX_BYTES_IN_FLIGHT`].
     pub jobs: usize,
@@ -329,6 +333,11 @@ pub struct DecodeStats {
     pub max_ops_held: u64,
     /// Trace bytes decoded.
     pub bytes: u64,
+    /// Ops whose call stacks the decode workers built (`crate::stitch`),
+    /// and stretches of ops built there that the stacks' thread declined
+    /// (an assumption did not hold: it took their ops one by one).
+    pub stacks_ahead_ops: u64,
+    pub stacks_ahead_declined: u64,
     /// Synchronizations at a PSB (the first, and after errors when
     /// resynchronizing at the error was not possible).
     pub syncs: u64,
@@ -520,6 +529,19 @@ pub fn decode(
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
 ) -> Result<DecodeStats, DecodeError> {
+    decode_with(trace, images, opts, sink, None)
+}
+
+/// [`decode`], with `prepare` run by the decode workers on each run of
+/// ops they decoded (`crate::stitch`: the call stacks built ahead, which
+/// the sink takes through [`OpSink::stretch`]).
+pub fn decode_with(
+    trace: &Trace,
+    images: &ImageStore,
+    opts: &DecodeOptions,
+    sink: &mut dyn OpSink,
+    prepare: Option<&dyn crate::stitch::Prepare>,
+) -> Result<DecodeStats, DecodeError> {
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let setup = DecodeSetup::new(trace, images, opts);
     let mut stats = DecodeStats::default();
@@ -550,7 +572,14 @@ pub fn decode(
             owner,
         });
     }
-    decode_segments(&setup, &segments, sink, stats, &|part| trace.release(part))
+    decode_segments(
+        &setup,
+        &segments,
+        sink,
+        stats,
+        &|part| trace.release(part),
+        prepare,
+    )
 }
 
 /// Decodes raw Intel PT (as LLDB, simple-pt or kAFL write it: the bytes
@@ -600,7 +629,14 @@ pub fn decode_raw(
         before_loss: false,
         owner: Some(Owner::Task(RAW_TASK)),
     };
-    decode_segments(&setup, &[segment], sink, DecodeStats::default(), &|_| {})
+    decode_segments(
+        &setup,
+        &[segment],
+        sink,
+        DecodeStats::default(),
+        &|_| {},
+        None,
+    )
 }
 
 /// A segment to decode: its bytes and where they sit.
@@ -622,6 +658,7 @@ fn decode_segments(
     sink: &mut dyn OpSink,
     mut stats: DecodeStats,
     release: &dyn Fn(&[u8]),
+    prepare: Option<&dyn crate::stitch::Prepare>,
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
     let cfg = setup.pt_config();
@@ -758,6 +795,7 @@ fn decode_segments(
         jobs: &jobs,
         pool: &pool,
         progress: &progress,
+        prepare,
     };
     let limits = workers::Limits {
         threads,

@@ -27,6 +27,8 @@ use sideband::timeline::TaskId;
 use super::chunk::{ChunkOutput, OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
 use crate::ops::{Mark, Op, OpSink, Stamp};
+use crate::stack::Base;
+use crate::stitch::Stretch;
 
 /// Per thread: what has been handed to the sink so far.
 #[derive(Debug, Default)]
@@ -192,20 +194,31 @@ impl<'o> Orderer<'o> {
         self.stats
     }
 
-    /// Hands one run of a thread to the sink.
+    /// Hands one run of a thread to the sink: its ops one by one, or the
+    /// stretch of them a worker built the call stack of
+    /// ([`OpSink::stretch`]) between its head and tail.
     fn emit(&mut self, mut run: Run, sink: &mut dyn OpSink) {
         let mut ops = std::mem::take(&mut run.ops);
-        let skip = run.skip;
-        let kept = ops
-            .drain(..)
-            .enumerate()
-            .filter(move |(i, _)| !skip.drops(*i))
-            .map(|(_, op)| op);
-        self.emit_ops(&run, kept, sink);
+        let stretch = run.stretch.take().filter(|st| {
+            // Not with a window (ops are dropped around it), not for a
+            // dropped CBR inside it, not for the thread's first run.
+            self.opts.start.is_none()
+                && self.opts.end.is_none()
+                && run.skip.at.is_none_or(|a| a < st.from)
+                && self.threads.get(&run.task).is_some_and(|t| !t.fresh)
+        });
+        self.emit_ops(&run, &mut ops, stretch, sink);
+        ops.clear();
         self.pool.give(ops);
     }
 
-    fn emit_ops(&mut self, run: &Run, ops: impl Iterator<Item = Op>, sink: &mut dyn OpSink) {
+    fn emit_ops(
+        &mut self,
+        run: &Run,
+        ops: &mut [Op],
+        stretch: Option<Box<Stretch>>,
+        sink: &mut dyn OpSink,
+    ) {
         let task = run.task;
         if !self.opts.wants(task) {
             return;
@@ -226,7 +239,49 @@ impl<'o> Orderer<'o> {
         let (start, end) = (self.opts.start, self.opts.end);
         let mut sent = 0u64;
         let mut span = ts.span;
-        for mut op in ops {
+        let (from, to) = stretch
+            .as_ref()
+            .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
+        let mut stretch = stretch;
+        let mut i = 0;
+        while i < ops.len() {
+            if i == from {
+                if let Some(st) = stretch.take() {
+                    let base = Base {
+                        insns: base_insns,
+                        cycles: self.cycles.then_some(base_cycles),
+                    };
+                    let (calls, returns, jumps, gaps) = (st.calls, st.returns, st.jumps, st.gaps);
+                    let ((a, b), last) = (st.span, st.last);
+                    let taken = sink.stretch(task.pid, task.tid, st, base);
+                    if !taken {
+                        self.stats.stacks_ahead_declined += 1;
+                    }
+                    if taken {
+                        self.stats.stacks_ahead_ops += (to - from) as u64;
+                        ts.calls += calls;
+                        ts.returns += returns;
+                        ts.jumps += jumps;
+                        ts.gaps += gaps;
+                        sent += (to - from) as u64;
+                        span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+                        th.last = Some(base.stamp(last));
+                        i = to;
+                        continue;
+                    }
+                }
+            }
+            if run.skip.drops(i) {
+                i += 1;
+                continue;
+            }
+            let mut op = std::mem::replace(
+                &mut ops[i],
+                Op::End {
+                    at: Stamp::default(),
+                },
+            );
+            i += 1;
             let s = op.stamp();
             let fixed = Stamp {
                 time: s.time,
@@ -350,6 +405,7 @@ mod tests {
             insns,
             cycles: 0,
             skip: Default::default(),
+            stretch: None,
         }
     }
 

@@ -62,6 +62,8 @@ pub(super) struct Shared<'a, 't> {
     pub jobs: &'a [ChunkJob],
     pub pool: &'a OpPool,
     pub progress: &'a Progress<'a>,
+    /// Run on each run a worker decoded (per-thread buffers only).
+    pub prepare: Option<&'a dyn crate::stitch::Prepare>,
 }
 
 /// How many workers, and how far ahead of delivery they may decode.
@@ -90,6 +92,7 @@ pub(super) fn run(
         jobs,
         pool,
         progress,
+        prepare,
     } = *shared;
     let window = limits.window.max(1);
     let threads = limits.threads.clamp(1, jobs.len().max(1));
@@ -120,6 +123,7 @@ pub(super) fn run(
                         return;
                     }
                 };
+                let mut prepare = prepare.filter(|_| !setup.per_cpu).map(|p| p.worker());
                 loop {
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(k) else { break };
@@ -134,7 +138,13 @@ pub(super) fn run(
                     }
                     let bytes = streams[job.stream].bytes(job.decode.clone());
                     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        decode_chunk(&images, pool, job.meta, &bytes)
+                        let mut r = decode_chunk(&images, pool, job.meta, &bytes);
+                        if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
+                            for run in &mut out.runs {
+                                run.stretch = prep(run.task, &run.ops, setup.cycles);
+                            }
+                        }
+                        r
                     }))
                     .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))));
                     drop(bytes);

@@ -1,0 +1,220 @@
+//! Call stacks built on the decode workers, stitched in order: the first
+//! step of every stage running per chunk (DESIGN.md, "Decoding at any
+//! size"). A worker that decoded a run of a thread's ops also spreads their
+//! times ([`Interpolate`]) and runs them through a [`ThreadStack`] in
+//! speculative mode ([`speculate`]), which starts above the thread's
+//! unknown entry stack, records what it assumes about it and gives up
+//! where it cannot decide without it. The calling thread, which has the
+//! real stack, checks the assumptions and applies the outcome in one step
+//! ([`ThreadStack::apply`]), or, when any fails, feeds the ops one by one
+//! as before. So the output is that of the sequential stacks, byte for
+//! byte, for any `-j` and chunk size; only who does the work changes.
+//!
+//! # Which ops a worker's stack takes
+//!
+//! A run's ops `[0, from)`, its *head*, go through the calling thread as
+//! before: the first op may be a sync `Enabled` the ordering stage drops,
+//! a restated CBR there may be dropped too, and the time spreading groups
+//! the first ops with the previous chunk's last ones. `from` is the first
+//! op after those that ends any group before it: one that is never spread
+//! (an enable or disable), or one later than every op before it in the
+//! run (the calling thread checks that it is later than the group it
+//! holds, too). From there the worker's spreading is the calling
+//! thread's. The ops still grouped when the run ends, its *tail*
+//! `[to, len)`, wait for the next run's times: they go through the calling
+//! thread too. The stack takes `[from, to)`.
+//!
+//! # What the stack assumes ([`crate::stack::Entry`])
+//!
+//! Tracing is on where the stretch begins; a return that matches none of
+//! its own frames returns from the next entry frame (exact return
+//! address); an entry frame's function, when asked, is the one the thread
+//! runs in; no entry frame is that of a jump's or resume's target; the
+//! entry frames it may touch exist and began before its first stamp (so no
+//! slice ties with them, and clamping changes nothing). It gives up at a
+//! gap, the end, a tail call out of an entry frame and a restart.
+//!
+//! Not used (everything goes through the calling thread): per-cpu buffers
+//! (a thread's runs interleave across buffers), a time window, `report`
+//! (its tap sees each op, and it sums slices in close order), `ptdec raw`,
+//! and a thread's first run.
+
+use sideband::timeline::TaskId;
+
+use crate::interp::Interpolate;
+use crate::ops::{Op, OpSink, Stamp};
+use crate::stack::{Resolver, ThreadStack};
+
+/// Fewer ops than this between a run's head and tail are not worth the
+/// checks: they go through the calling thread.
+const MIN_OPS: usize = 64;
+
+/// A stretch of a run's ops whose call stack a worker built ahead.
+#[derive(Debug)]
+pub struct Stretch {
+    /// Its ops are the run's `[from, to)`.
+    pub from: usize,
+    pub to: usize,
+    /// The run's op at `from`, counters as the run counts them: it ends
+    /// the calling thread's time-spreading group.
+    pub lead: Op,
+    /// The speculative stack after the stretch's ops.
+    pub stack: ThreadStack,
+    /// Ops the stack took (marks not counted).
+    pub stack_ops: u64,
+    /// Calls, returns, jumps and gaps among its ops (the ordering stage's
+    /// statistics).
+    pub calls: u64,
+    pub returns: u64,
+    pub jumps: u64,
+    pub gaps: u64,
+    /// The first and last time among its ops, before spreading.
+    pub span: (u64, u64),
+    /// The stamp of its last op, as the run counts.
+    pub last: Stamp,
+}
+
+/// What a decode worker runs on each run it decoded (see the module
+/// doc): `decode::decode_with` calls [`Prepare::worker`] once per worker.
+pub trait Prepare: Sync {
+    /// One worker's preparer: `(task, ops, cycles)` of a run, `cycles`
+    /// whether the trace counts cycles.
+    fn worker(&self) -> Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + '_>;
+}
+
+/// [`Prepare`] with a resolver made per worker (each has its own cache).
+pub struct Stacks<'a, F: Fn() -> Box<dyn Resolver + 'a> + Sync> {
+    /// Makes a worker's resolver.
+    pub resolver: F,
+    /// Times are spread between timing packets ([`Interpolate`]).
+    pub interpolate: bool,
+    pub _of: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'a, F> Prepare for Stacks<'a, F>
+where
+    F: Fn() -> Box<dyn Resolver + 'a> + Sync,
+{
+    fn worker(&self) -> Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + '_> {
+        let resolver = (self.resolver)();
+        let interpolate = self.interpolate;
+        Box::new(move |task, ops, cycles| speculate(task, ops, cycles, interpolate, &*resolver))
+    }
+}
+
+/// Whether the time spreading moves an op (or a mark) with its group.
+fn spreads(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Call { .. } | Op::Return { .. } | Op::Jump { .. } | Op::Mark { .. }
+    )
+}
+
+/// Where a worker's stack may start in `ops` (see the module doc).
+fn stretch_start(ops: &[Op], interpolate: bool) -> Option<usize> {
+    let cbr = ops.iter().position(
+        |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, crate::ops::Mark::Cbr { .. })),
+    );
+    let start = cbr.map_or(1, |c| c + 1).max(1);
+    if !interpolate {
+        return (start < ops.len()).then_some(start);
+    }
+    let mut latest = ops.first()?.stamp().time;
+    for (i, op) in ops.iter().enumerate().skip(1) {
+        let t = op.stamp().time;
+        if i >= start && (!spreads(op) || t > latest) {
+            return Some(i);
+        }
+        latest = latest.max(t);
+    }
+    None
+}
+
+/// The stamp as the ordering stage makes it, before it adds the counts of
+/// the thread's earlier runs.
+fn fixed(op: &Op, cycles: bool) -> Op {
+    let mut op = op.clone();
+    let s = op.stamp_mut();
+    s.cycles = cycles.then(|| s.cycles.unwrap_or(0));
+    op
+}
+
+/// Feeds a speculative stack (marks included: it records them).
+struct Feed<'r> {
+    stack: ThreadStack,
+    resolver: &'r dyn Resolver,
+    ops: u64,
+}
+
+impl OpSink for Feed<'_> {
+    fn op(&mut self, _pid: u32, _tid: u32, op: Op) {
+        if !matches!(op, Op::Mark { .. }) {
+            self.ops += 1;
+        }
+        self.stack
+            .push(&op, self.resolver, &mut |_| unreachable!("recorded"));
+    }
+}
+
+/// Builds the call stack of a run's ops ahead (see the module doc), or
+/// `None` when it gives up or the run is too short.
+pub fn speculate(
+    task: TaskId,
+    ops: &[Op],
+    cycles: bool,
+    interpolate: bool,
+    resolver: &dyn Resolver,
+) -> Option<Box<Stretch>> {
+    let from = stretch_start(ops, interpolate)?;
+    if ops.len() - from < MIN_OPS {
+        return None;
+    }
+    let (pid, tid) = (task.pid, task.tid);
+    let feed = Feed {
+        stack: ThreadStack::speculative(pid, tid),
+        resolver,
+        ops: 0,
+    };
+    let (feed, to) = if interpolate {
+        let mut spread = Interpolate::new(feed);
+        for op in &ops[from..] {
+            spread.op(pid, tid, fixed(op, cycles));
+        }
+        let to = ops.len() - spread.held(pid, tid);
+        (spread.into_inner(), to)
+    } else {
+        let mut feed = feed;
+        for op in &ops[from..] {
+            feed.op(pid, tid, fixed(op, cycles));
+        }
+        (feed, ops.len())
+    };
+    if feed.stack.failed() || to <= from {
+        return None;
+    }
+    let mut st = Stretch {
+        from,
+        to,
+        lead: fixed(&ops[from], cycles),
+        stack: feed.stack,
+        stack_ops: feed.ops,
+        calls: 0,
+        returns: 0,
+        jumps: 0,
+        gaps: 0,
+        span: (u64::MAX, 0),
+        last: fixed(&ops[to - 1], cycles).stamp(),
+    };
+    for op in &ops[from..to] {
+        match op {
+            Op::Call { .. } => st.calls += 1,
+            Op::Return { .. } => st.returns += 1,
+            Op::Jump { .. } => st.jumps += 1,
+            Op::Gap { .. } => st.gaps += 1,
+            _ => {}
+        }
+        let t = op.stamp().time;
+        st.span = (st.span.0.min(t), st.span.1.max(t));
+    }
+    Some(Box::new(st))
+}
