@@ -605,6 +605,8 @@ pub struct StackSink<'a, 'e> {
     /// Stacks hand out slices strictly as they close
     /// ([`ThreadStack::close_order`]).
     close_order: bool,
+    /// Where what the stitch learns goes (`crate::stitch::Hints`).
+    hints: Option<&'a crate::stitch::Hints>,
 }
 
 impl<'a, 'e> StackSink<'a, 'e> {
@@ -627,6 +629,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
             on_op: None,
             names: None,
             close_order: false,
+            hints: None,
         }
     }
 
@@ -757,13 +760,16 @@ impl StackSink<'_, '_> {
             let r = match item {
                 Item::Slice(s) => emitter.slice(s),
                 Item::Mark(at, m) => emitter.mark(pid, tid, &at, &m),
-                Item::CloseEntry(_) => Ok(()),
+                _ => Ok(()),
             };
             if let Err(e) = r {
                 *error = Some(e);
             }
         });
-        if applied {
+        if let (Err(d), Some(h)) = (&applied, self.hints) {
+            h.learn(d);
+        }
+        if applied.is_ok() {
             let before = self.ops / OPS_PER_PROGRESS;
             self.ops += st.stack_ops;
             if self.ops / OPS_PER_PROGRESS != before {
@@ -772,7 +778,7 @@ impl StackSink<'_, '_> {
                 }
             }
         }
-        applied
+        applied.is_ok()
     }
 
     /// Registers a thread met for the first time (its names, the origin
@@ -940,12 +946,14 @@ impl Stacks<'_> {
         sink.close_order = self.close_order;
         // Call stacks built on the decode workers where the output is the
         // same (crate::stitch's module doc says where).
+        let hints = crate::stitch::Hints::default();
+        sink.hints = Some(&hints);
         let ahead = crate::stitch::Stacks {
             resolver: || {
                 Box::new(TraceResolver::new(&trace.timeline, images, symbols)) as Box<dyn Resolver>
             },
             interpolate: self.interpolate,
-            _of: std::marker::PhantomData,
+            hints: &hints,
         };
         let prepare = (self.tap.is_none()
             && !self.close_order

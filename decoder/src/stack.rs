@@ -243,32 +243,44 @@ pub struct ThreadStack {
 }
 
 /// What a stack in speculative mode ([`ThreadStack::speculative`]) assumed
-/// about the frames below its own, the *entry frames* (E0 the top one at
-/// the start, E1 below it, ...), and what it put out meanwhile. The stitch
-/// ([`ThreadStack::apply`]) checks every assumption against the real stack
-/// and applies the outcome only when all hold: the slices are then exactly
-/// those the real stack would have made from the same ops.
+/// about the frames below its own, the *entry frames*, and what it put out
+/// meanwhile, in one list ([`Item`]). The stitch ([`ThreadStack::apply`])
+/// checks every assumption against the real stack and applies the outcome
+/// only when all hold: the slices are then exactly those the real stack
+/// would have made from the same ops.
+///
+/// Entry frames are counted from an *anchor*: at first the top entry frame
+/// (E0, E1 below it, ...); after a pop to the highest entry frame running
+/// some function ([`Item::PopTo`], whose place the stack cannot know), that
+/// frame. Depths are relative to the anchor's.
 #[derive(Debug, Default)]
 pub struct Entry {
-    /// Entry frames closed so far: the next one is E`consumed`.
+    /// Entry frames closed since the anchor: the next one is E`consumed`.
     consumed: usize,
-    asserts: Vec<Assert>,
+    /// Pops to an entry frame so far (the anchor's number).
+    epoch: usize,
+    /// Tail calls out of an entry frame so far ([`Item::TailFrom`]).
+    tails: usize,
     items: Vec<Item>,
+    /// What the stitch learned ([`Declined`]).
+    learned: Learned,
     /// The stamp of the first op taken (before clamping).
     first: Option<Stamp>,
     /// The stack met what it cannot follow without the entry frames (a gap,
     /// the end, a tail call out of an entry frame, a restart): the stitch
     /// decodes this stretch with the real stack instead.
     pub failed: bool,
-    /// E`consumed`'s (known, entry) as guessed (see [`Assert::Is`]).
-    revealed: Option<(usize, bool, u64)>,
+    /// (epoch, consumed, known, entry) of E`consumed` as guessed (see
+    /// [`Assert::Is`]).
+    revealed: Option<(usize, usize, bool, u64)>,
     /// Why it gave up.
     pub why: &'static str,
 }
 
-/// An assumption about an entry frame, checked by the stitch.
+/// An assumption about the entry frames, checked by the stitch; `i`
+/// counts from the anchor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Assert {
+pub enum Assert {
     /// Entry frame `i` is the one that returns to `to` (its call's return
     /// address): the first frame from the top that a return matches
     /// exactly, when none of the stack's own frames does.
@@ -281,6 +293,30 @@ enum Assert {
     NotBelow { i: usize, entry: u64 },
     /// No entry frame from `i` down returns to `to`.
     NoRet { i: usize, to: u64 },
+    /// The frame that took over the return address of the entry frame of
+    /// tail call `tail` ([`Item::TailFrom`]) returns to `to`.
+    RetOf { tail: usize, to: u64 },
+}
+
+/// Why the stitch did not apply a speculative stack.
+#[derive(Debug, Default)]
+pub struct Declined {
+    /// It assumed no entry frame runs this function, and one does: the
+    /// next speculative stacks assume it does ([`ThreadStack::speculative`]).
+    pub below: Option<u64>,
+    /// It assumed the next entry frame returns to this address, and it
+    /// does not: the next ones assume a return there goes to a frame of
+    /// the function returned into, as when no frame matches exactly.
+    pub ret: Option<u64>,
+}
+
+/// What the stitch learned, for [`ThreadStack::speculative`].
+#[derive(Debug, Default, Clone)]
+pub struct Learned {
+    /// See [`Declined::below`].
+    pub below: Vec<u64>,
+    /// See [`Declined::ret`].
+    pub ret: Vec<u64>,
 }
 
 /// What a stack in speculative mode put out, in order (see [`Entry`]).
@@ -293,6 +329,21 @@ pub enum Item {
     Mark(Stamp, Box<Mark>),
     /// The next entry frame ends here.
     CloseEntry(Stamp),
+    /// An assumption, checked where it was made.
+    Assume(Assert),
+    /// The next entry frame's return address goes to a frame of the stack
+    /// (a tail call out of it), which ends next.
+    TailFrom,
+    /// The entry frames above the highest one running the known function
+    /// at `entry` end here (from the next one, or from the one below it
+    /// with `skip_top`); that frame becomes the anchor. `skipped`: the
+    /// frames counted as skipped besides those.
+    PopTo {
+        entry: u64,
+        skip_top: bool,
+        skipped: i64,
+        at: Stamp,
+    },
 }
 
 /// How the stitch turns a speculative stack's counters into the thread's:
@@ -325,6 +376,15 @@ impl Base {
     }
 }
 
+/// Where [`ThreadStack::lower_frame_of`] found a function.
+enum Lower {
+    /// The stack's own frame at this index.
+    Own(usize),
+    /// Speculative mode: an entry frame, assumed.
+    Entry,
+    None,
+}
+
 /// Whether two stamps coincide on any time axis.
 fn ties(a: &Stamp, b: &Stamp) -> bool {
     a.time == b.time || a.insns == b.insns || (a.cycles.is_some() && a.cycles == b.cycles)
@@ -351,10 +411,15 @@ impl ThreadStack {
     /// an unknown entry stack, records what it assumes about it and what
     /// it puts out ([`Entry`]), and gives up where it cannot go on
     /// without it. Its slices are handed out only by [`ThreadStack::apply`].
-    pub fn speculative(pid: u32, tid: u32) -> Self {
+    /// `learned`: what the stitch found where other stacks assumed
+    /// wrong ([`Declined`]).
+    pub fn speculative(pid: u32, tid: u32, learned: &Learned) -> Self {
         Self {
             state: State::Running,
-            entry: Some(Box::default()),
+            entry: Some(Box::new(Entry {
+                learned: learned.clone(),
+                ..Entry::default()
+            })),
             ..Self::new(pid, tid)
         }
     }
@@ -391,40 +456,118 @@ impl ThreadStack {
         if let Some(top) = self.frames.last() {
             return Some((top.known, top.func.entry));
         }
-        let consumed = self.entry.as_ref()?.consumed;
-        if let Some((i, known, entry)) = self.entry.as_ref()?.revealed {
-            if i == consumed {
+        let e = self.entry.as_ref()?;
+        let (epoch, consumed) = (e.epoch, e.consumed);
+        if let Some((ep, i, known, entry)) = e.revealed {
+            if (ep, i) == (epoch, consumed) {
                 return Some((known, entry));
             }
         }
         let (func, known) = self.resolve(resolver, addr, t);
         let entry = if known { func.entry } else { 0 };
         let e = self.entry.as_mut()?;
-        e.revealed = Some((consumed, known, entry));
-        e.asserts.push(Assert::Is {
+        e.revealed = Some((epoch, consumed, known, entry));
+        e.items.push(Item::Assume(Assert::Is {
             i: consumed,
             known,
             entry,
-        });
+        }));
         Some((known, entry))
     }
 
     /// Checks a speculative stack's assumptions against this (the real)
     /// stack and, when all hold, applies its outcome: its slices, marks and
     /// the ends of entry frames go to `out` in order (with `base` added to
-    /// their counters), its frames and state become this stack's. `false`
+    /// their counters), its frames and state become this stack's. `Err`
     /// (nothing changed): decode the stretch's ops with this stack instead.
-    pub fn apply(&mut self, spec: ThreadStack, base: Base, out: &mut dyn FnMut(Item)) -> bool {
+    pub fn apply(
+        &mut self,
+        spec: ThreadStack,
+        base: Base,
+        out: &mut dyn FnMut(Item),
+    ) -> Result<(), Declined> {
+        let no = Err(Declined::default());
         let Some(entry) = spec.entry.as_deref() else {
-            return false;
+            return no;
         };
         if entry.failed || !matches!(self.state, State::Running) || self.entry.is_some() {
-            return false;
+            return no;
         }
+        // A dry run over the entry frames it touched, top first: `cursor`
+        // is the next one (0: the top), `anchor` the one it counts from.
         let n = self.frames.len();
-        // The entry frames it may have looked at (its top at the end too) exist.
-        if n <= entry.consumed {
-            return false;
+        let frame = |i: usize| &self.frames[n - 1 - i];
+        let from = |i: usize| &self.frames[..n.saturating_sub(i)];
+        let (mut cursor, mut anchor) = (0usize, 0usize);
+        let mut rets: Vec<Option<u64>> = Vec::new();
+        let mut pops: Vec<usize> = Vec::new();
+        for item in &entry.items {
+            match item {
+                Item::Assume(a) => {
+                    let ok = match *a {
+                        Assert::Ret { i, to } => {
+                            if anchor + i < n && frame(anchor + i).ret != Some(to) {
+                                return Err(Declined {
+                                    ret: Some(to),
+                                    ..Declined::default()
+                                });
+                            }
+                            anchor + i < n
+                        }
+                        Assert::Is { i, known, entry } => {
+                            anchor + i < n
+                                && frame(anchor + i).known == known
+                                && (!known || frame(anchor + i).func.entry == entry)
+                        }
+                        Assert::NotBelow { i, entry } => {
+                            if from(anchor + i)
+                                .iter()
+                                .any(|f| f.known && f.func.entry == entry)
+                            {
+                                return Err(Declined {
+                                    below: Some(entry),
+                                    ..Declined::default()
+                                });
+                            }
+                            true
+                        }
+                        Assert::NoRet { i, to } => {
+                            !from(anchor + i).iter().any(|f| f.ret == Some(to))
+                        }
+                        Assert::RetOf { tail, to } => rets.get(tail) == Some(&Some(to)),
+                    };
+                    if !ok {
+                        return no;
+                    }
+                }
+                Item::CloseEntry(_) | Item::TailFrom => {
+                    if cursor >= n {
+                        return no;
+                    }
+                    if matches!(item, Item::TailFrom) {
+                        rets.push(frame(cursor).ret);
+                    } else {
+                        cursor += 1;
+                    }
+                }
+                Item::PopTo {
+                    entry, skip_top, ..
+                } => {
+                    let start = cursor + usize::from(*skip_top);
+                    let Some(j) =
+                        (start..n).find(|&j| frame(j).known && frame(j).func.entry == *entry)
+                    else {
+                        return no;
+                    };
+                    pops.push(j);
+                    (cursor, anchor) = (j, j);
+                }
+                Item::Slice(_) | Item::Mark(..) => {}
+            }
+        }
+        // The entry frame it ends on (its parent) exists.
+        if n <= cursor {
+            return no;
         }
         // Its clamping and ties are this stack's: nothing here is later
         // than its first stamp, on any axis.
@@ -444,43 +587,42 @@ impl ThreadStack {
                     _ => true,
                 };
             if !last_ok
-                || !self.frames[n - 1 - entry.consumed..]
+                || !self.frames[n - 1 - cursor..]
                     .iter()
                     .all(|f| before(&f.start))
             {
-                return false;
+                return no;
             }
         }
-        let frame = |i: usize| &self.frames[n - 1 - i];
-        let holds = entry.asserts.iter().all(|a| match *a {
-            Assert::Ret { i, to } => i < n && frame(i).ret == Some(to),
-            Assert::Is { i, known, entry } => {
-                i < n && frame(i).known == known && (!known || frame(i).func.entry == entry)
-            }
-            Assert::NotBelow { i, entry } => !self.frames[..n.saturating_sub(i)]
-                .iter()
-                .any(|f| f.known && f.func.entry == entry),
-            Assert::NoRet { i, to } => !self.frames[..n.saturating_sub(i)]
-                .iter()
-                .any(|f| f.ret == Some(to)),
-        });
-        if !holds {
-            return false;
-        }
-        let depth = self.top_depth();
-        // The entry frames' return addresses, for the frames that took one
-        // over by a tail call (before the entry frames end below).
-        let rets: Vec<Option<u64>> = (0..=entry.consumed).map(|i| frame(i).ret).collect();
+        let mut depth = self.top_depth();
         let mut spec = spec;
         let entry = spec.entry.take().expect("checked above");
+        let mut pops = pops.into_iter();
+        // Its frames' depths, which its own stats count relative to anchors.
+        let mut max_depth = self.stats.max_depth;
         for item in entry.items {
             match item {
-                Item::Slice(s) => out(Item::Slice(base.slice(s, depth))),
+                Item::Slice(s) => {
+                    let s = base.slice(s, depth);
+                    if matches!(s.kind, SliceKind::Call { .. }) {
+                        max_depth = max_depth.max(s.depth);
+                    }
+                    out(Item::Slice(s));
+                }
                 Item::Mark(at, m) => out(Item::Mark(base.stamp(at), m)),
                 Item::CloseEntry(at) => {
-                    let frame = self.frames.pop().expect("checked: n > consumed");
+                    let frame = self.frames.pop().expect("checked: n > cursor");
                     self.close(frame, base.stamp(at), &mut |s| out(Item::Slice(s)));
                 }
+                Item::PopTo { skipped, at, .. } => {
+                    let j = pops.next().expect("one per pop");
+                    let keep = n - j;
+                    let closed = self.frames.len() - keep;
+                    self.stats.skipped_frames += (closed as i64 + skipped).max(0) as u64;
+                    self.pop_to(keep, base.stamp(at), &mut |s| out(Item::Slice(s)));
+                    depth = self.top_depth();
+                }
+                Item::Assume(_) | Item::TailFrom => {}
             }
         }
         for mut f in spec.frames {
@@ -490,7 +632,12 @@ impl ThreadStack {
             f.start = base.stamp(f.start);
             f.depth += depth;
             f.held = f.held.into_iter().map(|s| base.slice(s, depth)).collect();
-            self.stats.max_depth = self.stats.max_depth.max(f.depth);
+            max_depth = max_depth.max(f.depth);
+            for h in &f.held {
+                if matches!(h.kind, SliceKind::Call { .. }) {
+                    max_depth = max_depth.max(h.depth);
+                }
+            }
             self.frames.push(f);
         }
         self.state = match spec.state {
@@ -504,10 +651,12 @@ impl ThreadStack {
         if spec.last != Stamp::default() {
             self.last = base.stamp(spec.last);
         }
-        let max_depth = self.stats.max_depth.max(spec.stats.max_depth + depth);
-        self.stats.add(&spec.stats);
+        self.stats.add(&StackStats {
+            max_depth: 0,
+            ..spec.stats
+        });
         self.stats.max_depth = max_depth;
-        true
+        Ok(())
     }
 
     /// A stack whose slices come out strictly as they close (children
@@ -723,14 +872,22 @@ impl ThreadStack {
                 let (top_known, top_entry) = self
                     .top_id(ip, at.time, resolver)
                     .expect("a frame of its own, or an entry frame");
-                if !known || !top_known || top_entry == func.entry {
+                let lower = if !known || !top_known || top_entry == func.entry {
+                    None
+                } else {
+                    Some(self.lower_frame_of(&func))
+                };
+                if lower.is_none() {
                     self.finish(untraced, Vec::new(), out);
-                } else if let Some(i) = self.lower_frame_of(&func) {
+                } else if let Some(Lower::Own(i)) = lower {
                     // The top frame left through the kernel (sigreturn);
                     // frames between it and `i` are skipped.
                     self.finish(untraced, Vec::new(), out);
                     self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
                     self.pop_to(i + 1, at, out);
+                } else if let Some(Lower::Entry) = lower {
+                    self.finish(untraced, Vec::new(), out);
+                    self.pop_to_entry(func.entry, 1, at, out);
                 } else if resolver.is_function_entry(self.pid, ip, at.time) {
                     // Entered from the kernel like a call: a signal handler.
                     self.finish(untraced, Vec::new(), out);
@@ -768,26 +925,51 @@ impl ThreadStack {
         self.open(func, known, at, Some(ret), false, depth);
     }
 
-    /// The highest frame below the top running `func`. In speculative mode
-    /// only the stack's own frames can be the answer: that no entry frame
-    /// below the top runs it is assumed ([`Assert::NotBelow`]).
-    fn lower_frame_of(&mut self, func: &Func) -> Option<usize> {
+    /// The highest frame below the top running `func`. In speculative
+    /// mode, when none of the stack's own frames does: an entry frame
+    /// ([`Lower::Entry`]: then pop to it with [`ThreadStack::pop_to_entry`])
+    /// if the stitch has seen `func` there, else none is assumed
+    /// ([`Assert::NotBelow`]).
+    fn lower_frame_of(&mut self, func: &Func) -> Lower {
         let below_top = self.frames.len().checked_sub(1);
         if let Some(i) = below_top.and_then(|b| {
             self.frames[..b]
                 .iter()
                 .rposition(|f| f.known && f.func.entry == func.entry)
         }) {
-            return Some(i);
+            return Lower::Own(i);
         }
         if let Some(e) = &mut self.entry {
+            if e.learned.below.contains(&func.entry) {
+                return Lower::Entry;
+            }
             let i = e.consumed + usize::from(below_top.is_none());
-            e.asserts.push(Assert::NotBelow {
+            e.items.push(Item::Assume(Assert::NotBelow {
                 i,
                 entry: func.entry,
-            });
+            }));
         }
-        None
+        Lower::None
+    }
+
+    /// In speculative mode: ends its own frames, then the entry frames
+    /// above the highest one running the known function at `entry` (below
+    /// the top one when it has no frames of its own), which becomes the
+    /// anchor ([`Item::PopTo`]). The frames skipped are those ended, less
+    /// `minus` (the one returning, for a return or a resume).
+    fn pop_to_entry(&mut self, entry: u64, minus: i64, at: Stamp, out: &mut dyn FnMut(Slice)) {
+        let own = self.frames.len();
+        self.pop_to(0, at, out);
+        let e = self.entry.as_mut().expect("speculative mode");
+        e.items.push(Item::PopTo {
+            entry,
+            skip_top: own == 0,
+            skipped: own as i64 - minus,
+            at,
+        });
+        e.epoch += 1;
+        e.consumed = 0;
+        e.revealed = Some((e.epoch, 0, true, entry));
     }
 
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
@@ -798,9 +980,9 @@ impl ThreadStack {
             .iter()
             .rposition(|f| f.ret == Some(to) || f.ret_of_entry.is_some())
         {
-            if let (Some(e), Some(of)) = (&mut self.entry, self.frames[i].ret_of_entry) {
+            if let (Some(e), Some(tail)) = (&mut self.entry, self.frames[i].ret_of_entry) {
                 // Its return address is an entry frame's: assumed to match.
-                e.asserts.push(Assert::Ret { i: of, to });
+                e.items.push(Item::Assume(Assert::RetOf { tail, to }));
             }
             self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
             self.pop_to(i, at, out);
@@ -817,7 +999,8 @@ impl ThreadStack {
                 .rposition(|f| f.known && f.func.entry == func.entry);
             if let (true, Some(i)) = (known, own) {
                 let e = self.entry.as_mut().expect("speculative");
-                e.asserts.push(Assert::NoRet { i: consumed, to });
+                e.items
+                    .push(Item::Assume(Assert::NoRet { i: consumed, to }));
                 self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
                 self.pop_to(i + 1, at, out);
                 return;
@@ -825,23 +1008,31 @@ impl ThreadStack {
             if !self.frames.is_empty() {
                 // Its own top frame returns elsewhere than its call's
                 // return address, and none of its frames runs the code
-                // returned into: unwinding into an entry frame. Assumed to
-                // be the next one, found by function as the real stack
-                // would (after no frame matched exactly).
+                // returned into: unwinding into an entry frame, found by
+                // function as the real stack would (after no frame matched
+                // exactly).
                 if !known {
                     self.fail("a return to code without a symbol past the entry");
                     return;
                 }
                 let e = self.entry.as_mut().expect("speculative");
-                e.asserts.push(Assert::NoRet { i: consumed, to });
-                e.asserts.push(Assert::Is {
-                    i: consumed,
-                    known: true,
-                    entry: func.entry,
-                });
-                e.revealed = Some((consumed, true, func.entry));
-                self.stats.skipped_frames += (self.frames.len() - 1) as u64;
-                self.pop_to(0, at, out);
+                e.items
+                    .push(Item::Assume(Assert::NoRet { i: consumed, to }));
+                self.pop_to_entry(func.entry, 1, at, out);
+                return;
+            }
+            if known
+                && self
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| e.learned.ret.contains(&to))
+            {
+                // A return here went past an exact match before: to the
+                // highest frame below the top running the function.
+                let e = self.entry.as_mut().expect("speculative");
+                e.items
+                    .push(Item::Assume(Assert::NoRet { i: consumed, to }));
+                self.pop_to_entry(func.entry, 1, at, out);
                 return;
             }
             // Otherwise assumed to be the next entry frame's return (from
@@ -850,14 +1041,14 @@ impl ThreadStack {
             self.stats.skipped_frames += self.frames.len() as u64;
             self.pop_to(0, at, out);
             let e = self.entry.as_mut().expect("speculative");
-            e.asserts.push(Assert::Ret { i: consumed, to });
+            e.items.push(Item::Assume(Assert::Ret { i: consumed, to }));
             e.items.push(Item::CloseEntry(at));
             e.consumed += 1;
             return;
         }
         let (func, known) = self.resolve(resolver, to, at.time);
         if known {
-            if let Some(i) = self.lower_frame_of(&func) {
+            if let Lower::Own(i) = self.lower_frame_of(&func) {
                 self.stats.skipped_frames += (self.frames.len() - 2 - i) as u64;
                 self.pop_to(i + 1, at, out);
                 return;
@@ -910,11 +1101,13 @@ impl ThreadStack {
                     .entry
                     .as_mut()
                     .expect("frames are empty only in speculative mode");
-                let of = e.consumed;
+                let tail = e.tails;
+                e.tails += 1;
+                e.items.push(Item::TailFrom);
                 e.items.push(Item::CloseEntry(at));
                 e.consumed += 1;
                 self.open(func, known, at, None, false, depth);
-                self.frames.last_mut().expect("just opened").ret_of_entry = Some(of);
+                self.frames.last_mut().expect("just opened").ret_of_entry = Some(tail);
                 return;
             }
             self.stats.tail_calls += 1;
@@ -930,9 +1123,13 @@ impl ThreadStack {
         }
         if let Some(func) = resolver.function_of(self.pid, to, at.time) {
             if func.entry != top_entry {
-                if let Some(i) = self.lower_frame_of(&func) {
-                    self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
-                    self.pop_to(i + 1, at, out);
+                match self.lower_frame_of(&func) {
+                    Lower::Own(i) => {
+                        self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
+                        self.pop_to(i + 1, at, out);
+                    }
+                    Lower::Entry => self.pop_to_entry(func.entry, 0, at, out),
+                    Lower::None => {}
                 }
             }
         }
@@ -1200,7 +1397,7 @@ mod tests {
     /// of a stack over `ops[..k]` that then applies a speculative stack's
     /// outcome over `ops[k..]` (or, where it declines, takes those ops
     /// itself): whether it applied.
-    fn run_split(ops: &[Op], k: Option<usize>) -> (Vec<String>, StackStats, bool) {
+    fn run_split(ops: &[Op], k: Option<usize>, below: &Learned) -> (Vec<String>, StackStats, bool) {
         let map = Map::new();
         let mut real = ThreadStack::new(1, 2);
         let mut slices = Vec::new();
@@ -1214,7 +1411,7 @@ mod tests {
         for op in &ops[..k] {
             real.push(op, &map, &mut |sl: Slice| slices.push(format!("{sl:?}")));
         }
-        let mut spec = ThreadStack::speculative(1, 2);
+        let mut spec = ThreadStack::speculative(1, 2, below);
         for op in &ops[k..m] {
             spec.push(op, &map, &mut |_| unreachable!("recorded"));
         }
@@ -1223,11 +1420,13 @@ mod tests {
             cycles: None,
         };
         let applied = k < m
-            && real.apply(spec, base, &mut |item| {
-                if let Item::Slice(sl) = item {
-                    slices.push(format!("{sl:?}"));
-                }
-            });
+            && real
+                .apply(spec, base, &mut |item| {
+                    if let Item::Slice(sl) = item {
+                        slices.push(format!("{sl:?}"));
+                    }
+                })
+                .is_ok();
         let rest = if applied { m } else { k };
         for op in &ops[rest..] {
             real.push(op, &map, &mut |sl: Slice| slices.push(format!("{sl:?}")));
@@ -1239,13 +1438,33 @@ mod tests {
     /// same order, and the same stats as one stack; returns at how many
     /// ops it applied.
     fn assert_any_split_agrees(ops: &[Op]) -> usize {
-        let (want, want_stats, _) = run_split(ops, None);
+        let (want, want_stats, _) = run_split(ops, None, &Learned::default());
         let mut applied = 0;
-        for k in 0..ops.len() {
-            let (got, stats, a) = run_split(ops, Some(k));
-            assert_eq!(got, want, "split at op {k} of {ops:#?}");
-            assert_eq!(stats, want_stats, "split at op {k} of {ops:#?}");
-            applied += usize::from(a);
+        // Without hints, and with every function assumed in an entry frame
+        // where a jump or resume goes into its middle.
+        let all = vec![MAIN, A, B, C, D, F, X, HANDLER];
+        let rets: Vec<u64> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Return { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        let none = Learned::default();
+        let every = Learned {
+            below: all,
+            ret: rets,
+        };
+        for below in [&none, &every] {
+            for k in 0..ops.len() {
+                let (got, stats, a) = run_split(ops, Some(k), below);
+                assert_eq!(got, want, "split at op {k}, hints {below:?}, of {ops:#?}");
+                assert_eq!(
+                    stats, want_stats,
+                    "split at op {k}, hints {below:?}, of {ops:#?}"
+                );
+                applied += usize::from(a);
+            }
         }
         applied
     }
@@ -1332,7 +1551,7 @@ mod tests {
         for seed in 0..200 {
             let ops = random_ops(seed, 60);
             applied += assert_any_split_agrees(&ops);
-            splits += ops.len();
+            splits += 2 * ops.len();
         }
         // Many splits apply; the others (an entry frame that is not what was
         // assumed, a tie with one, a gap) take the ops one by one.

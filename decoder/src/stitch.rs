@@ -43,7 +43,7 @@ use sideband::timeline::TaskId;
 
 use crate::interp::Interpolate;
 use crate::ops::{Op, OpSink, Stamp};
-use crate::stack::{Resolver, ThreadStack};
+use crate::stack::{Declined, Learned, Resolver, ThreadStack};
 
 /// Fewer ops than this between a run's head and tail are not worth the
 /// checks: they go through the calling thread.
@@ -74,12 +74,52 @@ pub struct Stretch {
     pub last: Stamp,
 }
 
+/// One worker's preparer ([`Prepare::worker`]): `(task, ops, cycles)` of a
+/// run, `cycles` whether the trace counts cycles.
+pub type Preparer<'p> = Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + 'p>;
+
 /// What a decode worker runs on each run it decoded (see the module
 /// doc): `decode::decode_with` calls [`Prepare::worker`] once per worker.
 pub trait Prepare: Sync {
-    /// One worker's preparer: `(task, ops, cycles)` of a run, `cycles`
-    /// whether the trace counts cycles.
-    fn worker(&self) -> Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + '_>;
+    /// One worker's preparer.
+    fn worker(&self) -> Preparer<'_>;
+}
+
+/// What the stitch learned for the workers' next stacks ([`Declined`]):
+/// functions a jump or resume into their middle found in an entry frame
+/// (C++ landing pads, longjmp targets), and return targets no entry frame
+/// returns to exactly (unwinding, `ptsim --repeat`'s rewinds), which a
+/// speculative stack then assumes ([`ThreadStack::speculative`]).
+/// Whatever it holds, the output is the same: only how much the workers
+/// build changes.
+#[derive(Debug, Default)]
+pub struct Hints {
+    learned: std::sync::Mutex<Learned>,
+}
+
+/// Functions learned at most (a few landing pads in practice).
+const MAX_HINTS: usize = 64;
+
+impl Hints {
+    /// What was learned so far.
+    pub fn learned(&self) -> Learned {
+        self.learned.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Learns why a speculative stack was declined.
+    pub fn learn(&self, d: &Declined) {
+        let Ok(mut guard) = self.learned.lock() else {
+            return;
+        };
+        let l = &mut *guard;
+        for (list, v) in [(&mut l.below, d.below), (&mut l.ret, d.ret)] {
+            if let Some(v) = v {
+                if !list.contains(&v) && list.len() < MAX_HINTS {
+                    list.push(v);
+                }
+            }
+        }
+    }
 }
 
 /// [`Prepare`] with a resolver made per worker (each has its own cache).
@@ -88,17 +128,22 @@ pub struct Stacks<'a, F: Fn() -> Box<dyn Resolver + 'a> + Sync> {
     pub resolver: F,
     /// Times are spread between timing packets ([`Interpolate`]).
     pub interpolate: bool,
-    pub _of: std::marker::PhantomData<&'a ()>,
+    /// What the stitch learned.
+    pub hints: &'a Hints,
 }
 
 impl<'a, F> Prepare for Stacks<'a, F>
 where
     F: Fn() -> Box<dyn Resolver + 'a> + Sync,
 {
-    fn worker(&self) -> Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + '_> {
+    fn worker(&self) -> Preparer<'_> {
         let resolver = (self.resolver)();
         let interpolate = self.interpolate;
-        Box::new(move |task, ops, cycles| speculate(task, ops, cycles, interpolate, &*resolver))
+        let hints = self.hints;
+        Box::new(move |task, ops, cycles| {
+            let learned = hints.learned();
+            speculate(task, ops, cycles, interpolate, &learned, &*resolver)
+        })
     }
 }
 
@@ -163,6 +208,7 @@ pub fn speculate(
     ops: &[Op],
     cycles: bool,
     interpolate: bool,
+    learned: &Learned,
     resolver: &dyn Resolver,
 ) -> Option<Box<Stretch>> {
     let from = stretch_start(ops, interpolate)?;
@@ -171,7 +217,7 @@ pub fn speculate(
     }
     let (pid, tid) = (task.pid, task.tid);
     let feed = Feed {
-        stack: ThreadStack::speculative(pid, tid),
+        stack: ThreadStack::speculative(pid, tid, learned),
         resolver,
         ops: 0,
     };
