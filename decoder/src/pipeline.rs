@@ -954,9 +954,9 @@ impl Stacks<'_> {
             },
             interpolate: self.interpolate,
             hints: &hints,
+            close_order: self.close_order,
         };
         let prepare = (self.tap.is_none()
-            && !self.close_order
             && self.decode.start.is_none()
             && self.decode.end.is_none()
             && !self.decode.sequential_stacks)

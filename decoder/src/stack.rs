@@ -424,6 +424,13 @@ impl ThreadStack {
         }
     }
 
+    /// This stack, handing out slices strictly as they close (see
+    /// [`ThreadStack::close_order`]).
+    pub fn in_close_order(mut self) -> Self {
+        self.close_order = true;
+        self
+    }
+
     /// Whether a speculative stack gave up.
     pub fn failed(&self) -> bool {
         self.entry.as_ref().is_some_and(|e| e.failed)
@@ -490,7 +497,11 @@ impl ThreadStack {
         let Some(entry) = spec.entry.as_deref() else {
             return no;
         };
-        if entry.failed || !matches!(self.state, State::Running) || self.entry.is_some() {
+        if entry.failed
+            || !matches!(self.state, State::Running)
+            || self.entry.is_some()
+            || self.close_order != spec.close_order
+        {
             return no;
         }
         // A dry run over the entry frames it touched, top first: `cursor`
@@ -1397,9 +1408,15 @@ mod tests {
     /// of a stack over `ops[..k]` that then applies a speculative stack's
     /// outcome over `ops[k..]` (or, where it declines, takes those ops
     /// itself): whether it applied.
-    fn run_split(ops: &[Op], k: Option<usize>, below: &Learned) -> (Vec<String>, StackStats, bool) {
+    fn run_split(
+        ops: &[Op],
+        k: Option<usize>,
+        below: &Learned,
+        close_order: bool,
+    ) -> (Vec<String>, StackStats, bool) {
         let map = Map::new();
         let mut real = ThreadStack::new(1, 2);
+        real.close_order = close_order;
         let mut slices = Vec::new();
         let k = k.unwrap_or(ops.len());
         // The speculative stack takes ops k.. up to the last End (which a
@@ -1412,6 +1429,7 @@ mod tests {
             real.push(op, &map, &mut |sl: Slice| slices.push(format!("{sl:?}")));
         }
         let mut spec = ThreadStack::speculative(1, 2, below);
+        spec.close_order = close_order;
         for op in &ops[k..m] {
             spec.push(op, &map, &mut |_| unreachable!("recorded"));
         }
@@ -1438,7 +1456,15 @@ mod tests {
     /// same order, and the same stats as one stack; returns at how many
     /// ops it applied.
     fn assert_any_split_agrees(ops: &[Op]) -> usize {
-        let (want, want_stats, _) = run_split(ops, None, &Learned::default());
+        let mut applied = 0;
+        for close_order in [false, true] {
+            applied += splits_agree(ops, close_order);
+        }
+        applied
+    }
+
+    fn splits_agree(ops: &[Op], close_order: bool) -> usize {
+        let (want, want_stats, _) = run_split(ops, None, &Learned::default(), close_order);
         let mut applied = 0;
         // Without hints, and with every function assumed in an entry frame
         // where a jump or resume goes into its middle.
@@ -1457,7 +1483,7 @@ mod tests {
         };
         for below in [&none, &every] {
             for k in 0..ops.len() {
-                let (got, stats, a) = run_split(ops, Some(k), below);
+                let (got, stats, a) = run_split(ops, Some(k), below, close_order);
                 assert_eq!(got, want, "split at op {k}, hints {below:?}, of {ops:#?}");
                 assert_eq!(
                     stats, want_stats,
@@ -1551,7 +1577,7 @@ mod tests {
         for seed in 0..200 {
             let ops = random_ops(seed, 60);
             applied += assert_any_split_agrees(&ops);
-            splits += 2 * ops.len();
+            splits += 4 * ops.len();
         }
         // Many splits apply; the others (an entry frame that is not what was
         // assumed, a tie with one, a gap) take the ops one by one.

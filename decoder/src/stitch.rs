@@ -35,9 +35,9 @@
 //! gap, the end, a tail call out of an entry frame and a restart.
 //!
 //! Not used (everything goes through the calling thread): per-cpu buffers
-//! (a thread's runs interleave across buffers), a time window, `report`
-//! (its tap sees each op, and it sums slices in close order), `ptdec raw`,
-//! and a thread's first run.
+//! (a thread's runs interleave across buffers), a time window, `report
+//! --slowest` (its tap sees each op), `ptdec raw`, and a thread's first
+//! run.
 
 use sideband::timeline::TaskId;
 
@@ -130,6 +130,8 @@ pub struct Stacks<'a, F: Fn() -> Box<dyn Resolver + 'a> + Sync> {
     pub interpolate: bool,
     /// What the stitch learned.
     pub hints: &'a Hints,
+    /// Slices in close order (`report`: [`ThreadStack::close_order`]).
+    pub close_order: bool,
 }
 
 impl<'a, F> Prepare for Stacks<'a, F>
@@ -139,10 +141,16 @@ where
     fn worker(&self) -> Preparer<'_> {
         let resolver = (self.resolver)();
         let interpolate = self.interpolate;
-        let hints = self.hints;
+        let (hints, close_order) = (self.hints, self.close_order);
         Box::new(move |task, ops, cycles| {
             let learned = hints.learned();
-            speculate(task, ops, cycles, interpolate, &learned, &*resolver)
+            let stack = ThreadStack::speculative(task.pid, task.tid, &learned);
+            let stack = if close_order {
+                stack.in_close_order()
+            } else {
+                stack
+            };
+            speculate(task, ops, cycles, interpolate, stack, &*resolver)
         })
     }
 }
@@ -201,14 +209,15 @@ impl OpSink for Feed<'_> {
     }
 }
 
-/// Builds the call stack of a run's ops ahead (see the module doc), or
-/// `None` when it gives up or the run is too short.
+/// Builds the call stack of a run's ops ahead with `stack` (speculative:
+/// [`ThreadStack::speculative`]; see the module doc), or `None` when it
+/// gives up or the run is too short.
 pub fn speculate(
     task: TaskId,
     ops: &[Op],
     cycles: bool,
     interpolate: bool,
-    learned: &Learned,
+    stack: ThreadStack,
     resolver: &dyn Resolver,
 ) -> Option<Box<Stretch>> {
     let from = stretch_start(ops, interpolate)?;
@@ -217,7 +226,7 @@ pub fn speculate(
     }
     let (pid, tid) = (task.pid, task.tid);
     let feed = Feed {
-        stack: ThreadStack::speculative(pid, tid, learned),
+        stack,
         resolver,
         ops: 0,
     };

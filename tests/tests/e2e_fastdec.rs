@@ -102,7 +102,12 @@ fn ftf(
 }
 
 /// `ptdec report`'s CSV and folded stacks.
-fn report(dir: &Path, kind: DecoderKind, chunk: Option<u64>) -> (String, String) {
+fn report(
+    dir: &Path,
+    kind: DecoderKind,
+    chunk: Option<u64>,
+    sequential_stacks: bool,
+) -> (String, String) {
     let trace = Trace::open(dir).unwrap();
     let images = ImageStore::new(SearchPath {
         buildid_dir: None,
@@ -114,7 +119,10 @@ fn report(dir: &Path, kind: DecoderKind, chunk: Option<u64>) -> (String, String)
         &images,
         &symbols,
         ReportOptions {
-            decode: decode_options(kind, chunk),
+            decode: DecodeOptions {
+                sequential_stacks,
+                ..decode_options(kind, chunk)
+            },
             interpolate: true,
             on_op: None,
             aggregate: AggregateOptions {
@@ -163,10 +171,16 @@ fn both_agree(what: &str, dir: &Path, chunk: Option<u64>) -> (u64, u64) {
         strip(&fast_stats),
         "{what}: decode statistics"
     );
+    let lib_report = report(dir, DecoderKind::Libipt, chunk, false);
     assert_eq!(
-        report(dir, DecoderKind::Libipt, chunk),
-        report(dir, DecoderKind::Fast, chunk),
+        lib_report,
+        report(dir, DecoderKind::Fast, chunk, false),
         "{what}: ptdec report"
+    );
+    assert_eq!(
+        lib_report,
+        report(dir, DecoderKind::Libipt, chunk, true),
+        "{what}: ptdec report with call stacks built on the workers and without"
     );
     let fallback: u64 = fast_stats.fallbacks.values().sum();
     eprintln!(
