@@ -9,6 +9,9 @@ then runs on each trace, one tool at a time:
   ptdec -j1, ptdec on one core (taskset -c 0), ptdec (all cores),
   ptdec -j8                      writing FTF to target/bench/out-j*.ftf
                                  (the -j outputs must be byte-identical)
+  ptdec -jN sequential stacks    all cores, every call stack on the output
+                                 thread (PTDEC_SEQUENTIAL_STACKS=1): the
+                                 same FTF, without the stitch
   ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
@@ -212,6 +215,7 @@ def main():
         ftfs = {j: os.path.join(BENCH, "out-j%d.ftf" % j) for j in (1, ncpu, 8)}
         ftf_lib = os.path.join(BENCH, "out-libipt.ftf")
         ftf_fast = os.path.join(BENCH, "out-fast.ftf")
+        ftf_seq = os.path.join(BENCH, "out-seq.ftf")
         tools = [
             ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftfs[1]], True),
             # Everything on one core (the stages are threads of their own):
@@ -220,6 +224,10 @@ def main():
             ("ptdec 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
             ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftfs[ncpu]], True),
             ("ptdec -j8", [os.path.join(REL, "ptdec"), trace, "-q", "-j8", "-o", ftfs[8]], True),
+            # Every call stack on the output thread, none built ahead on the
+            # decode workers (docs/decoding.md): the same FTF, and what the
+            # stitch gains.
+            ("ptdec -j%d sequential stacks" % ncpu, ["env", "PTDEC_SEQUENTIAL_STACKS=1", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf_seq], True),
             # The same decode aggregated instead of encoded: no more CPU
             # than FTF, memory flat (issue 22).
             ("ptdec report -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--slowest", "10"], True),
@@ -289,6 +297,11 @@ def main():
             same = len({sha(ftfs[j]) for j in done}) == 1
             checks.append((name, size_name, "ptdec's FTF of %s" % ", ".join("-j%d" % j for j in done), "%s" % (
                 "byte-identical" if same else "DIFFERENT")))
+        seq = "ptdec -j%d sequential stacks" % ncpu
+        if res.get(seq, {}).get("state") == "ok" and done:
+            same = sha(ftf_seq) == sha(ftfs[done[0]])
+            checks.append((name, size_name, "ptdec's FTF with sequential stacks and built on the workers",
+                           "byte-identical" if same else "DIFFERENT"))
         flows = [("libipt", ftf_lib), ("fast", ftf_fast)]
         if all(res.get("ptdec --decoder %s -j1" % d, {}).get("state") == "ok" for d, _ in flows):
             same = sha(ftf_lib) == sha(ftf_fast)
@@ -357,6 +370,10 @@ def main():
         if jn in res:
             res[jn]["ratio"] = "wall: %s x -j1, %s x 1 core (target <= 0.56)" % (
                 ratio(wall(jn), wall(j1)), ratio(wall(jn), wall(one)))
+        seq = "ptdec -j%d sequential stacks" % ncpu
+        if seq in res:
+            res[seq]["ratio"] = "wall: %s x 1 core; -j%d (stacks on the workers) is %s x this" % (
+                ratio(wall(seq), wall(one)), ncpu, ratio(wall(jn), wall(seq)))
         if "ptdec -j8" in res and ncpu != 8:
             res["ptdec -j8"]["ratio"] = "wall: %s x -j%d" % (ratio(wall("ptdec -j8"), wall(jn)), ncpu)
         fast, lib = "ptdec --decoder fast -j1", "ptdec --decoder libipt -j1"
