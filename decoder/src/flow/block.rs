@@ -227,6 +227,16 @@ impl<'a> BlockDecoder<'a> {
     /// `status` for later, as libipt does.
     #[inline]
     fn fetch_event(&mut self) -> Result<(), Fail> {
+        // A TNT or TIP next: the event is overwritten in place.
+        if let Some(ev) = &mut self.event {
+            let (tsc, lost_mtc, lost_cyc) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
+            if self.evdec.next_event_fast(ev) {
+                self.tsc = tsc;
+                self.lost_mtc = lost_mtc;
+                self.lost_cyc = lost_cyc;
+                return Ok(());
+            }
+        }
         match &self.event {
             Some(ev) => {
                 self.tsc = ev.tsc;
