@@ -227,6 +227,16 @@ impl<'a> BlockDecoder<'a> {
     /// `status` for later, as libipt does.
     #[inline]
     fn fetch_event(&mut self) -> Result<(), Fail> {
+        // A TNT or TIP next: the event is overwritten in place.
+        if let Some(ev) = &mut self.event {
+            let (tsc, lost_mtc, lost_cyc) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
+            if self.evdec.next_event_fast(ev) {
+                self.tsc = tsc;
+                self.lost_mtc = lost_mtc;
+                self.lost_cyc = lost_cyc;
+                return Ok(());
+            }
+        }
         match &self.event {
             Some(ev) => {
                 self.tsc = ev.tsc;
@@ -566,8 +576,28 @@ impl<'a> BlockDecoder<'a> {
         (block, r)
     }
 
+    /// The common case first: a TNT or TIP is in progress, no event to
+    /// indicate.
     #[inline]
     fn proceed(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Status, Fail> {
+        if self.status.is_ok()
+            && self.enabled
+            && matches!(
+                self.event,
+                Some(Ev {
+                    kind: Kind::Tnt { .. } | Kind::Tip { .. },
+                    ..
+                })
+            )
+        {
+            self.proceed_no_event(code, block)?;
+            return self.trailing_event(Some(block));
+        }
+        self.proceed_slow(code, block)
+    }
+
+    #[inline(never)]
+    fn proceed_slow(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Status, Fail> {
         if let Err(e) = self.status {
             if e != PtError::EOS || !self.enabled {
                 return Err(Fail::Pt(e));
@@ -695,6 +725,26 @@ impl<'a> BlockDecoder<'a> {
     /// event still binds to it.
     #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
+        // The common case: a TNT with bits left or a TIP, nothing
+        // postponed: no event binds here.
+        if self.status.is_ok() && self.postponed.is_none() {
+            match self.event {
+                Some(Ev {
+                    kind: Kind::Tnt { size, .. },
+                    ..
+                }) if size != 0 => return Ok(self.status(0)),
+                Some(Ev {
+                    kind: Kind::Tip { .. },
+                    ..
+                }) => return Ok(self.status(0)),
+                _ => {}
+            }
+        }
+        self.trailing_event_slow(block)
+    }
+
+    #[inline(never)]
+    fn trailing_event_slow(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
         loop {
             if let Err(e) = self.status {
                 self.proceed_postponed()?;

@@ -202,33 +202,89 @@ impl Image {
 /// Slots of the direct-mapped cache in front of the run map.
 const FRONT: usize = 1 << 14;
 
+/// A run in the direct-mapped cache, keyed by (section, address), in 32
+/// bytes aligned to 32, so a lookup touches one cache line (the 56-byte
+/// tuple it replaces straddled two most of the time).
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Front {
+    ip: u64,
+    end_ip: u64,
+    /// 0: empty (section ids start at 1).
+    isid: u32,
+    disp: i32,
+    ninsn: u16,
+    size: u8,
+    class: Class,
+    direct: bool,
+    mov_cr3: bool,
+    vmptrld: bool,
+}
+
+impl Front {
+    const EMPTY: Front = Front {
+        ip: 0,
+        end_ip: 0,
+        isid: 0,
+        disp: 0,
+        ninsn: 0,
+        size: 0,
+        class: Class::Other,
+        direct: false,
+        mov_cr3: false,
+        vmptrld: false,
+    };
+
+    /// The slot for `r`, unless it does not fit (then it is not cached
+    /// here).
+    #[inline]
+    fn new(isid: u32, ip: u64, r: &Run) -> Option<Front> {
+        Some(Front {
+            ip,
+            end_ip: r.last.ip,
+            isid,
+            disp: i32::try_from(r.last.disp).ok()?,
+            ninsn: u16::try_from(r.ninsn).ok()?,
+            size: r.last.size,
+            class: r.last.class,
+            direct: r.last.direct,
+            mov_cr3: r.last.mov_cr3,
+            vmptrld: r.last.vmptrld,
+        })
+    }
+
+    #[inline]
+    fn run(&self) -> Run {
+        Run {
+            ninsn: u32::from(self.ninsn),
+            last: Insn {
+                ip: self.end_ip,
+                size: self.size,
+                class: self.class,
+                direct: self.direct,
+                disp: i64::from(self.disp),
+                mov_cr3: self.mov_cr3,
+                vmptrld: self.vmptrld,
+            },
+        }
+    }
+}
+
 /// A worker's decoded code, shared by its chunks.
 pub struct CodeCache {
     insns: FastMap<(u32, u64), Insn>,
     runs: FastMap<(u32, u64), Run>,
-    /// The last run seen at each slot, by (section, address): most
-    /// blocks are found here without hashing.
-    front: Vec<(u32, u64, Run)>,
+    /// The last run seen at each slot: most blocks are found here
+    /// without hashing.
+    front: Vec<Front>,
 }
 
 impl Default for CodeCache {
     fn default() -> Self {
-        let empty = Run {
-            ninsn: 0,
-            last: Insn {
-                ip: 0,
-                size: 0,
-                class: Class::Other,
-                direct: false,
-                disp: 0,
-                mov_cr3: false,
-                vmptrld: false,
-            },
-        };
         CodeCache {
             insns: FastMap::default(),
             runs: FastMap::default(),
-            front: vec![(0, 0, empty); FRONT],
+            front: vec![Front::EMPTY; FRONT],
         }
     }
 }
@@ -336,13 +392,15 @@ impl CodeCache {
     #[inline]
     pub fn run(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
         let slot = ((ip ^ (ip >> 14)) as usize) & (FRONT - 1);
-        let (isid, at, r) = self.front[slot];
+        let f = &self.front[slot];
         // Section ids start at 1: the empty slots never match.
-        if isid == s.isid && at == ip {
-            return Ok(r);
+        if f.isid == s.isid && f.ip == ip {
+            return Ok(f.run());
         }
         let r = self.run_slow(s, ip)?;
-        self.front[slot] = (s.isid, ip, r);
+        if let Some(f) = Front::new(s.isid, ip, &r) {
+            self.front[slot] = f;
+        }
         Ok(r)
     }
 
@@ -363,7 +421,7 @@ impl CodeCache {
         let r = Run { ninsn: n, last };
         if self.runs.len() >= CACHE_MAX {
             self.runs.clear();
-            self.front.iter_mut().for_each(|f| f.0 = 0);
+            self.front.iter_mut().for_each(|f| f.isid = 0);
         }
         self.runs.insert((s.isid, ip), r);
         Ok(r)
