@@ -120,6 +120,25 @@ fn spread(group: &mut [Op], next: &Op) {
     }
 }
 
+/// What `next` does to the thread's `group`: `false`, it joins it (a
+/// branch or mark at the anchor's time); otherwise the group is spread up
+/// to `next` where that is due and handed to `inner`, and `true`.
+fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, next: &Op) -> bool {
+    let Some(anchor) = group.first() else {
+        return true;
+    };
+    if spreads(next) && next.stamp().time == anchor.stamp().time {
+        return false;
+    }
+    if spreads(next) || matches!(next, Op::Disabled { .. }) {
+        spread(group, next);
+    }
+    for held in group.drain(..) {
+        inner.op(pid, tid, held);
+    }
+    true
+}
+
 impl<S: OpSink> OpSink for Interpolate<S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         let i = match self.last {
@@ -135,17 +154,9 @@ impl<S: OpSink> OpSink for Interpolate<S> {
             }
         };
         let group = &mut self.pending[i];
-        if let Some(anchor) = group.first() {
-            if spreads(&op) && op.stamp().time == anchor.stamp().time {
-                group.push(op);
-                return;
-            }
-            if spreads(&op) || matches!(op, Op::Disabled { .. }) {
-                spread(group, &op);
-            }
-            for held in group.drain(..) {
-                self.inner.op(pid, tid, held);
-            }
+        if !end_group(&mut self.inner, pid, tid, group, &op) {
+            group.push(op);
+            return;
         }
         if matches!(op, Op::Enabled { .. }) || is_branch(&op) {
             group.push(op);
@@ -166,19 +177,10 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         base: crate::stack::Base,
     ) -> bool {
         if let Some(&i) = self.index.get(&(pid, tid)) {
-            let group = &mut self.pending[i];
-            if let Some(anchor) = group.first() {
-                let mut lead = stretch.lead.clone();
-                *lead.stamp_mut() = base.stamp(lead.stamp());
-                if spreads(&lead) && lead.stamp().time == anchor.stamp().time {
-                    return false;
-                }
-                if spreads(&lead) || matches!(lead, Op::Disabled { .. }) {
-                    spread(group, &lead);
-                }
-                for held in group.drain(..) {
-                    self.inner.op(pid, tid, held);
-                }
+            let mut lead = stretch.lead.clone();
+            *lead.stamp_mut() = base.stamp(lead.stamp());
+            if !end_group(&mut self.inner, pid, tid, &mut self.pending[i], &lead) {
+                return false;
             }
         }
         self.inner.stretch(pid, tid, stretch, base)

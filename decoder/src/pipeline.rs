@@ -956,7 +956,15 @@ impl Stacks<'_> {
             hints: &hints,
             close_order: self.close_order,
         };
+        // With one worker, the stacks' own thread runs beside it as a
+        // pipeline stage: moving the stacks onto the worker would leave
+        // that thread idle (on one core it only adds the checks).
+        let workers = match self.decode.jobs {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
         let prepare = (self.tap.is_none()
+            && workers >= 2
             && self.decode.start.is_none()
             && self.decode.end.is_none()
             && !self.decode.sequential_stacks)

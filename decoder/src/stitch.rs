@@ -34,7 +34,9 @@
 //! slice ties with them, and clamping changes nothing). It gives up at a
 //! gap, the end, a tail call out of an entry frame and a restart.
 //!
-//! Not used (everything goes through the calling thread): per-cpu buffers
+//! Not used (everything goes through the calling thread): one worker (the
+//! calling thread's stacks then run beside it as a pipeline stage),
+//! per-cpu buffers
 //! (a thread's runs interleave across buffers), a time window, `report
 //! --slowest` (its tap sees each op), `ptdec raw`, and a thread's first
 //! run.
