@@ -61,6 +61,13 @@
 //! In close order ([`ThreadStack::close_order`], for `report`, which sums
 //! children into their parent) nothing is held back: every slice comes out
 //! when it ends, children before parents without exception.
+//!
+//! # Speculative mode
+//!
+//! [`ThreadStack::speculative`] runs the same rules on a decode worker
+//! above an unknown entry stack, recording what it assumes about it
+//! ([`Entry`]); [`ThreadStack::apply`] checks that against the real stack
+//! and applies the outcome (`crate::stitch` says when and why).
 
 use std::sync::Arc;
 

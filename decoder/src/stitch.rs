@@ -28,18 +28,21 @@
 //!
 //! Tracing is on where the stretch begins; a return that matches none of
 //! its own frames returns from the next entry frame (exact return
-//! address); an entry frame's function, when asked, is the one the thread
-//! runs in; no entry frame is that of a jump's or resume's target; the
-//! entry frames it may touch exist and began before its first stamp (so no
-//! slice ties with them, and clamping changes nothing). It gives up at a
-//! gap, the end, a tail call out of an entry frame and a restart.
+//! address), or, when its own top frame returns elsewhere than its call's
+//! return address, to the highest entry frame running the function
+//! returned into; an entry frame's function, when asked, is the one the
+//! thread runs in; a jump or resume into the middle of another function
+//! finds no entry frame running it (or, once the stitch has seen one,
+//! the highest one: [`Hints`]); a tail call out of an entry frame inherits
+//! its return address; the entry frames it may touch exist and began
+//! before its first stamp (so no slice ties with them, and clamping
+//! changes nothing). It gives up at a gap, the end and a restart.
 //!
 //! Not used (everything goes through the calling thread): one worker (the
 //! calling thread's stacks then run beside it as a pipeline stage),
-//! per-cpu buffers
-//! (a thread's runs interleave across buffers), a time window, `report
-//! --slowest` (its tap sees each op), `ptdec raw`, and a thread's first
-//! run.
+//! per-cpu buffers (a thread's runs interleave across buffers), a time
+//! window, `report --slowest` (its tap sees each op), `ptdec raw`, and a
+//! thread's first run.
 
 use sideband::timeline::TaskId;
 
