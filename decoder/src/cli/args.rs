@@ -44,8 +44,9 @@ pub struct ReportArgs {
     pub chunk_size: Option<u64>,
     /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
     /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all). Default: libipt. Example: --decoder fast
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    /// block decoder for all, the reference). Default: fast.
+    /// Example: --decoder libipt
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
     pub decoder: Decoder,
     /// Keep the raw timestamps instead of spreading calls between timing
     /// packets by instruction count. Example: --no-interpolate
@@ -138,8 +139,9 @@ pub struct RawArgs {
     pub cpu: Option<CpuArg>,
     /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
     /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all). Default: libipt. Example: --decoder fast
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    /// block decoder for all, the reference). Default: fast.
+    /// Example: --decoder libipt
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
     pub decoder: Decoder,
     /// IA32_RTIT_CTL.MTCFreq the trace was recorded with (needed with MTC).
     /// Example: --mtc-freq 3
@@ -652,8 +654,9 @@ pub struct DecodeArgs {
     pub chunk_size: Option<u64>,
     /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
     /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all). Default: libipt. Example: --decoder fast
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Libipt)]
+    /// block decoder for all, the reference). Default: fast.
+    /// Example: --decoder libipt
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
     pub decoder: Decoder,
     #[command(flatten)]
     pub marks: MarkArgs,
