@@ -42,12 +42,8 @@ pub struct ReportArgs {
     /// The unit of parallel decoding, as for `ptdec TRACE`. Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub chunk_size: Option<u64>,
-    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
-    /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all, the reference). Default: fast.
-    /// Example: --decoder libipt
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
-    pub decoder: Decoder,
+    #[command(flatten)]
+    pub flow: FlowArgs,
     /// Keep the raw timestamps instead of spreading calls between timing
     /// packets by instruction count. Example: --no-interpolate
     #[arg(long)]
@@ -137,12 +133,8 @@ pub struct RawArgs {
     /// `none`: decode by the spec (default). Example: --cpu 6/85/4
     #[arg(long, value_name = "F/M[/S]", value_parser = parse_cpu)]
     pub cpu: Option<CpuArg>,
-    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
-    /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all, the reference). Default: fast.
-    /// Example: --decoder libipt
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
-    pub decoder: Decoder,
+    #[command(flatten)]
+    pub flow: FlowArgs,
     /// IA32_RTIT_CTL.MTCFreq the trace was recorded with (needed with MTC).
     /// Example: --mtc-freq 3
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -527,6 +519,17 @@ impl FilterArgs {
     }
 }
 
+/// `--decoder`, the same for `ptdec`, `ptdec report` and `ptdec raw`.
+#[derive(Args)]
+pub struct FlowArgs {
+    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
+    /// does not handle; the output is the same) or `libipt` (libipt's
+    /// block decoder for all, the reference). Default: fast.
+    /// Example: --decoder libipt
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
+    pub decoder: Decoder,
+}
+
 /// `--decoder`.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Decoder {
@@ -652,12 +655,8 @@ pub struct DecodeArgs {
     /// Default 256K. Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_chunk_size)]
     pub chunk_size: Option<u64>,
-    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
-    /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all, the reference). Default: fast.
-    /// Example: --decoder libipt
-    #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
-    pub decoder: Decoder,
+    #[command(flatten)]
+    pub flow: FlowArgs,
     #[command(flatten)]
     pub marks: MarkArgs,
 }

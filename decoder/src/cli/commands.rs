@@ -79,7 +79,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
-    decode.decoder = a.decoder.into();
+    decode.decoder = a.flow.decoder.into();
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", a.trace.display()));

@@ -158,7 +158,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
-    decode.decoder = a.decoder.into();
+    decode.decoder = a.flow.decoder.into();
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -358,7 +358,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let decode = DecodeOptions {
         progress: progress.callback(),
         insn_list: list.as_ref().map(InsnList::callback),
-        decoder: a.decoder.into(),
+        decoder: a.flow.decoder.into(),
         ..DecodeOptions::default()
     };
     let emit = EmitOptions {
