@@ -18,6 +18,9 @@ struct Slot<K> {
     referenced: bool,
     /// Epoch of the last record that used this slot.
     pinned: u64,
+    /// Counts the keys the slot has held: an index found elsewhere with
+    /// the generation then current still names the same key while it is.
+    generation: u64,
 }
 
 impl<K> Slot<K> {
@@ -74,6 +77,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
                 key: owned.clone(),
                 referenced: false,
                 pinned: epoch,
+                generation: 0,
             });
             let index = u16::try_from(self.slots.len()).ok()?;
             self.map.insert(owned, index);
@@ -94,6 +98,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
             }
             let old = std::mem::replace(&mut slot.key, owned.clone());
             slot.pinned = epoch;
+            slot.generation = slot.generation.wrapping_add(1);
             self.map.remove::<K>(&old);
             let index = u16::try_from(i + 1).ok()?;
             self.map.insert(owned, index);
@@ -111,6 +116,27 @@ impl<K: Hash + Eq + Clone> Table<K> {
     {
         match self.slots.get_mut(usize::from(index).wrapping_sub(1)) {
             Some(slot) if slot.key.borrow() == key => {
+                slot.used_by(epoch);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The generation of slot `index` (see [`Table::touch_generation`]).
+    pub(crate) fn generation(&self, index: u16) -> u64 {
+        self.slots
+            .get(usize::from(index).wrapping_sub(1))
+            .map_or(0, |s| s.generation)
+    }
+
+    /// Marks slot `index` used by the record of `epoch` when it still
+    /// holds the key it held at `generation`: a hit found without hashing
+    /// or comparing the key, for a caller that knows its key cannot have
+    /// changed meaning since (see `write::StaticStrings`).
+    pub(crate) fn touch_generation(&mut self, index: u16, generation: u64, epoch: u64) -> bool {
+        match self.slots.get_mut(usize::from(index).wrapping_sub(1)) {
+            Some(slot) if slot.generation == generation => {
                 slot.used_by(epoch);
                 true
             }

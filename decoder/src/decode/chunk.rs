@@ -1256,13 +1256,18 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
         // After a warm-up: what comes before the chunk's first IP is the
         // previous chunk's.
-        let mut b = *b;
+        // Copied only where it changes (a copy per block showed in the
+        // profile: 5% of the one-core run).
+        let mut cut: Block;
+        let mut b = b;
         if let Some(x) = self.start_at {
-            match self.insns_before(&b, x) {
+            match self.insns_before(b, x) {
                 Some(n) => {
                     self.start_at = None;
-                    b.ninsn -= n;
-                    b.ip = x;
+                    cut = *b;
+                    cut.ninsn -= n;
+                    cut.ip = x;
+                    b = &cut;
                 }
                 None => return Flow::Continue,
             }
@@ -1273,16 +1278,17 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         // The next chunk starts at `stop_at`: count what comes before it.
         let mut stop = false;
         if let Some(x) = self.stop_at {
-            match self.insns_before(&b, x) {
+            match self.insns_before(b, x) {
                 Some(0) => return Flow::Stop,
                 Some(n) => {
-                    b.ninsn = n;
+                    cut = *b;
+                    cut.ninsn = n;
+                    b = &cut;
                     stop = true;
                 }
                 None => {}
             }
         }
-        let b = &b;
         if self.need_enable {
             self.enable(dec, b.ip, false);
         }

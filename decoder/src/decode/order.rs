@@ -208,6 +208,7 @@ impl<'o> Orderer<'o> {
                 && self.threads.get(&run.task).is_some_and(|t| !t.fresh)
         });
         self.emit_ops(&run, &mut ops, stretch, sink);
+        // Drained by `emit_ops`: nothing left to drop.
         ops.clear();
         self.pool.give(ops);
     }
@@ -215,7 +216,7 @@ impl<'o> Orderer<'o> {
     fn emit_ops(
         &mut self,
         run: &Run,
-        ops: &mut [Op],
+        ops: &mut Vec<Op>,
         stretch: Option<Box<Stretch>>,
         sink: &mut dyn OpSink,
     ) {
@@ -243,8 +244,11 @@ impl<'o> Orderer<'o> {
             .as_ref()
             .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
         let mut stretch = stretch;
+        // Each op is moved out once (a placeholder written in its stead and
+        // a drop pass over them after showed in the profile).
+        let mut ops = ops.drain(..);
         let mut i = 0;
-        while i < ops.len() {
+        while let Some(mut op) = ops.next() {
             if i == from {
                 if let Some(st) = stretch.take() {
                     let base = Base {
@@ -266,6 +270,10 @@ impl<'o> Orderer<'o> {
                         sent += (to - from) as u64;
                         span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
                         th.last = Some(base.stamp(last));
+                        // The stretch's other ops are dropped.
+                        ops.by_ref()
+                            .take((to - from).saturating_sub(1))
+                            .for_each(drop);
                         i = to;
                         continue;
                     }
@@ -275,12 +283,6 @@ impl<'o> Orderer<'o> {
                 i += 1;
                 continue;
             }
-            let mut op = std::mem::replace(
-                &mut ops[i],
-                Op::End {
-                    at: Stamp::default(),
-                },
-            );
             i += 1;
             let s = op.stamp();
             let fixed = Stamp {
