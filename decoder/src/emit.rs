@@ -552,57 +552,7 @@ impl Emitter {
     }
 
     fn window(&mut self, index: u64) -> Result<&mut Window, EmitError> {
-        if !self.windows.contains_key(&index) {
-            if index >= MAX_WINDOWS {
-                return Err(EmitError::TooManyWindows { index });
-            }
-            let split = self.opts.split.is_some();
-            let (sink, path) = match &self.target {
-                Target::Memory => (Sink::Memory(Vec::new()), None),
-                Target::Stdout => {
-                    let out = crate::outfile::stdout().map_err(|source| EmitError::Io {
-                        path: "<stdout>".into(),
-                        source,
-                    })?;
-                    (Sink::Stdout(out), None)
-                }
-                Target::File(p) => {
-                    let path = if split {
-                        window_path(p, index)
-                    } else {
-                        p.clone()
-                    };
-                    let file = OutFile::create(&path)?;
-                    let gz = path.extension().is_some_and(|e| e == "gz");
-                    let sink = if gz {
-                        Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))
-                    } else {
-                        Sink::Plain(file)
-                    };
-                    (sink, Some(path))
-                }
-            };
-            let writer =
-                Writer::with_provider(sink, 1_000_000_000, 1, "ptdec").map_err(|source| {
-                    EmitError::Ftf {
-                        path: path.clone().unwrap_or_else(|| "<output>".into()),
-                        source,
-                    }
-                })?;
-            self.windows.insert(
-                index,
-                Window {
-                    writer,
-                    path,
-                    threads: FastMap::default(),
-                    processes: FastMap::default(),
-                    events: 0,
-                    counters: 0,
-                    slices: Vec::new(),
-                },
-            );
-        }
-        Ok(self.windows.get_mut(&index).expect("inserted above"))
+        window_in(&mut self.windows, &self.target, &self.opts, index)
     }
 
     /// Runs `f` with window `index`'s writer, after naming the thread there.
@@ -613,16 +563,11 @@ impl Emitter {
         tid: u32,
         f: impl FnOnce(&mut Writer<Sink>, ThreadRef) -> ftf::Result<()>,
     ) -> Result<(), EmitError> {
-        // The thread's names are looked up (and copied) only the first time
-        // the window meets the thread, and the output's path only on an
-        // error: the profile showed both copies' allocations per slice.
-        let named = self.window(index)?.threads.contains_key(&(pid, tid));
-        let info = if named {
-            None
-        } else {
-            self.threads.get(&(pid, tid)).cloned()
-        };
-        let w = self.window(index)?;
+        // The thread's names are looked up only the first time the window
+        // meets the thread, and the output's path only on an error: the
+        // profile showed both copies' allocations per slice.
+        let w = window_in(&mut self.windows, &self.target, &self.opts, index)?;
+        let named = w.threads.contains_key(&(pid, tid));
         let err = |path: &Option<std::path::PathBuf>, source| EmitError::Ftf {
             path: path.clone().unwrap_or_else(|| "<output>".into()),
             source,
@@ -633,7 +578,7 @@ impl Emitter {
         };
         if !named {
             w.threads.insert((pid, tid), ());
-            let (name, process) = match &info {
+            let (name, process) = match self.threads.get(&(pid, tid)) {
                 Some(i) => (i.name.as_str(), i.process.as_str()),
                 None => ("", ""),
             };
@@ -1040,6 +985,65 @@ impl Emitter {
         }
         Ok(out)
     }
+}
+
+/// Window `index` of `windows`, made (its file created) when new. One
+/// search of the map per slice (the profile showed four); a function of
+/// the fields it needs, so the emitter's other fields stay free to borrow.
+fn window_in<'w>(
+    windows: &'w mut BTreeMap<u64, Window>,
+    target: &Target,
+    opts: &EmitOptions,
+    index: u64,
+) -> Result<&'w mut Window, EmitError> {
+    let vacant = match windows.entry(index) {
+        std::collections::btree_map::Entry::Occupied(o) => return Ok(o.into_mut()),
+        std::collections::btree_map::Entry::Vacant(v) => v,
+    };
+    if index >= MAX_WINDOWS {
+        return Err(EmitError::TooManyWindows { index });
+    }
+    let split = opts.split.is_some();
+    let (sink, path) = match target {
+        Target::Memory => (Sink::Memory(Vec::new()), None),
+        Target::Stdout => {
+            let out = crate::outfile::stdout().map_err(|source| EmitError::Io {
+                path: "<stdout>".into(),
+                source,
+            })?;
+            (Sink::Stdout(out), None)
+        }
+        Target::File(p) => {
+            let path = if split {
+                window_path(p, index)
+            } else {
+                p.clone()
+            };
+            let file = OutFile::create(&path)?;
+            let gz = path.extension().is_some_and(|e| e == "gz");
+            let sink = if gz {
+                Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))
+            } else {
+                Sink::Plain(file)
+            };
+            (sink, Some(path))
+        }
+    };
+    let writer = Writer::with_provider(sink, 1_000_000_000, 1, "ptdec").map_err(|source| {
+        EmitError::Ftf {
+            path: path.clone().unwrap_or_else(|| "<output>".into()),
+            source,
+        }
+    })?;
+    Ok(vacant.insert(Window {
+        writer,
+        path,
+        threads: FastMap::default(),
+        processes: FastMap::default(),
+        events: 0,
+        counters: 0,
+        slices: Vec::new(),
+    }))
 }
 
 #[cfg(test)]

@@ -88,35 +88,39 @@ fn spread(group: &mut [Op], next: &Op) {
         return;
     }
     let (dt, di) = (b.time - a.time, b.insns - a.insns);
+    // Rounding down to whole ns gives branches a few instructions apart the
+    // same time, and their calls zero width. When the interval has a ns for
+    // each branch (`distinct`), no two share one: each is moved up past the
+    // one before it, then down below the one after it (and below `next`).
+    let distinct = dt > (group.len() - 1) as u64;
+    let mut prev = a.time;
     // In place, without a vector of times (the profile showed its
     // allocation per group) and in 64 bits where the product fits (the
-    // 128-bit division showed too): the same whole ns either way.
+    // 128-bit division showed too): the same whole ns either way. The
+    // move up is done in the same pass.
     for op in group[1..].iter_mut() {
         let i = op.stamp().insns.clamp(a.insns, b.insns) - a.insns;
         let t = match i.checked_mul(dt) {
             Some(p) => a.time + p / di,
             None => (a.time as u128 + i as u128 * dt as u128 / di as u128) as u64,
         };
-        op.stamp_mut().time = t.min(b.time);
+        let mut t = t.min(b.time);
+        if distinct {
+            t = t.max(prev + 1);
+            prev = t;
+        }
+        op.stamp_mut().time = t;
     }
-    // Rounding down to whole ns gives branches a few instructions apart the
-    // same time, and their calls zero width. When the interval has a ns for
-    // each branch, no two share one: each is moved up past the one before
-    // it, then down below the one after it (and below `next`).
-    let n = (group.len() - 1) as u64;
-    if dt > n {
-        let mut prev = a.time;
-        for op in group[1..].iter_mut() {
-            let t = &mut op.stamp_mut().time;
-            *t = (*t).max(prev + 1);
-            prev = *t;
-        }
-        let mut after = b.time;
-        for op in group[1..].iter_mut().rev() {
-            let t = &mut op.stamp_mut().time;
-            *t = (*t).min(after - 1);
-            after = *t;
-        }
+    // The times rise strictly now: only a tail that reached `next`'s time
+    // moves down (most groups have none: one pass, not two).
+    if !distinct || prev < b.time {
+        return;
+    }
+    let mut after = b.time;
+    for op in group[1..].iter_mut().rev() {
+        let t = &mut op.stamp_mut().time;
+        *t = (*t).min(after - 1);
+        after = *t;
     }
 }
 

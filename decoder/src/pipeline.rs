@@ -161,6 +161,12 @@ impl Resolver for TraceResolver<'_> {
         self.with_resolved(pid, addr, time, |r| r.entry)
     }
 
+    fn place_of(&self, pid: u32, addr: u64, time: u64) -> (bool, Option<u64>) {
+        self.with_resolved(pid, addr, time, |r| {
+            (r.entry, r.func.as_ref().map(|f| f.entry))
+        })
+    }
+
     fn unknown(&self, pid: u32, addr: u64, time: u64) -> Arc<Func> {
         self.with_resolved(pid, addr, time, |r| r.fallback.clone())
     }
