@@ -143,9 +143,10 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
     true
 }
 
-impl<S: OpSink> OpSink for Interpolate<S> {
-    fn op(&mut self, pid: u32, tid: u32, op: Op) {
-        let i = match self.last {
+impl<S: OpSink> Interpolate<S> {
+    /// The index of thread (pid, tid)'s group, made when new.
+    fn group_of(&mut self, pid: u32, tid: u32) -> usize {
+        match self.last {
             Some((key, i)) if key == (pid, tid) => i,
             _ => {
                 let n = self.pending.len();
@@ -156,7 +157,19 @@ impl<S: OpSink> OpSink for Interpolate<S> {
                 self.last = Some(((pid, tid), i));
                 i
             }
-        };
+        }
+    }
+}
+
+/// Whether `op` joins a group anchored at `anchor`: a branch or mark at
+/// its time.
+fn joins(anchor: &Op, op: &Op) -> bool {
+    spreads(op) && op.stamp().time == anchor.stamp().time
+}
+
+impl<S: OpSink> OpSink for Interpolate<S> {
+    fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        let i = self.group_of(pid, tid);
         let group = &mut self.pending[i];
         if !end_group(&mut self.inner, pid, tid, group, &op) {
             group.push(op);
@@ -167,6 +180,68 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         } else {
             self.inner.op(pid, tid, op);
         }
+    }
+
+    /// What `op` does to each op, with the groups inside `ops` spread where
+    /// they lie: the ops go on in the order they came (a group is handed
+    /// on when the op after it comes, before that op), so only the group
+    /// held from before and the one still open at the end move.
+    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        let gi = self.group_of(pid, tid);
+        let group = &mut self.pending[gi];
+        // The ops that join the group held from the last call go into it
+        // (placeholders stay behind, dropped with `ops`' other leftovers);
+        // the first that does not ends it.
+        let mut s = 0;
+        if let Some(anchor) = group.first() {
+            while s < ops.len() && joins(anchor, &ops[s]) {
+                s += 1;
+            }
+            for op in &mut ops[..s] {
+                group.push(std::mem::replace(
+                    op,
+                    Op::End {
+                        at: Default::default(),
+                    },
+                ));
+            }
+            let Some(next) = ops.get(s) else {
+                ops.clear();
+                return;
+            };
+            if spreads(next) || matches!(next, Op::Disabled { .. }) {
+                spread(group, next);
+            }
+            for held in group.drain(..) {
+                self.inner.op(pid, tid, held);
+            }
+        }
+        // The rest, in place: `open` is where the group being gathered
+        // starts (its anchor).
+        let mut open: Option<usize> = None;
+        for k in s..ops.len() {
+            if let Some(a) = open {
+                if joins(&ops[a], &ops[k]) {
+                    continue;
+                }
+                if spreads(&ops[k]) || matches!(ops[k], Op::Disabled { .. }) {
+                    let (before, from) = ops.split_at_mut(k);
+                    spread(&mut before[a..], &from[0]);
+                }
+                open = None;
+            }
+            if matches!(ops[k], Op::Enabled { .. }) || is_branch(&ops[k]) {
+                open = Some(k);
+            }
+        }
+        // The group still open waits for the op after it; the ops before
+        // it go on.
+        let end = open.unwrap_or(ops.len());
+        self.pending[gi].extend(ops.drain(end..));
+        for op in ops.drain(s..) {
+            self.inner.op(pid, tid, op);
+        }
+        ops.clear();
     }
 
     /// The stretch's first op ends the thread's group, as it would if it
@@ -335,5 +410,94 @@ mod tests {
                 .collect();
         assert_eq!(t1, [100, 105, 110]);
         assert_eq!(t2, [500, 600]);
+    }
+
+    /// `ops` (the groups spread where they lie) gives what `op` gives one
+    /// by one, however the ops are cut into calls and threads interleave:
+    /// random ops of every kind, times that repeat (groups) and rise
+    /// (spreads), cut at random.
+    #[test]
+    fn ops_in_batches_come_out_as_one_by_one() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..300 {
+            let mut input: Vec<(u32, Op)> = Vec::new();
+            let (mut t, mut n) = ([100u64; 3], [0u64; 3]);
+            for _ in 0..rnd(80) {
+                let tid = 1 + rnd(2) as u32;
+                let k = tid as usize;
+                // A new time now and then (a timing packet), a large or
+                // a tiny step, so that spreads with and without a ns per
+                // branch both come.
+                match rnd(6) {
+                    0 => t[k] += 1 + rnd(3),
+                    1 => t[k] += 1000,
+                    _ => {}
+                }
+                n[k] += 1 + rnd(40);
+                let a = at(t[k], n[k]);
+                let op = match rnd(9) {
+                    0 => Op::Enabled {
+                        at: a,
+                        ip: 0,
+                        first: false,
+                    },
+                    1 => Op::Disabled {
+                        at: a,
+                        ip: 0,
+                        kernel: true,
+                    },
+                    2 => Op::Mark {
+                        at: a,
+                        mark: Box::new(crate::ops::Mark::Cbr {
+                            ratio: 1,
+                            cpu: None,
+                        }),
+                    },
+                    3 => Op::Return {
+                        at: a,
+                        from: 1,
+                        to: 2,
+                    },
+                    4 => Op::Jump {
+                        at: a,
+                        from: 1,
+                        to: 2,
+                    },
+                    5 => Op::Gap {
+                        at: a,
+                        kind: crate::ops::GapKind::Overflow,
+                        offset: 0,
+                    },
+                    _ => call(t[k], n[k]),
+                };
+                input.push((tid, op));
+            }
+            let mut one = Interpolate::new(Collect::default());
+            for (tid, op) in input.clone() {
+                one.op(1, tid, op);
+            }
+            let mut batched = Interpolate::new(Collect::default());
+            let mut i = 0;
+            while i < input.len() {
+                // A run of one thread's ops, cut at random.
+                let tid = input[i].0;
+                let mut j = i;
+                let cut = i + 1 + rnd(12) as usize;
+                while j < input.len() && j < cut && input[j].0 == tid {
+                    j += 1;
+                }
+                let mut ops: Vec<Op> = input[i..j].iter().map(|(_, o)| o.clone()).collect();
+                batched.ops(1, tid, &mut ops);
+                assert!(ops.is_empty());
+                i = j;
+            }
+            assert_eq!(batched.finish().0, one.finish().0, "{input:?}");
+        }
     }
 }

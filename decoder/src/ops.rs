@@ -173,6 +173,17 @@ pub trait OpSink {
     /// One step of thread `tid` of process `pid`.
     fn op(&mut self, pid: u32, tid: u32, op: Op);
 
+    /// Several steps of thread `tid` of process `pid`, in order, taken out
+    /// of `ops` (left empty): what `op` does to each, one by one, which is
+    /// the default. The ordering stage hands on a run's ops so, and time
+    /// spreading works on them where they lie (moving each op into a group
+    /// and out again, and a call per op, showed in the profile).
+    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        for op in ops.drain(..) {
+            self.op(pid, tid, op);
+        }
+    }
+
     /// A stretch of the thread's ops whose call stack a decode worker
     /// built ahead (`crate::stitch`), its counters to be offset by `base`:
     /// `true` when the sink took it in their stead; `false` (the default),
@@ -191,6 +202,10 @@ pub trait OpSink {
 impl<S: OpSink + ?Sized> OpSink for &mut S {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         (**self).op(pid, tid, op)
+    }
+
+    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        (**self).ops(pid, tid, ops)
     }
 
     fn stretch(

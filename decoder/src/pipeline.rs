@@ -925,6 +925,13 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
         (self.tap)(pid, tid, &op);
         self.inner.op(pid, tid, op);
     }
+
+    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        for op in ops.iter() {
+            (self.tap)(pid, tid, op);
+        }
+        self.inner.ops(pid, tid, ops);
+    }
 }
 
 /// What [`Stacks::run`] returns: the decode's stats and the threads'

@@ -243,6 +243,31 @@ impl<'o> Orderer<'o> {
         let (from, to) = stretch
             .as_ref()
             .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
+        if stretch.is_none() && start.is_none() && end.is_none() {
+            // Nothing cut out or put in but the run's own skipped ops: the
+            // ops are fixed where they lie and go on together.
+            let mut i = 0;
+            ops.retain_mut(|op| {
+                i += 1;
+                if run.skip.drops(i - 1) {
+                    return false;
+                }
+                let s = op.stamp_mut();
+                s.insns += base_insns;
+                s.cycles = self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles);
+                match op {
+                    Op::Call { .. } => ts.calls += 1,
+                    Op::Return { .. } => ts.returns += 1,
+                    Op::Jump { .. } => ts.jumps += 1,
+                    Op::Gap { .. } => ts.gaps += 1,
+                    _ => {}
+                }
+                note(th, &mut span, op);
+                true
+            });
+            sent = ops.len() as u64;
+            sink.ops(task.pid, task.tid, ops);
+        }
         let mut stretch = stretch;
         // Each op is moved out once (a placeholder written in its stead and
         // a drop pass over them after showed in the profile).
@@ -357,13 +382,19 @@ fn send(
     mut op: Op,
     sink: &mut dyn OpSink,
 ) {
-    if let Op::Enabled { first, .. } = &mut op {
+    note(th, span, &mut op);
+    sink.op(task.pid, task.tid, op);
+}
+
+/// Notes an op about to be handed on in the thread's state and time span
+/// (the thread's first enable is marked `first`).
+fn note(th: &mut ThreadOut, span: &mut Option<(u64, u64)>, op: &mut Op) {
+    if let Op::Enabled { first, .. } = op {
         *first = std::mem::take(&mut th.fresh);
     }
     let t = op.stamp();
     th.last = Some(t);
     *span = Some(span.map_or((t.time, t.time), |(a, b)| (a.min(t.time), b.max(t.time))));
-    sink.op(task.pid, task.tid, op);
 }
 
 #[cfg(test)]
