@@ -237,9 +237,9 @@ pub fn speculate(
     };
     let (feed, to) = if interpolate {
         let mut spread = Interpolate::new(feed);
-        for op in &ops[from..] {
-            spread.op(pid, tid, fixed(op, cycles));
-        }
+        // Together (`OpSink::ops`): the groups are spread where they lie.
+        let mut batch: Vec<Op> = ops[from..].iter().map(|op| fixed(op, cycles)).collect();
+        spread.ops(pid, tid, &mut batch);
         let to = ops.len() - spread.held(pid, tid);
         (spread.into_inner(), to)
     } else {
