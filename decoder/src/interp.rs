@@ -418,13 +418,8 @@ mod tests {
     /// (spreads), cut at random.
     #[test]
     fn ops_in_batches_come_out_as_one_by_one() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move |n: u64| rng.u64(..n);
         for _ in 0..300 {
             let mut input: Vec<(u32, Op)> = Vec::new();
             let (mut t, mut n) = ([100u64; 3], [0u64; 3]);

@@ -317,6 +317,19 @@ pub struct ThreadStats {
     pub span: Option<(u64, u64)>,
 }
 
+impl ThreadStats {
+    /// Counts `op` among the calls, returns, jumps or gaps.
+    pub fn count(&mut self, op: &crate::ops::Op) {
+        match op {
+            crate::ops::Op::Call { .. } => self.calls += 1,
+            crate::ops::Op::Return { .. } => self.returns += 1,
+            crate::ops::Op::Jump { .. } => self.jumps += 1,
+            crate::ops::Op::Gap { .. } => self.gaps += 1,
+            _ => {}
+        }
+    }
+}
+
 /// What the decode did, for the CLI's summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecodeStats {

@@ -255,13 +255,7 @@ impl<'o> Orderer<'o> {
                 let s = op.stamp_mut();
                 s.insns += base_insns;
                 s.cycles = self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles);
-                match op {
-                    Op::Call { .. } => ts.calls += 1,
-                    Op::Return { .. } => ts.returns += 1,
-                    Op::Jump { .. } => ts.jumps += 1,
-                    Op::Gap { .. } => ts.gaps += 1,
-                    _ => {}
-                }
+                ts.count(op);
                 note(th, &mut span, op);
                 true
             });
@@ -316,13 +310,7 @@ impl<'o> Orderer<'o> {
                 cycles: self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles),
             };
             *op.stamp_mut() = fixed;
-            match &op {
-                Op::Call { .. } => ts.calls += 1,
-                Op::Return { .. } => ts.returns += 1,
-                Op::Jump { .. } => ts.jumps += 1,
-                Op::Gap { .. } => ts.gaps += 1,
-                _ => {}
-            }
+            ts.count(&op);
             if start.is_some_and(|st| fixed.time < st) {
                 th.skipped = true;
                 continue;

@@ -705,13 +705,8 @@ mod tests {
                 .filter(|(_, v)| *v != (0, 0))
                 .collect()
         }
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+        let mut rnd = move |n: u64| rng.u64(..n);
         for _ in 0..500 {
             let funcs = 1 + rnd(40) as u32;
             let mut items: Vec<(Outer, Model)> = Vec::new();
