@@ -194,7 +194,7 @@ pub fn is_psb(b: &[u8], at: usize) -> bool {
 /// (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
 /// length is known, so a BBP cut by the end of the trace is `BAD_OPC`
 /// there too, not `EOS`.
-#[inline]
+#[inline(always)]
 pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     // The most common packet first: a short TNT (an even opcode but PAD
     // and the 0x02 prefix), whose payload has its stop bit (bit 1 or
@@ -234,7 +234,7 @@ pub fn packet_size(p: &Packet, n: usize) -> usize {
 }
 
 /// Decodes the packet at `b[at..]`: the packet and its size.
-#[inline]
+#[inline(always)]
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     let rest = b.get(at..).ok_or(PtError::EOS)?;
     let &opc = rest.first().ok_or(PtError::EOS)?;
