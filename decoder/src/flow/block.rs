@@ -260,7 +260,7 @@ impl<'a> BlockDecoder<'a> {
 
     /// Takes the next event from the event decoder; a failure is kept in
     /// `status` for later, as libipt does.
-    #[inline]
+    #[inline(always)]
     fn fetch_event(&mut self) -> Result<(), Fail> {
         // A TNT or TIP next: the event is overwritten in place.
         if let Some(ev) = &mut self.event {
@@ -272,6 +272,11 @@ impl<'a> BlockDecoder<'a> {
                 return Ok(());
             }
         }
+        self.fetch_event_slow()
+    }
+
+    #[inline(never)]
+    fn fetch_event_slow(&mut self) -> Result<(), Fail> {
         match &self.event {
             Some(ev) => {
                 self.tsc = ev.tsc;
@@ -683,6 +688,10 @@ impl<'a> BlockDecoder<'a> {
                 };
                 if left != 0 {
                     status = Some(Ok(Status(0)));
+                } else if let Err(f) = self.fetch_event() {
+                    // The TNT is used up: the next event now, as
+                    // trailing_event_slow would fetch it first thing.
+                    status = Some(Err(f));
                 }
                 slot
             }

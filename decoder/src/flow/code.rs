@@ -18,35 +18,28 @@ use super::Fail;
 /// about 20 MB per worker each, whatever the code and trace are.
 const CACHE_MAX: usize = 1 << 18;
 
-/// An instruction class, as libipt's `enum pt_insn_class`.
+/// An instruction class, as libipt's `enum pt_insn_class`, with
+/// libipt's values (so [`Class::raw`] is a cast, not a table jump the
+/// profile found on every block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Class {
-    Other,
-    Call,
-    Return,
-    Jump,
-    CondJump,
-    FarCall,
-    FarReturn,
-    FarJump,
-    Ptwrite,
+    Other = ffi::ptic_other as u8,
+    Call = ffi::ptic_call as u8,
+    Return = ffi::ptic_return as u8,
+    Jump = ffi::ptic_jump as u8,
+    CondJump = ffi::ptic_cond_jump as u8,
+    FarCall = ffi::ptic_far_call as u8,
+    FarReturn = ffi::ptic_far_return as u8,
+    FarJump = ffi::ptic_far_jump as u8,
+    Ptwrite = ffi::ptic_ptwrite as u8,
 }
 
 impl Class {
     /// libipt's value.
     #[inline]
     pub fn raw(self) -> u32 {
-        match self {
-            Class::Other => ffi::ptic_other,
-            Class::Call => ffi::ptic_call,
-            Class::Return => ffi::ptic_return,
-            Class::Jump => ffi::ptic_jump,
-            Class::CondJump => ffi::ptic_cond_jump,
-            Class::FarCall => ffi::ptic_far_call,
-            Class::FarReturn => ffi::ptic_far_return,
-            Class::FarJump => ffi::ptic_far_jump,
-            Class::Ptwrite => ffi::ptic_ptwrite,
-        }
+        u32::from(self as u8)
     }
 
     /// Whether a block ends at it (with blocks ended at every call and

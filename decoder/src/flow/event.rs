@@ -172,6 +172,7 @@ struct LastIp {
 }
 
 impl LastIp {
+    #[inline(always)]
     fn update(&mut self, p: IpPayload) -> Result<(), PtError> {
         let keep = |mask: u64| (self.ip & !mask) | (p.ip & mask);
         self.ip = match p.ipc {
@@ -379,9 +380,9 @@ impl<'a> EventDecoder<'a> {
     }
 
     /// Reads the next packet, past PADs; an error is kept for later.
-    #[inline]
+    #[inline(always)]
     fn fetch_packet(&mut self) {
-        let Some(mut pos) = self.pos else {
+        let Some(pos) = self.pos else {
             self.packet = None;
             self.status = Err(PtError(ffi::pte_nosync));
             return;
@@ -405,6 +406,18 @@ impl<'a> EventDecoder<'a> {
                 return;
             }
         }
+        // The next most common, a TIP, likewise.
+        if let Some((p, n)) = packet::tip_at(self.buf, pos) {
+            self.pos = Some(pos + n);
+            self.packet = Some((Packet::Tip(p), n));
+            return;
+        }
+        self.fetch_packet_slow(pos);
+    }
+
+    /// [`Self::fetch_packet`] for the other packets, from `pos`.
+    #[inline(never)]
+    fn fetch_packet_slow(&mut self, mut pos: usize) {
         loop {
             match packet::decode_known(self.buf, pos, self.errata.skd007) {
                 Ok((p, n)) => {
@@ -1079,21 +1092,18 @@ impl<'a> EventDecoder<'a> {
     /// or a TIP no queued event binds to. `true` when `ev` is now the next
     /// event; `false` when [`Self::next_event`] has to say (it goes on
     /// from here exactly as it would have).
-    #[inline]
+    #[inline(always)]
     pub fn next_event_fast(&mut self, ev: &mut Ev) -> bool {
         if !self.enabled || self.event.is_some() || !self.evq.is_empty() {
             return false;
         }
         if self.bound {
             // decode_tip's second pass: nothing to dequeue.
-            let Some((Packet::Tip(p), _)) = self.packet else {
+            // The first pass applied this TIP's IP already (an update
+            // with the same payload changes nothing).
+            let Some((Packet::Tip(_), _)) = self.packet else {
                 return false;
             };
-            let mut last = self.ip;
-            if last.update(p).is_err() {
-                return false;
-            }
-            self.ip = last;
             self.bound = false;
             self.fetch_packet();
         }

@@ -140,7 +140,7 @@ impl Packet {
 }
 
 /// Little-endian value of `n` bytes at `b[at..]` (the caller checked `n`).
-#[inline]
+#[inline(always)]
 fn le(b: &[u8], at: usize, n: usize) -> u64 {
     // One load when 8 bytes are there (most packets but the trace's
     // last few).
@@ -188,6 +188,23 @@ fn tnt(payload: u64) -> Result<Packet, PtError> {
 /// Whether the 16 bytes at `at` are a PSB.
 pub fn is_psb(b: &[u8], at: usize) -> bool {
     b.len() >= at + 16 && b[at..at + 16].chunks(2).all(|p| p == [0x02, 0x82])
+}
+
+/// A TIP at `b[at..]`, whole, with a valid IP compression: its payload
+/// and size; `None` for anything else ([`decode`] says what it is).
+#[inline(always)]
+pub fn tip_at(b: &[u8], at: usize) -> Option<(IpPayload, usize)> {
+    let &opc = b.get(at)?;
+    if opc & 0x1f != 0x0d {
+        return None;
+    }
+    let ipc = opc >> 5;
+    let n = ip_size(ipc).ok()?;
+    if b.len() - at < 1 + n {
+        return None;
+    }
+    let ip = if n > 0 { le(b, at + 1, n) } else { 0 };
+    Some((IpPayload { ipc, ip }, 1 + n))
 }
 
 /// [`decode`] as libipt 2.1.2 reads the packet: what it does not know
