@@ -7,12 +7,15 @@
 //! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
 //! ChunkDecoder configures is followed: blocks end at every call and jump,
-//! no tick or iflags events.
+//! no tick or iflags events. Most blocks take the fast path
+//! (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
+//! needing none, following the last run's link; it falls back to the
+//! general path, before changing any state, for anything else.
 
 use ipt::{ffi, Block, Errata, Error as PtError, Status};
 
 use super::code::{
-    Class, CodeCache, Image, Insn, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_TAKEN, NO_NODE,
+    Class, CodeCache, Image, Insn, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN, NO_NODE,
 };
 use super::event::{Ev, EventDecoder, Kind};
 use super::Fail;
@@ -20,10 +23,14 @@ use super::Fail;
 const BAD_QUERY: PtError = PtError(ffi::pte_bad_query);
 const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
 
-/// libipt's return stack: 64 addresses, the oldest overwritten.
+/// libipt's return stack: 64 addresses, the oldest overwritten; beside
+/// each, the code cache generation and node of the call that pushed it
+/// (generation 0: none), so the fast path can follow the call's
+/// [`NEXT_RETURN`] link at the return.
 #[derive(Clone)]
 struct RetStack {
     stack: [u64; 65],
+    calls: [(u64, u32); 65],
     top: u8,
     bottom: u8,
 }
@@ -32,6 +39,7 @@ impl Default for RetStack {
     fn default() -> Self {
         RetStack {
             stack: [0; 65],
+            calls: [(0, NO_NODE); 65],
             top: 0,
             bottom: 0,
         }
@@ -39,8 +47,10 @@ impl Default for RetStack {
 }
 
 impl RetStack {
-    fn push(&mut self, ip: u64) {
+    #[inline]
+    fn push(&mut self, ip: u64, gen: u64, call: u32) {
         self.stack[usize::from(self.top)] = ip;
+        self.calls[usize::from(self.top)] = (gen, call);
         self.top = if self.top == 64 { 0 } else { self.top + 1 };
         if self.bottom == self.top {
             self.bottom = if self.bottom == 64 {
@@ -52,11 +62,24 @@ impl RetStack {
     }
 
     fn pop(&mut self) -> Result<u64, PtError> {
+        self.pop_call().map(|(ip, _)| ip)
+    }
+
+    /// The return address and its call's (generation, node).
+    #[inline]
+    fn pop_call(&mut self) -> Result<(u64, (u64, u32)), PtError> {
         if self.top == self.bottom {
             return Err(PtError(ffi::pte_retstack_empty));
         }
         self.top = if self.top == 0 { 64 } else { self.top - 1 };
-        Ok(self.stack[usize::from(self.top)])
+        let i = usize::from(self.top);
+        Ok((self.stack[i], self.calls[i]))
+    }
+
+    /// Forgets the calls' nodes (another image: their links may not
+    /// hold).
+    fn forget_calls(&mut self) {
+        self.calls = [(0, NO_NODE); 65];
     }
 }
 
@@ -198,6 +221,7 @@ impl<'a> BlockDecoder<'a> {
     pub fn set_image(&mut self, image: Image) {
         self.image = image;
         self.chain = Chain::NONE;
+        self.retstack.forget_calls();
     }
 
     fn reset(&mut self) {
@@ -376,8 +400,14 @@ impl<'a> BlockDecoder<'a> {
 
     #[inline]
     fn log_call(&mut self, insn: &Insn) {
+        self.log_call_from(insn, 0, NO_NODE);
+    }
+
+    /// [`Self::log_call`] from node `call` of generation `gen`.
+    #[inline]
+    fn log_call_from(&mut self, insn: &Insn, gen: u64, call: u32) {
         if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
-            self.retstack.push(insn.next());
+            self.retstack.push(insn.next(), gen, call);
         }
     }
 
@@ -639,19 +669,22 @@ impl<'a> BlockDecoder<'a> {
         let start = self.ip;
         // The run at the IP: the one the last block's link named, or
         // looked up (and linked from the last block's run).
-        let gen = code.gen();
         let chain = self.chain;
-        let linked = chain.gen == gen && code.node(chain.next).is_some_and(|n| n.ip == start);
+        let linked =
+            chain.gen == code.gen() && code.node(chain.next).is_some_and(|n| n.ip == start);
         let cur = if linked {
             chain.next
         } else {
             let s = self.image.find(start).ok()?;
             let cur = code.node_at(s, start).ok()?;
-            if chain.gen == gen && code.node(chain.from).is_some_and(|n| n.isid == s.isid) {
+            // (The lookup may have cleared the cache: the generation is
+            // read after it.)
+            if chain.gen == code.gen() && code.node(chain.from).is_some_and(|n| n.isid == s.isid) {
                 code.link(chain.from, usize::from(chain.slot), cur);
             }
             cur
         };
+        let gen = code.gen();
         let node = code.node(cur)?;
         let last = node.last;
         let block = Block {
@@ -665,6 +698,8 @@ impl<'a> BlockDecoder<'a> {
             ..Block::default()
         };
         let mut status = None;
+        // The link to follow next: node `from`'s successor `slot`.
+        let mut from = cur;
         let slot = match (last.class, &mut ev.kind) {
             // A conditional branch, or a compressed return, taking the
             // next TNT bit.
@@ -678,8 +713,10 @@ impl<'a> BlockDecoder<'a> {
                         return None;
                     }
                     *size = left;
-                    self.ip = self.retstack.pop().ok()?;
-                    NEXT_INDIRECT
+                    let (ip, (call_gen, call)) = self.retstack.pop_call().ok()?;
+                    self.ip = ip;
+                    from = if call_gen == gen { call } else { NO_NODE };
+                    NEXT_RETURN
                 } else {
                     *size = left;
                     let disp = if taken { last.disp as u64 } else { 0 };
@@ -707,7 +744,7 @@ impl<'a> BlockDecoder<'a> {
                 Kind::Tip { ip },
             ) if !last.direct && !ev.ip_suppressed => {
                 self.ip = *ip;
-                self.log_call(&last);
+                self.log_call_from(&last, gen, cur);
                 if let Err(f) = self.fetch_event() {
                     status = Some(Err(f));
                 }
@@ -716,21 +753,26 @@ impl<'a> BlockDecoder<'a> {
             // A direct call or jump: no trace needed.
             (Class::Call | Class::Jump, Kind::Tnt { size, .. }) if last.direct && *size != 0 => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
-                self.log_call(&last);
+                self.log_call_from(&last, gen, cur);
                 NEXT_NOT_TAKEN
             }
             (Class::Call | Class::Jump, Kind::Tip { .. }) if last.direct => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
-                self.log_call(&last);
+                self.log_call_from(&last, gen, cur);
                 NEXT_NOT_TAKEN
             }
             _ => return None,
         };
-        debug_assert!(slot <= NEXT_INDIRECT && NEXT_TAKEN == 1);
+        debug_assert!(slot <= NEXT_RETURN && NEXT_TAKEN == 1);
+        let next = if from == cur {
+            node.next[slot]
+        } else {
+            code.node(from).map_or(NO_NODE, |n| n.next[slot])
+        };
         self.chain = Chain {
             gen,
-            next: node.next[slot],
-            from: cur,
+            next,
+            from,
             slot: slot as u8,
         };
         let r = match status {

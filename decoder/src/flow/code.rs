@@ -2,9 +2,12 @@
 //! bytes mapped once per worker), each instruction decoded once with
 //! iced-x86 and classed as libipt's instruction length decoder classes it
 //! (`ptic_*`), and straight runs of instructions up to the next branch
-//! cached by (section, address), so the same code is decoded once per
-//! worker whatever the trace's length. The caches are bounded: when one
-//! is full it is cleared.
+//! cached by (section, address) as [`Node`]s with links to the runs that
+//! followed them, so the same code is decoded once per worker whatever
+//! the trace's length and a repeated path is followed without lookups.
+//! The caches are bounded: when one is full it is cleared (the nodes with
+//! a new generation, which makes every link and node index held outside
+//! stale).
 
 use std::rc::Rc;
 
@@ -199,11 +202,14 @@ const FRONT: usize = 1 << 14;
 pub const NO_NODE: u32 = u32::MAX;
 
 /// Successor links of a node: the fall-through of a conditional branch
-/// (or a direct call's or jump's target), its taken target, and the
-/// last target an indirect branch or return went to.
+/// (or a direct call's or jump's target), its taken target, the last
+/// target an indirect branch went to, and for a call the run its
+/// compressed returns go back to (the block decoder keeps the call's node
+/// beside the return address it pushes).
 pub const NEXT_NOT_TAKEN: usize = 0;
 pub const NEXT_TAKEN: usize = 1;
 pub const NEXT_INDIRECT: usize = 2;
+pub const NEXT_RETURN: usize = 3;
 
 /// A cached run with links to the runs that followed it, so a block
 /// decoder following TNT bits or a repeated branch target finds the next
@@ -219,7 +225,7 @@ pub struct Node {
     pub isid: u32,
     pub ninsn: u32,
     pub last: Insn,
-    pub next: [u32; 3],
+    pub next: [u32; 4],
 }
 
 impl Node {
@@ -454,7 +460,7 @@ impl CodeCache {
             isid: s.isid,
             ninsn: n,
             last,
-            next: [NO_NODE; 3],
+            next: [NO_NODE; 4],
         });
         self.runs.insert((s.isid, ip), i);
         Ok(i)

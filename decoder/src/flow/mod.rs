@@ -7,8 +7,13 @@
 //!
 //! Why hand-written: libipt re-decodes every instruction each time the
 //! trace passes it and crosses the FFI per block and event; here a
-//! straight run of code is decoded once (iced-x86) and then followed with
-//! one hash lookup per block, in the worker's own memory.
+//! straight run of code is decoded once (iced-x86) into a node that links
+//! to the runs that followed it (not taken, taken, last indirect target),
+//! so a block whose successor was seen before is found without a lookup
+//! (else one direct-mapped or hash lookup), in the worker's own memory;
+//! the common block (a TNT bit, a TIP or a direct branch, no event) is
+//! decoded in one pass ([`block`]'s fast path) with the packets it needs
+//! read in place.
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
