@@ -7,21 +7,30 @@
 //! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
 //! ChunkDecoder configures is followed: blocks end at every call and jump,
-//! no tick or iflags events.
+//! no tick or iflags events. Most blocks take the fast path
+//! (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
+//! needing none, following the last run's link; it falls back to the
+//! general path, before changing any state, for anything else.
 
 use ipt::{ffi, Block, Errata, Error as PtError, Status};
 
-use super::code::{Class, CodeCache, Image, Insn};
+use super::code::{
+    Class, CodeCache, Image, Insn, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN, NO_NODE,
+};
 use super::event::{Ev, EventDecoder, Kind};
 use super::Fail;
 
 const BAD_QUERY: PtError = PtError(ffi::pte_bad_query);
 const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
 
-/// libipt's return stack: 64 addresses, the oldest overwritten.
+/// libipt's return stack: 64 addresses, the oldest overwritten; beside
+/// each, the code cache generation and node of the call that pushed it
+/// (generation 0: none), so the fast path can follow the call's
+/// [`NEXT_RETURN`] link at the return.
 #[derive(Clone)]
 struct RetStack {
     stack: [u64; 65],
+    calls: [(u64, u32); 65],
     top: u8,
     bottom: u8,
 }
@@ -30,6 +39,7 @@ impl Default for RetStack {
     fn default() -> Self {
         RetStack {
             stack: [0; 65],
+            calls: [(0, NO_NODE); 65],
             top: 0,
             bottom: 0,
         }
@@ -37,8 +47,10 @@ impl Default for RetStack {
 }
 
 impl RetStack {
-    fn push(&mut self, ip: u64) {
+    #[inline]
+    fn push(&mut self, ip: u64, gen: u64, call: u32) {
         self.stack[usize::from(self.top)] = ip;
+        self.calls[usize::from(self.top)] = (gen, call);
         self.top = if self.top == 64 { 0 } else { self.top + 1 };
         if self.bottom == self.top {
             self.bottom = if self.bottom == 64 {
@@ -50,11 +62,24 @@ impl RetStack {
     }
 
     fn pop(&mut self) -> Result<u64, PtError> {
+        self.pop_call().map(|(ip, _)| ip)
+    }
+
+    /// The return address and its call's (generation, node).
+    #[inline]
+    fn pop_call(&mut self) -> Result<(u64, (u64, u32)), PtError> {
         if self.top == self.bottom {
             return Err(PtError(ffi::pte_retstack_empty));
         }
         self.top = if self.top == 0 { 64 } else { self.top - 1 };
-        Ok(self.stack[usize::from(self.top)])
+        let i = usize::from(self.top);
+        Ok((self.stack[i], self.calls[i]))
+    }
+
+    /// Forgets the calls' nodes (another image: their links may not
+    /// hold).
+    fn forget_calls(&mut self) {
+        self.calls = [(0, NO_NODE); 65];
     }
 }
 
@@ -97,7 +122,32 @@ pub struct BlockDecoder<'a> {
     bound_paging: bool,
     bound_vmcs: bool,
     bound_ptwrite: bool,
-    pub image: Image,
+    image: Image,
+    /// Where the last fast block went (see [`Chain`]).
+    chain: Chain,
+}
+
+/// The fast path's link state: the node the last block's successor link
+/// named (used when it starts at the decoder's IP), and the link to fill
+/// when it did not (the last block's node and which successor). Valid
+/// only in the code cache's generation `gen`, and only with the image it
+/// was made with (`set_image` clears it: a link joins runs of one
+/// section, which then is in the image).
+#[derive(Clone, Copy)]
+struct Chain {
+    gen: u64,
+    next: u32,
+    from: u32,
+    slot: u8,
+}
+
+impl Chain {
+    const NONE: Chain = Chain {
+        gen: 0,
+        next: NO_NODE,
+        from: NO_NODE,
+        slot: 0,
+    };
 }
 
 /// `pt_insn_binds_to_pip`: MOV CR3, VMLAUNCH and VMRESUME (far returns
@@ -163,10 +213,19 @@ impl<'a> BlockDecoder<'a> {
             bound_vmcs: false,
             bound_ptwrite: false,
             image: Image::default(),
+            chain: Chain::NONE,
         }
     }
 
+    /// Decodes with `image` from now on.
+    pub fn set_image(&mut self, image: Image) {
+        self.image = image;
+        self.chain = Chain::NONE;
+        self.retstack.forget_calls();
+    }
+
     fn reset(&mut self) {
+        self.chain = Chain::NONE;
         self.tsc = 0;
         self.lost_mtc = 0;
         self.lost_cyc = 0;
@@ -225,7 +284,7 @@ impl<'a> BlockDecoder<'a> {
 
     /// Takes the next event from the event decoder; a failure is kept in
     /// `status` for later, as libipt does.
-    #[inline]
+    #[inline(always)]
     fn fetch_event(&mut self) -> Result<(), Fail> {
         // A TNT or TIP next: the event is overwritten in place.
         if let Some(ev) = &mut self.event {
@@ -237,6 +296,11 @@ impl<'a> BlockDecoder<'a> {
                 return Ok(());
             }
         }
+        self.fetch_event_slow()
+    }
+
+    #[inline(never)]
+    fn fetch_event_slow(&mut self) -> Result<(), Fail> {
         match &self.event {
             Some(ev) => {
                 self.tsc = ev.tsc;
@@ -316,7 +380,7 @@ impl<'a> BlockDecoder<'a> {
             return Ok(None);
         }
         if self.mode != ffi::ptem_64bit {
-            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
+            return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
         }
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
@@ -336,8 +400,14 @@ impl<'a> BlockDecoder<'a> {
 
     #[inline]
     fn log_call(&mut self, insn: &Insn) {
+        self.log_call_from(insn, 0, NO_NODE);
+    }
+
+    /// [`Self::log_call`] from node `call` of generation `gen`.
+    #[inline]
+    fn log_call_from(&mut self, insn: &Insn, gen: u64, call: u32) {
         if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
-            self.retstack.push(insn.next());
+            self.retstack.push(insn.next(), gen, call);
         }
     }
 
@@ -439,7 +509,7 @@ impl<'a> BlockDecoder<'a> {
             return Ok(());
         }
         if self.mode != ffi::ptem_64bit {
-            return Err(Fail::Unsupported("16-bit, 32-bit or unknown code mode"));
+            return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
         }
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
@@ -452,7 +522,7 @@ impl<'a> BlockDecoder<'a> {
         let run = code.run(s, self.ip)?;
         let n = u32::from(block.ninsn) + run.ninsn;
         if n > u32::from(u16::MAX) {
-            return Err(Fail::Unsupported("a block of 65535 instructions"));
+            return Err(Fail::Unsupported(&"a block of 65535 instructions"));
         }
         let last = run.last;
         block.ninsn = n as u16;
@@ -566,6 +636,9 @@ impl<'a> BlockDecoder<'a> {
     /// `pt_blk_next`: the next block and the status.
     #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
+        if let Some(r) = self.next_block_fast(code) {
+            return r;
+        }
         let mut block = Block {
             ip: self.ip,
             mode: self.mode,
@@ -574,6 +647,139 @@ impl<'a> BlockDecoder<'a> {
         };
         let r = self.proceed(code, &mut block);
         (block, r)
+    }
+
+    /// [`Self::next_block`]'s common case in one pass over locals: tracing
+    /// on, 64-bit code, nothing postponed, a TNT with bits left or a TIP
+    /// in progress, and a cached run from the IP that ends at a branch
+    /// this event resolves (or a direct call or jump). `None`, with
+    /// nothing changed but the caches, for anything else: the general
+    /// path then decodes the block from the same state, so both hand out
+    /// the same block, status and error.
+    #[inline(always)]
+    fn next_block_fast(&mut self, code: &mut CodeCache) -> Option<(Block, Result<Status, Fail>)> {
+        if self.status.is_err()
+            || !self.enabled
+            || self.mode != ffi::ptem_64bit
+            || self.postponed.is_some()
+        {
+            return None;
+        }
+        let ev = self.event.as_mut()?;
+        let start = self.ip;
+        // The run at the IP: the one the last block's link named, or
+        // looked up (and linked from the last block's run).
+        let chain = self.chain;
+        let linked =
+            chain.gen == code.gen() && code.node(chain.next).is_some_and(|n| n.ip == start);
+        let cur = if linked {
+            chain.next
+        } else {
+            let s = self.image.find(start).ok()?;
+            let cur = code.node_at(s, start).ok()?;
+            // (The lookup may have cleared the cache: the generation is
+            // read after it.)
+            if chain.gen == code.gen() && code.node(chain.from).is_some_and(|n| n.isid == s.isid) {
+                code.link(chain.from, usize::from(chain.slot), cur);
+            }
+            cur
+        };
+        let gen = code.gen();
+        let node = code.node(cur)?;
+        let last = node.last;
+        let block = Block {
+            ip: start,
+            end_ip: last.ip,
+            isid: node.isid as i32,
+            mode: self.mode,
+            iclass: last.class.raw(),
+            ninsn: node.ninsn as u16,
+            speculative: self.speculative,
+            ..Block::default()
+        };
+        let mut status = None;
+        // The link to follow next: node `from`'s successor `slot`.
+        let mut from = cur;
+        let slot = match (last.class, &mut ev.kind) {
+            // A conditional branch, or a compressed return, taking the
+            // next TNT bit.
+            (Class::CondJump | Class::Return, Kind::Tnt { bits, size }) if *size != 0 => {
+                let left = *size - 1;
+                let taken = (*bits >> left) & 1 != 0;
+                let slot = if last.class == Class::Return {
+                    // Not taken (libipt's error) or nothing to return
+                    // to: the general path says.
+                    if !taken || self.retstack.top == self.retstack.bottom {
+                        return None;
+                    }
+                    *size = left;
+                    let (ip, (call_gen, call)) = self.retstack.pop_call().ok()?;
+                    self.ip = ip;
+                    from = if call_gen == gen { call } else { NO_NODE };
+                    NEXT_RETURN
+                } else {
+                    *size = left;
+                    let disp = if taken { last.disp as u64 } else { 0 };
+                    self.ip = last.next().wrapping_add(disp);
+                    usize::from(taken)
+                };
+                if left != 0 {
+                    status = Some(Ok(Status(0)));
+                } else if let Err(f) = self.fetch_event() {
+                    // The TNT is used up: the next event now, as
+                    // trailing_event_slow would fetch it first thing.
+                    status = Some(Err(f));
+                }
+                slot
+            }
+            // An indirect branch (a return not compressed) to the TIP's
+            // IP.
+            (
+                Class::Return
+                | Class::Call
+                | Class::Jump
+                | Class::FarCall
+                | Class::FarJump
+                | Class::FarReturn,
+                Kind::Tip { ip },
+            ) if !last.direct && !ev.ip_suppressed => {
+                self.ip = *ip;
+                self.log_call_from(&last, gen, cur);
+                if let Err(f) = self.fetch_event() {
+                    status = Some(Err(f));
+                }
+                NEXT_INDIRECT
+            }
+            // A direct call or jump: no trace needed.
+            (Class::Call | Class::Jump, Kind::Tnt { size, .. }) if last.direct && *size != 0 => {
+                self.ip = last.next().wrapping_add(last.disp as u64);
+                self.log_call_from(&last, gen, cur);
+                NEXT_NOT_TAKEN
+            }
+            (Class::Call | Class::Jump, Kind::Tip { .. }) if last.direct => {
+                self.ip = last.next().wrapping_add(last.disp as u64);
+                self.log_call_from(&last, gen, cur);
+                NEXT_NOT_TAKEN
+            }
+            _ => return None,
+        };
+        debug_assert!(slot <= NEXT_RETURN && NEXT_TAKEN == 1);
+        let next = if from == cur {
+            node.next[slot]
+        } else {
+            code.node(from).map_or(NO_NODE, |n| n.next[slot])
+        };
+        self.chain = Chain {
+            gen,
+            next,
+            from,
+            slot: slot as u8,
+        };
+        let r = match status {
+            Some(r) => r,
+            None => self.trailing_event(Some(&block)),
+        };
+        Some((block, r))
     }
 
     /// The common case first: a TNT or TIP is in progress, no event to
@@ -643,7 +849,7 @@ impl<'a> BlockDecoder<'a> {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
                         if self.addr_filter && self.errata.skl014 {
-                            return Err(Fail::Unsupported("erratum SKL014"));
+                            return Err(Fail::Unsupported(&"erratum SKL014"));
                         }
                         self.proceed_to(code, block, None)?
                     } else {
@@ -670,7 +876,7 @@ impl<'a> BlockDecoder<'a> {
                 if self.errata.skd022
                     && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
                 {
-                    return Err(Fail::Unsupported("erratum SKD022"));
+                    return Err(Fail::Unsupported(&"erratum SKD022"));
                 }
             }
             Kind::AsyncBranch { from, .. } => {
@@ -800,7 +1006,7 @@ impl<'a> BlockDecoder<'a> {
                     } else if self.errata.skd022
                         && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
                     {
-                        return Err(Fail::Unsupported("erratum SKD022"));
+                        return Err(Fail::Unsupported(&"erratum SKD022"));
                     } else {
                         true
                     }
@@ -836,7 +1042,7 @@ impl<'a> BlockDecoder<'a> {
                     } else if block.is_some() && self.errata.bdm64 {
                         // libipt's BDM64 workaround looks back at the
                         // block; not followed.
-                        return Err(Fail::Unsupported("erratum BDM64"));
+                        return Err(Fail::Unsupported(&"erratum BDM64"));
                     } else {
                         self.ip == ip
                     }

@@ -2,9 +2,12 @@
 //! bytes mapped once per worker), each instruction decoded once with
 //! iced-x86 and classed as libipt's instruction length decoder classes it
 //! (`ptic_*`), and straight runs of instructions up to the next branch
-//! cached by (section, address), so the same code is decoded once per
-//! worker whatever the trace's length. The caches are bounded: when one
-//! is full it is cleared.
+//! cached by (section, address) as [`Node`]s with links to the runs that
+//! followed them, so the same code is decoded once per worker whatever
+//! the trace's length and a repeated path is followed without lookups.
+//! The caches are bounded: when one is full it is cleared (the nodes with
+//! a new generation, which makes every link and node index held outside
+//! stale).
 
 use std::rc::Rc;
 
@@ -18,35 +21,28 @@ use super::Fail;
 /// about 20 MB per worker each, whatever the code and trace are.
 const CACHE_MAX: usize = 1 << 18;
 
-/// An instruction class, as libipt's `enum pt_insn_class`.
+/// An instruction class, as libipt's `enum pt_insn_class`, with
+/// libipt's values (so [`Class::raw`] is a cast, not a table jump the
+/// profile found on every block).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Class {
-    Other,
-    Call,
-    Return,
-    Jump,
-    CondJump,
-    FarCall,
-    FarReturn,
-    FarJump,
-    Ptwrite,
+    Other = ffi::ptic_other as u8,
+    Call = ffi::ptic_call as u8,
+    Return = ffi::ptic_return as u8,
+    Jump = ffi::ptic_jump as u8,
+    CondJump = ffi::ptic_cond_jump as u8,
+    FarCall = ffi::ptic_far_call as u8,
+    FarReturn = ffi::ptic_far_return as u8,
+    FarJump = ffi::ptic_far_jump as u8,
+    Ptwrite = ffi::ptic_ptwrite as u8,
 }
 
 impl Class {
     /// libipt's value.
     #[inline]
     pub fn raw(self) -> u32 {
-        match self {
-            Class::Other => ffi::ptic_other,
-            Class::Call => ffi::ptic_call,
-            Class::Return => ffi::ptic_return,
-            Class::Jump => ffi::ptic_jump,
-            Class::CondJump => ffi::ptic_cond_jump,
-            Class::FarCall => ffi::ptic_far_call,
-            Class::FarReturn => ffi::ptic_far_return,
-            Class::FarJump => ffi::ptic_far_jump,
-            Class::Ptwrite => ffi::ptic_ptwrite,
-        }
+        u32::from(self as u8)
     }
 
     /// Whether a block ends at it (with blocks ended at every call and
@@ -184,7 +180,7 @@ impl Image {
 
     fn find_slow(&self, ip: u64) -> Result<&Section, Fail> {
         if self.overlap {
-            return Err(Fail::Unsupported("overlapping image sections"));
+            return Err(Fail::Unsupported(&"overlapping image sections"));
         }
         let i = self.sections.partition_point(|s| s.vaddr <= ip);
         match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
@@ -192,7 +188,7 @@ impl Image {
                 self.last.set(i);
                 Ok(s)
             }
-            _ if self.missing => Err(Fail::Unsupported("an image file could not be mapped")),
+            _ if self.missing => Err(Fail::Unsupported(&"an image file could not be mapped")),
             // libipt's error there.
             _ => Err(Fail::Pt(ipt::Error::NOMAP)),
         }
@@ -202,81 +198,82 @@ impl Image {
 /// Slots of the direct-mapped cache in front of the run map.
 const FRONT: usize = 1 << 14;
 
-/// A run in the direct-mapped cache, keyed by (section, address), in 32
-/// bytes aligned to 32, so a lookup touches one cache line (the 56-byte
-/// tuple it replaces straddled two most of the time).
+/// No node (an empty link).
+pub const NO_NODE: u32 = u32::MAX;
+
+/// Successor links of a node: the fall-through of a conditional branch
+/// (or a direct call's or jump's target), its taken target, the last
+/// target an indirect branch went to, and for a call the run its
+/// compressed returns go back to (the block decoder keeps the call's node
+/// beside the return address it pushes).
+pub const NEXT_NOT_TAKEN: usize = 0;
+pub const NEXT_TAKEN: usize = 1;
+pub const NEXT_INDIRECT: usize = 2;
+pub const NEXT_RETURN: usize = 3;
+
+/// A cached run with links to the runs that followed it, so a block
+/// decoder following TNT bits or a repeated branch target finds the next
+/// run without hashing or looking up its section (see
+/// [`super::block`]). A link is a hint: the node it names is used only
+/// when its `ip` is the IP reached, and links only join runs of one
+/// section, so the section the image would give is the node's own.
+/// One node fills one cache line.
 #[derive(Clone, Copy)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
+pub struct Node {
+    pub ip: u64,
+    pub isid: u32,
+    pub ninsn: u32,
+    pub last: Insn,
+    pub next: [u32; 4],
+}
+
+impl Node {
+    #[inline]
+    pub fn run(&self) -> Run {
+        Run {
+            ninsn: self.ninsn,
+            last: self.last,
+        }
+    }
+}
+
+/// A node in the direct-mapped cache, keyed by (section, address).
+#[derive(Clone, Copy)]
 struct Front {
     ip: u64,
-    end_ip: u64,
     /// 0: empty (section ids start at 1).
     isid: u32,
-    disp: i32,
-    ninsn: u16,
-    size: u8,
-    class: Class,
-    direct: bool,
-    mov_cr3: bool,
-    vmptrld: bool,
+    node: u32,
 }
 
 impl Front {
     const EMPTY: Front = Front {
         ip: 0,
-        end_ip: 0,
         isid: 0,
-        disp: 0,
-        ninsn: 0,
-        size: 0,
-        class: Class::Other,
-        direct: false,
-        mov_cr3: false,
-        vmptrld: false,
+        node: NO_NODE,
     };
+}
 
-    /// The slot for `r`, unless it does not fit (then it is not cached
-    /// here).
-    #[inline]
-    fn new(isid: u32, ip: u64, r: &Run) -> Option<Front> {
-        Some(Front {
-            ip,
-            end_ip: r.last.ip,
-            isid,
-            disp: i32::try_from(r.last.disp).ok()?,
-            ninsn: u16::try_from(r.ninsn).ok()?,
-            size: r.last.size,
-            class: r.last.class,
-            direct: r.last.direct,
-            mov_cr3: r.last.mov_cr3,
-            vmptrld: r.last.vmptrld,
-        })
-    }
-
-    #[inline]
-    fn run(&self) -> Run {
-        Run {
-            ninsn: u32::from(self.ninsn),
-            last: Insn {
-                ip: self.end_ip,
-                size: self.size,
-                class: self.class,
-                direct: self.direct,
-                disp: i64::from(self.disp),
-                mov_cr3: self.mov_cr3,
-                vmptrld: self.vmptrld,
-            },
-        }
-    }
+/// A fresh generation: node indexes and links are valid only with the
+/// generation they were made in, which no other cache and no other
+/// fill of this one has.
+fn new_gen() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A worker's decoded code, shared by its chunks.
 pub struct CodeCache {
     insns: FastMap<(u32, u64), Insn>,
-    runs: FastMap<(u32, u64), Run>,
-    /// The last run seen at each slot: most blocks are found here
+    /// The node of each run, by (section, address).
+    runs: FastMap<(u32, u64), u32>,
+    nodes: Vec<Node>,
+    /// The last node seen at each slot: most lookups are found here
     /// without hashing.
     front: Vec<Front>,
+    /// Changes whenever the nodes are cleared (never 0).
+    gen: u64,
 }
 
 impl Default for CodeCache {
@@ -284,7 +281,9 @@ impl Default for CodeCache {
         CodeCache {
             insns: FastMap::default(),
             runs: FastMap::default(),
+            nodes: Vec::new(),
             front: vec![Front::EMPTY; FRONT],
+            gen: new_gen(),
         }
     }
 }
@@ -298,9 +297,9 @@ fn decode(s: &Section, ip: u64) -> Result<Insn, Fail> {
     let i = d.decode();
     if i.is_invalid() {
         return Err(Fail::Unsupported(if bytes.len() < 15 {
-            "an instruction cut by its section's end"
+            &"an instruction cut by its section's end"
         } else {
-            "an instruction iced-x86 cannot decode"
+            &"an instruction iced-x86 cannot decode"
         }));
     }
     classify(&i)
@@ -368,7 +367,7 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
         };
     }
     if i.len() > 15 || insn.size == 0 {
-        return Err(Fail::Unsupported("instruction length"));
+        return Err(Fail::Unsupported(&"instruction length"));
     }
     Ok(insn)
 }
@@ -391,22 +390,53 @@ impl CodeCache {
     /// the first branch, or to the section's end.
     #[inline]
     pub fn run(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
+        let i = self.node_at(s, ip)?;
+        Ok(self.nodes[i as usize].run())
+    }
+
+    /// The generation node indexes and links belong to.
+    #[inline]
+    pub fn gen(&self) -> u64 {
+        self.gen
+    }
+
+    /// Node `i` of this generation.
+    #[inline]
+    pub fn node(&self, i: u32) -> Option<&Node> {
+        self.nodes.get(i as usize)
+    }
+
+    /// Links node `from` to node `to` (same section) as its successor
+    /// `slot`.
+    #[inline]
+    pub fn link(&mut self, from: u32, slot: usize, to: u32) {
+        if let Some(n) = self.nodes.get_mut(from as usize) {
+            n.next[slot] = to;
+        }
+    }
+
+    /// The node of the run from `ip` of section `s`.
+    #[inline(always)]
+    pub fn node_at(&mut self, s: &Section, ip: u64) -> Result<u32, Fail> {
         let slot = ((ip ^ (ip >> 14)) as usize) & (FRONT - 1);
         let f = &self.front[slot];
         // Section ids start at 1: the empty slots never match.
         if f.isid == s.isid && f.ip == ip {
-            return Ok(f.run());
+            return Ok(f.node);
         }
-        let r = self.run_slow(s, ip)?;
-        if let Some(f) = Front::new(s.isid, ip, &r) {
-            self.front[slot] = f;
-        }
-        Ok(r)
+        let node = self.node_slow(s, ip)?;
+        self.front[slot] = Front {
+            ip,
+            isid: s.isid,
+            node,
+        };
+        Ok(node)
     }
 
-    fn run_slow(&mut self, s: &Section, ip: u64) -> Result<Run, Fail> {
-        if let Some(&r) = self.runs.get(&(s.isid, ip)) {
-            return Ok(r);
+    #[inline(never)]
+    fn node_slow(&mut self, s: &Section, ip: u64) -> Result<u32, Fail> {
+        if let Some(&i) = self.runs.get(&(s.isid, ip)) {
+            return Ok(i);
         }
         let mut at = ip;
         let mut n = 0u32;
@@ -418,12 +448,21 @@ impl CodeCache {
             }
             at = i.next();
         };
-        let r = Run { ninsn: n, last };
         if self.runs.len() >= CACHE_MAX {
             self.runs.clear();
+            self.nodes.clear();
             self.front.iter_mut().for_each(|f| f.isid = 0);
+            self.gen = new_gen();
         }
-        self.runs.insert((s.isid, ip), r);
-        Ok(r)
+        let i = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            ip,
+            isid: s.isid,
+            ninsn: n,
+            last,
+            next: [NO_NODE; 4],
+        });
+        self.runs.insert((s.isid, ip), i);
+        Ok(i)
     }
 }

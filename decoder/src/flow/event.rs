@@ -172,6 +172,7 @@ struct LastIp {
 }
 
 impl LastIp {
+    #[inline(always)]
     fn update(&mut self, p: IpPayload) -> Result<(), PtError> {
         let keep = |mask: u64| (self.ip & !mask) | (p.ip & mask);
         self.ip = match p.ipc {
@@ -379,13 +380,44 @@ impl<'a> EventDecoder<'a> {
     }
 
     /// Reads the next packet, past PADs; an error is kept for later.
-    #[inline]
+    #[inline(always)]
     fn fetch_packet(&mut self) {
-        let Some(mut pos) = self.pos else {
+        let Some(pos) = self.pos else {
             self.packet = None;
             self.status = Err(PtError(ffi::pte_nosync));
             return;
         };
+        // The most common packet, a short TNT (an even opcode but PAD and
+        // the 0x02 prefix), written in place: a packet built on the stack
+        // and copied in stalls on its partial stores (the profile put half
+        // of this function's time on that copy).
+        if let Some(&opc) = self.buf.get(pos) {
+            if opc & 1 == 0 && opc > 2 {
+                let payload = opc >> 1;
+                let size = 7 - payload.leading_zeros() as u8;
+                self.pos = Some(pos + 1);
+                self.packet = Some((
+                    Packet::Tnt {
+                        bits: u64::from(payload & !(1u8 << size)),
+                        size,
+                    },
+                    1,
+                ));
+                return;
+            }
+        }
+        // The next most common, a TIP, likewise.
+        if let Some((p, n)) = packet::tip_at(self.buf, pos) {
+            self.pos = Some(pos + n);
+            self.packet = Some((Packet::Tip(p), n));
+            return;
+        }
+        self.fetch_packet_slow(pos);
+    }
+
+    /// [`Self::fetch_packet`] for the other packets, from `pos`.
+    #[inline(never)]
+    fn fetch_packet_slow(&mut self, mut pos: usize) {
         loop {
             match packet::decode_known(self.buf, pos, self.errata.skd007) {
                 Ok((p, n)) => {
@@ -575,7 +607,7 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                Packet::Mnt(_) => return Err(Fail::Unsupported("MNT")),
+                Packet::Mnt(_) => return Err(Fail::Unsupported(&"MNT")),
                 Packet::Tsc(t) => self.apply_tsc(t, true)?,
                 Packet::Cbr(r) => {
                     self.apply_cbr(r, true)?;
@@ -708,7 +740,7 @@ impl<'a> EventDecoder<'a> {
                 let first = self.evq.iter().position(|(b, _)| b & EVB_TIP != 0);
                 if first != Some(i) {
                     // libipt reorders the queue here; not followed.
-                    return Err(Fail::Unsupported("events queued before an async branch"));
+                    return Err(Fail::Unsupported(&"events queued before an async branch"));
                 }
                 let (_, mut ev) = self.evq.remove(i).expect("found above");
                 let to = self.event_ip(&mut ev);
@@ -861,7 +893,7 @@ impl<'a> EventDecoder<'a> {
         match self.find_ovf_fup() {
             Ok(Some(_)) => {
                 if self.errata.apl12 {
-                    return Err(Fail::Unsupported("erratum APL12"));
+                    return Err(Fail::Unsupported(&"erratum APL12"));
                 }
                 let mut ev = Ev::new(Kind::Overflow { ip: 0 });
                 self.event_time(&mut ev);
@@ -870,10 +902,10 @@ impl<'a> EventDecoder<'a> {
             }
             r => {
                 if self.errata.skd010 {
-                    return Err(Fail::Unsupported("erratum SKD010"));
+                    return Err(Fail::Unsupported(&"erratum SKD010"));
                 }
                 if self.errata.apl11 && r == Err(BAD_CONTEXT) {
-                    return Err(Fail::Unsupported("erratum APL11"));
+                    return Err(Fail::Unsupported(&"erratum APL11"));
                 }
                 if let Err(e) = r {
                     if e != PtError::EOS {
@@ -1041,15 +1073,15 @@ impl<'a> EventDecoder<'a> {
             }
             Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
             Packet::Vmcs(base) => self.decode_vmcs(base),
-            Packet::Mnt(_) => Err(Fail::Unsupported("MNT")),
+            Packet::Mnt(_) => Err(Fail::Unsupported(&"MNT")),
             Packet::Ovf => self.decode_ovf(),
-            Packet::Stop => Err(Fail::Unsupported("TraceStop")),
+            Packet::Stop => Err(Fail::Unsupported(&"TraceStop")),
             Packet::Ptw { plc, ip, payload } => self.decode_ptw(plc, ip, payload),
             Packet::Exstop { .. }
             | Packet::Mwait { .. }
             | Packet::Pwre { .. }
-            | Packet::Pwrx { .. } => Err(Fail::Unsupported("power events")),
-            Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported("event trace")),
+            | Packet::Pwrx { .. } => Err(Fail::Unsupported(&"power events")),
+            Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported(&"event trace")),
             Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
         }
     }
@@ -1060,21 +1092,18 @@ impl<'a> EventDecoder<'a> {
     /// or a TIP no queued event binds to. `true` when `ev` is now the next
     /// event; `false` when [`Self::next_event`] has to say (it goes on
     /// from here exactly as it would have).
-    #[inline]
+    #[inline(always)]
     pub fn next_event_fast(&mut self, ev: &mut Ev) -> bool {
         if !self.enabled || self.event.is_some() || !self.evq.is_empty() {
             return false;
         }
         if self.bound {
             // decode_tip's second pass: nothing to dequeue.
-            let Some((Packet::Tip(p), _)) = self.packet else {
+            // The first pass applied this TIP's IP already (an update
+            // with the same payload changes nothing).
+            let Some((Packet::Tip(_), _)) = self.packet else {
                 return false;
             };
-            let mut last = self.ip;
-            if last.update(p).is_err() {
-                return false;
-            }
-            self.ip = last;
             self.bound = false;
             self.fetch_packet();
         }

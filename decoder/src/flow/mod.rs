@@ -7,8 +7,13 @@
 //!
 //! Why hand-written: libipt re-decodes every instruction each time the
 //! trace passes it and crosses the FFI per block and event; here a
-//! straight run of code is decoded once (iced-x86) and then followed with
-//! one hash lookup per block, in the worker's own memory.
+//! straight run of code is decoded once (iced-x86) into a node that links
+//! to the runs that followed it (not taken, taken, last indirect target),
+//! so a block whose successor was seen before is found without a lookup
+//! (else one direct-mapped or hash lookup), in the worker's own memory;
+//! the common block (a TNT bit, a TIP or a direct branch, no event) is
+//! decoded in one pass ([`block`]'s fast path) with the packets it needs
+//! read in place.
 //!
 //! What it follows: PSB+ (status updates), TNT, TIP, TIP.PGE/PGD, FUP
 //! (asynchronous branches and disables), MODE.Exec, MODE.TSX (speculative
@@ -48,7 +53,11 @@ pub enum Fail {
     /// libipt's error at this point (libipt fails here too).
     Pt(PtError),
     /// Something it does not follow yet: libipt decodes this chunk.
-    Unsupported(&'static str),
+    /// The reason is behind a thin reference so that `Fail`, and the
+    /// `Result<Status, Fail>` of every step, fit in two registers: a
+    /// 24-byte result went through the stack, and the profile showed its
+    /// copy stalling on the narrower stores that wrote it.
+    Unsupported(&'static &'static str),
 }
 
 /// The flow decoder over one trace buffer, with libipt's block decoder
@@ -112,7 +121,7 @@ impl<'a> FastDecoder<'a> {
                 PtError::EOS
             }
             Fail::Unsupported(why) => {
-                self.unsupported.get_or_insert(why);
+                self.unsupported.get_or_insert(*why);
                 PtError::EOS
             }
         }
@@ -150,7 +159,7 @@ impl<'a> FastDecoder<'a> {
         match self.dec.event() {
             Ok((ev, s)) => match to_event(&ev) {
                 Some(e) => Ok((e, s)),
-                None => Err(self.fail(Fail::Unsupported("an event kind"))),
+                None => Err(self.fail(Fail::Unsupported(&"an event kind"))),
             },
             Err(f) => Err(self.fail(f)),
         }
@@ -175,7 +184,7 @@ impl<'a> FastDecoder<'a> {
     }
 
     pub fn set_image(&mut self, image: Image) {
-        self.dec.image = image;
+        self.dec.set_image(image);
     }
 }
 

@@ -140,7 +140,7 @@ impl Packet {
 }
 
 /// Little-endian value of `n` bytes at `b[at..]` (the caller checked `n`).
-#[inline]
+#[inline(always)]
 fn le(b: &[u8], at: usize, n: usize) -> u64 {
     // One load when 8 bytes are there (most packets but the trace's
     // last few).
@@ -190,11 +190,28 @@ pub fn is_psb(b: &[u8], at: usize) -> bool {
     b.len() >= at + 16 && b[at..at + 16].chunks(2).all(|p| p == [0x02, 0x82])
 }
 
+/// A TIP at `b[at..]`, whole, with a valid IP compression: its payload
+/// and size; `None` for anything else ([`decode`] says what it is).
+#[inline(always)]
+pub fn tip_at(b: &[u8], at: usize) -> Option<(IpPayload, usize)> {
+    let &opc = b.get(at)?;
+    if opc & 0x1f != 0x0d {
+        return None;
+    }
+    let ipc = opc >> 5;
+    let n = ip_size(ipc).ok()?;
+    if b.len() - at < 1 + n {
+        return None;
+    }
+    let ip = if n > 0 { le(b, at + 1, n) } else { 0 };
+    Some((IpPayload { ipc, ip }, 1 + n))
+}
+
 /// [`decode`] as libipt 2.1.2 reads the packet: what it does not know
 /// (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
 /// length is known, so a BBP cut by the end of the trace is `BAD_OPC`
 /// there too, not `EOS`.
-#[inline]
+#[inline(always)]
 pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     // The most common packet first: a short TNT (an even opcode but PAD
     // and the 0x02 prefix), whose payload has its stop bit (bit 1 or
@@ -234,7 +251,7 @@ pub fn packet_size(p: &Packet, n: usize) -> usize {
 }
 
 /// Decodes the packet at `b[at..]`: the packet and its size.
-#[inline]
+#[inline(always)]
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     let rest = b.get(at..).ok_or(PtError::EOS)?;
     let &opc = rest.first().ok_or(PtError::EOS)?;
