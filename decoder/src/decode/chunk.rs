@@ -1351,7 +1351,18 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// [`FLUSH_OPS`] ops, between blocks, with no transfer pending (its
     /// stamp counts from the current run's start); the current run goes on
     /// in a new one.
+    #[inline]
     fn maybe_flush(&mut self) {
+        // Inline and first: a chunk decoded without a flush (all but
+        // `ptdec raw`'s one long chunk) pays one test per block (the call
+        // showed as 1.5% of the instructions of `ptdec -j1`).
+        if self.flush.is_some() {
+            self.flush_if_full();
+        }
+    }
+
+    /// [`ChunkDecoder::maybe_flush`] where there is a flush.
+    fn flush_if_full(&mut self) {
         if self.flush.is_none()
             || self.pending.is_some()
             || self.warming
