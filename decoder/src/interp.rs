@@ -131,10 +131,10 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
     let Some(anchor) = group.first() else {
         return true;
     };
-    if spreads(next) && next.stamp().time == anchor.stamp().time {
+    if joins(anchor, next) {
         return false;
     }
-    if spreads(next) || matches!(next, Op::Disabled { .. }) {
+    if spreads_up_to(next) {
         spread(group, next);
     }
     for held in group.drain(..) {
@@ -165,6 +165,12 @@ impl<S: OpSink> Interpolate<S> {
 /// its time.
 fn joins(anchor: &Op, op: &Op) -> bool {
     spreads(op) && op.stamp().time == anchor.stamp().time
+}
+
+/// Whether a group that `next` ends is spread up to it: time is spread up
+/// to a later branch or mark, or a disable, never across an enable or gap.
+fn spreads_up_to(next: &Op) -> bool {
+    spreads(next) || matches!(next, Op::Disabled { .. })
 }
 
 impl<S: OpSink> OpSink for Interpolate<S> {
@@ -209,12 +215,7 @@ impl<S: OpSink> OpSink for Interpolate<S> {
                 ops.clear();
                 return;
             };
-            if spreads(next) || matches!(next, Op::Disabled { .. }) {
-                spread(group, next);
-            }
-            for held in group.drain(..) {
-                self.inner.op(pid, tid, held);
-            }
+            end_group(&mut self.inner, pid, tid, group, next);
         }
         // The rest, in place: `open` is where the group being gathered
         // starts (its anchor).
@@ -224,7 +225,7 @@ impl<S: OpSink> OpSink for Interpolate<S> {
                 if joins(&ops[a], &ops[k]) {
                     continue;
                 }
-                if spreads(&ops[k]) || matches!(ops[k], Op::Disabled { .. }) {
+                if spreads_up_to(&ops[k]) {
                     let (before, from) = ops.split_at_mut(k);
                     spread(&mut before[a..], &from[0]);
                 }

@@ -1152,16 +1152,15 @@ impl ThreadStack {
         if !top_known || to_func.is_none_or(|entry| entry == top_entry) {
             return;
         }
+        // Into another function's middle (`place_of` said whose).
         if let Some(func) = resolver.function_of(self.pid, to, at.time) {
-            if func.entry != top_entry {
-                match self.lower_frame_of(&func) {
-                    Lower::Own(i) => {
-                        self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
-                        self.pop_to(i + 1, at, out);
-                    }
-                    Lower::Entry => self.pop_to_entry(func.entry, 0, at, out),
-                    Lower::None => {}
+            match self.lower_frame_of(&func) {
+                Lower::Own(i) => {
+                    self.stats.skipped_frames += (self.frames.len() - 1 - i) as u64;
+                    self.pop_to(i + 1, at, out);
                 }
+                Lower::Entry => self.pop_to_entry(func.entry, 0, at, out),
+                Lower::None => {}
             }
         }
     }

@@ -72,7 +72,8 @@ impl<'a> From<&'a str> for ArgValue<'a> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Arg<'a> {
     /// Argument name (interned, truncated to [`MAX_STRING_LEN`]): the
-    /// program's own text, as categories are (see [`StaticStrings`]).
+    /// program's own text, as categories are: the writer finds both by
+    /// their address, without hashing or comparing their bytes.
     pub name: &'static str,
     /// Argument value.
     pub value: ArgValue<'a>,

@@ -1363,8 +1363,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
 
     /// [`ChunkDecoder::maybe_flush`] where there is a flush.
     fn flush_if_full(&mut self) {
-        if self.flush.is_none()
-            || self.pending.is_some()
+        if self.pending.is_some()
             || self.warming
             || self.start_at.is_some()
             || self.stop_at.is_some()

@@ -243,6 +243,12 @@ impl<'o> Orderer<'o> {
         let (from, to) = stretch
             .as_ref()
             .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
+        // The run's ops counted from the thread's start, not the run's.
+        let cycles = self.cycles;
+        let rebase = |s: &mut Stamp| {
+            s.insns += base_insns;
+            s.cycles = cycles.then(|| s.cycles.unwrap_or(0) + base_cycles);
+        };
         if stretch.is_none() && start.is_none() && end.is_none() {
             // Nothing cut out or put in but the run's own skipped ops: the
             // ops are fixed where they lie and go on together.
@@ -252,87 +258,82 @@ impl<'o> Orderer<'o> {
                 if run.skip.drops(i - 1) {
                     return false;
                 }
-                let s = op.stamp_mut();
-                s.insns += base_insns;
-                s.cycles = self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles);
+                rebase(op.stamp_mut());
                 ts.count(op);
                 note(th, &mut span, op);
                 true
             });
             sent = ops.len() as u64;
             sink.ops(task.pid, task.tid, ops);
-        }
-        let mut stretch = stretch;
-        // Each op is moved out once (a placeholder written in its stead and
-        // a drop pass over them after showed in the profile).
-        let mut ops = ops.drain(..);
-        let mut i = 0;
-        while let Some(mut op) = ops.next() {
-            if i == from {
-                if let Some(st) = stretch.take() {
-                    let base = Base {
-                        insns: base_insns,
-                        cycles: self.cycles.then_some(base_cycles),
-                    };
-                    let (calls, returns, jumps, gaps) = (st.calls, st.returns, st.jumps, st.gaps);
-                    let ((a, b), last) = (st.span, st.last);
-                    let taken = sink.stretch(task.pid, task.tid, st, base);
-                    if !taken {
-                        self.stats.stacks_ahead_declined += 1;
-                    }
-                    if taken {
-                        self.stats.stacks_ahead_ops += (to - from) as u64;
-                        ts.calls += calls;
-                        ts.returns += returns;
-                        ts.jumps += jumps;
-                        ts.gaps += gaps;
-                        sent += (to - from) as u64;
-                        span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-                        th.last = Some(base.stamp(last));
-                        // The stretch's other ops are dropped.
-                        ops.by_ref()
-                            .take((to - from).saturating_sub(1))
-                            .for_each(drop);
-                        i = to;
-                        continue;
+        } else {
+            let mut stretch = stretch;
+            // Each op is moved out once (a placeholder written in its
+            // stead and a drop pass over them after showed in the profile).
+            let mut ops = ops.drain(..);
+            let mut i = 0;
+            while let Some(mut op) = ops.next() {
+                if i == from {
+                    if let Some(st) = stretch.take() {
+                        let base = Base {
+                            insns: base_insns,
+                            cycles: cycles.then_some(base_cycles),
+                        };
+                        let (calls, returns, jumps, gaps) =
+                            (st.calls, st.returns, st.jumps, st.gaps);
+                        let ((a, b), last) = (st.span, st.last);
+                        let taken = sink.stretch(task.pid, task.tid, st, base);
+                        if !taken {
+                            self.stats.stacks_ahead_declined += 1;
+                        }
+                        if taken {
+                            self.stats.stacks_ahead_ops += (to - from) as u64;
+                            ts.calls += calls;
+                            ts.returns += returns;
+                            ts.jumps += jumps;
+                            ts.gaps += gaps;
+                            sent += (to - from) as u64;
+                            span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+                            th.last = Some(base.stamp(last));
+                            // The stretch's other ops are dropped.
+                            ops.by_ref()
+                                .take((to - from).saturating_sub(1))
+                                .for_each(drop);
+                            i = to;
+                            continue;
+                        }
                     }
                 }
-            }
-            if run.skip.drops(i) {
+                if run.skip.drops(i) {
+                    i += 1;
+                    continue;
+                }
                 i += 1;
-                continue;
-            }
-            i += 1;
-            let s = op.stamp();
-            let fixed = Stamp {
-                time: s.time,
-                insns: s.insns + base_insns,
-                cycles: self.cycles.then(|| s.cycles.unwrap_or(0) + base_cycles),
-            };
-            *op.stamp_mut() = fixed;
-            ts.count(&op);
-            if start.is_some_and(|st| fixed.time < st) {
-                th.skipped = true;
-                continue;
-            }
-            if end.is_some_and(|e| fixed.time > e) {
-                th.done = true;
-                break;
-            }
-            if !matches!(op, Op::Mark { .. })
-                && std::mem::take(&mut th.skipped)
-                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
-            {
-                let enable = Op::Enabled {
-                    at: fixed,
-                    ip: op.ip(),
-                    first: false,
-                };
-                send(task, th, &mut span, enable, sink);
+                rebase(op.stamp_mut());
+                let fixed = op.stamp();
+                ts.count(&op);
+                if start.is_some_and(|st| fixed.time < st) {
+                    th.skipped = true;
+                    continue;
+                }
+                if end.is_some_and(|e| fixed.time > e) {
+                    th.done = true;
+                    break;
+                }
+                if !matches!(op, Op::Mark { .. })
+                    && std::mem::take(&mut th.skipped)
+                    && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+                {
+                    let enable = Op::Enabled {
+                        at: fixed,
+                        ip: op.ip(),
+                        first: false,
+                    };
+                    send(task, th, &mut span, enable, sink);
+                    sent += 1;
+                }
+                send(task, th, &mut span, op, sink);
                 sent += 1;
             }
-            send(task, th, &mut span, op, sink);
-            sent += 1;
         }
         ts.span = span;
         ts.ops += sent;
