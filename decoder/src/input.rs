@@ -377,7 +377,15 @@ impl Trace {
         let get = |&(off, len): &(usize, usize)| self.bytes.get(off..off + len).unwrap_or_default();
         match s.pieces.as_slice() {
             [one] => std::borrow::Cow::Borrowed(get(one)),
-            many => std::borrow::Cow::Owned(many.iter().flat_map(get).copied().collect()),
+            many => {
+                // Piece by piece (a byte-wise collect cost 14 instructions
+                // per byte: 5% of `ptbench-fast`'s count on 1 MB).
+                let mut all = Vec::with_capacity(many.iter().map(|p| get(p).len()).sum());
+                for p in many {
+                    all.extend_from_slice(get(p));
+                }
+                std::borrow::Cow::Owned(all)
+            }
         }
     }
 
