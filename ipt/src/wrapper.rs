@@ -555,6 +555,10 @@ pub struct Block {
     pub ninsn: u16,
     /// The last instruction's bytes, when `truncated`.
     pub raw: [u8; 15],
+    /// The last instruction's size in bytes, or 0 when the decoder did not
+    /// say: libipt says only for a `truncated` block, ptdec's own flow
+    /// decoder for every block (its cached run knows it), which spares the
+    /// caller decoding a call again for its return address.
     pub size: u8,
     pub speculative: bool,
     pub truncated: bool,
@@ -570,7 +574,7 @@ impl Block {
             iclass: b.iclass,
             ninsn: b.ninsn,
             raw: b.raw,
-            size: b.size,
+            size: if b.truncated() != 0 { b.size } else { 0 },
             speculative: b.speculative() != 0,
             truncated: b.truncated() != 0,
         }

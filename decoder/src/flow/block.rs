@@ -394,6 +394,7 @@ impl<'a> BlockDecoder<'a> {
         self.log_call(&insn);
         block.iclass = insn.class.raw();
         block.end_ip = insn.ip;
+        block.size = insn.size;
         block.ninsn += 1;
         Ok(Some(insn))
     }
@@ -528,6 +529,7 @@ impl<'a> BlockDecoder<'a> {
         block.ninsn = n as u16;
         block.end_ip = last.ip;
         block.iclass = last.class.raw();
+        block.size = last.size;
         self.log_call(&last);
         if !last.class.is_branch() {
             // The section ends: the next instruction is in another one
@@ -694,6 +696,7 @@ impl<'a> BlockDecoder<'a> {
             mode: self.mode,
             iclass: last.class.raw(),
             ninsn: node.ninsn as u16,
+            size: last.size,
             speculative: self.speculative,
             ..Block::default()
         };

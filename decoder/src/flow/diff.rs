@@ -30,6 +30,10 @@ pub enum Line {
     Event(String, u32),
     Error(PtError, u64),
     Eos,
+    /// A block said its last instruction (at this address) has this size,
+    /// and the code there decodes to another (libipt says no size for a
+    /// whole block, so this line alone makes the logs differ).
+    WrongSize(u64, u8),
 }
 
 /// The most log lines kept per decoder (the comparison is of a prefix).
@@ -186,6 +190,12 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                     }
                     _ => insn.next_ip(),
                 };
+            }
+            if b.ninsn > 0 && b.size != 0 && !b.truncated {
+                let len = d.code_at(b.end_ip).map(|i| i.len());
+                if len != Some(usize::from(b.size)) {
+                    log.push(Line::WrongSize(b.end_ip, b.size));
+                }
             }
             if d.stopped() {
                 return;
