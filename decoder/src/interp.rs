@@ -239,9 +239,10 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         // it go on.
         let end = open.unwrap_or(ops.len());
         self.pending[gi].extend(ops.drain(end..));
-        for op in ops.drain(s..) {
-            self.inner.op(pid, tid, op);
-        }
+        // The rest go on together (without the placeholders of those that
+        // joined the held group).
+        ops.drain(..s);
+        self.inner.ops(pid, tid, ops);
         ops.clear();
     }
 
