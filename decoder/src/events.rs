@@ -168,13 +168,7 @@ const EMU_LEN: usize = EMU_BITS_AT as usize + EMU_BITS * EMU_BIT.len() + 1;
 /// checked byte for byte (head, marker, 64 bit pairs, `ret`).
 pub fn find_emulated_ptwrite(code: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = code[from..]
-        .windows(EMU_MAGIC.len())
-        .position(|w| w == EMU_MAGIC)
-        .map(|i| i + from)
-    {
-        from = i + 1;
+    for i in memchr::memmem::find_iter(code, EMU_MAGIC) {
         let Some(entry) = i.checked_sub(EMU_HEAD.len()) else {
             continue;
         };
