@@ -81,7 +81,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
-use ftf::{Arg, ArgValue, ThreadRef, Writer};
+use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
 
 use crate::events::{cbr_mhz, MarkFilter};
 use crate::ops::{GapKind, Mark, Stamp};
@@ -688,7 +688,7 @@ impl Emitter {
                     self.stats.events += 1;
                     "event"
                 };
-                self.with_window(index, pid, tid, |w, th| w.instant(th, cat, name, ts, &a))
+                self.with_window(index, pid, tid, |w, th| w.instant(th, cat, *name, ts, &a))
             }
         }
     }
@@ -862,7 +862,9 @@ impl Emitter {
         // At most 8: insns, cycles, addr, module, unknown_start, cut, folded,
         // folded_levels.
         let mut args: arrayvec::ArrayVec<Arg, 8> = arrayvec::ArrayVec::new();
-        let (cat, name): (&str, &str) = match &s.kind {
+        // A function's name and module are shared text: the writer finds
+        // them by address (`ftf::Text::Shared`).
+        let (cat, name): (&str, Text<'_>) = match &s.kind {
             SliceKind::Call {
                 func,
                 unknown_start,
@@ -872,11 +874,11 @@ impl Emitter {
                     args.push(Arg::new("cycles", c));
                 }
                 args.push(Arg::new("addr", ArgValue::Pointer(func.entry)));
-                args.push(Arg::new("module", &*func.module));
+                args.push(Arg::new("module", &func.module));
                 if *unknown_start {
                     args.push(Arg::new("unknown_start", true));
                 }
-                ("call", &func.name)
+                ("call", Text::Shared(&func.name))
             }
             SliceKind::Untraced { kernel, ip } => {
                 args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
@@ -885,7 +887,7 @@ impl Emitter {
                     (false, true) => "[filtered out]",
                     (false, false) => "[untraced]",
                 };
-                ("untraced", name)
+                ("untraced", Text::Str(name))
             }
             SliceKind::Gap { kind, offset } => {
                 gap_text = gap_reason(kind);
@@ -894,7 +896,7 @@ impl Emitter {
                 if let GapKind::NoImage { ip } = kind {
                     args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
                 }
-                ("gap", gap_name(kind))
+                ("gap", Text::Str(gap_name(kind)))
             }
         };
         if let Some(c) = cut {
@@ -918,7 +920,7 @@ impl Emitter {
                 pid: s.pid,
                 tid: s.tid,
                 category: cat_static(cat),
-                name: name.to_string(),
+                name: name.as_str().to_string(),
                 start,
                 end,
                 depth: s.depth,

@@ -8,6 +8,7 @@
 //! re-emits the string or thread record for it before the record that uses it.
 
 use std::io::{BufWriter, Write};
+use std::sync::Arc;
 
 use crate::format::*;
 use crate::table::{Interned, Table};
@@ -43,6 +44,9 @@ pub enum ArgValue<'a> {
     F64(f64),
     /// A string (interned in the string table, truncated to [`MAX_STRING_LEN`]).
     Str(&'a str),
+    /// A string many events share (a function's module): interned as
+    /// [`ArgValue::Str`], found again by its address (see [`Text::Shared`]).
+    Shared(&'a Arc<str>),
     /// A pointer value (Perfetto shows it in hex).
     Pointer(u64),
     /// A kernel object id (a pid or tid here).
@@ -65,6 +69,53 @@ arg_value_from!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f64 => F64, bool
 impl<'a> From<&'a str> for ArgValue<'a> {
     fn from(s: &'a str) -> Self {
         ArgValue::Str(s)
+    }
+}
+
+impl<'a> From<&'a Arc<str>> for ArgValue<'a> {
+    fn from(s: &'a Arc<str>) -> Self {
+        ArgValue::Shared(s)
+    }
+}
+
+/// An event's name: any text, or text many events share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Text<'a> {
+    /// Found in the string table by its bytes.
+    Str(&'a str),
+    /// Shared text (a function's name, held by the symbol cache): the
+    /// writer keeps a reference to the last few it saw, so while it does,
+    /// their address names the same bytes, and a repeat is found without
+    /// hashing or comparing them (that comparison was 17% of the FTF
+    /// thread's instructions under callgrind, `ptdec -j2` on a 1 MB trace).
+    Shared(&'a Arc<str>),
+}
+
+impl<'a> Text<'a> {
+    /// The text.
+    pub fn as_str(&self) -> &'a str {
+        match *self {
+            Text::Str(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
+}
+
+impl<'a> From<&'a str> for Text<'a> {
+    fn from(s: &'a str) -> Self {
+        Text::Str(s)
+    }
+}
+
+impl<'a> From<&'a String> for Text<'a> {
+    fn from(s: &'a String) -> Self {
+        Text::Str(s)
+    }
+}
+
+impl<'a> From<&'a Arc<str>> for Text<'a> {
+    fn from(s: &'a Arc<str>) -> Self {
+        Text::Shared(s)
     }
 }
 
@@ -129,6 +180,7 @@ pub struct Writer<W: Write> {
     strings: Table<String>,
     recent: RecentStrings,
     statics: StaticStrings,
+    shared: SharedStrings,
     threads: Table<(u64, u64)>,
     /// The last event's thread, its index and the slot's generation then:
     /// a thread's events come in runs, found here without hashing.
@@ -191,6 +243,28 @@ impl Default for StaticStrings {
     }
 }
 
+/// The table indexes of the last [`Text::Shared`] strings seen, one per
+/// way, each with a reference to its text: held here, the text stays
+/// where it is, so the same address is the same bytes, and a hit needs
+/// only the check that the slot still holds it (its generation), as for
+/// [`StaticStrings`].
+struct SharedStrings(Vec<Option<(Arc<str>, u16, u64)>>);
+
+const SHARED_WAYS: usize = 512;
+
+impl Default for SharedStrings {
+    fn default() -> Self {
+        SharedStrings(vec![None; SHARED_WAYS])
+    }
+}
+
+impl SharedStrings {
+    fn way(s: &Arc<str>) -> usize {
+        let p = s.as_ptr() as usize;
+        ((p >> 3) ^ (p >> 12)) % SHARED_WAYS
+    }
+}
+
 impl StaticStrings {
     fn way(s: &'static str) -> usize {
         let p = s.as_ptr() as usize;
@@ -218,6 +292,7 @@ impl<W: Write> Writer<W> {
             strings: Table::new(STRING_TABLE_SLOTS),
             recent: RecentStrings::default(),
             statics: StaticStrings::default(),
+            shared: SharedStrings::default(),
             threads: Table::new(THREAD_TABLE_SLOTS),
             last_thread: None,
             rec: Vec::with_capacity(512),
@@ -290,62 +365,86 @@ impl<W: Write> Writer<W> {
     }
 
     /// An instant event: a moment on a thread.
-    pub fn instant(
+    pub fn instant<'n>(
         &mut self,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: impl Into<Text<'n>>,
         ts: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(ET_INSTANT, thread, category, name, ts, args, None)
+        self.event(ET_INSTANT, thread, category, name.into(), ts, args, None)
     }
 
     /// A counter event: each numeric argument is one series of counter `id`.
-    pub fn counter(
+    pub fn counter<'n>(
         &mut self,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: impl Into<Text<'n>>,
         ts: u64,
         id: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(ET_COUNTER, thread, category, name, ts, args, Some(id))
+        self.event(
+            ET_COUNTER,
+            thread,
+            category,
+            name.into(),
+            ts,
+            args,
+            Some(id),
+        )
     }
 
     /// A duration begin event; match it with [`Writer::duration_end`].
-    pub fn duration_begin(
+    pub fn duration_begin<'n>(
         &mut self,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: impl Into<Text<'n>>,
         ts: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(ET_DURATION_BEGIN, thread, category, name, ts, args, None)
+        self.event(
+            ET_DURATION_BEGIN,
+            thread,
+            category,
+            name.into(),
+            ts,
+            args,
+            None,
+        )
     }
 
     /// A duration end event closing the innermost open duration on `thread`.
-    pub fn duration_end(
+    pub fn duration_end<'n>(
         &mut self,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: impl Into<Text<'n>>,
         ts: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(ET_DURATION_END, thread, category, name, ts, args, None)
+        self.event(
+            ET_DURATION_END,
+            thread,
+            category,
+            name.into(),
+            ts,
+            args,
+            None,
+        )
     }
 
     /// A duration complete event: a slice from `start` to `end` (both in
     /// ticks; the record stores the end time, not the length). Perfetto drops
     /// a slice whose `end` is before its `start`.
-    pub fn duration_complete(
+    pub fn duration_complete<'n>(
         &mut self,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: impl Into<Text<'n>>,
         start: u64,
         end: u64,
         args: &[Arg],
@@ -354,7 +453,7 @@ impl<W: Write> Writer<W> {
             ET_DURATION_COMPLETE,
             thread,
             category,
-            name,
+            name.into(),
             start,
             args,
             Some(end),
@@ -372,7 +471,7 @@ impl<W: Write> Writer<W> {
         event_type: u64,
         thread: ThreadRef,
         category: &'static str,
-        name: &str,
+        name: Text<'_>,
         ts: u64,
         args: &[Arg],
         trailer: Option<u64>,
@@ -381,7 +480,7 @@ impl<W: Write> Writer<W> {
         self.epoch += 1;
         let thread = self.thread_ref(thread)?;
         let category = self.static_ref(category)?;
-        let name = self.string_ref(name)?;
+        let name = self.text_ref(name)?;
         self.rec.clear();
         self.rec.extend_from_slice(&[0; 8]);
         self.rec.extend_from_slice(&ts.to_le_bytes());
@@ -420,6 +519,10 @@ impl<W: Write> Writer<W> {
                 ArgValue::F64(v) => (head(AT_F64, 2, 0), Some(v.to_bits())),
                 ArgValue::Str(s) => {
                     let value = u64::from(self.string_ref(s)?);
+                    (head(AT_STRING, 1, value), None)
+                }
+                ArgValue::Shared(s) => {
+                    let value = u64::from(self.shared_ref(s)?);
                     (head(AT_STRING, 1, value), None)
                 }
                 ArgValue::Pointer(v) => (head(AT_POINTER, 2, 0), Some(v)),
@@ -479,6 +582,34 @@ impl<W: Write> Writer<W> {
             }
             None => Err(Error::TableExhausted { table: "string" }),
         }
+    }
+
+    fn text_ref(&mut self, t: Text<'_>) -> Result<u16> {
+        match t {
+            Text::Str(s) => self.string_ref(s),
+            Text::Shared(s) => self.shared_ref(s),
+        }
+    }
+
+    /// The index of shared text `s` (see [`SharedStrings`]), emitting its
+    /// string record first when needed.
+    fn shared_ref(&mut self, s: &Arc<str>) -> Result<u16> {
+        let way = SharedStrings::way(s);
+        if let Some((held, index, generation)) = &self.shared.0[way] {
+            if Arc::ptr_eq(held, s)
+                && self
+                    .strings
+                    .touch_generation(*index, *generation, self.epoch)
+            {
+                return Ok(*index);
+            }
+        }
+        let index = self.string_ref(s)?;
+        if index != 0 {
+            let generation = self.strings.generation(index);
+            self.shared.0[way] = Some((s.clone(), index, generation));
+        }
+        Ok(index)
     }
 
     /// The index of `s`, one of the program's own strings (see
@@ -863,6 +994,44 @@ mod tests {
         for (e, i) in evs[1..evs.len() - 1].iter().zip(0..) {
             assert_eq!(e.thread.tid, 10 + (i % (2 * THREAD_TABLE_SLOTS + 7)) as u64);
         }
+    }
+
+    /// Events naming shared text (`Text::Shared`, `ArgValue::Shared`) are
+    /// written byte for byte as the same events naming plain text, while
+    /// other strings recycle every table slot twice between the repeats
+    /// (a hit on a recycled slot would name the wrong string).
+    #[test]
+    fn shared_text_is_written_as_plain_text_is() {
+        let names: Vec<Arc<str>> = (0..300).map(|i| format!("func{i}").into()).collect();
+        let modules: Vec<Arc<str>> = (0..5).map(|i| format!("/lib/m{i}.so").into()).collect();
+        let fillers: Vec<String> = (0..2 * STRING_TABLE_SLOTS + 10)
+            .map(|i| format!("x{i}"))
+            .collect();
+        let write = |shared: bool| {
+            let mut w = Writer::new(Vec::new(), 1).unwrap();
+            let t = ThreadRef { pid: 1, tid: 2 };
+            let mut f = fillers.iter();
+            for k in 0..6000usize {
+                let (n, m) = (&names[k * 7 % names.len()], &modules[k % modules.len()]);
+                let (name, module) = if shared {
+                    (Text::Shared(n), ArgValue::Shared(m))
+                } else {
+                    (Text::Str(n), ArgValue::Str(m))
+                };
+                w.duration_complete(t, "call", name, 0, 1, &[Arg::new("module", module)])
+                    .unwrap();
+                for x in f.by_ref().take(11) {
+                    w.instant(t, "c", x, 0, &[]).unwrap();
+                }
+            }
+            w.finish().unwrap()
+        };
+        let (plain, shared) = (write(false), write(true));
+        assert!(plain == shared, "the shared-text trace differs");
+        let evs = events(&shared);
+        let last = evs.iter().rfind(|e| e.category == "call").unwrap();
+        assert_eq!(last.name, "func293");
+        assert_eq!(last.args[0].value, Value::Str("/lib/m4.so".into()));
     }
 
     #[test]
