@@ -252,17 +252,46 @@ impl<'o> Orderer<'o> {
         if stretch.is_none() && start.is_none() && end.is_none() {
             // Nothing cut out or put in but the run's own skipped ops: the
             // ops are fixed where they lie and go on together.
-            let mut i = 0;
+            // One pass and one match per op; the thread's last stamp and
+            // time span are taken once (three matches and an update of
+            // each per op were 4% of `ptdec -j1`'s instructions).
+            let (mut i, mut lo, mut hi) = (0, u64::MAX, 0);
             ops.retain_mut(|op| {
                 i += 1;
                 if run.skip.drops(i - 1) {
                     return false;
                 }
-                rebase(op.stamp_mut());
-                ts.count(op);
-                note(th, &mut span, op);
+                let at = match op {
+                    Op::Call { at, .. } => {
+                        ts.calls += 1;
+                        at
+                    }
+                    Op::Return { at, .. } => {
+                        ts.returns += 1;
+                        at
+                    }
+                    Op::Jump { at, .. } => {
+                        ts.jumps += 1;
+                        at
+                    }
+                    Op::Gap { at, .. } => {
+                        ts.gaps += 1;
+                        at
+                    }
+                    Op::Enabled { at, first, .. } => {
+                        *first = std::mem::take(&mut th.fresh);
+                        at
+                    }
+                    Op::Disabled { at, .. } | Op::End { at } | Op::Mark { at, .. } => at,
+                };
+                rebase(at);
+                (lo, hi) = (lo.min(at.time), hi.max(at.time));
                 true
             });
+            if let Some(op) = ops.last() {
+                th.last = Some(op.stamp());
+                span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            }
             sent = ops.len() as u64;
             sink.ops(task.pid, task.tid, ops);
         } else {
