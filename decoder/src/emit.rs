@@ -425,7 +425,7 @@ fn gap_reason(kind: &GapKind) -> String {
     match kind {
         GapKind::Overflow => "trace buffer overflow (OVF): the hardware lost packets".into(),
         GapKind::LostData => "AUX data lost or truncated".into(),
-        GapKind::DecodeError(e) => e.clone(),
+        GapKind::DecodeError(e) => e.to_string(),
         GapKind::NoImage { ip } => format!("no image for the code at {ip:#x}"),
     }
 }
@@ -1120,7 +1120,7 @@ mod tests {
         e.slice(&Slice {
             depth: 0,
             kind: SliceKind::Gap {
-                kind: GapKind::DecodeError("bad packet".into()),
+                kind: GapKind::DecodeError(Box::new("bad packet".into())),
                 offset: 64,
             },
             ..call(0, "", 200, 210, false)

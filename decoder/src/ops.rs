@@ -25,7 +25,8 @@ pub enum GapKind {
     /// The AUX buffer was truncated or data was lost (PERF_RECORD_AUX flags, LOST).
     LostData,
     /// A decode error; the text names it (libipt's error and the offset).
-    DecodeError(String),
+    /// (Boxed: one word, and an op stays 64 bytes.)
+    DecodeError(Box<String>),
     /// No image for the code at `ip`: instructions there cannot be followed.
     NoImage { ip: u64 },
 }
@@ -83,7 +84,12 @@ impl Mark {
 }
 
 /// One step of a thread's traced control flow, in execution order.
+///
+/// `repr(C, u8)`: every variant's stamp comes first and so lies at the same
+/// offset, and [`Op::stamp`] is one load, not a match over the variants
+/// (the stages read an op's stamp several times each).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C, u8)]
 pub enum Op {
     /// Tracing of this thread (re)starts at `ip` (after a PSB, TIP.PGE,
     /// a context switch in, or after a gap). The first `Enabled` of a thread
@@ -223,7 +229,7 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
 mod tests {
     use super::*;
 
-    /// One cache line per op (see `Op::Mark`).
+    /// One cache line per op (see `Op::Mark` and `GapKind::DecodeError`).
     #[test]
     fn an_op_is_64_bytes() {
         assert!(

@@ -1939,7 +1939,7 @@ mod tests {
                 },
                 Op::Gap {
                     at: s(25),
-                    kind: GapKind::DecodeError("no memory mapped".into()),
+                    kind: GapKind::DecodeError(Box::new("no memory mapped".into())),
                     offset: 0x10,
                 },
                 end(40),

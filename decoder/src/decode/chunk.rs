@@ -1546,16 +1546,22 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 (GapKind::NoImage { ip }, e.name(), e.message().to_string())
             }
             Failure::Pt(e) => (
-                GapKind::DecodeError(format!("{e} at offset {:#x}", self.meta.aux_offset + off)),
+                GapKind::DecodeError(Box::new(format!(
+                    "{e} at offset {:#x}",
+                    self.meta.aux_offset + off
+                ))),
                 e.name(),
                 e.message().to_string(),
             ),
             Failure::NoProgress(n) => (
-                GapKind::DecodeError(format!(
+                GapKind::DecodeError(
+                    format!(
                     "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
                      (code that loops through direct jumps and calls: a corrupt trace or image)",
                     self.meta.aux_offset + off
-                )),
+                )
+                    .into(),
+                ),
                 "NoProgress".to_string(),
                 "no progress".to_string(),
             ),
