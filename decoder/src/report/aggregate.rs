@@ -945,6 +945,455 @@ mod tests {
         assert_eq!(sum_ns, 60, "ns of the segments and the gap");
     }
 
+    /// The aggregation as first written, with plain maps, paths as vectors
+    /// and no caches: the model [`Aggregator`] must agree with.
+    mod model {
+        use super::*;
+        use std::collections::{BTreeMap, HashMap};
+
+        type Paths = BTreeMap<Vec<FuncId>, (u64, u64)>;
+
+        struct MItem {
+            depth: i32,
+            start: Stamp,
+            end: Stamp,
+            sep: bool,
+            ns: u64,
+            insns: u64,
+            outer: BTreeMap<FuncId, (u64, u64)>,
+            paths: Option<Paths>,
+        }
+
+        #[derive(Default)]
+        struct MThread {
+            items: Vec<MItem>,
+            ended: Vec<Ended>,
+            ended_at: Option<Stamp>,
+        }
+
+        #[derive(Default)]
+        pub struct Model {
+            opts: AggregateOptions,
+            funcs: Vec<FuncName>,
+            rows: BTreeMap<(ThreadKey, FuncId), FuncStats>,
+            threads: HashMap<(u32, u32), MThread>,
+            folded: BTreeMap<(ThreadKey, Vec<FuncId>), (u64, u64)>,
+            slowest: BinaryHeap<Reverse<Slow>>,
+            seq: u64,
+        }
+
+        fn add_to(e: &mut (u64, u64), a: u64, b: u64) {
+            *e = (e.0 + a, e.1 + b);
+        }
+
+        impl Model {
+            pub fn new(opts: AggregateOptions) -> Self {
+                Model {
+                    opts,
+                    ..Model::default()
+                }
+            }
+
+            fn id(&mut self, name: &str, module: &str, pseudo: bool) -> FuncId {
+                if let Some(i) = self
+                    .funcs
+                    .iter()
+                    .position(|f| &*f.name == name && &*f.module == module)
+                {
+                    return i as FuncId;
+                }
+                self.funcs.push(FuncName {
+                    name: name.into(),
+                    module: module.into(),
+                    pseudo,
+                });
+                self.funcs.len() as FuncId - 1
+            }
+
+            pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+                let (t0, t1) = (s.start.time, s.end.time);
+                let ns = match self.opts.range {
+                    None => t1.saturating_sub(t0),
+                    Some((rs, re)) => {
+                        if !(t0 < re && (t1 > rs || t0 >= rs)) {
+                            return;
+                        }
+                        let lo = t0.max(rs);
+                        t1.min(re).max(lo) - lo
+                    }
+                };
+                let insns = s.insns();
+                let func = match &s.kind {
+                    SliceKind::Call { func, .. } => self.id(&func.name, &func.module, false),
+                    SliceKind::Untraced { kernel: true, .. } => self.id("[kernel]", "", true),
+                    SliceKind::Untraced { .. } if self.opts.filtered => {
+                        self.id("[filtered out]", "", true)
+                    }
+                    SliceKind::Untraced { .. } => self.id("[untraced]", "", true),
+                    SliceKind::Gap { kind, .. } => self.id(crate::emit::gap_name(kind), "", true),
+                };
+                let key = (s.pid, s.tid);
+                let row = self.opts.per_thread.then_some(key);
+                let (call, unknown_start) = match &s.kind {
+                    SliceKind::Call { unknown_start, .. } => (true, *unknown_start),
+                    _ => (false, false),
+                };
+                let gap = matches!(s.kind, SliceKind::Gap { .. });
+                let th = self.threads.entry(key).or_default();
+
+                let (mut child_ns, mut child_insns) = (0, 0);
+                let mut outer = BTreeMap::new();
+                let mut paths = self.opts.folded.then(Paths::new);
+                while let Some(top) = th.items.last() {
+                    if !(top.depth > s.depth
+                        && top.start.insns >= s.start.insns
+                        && top.start.time >= s.start.time)
+                    {
+                        break;
+                    }
+                    let item = th.items.pop().unwrap();
+                    child_ns += item.ns;
+                    child_insns += item.insns;
+                    for (f, (a, b)) in item.outer {
+                        add_to(outer.entry(f).or_default(), a, b);
+                    }
+                    if let (Some(p), Some(below)) = (&mut paths, item.paths) {
+                        for (path, (i, n)) in below {
+                            let mut longer = vec![func];
+                            longer.extend(path);
+                            add_to(p.entry(longer).or_default(), i, n);
+                        }
+                    }
+                }
+                let self_ns = ns.saturating_sub(child_ns);
+                let self_insns = insns.saturating_sub(child_insns);
+                let (inner_ns, inner_insns) = outer.insert(func, (ns, insns)).unwrap_or((0, 0));
+                if let Some(p) = &mut paths {
+                    add_to(p.entry(vec![func]).or_default(), self_insns, self_ns);
+                }
+                let st = self.rows.entry((row, func)).or_default();
+                st.calls += 1;
+                st.self_ns += self_ns;
+                st.self_insns += self_insns;
+                st.total_ns += ns.saturating_sub(inner_ns);
+                st.insns += insns.saturating_sub(inner_insns);
+                st.max_ns = st.max_ns.max(ns);
+                if unknown_start {
+                    st.cut += 1;
+                    st.unknown_start += 1;
+                }
+
+                let mut seq = u64::MAX;
+                if call && self.opts.slowest > 0 {
+                    let full = self.slowest.len() >= self.opts.slowest;
+                    if !full || self.slowest.peek().is_some_and(|Reverse(m)| ns > m.ns) {
+                        seq = self.seq;
+                        self.seq += 1;
+                        self.slowest.push(Reverse(Slow {
+                            ns,
+                            start: Reverse(s.start.time),
+                            seq: Reverse(seq),
+                            call: SlowKey {
+                                pid: s.pid,
+                                tid: s.tid,
+                                depth: s.depth,
+                                func,
+                                insns,
+                                cut: unknown_start,
+                                window: window.unwrap_or((s.start.time, s.end.time)),
+                            },
+                        }));
+                        if full {
+                            self.slowest.pop();
+                        }
+                    }
+                }
+
+                let ended = Ended {
+                    func,
+                    depth: s.depth,
+                    cut: unknown_start,
+                    seq,
+                };
+                if call {
+                    if th.ended_at != Some(s.end) {
+                        th.ended.clear();
+                        th.ended_at = Some(s.end);
+                    }
+                    th.ended.push(ended);
+                } else {
+                    let cuts = th.ended_at == Some(s.start)
+                        && (gap || (s.depth == 0 && th.ended.iter().any(|e| e.depth <= 0)));
+                    let ended = std::mem::take(&mut th.ended);
+                    th.ended_at = None;
+                    if cuts {
+                        cut(&mut self.rows, &mut self.slowest, row, &ended);
+                    }
+                }
+
+                let th = self.threads.get_mut(&key).unwrap();
+                let item = MItem {
+                    depth: s.depth,
+                    start: s.start,
+                    end: s.end,
+                    sep: !call,
+                    ns,
+                    insns,
+                    outer,
+                    paths,
+                };
+                let merge = th.items.last().is_some_and(|top| {
+                    top.depth == s.depth && !unknown_start && !(top.sep && top.end == s.start)
+                });
+                if merge {
+                    let top = th.items.last_mut().unwrap();
+                    top.end = s.end;
+                    top.sep = item.sep;
+                    top.ns += item.ns;
+                    top.insns += item.insns;
+                    for (f, (a, b)) in item.outer {
+                        add_to(top.outer.entry(f).or_default(), a, b);
+                    }
+                    if let (Some(a), Some(b)) = (&mut top.paths, item.paths) {
+                        for (path, (i, n)) in b {
+                            add_to(a.entry(path).or_default(), i, n);
+                        }
+                    }
+                } else {
+                    th.items.push(item);
+                }
+                if gap {
+                    let items = std::mem::take(&mut th.items);
+                    settle(&mut self.folded, row, items);
+                }
+            }
+
+            pub fn finish(mut self) -> Aggregate {
+                let mut keys: Vec<(u32, u32)> = self.threads.keys().copied().collect();
+                keys.sort_unstable();
+                for key in keys {
+                    let th = self.threads.remove(&key).unwrap();
+                    let row = self.opts.per_thread.then_some(key);
+                    cut(&mut self.rows, &mut self.slowest, row, &th.ended);
+                    settle(&mut self.folded, row, th.items);
+                }
+                let mut slowest: Vec<Slow> = self.slowest.into_iter().map(|Reverse(s)| s).collect();
+                slowest.sort_unstable_by(|a, b| b.cmp(a));
+                Aggregate {
+                    funcs: self.funcs,
+                    rows: self.rows,
+                    folded: self
+                        .folded
+                        .into_iter()
+                        .map(|((thread, path), (insns, ns))| FoldedPath {
+                            thread,
+                            path,
+                            insns,
+                            ns,
+                        })
+                        .collect(),
+                    slowest: slowest
+                        .into_iter()
+                        .map(|s| SlowCall {
+                            func: s.call.func,
+                            pid: s.call.pid,
+                            tid: s.call.tid,
+                            depth: s.call.depth,
+                            start: s.start.0,
+                            ns: s.ns,
+                            insns: s.call.insns,
+                            cut: s.call.cut,
+                            window: s.call.window,
+                        })
+                        .collect(),
+                    ..Aggregate::default()
+                }
+            }
+        }
+
+        fn settle(
+            folded: &mut BTreeMap<(ThreadKey, Vec<FuncId>), (u64, u64)>,
+            row: ThreadKey,
+            items: Vec<MItem>,
+        ) {
+            for item in items {
+                for (path, (i, n)) in item.paths.into_iter().flatten() {
+                    add_to(folded.entry((row, path)).or_default(), i, n);
+                }
+            }
+        }
+
+        fn cut(
+            rows: &mut BTreeMap<(ThreadKey, FuncId), FuncStats>,
+            slowest: &mut BinaryHeap<Reverse<Slow>>,
+            row: ThreadKey,
+            ended: &[Ended],
+        ) {
+            for e in ended.iter().filter(|e| !e.cut) {
+                if let Some(st) = rows.get_mut(&(row, e.func)) {
+                    st.cut += 1;
+                }
+            }
+            let mut v = std::mem::take(slowest).into_vec();
+            for Reverse(s) in &mut v {
+                if ended.iter().any(|e| e.seq == s.seq.0) {
+                    s.call.cut = true;
+                }
+            }
+            *slowest = v.into();
+        }
+    }
+
+    /// Random ops of one thread: calls and returns (mostly matching, some
+    /// returning elsewhere), tail calls, untraced time, gaps, equal stamps.
+    fn random_ops(rng: &mut fastrand::Rng, n: usize) -> Vec<Op> {
+        const FUNCS: [u64; 5] = [MAIN, A, B, F, 0x5000];
+        let func = |rng: &mut fastrand::Rng| FUNCS[rng.usize(..FUNCS.len())];
+        let (mut t, mut i) = (0u64, 0u64);
+        let mut next = |rng: &mut fastrand::Rng| {
+            t += rng.u64(..4);
+            i += rng.u64(..4);
+            Stamp {
+                time: t,
+                insns: i,
+                cycles: (rng.u8(..8) == 0).then(|| rng.u64(..3)),
+            }
+        };
+        let mut at_fn = func(rng);
+        let mut rets: Vec<u64> = Vec::new();
+        let mut ops = vec![Op::Enabled {
+            at: next(rng),
+            ip: at_fn + rng.u64(..2) * 0x40,
+            first: true,
+        }];
+        let mut off = false;
+        for _ in 0..n {
+            let at = next(rng);
+            if off {
+                at_fn = func(rng);
+                ops.push(Op::Enabled {
+                    at,
+                    ip: at_fn + 0x40,
+                    first: false,
+                });
+                off = false;
+                continue;
+            }
+            let from = at_fn + 0x10 + rng.u64(..0x80);
+            match rng.u8(..20) {
+                0..=7 => {
+                    let to = func(rng);
+                    ops.push(Op::Call {
+                        at,
+                        from,
+                        to,
+                        ret: from + 5,
+                    });
+                    rets.push(from + 5);
+                    at_fn = to;
+                }
+                8..=14 => {
+                    let to = match rets.pop() {
+                        Some(r) if rng.u8(..8) != 0 => r,
+                        _ => func(rng) + 0x20 + rng.u64(..0x20),
+                    };
+                    ops.push(Op::Return { at, from, to });
+                    at_fn = to & !0xfff;
+                }
+                15 | 16 => {
+                    let to = func(rng) + rng.u64(..2) * 0x30;
+                    ops.push(Op::Jump { at, from, to });
+                    at_fn = to & !0xfff;
+                }
+                17 | 18 => {
+                    ops.push(Op::Disabled {
+                        at,
+                        ip: from,
+                        kernel: rng.bool(),
+                    });
+                    off = true;
+                }
+                _ => {
+                    ops.push(Op::Gap {
+                        at,
+                        kind: if rng.bool() {
+                            GapKind::Overflow
+                        } else {
+                            GapKind::LostData
+                        },
+                        offset: 0,
+                    });
+                    rets.clear();
+                    off = true;
+                }
+            }
+        }
+        ops.push(Op::End { at: next(rng) });
+        ops
+    }
+
+    /// The aggregator agrees with the plain model on random traces of a
+    /// few threads whose slices interleave, with every option.
+    #[test]
+    fn aggregator_agrees_with_the_plain_model() {
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        for round in 0..400 {
+            let opts = AggregateOptions {
+                per_thread: rng.bool(),
+                folded: rng.bool(),
+                slowest: rng.usize(..6),
+                range: (rng.u8(..4) == 0).then(|| {
+                    let a = rng.u64(..200);
+                    (a, a + rng.u64(..200))
+                }),
+                filtered: rng.bool(),
+            };
+            let mut agg = Aggregator::new(opts.clone(), 0);
+            let mut model = model::Model::new(opts.clone());
+            let threads = 1 + rng.u32(..3);
+            let mut stacks: Vec<(ThreadStack, Vec<Op>, usize)> = (0..threads)
+                .map(|t| {
+                    let n = rng.usize(..120);
+                    (
+                        ThreadStack::close_order(1 + t % 2, 10 + t),
+                        random_ops(&mut rng, n),
+                        0,
+                    )
+                })
+                .collect();
+            let mut slices = Vec::new();
+            while let Some(k) = (0..stacks.len()).find(|&k| stacks[k].2 < stacks[k].1.len()) {
+                // Runs of one thread, then another.
+                let k = if rng.bool() {
+                    k
+                } else {
+                    rng.usize(k..stacks.len())
+                };
+                let (stack, ops, next) = &mut stacks[k];
+                for _ in 0..1 + rng.usize(..8) {
+                    if let Some(op) = ops.get(*next) {
+                        stack.push(op, &Map, &mut |s| slices.push(s));
+                        *next += 1;
+                    }
+                }
+                // Dropped once added, so that the addresses of their
+                // functions (an `Arc` per resolution) are reused unless
+                // the aggregator keeps them.
+                for s in slices.drain(..) {
+                    let window = (rng.u8(..3) == 0).then(|| (rng.u64(..100), rng.u64(..100)));
+                    model.add(s.clone(), window);
+                    agg.add(s, window);
+                }
+            }
+            let (a, m) = (agg.finish(), model.finish());
+            let at = format!("round {round}, {opts:?}");
+            assert_eq!(a.funcs, m.funcs, "{at}");
+            assert_eq!(a.rows, m.rows, "{at}");
+            assert_eq!(a.folded, m.folded, "{at}");
+            assert_eq!(a.slowest, m.slowest, "{at}");
+        }
+    }
+
     #[test]
     fn a_window_cuts_times_to_it() {
         let ops = [
