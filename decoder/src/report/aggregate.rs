@@ -148,8 +148,8 @@ pub struct AggregateOptions {
 /// showed in the profile of `ptdec report`.
 #[derive(Debug)]
 enum Outer {
-    Inline(arrayvec::ArrayVec<(FuncId, u64, u64), OUTER_INLINE>),
-    Small(Vec<(FuncId, u64, u64)>),
+    Inline(arrayvec::ArrayVec<(FuncId, (u64, u64)), OUTER_INLINE>),
+    Small(Vec<(FuncId, (u64, u64))>),
     Large(FastMap<FuncId, (u64, u64)>),
 }
 
@@ -157,6 +157,14 @@ const OUTER_INLINE: usize = 3;
 const OUTER_SMALL: usize = 16;
 
 impl Outer {
+    /// `f`'s outermost calls alone.
+    fn one(f: FuncId, ns: u64, insns: u64) -> Self {
+        let mut v = arrayvec::ArrayVec::new();
+        v.push((f, (ns, insns)));
+        Outer::Inline(v)
+    }
+
+    #[cfg(test)]
     fn new() -> Self {
         Outer::Inline(arrayvec::ArrayVec::new())
     }
@@ -169,9 +177,9 @@ impl Outer {
         }
     }
 
+    #[cfg(test)]
     fn get(&self, f: FuncId) -> (u64, u64) {
-        let find =
-            |v: &[(FuncId, u64, u64)]| v.iter().find(|e| e.0 == f).map_or((0, 0), |e| (e.1, e.2));
+        let find = |v: &[(FuncId, (u64, u64))]| v.iter().find(|e| e.0 == f).map_or((0, 0), |e| e.1);
         match self {
             Outer::Inline(v) => find(v),
             Outer::Small(v) => find(v),
@@ -179,63 +187,82 @@ impl Outer {
         }
     }
 
-    /// Adds (`replace` false) or sets `(ns, insns)` for `f`.
-    fn put(&mut self, f: FuncId, ns: u64, insns: u64, replace: bool) {
-        let set = |e: &mut (FuncId, u64, u64)| {
-            if replace {
-                (e.1, e.2) = (ns, insns);
-            } else {
-                (e.1, e.2) = (e.1 + ns, e.2 + insns);
-            }
+    /// `f`'s sums, (0, 0) when new.
+    #[inline]
+    fn slot(&mut self, f: FuncId) -> &mut (u64, u64) {
+        let at = match &*self {
+            Outer::Inline(v) => v.iter().position(|e| e.0 == f),
+            Outer::Small(v) => v.iter().position(|e| e.0 == f),
+            Outer::Large(_) => None,
         };
+        if at.is_none() {
+            self.insert(f);
+        }
         match self {
             Outer::Inline(v) => {
-                if let Some(e) = v.iter_mut().find(|e| e.0 == f) {
-                    return set(e);
-                }
-                if v.try_push((f, ns, insns)).is_ok() {
-                    return;
-                }
-                let mut w = Vec::with_capacity(2 * OUTER_INLINE);
-                w.extend(v.drain(..));
-                w.push((f, ns, insns));
-                *self = Outer::Small(w);
+                let i = at.unwrap_or(v.len() - 1);
+                &mut v[i].1
             }
             Outer::Small(v) => {
-                if let Some(e) = v.iter_mut().find(|e| e.0 == f) {
-                    return set(e);
-                }
-                if v.len() < OUTER_SMALL {
-                    v.push((f, ns, insns));
-                    return;
-                }
-                let mut m: FastMap<FuncId, (u64, u64)> =
-                    v.drain(..).map(|(f, a, b)| (f, (a, b))).collect();
-                m.insert(f, (ns, insns));
-                *self = Outer::Large(m);
+                let i = at.unwrap_or(v.len() - 1);
+                &mut v[i].1
             }
-            Outer::Large(m) => {
-                let e = m.entry(f).or_default();
-                if replace {
-                    *e = (ns, insns);
-                } else {
-                    *e = (e.0 + ns, e.1 + insns);
-                }
-            }
+            Outer::Large(m) => m.entry(f).or_default(),
         }
     }
 
-    /// Adds `other`'s sums (the smaller map goes into the larger).
+    /// Adds `f` (not in a vector yet) with sums (0, 0), last in the vector;
+    /// a full vector spills to the next representation.
+    #[inline]
+    fn insert(&mut self, f: FuncId) {
+        match self {
+            Outer::Inline(v) if !v.is_full() => v.push((f, (0, 0))),
+            Outer::Inline(v) => {
+                let mut w = Vec::with_capacity(2 * OUTER_INLINE);
+                w.extend(v.drain(..));
+                w.push((f, (0, 0)));
+                *self = Outer::Small(w);
+            }
+            Outer::Small(v) if v.len() < OUTER_SMALL => v.push((f, (0, 0))),
+            Outer::Small(v) => {
+                let mut m: FastMap<FuncId, (u64, u64)> = v.drain(..).collect();
+                m.insert(f, (0, 0));
+                *self = Outer::Large(m);
+            }
+            // `slot` looks it up in the map.
+            Outer::Large(_) => {}
+        }
+    }
+
+    /// Adds `(ns, insns)` to `f`'s sums.
+    #[inline(always)]
+    fn add(&mut self, f: FuncId, ns: u64, insns: u64) {
+        // The common case first: a function already in place (a sibling's).
+        if let Outer::Inline(v) = self {
+            if let Some(e) = v.iter_mut().find(|e| e.0 == f) {
+                e.1 = (e.1 .0 + ns, e.1 .1 + insns);
+                return;
+            }
+        }
+        let e = self.slot(f);
+        *e = (e.0 + ns, e.1 + insns);
+    }
+
+    /// Sets `f`'s sums to `(ns, insns)`; returns the sums before.
+    fn replace(&mut self, f: FuncId, ns: u64, insns: u64) -> (u64, u64) {
+        std::mem::replace(self.slot(f), (ns, insns))
+    }
+
+    /// Adds `other`'s sums (a larger vector or map goes into the smaller
+    /// one's place rather than being re-inserted).
     fn absorb(&mut self, mut other: Outer) {
-        if other.len() > self.len() {
+        if !matches!(other, Outer::Inline(_)) && other.len() > self.len() {
             std::mem::swap(self, &mut other);
         }
         match other {
-            Outer::Inline(v) => v.into_iter().for_each(|(f, a, b)| self.put(f, a, b, false)),
-            Outer::Small(v) => v.into_iter().for_each(|(f, a, b)| self.put(f, a, b, false)),
-            Outer::Large(m) => m
-                .into_iter()
-                .for_each(|(f, (a, b))| self.put(f, a, b, false)),
+            Outer::Inline(v) => v.iter().for_each(|&(f, (a, b))| self.add(f, a, b)),
+            Outer::Small(v) => v.iter().for_each(|&(f, (a, b))| self.add(f, a, b)),
+            Outer::Large(m) => m.iter().for_each(|(&f, &(a, b))| self.add(f, a, b)),
         }
     }
 }
@@ -246,6 +273,8 @@ impl Outer {
 struct Paths {
     ids: FastMap<(FuncId, u32), u32>,
     nodes: Vec<(FuncId, u32)>,
+    /// The one-function paths by function ([`NO_PATH`] until interned).
+    leaves: Vec<u32>,
 }
 
 /// The empty path.
@@ -260,6 +289,18 @@ impl Paths {
         self.nodes.push((f, below));
         self.ids.insert((f, below), id);
         id
+    }
+
+    /// `prepend(f, NO_PATH)`, without hashing once known.
+    fn leaf(&mut self, f: FuncId) -> u32 {
+        let i = f as usize;
+        if i >= self.leaves.len() {
+            self.leaves.resize(i + 1, NO_PATH);
+        }
+        if self.leaves[i] == NO_PATH {
+            self.leaves[i] = self.prepend(f, NO_PATH);
+        }
+        self.leaves[i]
     }
 
     /// The functions of `path`, outermost first.
@@ -277,20 +318,36 @@ impl Paths {
 /// Self (instructions, ns) per path relative to an item's members.
 type Weights = FastMap<u32, (u64, u64)>;
 
+/// Adds `(insns, ns)` to `path`'s weights.
+fn weigh(w: &mut Weights, path: u32, insns: u64, ns: u64) {
+    let e = w.entry(path).or_default();
+    *e = (e.0 + insns, e.1 + ns);
+}
+
 /// Finished slices of one depth waiting for their parent (siblings merged).
 #[derive(Debug)]
 struct Item {
     depth: i32,
-    /// The first member's start and the last member's end.
-    start: Stamp,
-    end: Stamp,
     /// The last member is a gap or untraced slice.
     sep: bool,
+    /// The first member's start (time and instructions: all a parent
+    /// compares) and the last member's end.
+    start_time: u64,
+    start_insns: u64,
+    end: Stamp,
     /// The members' own ns and instructions (their parent's children's).
     ns: u64,
     insns: u64,
     outer: Outer,
     paths: Option<Weights>,
+}
+
+impl Item {
+    /// On top of the stack when `s` closes: it is `s`'s child.
+    #[inline]
+    fn inside(&self, s: &Slice) -> bool {
+        self.depth > s.depth && self.start_insns >= s.start.insns && self.start_time >= s.start.time
+    }
 }
 
 /// A call that ended at the latest end stamp of its thread, waiting to
@@ -305,12 +362,15 @@ struct Ended {
     seq: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ThreadAgg {
+    key: (u32, u32),
     items: Vec<Item>,
     /// The calls that ended at `ended_at`, one after another.
     ended: Vec<Ended>,
     ended_at: Option<Stamp>,
+    /// Its rows by function with `--per-thread` (no calls: no row).
+    rows: Vec<FuncStats>,
 }
 
 /// A slowest-calls candidate, ordered so that the heap's top is the one to
@@ -334,14 +394,32 @@ struct SlowKey {
     window: (u64, u64),
 }
 
+/// Slots of [`Aggregator::recent`] (a power of two).
+const RECENT_BITS: u32 = 10;
+
+/// The slot of `Arc<Func>` address `ptr` in [`Aggregator::recent`].
+#[inline]
+fn recent_slot(ptr: usize) -> usize {
+    (ptr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (usize::BITS - RECENT_BITS)
+}
+
 /// See the module doc.
 pub struct Aggregator {
     opts: AggregateOptions,
     funcs: Vec<FuncName>,
     by_name: FastMap<(Arc<str>, Arc<str>), FuncId>,
     by_ptr: FastMap<usize, (Arc<Func>, FuncId)>,
-    rows: FastMap<(ThreadKey, FuncId), FuncStats>,
-    threads: FastMap<(u32, u32), ThreadAgg>,
+    /// In front of `by_ptr`, without hashing: (address, id) of an
+    /// `Arc<Func>` that `by_ptr` holds (so the address is not reused), in
+    /// the slot [`recent_slot`] of its address; address 0 when empty.
+    recent: Box<[(usize, FuncId)]>,
+    /// The rows by function, unless per thread (then in [`ThreadAgg`]).
+    rows: Vec<FuncStats>,
+    threads: Vec<ThreadAgg>,
+    thread_index: FastMap<(u32, u32), usize>,
+    /// The last slice's thread and its index in `threads`: slices come in
+    /// runs of one thread.
+    last_thread: Option<((u32, u32), usize)>,
     names: BTreeMap<(u32, u32), String>,
     paths: Paths,
     folded: FastMap<(ThreadKey, u32), (u64, u64)>,
@@ -359,8 +437,11 @@ impl Aggregator {
             funcs: Vec::new(),
             by_name: FastMap::default(),
             by_ptr: FastMap::default(),
-            rows: FastMap::default(),
-            threads: FastMap::default(),
+            recent: vec![(0, 0); 1 << RECENT_BITS].into_boxed_slice(),
+            rows: Vec::new(),
+            threads: Vec::new(),
+            thread_index: FastMap::default(),
+            last_thread: None,
             names: BTreeMap::new(),
             paths: Paths::default(),
             folded: FastMap::default(),
@@ -385,6 +466,7 @@ impl Aggregator {
         id
     }
 
+    #[cold]
     fn func_id(&mut self, f: &Arc<Func>) -> FuncId {
         // The resolver hands out one Arc per resolution: its address names
         // the function without hashing its name. The Arc is kept, so the
@@ -396,6 +478,8 @@ impl Aggregator {
         let id = self.named(&f.name, &f.module, false);
         if self.by_ptr.len() >= FUNC_CACHE_MAX {
             self.by_ptr.clear();
+            // Their addresses may be reused now.
+            self.recent.fill((0, 0));
         }
         self.by_ptr.insert(ptr, (f.clone(), id));
         id
@@ -403,7 +487,24 @@ impl Aggregator {
 
     /// The row a slice counts in: the function, or `[kernel]`,
     /// `[filtered out]`, `[untraced]` and the gap kinds, named as in the FTF.
+    #[inline]
     fn kind_id(&mut self, kind: &SliceKind) -> FuncId {
+        if let SliceKind::Call { func, .. } = kind {
+            let ptr = Arc::as_ptr(func) as usize;
+            let slot = recent_slot(ptr);
+            let (seen, id) = self.recent[slot];
+            if seen == ptr {
+                return id;
+            }
+            let id = self.func_id(func);
+            self.recent[slot] = (ptr, id);
+            return id;
+        }
+        self.pseudo_id(kind)
+    }
+
+    #[cold]
+    fn pseudo_id(&mut self, kind: &SliceKind) -> FuncId {
         let name = match kind {
             SliceKind::Call { func, .. } => return self.func_id(func),
             SliceKind::Untraced { kernel: true, .. } => "[kernel]",
@@ -412,6 +513,35 @@ impl Aggregator {
             SliceKind::Gap { kind, .. } => crate::emit::gap_name(kind),
         };
         self.named(&Arc::from(name), &Arc::from(""), true)
+    }
+
+    /// The index of `key`'s thread in `threads`, entered when new.
+    #[inline]
+    fn thread(&mut self, key: (u32, u32)) -> usize {
+        match self.last_thread {
+            Some((k, i)) if k == key => i,
+            _ => self.thread_slow(key),
+        }
+    }
+
+    #[cold]
+    fn thread_slow(&mut self, key: (u32, u32)) -> usize {
+        let i = match self.thread_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.threads.push(ThreadAgg {
+                    key,
+                    items: Vec::new(),
+                    ended: Vec::new(),
+                    ended_at: None,
+                    rows: Vec::new(),
+                });
+                self.thread_index.insert(key, self.threads.len() - 1);
+                self.threads.len() - 1
+            }
+        };
+        self.last_thread = Some((key, i));
+        i
     }
 
     /// The slice's ns inside the range, or `None` outside it.
@@ -430,50 +560,157 @@ impl Aggregator {
     }
 
     /// Adds one slice; `window` is its [`SlowCall::window`] when known.
+    #[inline(always)]
     pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
         let Some(ns) = self.ns(&s) else { return };
-        let insns = s.insns();
         let func = self.kind_id(&s.kind);
-        let key = (s.pid, s.tid);
-        let row = self.opts.per_thread.then_some(key);
+        let ti = self.thread((s.pid, s.tid));
+        let th = &mut self.threads[ti];
+        // Its children: the items above it on the stack that lie inside it.
+        // Most slices are leaves, with none.
+        if th.items.last().is_some_and(|top| top.inside(&s)) {
+            self.add_parent(&s, window, ns, func, ti);
+        } else {
+            self.add_leaf(&s, window, ns, func, ti);
+        }
+    }
+
+    /// [`add`](Self::add) for a slice without children.
+    #[inline(always)]
+    fn add_leaf(
+        &mut self,
+        s: &Slice,
+        window: Option<(u64, u64)>,
+        ns: u64,
+        func: FuncId,
+        ti: usize,
+    ) {
+        let insns = s.insns();
+        self.count(s, window, func, ti, (ns, insns), (ns, insns), (0, 0));
+        let leaf_path = self.opts.folded.then(|| self.paths.leaf(func));
+        let th = &mut self.threads[ti];
+        let call = matches!(s.kind, SliceKind::Call { .. });
+        if let Some(top) = th.items.last_mut().filter(|top| merges(top, s)) {
+            top.end = s.end;
+            top.sep = !call;
+            top.ns += ns;
+            top.insns += insns;
+            top.outer.add(func, ns, insns);
+            if let (Some(w), Some(leaf)) = (&mut top.paths, leaf_path) {
+                weigh(w, leaf, insns, ns);
+            }
+        } else {
+            let paths = leaf_path.map(|leaf| {
+                let mut w = Weights::default();
+                weigh(&mut w, leaf, insns, ns);
+                w
+            });
+            th.items.push(Item {
+                depth: s.depth,
+                sep: !call,
+                start_time: s.start.time,
+                start_insns: s.start.insns,
+                end: s.end,
+                ns,
+                insns,
+                outer: Outer::one(func, ns, insns),
+                paths,
+            });
+        }
+        self.settle_at_gap(s, ti);
+    }
+
+    /// [`add`](Self::add) for a slice whose children are on top of its
+    /// thread's items.
+    #[inline(never)]
+    fn add_parent(
+        &mut self,
+        s: &Slice,
+        window: Option<(u64, u64)>,
+        ns: u64,
+        func: FuncId,
+        ti: usize,
+    ) {
+        let insns = s.insns();
+        let th = &mut self.threads[ti];
+        let mut below = adopt(&mut th.items, s, func, &mut self.paths);
+        let self_ns = ns.saturating_sub(below.ns);
+        let self_insns = insns.saturating_sub(below.insns);
+        let inner = below.outer.replace(func, ns, insns);
+        self.count(
+            s,
+            window,
+            func,
+            ti,
+            (ns, insns),
+            (self_ns, self_insns),
+            inner,
+        );
+        if let Some(p) = &mut below.paths {
+            weigh(p, self.paths.leaf(func), self_insns, self_ns);
+        }
+        let th = &mut self.threads[ti];
+        let call = matches!(s.kind, SliceKind::Call { .. });
+        if let Some(top) = th.items.last_mut().filter(|top| merges(top, s)) {
+            top.end = s.end;
+            top.sep = !call;
+            top.ns += ns;
+            top.insns += insns;
+            top.outer.absorb(below.outer);
+            if let (Some(a), Some(mut b)) = (&mut top.paths, below.paths) {
+                if b.len() > a.len() {
+                    std::mem::swap(a, &mut b);
+                }
+                for (path, (i, n)) in b {
+                    weigh(a, path, i, n);
+                }
+            }
+        } else {
+            th.items.push(Item {
+                depth: s.depth,
+                sep: !call,
+                start_time: s.start.time,
+                start_insns: s.start.insns,
+                end: s.end,
+                ns,
+                insns,
+                outer: below.outer,
+                paths: below.paths,
+            });
+        }
+        self.settle_at_gap(s, ti);
+    }
+
+    /// Counts slice `s` of function `func` in its row (`all` and `own`:
+    /// its (ns, instructions) and those of itself, `inner`: those of its
+    /// outermost calls of `func` below it), among the slowest, and among
+    /// the calls a gap may cut.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn count(
+        &mut self,
+        s: &Slice,
+        window: Option<(u64, u64)>,
+        func: FuncId,
+        ti: usize,
+        (ns, insns): (u64, u64),
+        (self_ns, self_insns): (u64, u64),
+        (inner_ns, inner_insns): (u64, u64),
+    ) {
         let (call, unknown_start) = match &s.kind {
             SliceKind::Call { unknown_start, .. } => (true, *unknown_start),
             _ => (false, false),
         };
-        let gap = matches!(s.kind, SliceKind::Gap { .. });
-        let th = self.threads.entry(key).or_default();
-
-        // Its children: the items above it on the stack that lie inside it.
-        let (mut child_ns, mut child_insns) = (0u64, 0u64);
-        let mut outer = Outer::new();
-        let mut paths = self.opts.folded.then(Weights::default);
-        while let Some(top) = th.items.last() {
-            let inside = top.depth > s.depth
-                && top.start.insns >= s.start.insns
-                && top.start.time >= s.start.time;
-            if !inside {
-                break;
-            }
-            let item = th.items.pop().expect("a top item");
-            child_ns += item.ns;
-            child_insns += item.insns;
-            outer.absorb(item.outer);
-            if let (Some(p), Some(below)) = (&mut paths, item.paths) {
-                for (path, (i, n)) in below {
-                    let e = p.entry(self.paths.prepend(func, path)).or_default();
-                    *e = (e.0 + i, e.1 + n);
-                }
-            }
+        let th = &mut self.threads[ti];
+        let rows = if self.opts.per_thread {
+            &mut th.rows
+        } else {
+            &mut self.rows
+        };
+        if rows.len() <= func as usize {
+            rows.resize(func as usize + 1, FuncStats::default());
         }
-        let self_ns = ns.saturating_sub(child_ns);
-        let self_insns = insns.saturating_sub(child_insns);
-        let (inner_ns, inner_insns) = outer.get(func);
-        outer.put(func, ns, insns, true);
-        if let Some(p) = &mut paths {
-            let e = p.entry(self.paths.prepend(func, NO_PATH)).or_default();
-            *e = (e.0 + self_insns, e.1 + self_ns);
-        }
-        let st = self.rows.entry((row, func)).or_default();
+        let st = &mut rows[func as usize];
         st.calls += 1;
         st.self_ns += self_ns;
         st.self_insns += self_insns;
@@ -513,91 +750,75 @@ impl Aggregator {
 
         // Calls that end where a gap or a restart begins were cut by it;
         // those still open at the end of the trace, by the end (`finish`).
-        let ended = Ended {
-            func,
-            depth: s.depth,
-            cut: unknown_start,
-            seq,
-        };
         if call {
             if th.ended_at != Some(s.end) {
                 th.ended.clear();
                 th.ended_at = Some(s.end);
             }
-            th.ended.push(ended);
+            th.ended.push(Ended {
+                func,
+                depth: s.depth,
+                cut: unknown_start,
+                seq,
+            });
         } else {
             // A restart ends the segment with an untraced slice at depth 0
             // where every frame ended.
+            let gap = matches!(s.kind, SliceKind::Gap { .. });
             let cuts = th.ended_at == Some(s.start)
                 && (gap || (s.depth == 0 && th.ended.iter().any(|e| e.depth <= 0)));
-            let ended = std::mem::take(&mut th.ended);
             th.ended_at = None;
             if cuts {
-                let row = self.opts.per_thread.then_some(key);
-                mark_cut(&mut self.rows, &mut self.slowest, row, &ended);
+                let rows = if self.opts.per_thread {
+                    &mut th.rows
+                } else {
+                    &mut self.rows
+                };
+                mark_cut(rows, &mut self.slowest, &th.ended);
             }
-        }
-
-        let th = self.threads.get_mut(&key).expect("entered above");
-        let item = Item {
-            depth: s.depth,
-            start: s.start,
-            end: s.end,
-            sep: !call,
-            ns,
-            insns,
-            outer,
-            paths,
-        };
-        let merge = th.items.last().is_some_and(|top| {
-            top.depth == s.depth && !unknown_start && !(top.sep && top.end == s.start)
-        });
-        if merge {
-            let top = th.items.last_mut().expect("a top item");
-            top.end = s.end;
-            top.sep = item.sep;
-            top.ns += item.ns;
-            top.insns += item.insns;
-            top.outer.absorb(item.outer);
-            if let (Some(a), Some(mut b)) = (&mut top.paths, item.paths) {
-                if b.len() > a.len() {
-                    std::mem::swap(a, &mut b);
-                }
-                for (path, (i, n)) in b {
-                    let e = a.entry(path).or_default();
-                    *e = (e.0 + i, e.1 + n);
-                }
-            }
-        } else {
-            th.items.push(item);
-        }
-        if gap {
-            // Nothing before a gap gets a parent any more.
-            let items = std::mem::take(&mut th.items);
-            self.settle(row, items);
+            th.ended.clear();
         }
     }
 
-    /// Items that will get no parent: their paths are final.
-    fn settle(&mut self, row: ThreadKey, items: Vec<Item>) {
-        for item in items {
-            for (path, (i, n)) in item.paths.into_iter().flatten() {
-                let e = self.folded.entry((row, path)).or_default();
-                *e = (e.0 + i, e.1 + n);
-            }
+    /// After a gap slice: nothing before it gets a parent any more.
+    #[inline]
+    fn settle_at_gap(&mut self, s: &Slice, ti: usize) {
+        if matches!(s.kind, SliceKind::Gap { .. }) {
+            let th = &mut self.threads[ti];
+            let row = self.opts.per_thread.then_some(th.key);
+            settle(&mut self.folded, row, std::mem::take(&mut th.items));
         }
     }
 
     /// Ends the run: calls still open at the end of a thread's trace were
     /// cut by it; everything waiting is final.
     pub fn finish(mut self) -> Aggregate {
-        let mut keys: Vec<(u32, u32)> = self.threads.keys().copied().collect();
-        keys.sort_unstable();
-        for key in keys {
-            let th = self.threads.remove(&key).expect("a key");
-            let row = self.opts.per_thread.then_some(key);
-            mark_cut(&mut self.rows, &mut self.slowest, row, &th.ended);
-            self.settle(row, th.items);
+        let per_thread = self.opts.per_thread;
+        let mut threads = std::mem::take(&mut self.threads);
+        threads.sort_unstable_by_key(|th| th.key);
+        let mut rows = BTreeMap::new();
+        let with_calls = |row: ThreadKey, v: &[FuncStats]| {
+            v.iter()
+                .enumerate()
+                .filter(|(_, st)| st.calls > 0)
+                .map(move |(f, st)| ((row, f as FuncId), *st))
+                .collect::<Vec<_>>()
+        };
+        for mut th in threads {
+            let row = per_thread.then_some(th.key);
+            let own = if per_thread {
+                &mut th.rows
+            } else {
+                &mut self.rows
+            };
+            mark_cut(own, &mut self.slowest, &th.ended);
+            settle(&mut self.folded, row, th.items);
+            if per_thread {
+                rows.extend(with_calls(row, &th.rows));
+            }
+        }
+        if !per_thread {
+            rows.extend(with_calls(None, &self.rows));
         }
         let mut folded: Vec<_> = self
             .folded
@@ -614,7 +835,7 @@ impl Aggregator {
         slowest.sort_unstable_by(|a, b| b.cmp(a));
         Aggregate {
             funcs: self.funcs,
-            rows: self.rows.into_iter().collect(),
+            rows,
             folded,
             slowest: slowest
                 .into_iter()
@@ -636,19 +857,80 @@ impl Aggregator {
     }
 }
 
-/// Counts the `ended` calls as cut at their end (those not counted yet),
-/// and marks those among the slowest.
-fn mark_cut(
-    rows: &mut FastMap<(ThreadKey, FuncId), FuncStats>,
-    slowest: &mut BinaryHeap<Reverse<Slow>>,
-    row: ThreadKey,
-    ended: &[Ended],
-) {
+/// Whether slice `s` merges into item `top` (on top of its thread's items)
+/// as a sibling: same depth, its start traced, and not right after a gap or
+/// untraced time that ended the item.
+#[inline]
+fn merges(top: &Item, s: &Slice) -> bool {
+    let unknown_start = matches!(
+        s.kind,
+        SliceKind::Call {
+            unknown_start: true,
+            ..
+        }
+    );
+    top.depth == s.depth && !unknown_start && !(top.sep && top.end == s.start)
+}
+
+/// A closing slice's children, merged.
+struct Below {
+    ns: u64,
+    insns: u64,
+    outer: Outer,
+    /// With folded stacks: the children's paths with the slice's function
+    /// prepended.
+    paths: Option<Weights>,
+}
+
+/// Pops the items on top of `items` that lie inside `s` (the top one
+/// does) as the children of `s`, of function `func`.
+fn adopt(items: &mut Vec<Item>, s: &Slice, func: FuncId, paths: &mut Paths) -> Below {
+    let first = items.pop().expect("a child on top");
+    let mut prefixed = |into: &mut Weights, w: Weights| {
+        for (path, (i, n)) in w {
+            weigh(into, paths.prepend(func, path), i, n);
+        }
+    };
+    let mut below = Below {
+        ns: first.ns,
+        insns: first.insns,
+        outer: first.outer,
+        paths: first.paths.map(|w| {
+            let mut p = Weights::default();
+            prefixed(&mut p, w);
+            p
+        }),
+    };
+    while items.last().is_some_and(|top| top.inside(s)) {
+        let item = items.pop().expect("a top item");
+        below.ns += item.ns;
+        below.insns += item.insns;
+        below.outer.absorb(item.outer);
+        if let (Some(p), Some(w)) = (&mut below.paths, item.paths) {
+            prefixed(p, w);
+        }
+    }
+    below
+}
+
+/// Items that will get no parent: their paths are final.
+fn settle(folded: &mut FastMap<(ThreadKey, u32), (u64, u64)>, row: ThreadKey, items: Vec<Item>) {
+    for item in items {
+        for (path, (i, n)) in item.paths.into_iter().flatten() {
+            let e = folded.entry((row, path)).or_default();
+            *e = (e.0 + i, e.1 + n);
+        }
+    }
+}
+
+/// Counts the `ended` calls as cut at their end (those not counted yet) in
+/// `rows`, and marks those among the slowest.
+fn mark_cut(rows: &mut [FuncStats], slowest: &mut BinaryHeap<Reverse<Slow>>, ended: &[Ended]) {
     if ended.is_empty() {
         return;
     }
     for e in ended.iter().filter(|e| !e.cut) {
-        if let Some(st) = rows.get_mut(&(row, e.func)) {
+        if let Some(st) = rows.get_mut(e.func as usize) {
             st.cut += 1;
         }
     }
@@ -714,14 +996,14 @@ mod tests {
                 let (mut o, mut m) = (Outer::new(), Model::new());
                 for _ in 0..rnd(25) {
                     let (f, ns, insns) = (rnd(u64::from(funcs)) as u32, 1 + rnd(9), 1 + rnd(9));
-                    let replace = rnd(3) == 0;
-                    o.put(f, ns, insns, replace);
                     let e = m.entry(f).or_default();
-                    *e = if replace {
-                        (ns, insns)
+                    if rnd(3) == 0 {
+                        assert_eq!(o.replace(f, ns, insns), *e, "the sums before");
+                        *e = (ns, insns);
                     } else {
-                        (e.0 + ns, e.1 + insns)
-                    };
+                        o.add(f, ns, insns);
+                        *e = (e.0 + ns, e.1 + insns);
+                    }
                 }
                 if let Some((p, pm)) = items.pop() {
                     if rnd(2) == 0 {
@@ -943,6 +1225,455 @@ mod tests {
         );
         let sum_ns: u64 = a.folded.iter().map(|f| f.ns).sum();
         assert_eq!(sum_ns, 60, "ns of the segments and the gap");
+    }
+
+    /// The aggregation as first written, with plain maps, paths as vectors
+    /// and no caches: the model [`Aggregator`] must agree with.
+    mod model {
+        use super::*;
+        use std::collections::{BTreeMap, HashMap};
+
+        type Paths = BTreeMap<Vec<FuncId>, (u64, u64)>;
+
+        struct MItem {
+            depth: i32,
+            start: Stamp,
+            end: Stamp,
+            sep: bool,
+            ns: u64,
+            insns: u64,
+            outer: BTreeMap<FuncId, (u64, u64)>,
+            paths: Option<Paths>,
+        }
+
+        #[derive(Default)]
+        struct MThread {
+            items: Vec<MItem>,
+            ended: Vec<Ended>,
+            ended_at: Option<Stamp>,
+        }
+
+        #[derive(Default)]
+        pub struct Model {
+            opts: AggregateOptions,
+            funcs: Vec<FuncName>,
+            rows: BTreeMap<(ThreadKey, FuncId), FuncStats>,
+            threads: HashMap<(u32, u32), MThread>,
+            folded: BTreeMap<(ThreadKey, Vec<FuncId>), (u64, u64)>,
+            slowest: BinaryHeap<Reverse<Slow>>,
+            seq: u64,
+        }
+
+        fn add_to(e: &mut (u64, u64), a: u64, b: u64) {
+            *e = (e.0 + a, e.1 + b);
+        }
+
+        impl Model {
+            pub fn new(opts: AggregateOptions) -> Self {
+                Model {
+                    opts,
+                    ..Model::default()
+                }
+            }
+
+            fn id(&mut self, name: &str, module: &str, pseudo: bool) -> FuncId {
+                if let Some(i) = self
+                    .funcs
+                    .iter()
+                    .position(|f| &*f.name == name && &*f.module == module)
+                {
+                    return i as FuncId;
+                }
+                self.funcs.push(FuncName {
+                    name: name.into(),
+                    module: module.into(),
+                    pseudo,
+                });
+                self.funcs.len() as FuncId - 1
+            }
+
+            pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+                let (t0, t1) = (s.start.time, s.end.time);
+                let ns = match self.opts.range {
+                    None => t1.saturating_sub(t0),
+                    Some((rs, re)) => {
+                        if !(t0 < re && (t1 > rs || t0 >= rs)) {
+                            return;
+                        }
+                        let lo = t0.max(rs);
+                        t1.min(re).max(lo) - lo
+                    }
+                };
+                let insns = s.insns();
+                let func = match &s.kind {
+                    SliceKind::Call { func, .. } => self.id(&func.name, &func.module, false),
+                    SliceKind::Untraced { kernel: true, .. } => self.id("[kernel]", "", true),
+                    SliceKind::Untraced { .. } if self.opts.filtered => {
+                        self.id("[filtered out]", "", true)
+                    }
+                    SliceKind::Untraced { .. } => self.id("[untraced]", "", true),
+                    SliceKind::Gap { kind, .. } => self.id(crate::emit::gap_name(kind), "", true),
+                };
+                let key = (s.pid, s.tid);
+                let row = self.opts.per_thread.then_some(key);
+                let (call, unknown_start) = match &s.kind {
+                    SliceKind::Call { unknown_start, .. } => (true, *unknown_start),
+                    _ => (false, false),
+                };
+                let gap = matches!(s.kind, SliceKind::Gap { .. });
+                let th = self.threads.entry(key).or_default();
+
+                let (mut child_ns, mut child_insns) = (0, 0);
+                let mut outer = BTreeMap::new();
+                let mut paths = self.opts.folded.then(Paths::new);
+                while let Some(top) = th.items.last() {
+                    if !(top.depth > s.depth
+                        && top.start.insns >= s.start.insns
+                        && top.start.time >= s.start.time)
+                    {
+                        break;
+                    }
+                    let item = th.items.pop().unwrap();
+                    child_ns += item.ns;
+                    child_insns += item.insns;
+                    for (f, (a, b)) in item.outer {
+                        add_to(outer.entry(f).or_default(), a, b);
+                    }
+                    if let (Some(p), Some(below)) = (&mut paths, item.paths) {
+                        for (path, (i, n)) in below {
+                            let mut longer = vec![func];
+                            longer.extend(path);
+                            add_to(p.entry(longer).or_default(), i, n);
+                        }
+                    }
+                }
+                let self_ns = ns.saturating_sub(child_ns);
+                let self_insns = insns.saturating_sub(child_insns);
+                let (inner_ns, inner_insns) = outer.insert(func, (ns, insns)).unwrap_or((0, 0));
+                if let Some(p) = &mut paths {
+                    add_to(p.entry(vec![func]).or_default(), self_insns, self_ns);
+                }
+                let st = self.rows.entry((row, func)).or_default();
+                st.calls += 1;
+                st.self_ns += self_ns;
+                st.self_insns += self_insns;
+                st.total_ns += ns.saturating_sub(inner_ns);
+                st.insns += insns.saturating_sub(inner_insns);
+                st.max_ns = st.max_ns.max(ns);
+                if unknown_start {
+                    st.cut += 1;
+                    st.unknown_start += 1;
+                }
+
+                let mut seq = u64::MAX;
+                if call && self.opts.slowest > 0 {
+                    let full = self.slowest.len() >= self.opts.slowest;
+                    if !full || self.slowest.peek().is_some_and(|Reverse(m)| ns > m.ns) {
+                        seq = self.seq;
+                        self.seq += 1;
+                        self.slowest.push(Reverse(Slow {
+                            ns,
+                            start: Reverse(s.start.time),
+                            seq: Reverse(seq),
+                            call: SlowKey {
+                                pid: s.pid,
+                                tid: s.tid,
+                                depth: s.depth,
+                                func,
+                                insns,
+                                cut: unknown_start,
+                                window: window.unwrap_or((s.start.time, s.end.time)),
+                            },
+                        }));
+                        if full {
+                            self.slowest.pop();
+                        }
+                    }
+                }
+
+                let ended = Ended {
+                    func,
+                    depth: s.depth,
+                    cut: unknown_start,
+                    seq,
+                };
+                if call {
+                    if th.ended_at != Some(s.end) {
+                        th.ended.clear();
+                        th.ended_at = Some(s.end);
+                    }
+                    th.ended.push(ended);
+                } else {
+                    let cuts = th.ended_at == Some(s.start)
+                        && (gap || (s.depth == 0 && th.ended.iter().any(|e| e.depth <= 0)));
+                    let ended = std::mem::take(&mut th.ended);
+                    th.ended_at = None;
+                    if cuts {
+                        cut(&mut self.rows, &mut self.slowest, row, &ended);
+                    }
+                }
+
+                let th = self.threads.get_mut(&key).unwrap();
+                let item = MItem {
+                    depth: s.depth,
+                    start: s.start,
+                    end: s.end,
+                    sep: !call,
+                    ns,
+                    insns,
+                    outer,
+                    paths,
+                };
+                let merge = th.items.last().is_some_and(|top| {
+                    top.depth == s.depth && !unknown_start && !(top.sep && top.end == s.start)
+                });
+                if merge {
+                    let top = th.items.last_mut().unwrap();
+                    top.end = s.end;
+                    top.sep = item.sep;
+                    top.ns += item.ns;
+                    top.insns += item.insns;
+                    for (f, (a, b)) in item.outer {
+                        add_to(top.outer.entry(f).or_default(), a, b);
+                    }
+                    if let (Some(a), Some(b)) = (&mut top.paths, item.paths) {
+                        for (path, (i, n)) in b {
+                            add_to(a.entry(path).or_default(), i, n);
+                        }
+                    }
+                } else {
+                    th.items.push(item);
+                }
+                if gap {
+                    let items = std::mem::take(&mut th.items);
+                    settle(&mut self.folded, row, items);
+                }
+            }
+
+            pub fn finish(mut self) -> Aggregate {
+                let mut keys: Vec<(u32, u32)> = self.threads.keys().copied().collect();
+                keys.sort_unstable();
+                for key in keys {
+                    let th = self.threads.remove(&key).unwrap();
+                    let row = self.opts.per_thread.then_some(key);
+                    cut(&mut self.rows, &mut self.slowest, row, &th.ended);
+                    settle(&mut self.folded, row, th.items);
+                }
+                let mut slowest: Vec<Slow> = self.slowest.into_iter().map(|Reverse(s)| s).collect();
+                slowest.sort_unstable_by(|a, b| b.cmp(a));
+                Aggregate {
+                    funcs: self.funcs,
+                    rows: self.rows,
+                    folded: self
+                        .folded
+                        .into_iter()
+                        .map(|((thread, path), (insns, ns))| FoldedPath {
+                            thread,
+                            path,
+                            insns,
+                            ns,
+                        })
+                        .collect(),
+                    slowest: slowest
+                        .into_iter()
+                        .map(|s| SlowCall {
+                            func: s.call.func,
+                            pid: s.call.pid,
+                            tid: s.call.tid,
+                            depth: s.call.depth,
+                            start: s.start.0,
+                            ns: s.ns,
+                            insns: s.call.insns,
+                            cut: s.call.cut,
+                            window: s.call.window,
+                        })
+                        .collect(),
+                    ..Aggregate::default()
+                }
+            }
+        }
+
+        fn settle(
+            folded: &mut BTreeMap<(ThreadKey, Vec<FuncId>), (u64, u64)>,
+            row: ThreadKey,
+            items: Vec<MItem>,
+        ) {
+            for item in items {
+                for (path, (i, n)) in item.paths.into_iter().flatten() {
+                    add_to(folded.entry((row, path)).or_default(), i, n);
+                }
+            }
+        }
+
+        fn cut(
+            rows: &mut BTreeMap<(ThreadKey, FuncId), FuncStats>,
+            slowest: &mut BinaryHeap<Reverse<Slow>>,
+            row: ThreadKey,
+            ended: &[Ended],
+        ) {
+            for e in ended.iter().filter(|e| !e.cut) {
+                if let Some(st) = rows.get_mut(&(row, e.func)) {
+                    st.cut += 1;
+                }
+            }
+            let mut v = std::mem::take(slowest).into_vec();
+            for Reverse(s) in &mut v {
+                if ended.iter().any(|e| e.seq == s.seq.0) {
+                    s.call.cut = true;
+                }
+            }
+            *slowest = v.into();
+        }
+    }
+
+    /// Random ops of one thread: calls and returns (mostly matching, some
+    /// returning elsewhere), tail calls, untraced time, gaps, equal stamps.
+    fn random_ops(rng: &mut fastrand::Rng, n: usize) -> Vec<Op> {
+        const FUNCS: [u64; 5] = [MAIN, A, B, F, 0x5000];
+        let func = |rng: &mut fastrand::Rng| FUNCS[rng.usize(..FUNCS.len())];
+        let (mut t, mut i) = (0u64, 0u64);
+        let mut next = |rng: &mut fastrand::Rng| {
+            t += rng.u64(..4);
+            i += rng.u64(..4);
+            Stamp {
+                time: t,
+                insns: i,
+                cycles: (rng.u8(..8) == 0).then(|| rng.u64(..3)),
+            }
+        };
+        let mut at_fn = func(rng);
+        let mut rets: Vec<u64> = Vec::new();
+        let mut ops = vec![Op::Enabled {
+            at: next(rng),
+            ip: at_fn + rng.u64(..2) * 0x40,
+            first: true,
+        }];
+        let mut off = false;
+        for _ in 0..n {
+            let at = next(rng);
+            if off {
+                at_fn = func(rng);
+                ops.push(Op::Enabled {
+                    at,
+                    ip: at_fn + 0x40,
+                    first: false,
+                });
+                off = false;
+                continue;
+            }
+            let from = at_fn + 0x10 + rng.u64(..0x80);
+            match rng.u8(..20) {
+                0..=7 => {
+                    let to = func(rng);
+                    ops.push(Op::Call {
+                        at,
+                        from,
+                        to,
+                        ret: from + 5,
+                    });
+                    rets.push(from + 5);
+                    at_fn = to;
+                }
+                8..=14 => {
+                    let to = match rets.pop() {
+                        Some(r) if rng.u8(..8) != 0 => r,
+                        _ => func(rng) + 0x20 + rng.u64(..0x20),
+                    };
+                    ops.push(Op::Return { at, from, to });
+                    at_fn = to & !0xfff;
+                }
+                15 | 16 => {
+                    let to = func(rng) + rng.u64(..2) * 0x30;
+                    ops.push(Op::Jump { at, from, to });
+                    at_fn = to & !0xfff;
+                }
+                17 | 18 => {
+                    ops.push(Op::Disabled {
+                        at,
+                        ip: from,
+                        kernel: rng.bool(),
+                    });
+                    off = true;
+                }
+                _ => {
+                    ops.push(Op::Gap {
+                        at,
+                        kind: if rng.bool() {
+                            GapKind::Overflow
+                        } else {
+                            GapKind::LostData
+                        },
+                        offset: 0,
+                    });
+                    rets.clear();
+                    off = true;
+                }
+            }
+        }
+        ops.push(Op::End { at: next(rng) });
+        ops
+    }
+
+    /// The aggregator agrees with the plain model on random traces of a
+    /// few threads whose slices interleave, with every option.
+    #[test]
+    fn aggregator_agrees_with_the_plain_model() {
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        for round in 0..400 {
+            let opts = AggregateOptions {
+                per_thread: rng.bool(),
+                folded: rng.bool(),
+                slowest: rng.usize(..6),
+                range: (rng.u8(..4) == 0).then(|| {
+                    let a = rng.u64(..200);
+                    (a, a + rng.u64(..200))
+                }),
+                filtered: rng.bool(),
+            };
+            let mut agg = Aggregator::new(opts.clone(), 0);
+            let mut model = model::Model::new(opts.clone());
+            let threads = 1 + rng.u32(..3);
+            let mut stacks: Vec<(ThreadStack, Vec<Op>, usize)> = (0..threads)
+                .map(|t| {
+                    let n = rng.usize(..120);
+                    (
+                        ThreadStack::close_order(1 + t % 2, 10 + t),
+                        random_ops(&mut rng, n),
+                        0,
+                    )
+                })
+                .collect();
+            let mut slices = Vec::new();
+            while let Some(k) = (0..stacks.len()).find(|&k| stacks[k].2 < stacks[k].1.len()) {
+                // Runs of one thread, then another.
+                let k = if rng.bool() {
+                    k
+                } else {
+                    rng.usize(k..stacks.len())
+                };
+                let (stack, ops, next) = &mut stacks[k];
+                for _ in 0..1 + rng.usize(..8) {
+                    if let Some(op) = ops.get(*next) {
+                        stack.push(op, &Map, &mut |s| slices.push(s));
+                        *next += 1;
+                    }
+                }
+                // Dropped once added, so that the addresses of their
+                // functions (an `Arc` per resolution) are reused unless
+                // the aggregator keeps them.
+                for s in slices.drain(..) {
+                    let window = (rng.u8(..3) == 0).then(|| (rng.u64(..100), rng.u64(..100)));
+                    model.add(s.clone(), window);
+                    agg.add(s, window);
+                }
+            }
+            let (a, m) = (agg.finish(), model.finish());
+            let at = format!("round {round}, {opts:?}");
+            assert_eq!(a.funcs, m.funcs, "{at}");
+            assert_eq!(a.rows, m.rows, "{at}");
+            assert_eq!(a.folded, m.folded, "{at}");
+            assert_eq!(a.slowest, m.slowest, "{at}");
+        }
     }
 
     #[test]
