@@ -236,6 +236,8 @@ impl RecentStrings {
 struct StaticStrings([(usize, usize, u16, u64); STATIC_WAYS]);
 
 const STATIC_WAYS: usize = 64;
+/// Slots [`Writer::static_ref`] looks at from a string's way.
+const STATIC_PROBES: usize = 4;
 
 impl Default for StaticStrings {
     fn default() -> Self {
@@ -614,6 +616,7 @@ impl<W: Write> Writer<W> {
 
     /// The index of `s`, one of the program's own strings (see
     /// [`StaticStrings`]), emitting its string record first when needed.
+    #[inline]
     fn static_ref(&mut self, s: &'static str) -> Result<u16> {
         let way = StaticStrings::way(s);
         let (p, n, index, generation) = self.statics.0[way];
@@ -624,9 +627,36 @@ impl<W: Write> Writer<W> {
         {
             return Ok(index);
         }
+        self.static_ref_probing(s, way)
+    }
+
+    /// [`Writer::static_ref`] when `s` is not in its way: its slot is the
+    /// first of [`STATIC_PROBES`] from there that holds it, else the first
+    /// empty one, else its way. (Direct-mapped, two names every event uses
+    /// could share a way, depending on where the linker put them, and
+    /// evict each other: one build spent 4% of `ptdec`'s instructions so.)
+    #[inline(never)]
+    fn static_ref_probing(&mut self, s: &'static str, base: usize) -> Result<u16> {
+        let (ptr, len) = (s.as_ptr() as usize, s.len());
+        let mut slot = base;
+        for k in 0..STATIC_PROBES {
+            let w = (base + k) % STATIC_WAYS;
+            let (p, n, index, generation) = self.statics.0[w];
+            if p == ptr && n == len {
+                if index != 0 && self.strings.touch_generation(index, generation, self.epoch) {
+                    return Ok(index);
+                }
+                slot = w;
+                break;
+            }
+            if p == 0 {
+                slot = w;
+                break;
+            }
+        }
         let index = self.string_ref(s)?;
         let generation = self.strings.generation(index);
-        self.statics.0[way] = (s.as_ptr() as usize, s.len(), index, generation);
+        self.statics.0[slot] = (ptr, len, index, generation);
         Ok(index)
     }
 
