@@ -187,6 +187,18 @@ fn bind_once(insn: Option<Insn>, bound: &mut bool, binds: impl Fn(&Insn) -> bool
     }
 }
 
+/// The fast path's status after [`BlockDecoder::refill`]: `Status(0)`
+/// when the event decoder's fast path gave the next event (see
+/// `refill`), `None` (`trailing_event` says) after its general path.
+#[inline(always)]
+fn after_refill(r: Result<bool, Fail>) -> Option<Result<Status, Fail>> {
+    match r {
+        Ok(true) => Some(Ok(Status(0))),
+        Ok(false) => None,
+        Err(f) => Some(Err(f)),
+    }
+}
+
 fn pt(e: PtError) -> Fail {
     Fail::Pt(e)
 }
@@ -286,6 +298,16 @@ impl<'a> BlockDecoder<'a> {
     /// `status` for later, as libipt does.
     #[inline(always)]
     fn fetch_event(&mut self) -> Result<(), Fail> {
+        self.refill().map(|_| ())
+    }
+
+    /// [`Self::fetch_event`], saying whether the event decoder's fast
+    /// path gave the next event: `Ok(true)` when the event is now a TNT
+    /// (with bits: a TNT packet has at least one) or a TIP and the
+    /// status is unchanged, so no event binds where the decoder is
+    /// (`trailing_event` would say `Status(0)` while tracing is on).
+    #[inline(always)]
+    fn refill(&mut self) -> Result<bool, Fail> {
         // A TNT or TIP next: the event is overwritten in place.
         if let Some(ev) = &mut self.event {
             let (tsc, lost_mtc, lost_cyc) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
@@ -293,10 +315,10 @@ impl<'a> BlockDecoder<'a> {
                 self.tsc = tsc;
                 self.lost_mtc = lost_mtc;
                 self.lost_cyc = lost_cyc;
-                return Ok(());
+                return Ok(true);
             }
         }
-        self.fetch_event_slow()
+        self.fetch_event_slow().map(|_| false)
     }
 
     #[inline(never)]
@@ -700,7 +722,13 @@ impl<'a> BlockDecoder<'a> {
             speculative: self.speculative,
             ..Block::default()
         };
-        let mut status = None;
+        // The block's status: `None` when an event may bind where the
+        // decoder now is (`trailing_event` says). Tracing is on, the
+        // status is fine and nothing is postponed (checked above), so
+        // with a TNT that has bits left or a TIP as the event (also
+        // after the event decoder's fast path gave the next one) no
+        // event binds here: `Status(0)`.
+        let status;
         // The link to follow next: node `from`'s successor `slot`.
         let mut from = cur;
         let slot = match (last.class, &mut ev.kind) {
@@ -726,13 +754,13 @@ impl<'a> BlockDecoder<'a> {
                     self.ip = last.next().wrapping_add(disp);
                     usize::from(taken)
                 };
-                if left != 0 {
-                    status = Some(Ok(Status(0)));
-                } else if let Err(f) = self.fetch_event() {
+                status = if left != 0 {
+                    Some(Ok(Status(0)))
+                } else {
                     // The TNT is used up: the next event now, as
                     // trailing_event_slow would fetch it first thing.
-                    status = Some(Err(f));
-                }
+                    after_refill(self.refill())
+                };
                 slot
             }
             // An indirect branch (a return not compressed) to the TIP's
@@ -748,20 +776,20 @@ impl<'a> BlockDecoder<'a> {
             ) if !last.direct && !ev.ip_suppressed => {
                 self.ip = *ip;
                 self.log_call_from(&last, gen, cur);
-                if let Err(f) = self.fetch_event() {
-                    status = Some(Err(f));
-                }
+                status = after_refill(self.refill());
                 NEXT_INDIRECT
             }
             // A direct call or jump: no trace needed.
             (Class::Call | Class::Jump, Kind::Tnt { size, .. }) if last.direct && *size != 0 => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
                 self.log_call_from(&last, gen, cur);
+                status = Some(Ok(Status(0)));
                 NEXT_NOT_TAKEN
             }
             (Class::Call | Class::Jump, Kind::Tip { .. }) if last.direct => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
                 self.log_call_from(&last, gen, cur);
+                status = Some(Ok(Status(0)));
                 NEXT_NOT_TAKEN
             }
             _ => return None,
