@@ -125,6 +125,13 @@ pub struct BlockDecoder<'a> {
     image: Image,
     /// Where the last fast block went (see [`Chain`]).
     chain: Chain,
+    /// [`Self::fast_ready`], kept so that the fast path tests one flag
+    /// rather than five fields per block: every public method that can
+    /// change them (`sync_forward`, `sync_set`, `event`, the general
+    /// path of `next_block`) sets it before it returns, and within the
+    /// fast path only `fetch_event_slow` can change them, which sets it
+    /// too. [`super::FastDecoder`] clears it when it stops.
+    fast: bool,
 }
 
 /// The fast path's link state: the node the last block's successor link
@@ -226,7 +233,30 @@ impl<'a> BlockDecoder<'a> {
             bound_ptwrite: false,
             image: Image::default(),
             chain: Chain::NONE,
+            fast: false,
         }
+    }
+
+    /// The fast path's preconditions: tracing on, the status fine, 64-bit
+    /// code, nothing postponed, an event.
+    #[inline]
+    fn fast_ready(&self) -> bool {
+        self.status.is_ok()
+            && self.enabled
+            && self.mode == ffi::ptem_64bit
+            && self.postponed.is_none()
+            && self.event.is_some()
+    }
+
+    #[inline]
+    fn update_fast(&mut self) {
+        self.fast = self.fast_ready();
+    }
+
+    /// Makes every later block take the general path (the caller stops
+    /// calling it).
+    pub fn stop_fast(&mut self) {
+        self.fast = false;
     }
 
     /// Decodes with `image` from now on.
@@ -341,8 +371,12 @@ impl<'a> BlockDecoder<'a> {
                 self.status = Err(e);
                 self.event = None;
             }
-            Err(f) => return Err(f),
+            Err(f) => {
+                self.update_fast();
+                return Err(f);
+            }
         }
+        self.update_fast();
         Ok(())
     }
 
@@ -360,14 +394,16 @@ impl<'a> BlockDecoder<'a> {
 
     pub fn sync_forward(&mut self) -> Result<Status, Fail> {
         self.reset();
-        self.evdec.sync_forward()?;
-        self.start()
+        let r = self.evdec.sync_forward().and_then(|()| self.start());
+        self.update_fast();
+        r
     }
 
     pub fn sync_set(&mut self, offset: u64) -> Result<Status, Fail> {
         self.reset();
-        self.evdec.sync_set(offset)?;
-        self.start()
+        let r = self.evdec.sync_set(offset).and_then(|()| self.start());
+        self.update_fast();
+        r
     }
 
     fn start(&mut self) -> Result<Status, Fail> {
@@ -660,9 +696,26 @@ impl<'a> BlockDecoder<'a> {
     /// `pt_blk_next`: the next block and the status.
     #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
-        if let Some(r) = self.next_block_fast(code) {
+        if let Some(r) = self.try_fast(code) {
             return r;
         }
+        self.next_block_slow(code)
+    }
+
+    /// [`Self::next_block`]'s fast path when it applies (`None`: nothing
+    /// changed but the caches; [`Self::next_block_slow`] decodes the
+    /// block).
+    #[inline(always)]
+    pub fn try_fast(&mut self, code: &mut CodeCache) -> Option<(Block, Result<Status, Fail>)> {
+        debug_assert!(!self.fast || self.fast_ready());
+        if !self.fast {
+            return None;
+        }
+        self.next_block_fast(code)
+    }
+
+    /// [`Self::next_block`]'s general path.
+    pub fn next_block_slow(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
         let mut block = Block {
             ip: self.ip,
             mode: self.mode,
@@ -670,6 +723,7 @@ impl<'a> BlockDecoder<'a> {
             ..Block::default()
         };
         let r = self.proceed(code, &mut block);
+        self.update_fast();
         (block, r)
     }
 
@@ -682,13 +736,7 @@ impl<'a> BlockDecoder<'a> {
     /// the same block, status and error.
     #[inline(always)]
     fn next_block_fast(&mut self, code: &mut CodeCache) -> Option<(Block, Result<Status, Fail>)> {
-        if self.status.is_err()
-            || !self.enabled
-            || self.mode != ffi::ptem_64bit
-            || self.postponed.is_some()
-        {
-            return None;
-        }
+        // The rest of the preconditions: `self.fast`.
         let ev = self.event.as_mut()?;
         let start = self.ip;
         // The run at the IP: the one the last block's link named, or
@@ -1094,6 +1142,12 @@ impl<'a> BlockDecoder<'a> {
 
     /// `pt_blk_event`: the pending event, applied.
     pub fn event(&mut self) -> Result<(Ev, Status), Fail> {
+        let r = self.event_inner();
+        self.update_fast();
+        r
+    }
+
+    fn event_inner(&mut self) -> Result<(Ev, Status), Fail> {
         if let Err(e) = self.status {
             return Err(Fail::Pt(e));
         }
