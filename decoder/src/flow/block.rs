@@ -26,22 +26,35 @@ const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
 /// libipt's return stack: 64 addresses, the oldest overwritten; beside
 /// each, the code cache generation and node of the call that pushed it
 /// (generation 0: none), so the fast path can follow the call's
-/// [`NEXT_RETURN`] link at the return.
+/// [`NEXT_RETURN`] link at the return. libipt keeps 65 slots and a
+/// bottom index; this is the same stack as a ring of 64 with a length,
+/// whose index wraps with a mask (no division, no bounds check).
 #[derive(Clone)]
 struct RetStack {
-    stack: [u64; 65],
-    calls: [(u64, u32); 65],
+    entries: [RetEntry; 64],
+    /// The slot the next push writes (below 64).
     top: u8,
-    bottom: u8,
+    /// How many addresses it holds (at most 64).
+    len: u8,
+}
+
+#[derive(Clone, Copy)]
+struct RetEntry {
+    ip: u64,
+    gen: u64,
+    call: u32,
 }
 
 impl Default for RetStack {
     fn default() -> Self {
         RetStack {
-            stack: [0; 65],
-            calls: [(0, NO_NODE); 65],
+            entries: [RetEntry {
+                ip: 0,
+                gen: 0,
+                call: NO_NODE,
+            }; 64],
             top: 0,
-            bottom: 0,
+            len: 0,
         }
     }
 }
@@ -49,16 +62,16 @@ impl Default for RetStack {
 impl RetStack {
     #[inline]
     fn push(&mut self, ip: u64, gen: u64, call: u32) {
-        self.stack[usize::from(self.top)] = ip;
-        self.calls[usize::from(self.top)] = (gen, call);
-        self.top = if self.top == 64 { 0 } else { self.top + 1 };
-        if self.bottom == self.top {
-            self.bottom = if self.bottom == 64 {
-                0
-            } else {
-                self.bottom + 1
-            };
+        self.entries[usize::from(self.top & 63)] = RetEntry { ip, gen, call };
+        self.top = (self.top + 1) & 63;
+        if self.len < 64 {
+            self.len += 1;
         }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     fn pop(&mut self) -> Result<u64, PtError> {
@@ -68,18 +81,22 @@ impl RetStack {
     /// The return address and its call's (generation, node).
     #[inline]
     fn pop_call(&mut self) -> Result<(u64, (u64, u32)), PtError> {
-        if self.top == self.bottom {
+        if self.len == 0 {
             return Err(PtError(ffi::pte_retstack_empty));
         }
-        self.top = if self.top == 0 { 64 } else { self.top - 1 };
-        let i = usize::from(self.top);
-        Ok((self.stack[i], self.calls[i]))
+        self.len -= 1;
+        self.top = self.top.wrapping_sub(1) & 63;
+        let e = self.entries[usize::from(self.top & 63)];
+        Ok((e.ip, (e.gen, e.call)))
     }
 
     /// Forgets the calls' nodes (another image: their links may not
     /// hold).
     fn forget_calls(&mut self) {
-        self.calls = [(0, NO_NODE); 65];
+        for e in &mut self.entries {
+            e.gen = 0;
+            e.call = NO_NODE;
+        }
     }
 }
 
@@ -788,7 +805,7 @@ impl<'a> BlockDecoder<'a> {
                 let slot = if last.class == Class::Return {
                     // Not taken (libipt's error) or nothing to return
                     // to: the general path says.
-                    if !taken || self.retstack.top == self.retstack.bottom {
+                    if !taken || self.retstack.is_empty() {
                         return None;
                     }
                     *size = left;
