@@ -796,6 +796,7 @@ impl<'a> BlockDecoder<'a> {
         let status;
         // The link to follow next: node `from`'s successor `slot`.
         let mut from = cur;
+        let mut indirect = NO_NODE;
         let slot = match (last.class, &mut ev.kind) {
             // A conditional branch, or a compressed return, taking the
             // next TNT bit.
@@ -840,6 +841,11 @@ impl<'a> BlockDecoder<'a> {
                 Kind::Tip { ip },
             ) if !last.direct && !ev.ip_suppressed => {
                 self.ip = *ip;
+                // Where the branch went last is a poor guess at an
+                // interpreter's dispatch: the run at the target, if the
+                // direct-mapped cache has it in this section, is a better
+                // one (the next block checks its IP either way).
+                indirect = code.cached_node(node.isid, *ip);
                 self.log_call_from(&last, gen, cur);
                 status = after_refill(self.refill());
                 NEXT_INDIRECT
@@ -860,7 +866,9 @@ impl<'a> BlockDecoder<'a> {
             _ => return None,
         };
         debug_assert!(slot <= NEXT_RETURN && NEXT_TAKEN == 1);
-        let next = if from == cur {
+        let next = if indirect != NO_NODE {
+            indirect
+        } else if from == cur {
             node.next[slot]
         } else {
             code.node(from).map_or(NO_NODE, |n| n.next[slot])
