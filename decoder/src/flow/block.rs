@@ -69,6 +69,16 @@ impl RetStack {
         }
     }
 
+    /// Pushes the return address of `insn` if it is a call that returns
+    /// (not a direct call to the next instruction), from node `call` of
+    /// generation `gen`.
+    #[inline]
+    fn log_call(&mut self, insn: &Insn, gen: u64, call: u32) {
+        if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
+            self.push(insn.next(), gen, call);
+        }
+    }
+
     #[inline]
     fn is_empty(&self) -> bool {
         self.len == 0
@@ -223,6 +233,29 @@ fn after_refill(r: Result<bool, Fail>) -> Option<Result<Status, Fail>> {
     }
 }
 
+/// [`BlockDecoder::refill`]'s fast path over the decoder's fields (the
+/// block decoder's fast path holds the event already): a TNT or TIP
+/// next, the event `ev` overwritten in place, its time kept as the
+/// decoder's (`tsc`, `lost_mtc`, `lost_cyc`); `false` with nothing
+/// changed when the event decoder's general path has to say.
+#[inline(always)]
+fn refill_fast(
+    evdec: &mut EventDecoder<'_>,
+    ev: &mut Ev,
+    tsc: &mut u64,
+    lost_mtc: &mut u32,
+    lost_cyc: &mut u32,
+) -> bool {
+    let (t, m, c) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
+    if evdec.next_event_fast(ev) {
+        *tsc = t;
+        *lost_mtc = m;
+        *lost_cyc = c;
+        return true;
+    }
+    false
+}
+
 fn pt(e: PtError) -> Fail {
     Fail::Pt(e)
 }
@@ -355,13 +388,14 @@ impl<'a> BlockDecoder<'a> {
     /// (`trailing_event` would say `Status(0)` while tracing is on).
     #[inline(always)]
     fn refill(&mut self) -> Result<bool, Fail> {
-        // A TNT or TIP next: the event is overwritten in place.
         if let Some(ev) = &mut self.event {
-            let (tsc, lost_mtc, lost_cyc) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
-            if self.evdec.next_event_fast(ev) {
-                self.tsc = tsc;
-                self.lost_mtc = lost_mtc;
-                self.lost_cyc = lost_cyc;
+            if refill_fast(
+                &mut self.evdec,
+                ev,
+                &mut self.tsc,
+                &mut self.lost_mtc,
+                &mut self.lost_cyc,
+            ) {
                 return Ok(true);
             }
         }
@@ -482,9 +516,7 @@ impl<'a> BlockDecoder<'a> {
     /// [`Self::log_call`] from node `call` of generation `gen`.
     #[inline]
     fn log_call_from(&mut self, insn: &Insn, gen: u64, call: u32) {
-        if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
-            self.retstack.push(insn.next(), gen, call);
-        }
+        self.retstack.log_call(insn, gen, call);
     }
 
     /// Walks without trace until `ip` (`pt_blk_proceed_to_ip`), or with
@@ -759,28 +791,29 @@ impl<'a> BlockDecoder<'a> {
         // The run at the IP: the one the last block's link named, or
         // looked up (and linked from the last block's run).
         let chain = self.chain;
-        let linked =
-            chain.gen == code.gen() && code.node(chain.next).is_some_and(|n| n.ip == start);
-        let cur = if linked {
-            chain.next
-        } else {
-            let s = self.image.find(start).ok()?;
-            let cur = code.node_at(s, start).ok()?;
-            // (The lookup may have cleared the cache: the generation is
-            // read after it.)
-            if chain.gen == code.gen() && code.node(chain.from).is_some_and(|n| n.isid == s.isid) {
-                code.link(chain.from, usize::from(chain.slot), cur);
+        let (cur, node) = match code.node(chain.next) {
+            Some(n) if chain.gen == code.gen() && n.ip == start => (chain.next, n),
+            _ => {
+                let s = self.image.find(start).ok()?;
+                let cur = code.node_at(s, start).ok()?;
+                // (The lookup may have cleared the cache: the generation
+                // is read after it.)
+                if chain.gen == code.gen()
+                    && code.node(chain.from).is_some_and(|n| n.isid == s.isid)
+                {
+                    code.link(chain.from, usize::from(chain.slot), cur);
+                }
+                (cur, code.node(cur)?)
             }
-            cur
         };
         let gen = code.gen();
-        let node = code.node(cur)?;
         let last = node.last;
         let block = Block {
             ip: start,
             end_ip: last.ip,
             isid: node.isid as i32,
-            mode: self.mode,
+            // (`self.fast`: 64-bit code.)
+            mode: ffi::ptem_64bit,
             iclass: last.class.raw(),
             ninsn: node.ninsn as u16,
             size: last.size,
@@ -825,7 +858,17 @@ impl<'a> BlockDecoder<'a> {
                 } else {
                     // The TNT is used up: the next event now, as
                     // trailing_event_slow would fetch it first thing.
-                    after_refill(self.refill())
+                    if refill_fast(
+                        &mut self.evdec,
+                        ev,
+                        &mut self.tsc,
+                        &mut self.lost_mtc,
+                        &mut self.lost_cyc,
+                    ) {
+                        Some(Ok(Status(0)))
+                    } else {
+                        after_refill(self.fetch_event_slow().map(|_| false))
+                    }
                 };
                 slot
             }
@@ -846,8 +889,18 @@ impl<'a> BlockDecoder<'a> {
                 // direct-mapped cache has it in this section, is a better
                 // one (the next block checks its IP either way).
                 indirect = code.cached_node(node.isid, *ip);
-                self.log_call_from(&last, gen, cur);
-                status = after_refill(self.refill());
+                self.retstack.log_call(&last, gen, cur);
+                status = if refill_fast(
+                    &mut self.evdec,
+                    ev,
+                    &mut self.tsc,
+                    &mut self.lost_mtc,
+                    &mut self.lost_cyc,
+                ) {
+                    Some(Ok(Status(0)))
+                } else {
+                    after_refill(self.fetch_event_slow().map(|_| false))
+                };
                 NEXT_INDIRECT
             }
             // A direct call or jump: no trace needed.
