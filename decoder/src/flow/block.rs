@@ -26,22 +26,35 @@ const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
 /// libipt's return stack: 64 addresses, the oldest overwritten; beside
 /// each, the code cache generation and node of the call that pushed it
 /// (generation 0: none), so the fast path can follow the call's
-/// [`NEXT_RETURN`] link at the return.
+/// [`NEXT_RETURN`] link at the return. libipt keeps 65 slots and a
+/// bottom index; this is the same stack as a ring of 64 with a length,
+/// whose index wraps with a mask (no division, no bounds check).
 #[derive(Clone)]
 struct RetStack {
-    stack: [u64; 65],
-    calls: [(u64, u32); 65],
+    entries: [RetEntry; 64],
+    /// The slot the next push writes (below 64).
     top: u8,
-    bottom: u8,
+    /// How many addresses it holds (at most 64).
+    len: u8,
+}
+
+#[derive(Clone, Copy)]
+struct RetEntry {
+    ip: u64,
+    gen: u64,
+    call: u32,
 }
 
 impl Default for RetStack {
     fn default() -> Self {
         RetStack {
-            stack: [0; 65],
-            calls: [(0, NO_NODE); 65],
+            entries: [RetEntry {
+                ip: 0,
+                gen: 0,
+                call: NO_NODE,
+            }; 64],
             top: 0,
-            bottom: 0,
+            len: 0,
         }
     }
 }
@@ -49,16 +62,26 @@ impl Default for RetStack {
 impl RetStack {
     #[inline]
     fn push(&mut self, ip: u64, gen: u64, call: u32) {
-        self.stack[usize::from(self.top)] = ip;
-        self.calls[usize::from(self.top)] = (gen, call);
-        self.top = if self.top == 64 { 0 } else { self.top + 1 };
-        if self.bottom == self.top {
-            self.bottom = if self.bottom == 64 {
-                0
-            } else {
-                self.bottom + 1
-            };
+        self.entries[usize::from(self.top & 63)] = RetEntry { ip, gen, call };
+        self.top = (self.top + 1) & 63;
+        if self.len < 64 {
+            self.len += 1;
         }
+    }
+
+    /// Pushes the return address of `insn` if it is a call that returns
+    /// (not a direct call to the next instruction), from node `call` of
+    /// generation `gen`.
+    #[inline]
+    fn log_call(&mut self, insn: &Insn, gen: u64, call: u32) {
+        if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
+            self.push(insn.next(), gen, call);
+        }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     fn pop(&mut self) -> Result<u64, PtError> {
@@ -68,18 +91,22 @@ impl RetStack {
     /// The return address and its call's (generation, node).
     #[inline]
     fn pop_call(&mut self) -> Result<(u64, (u64, u32)), PtError> {
-        if self.top == self.bottom {
+        if self.len == 0 {
             return Err(PtError(ffi::pte_retstack_empty));
         }
-        self.top = if self.top == 0 { 64 } else { self.top - 1 };
-        let i = usize::from(self.top);
-        Ok((self.stack[i], self.calls[i]))
+        self.len -= 1;
+        self.top = self.top.wrapping_sub(1) & 63;
+        let e = self.entries[usize::from(self.top & 63)];
+        Ok((e.ip, (e.gen, e.call)))
     }
 
     /// Forgets the calls' nodes (another image: their links may not
     /// hold).
     fn forget_calls(&mut self) {
-        self.calls = [(0, NO_NODE); 65];
+        for e in &mut self.entries {
+            e.gen = 0;
+            e.call = NO_NODE;
+        }
     }
 }
 
@@ -125,6 +152,13 @@ pub struct BlockDecoder<'a> {
     image: Image,
     /// Where the last fast block went (see [`Chain`]).
     chain: Chain,
+    /// [`Self::fast_ready`], kept so that the fast path tests one flag
+    /// rather than five fields per block: every public method that can
+    /// change them (`sync_forward`, `sync_set`, `event`, the general
+    /// path of `next_block`) sets it before it returns, and within the
+    /// fast path only `fetch_event_slow` can change them, which sets it
+    /// too. [`super::FastDecoder`] clears it when it stops.
+    fast: bool,
 }
 
 /// The fast path's link state: the node the last block's successor link
@@ -187,6 +221,41 @@ fn bind_once(insn: Option<Insn>, bound: &mut bool, binds: impl Fn(&Insn) -> bool
     }
 }
 
+/// The fast path's status after [`BlockDecoder::refill`]: `Status(0)`
+/// when the event decoder's fast path gave the next event (see
+/// `refill`), `None` (`trailing_event` says) after its general path.
+#[inline(always)]
+fn after_refill(r: Result<bool, Fail>) -> Option<Result<Status, Fail>> {
+    match r {
+        Ok(true) => Some(Ok(Status(0))),
+        Ok(false) => None,
+        Err(f) => Some(Err(f)),
+    }
+}
+
+/// [`BlockDecoder::refill`]'s fast path over the decoder's fields (the
+/// block decoder's fast path holds the event already): a TNT or TIP
+/// next, the event `ev` overwritten in place, its time kept as the
+/// decoder's (`tsc`, `lost_mtc`, `lost_cyc`); `false` with nothing
+/// changed when the event decoder's general path has to say.
+#[inline(always)]
+fn refill_fast(
+    evdec: &mut EventDecoder<'_>,
+    ev: &mut Ev,
+    tsc: &mut u64,
+    lost_mtc: &mut u32,
+    lost_cyc: &mut u32,
+) -> bool {
+    let (t, m, c) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
+    if evdec.next_event_fast(ev) {
+        *tsc = t;
+        *lost_mtc = m;
+        *lost_cyc = c;
+        return true;
+    }
+    false
+}
+
 fn pt(e: PtError) -> Fail {
     Fail::Pt(e)
 }
@@ -214,7 +283,30 @@ impl<'a> BlockDecoder<'a> {
             bound_ptwrite: false,
             image: Image::default(),
             chain: Chain::NONE,
+            fast: false,
         }
+    }
+
+    /// The fast path's preconditions: tracing on, the status fine, 64-bit
+    /// code, nothing postponed, an event.
+    #[inline]
+    fn fast_ready(&self) -> bool {
+        self.status.is_ok()
+            && self.enabled
+            && self.mode == ffi::ptem_64bit
+            && self.postponed.is_none()
+            && self.event.is_some()
+    }
+
+    #[inline]
+    fn update_fast(&mut self) {
+        self.fast = self.fast_ready();
+    }
+
+    /// Makes every later block take the general path (the caller stops
+    /// calling it).
+    pub fn stop_fast(&mut self) {
+        self.fast = false;
     }
 
     /// Decodes with `image` from now on.
@@ -286,17 +378,28 @@ impl<'a> BlockDecoder<'a> {
     /// `status` for later, as libipt does.
     #[inline(always)]
     fn fetch_event(&mut self) -> Result<(), Fail> {
-        // A TNT or TIP next: the event is overwritten in place.
+        self.refill().map(|_| ())
+    }
+
+    /// [`Self::fetch_event`], saying whether the event decoder's fast
+    /// path gave the next event: `Ok(true)` when the event is now a TNT
+    /// (with bits: a TNT packet has at least one) or a TIP and the
+    /// status is unchanged, so no event binds where the decoder is
+    /// (`trailing_event` would say `Status(0)` while tracing is on).
+    #[inline(always)]
+    fn refill(&mut self) -> Result<bool, Fail> {
         if let Some(ev) = &mut self.event {
-            let (tsc, lost_mtc, lost_cyc) = (ev.tsc, ev.lost_mtc, ev.lost_cyc);
-            if self.evdec.next_event_fast(ev) {
-                self.tsc = tsc;
-                self.lost_mtc = lost_mtc;
-                self.lost_cyc = lost_cyc;
-                return Ok(());
+            if refill_fast(
+                &mut self.evdec,
+                ev,
+                &mut self.tsc,
+                &mut self.lost_mtc,
+                &mut self.lost_cyc,
+            ) {
+                return Ok(true);
             }
         }
-        self.fetch_event_slow()
+        self.fetch_event_slow().map(|_| false)
     }
 
     #[inline(never)]
@@ -319,8 +422,12 @@ impl<'a> BlockDecoder<'a> {
                 self.status = Err(e);
                 self.event = None;
             }
-            Err(f) => return Err(f),
+            Err(f) => {
+                self.update_fast();
+                return Err(f);
+            }
         }
+        self.update_fast();
         Ok(())
     }
 
@@ -338,14 +445,16 @@ impl<'a> BlockDecoder<'a> {
 
     pub fn sync_forward(&mut self) -> Result<Status, Fail> {
         self.reset();
-        self.evdec.sync_forward()?;
-        self.start()
+        let r = self.evdec.sync_forward().and_then(|()| self.start());
+        self.update_fast();
+        r
     }
 
     pub fn sync_set(&mut self, offset: u64) -> Result<Status, Fail> {
         self.reset();
-        self.evdec.sync_set(offset)?;
-        self.start()
+        let r = self.evdec.sync_set(offset).and_then(|()| self.start());
+        self.update_fast();
+        r
     }
 
     fn start(&mut self) -> Result<Status, Fail> {
@@ -407,9 +516,7 @@ impl<'a> BlockDecoder<'a> {
     /// [`Self::log_call`] from node `call` of generation `gen`.
     #[inline]
     fn log_call_from(&mut self, insn: &Insn, gen: u64, call: u32) {
-        if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
-            self.retstack.push(insn.next(), gen, call);
-        }
+        self.retstack.log_call(insn, gen, call);
     }
 
     /// Walks without trace until `ip` (`pt_blk_proceed_to_ip`), or with
@@ -638,9 +745,26 @@ impl<'a> BlockDecoder<'a> {
     /// `pt_blk_next`: the next block and the status.
     #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
-        if let Some(r) = self.next_block_fast(code) {
+        if let Some(r) = self.try_fast(code) {
             return r;
         }
+        self.next_block_slow(code)
+    }
+
+    /// [`Self::next_block`]'s fast path when it applies (`None`: nothing
+    /// changed but the caches; [`Self::next_block_slow`] decodes the
+    /// block).
+    #[inline(always)]
+    pub fn try_fast(&mut self, code: &mut CodeCache) -> Option<(Block, Result<Status, Fail>)> {
+        debug_assert!(!self.fast || self.fast_ready());
+        if !self.fast {
+            return None;
+        }
+        self.next_block_fast(code)
+    }
+
+    /// [`Self::next_block`]'s general path.
+    pub fn next_block_slow(&mut self, code: &mut CodeCache) -> (Block, Result<Status, Fail>) {
         let mut block = Block {
             ip: self.ip,
             mode: self.mode,
@@ -648,6 +772,7 @@ impl<'a> BlockDecoder<'a> {
             ..Block::default()
         };
         let r = self.proceed(code, &mut block);
+        self.update_fast();
         (block, r)
     }
 
@@ -660,49 +785,51 @@ impl<'a> BlockDecoder<'a> {
     /// the same block, status and error.
     #[inline(always)]
     fn next_block_fast(&mut self, code: &mut CodeCache) -> Option<(Block, Result<Status, Fail>)> {
-        if self.status.is_err()
-            || !self.enabled
-            || self.mode != ffi::ptem_64bit
-            || self.postponed.is_some()
-        {
-            return None;
-        }
+        // The rest of the preconditions: `self.fast`.
         let ev = self.event.as_mut()?;
         let start = self.ip;
         // The run at the IP: the one the last block's link named, or
         // looked up (and linked from the last block's run).
         let chain = self.chain;
-        let linked =
-            chain.gen == code.gen() && code.node(chain.next).is_some_and(|n| n.ip == start);
-        let cur = if linked {
-            chain.next
-        } else {
-            let s = self.image.find(start).ok()?;
-            let cur = code.node_at(s, start).ok()?;
-            // (The lookup may have cleared the cache: the generation is
-            // read after it.)
-            if chain.gen == code.gen() && code.node(chain.from).is_some_and(|n| n.isid == s.isid) {
-                code.link(chain.from, usize::from(chain.slot), cur);
+        let (cur, node) = match code.node(chain.next) {
+            Some(n) if chain.gen == code.gen() && n.ip == start => (chain.next, n),
+            _ => {
+                let s = self.image.find(start).ok()?;
+                let cur = code.node_at(s, start).ok()?;
+                // (The lookup may have cleared the cache: the generation
+                // is read after it.)
+                if chain.gen == code.gen()
+                    && code.node(chain.from).is_some_and(|n| n.isid == s.isid)
+                {
+                    code.link(chain.from, usize::from(chain.slot), cur);
+                }
+                (cur, code.node(cur)?)
             }
-            cur
         };
         let gen = code.gen();
-        let node = code.node(cur)?;
         let last = node.last;
         let block = Block {
             ip: start,
             end_ip: last.ip,
             isid: node.isid as i32,
-            mode: self.mode,
+            // (`self.fast`: 64-bit code.)
+            mode: ffi::ptem_64bit,
             iclass: last.class.raw(),
             ninsn: node.ninsn as u16,
             size: last.size,
             speculative: self.speculative,
             ..Block::default()
         };
-        let mut status = None;
+        // The block's status: `None` when an event may bind where the
+        // decoder now is (`trailing_event` says). Tracing is on, the
+        // status is fine and nothing is postponed (checked above), so
+        // with a TNT that has bits left or a TIP as the event (also
+        // after the event decoder's fast path gave the next one) no
+        // event binds here: `Status(0)`.
+        let status;
         // The link to follow next: node `from`'s successor `slot`.
         let mut from = cur;
+        let mut indirect = NO_NODE;
         let slot = match (last.class, &mut ev.kind) {
             // A conditional branch, or a compressed return, taking the
             // next TNT bit.
@@ -712,7 +839,7 @@ impl<'a> BlockDecoder<'a> {
                 let slot = if last.class == Class::Return {
                     // Not taken (libipt's error) or nothing to return
                     // to: the general path says.
-                    if !taken || self.retstack.top == self.retstack.bottom {
+                    if !taken || self.retstack.is_empty() {
                         return None;
                     }
                     *size = left;
@@ -726,13 +853,23 @@ impl<'a> BlockDecoder<'a> {
                     self.ip = last.next().wrapping_add(disp);
                     usize::from(taken)
                 };
-                if left != 0 {
-                    status = Some(Ok(Status(0)));
-                } else if let Err(f) = self.fetch_event() {
+                status = if left != 0 {
+                    Some(Ok(Status(0)))
+                } else {
                     // The TNT is used up: the next event now, as
                     // trailing_event_slow would fetch it first thing.
-                    status = Some(Err(f));
-                }
+                    if refill_fast(
+                        &mut self.evdec,
+                        ev,
+                        &mut self.tsc,
+                        &mut self.lost_mtc,
+                        &mut self.lost_cyc,
+                    ) {
+                        Some(Ok(Status(0)))
+                    } else {
+                        after_refill(self.fetch_event_slow().map(|_| false))
+                    }
+                };
                 slot
             }
             // An indirect branch (a return not compressed) to the TIP's
@@ -747,27 +884,44 @@ impl<'a> BlockDecoder<'a> {
                 Kind::Tip { ip },
             ) if !last.direct && !ev.ip_suppressed => {
                 self.ip = *ip;
-                self.log_call_from(&last, gen, cur);
-                if let Err(f) = self.fetch_event() {
-                    status = Some(Err(f));
-                }
+                // Where the branch went last is a poor guess at an
+                // interpreter's dispatch: the run at the target, if the
+                // direct-mapped cache has it in this section, is a better
+                // one (the next block checks its IP either way).
+                indirect = code.cached_node(node.isid, *ip);
+                self.retstack.log_call(&last, gen, cur);
+                status = if refill_fast(
+                    &mut self.evdec,
+                    ev,
+                    &mut self.tsc,
+                    &mut self.lost_mtc,
+                    &mut self.lost_cyc,
+                ) {
+                    Some(Ok(Status(0)))
+                } else {
+                    after_refill(self.fetch_event_slow().map(|_| false))
+                };
                 NEXT_INDIRECT
             }
             // A direct call or jump: no trace needed.
             (Class::Call | Class::Jump, Kind::Tnt { size, .. }) if last.direct && *size != 0 => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
                 self.log_call_from(&last, gen, cur);
+                status = Some(Ok(Status(0)));
                 NEXT_NOT_TAKEN
             }
             (Class::Call | Class::Jump, Kind::Tip { .. }) if last.direct => {
                 self.ip = last.next().wrapping_add(last.disp as u64);
                 self.log_call_from(&last, gen, cur);
+                status = Some(Ok(Status(0)));
                 NEXT_NOT_TAKEN
             }
             _ => return None,
         };
         debug_assert!(slot <= NEXT_RETURN && NEXT_TAKEN == 1);
-        let next = if from == cur {
+        let next = if indirect != NO_NODE {
+            indirect
+        } else if from == cur {
             node.next[slot]
         } else {
             code.node(from).map_or(NO_NODE, |n| n.next[slot])
@@ -1066,6 +1220,12 @@ impl<'a> BlockDecoder<'a> {
 
     /// `pt_blk_event`: the pending event, applied.
     pub fn event(&mut self) -> Result<(Ev, Status), Fail> {
+        let r = self.event_inner();
+        self.update_fast();
+        r
+    }
+
+    fn event_inner(&mut self) -> Result<(Ev, Status), Fail> {
         if let Err(e) = self.status {
             return Err(Fail::Pt(e));
         }

@@ -198,6 +198,12 @@ impl Image {
 /// Slots of the direct-mapped cache in front of the run map.
 const FRONT: usize = 1 << 14;
 
+/// The slot of `ip` in the direct-mapped cache.
+#[inline(always)]
+fn front_slot(ip: u64) -> usize {
+    ((ip ^ (ip >> 14)) as usize) & (FRONT - 1)
+}
+
 /// No node (an empty link).
 pub const NO_NODE: u32 = u32::MAX;
 
@@ -271,7 +277,9 @@ pub struct CodeCache {
     nodes: Vec<Node>,
     /// The last node seen at each slot: most lookups are found here
     /// without hashing.
-    front: Vec<Front>,
+    /// (A boxed array: an index masked to its size needs no bounds
+    /// check.)
+    front: Box<[Front; FRONT]>,
     /// Changes whenever the nodes are cleared (never 0).
     gen: u64,
 }
@@ -282,7 +290,10 @@ impl Default for CodeCache {
             insns: FastMap::default(),
             runs: FastMap::default(),
             nodes: Vec::new(),
-            front: vec![Front::EMPTY; FRONT],
+            front: vec![Front::EMPTY; FRONT]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("FRONT slots")),
             gen: new_gen(),
         }
     }
@@ -415,10 +426,26 @@ impl CodeCache {
         }
     }
 
+    /// The node of the run from `ip` of section `isid` if the
+    /// direct-mapped cache has it, else [`NO_NODE`]: for a branch target
+    /// in the section of the branch, whose section the image need not be
+    /// asked for (with the section id the code cache is keyed by, the
+    /// run is that section's; the section holds `ip`, as it was looked up
+    /// there).
+    #[inline(always)]
+    pub fn cached_node(&self, isid: u32, ip: u64) -> u32 {
+        let f = &self.front[front_slot(ip)];
+        if f.isid == isid && f.ip == ip {
+            f.node
+        } else {
+            NO_NODE
+        }
+    }
+
     /// The node of the run from `ip` of section `s`.
     #[inline(always)]
     pub fn node_at(&mut self, s: &Section, ip: u64) -> Result<u32, Fail> {
-        let slot = ((ip ^ (ip >> 14)) as usize) & (FRONT - 1);
+        let slot = front_slot(ip);
         let f = &self.front[slot];
         // Section ids start at 1: the empty slots never match.
         if f.isid == s.isid && f.ip == ip {

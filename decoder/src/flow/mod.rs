@@ -108,8 +108,13 @@ impl<'a> FastDecoder<'a> {
         self.error
     }
 
-    /// libipt's error for a failure; an unsupported one is noted.
+    /// libipt's error for a failure; an unsupported one is noted (and
+    /// the block decoder's fast path is off for good: every call fails
+    /// from then on).
     fn fail(&mut self, f: Fail) -> PtError {
+        if f != Fail::Pt(PtError::EOS) {
+            self.dec.stop_fast();
+        }
         match f {
             Fail::Pt(e) if e == PtError::EOS => e,
             Fail::Pt(e) => {
@@ -147,10 +152,14 @@ impl<'a> FastDecoder<'a> {
 
     #[inline]
     pub fn next_block(&mut self, code: &mut CodeCache) -> (ipt::Block, Result<Status, PtError>) {
+        // The block decoder's fast path is off once it stopped (`fail`).
+        if let Some((b, r)) = self.dec.try_fast(code) {
+            return (b, r.map_err(|f| self.fail(f)));
+        }
         if let Err(e) = self.check() {
             return (ipt::Block::default(), Err(e));
         }
-        let (b, r) = self.dec.next_block(code);
+        let (b, r) = self.dec.next_block_slow(code);
         (b, r.map_err(|f| self.fail(f)))
     }
 
