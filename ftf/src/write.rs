@@ -66,17 +66,17 @@ macro_rules! arg_value_from {
 }
 arg_value_from!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f64 => F64, bool => Bool);
 
-impl<'a> From<&'a str> for ArgValue<'a> {
-    fn from(s: &'a str) -> Self {
-        ArgValue::Str(s)
-    }
+/// `From<&T>` for a text type's variant.
+macro_rules! from_refs {
+    ($target:ident: $($t:ty => $v:ident),*) => {$(
+        impl<'a> From<&'a $t> for $target<'a> {
+            fn from(x: &'a $t) -> Self {
+                $target::$v(x)
+            }
+        }
+    )*};
 }
-
-impl<'a> From<&'a Arc<str>> for ArgValue<'a> {
-    fn from(s: &'a Arc<str>) -> Self {
-        ArgValue::Shared(s)
-    }
-}
+from_refs!(ArgValue: str => Str, Arc<str> => Shared);
 
 /// An event's name: any text, or text many events share.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -101,23 +101,7 @@ impl<'a> Text<'a> {
     }
 }
 
-impl<'a> From<&'a str> for Text<'a> {
-    fn from(s: &'a str) -> Self {
-        Text::Str(s)
-    }
-}
-
-impl<'a> From<&'a String> for Text<'a> {
-    fn from(s: &'a String) -> Self {
-        Text::Str(s)
-    }
-}
-
-impl<'a> From<&'a Arc<str>> for Text<'a> {
-    fn from(s: &'a Arc<str>) -> Self {
-        Text::Shared(s)
-    }
-}
+from_refs!(Text: str => Str, String => Str, Arc<str> => Shared);
 
 /// A named argument attached to an event or kernel object record.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -408,15 +392,8 @@ impl<W: Write> Writer<W> {
         ts: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(
-            ET_DURATION_BEGIN,
-            thread,
-            category,
-            name.into(),
-            ts,
-            args,
-            None,
-        )
+        let name = name.into();
+        self.event(ET_DURATION_BEGIN, thread, category, name, ts, args, None)
     }
 
     /// A duration end event closing the innermost open duration on `thread`.
@@ -428,15 +405,8 @@ impl<W: Write> Writer<W> {
         ts: u64,
         args: &[Arg],
     ) -> Result<()> {
-        self.event(
-            ET_DURATION_END,
-            thread,
-            category,
-            name.into(),
-            ts,
-            args,
-            None,
-        )
+        let name = name.into();
+        self.event(ET_DURATION_END, thread, category, name, ts, args, None)
     }
 
     /// A duration complete event: a slice from `start` to `end` (both in
