@@ -509,17 +509,10 @@ fn huge_options_on_a_40mb_trace_stay_under_4gb() {
     check_huge_options(test, &trace);
 }
 
-/// Whether this process ignores `sig` (/proc/self/status's `SigIgn`):
-/// its children then start with it ignored.
+/// Whether this process ignores `sig`: its children then start with it
+/// ignored.
 fn ignored(sig: nix::sys::signal::Signal) -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("SigIgn:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .is_some_and(|mask| mask & (1 << (sig as i32 - 1)) != 0)
+    ptdec::cli::ignored_signals() & (1 << (sig as i32 - 1)) != 0
 }
 
 /// Sends `sig` to ptdec decoding a trace of a few MB once its output is

@@ -11,4 +11,4 @@ mod signals;
 
 pub use commands::{check, dump, info, report};
 pub use run::{decode, decode_raw};
-pub use signals::on_interrupt;
+pub use signals::{ignored_signals, on_interrupt};

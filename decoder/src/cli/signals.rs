@@ -50,7 +50,8 @@ pub fn on_interrupt() {
 
 /// The signals this process ignores (bit `n - 1` for signal `n`), as
 /// /proc/self/status's `SigIgn` lists them; none when it cannot be read.
-fn ignored_signals() -> u64 {
+/// (The tests ask too: a signal ignored there cannot interrupt ptdec.)
+pub fn ignored_signals() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|t| {
