@@ -974,27 +974,56 @@ pub struct Stacks<'a> {
     pub tap: Option<OpTap<'a>>,
 }
 
-/// See [`Stacks::tap`]: called with (pid, tid, op).
-pub type OpTap<'a> = &'a mut dyn FnMut(u32, u32, &Op);
+/// See [`Stacks::tap`]: called with (pid, tid, ops), the ops in decode
+/// order.
+pub type OpTap<'a> = &'a mut dyn FnMut(u32, u32, &[Op]);
 
-/// An [`OpSink`] that shows each op to a tap, then forwards it.
+/// An [`OpSink`] that shows ops to a tap, then forwards them.
 struct Tap<'t, S: OpSink> {
     tap: OpTap<'t>,
     inner: S,
+    /// The stretch being handed on (see `ops`), kept for reuse.
+    batch: Vec<Op>,
 }
 
 impl<S: OpSink> OpSink for Tap<'_, S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
-        (self.tap)(pid, tid, &op);
+        (self.tap)(pid, tid, std::slice::from_ref(&op));
         self.inner.op(pid, tid, op);
     }
 
-    // No `ops`: the ops go through one by one (the default), each shown to
-    // the tap just before it goes on. The tap's user (`report::RawTimes`)
-    // forgets what it saw as the slices it opened close; shown a whole run
-    // ahead, it held every call of the run and moved them for each slice
-    // (54 s instead of 2 s for `ptdec report --slowest 10` on the bench's
-    // 10 MB trace).
+    /// The run goes on in stretches of ops that share a time, each shown
+    /// to the tap just before it goes on, and a mark alone. The tap's
+    /// user (`report::RawTimes`) learns the latest time and the calls
+    /// from it: what it knows while a stretch's slices close is what it
+    /// would know with the ops one by one (the stretch's ops add their
+    /// one time, and calls after the slice that closes), and it forgets
+    /// what it saw as the slices it opened close. Shown a whole run ahead,
+    /// it held every call of the run and moved them for each slice (54 s
+    /// instead of 2 s for `ptdec report --slowest 10` on the bench's 10 MB
+    /// trace); one by one, the ops lost the later stages' batching (a
+    /// third more time for `--slowest`). A time is shared by 27-93 ops on
+    /// the bench's traces.
+    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut time = None;
+        for op in ops.drain(..) {
+            let t = (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
+            if !batch.is_empty() && (t.is_none() || t != time) {
+                (self.tap)(pid, tid, &batch);
+                self.inner.ops(pid, tid, &mut batch);
+                batch.clear();
+            }
+            time = t;
+            batch.push(op);
+        }
+        if !batch.is_empty() {
+            (self.tap)(pid, tid, &batch);
+            self.inner.ops(pid, tid, &mut batch);
+            batch.clear();
+        }
+        self.batch = batch;
+    }
 }
 
 /// What [`Stacks::run`] returns: the decode's stats and the threads'
@@ -1046,7 +1075,16 @@ impl Stacks<'_> {
             && !self.decode.sequential_stacks)
             .then_some(&ahead as &dyn crate::stitch::Prepare);
         let run = |sink: &mut dyn OpSink| match self.tap {
-            Some(tap) => decode(trace, images, self.decode, &mut Tap { tap, inner: sink }),
+            Some(tap) => decode(
+                trace,
+                images,
+                self.decode,
+                &mut Tap {
+                    tap,
+                    inner: sink,
+                    batch: Vec::new(),
+                },
+            ),
             None => crate::decode::decode_with(trace, images, self.decode, sink, prepare),
         };
         let decode_stats = if self.interpolate {
@@ -1194,4 +1232,106 @@ pub fn run_raw(
         );
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tap_tests {
+    use super::*;
+    use crate::ops::{Mark, Stamp};
+    use std::cell::RefCell;
+
+    /// What the inner sink saw: each op, with how many ops the tap had
+    /// been shown by then.
+    struct Inner<'a> {
+        shown: &'a RefCell<Vec<Op>>,
+        got: Vec<(Op, usize)>,
+    }
+
+    impl OpSink for Inner<'_> {
+        fn op(&mut self, _pid: u32, _tid: u32, op: Op) {
+            let n = self.shown.borrow().len();
+            self.got.push((op, n));
+        }
+    }
+
+    fn random_ops(rng: &mut fastrand::Rng, n: usize) -> Vec<Op> {
+        let mut time = 0;
+        (0..n as u64)
+            .map(|i| {
+                time += rng.u64(0..2) * rng.u64(1..50);
+                let at = Stamp {
+                    time,
+                    insns: i,
+                    cycles: None,
+                };
+                match rng.u8(0..5) {
+                    0 => Op::Mark {
+                        at,
+                        mark: Box::new(Mark::Cbr {
+                            ratio: 1,
+                            cpu: None,
+                        }),
+                    },
+                    1 => Op::Return { at, from: 1, to: 2 },
+                    2 => Op::Disabled {
+                        at,
+                        ip: 1,
+                        kernel: false,
+                    },
+                    _ => Op::Call {
+                        at,
+                        from: 1,
+                        to: 2,
+                        ret: 3,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// A run goes on in stretches: when an op goes on, the tap has been
+    /// shown every op up to the end of its stretch (the ops after it that
+    /// share its time, none for a mark) and nothing after, so the tap's
+    /// user knows then what it would with the ops one by one, but for
+    /// ops of the same time (see `Tap::ops`).
+    #[test]
+    fn the_tap_sees_a_run_a_stretch_of_one_time_ahead() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..200 {
+            let n = rng.usize(0..60);
+            let ops = random_ops(&mut rng, n);
+            let shown = RefCell::new(Vec::new());
+            let mut see =
+                |_pid: u32, _tid: u32, ops: &[Op]| shown.borrow_mut().extend_from_slice(ops);
+            let mut tap = Tap {
+                tap: &mut see,
+                inner: Inner {
+                    shown: &shown,
+                    got: Vec::new(),
+                },
+                batch: Vec::new(),
+            };
+            // Two runs, as the ordering stage hands them on.
+            let half = ops.len() / 2;
+            tap.ops(1, 1, &mut ops[..half].to_vec());
+            tap.ops(1, 1, &mut ops[half..].to_vec());
+            let got = std::mem::take(&mut tap.inner.got);
+            assert_eq!(got.iter().map(|g| g.0.clone()).collect::<Vec<_>>(), ops);
+            assert_eq!(*shown.borrow(), ops);
+            for (i, (op, n)) in got.iter().enumerate() {
+                let run_end = if i < half { half } else { ops.len() };
+                let mut end = i + 1;
+                if !matches!(op, Op::Mark { .. }) {
+                    while end < run_end
+                        && !matches!(ops[end], Op::Mark { .. })
+                        && ops[end].stamp().time == op.stamp().time
+                    {
+                        end += 1;
+                    }
+                }
+                // The stretch began at or before `i`: its end is `end`.
+                assert_eq!(*n, end, "op {i} of {ops:?}");
+            }
+        }
+    }
 }
