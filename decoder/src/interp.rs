@@ -17,7 +17,7 @@
 
 use ftf::hash::FastMap;
 
-use crate::ops::{Op, OpSink};
+use crate::ops::{Op, OpSink, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<S: OpSink> {
@@ -188,22 +188,42 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         }
     }
 
-    /// What `op` does to each op, with the groups inside `ops` spread where
-    /// they lie: the ops go on in the order they came (a group is handed
-    /// on when the op after it comes, before that op), so only the group
-    /// held from before and the one still open at the end move.
     fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        self.run_ops(pid, tid, ops, 0, None);
+    }
+
+    /// What `op` does to each op of `ops[skip..]`, each stamp fixed
+    /// first, with the groups inside `ops` spread where they lie: the ops
+    /// go on in the order they came (a group is handed on when the op
+    /// after it comes, before that op), so only the group held from before
+    /// and the one still open at the end move.
+    fn run_ops(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ops: &mut Vec<Op>,
+        skip: usize,
+        rebase: Option<Rebase>,
+    ) {
+        let fix = |op: &mut Op| {
+            if let Some(r) = rebase {
+                r.apply(op.stamp_mut());
+            }
+        };
         let gi = self.group_of(pid, tid);
         let group = &mut self.pending[gi];
         // The ops that join the group held from the last call go into it
-        // (placeholders stay behind, dropped with `ops`' other leftovers);
-        // the first that does not ends it.
-        let mut s = 0;
+        // (placeholders stay behind, skipped with `ops`' other leftovers);
+        // the first that does not ends it. Times are spread by the fixed
+        // stamps: `ops[..fixed]` are fixed.
+        let mut s = skip;
+        let mut fixed = skip;
         if let Some(anchor) = group.first() {
             while s < ops.len() && joins(anchor, &ops[s]) {
                 s += 1;
             }
-            for op in &mut ops[..s] {
+            for op in &mut ops[skip..s] {
+                fix(op);
                 group.push(std::mem::replace(
                     op,
                     Op::End {
@@ -211,16 +231,21 @@ impl<S: OpSink> OpSink for Interpolate<S> {
                     },
                 ));
             }
-            let Some(next) = ops.get(s) else {
+            let Some(next) = ops.get_mut(s) else {
                 ops.clear();
                 return;
             };
+            fix(next);
+            fixed = s + 1;
             end_group(&mut self.inner, pid, tid, group, next);
         }
         // The rest, in place: `open` is where the group being gathered
         // starts (its anchor).
         let mut open: Option<usize> = None;
         for k in s..ops.len() {
+            if k >= fixed {
+                fix(&mut ops[k]);
+            }
             if let Some(a) = open {
                 if joins(&ops[a], &ops[k]) {
                     continue;
@@ -236,13 +261,11 @@ impl<S: OpSink> OpSink for Interpolate<S> {
             }
         }
         // The group still open waits for the op after it; the ops before
-        // it go on.
+        // it go on together, without the placeholders of those that joined
+        // the held group.
         let end = open.unwrap_or(ops.len());
         self.pending[gi].extend(ops.drain(end..));
-        // The rest go on together (without the placeholders of those that
-        // joined the held group).
-        ops.drain(..s);
-        self.inner.ops(pid, tid, ops);
+        self.inner.run_ops(pid, tid, ops, s, None);
         ops.clear();
     }
 
@@ -480,6 +503,9 @@ mod tests {
                 one.op(1, tid, op);
             }
             let mut batched = Interpolate::new(Collect::default());
+            // And as the ordering stage hands runs on: after ops it skips,
+            // their instructions counted from the run's start.
+            let mut based = Interpolate::new(Collect::default());
             let mut i = 0;
             while i < input.len() {
                 // A run of one thread's ops, cut at random.
@@ -490,11 +516,26 @@ mod tests {
                     j += 1;
                 }
                 let mut ops: Vec<Op> = input[i..j].iter().map(|(_, o)| o.clone()).collect();
+                let base = ops.iter().map(|o| o.stamp().insns).min().unwrap_or(0);
+                let skip = rnd(3) as usize;
+                let mut run: Vec<Op> = (0..skip).map(|_| call(1, 1)).collect();
+                run.extend(ops.iter().cloned().map(|mut o| {
+                    o.stamp_mut().insns -= base;
+                    o
+                }));
                 batched.ops(1, tid, &mut ops);
                 assert!(ops.is_empty());
+                let fix = Rebase {
+                    insns: base,
+                    cycles: None,
+                };
+                based.run_ops(1, tid, &mut run, skip, Some(fix));
+                assert!(run.is_empty());
                 i = j;
             }
-            assert_eq!(batched.finish().0, one.finish().0, "{input:?}");
+            let one = one.finish().0;
+            assert_eq!(batched.finish().0, one, "{input:?}");
+            assert_eq!(based.finish().0, one, "{input:?}");
         }
     }
 }

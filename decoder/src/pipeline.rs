@@ -16,7 +16,7 @@ use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::Interpolate;
 use crate::min_duration::{MinDuration, MinDurationStats};
-use crate::ops::{Mark, Op, OpSink, Stamp};
+use crate::ops::{Mark, Op, OpSink, Rebase, Stamp};
 use crate::raw::RawInput;
 use crate::stack::{Base, Func, Item, Resolver, Slice, StackStats, ThreadStack};
 use crate::stitch::Stretch;
@@ -739,7 +739,22 @@ impl OpSink for StackSink<'_, '_> {
     /// A run of one thread's ops: its stack is found once (the lookup and
     /// a call per op were 4% of `ptdec report`'s instructions).
     fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        let Some(first) = ops.first() else { return };
+        self.run_ops(pid, tid, ops, 0, None);
+    }
+
+    fn run_ops(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ops: &mut Vec<Op>,
+        skip: usize,
+        rebase: Option<Rebase>,
+    ) {
+        // A new stack takes the first op's time, which `rebase` keeps.
+        let Some(first) = ops.get(skip) else {
+            ops.clear();
+            return;
+        };
         if self.error.is_some() {
             ops.clear();
             return;
@@ -748,12 +763,27 @@ impl OpSink for StackSink<'_, '_> {
             ops.clear();
             return;
         };
-        for op in ops.drain(..) {
-            if self.error.is_some() {
-                break;
+        // Two loops, not a test per op.
+        match rebase {
+            None => {
+                for op in ops.drain(skip..) {
+                    if self.error.is_some() {
+                        break;
+                    }
+                    self.push(pid, tid, i, op);
+                }
             }
-            self.push(pid, tid, i, op);
+            Some(r) => {
+                for mut op in ops.drain(skip..) {
+                    if self.error.is_some() {
+                        break;
+                    }
+                    r.apply(op.stamp_mut());
+                    self.push(pid, tid, i, op);
+                }
+            }
         }
+        ops.clear();
     }
 
     fn stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
@@ -1005,9 +1035,23 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
     /// third more time for `--slowest`). A time is shared by 27-93 ops on
     /// the bench's traces.
     fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
+        self.run_ops(pid, tid, ops, 0, None);
+    }
+
+    fn run_ops(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ops: &mut Vec<Op>,
+        skip: usize,
+        rebase: Option<Rebase>,
+    ) {
         let mut batch = std::mem::take(&mut self.batch);
         let mut time = None;
-        for op in ops.drain(..) {
+        for mut op in ops.drain(skip..) {
+            if let Some(r) = rebase {
+                r.apply(op.stamp_mut());
+            }
             let t = (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
             if !batch.is_empty() && (t.is_none() || t != time) {
                 (self.tap)(pid, tid, &batch);
@@ -1023,6 +1067,7 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
             batch.clear();
         }
         self.batch = batch;
+        ops.clear();
     }
 }
 

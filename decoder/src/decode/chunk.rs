@@ -58,6 +58,89 @@ pub(super) struct Run {
     pub skip: Skip,
     /// Its call stack, built ahead by the decode worker (`crate::stitch`).
     pub stretch: Option<Box<crate::stitch::Stretch>>,
+    /// What the ordering stage counts of `ops`, kept as they are pushed
+    /// ([`Run::push`]) so that it need not go over them again.
+    pub tally: Tally,
+}
+
+impl Run {
+    /// A run of `task` from perf time `start`, its ops in `ops` (empty).
+    pub fn new(task: TaskId, start: u64, ops: Vec<Op>) -> Run {
+        Run {
+            task,
+            start,
+            ops,
+            insns: 0,
+            cycles: 0,
+            skip: Skip::default(),
+            stretch: None,
+            tally: Tally::default(),
+        }
+    }
+
+    /// Appends `op`, tallied.
+    #[inline]
+    pub fn push(&mut self, op: Op) {
+        self.tally.add(self.ops.len(), &op);
+        self.ops.push(op);
+    }
+}
+
+/// See [`Run::tally`]: the calls, returns, jumps and gaps among a run's
+/// ops, and the time span of its ops after the first two (the ones the
+/// ordering stage may skip: [`Skip`]). Valid while `n` is the number of ops.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tally {
+    pub n: usize,
+    pub calls: u64,
+    pub returns: u64,
+    pub jumps: u64,
+    pub gaps: u64,
+    /// (u64::MAX, 0) for none.
+    pub late: (u64, u64),
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            n: 0,
+            calls: 0,
+            returns: 0,
+            jumps: 0,
+            gaps: 0,
+            late: (u64::MAX, 0),
+        }
+    }
+}
+
+impl Tally {
+    /// Counts `op`, the op at index `i`.
+    #[inline]
+    fn add(&mut self, i: usize, op: &Op) {
+        match op {
+            Op::Call { .. } => self.calls += 1,
+            Op::Return { .. } => self.returns += 1,
+            Op::Jump { .. } => self.jumps += 1,
+            Op::Gap { .. } => self.gaps += 1,
+            _ => {}
+        }
+        if i >= 2 {
+            let t = op.stamp().time;
+            self.late = (self.late.0.min(t), self.late.1.max(t));
+        }
+        self.n += 1;
+    }
+
+    /// Takes `op` out of the counts (not of the span).
+    pub fn remove(&mut self, op: &Op) {
+        match op {
+            Op::Call { .. } => self.calls -= 1,
+            Op::Return { .. } => self.returns -= 1,
+            Op::Jump { .. } => self.jumps -= 1,
+            Op::Gap { .. } => self.gaps -= 1,
+            _ => {}
+        }
+    }
 }
 
 /// See [`Run::skip`].
@@ -913,7 +996,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
 
     fn push(&mut self, op: Op) {
         if let Some(r) = self.run.as_mut() {
-            r.ops.push(op);
+            r.push(op);
         }
     }
 
@@ -960,7 +1043,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     insns: r.insns,
                     cycles: self.setup().cycles.then_some(r.cycles),
                 };
-                r.ops.push(Op::Disabled {
+                r.push(Op::Disabled {
                     at,
                     ip,
                     kernel: true,
@@ -969,15 +1052,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             self.runs.push(r);
         }
         self.task = task;
-        self.run = task.map(|task| Run {
-            task,
-            start: self.time,
-            ops: self.pool.take(),
-            insns: 0,
-            cycles: 0,
-            skip: Skip::default(),
-            stretch: None,
-        });
+        self.run = task.map(|task| Run::new(task, self.time, self.pool.take()));
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
             self.stats.lost_data += 1;
             self.gap(GapKind::LostData, 0);
@@ -1377,15 +1452,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
         let mut runs = std::mem::take(&mut self.runs);
         if let Some(r) = self.run.as_mut() {
-            let next = Run {
-                task: r.task,
-                start: self.time,
-                ops: self.pool.take(),
-                insns: 0,
-                cycles: 0,
-                skip: Skip::default(),
-                stretch: None,
-            };
+            let next = Run::new(r.task, self.time, self.pool.take());
             runs.push(std::mem::replace(r, next));
         }
         if let Some(f) = self.flush.as_mut() {
@@ -1639,7 +1706,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     Op::stamp,
                 );
                 let offset = self.meta.aux_offset + self.meta.len;
-                r.ops.push(Op::Gap {
+                r.push(Op::Gap {
                     at,
                     kind: GapKind::LostData,
                     offset,
