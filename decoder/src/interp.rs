@@ -15,20 +15,13 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 
-use ftf::hash::FastMap;
-
-use crate::ops::{Op, OpSink, Rebase};
+use crate::ops::{Op, OpSink, PerThread, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<S: OpSink> {
     inner: S,
-    /// Per thread: the anchor op and the branches that share its time,
-    /// found through `index`, and the thread of the last op: a thread's
-    /// ops come in runs, so most find their group without hashing (the
-    /// profile showed a hash lookup per op).
-    pending: Vec<Vec<Op>>,
-    index: FastMap<(u32, u32), usize>,
-    last: Option<((u32, u32), usize)>,
+    /// Per thread: the anchor op and the branches that share its time.
+    pending: PerThread<Vec<Op>>,
 }
 
 fn is_branch(op: &Op) -> bool {
@@ -46,17 +39,15 @@ impl<S: OpSink> Interpolate<S> {
     pub fn new(inner: S) -> Self {
         Interpolate {
             inner,
-            pending: Vec::new(),
-            index: FastMap::default(),
-            last: None,
+            pending: PerThread::default(),
         }
     }
 
     /// Ops of thread (pid, tid) held for the time after them.
     pub fn held(&self, pid: u32, tid: u32) -> usize {
-        self.index
-            .get(&(pid, tid))
-            .map_or(0, |&i| self.pending[i].len())
+        self.pending
+            .find(pid, tid)
+            .map_or(0, |i| self.pending.items[i].len())
     }
 
     /// The inner sink; what is held is dropped.
@@ -66,10 +57,8 @@ impl<S: OpSink> Interpolate<S> {
 
     /// Forwards what is still held and returns the inner sink.
     pub fn finish(mut self) -> S {
-        let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
-        keys.sort_unstable();
-        for ((pid, tid), i) in keys {
-            for op in std::mem::take(&mut self.pending[i]) {
+        for ((pid, tid), i) in self.pending.sorted() {
+            for op in std::mem::take(&mut self.pending.items[i]) {
                 self.inner.op(pid, tid, op);
             }
         }
@@ -146,18 +135,7 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
 impl<S: OpSink> Interpolate<S> {
     /// The index of thread (pid, tid)'s group, made when new.
     fn group_of(&mut self, pid: u32, tid: u32) -> usize {
-        match self.last {
-            Some((key, i)) if key == (pid, tid) => i,
-            _ => {
-                let n = self.pending.len();
-                let i = *self.index.entry((pid, tid)).or_insert(n);
-                if i == n {
-                    self.pending.push(Vec::new());
-                }
-                self.last = Some(((pid, tid), i));
-                i
-            }
-        }
+        self.pending.slot(pid, tid)
     }
 }
 
@@ -176,7 +154,7 @@ fn spreads_up_to(next: &Op) -> bool {
 impl<S: OpSink> OpSink for Interpolate<S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         let i = self.group_of(pid, tid);
-        let group = &mut self.pending[i];
+        let group = &mut self.pending.items[i];
         if !end_group(&mut self.inner, pid, tid, group, &op) {
             group.push(op);
             return;
@@ -186,10 +164,6 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         } else {
             self.inner.op(pid, tid, op);
         }
-    }
-
-    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        self.run_ops(pid, tid, ops, 0, None);
     }
 
     /// What `op` does to each op of `ops[skip..]`, each stamp fixed
@@ -211,7 +185,7 @@ impl<S: OpSink> OpSink for Interpolate<S> {
             }
         };
         let gi = self.group_of(pid, tid);
-        let group = &mut self.pending[gi];
+        let group = &mut self.pending.items[gi];
         // The ops that join the group held from the last call go into it
         // (placeholders stay behind, skipped with `ops`' other leftovers);
         // the first that does not ends it. Times are spread by the fixed
@@ -264,7 +238,7 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         // it go on together, without the placeholders of those that joined
         // the held group.
         let end = open.unwrap_or(ops.len());
-        self.pending[gi].extend(ops.drain(end..));
+        self.pending.items[gi].extend(ops.drain(end..));
         self.inner.run_ops(pid, tid, ops, s, None);
         ops.clear();
     }
@@ -280,10 +254,10 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         stretch: Box<crate::stitch::Stretch>,
         base: crate::stack::Base,
     ) -> bool {
-        if let Some(&i) = self.index.get(&(pid, tid)) {
+        if let Some(i) = self.pending.find(pid, tid) {
             let mut lead = stretch.lead.clone();
             *lead.stamp_mut() = base.stamp(lead.stamp());
-            if !end_group(&mut self.inner, pid, tid, &mut self.pending[i], &lead) {
+            if !end_group(&mut self.inner, pid, tid, &mut self.pending.items[i], &lead) {
                 return false;
             }
         }
@@ -461,41 +435,7 @@ mod tests {
                 }
                 n[k] += 1 + rnd(40);
                 let a = at(t[k], n[k]);
-                let op = match rnd(9) {
-                    0 => Op::Enabled {
-                        at: a,
-                        ip: 0,
-                        first: false,
-                    },
-                    1 => Op::Disabled {
-                        at: a,
-                        ip: 0,
-                        kernel: true,
-                    },
-                    2 => Op::Mark {
-                        at: a,
-                        mark: Box::new(crate::ops::Mark::Cbr {
-                            ratio: 1,
-                            cpu: None,
-                        }),
-                    },
-                    3 => Op::Return {
-                        at: a,
-                        from: 1,
-                        to: 2,
-                    },
-                    4 => Op::Jump {
-                        at: a,
-                        from: 1,
-                        to: 2,
-                    },
-                    5 => Op::Gap {
-                        at: a,
-                        kind: crate::ops::GapKind::Overflow,
-                        offset: 0,
-                    },
-                    _ => call(t[k], n[k]),
-                };
+                let op = crate::ops::test_op(rnd(9), a);
                 input.push((tid, op));
             }
             let mut one = Interpolate::new(Collect::default());

@@ -6,6 +6,8 @@
 //! beside the control flow (PTWRITE, power and frequency, event trace),
 //! which never change a call stack; nothing here knows about symbols or FTF.
 
+use ftf::hash::FastMap;
+
 /// Where a point in the trace sits in time. `time` is perf time in ns (the
 /// sideband's clock, converted from TSC/MTC/CYC); `insns` counts instructions
 /// the thread executed in the traced region so far; `cycles` counts core
@@ -191,6 +193,59 @@ impl Rebase {
     }
 }
 
+/// A value per thread, found by (pid, tid), the last thread's without
+/// hashing: a thread's ops and slices come in runs, so most are found so
+/// (a hash lookup per op showed in the profile).
+#[derive(Debug)]
+pub struct PerThread<T> {
+    pub items: Vec<T>,
+    index: FastMap<(u32, u32), usize>,
+    last: Option<((u32, u32), usize)>,
+}
+
+impl<T> Default for PerThread<T> {
+    fn default() -> Self {
+        PerThread {
+            items: Vec::new(),
+            index: FastMap::default(),
+            last: None,
+        }
+    }
+}
+
+impl<T: Default> PerThread<T> {
+    /// The index of thread (pid, tid)'s value in `items`, made when new.
+    #[inline]
+    pub fn slot(&mut self, pid: u32, tid: u32) -> usize {
+        match self.last {
+            Some((key, i)) if key == (pid, tid) => i,
+            _ => {
+                let n = self.items.len();
+                let i = *self.index.entry((pid, tid)).or_insert(n);
+                if i == n {
+                    self.items.push(T::default());
+                }
+                self.last = Some(((pid, tid), i));
+                i
+            }
+        }
+    }
+}
+
+impl<T> PerThread<T> {
+    /// The index of thread (pid, tid)'s value, if it has one.
+    pub fn find(&self, pid: u32, tid: u32) -> Option<usize> {
+        self.index.get(&(pid, tid)).copied()
+    }
+
+    /// The threads and their values' indices, in thread order.
+    pub fn sorted(&self) -> Vec<((u32, u32), usize)> {
+        let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
+        keys.sort_unstable();
+        keys
+    }
+}
+
 /// Receives the decoded steps of each thread. Steps of one thread arrive in
 /// order; steps of different threads may interleave.
 pub trait OpSink {
@@ -198,14 +253,12 @@ pub trait OpSink {
     fn op(&mut self, pid: u32, tid: u32, op: Op);
 
     /// Several steps of thread `tid` of process `pid`, in order, taken out
-    /// of `ops` (left empty): what `op` does to each, one by one, which is
-    /// the default. The ordering stage hands on a run's ops so, and time
-    /// spreading works on them where they lie (moving each op into a group
-    /// and out again, and a call per op, showed in the profile).
+    /// of `ops` (left empty): what `op` does to each, one by one. The
+    /// ordering stage hands on a run's ops so, and time spreading works on
+    /// them where they lie (moving each op into a group and out again, and
+    /// a call per op, showed in the profile). The default is `run_ops`.
     fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        for op in ops.drain(..) {
-            self.op(pid, tid, op);
-        }
+        self.run_ops(pid, tid, ops, 0, None);
     }
 
     /// What `ops` does to `ops[skip..]` with each stamp fixed by `rebase`
@@ -213,7 +266,8 @@ pub trait OpSink {
     /// stage hands on a run so: the sinks that go over the ops anyway fix
     /// them on the way and skip the first ones without moving the rest (a
     /// pass of its own over each run, MBs of ops, was 7-10% of `ptdec`'s
-    /// time on one core).
+    /// time on one core). The default hands them to `op` one by one; a
+    /// sink overrides this, not `ops`.
     fn run_ops(
         &mut self,
         pid: u32,
@@ -222,13 +276,13 @@ pub trait OpSink {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        if let Some(r) = rebase {
-            for op in &mut ops[skip..] {
+        for mut op in ops.drain(skip..) {
+            if let Some(r) = rebase {
                 r.apply(op.stamp_mut());
             }
+            self.op(pid, tid, op);
         }
-        ops.drain(..skip);
-        self.ops(pid, tid, ops);
+        ops.clear();
     }
 
     /// A stretch of the thread's ops whose call stack a decode worker
@@ -251,10 +305,6 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
         (**self).op(pid, tid, op)
     }
 
-    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        (**self).ops(pid, tid, ops)
-    }
-
     fn run_ops(
         &mut self,
         pid: u32,
@@ -274,6 +324,45 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
         base: crate::stack::Base,
     ) -> bool {
         (**self).stretch(pid, tid, stretch, base)
+    }
+}
+
+/// One op of any kind at `at`, drawn by `pick` (0-8: enable, disable,
+/// CBR mark, return, jump, gap, and three ways a call), for the property
+/// tests of the stages.
+#[cfg(test)]
+pub(crate) fn test_op(pick: u64, at: Stamp) -> Op {
+    match pick {
+        0 => Op::Enabled {
+            at,
+            ip: 0,
+            first: false,
+        },
+        1 => Op::Disabled {
+            at,
+            ip: 0,
+            kernel: true,
+        },
+        2 => Op::Mark {
+            at,
+            mark: Box::new(Mark::Cbr {
+                ratio: 1,
+                cpu: None,
+            }),
+        },
+        3 => Op::Return { at, from: 1, to: 2 },
+        4 => Op::Jump { at, from: 1, to: 2 },
+        5 => Op::Gap {
+            at,
+            kind: GapKind::Overflow,
+            offset: 0,
+        },
+        _ => Op::Call {
+            at,
+            from: 1,
+            to: 2,
+            ret: 3,
+        },
     }
 }
 

@@ -738,10 +738,6 @@ impl OpSink for StackSink<'_, '_> {
 
     /// A run of one thread's ops: its stack is found once (the lookup and
     /// a call per op were 4% of `ptdec report`'s instructions).
-    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        self.run_ops(pid, tid, ops, 0, None);
-    }
-
     fn run_ops(
         &mut self,
         pid: u32,
@@ -1034,10 +1030,6 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
     /// trace); one by one, the ops lost the later stages' batching (a
     /// third more time for `--slowest`). A time is shared by 27-93 ops on
     /// the bench's traces.
-    fn ops(&mut self, pid: u32, tid: u32, ops: &mut Vec<Op>) {
-        self.run_ops(pid, tid, ops, 0, None);
-    }
-
     fn run_ops(
         &mut self,
         pid: u32,
@@ -1282,7 +1274,7 @@ pub fn run_raw(
 #[cfg(test)]
 mod tap_tests {
     use super::*;
-    use crate::ops::{Mark, Stamp};
+    use crate::ops::Stamp;
     use std::cell::RefCell;
 
     /// What the inner sink saw: each op, with how many ops the tap had
@@ -1309,27 +1301,7 @@ mod tap_tests {
                     insns: i,
                     cycles: None,
                 };
-                match rng.u8(0..5) {
-                    0 => Op::Mark {
-                        at,
-                        mark: Box::new(Mark::Cbr {
-                            ratio: 1,
-                            cpu: None,
-                        }),
-                    },
-                    1 => Op::Return { at, from: 1, to: 2 },
-                    2 => Op::Disabled {
-                        at,
-                        ip: 1,
-                        kernel: false,
-                    },
-                    _ => Op::Call {
-                        at,
-                        from: 1,
-                        to: 2,
-                        ret: 3,
-                    },
-                }
+                crate::ops::test_op(rng.u64(0..9), at)
             })
             .collect()
     }

@@ -604,36 +604,7 @@ mod tests {
                         insns += rng.u64(1..9);
                         let mut a = at(time, insns);
                         a.cycles = (cycles && rng.bool()).then_some(insns * 2);
-                        ops.push(match rng.u8(0..7) {
-                            0 => Op::Enabled {
-                                at: a,
-                                ip: 1,
-                                first: false,
-                            },
-                            1 => Op::Mark {
-                                at: a,
-                                mark: Box::new(Mark::Cbr {
-                                    ratio: 9,
-                                    cpu: None,
-                                }),
-                            },
-                            2 => Op::Return {
-                                at: a,
-                                from: 1,
-                                to: 2,
-                            },
-                            3 => Op::Jump {
-                                at: a,
-                                from: 1,
-                                to: 2,
-                            },
-                            4 => Op::Gap {
-                                at: a,
-                                kind: crate::ops::GapKind::Overflow,
-                                offset: 0,
-                            },
-                            _ => call(time, insns, 0x1000),
-                        });
+                        ops.push(crate::ops::test_op(rng.u64(0..9), a));
                     }
                     let mut r = run(task, time, insns, ops);
                     r.cycles = if cycles { insns * 2 } else { 0 };

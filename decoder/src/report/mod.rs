@@ -11,13 +11,11 @@ pub mod render;
 
 use std::cell::RefCell;
 
-use ftf::hash::FastMap;
-
 use crate::decode::DecodeOptions;
 use crate::emit::EmitError;
 use crate::images::ImageStore;
 use crate::input::Trace;
-use crate::ops::{Mark, Op, Stamp};
+use crate::ops::{Mark, Op, PerThread, Stamp};
 use crate::pipeline::{self, Report, RunError, SliceOut, Stacks};
 use crate::stack::{Slice, SliceKind, StackStats};
 use crate::symbols::SymbolCache;
@@ -103,11 +101,7 @@ pub fn run(
 /// return up to.
 #[derive(Debug, Default)]
 pub struct RawTimes {
-    threads: Vec<RawThread>,
-    index: FastMap<(u32, u32), usize>,
-    /// The thread of the last ops or slice and its index: they come in
-    /// runs of one thread, so most find it without hashing.
-    last: Option<((u32, u32), usize)>,
+    threads: PerThread<RawThread>,
 }
 
 #[derive(Debug, Default)]
@@ -119,19 +113,8 @@ struct RawThread {
 
 impl RawTimes {
     fn thread(&mut self, pid: u32, tid: u32) -> &mut RawThread {
-        let i = match self.last {
-            Some((key, i)) if key == (pid, tid) => i,
-            _ => {
-                let n = self.threads.len();
-                let i = *self.index.entry((pid, tid)).or_insert(n);
-                if i == n {
-                    self.threads.push(RawThread::default());
-                }
-                self.last = Some(((pid, tid), i));
-                i
-            }
-        };
-        &mut self.threads[i]
+        let i = self.threads.slot(pid, tid);
+        &mut self.threads.items[i]
     }
 
     /// Ops of one thread as decoded, before interpolation.
