@@ -9,9 +9,11 @@ then runs on each trace, one tool at a time:
   ptdec -j1, ptdec on one core (taskset -c 0), ptdec (all cores),
   ptdec -j8                      writing FTF to target/bench/out-j*.ftf
                                  (the -j outputs must be byte-identical)
-  ptdec -jN sequential stacks    all cores, every call stack on the output
-                                 thread (PTDEC_SEQUENTIAL_STACKS=1): the
-                                 same FTF, without the stitch
+  ptdec -jN sequential stacks    all cores, the call stacks built the other
+  (or: stacks on the workers)    way than ptdec's default on this machine
+                                 (PTDEC_SEQUENTIAL_STACKS=1 on more than 2
+                                 CPUs, PTDEC_STACKS_AHEAD=1 on 2 or fewer):
+                                 the same FTF
   ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
@@ -56,6 +58,14 @@ WORKLOADS = {
 }
 SIZES = [("10MB", 10), ("100MB", 100), ("1GB", 1024)]
 
+
+
+def other_stacks(ncpu):
+    """The row that builds the call stacks the other way than ptdec's
+    default on `ncpu` CPUs (docs/decoding.md), and its environment."""
+    if ncpu > 2:
+        return "ptdec -j%d sequential stacks" % ncpu, "PTDEC_SEQUENTIAL_STACKS=1"
+    return "ptdec -j%d stacks on the workers" % ncpu, "PTDEC_STACKS_AHEAD=1"
 
 def jn_name(ncpu):
     return "ptdec -j%d" % ncpu
@@ -216,6 +226,7 @@ def main():
         ftf_lib = os.path.join(BENCH, "out-libipt.ftf")
         ftf_fast = os.path.join(BENCH, "out-fast.ftf")
         ftf_seq = os.path.join(BENCH, "out-seq.ftf")
+        alt, alt_env = other_stacks(ncpu)
         tools = [
             ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftfs[1]], True),
             # Everything on one core (the stages are threads of their own):
@@ -224,10 +235,11 @@ def main():
             ("ptdec 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
             ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftfs[ncpu]], True),
             ("ptdec -j8", [os.path.join(REL, "ptdec"), trace, "-q", "-j8", "-o", ftfs[8]], True),
-            # Every call stack on the output thread, none built ahead on the
-            # decode workers (docs/decoding.md): the same FTF, and what the
-            # stitch gains.
-            ("ptdec -j%d sequential stacks" % ncpu, ["env", "PTDEC_SEQUENTIAL_STACKS=1", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf_seq], True),
+            # The call stacks built the other way than the default here
+            # (docs/decoding.md: on the decode workers with more than 2
+            # CPUs, on the output thread with 2 or fewer): the same FTF,
+            # and what each way gains.
+            (alt, ["env", alt_env, os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf_seq], True),
             # The same decode aggregated instead of encoded: no more CPU
             # than FTF, memory flat (issue 22).
             ("ptdec report -j1", [os.path.join(REL, "ptdec"), "report", trace, "-q", "-j1", "--slowest", "10"], True),
@@ -297,7 +309,7 @@ def main():
             same = len({sha(ftfs[j]) for j in done}) == 1
             checks.append((name, size_name, "ptdec's FTF of %s" % ", ".join("-j%d" % j for j in done), "%s" % (
                 "byte-identical" if same else "DIFFERENT")))
-        seq = "ptdec -j%d sequential stacks" % ncpu
+        seq, _ = other_stacks(ncpu)
         if res.get(seq, {}).get("state") == "ok" and done:
             same = sha(ftf_seq) == sha(ftfs[done[0]])
             checks.append((name, size_name, "ptdec's FTF with sequential stacks and built on the workers",
@@ -370,10 +382,11 @@ def main():
         if jn in res:
             res[jn]["ratio"] = "wall: %s x -j1, %s x 1 core (target <= 0.56)" % (
                 ratio(wall(jn), wall(j1)), ratio(wall(jn), wall(one)))
-        seq = "ptdec -j%d sequential stacks" % ncpu
+        seq, _ = other_stacks(ncpu)
         if seq in res:
-            res[seq]["ratio"] = "wall: %s x 1 core; -j%d (stacks on the workers) is %s x this" % (
-                ratio(wall(seq), wall(one)), ncpu, ratio(wall(jn), wall(seq)))
+            res[seq]["ratio"] = "wall: %s x 1 core; -j%d (stacks %s) is %s x this" % (
+                ratio(wall(seq), wall(one)), ncpu,
+                "on the workers" if ncpu > 2 else "on the output thread", ratio(wall(jn), wall(seq)))
         if "ptdec -j8" in res and ncpu != 8:
             res["ptdec -j8"]["ratio"] = "wall: %s x -j%d" % (ratio(wall("ptdec -j8"), wall(jn)), ncpu)
         fast, lib = "ptdec --decoder fast -j1", "ptdec --decoder libipt -j1"
