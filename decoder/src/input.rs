@@ -566,7 +566,10 @@ impl RecordScan<'_> {
                 cpu: ev.sample_id.cpu,
                 time: ev.sample_id.time,
             }),
-            Record::Lost { lost, .. } => self.lost_records += lost,
+            // A count from the file: a hostile one must not overflow.
+            Record::Lost { lost, .. } => {
+                self.lost_records = self.lost_records.saturating_add(*lost)
+            }
             _ => {}
         }
         Ok(())

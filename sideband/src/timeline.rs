@@ -435,7 +435,10 @@ impl Timeline {
                     self.note_thread(pid, tid, t);
                 }
             }
-            Record::Lost { lost, .. } => self.stats.lost_records += lost,
+            // A count from the file: a hostile one must not overflow.
+            Record::Lost { lost, .. } => {
+                self.stats.lost_records = self.stats.lost_records.saturating_add(*lost)
+            }
             _ => {}
         }
     }

@@ -177,7 +177,7 @@ pub(super) fn run(s: Session, stop: &StopSignal) -> Result<Report, SessionError>
         st.overrun_aux = dr.overrun_aux;
         report.bytes_aux += st.bytes_aux;
         report.bytes_data += st.bytes_data;
-        report.lost_records += st.lost_records;
+        report.lost_records = report.lost_records.saturating_add(st.lost_records);
         report.truncated_aux += st.truncated_aux;
         report.per_buffer.push(st);
     }
@@ -645,7 +645,7 @@ fn write_data(
         match rec.header.kind {
             kind::LOST => {
                 let n = u64_at(rec.bytes, 16);
-                st.lost_records += n;
+                st.lost_records = st.lost_records.saturating_add(n);
                 counters.lost.fetch_add(n, Ordering::Relaxed);
             }
             kind::AUX => {
