@@ -38,7 +38,7 @@ use sideband::timeline::TaskId;
 use super::chunks::{next_psb, psb_holding};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
-use super::{ListItem, NO_PROGRESS_INSNS};
+use super::{ListItem, ThreadStats, NO_PROGRESS_INSNS};
 use crate::ops::{GapKind, Op, Stamp};
 use crate::pevent::SbNote;
 
@@ -87,28 +87,24 @@ impl Run {
 }
 
 /// See [`Run::tally`]: the calls, returns, jumps and gaps among a run's
-/// ops, and the time span of its ops after the first two (the ones the
-/// ordering stage may skip: [`Skip`]). Valid while `n` is the number of ops.
-#[derive(Debug, Clone, Copy)]
+/// ops after the first two (the ones the ordering stage may skip:
+/// [`Skip`]; it counts those it keeps itself), and their time span.
+/// Valid while `n` is the number of ops.
+#[derive(Debug, Clone)]
 pub(super) struct Tally {
     pub n: usize,
-    pub calls: u64,
-    pub returns: u64,
-    pub jumps: u64,
-    pub gaps: u64,
+    /// Only the calls, returns, jumps and gaps are counted.
+    pub counts: ThreadStats,
     /// (u64::MAX, 0) for none.
-    pub late: (u64, u64),
+    pub span: (u64, u64),
 }
 
 impl Default for Tally {
     fn default() -> Self {
         Tally {
             n: 0,
-            calls: 0,
-            returns: 0,
-            jumps: 0,
-            gaps: 0,
-            late: (u64::MAX, 0),
+            counts: ThreadStats::default(),
+            span: (u64::MAX, 0),
         }
     }
 }
@@ -117,29 +113,12 @@ impl Tally {
     /// Counts `op`, the op at index `i`.
     #[inline]
     fn add(&mut self, i: usize, op: &Op) {
-        match op {
-            Op::Call { .. } => self.calls += 1,
-            Op::Return { .. } => self.returns += 1,
-            Op::Jump { .. } => self.jumps += 1,
-            Op::Gap { .. } => self.gaps += 1,
-            _ => {}
-        }
         if i >= 2 {
+            self.counts.count(op);
             let t = op.stamp().time;
-            self.late = (self.late.0.min(t), self.late.1.max(t));
+            self.span = (self.span.0.min(t), self.span.1.max(t));
         }
         self.n += 1;
-    }
-
-    /// Takes `op` out of the counts (not of the span).
-    pub fn remove(&mut self, op: &Op) {
-        match op {
-            Op::Call { .. } => self.calls -= 1,
-            Op::Return { .. } => self.returns -= 1,
-            Op::Jump { .. } => self.jumps -= 1,
-            Op::Gap { .. } => self.gaps -= 1,
-            _ => {}
-        }
     }
 }
 

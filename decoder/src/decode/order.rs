@@ -245,9 +245,9 @@ impl<'o> Orderer<'o> {
             .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
         // The run's ops counted from the thread's start, not the run's.
         let cycles = self.cycles;
-        let rebase = |s: &mut Stamp| {
-            s.insns += base_insns;
-            s.cycles = cycles.then(|| s.cycles.unwrap_or(0) + base_cycles);
+        let fix = Rebase {
+            insns: base_insns,
+            cycles: cycles.then_some(base_cycles),
         };
         // The skipped ops when they are the run's first ones (as at a
         // chunk's start: its enable and CBR mark).
@@ -265,30 +265,26 @@ impl<'o> Orderer<'o> {
             // made them (`Run::tally`), and the sink fixes their stamps
             // as it goes over them (`OpSink::run_ops`), so no pass over
             // them here (one was 7-10% of `ptdec` on one core).
-            let mut tally = run.tally;
-            let (mut lo, mut hi) = tally.late;
-            for op in &ops[..p] {
-                tally.remove(op);
-            }
+            // The tally leaves out the first two ops; those kept are
+            // counted here.
+            let tally = &run.tally;
+            let (mut lo, mut hi) = tally.span;
+            ts.calls += tally.counts.calls;
+            ts.returns += tally.counts.returns;
+            ts.jumps += tally.counts.jumps;
+            ts.gaps += tally.counts.gaps;
             for op in &ops[p..ops.len().min(2)] {
+                ts.count(op);
                 let t = op.stamp().time;
                 (lo, hi) = (lo.min(t), hi.max(t));
             }
-            ts.calls += tally.calls;
-            ts.returns += tally.returns;
-            ts.jumps += tally.jumps;
-            ts.gaps += tally.gaps;
             if let Some(op) = ops.last().filter(|_| ops.len() > p) {
                 let mut last = op.stamp();
-                rebase(&mut last);
+                fix.apply(&mut last);
                 th.last = Some(last);
                 span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
             sent = (ops.len() - p) as u64;
-            let fix = Rebase {
-                insns: base_insns,
-                cycles: cycles.then_some(base_cycles),
-            };
             sink.run_ops(task.pid, task.tid, ops, p, Some(fix));
         } else if plain {
             // Nothing cut out or put in but the run's own skipped ops: the
@@ -325,7 +321,7 @@ impl<'o> Orderer<'o> {
                     }
                     Op::Disabled { at, .. } | Op::End { at } | Op::Mark { at, .. } => at,
                 };
-                rebase(at);
+                fix.apply(at);
                 (lo, hi) = (lo.min(at.time), hi.max(at.time));
                 true
             });
@@ -378,7 +374,7 @@ impl<'o> Orderer<'o> {
                     continue;
                 }
                 i += 1;
-                rebase(op.stamp_mut());
+                fix.apply(op.stamp_mut());
                 let fixed = op.stamp();
                 ts.count(&op);
                 if start.is_some_and(|st| fixed.time < st) {
