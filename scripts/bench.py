@@ -59,13 +59,13 @@ WORKLOADS = {
 SIZES = [("10MB", 10), ("100MB", 100), ("1GB", 1024)]
 
 
-
 def other_stacks(ncpu):
     """The row that builds the call stacks the other way than ptdec's
     default on `ncpu` CPUs (docs/decoding.md), and its environment."""
     if ncpu > 2:
         return "ptdec -j%d sequential stacks" % ncpu, "PTDEC_SEQUENTIAL_STACKS=1"
     return "ptdec -j%d stacks on the workers" % ncpu, "PTDEC_STACKS_AHEAD=1"
+
 
 def jn_name(ncpu):
     return "ptdec -j%d" % ncpu
