@@ -75,7 +75,6 @@
 //! all inside each other and drop all but 512 levels). With `ns` chosen
 //! explicitly such a trace is an error naming `--time-axis instructions`.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -329,8 +328,10 @@ impl Sink {
 struct Window {
     writer: Writer<Sink>,
     path: Option<PathBuf>,
-    /// Threads whose kernel objects this file already has.
+    /// Threads whose kernel objects this file already has, and the last
+    /// thread written (a thread's slices come in runs: no hashing for them).
     threads: FastMap<(u32, u32), ()>,
+    last_thread: Option<(u32, u32)>,
     processes: FastMap<u32, ()>,
     events: u64,
     counters: u64,
@@ -372,10 +373,13 @@ enum Pending {
 pub struct Emitter {
     target: Target,
     opts: EmitOptions,
-    windows: BTreeMap<u64, Window>,
+    windows: Windows,
     threads: FastMap<(u32, u32), ThreadInfo>,
     stats: EmitStats,
     folds: FastMap<(u32, u32), Fold>,
+    /// How many of `folds` hold a slice: while none does, a slice that is
+    /// not too deep has nothing to release (no lookup per slice).
+    held_folds: usize,
     /// `Some` while the `ns` axis waits for time to pass.
     pending: Option<Vec<Pending>>,
     /// The time of the first slice held.
@@ -451,10 +455,11 @@ impl Emitter {
         let mut e = Emitter {
             target,
             opts,
-            windows: BTreeMap::new(),
+            windows: Windows::default(),
             threads: FastMap::default(),
             stats,
             folds: FastMap::default(),
+            held_folds: 0,
             pending,
             pending_time: None,
             counters: FastMap::default(),
@@ -567,7 +572,8 @@ impl Emitter {
         // meets the thread, and the output's path only on an error: the
         // profile showed both copies' allocations per slice.
         let w = window_in(&mut self.windows, &self.target, &self.opts, index)?;
-        let named = w.threads.contains_key(&(pid, tid));
+        let named = w.last_thread == Some((pid, tid)) || w.threads.contains_key(&(pid, tid));
+        w.last_thread = Some((pid, tid));
         let err = |path: &Option<std::path::PathBuf>, source| EmitError::Ftf {
             path: path.clone().unwrap_or_else(|| "<output>".into()),
             source,
@@ -671,7 +677,7 @@ impl Emitter {
                     w.counter(th, "power", &name, ts, 0, &args)
                 })?;
                 // A counter value is not a slice in Perfetto.
-                if let Some(w) = self.windows.get_mut(&index) {
+                if let Some(w) = self.windows.get_mut(index) {
                     w.events -= 1;
                     w.counters += 1;
                 }
@@ -772,12 +778,15 @@ impl Emitter {
             self.stats.folded_max_depth = self.stats.folded_max_depth.max(s.depth);
             return Ok(());
         }
-        self.release_fold(key)?;
+        if self.held_folds > 0 {
+            self.release_fold(key)?;
+        }
         if s.depth == FOLD_DEPTH {
             let fold = self.folds.entry(key).or_default();
             let n = std::mem::take(&mut fold.calls) + std::mem::take(&mut fold.untraced);
             let levels = std::mem::take(&mut fold.max_depth);
             fold.held = Some((s.clone(), n, levels));
+            self.held_folds += 1;
             return Ok(());
         }
         self.write_slice(s, 0, 0)
@@ -788,6 +797,7 @@ impl Emitter {
         let held = self.folds.get_mut(&key).and_then(|f| f.held.take());
         match held {
             Some((s, n, levels)) => {
+                self.held_folds -= 1;
                 if n > 0 {
                     self.stats.folds += 1;
                 }
@@ -926,7 +936,7 @@ impl Emitter {
                 depth: s.depth,
                 folded,
             };
-            if let Some(w) = self.windows.get_mut(&index) {
+            if let Some(w) = self.windows.get_mut(index) {
                 w.slices.push(placed);
             }
         }
@@ -966,7 +976,7 @@ impl Emitter {
         self.flush()?;
         let split = self.opts.split.is_some();
         let mut out = Vec::new();
-        for (index, w) in self.windows {
+        for (index, w) in self.windows.list {
             let label = w.path.clone().unwrap_or_else(|| "<output>".into());
             let sink = w.writer.finish().map_err(|source| EmitError::Ftf {
                 path: label.clone(),
@@ -993,14 +1003,14 @@ impl Emitter {
 /// search of the map per slice (the profile showed four); a function of
 /// the fields it needs, so the emitter's other fields stay free to borrow.
 fn window_in<'w>(
-    windows: &'w mut BTreeMap<u64, Window>,
+    windows: &'w mut Windows,
     target: &Target,
     opts: &EmitOptions,
     index: u64,
 ) -> Result<&'w mut Window, EmitError> {
-    let vacant = match windows.entry(index) {
-        std::collections::btree_map::Entry::Occupied(o) => return Ok(o.into_mut()),
-        std::collections::btree_map::Entry::Vacant(v) => v,
+    let at = match windows.find(index) {
+        Ok(at) => return Ok(&mut windows.list[at].1),
+        Err(at) => at,
     };
     if index >= MAX_WINDOWS {
         return Err(EmitError::TooManyWindows { index });
@@ -1037,15 +1047,45 @@ fn window_in<'w>(
             source,
         }
     })?;
-    Ok(vacant.insert(Window {
+    let window = Window {
         writer,
         path,
         threads: FastMap::default(),
+        last_thread: None,
         processes: FastMap::default(),
         events: 0,
         counters: 0,
         slices: Vec::new(),
-    }))
+    };
+    windows.list.insert(at, (index, window));
+    windows.last = at;
+    Ok(&mut windows.list[at].1)
+}
+
+/// The files written so far by window index, in order, and where the last
+/// one asked for is: slices come by the thousand per window (one search
+/// of a map per slice showed in the profile).
+#[derive(Default)]
+struct Windows {
+    list: Vec<(u64, Window)>,
+    last: usize,
+}
+
+impl Windows {
+    /// Where window `index` is, or where it would go.
+    fn find(&mut self, index: u64) -> Result<usize, usize> {
+        if self.list.get(self.last).is_some_and(|(i, _)| *i == index) {
+            return Ok(self.last);
+        }
+        let at = self.list.binary_search_by_key(&index, |(i, _)| *i)?;
+        self.last = at;
+        Ok(at)
+    }
+
+    fn get_mut(&mut self, index: u64) -> Option<&mut Window> {
+        let at = self.find(index).ok()?;
+        Some(&mut self.list[at].1)
+    }
 }
 
 #[cfg(test)]

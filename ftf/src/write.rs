@@ -589,13 +589,17 @@ impl<W: Write> Writer<W> {
     #[inline]
     fn static_ref(&mut self, s: &'static str) -> Result<u16> {
         let way = StaticStrings::way(s);
-        let (p, n, index, generation) = self.statics.0[way];
-        if p == s.as_ptr() as usize
-            && n == s.len()
-            && index != 0
-            && self.strings.touch_generation(index, generation, self.epoch)
-        {
-            return Ok(index);
+        // Its way, then the next: where the probing puts a name whose way
+        // another name took (one argument name of every event did so in a
+        // build, and went the slow way each time).
+        for w in [way, (way + 1) % STATIC_WAYS] {
+            let (p, n, index, generation) = self.statics.0[w];
+            if p == s.as_ptr() as usize && n == s.len() {
+                if index != 0 && self.strings.touch_generation(index, generation, self.epoch) {
+                    return Ok(index);
+                }
+                break;
+            }
         }
         self.static_ref_probing(s, way)
     }
