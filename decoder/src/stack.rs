@@ -74,7 +74,15 @@ use std::sync::Arc;
 use crate::ops::{GapKind, Mark, Op, Stamp};
 
 /// A function as the stack knows it.
+///
+/// Aligned to a cache line: in an `Arc`, its fields then lie on a line of
+/// their own, apart from the reference counts. The call stacks clone and
+/// drop a function's `Arc` for every call while the FTF thread reads its
+/// fields for every slice; sharing one line, the two cores took it from
+/// each other each time (at `-j2`, `function_of` took 3.2x and the FTF
+/// writer's event 1.6x the samples they took on one core).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct Func {
     /// Its first instruction (for code without a symbol: the address the
     /// frame was entered at).
