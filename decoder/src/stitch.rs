@@ -46,6 +46,7 @@
 
 use sideband::timeline::TaskId;
 
+use crate::decode::ThreadStats;
 use crate::interp::Interpolate;
 use crate::ops::{Op, OpSink, Stamp};
 use crate::stack::{Declined, Learned, Resolver, ThreadStack};
@@ -68,11 +69,8 @@ pub struct Stretch {
     /// Ops the stack took (marks not counted).
     pub stack_ops: u64,
     /// Calls, returns, jumps and gaps among its ops (the ordering stage's
-    /// statistics).
-    pub calls: u64,
-    pub returns: u64,
-    pub jumps: u64,
-    pub gaps: u64,
+    /// statistics; only those are counted).
+    pub counts: ThreadStats,
     /// The first and last time among its ops, before spreading.
     pub span: (u64, u64),
     /// The stamp of its last op, as the run counts.
@@ -266,21 +264,12 @@ pub fn speculate(
         lead: fixed(&ops[from], cycles),
         stack: feed.stack,
         stack_ops: feed.ops,
-        calls: 0,
-        returns: 0,
-        jumps: 0,
-        gaps: 0,
+        counts: ThreadStats::default(),
         span: (u64::MAX, 0),
         last: fixed(&ops[to - 1], cycles).stamp(),
     };
     for op in &ops[from..to] {
-        match op {
-            Op::Call { .. } => st.calls += 1,
-            Op::Return { .. } => st.returns += 1,
-            Op::Jump { .. } => st.jumps += 1,
-            Op::Gap { .. } => st.gaps += 1,
-            _ => {}
-        }
+        st.counts.count(op);
         let t = op.stamp().time;
         st.span = (st.span.0.min(t), st.span.1.max(t));
     }

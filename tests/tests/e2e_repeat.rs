@@ -659,6 +659,12 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
                 got_placed == placed,
                 "{what}: -j{jobs} chunks {chunk:?}: other slices than -j1's"
             );
+            // The per-thread counts too: the ordering stage takes a stack
+            // built ahead's counts from its stretch.
+            assert_eq!(
+                st.threads, seq.threads,
+                "{what}: -j{jobs} chunks {chunk:?}: per-thread statistics"
+            );
             if chunk.is_some() && per_cpu.is_some() {
                 continue;
             }

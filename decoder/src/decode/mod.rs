@@ -328,6 +328,14 @@ impl ThreadStats {
             _ => {}
         }
     }
+
+    /// Adds the calls, returns, jumps and gaps `other` counted.
+    pub fn add_counts(&mut self, other: &ThreadStats) {
+        self.calls += other.calls;
+        self.returns += other.returns;
+        self.jumps += other.jumps;
+        self.gaps += other.gaps;
+    }
 }
 
 /// What the decode did, for the CLI's summary.

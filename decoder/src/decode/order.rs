@@ -269,10 +269,7 @@ impl<'o> Orderer<'o> {
             // counted here.
             let tally = &run.tally;
             let (mut lo, mut hi) = tally.span;
-            ts.calls += tally.counts.calls;
-            ts.returns += tally.counts.returns;
-            ts.jumps += tally.counts.jumps;
-            ts.gaps += tally.counts.gaps;
+            ts.add_counts(&tally.counts);
             for op in &ops[p..ops.len().min(2)] {
                 ts.count(op);
                 let t = op.stamp().time;
@@ -344,19 +341,14 @@ impl<'o> Orderer<'o> {
                             insns: base_insns,
                             cycles: cycles.then_some(base_cycles),
                         };
-                        let (calls, returns, jumps, gaps) =
-                            (st.calls, st.returns, st.jumps, st.gaps);
-                        let ((a, b), last) = (st.span, st.last);
+                        let (counts, (a, b), last) = (st.counts.clone(), st.span, st.last);
                         let taken = sink.stretch(task.pid, task.tid, st, base);
                         if !taken {
                             self.stats.stacks_ahead_declined += 1;
                         }
                         if taken {
                             self.stats.stacks_ahead_ops += (to - from) as u64;
-                            ts.calls += calls;
-                            ts.returns += returns;
-                            ts.jumps += jumps;
-                            ts.gaps += gaps;
+                            ts.add_counts(&counts);
                             sent += (to - from) as u64;
                             span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
                             th.last = Some(base.stamp(last));
