@@ -80,7 +80,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
-use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
+
+mod blocks;
+use blocks::{Block, Cut, Encoders, Event, GapRec, Other, Piece, Rec, Val, What};
 
 use crate::events::{cbr_mhz, MarkFilter};
 use crate::ops::{GapKind, Mark, Stamp};
@@ -204,6 +206,9 @@ pub struct EmitOptions {
     /// (`--min-duration`); applied in front of the emitter
     /// (`crate::min_duration`), which never sees them.
     pub min_duration: Option<u64>,
+    /// Threads that encode the FTF (`blocks`); 0 or 1: the emitter's own
+    /// thread does. The bytes are the same for any number.
+    pub encoders: usize,
 }
 
 /// One file written.
@@ -326,7 +331,10 @@ impl Sink {
 }
 
 struct Window {
-    writer: Writer<Sink>,
+    /// Where the blocks' bytes go, after the header.
+    sink: Sink,
+    /// The records not yet sent to be encoded.
+    block: Block,
     path: Option<PathBuf>,
     /// Threads whose kernel objects this file already has, and the last
     /// thread written (a thread's slices come in runs: no hashing for them).
@@ -386,7 +394,19 @@ pub struct Emitter {
     pending_time: Option<u64>,
     /// The last value written on each counter, by (window, name).
     counters: FastMap<(u64, String), u64>,
+    /// `None`: blocks are encoded on this thread.
+    encoders: Option<Encoders>,
+    /// Blocks encoded and written, emptied, to be filled again.
+    spare: Vec<Block>,
+    /// Records in the windows' blocks, all told (see [`MAX_HELD_RECS`]).
+    held: usize,
 }
+
+/// Records the windows' blocks may hold in all before every one is sent
+/// to be encoded, full or not: with `--split`, thousands of windows each
+/// holding a block almost full would take gigabytes. (Decided by the
+/// records alone, so the bytes stay the same for any `-j`.)
+const MAX_HELD_RECS: usize = 4 * blocks::BLOCK_RECS;
 
 /// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
 pub fn window_path(path: &Path, index: u64) -> PathBuf {
@@ -405,14 +425,6 @@ pub fn window_path(path: &Path, index: u64) -> PathBuf {
         },
     };
     path.with_file_name(format!("{stem}-{index}{ext}"))
-}
-
-fn cat_static(cat: &str) -> &'static str {
-    match cat {
-        "call" => "call",
-        "untraced" => "untraced",
-        _ => "gap",
-    }
 }
 
 /// The name of a gap's slice (also `report`'s row for it).
@@ -463,7 +475,17 @@ impl Emitter {
             pending,
             pending_time: None,
             counters: FastMap::default(),
+            encoders: None,
+            spare: Vec::new(),
+            held: 0,
         };
+        if e.opts.encoders > 1 {
+            let enc = Encoders::new(e.opts.encoders).map_err(|source| EmitError::Io {
+                path: "<FTF encoder threads>".into(),
+                source,
+            })?;
+            e.encoders = Some(enc);
+        }
         if e.opts.split.is_none() {
             e.window(0)?;
         }
@@ -516,10 +538,16 @@ impl Emitter {
             }
             let index = self.window_of(*t);
             let ts = self.ticks_at(*t);
-            let args = [Arg::new("name", new.as_str())];
-            let label = format!("comm: {new}");
-            self.with_window(index, pid, tid, |w, th| {
-                w.instant(th, "comm", &label, ts, &args)
+            self.with_window(index, pid, tid, |b| {
+                Rec::Other(b.other(Other::Event(Event {
+                    pid,
+                    tid,
+                    counter: None,
+                    category: "comm",
+                    name: format!("comm: {new}").into(),
+                    ts,
+                    args: vec![("name", Val::Str(new.as_str().into()))],
+                })))
             })?;
         }
         Ok(())
@@ -560,28 +588,22 @@ impl Emitter {
         window_in(&mut self.windows, &self.target, &self.opts, index)
     }
 
-    /// Runs `f` with window `index`'s writer, after naming the thread there.
+    /// Adds the record `rec` makes to window `index`, after naming the
+    /// thread there; sends the window's block to be encoded when full.
     fn with_window(
         &mut self,
         index: u64,
         pid: u32,
         tid: u32,
-        f: impl FnOnce(&mut Writer<Sink>, ThreadRef) -> ftf::Result<()>,
+        rec: impl FnOnce(&mut Block) -> Rec,
     ) -> Result<(), EmitError> {
         // The thread's names are looked up only the first time the window
-        // meets the thread, and the output's path only on an error: the
-        // profile showed both copies' allocations per slice.
+        // meets the thread: the profile showed their copies' allocations
+        // per slice.
         let w = window_in(&mut self.windows, &self.target, &self.opts, index)?;
+        let before = w.block.recs.len();
         let named = w.last_thread == Some((pid, tid)) || w.threads.contains_key(&(pid, tid));
         w.last_thread = Some((pid, tid));
-        let err = |path: &Option<std::path::PathBuf>, source| EmitError::Ftf {
-            path: path.clone().unwrap_or_else(|| "<output>".into()),
-            source,
-        };
-        let th = ThreadRef {
-            pid: pid.into(),
-            tid: tid.into(),
-        };
         if !named {
             w.threads.insert((pid, tid), ());
             let (name, process) = match self.threads.get(&(pid, tid)) {
@@ -589,16 +611,108 @@ impl Emitter {
                 None => ("", ""),
             };
             if w.processes.insert(pid, ()).is_none() {
-                w.writer
-                    .process(pid.into(), process)
-                    .map_err(|e| err(&w.path, e))?;
+                w.block.push_other(Other::Process {
+                    pid,
+                    name: process.into(),
+                });
             }
-            w.writer
-                .thread(pid.into(), tid.into(), name)
-                .map_err(|e| err(&w.path, e))?;
+            w.block.push_other(Other::Thread {
+                pid,
+                tid,
+                name: name.into(),
+            });
         }
         w.events += 1;
-        f(&mut w.writer, th).map_err(|e| err(&w.path, e))
+        let r = rec(&mut w.block);
+        w.block.recs.push(r);
+        self.held += w.block.recs.len() - before;
+        if w.block.is_full() {
+            self.submit(index)?;
+        }
+        if self.held > MAX_HELD_RECS {
+            self.submit_all()?;
+        }
+        Ok(())
+    }
+
+    /// Sends every window's block that holds records to be encoded.
+    fn submit_all(&mut self) -> Result<(), EmitError> {
+        let held: Vec<u64> = (self.windows.list.iter())
+            .filter(|(_, w)| !w.block.recs.is_empty())
+            .map(|(i, _)| *i)
+            .collect();
+        for index in held {
+            self.submit(index)?;
+        }
+        Ok(())
+    }
+
+    /// Sends window `index`'s block to be encoded (encodes and writes it,
+    /// without encoder threads), and writes the blocks encoded by now.
+    fn submit(&mut self, index: u64) -> Result<(), EmitError> {
+        let fresh = self.spare.pop().unwrap_or_else(Block::new);
+        let Some(w) = self.windows.get_mut(index) else {
+            return Ok(());
+        };
+        let block = std::mem::replace(&mut w.block, fresh);
+        self.held -= block.recs.len();
+        match &mut self.encoders {
+            None => {
+                let mut block = block;
+                let result = block.encode();
+                self.write_block(index, result, block)
+            }
+            Some(enc) => {
+                enc.send(index, block);
+                self.write_encoded(false)
+            }
+        }
+    }
+
+    /// Writes the blocks encoded by now, in order; with `wait`, all those sent.
+    fn write_encoded(&mut self, wait: bool) -> Result<(), EmitError> {
+        while let Some(d) = self.encoders.as_mut().and_then(|e| e.next(wait)) {
+            self.write_block(d.window, d.result, d.block)?;
+        }
+        if wait && self.encoders.as_ref().is_some_and(|e| e.pending() > 0) {
+            return Err(EmitError::Io {
+                path: "<FTF encoder threads>".into(),
+                source: io::Error::other("an encoder thread stopped"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends an encoded block's bytes to window `index`'s file; keeps
+    /// the block, emptied, for reuse.
+    fn write_block(
+        &mut self,
+        index: u64,
+        encoded: ftf::Result<()>,
+        mut block: Block,
+    ) -> Result<(), EmitError> {
+        let r = match self.windows.get_mut(index) {
+            None => Ok(()),
+            Some(w) => {
+                let path = || w.path.clone().unwrap_or_else(|| "<output>".into());
+                match encoded {
+                    Err(source) => Err(EmitError::Ftf {
+                        path: path(),
+                        source,
+                    }),
+                    Ok(()) => w
+                        .sink
+                        .write_all(&block.bytes)
+                        .map_err(|source| EmitError::Io {
+                            path: path(),
+                            source,
+                        }),
+                }
+            }
+        };
+        block.clear();
+        self.spare.push(block);
+        r
     }
 
     /// Writes one slice (cut into the windows it crosses, folded when too
@@ -643,21 +757,32 @@ impl Emitter {
         }
         let index = self.window_of(at.time);
         let ts = self.ticks(tid, at)?;
-        let ip_arg = |ip: &Option<u64>| ip.map(|ip| Arg::new("ip", ArgValue::Pointer(ip)));
+        let ip_arg = |ip: &Option<u64>| ip.map(|ip| ("ip", Val::Pointer(ip)));
+        let event = |category, name: &str, counter, args| {
+            Other::Event(Event {
+                pid,
+                tid,
+                counter,
+                category,
+                name: name.into(),
+                ts,
+                args,
+            })
+        };
         match mark {
             Mark::Ptwrite {
                 ip,
                 payload,
                 emulated,
             } => {
-                let mut args = vec![Arg::new("payload", *payload)];
+                let mut args = vec![("payload", Val::U64(*payload))];
                 args.extend(ip_arg(ip));
                 if *emulated {
-                    args.push(Arg::new("emulated", true));
+                    args.push(("emulated", Val::Bool(true)));
                 }
                 self.stats.ptwrites += 1;
-                self.with_window(index, pid, tid, |w, th| {
-                    w.instant(th, "ptwrite", "ptwrite", ts, &args)
+                self.with_window(index, pid, tid, |b| {
+                    Rec::Other(b.other(event("ptwrite", "ptwrite", None, args)))
                 })
             }
             Mark::Cbr { ratio, cpu } => {
@@ -672,9 +797,9 @@ impl Emitter {
                 }
                 self.counters.insert(key, mhz);
                 self.stats.cbr += 1;
-                let args = [Arg::new("MHz", mhz)];
-                self.with_window(index, pid, tid, |w, th| {
-                    w.counter(th, "power", &name, ts, 0, &args)
+                let args = vec![("MHz", Val::U64(mhz))];
+                self.with_window(index, pid, tid, |b| {
+                    Rec::Other(b.other(event("power", &name, Some(0), args)))
                 })?;
                 // A counter value is not a slice in Perfetto.
                 if let Some(w) = self.windows.get_mut(index) {
@@ -685,7 +810,7 @@ impl Emitter {
             }
             Mark::Power { name, ip, args } | Mark::Event { name, ip, args } => {
                 let power = matches!(mark, Mark::Power { .. });
-                let mut a: Vec<Arg> = args.iter().map(|(n, v)| Arg::new(n, *v)).collect();
+                let mut a: Vec<_> = args.iter().map(|(n, v)| (*n, Val::U64(*v))).collect();
                 a.extend(ip_arg(ip));
                 let cat = if power {
                     self.stats.power += 1;
@@ -694,7 +819,9 @@ impl Emitter {
                     self.stats.events += 1;
                     "event"
                 };
-                self.with_window(index, pid, tid, |w, th| w.instant(th, cat, *name, ts, &a))
+                self.with_window(index, pid, tid, |b| {
+                    Rec::Other(b.other(event(cat, name, None, a)))
+                })
             }
         }
     }
@@ -841,12 +968,12 @@ impl Emitter {
             a = a.max(lo);
             b = b.min(hi).max(a);
             let cut = match (a > t0, b < t1) {
-                (false, false) => None,
-                (true, false) => Some("start"),
-                (false, true) => Some("end"),
-                (true, true) => Some("both"),
+                (false, false) => Cut::None,
+                (true, false) => Cut::Start,
+                (false, true) => Cut::End,
+                (true, true) => Cut::Both,
             };
-            if cut.is_some() {
+            if cut != Cut::None {
                 self.stats.cut += 1;
             }
             let (ta, tb) = if ns {
@@ -865,94 +992,101 @@ impl Emitter {
         s: &Slice,
         start: u64,
         end: u64,
-        cut: Option<&str>,
+        cut: Cut,
         (folded, levels): (u64, i32),
     ) -> Result<(), EmitError> {
-        let gap_text;
-        // At most 8: insns, cycles, addr, module, unknown_start, cut, folded,
-        // folded_levels.
-        let mut args: arrayvec::ArrayVec<Arg, 8> = arrayvec::ArrayVec::new();
-        // A function's name and module are shared text: the writer finds
-        // them by address (`ftf::Text::Shared`).
-        let (cat, name): (&str, Text<'_>) = match &s.kind {
-            SliceKind::Call {
-                func,
-                unknown_start,
-            } => {
-                args.push(Arg::new("insns", s.insns()));
-                if let Some(c) = s.cycles() {
-                    args.push(Arg::new("cycles", c));
-                }
-                args.push(Arg::new("addr", ArgValue::Pointer(func.entry)));
-                args.push(Arg::new("module", &func.module));
-                if *unknown_start {
-                    args.push(Arg::new("unknown_start", true));
-                }
-                ("call", Text::Shared(&func.name))
-            }
-            SliceKind::Untraced { kernel, ip } => {
-                args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
-                let name = match (*kernel, self.opts.filtered) {
-                    (true, _) => "[kernel]",
-                    (false, true) => "[filtered out]",
-                    (false, false) => "[untraced]",
-                };
-                ("untraced", Text::Str(name))
-            }
-            SliceKind::Gap { kind, offset } => {
-                gap_text = gap_reason(kind);
-                args.push(Arg::new("reason", gap_text.as_str()));
-                args.push(Arg::new("offset", *offset));
-                if let GapKind::NoImage { ip } = kind {
-                    args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
-                }
-                ("gap", Text::Str(gap_name(kind)))
-            }
+        let untraced_name = |kernel: bool| match (kernel, self.opts.filtered) {
+            (true, _) => "[kernel]",
+            (false, true) => "[filtered out]",
+            (false, false) => "[untraced]",
         };
-        if let Some(c) = cut {
-            args.push(Arg::new("cut", c));
-        }
-        if cat == "call" && start == end {
+        let call = matches!(s.kind, SliceKind::Call { .. });
+        if call && start == end {
             self.stats.zero_width_calls += 1;
         }
-        if folded > 0 {
-            args.push(Arg::new("folded", folded));
-            args.push(Arg::new(
-                "folded_levels",
-                u64::try_from(levels).unwrap_or(0),
-            ));
-        }
-        self.with_window(index, s.pid, s.tid, |w, th| {
-            w.duration_complete(th, cat, name, start, end, &args)
-        })?;
         if self.opts.record {
+            let (category, name) = match &s.kind {
+                SliceKind::Call { func, .. } => ("call", func.name.to_string()),
+                SliceKind::Untraced { kernel, .. } => ("untraced", untraced_name(*kernel).into()),
+                SliceKind::Gap { kind, .. } => ("gap", gap_name(kind).into()),
+            };
             let placed = Placed {
                 pid: s.pid,
                 tid: s.tid,
-                category: cat_static(cat),
-                name: name.as_str().to_string(),
+                category,
+                name,
                 start,
                 end,
                 depth: s.depth,
                 folded,
             };
-            if let Some(w) = self.windows.get_mut(index) {
-                w.slices.push(placed);
-            }
+            // Made with the window, which is there by now or made below.
+            window_in(&mut self.windows, &self.target, &self.opts, index)?
+                .slices
+                .push(placed);
         }
+        let untraced = match &s.kind {
+            SliceKind::Untraced { kernel, .. } => untraced_name(*kernel),
+            _ => "",
+        };
+        let (pid, tid) = (s.pid, s.tid);
+        let levels = u64::try_from(levels).unwrap_or(0);
+        self.with_window(index, pid, tid, |block| {
+            let what = match &s.kind {
+                SliceKind::Call {
+                    func,
+                    unknown_start,
+                } => What::Call {
+                    func: block.func(func),
+                    unknown_start: *unknown_start,
+                    insns: s.insns(),
+                    cycles: s.cycles(),
+                },
+                SliceKind::Untraced { ip, .. } => What::Untraced {
+                    name: untraced,
+                    ip: *ip,
+                },
+                SliceKind::Gap { kind, offset } => What::Gap(block.other(Other::Gap(GapRec {
+                    name: gap_name(kind),
+                    reason: gap_reason(kind).into(),
+                    offset: *offset,
+                    ip: match kind {
+                        GapKind::NoImage { ip } => Some(*ip),
+                        _ => None,
+                    },
+                }))),
+            };
+            Rec::Piece(Piece {
+                pid,
+                tid,
+                start,
+                end,
+                what,
+                cut,
+                folded,
+                levels,
+            })
+        })?;
         if let SliceKind::Gap {
             kind: kind @ GapKind::DecodeError(_),
             offset,
         } = &s.kind
         {
-            if cut.is_none_or(|c| c == "end") {
-                let reason = gap_reason(kind);
-                let args = [
-                    Arg::new("reason", reason.as_str()),
-                    Arg::new("offset", *offset),
+            if matches!(cut, Cut::None | Cut::End) {
+                let args = vec![
+                    ("reason", Val::Str(gap_reason(kind).into())),
+                    ("offset", Val::U64(*offset)),
                 ];
-                self.with_window(index, s.pid, s.tid, |w, th| {
-                    w.instant(th, "gap", "[decode error]", start, &args)
+                self.with_window(index, pid, tid, |b| {
+                    Rec::Other(b.other(Other::Event(Event {
+                        pid,
+                        tid,
+                        counter: None,
+                        category: "gap",
+                        name: "[decode error]".into(),
+                        ts: start,
+                        args,
+                    })))
                 })?;
             }
         }
@@ -968,7 +1102,8 @@ impl Emitter {
         for key in keys {
             self.release_fold(key)?;
         }
-        Ok(())
+        self.submit_all()?;
+        self.write_encoded(true)
     }
 
     /// Flushes and closes every file.
@@ -976,13 +1111,9 @@ impl Emitter {
         self.flush()?;
         let split = self.opts.split.is_some();
         let mut out = Vec::new();
-        for (index, w) in self.windows.list {
+        for (index, w) in std::mem::take(&mut self.windows.list) {
             let label = w.path.clone().unwrap_or_else(|| "<output>".into());
-            let sink = w.writer.finish().map_err(|source| EmitError::Ftf {
-                path: label.clone(),
-                source,
-            })?;
-            let bytes = sink.close().map_err(|source| EmitError::Io {
+            let bytes = w.sink.close().map_err(|source| EmitError::Io {
                 path: label,
                 source,
             })?;
@@ -1041,14 +1172,14 @@ fn window_in<'w>(
             (sink, Some(path))
         }
     };
-    let writer = Writer::with_provider(sink, 1_000_000_000, 1, "ptdec").map_err(|source| {
-        EmitError::Ftf {
-            path: path.clone().unwrap_or_else(|| "<output>".into()),
-            source,
-        }
+    let mut sink = sink;
+    ftf::write_header(&mut sink, 1_000_000_000, 1, "ptdec").map_err(|source| EmitError::Ftf {
+        path: path.clone().unwrap_or_else(|| "<output>".into()),
+        source,
     })?;
     let window = Window {
-        writer,
+        sink,
+        block: Block::new(),
         path,
         threads: FastMap::default(),
         last_thread: None,
@@ -1139,6 +1270,126 @@ mod tests {
         e.thread(10, 11, "worker", "prog", &[(150, "renamed".into())])
             .unwrap();
         e
+    }
+
+    /// Slices of `funcs` functions (each its own `Arc`, as the symbol
+    /// cache makes them), one per unit of time from 0, on two threads,
+    /// with an untraced slice, a gap and a mark now and then.
+    fn many_slices(e: &mut Emitter, n: u64, funcs: usize) -> Vec<String> {
+        let fs: Vec<Arc<Func>> = (0..funcs)
+            .map(|i| {
+                Arc::new(Func {
+                    entry: 0x400000 + i as u64 * 16,
+                    name: format!("f{i}").into(),
+                    module: format!("/lib/m{}.so", i % 7).into(),
+                })
+            })
+            .collect();
+        let mut names = Vec::new();
+        for t in 0..n {
+            let kind = match t % 1000 {
+                500 => SliceKind::Untraced {
+                    kernel: true,
+                    ip: 0x1234,
+                },
+                700 => SliceKind::Gap {
+                    kind: GapKind::Overflow,
+                    offset: t,
+                },
+                _ => SliceKind::Call {
+                    func: fs[(t as usize * 7919) % funcs].clone(),
+                    unknown_start: t % 3 == 0,
+                },
+            };
+            let s = Slice {
+                pid: 10,
+                tid: 11 + (t % 2) as u32,
+                depth: (t % 5) as i32,
+                start: st(t),
+                end: st(t + 1),
+                kind,
+            };
+            names.push(match &s.kind {
+                SliceKind::Call { func, .. } => func.name.to_string(),
+                SliceKind::Untraced { .. } => "[kernel]".into(),
+                SliceKind::Gap { kind, .. } => gap_name(kind).into(),
+            });
+            e.slice(&s).unwrap();
+            if t % 4000 == 0 {
+                let m = Mark::Ptwrite {
+                    ip: Some(t),
+                    payload: t,
+                    emulated: false,
+                };
+                e.mark(10, 11, &st(t), &m).unwrap();
+            }
+            assert!(e.held <= MAX_HELD_RECS + 3, "{} records held", e.held);
+        }
+        names
+    }
+
+    #[test]
+    fn blocks_make_the_same_bytes_on_any_number_of_encoders() {
+        let n = 3 * blocks::BLOCK_RECS as u64 + 123;
+        let run = |encoders: usize, split: Option<u64>| {
+            let mut e = emitter(EmitOptions {
+                encoders,
+                split,
+                ..Default::default()
+            });
+            let names = many_slices(&mut e, n, 700);
+            (names, e.finish().unwrap())
+        };
+        let (names, one) = run(0, None);
+        // Every slice, in order, named right across the blocks' tables.
+        let written: Vec<String> = events(&one[0].bytes)
+            .iter()
+            .filter(|l| l.starts_with("duration_complete"))
+            .map(|l| {
+                let name = l.split("name=\"").nth(1).unwrap();
+                name[..name.find('"').unwrap()].to_string()
+            })
+            .collect();
+        assert_eq!(written, names);
+        // The slices, the marks and the rename's instant.
+        assert_eq!(one[0].events, n + (n / 4000 + 1) + 1);
+        for encoders in [1, 2, 5] {
+            let (_, more) = run(encoders, None);
+            assert!(more[0].bytes == one[0].bytes, "{encoders} encoders");
+        }
+        // Windows: a slice crossing many of them puts a record in each,
+        // and what they hold in all stays bounded.
+        let (_, split) = run(0, Some(700));
+        assert_eq!(split.len() as u64, n.div_ceil(700));
+        let mut e = emitter(EmitOptions {
+            split: Some(100),
+            encoders: 2,
+            ..Default::default()
+        });
+        let long = call(0, "long", 0, 100 * 400, false);
+        for _ in 0..300 {
+            e.slice(&long).unwrap();
+            assert!(e.held <= MAX_HELD_RECS + 3, "{} records held", e.held);
+        }
+        let out = e.finish().unwrap();
+        assert_eq!(out.len(), 400);
+        // 300 pieces in each, and the rename's instant in window 1.
+        let counts: Vec<u64> = out.iter().map(|w| w.events).collect();
+        assert!(counts
+            .iter()
+            .enumerate()
+            .all(|(i, n)| *n == 300 + u64::from(i == 1)));
+        assert!(out.iter().all(|w| events(&w.bytes).len() as u64 > 300));
+        for encoders in [2, 3] {
+            let (_, again) = run(encoders, Some(700));
+            for (a, b) in split.iter().zip(&again) {
+                assert!(
+                    a.bytes == b.bytes,
+                    "window {:?}, {encoders} encoders",
+                    a.window
+                );
+            }
+        }
     }
 
     #[test]

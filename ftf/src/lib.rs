@@ -58,7 +58,7 @@ mod table;
 mod write;
 
 pub use error::Error;
-pub use write::{truncate, Arg, ArgValue, Text, ThreadRef, Writer};
+pub use write::{truncate, write_header, Arg, ArgValue, Text, ThreadRef, Writer};
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -273,8 +273,24 @@ impl<W: Write> Writer<W> {
         provider_id: u32,
         provider_name: &str,
     ) -> Result<Self> {
-        let mut w = Writer {
-            out: BufWriter::with_capacity(256 * 1024, sink),
+        let mut w = Self::segment_with_capacity(sink, 256 * 1024);
+        write_header(&mut w.out, ticks_per_second, provider_id, provider_name)?;
+        Ok(w)
+    }
+
+    /// Continues a trace whose header [`write_header`] (or another writer)
+    /// wrote before: no header, and tables that start empty, so every
+    /// string and thread the segment uses gets its record again in it. The
+    /// bytes of segments written apart, on any threads, concatenated after
+    /// one header, are a whole trace; each segment's bytes depend on its
+    /// own events only.
+    pub fn segment(sink: W) -> Self {
+        Self::segment_with_capacity(sink, 32 * 1024)
+    }
+
+    fn segment_with_capacity(sink: W, buffer: usize) -> Self {
+        Writer {
+            out: BufWriter::with_capacity(buffer, sink),
             strings: Table::new(STRING_TABLE_SLOTS),
             recent: RecentStrings::default(),
             statics: StaticStrings::default(),
@@ -283,24 +299,7 @@ impl<W: Write> Writer<W> {
             last_thread: None,
             rec: Vec::with_capacity(512),
             epoch: 0,
-        };
-        w.out.write_all(&MAGIC.to_le_bytes())?;
-
-        let name = truncate_to(provider_name, 0xff);
-        let words = 1 + padded(name.len()) / 8;
-        let id = u64::from(provider_id);
-        w.put(
-            RT_METADATA
-                | (words as u64) << 4
-                | MT_PROVIDER_INFO << 16
-                | id << 20
-                | (name.len() as u64) << 52,
-        )?;
-        w.put_stream(name.as_bytes())?;
-        w.put(RT_METADATA | 1 << 4 | MT_PROVIDER_SECTION << 16 | id << 20)?;
-        w.put(RT_INIT | 2 << 4)?;
-        w.put(ticks_per_second)?;
-        Ok(w)
+        }
     }
 
     /// Names a process: a kernel object record of type process, koid `pid`.
@@ -673,6 +672,38 @@ impl<W: Write> Writer<W> {
     }
 }
 
+/// Writes a trace's header records to `sink`: the magic number, the
+/// provider's info and section (provider `provider_id` named
+/// `provider_name`, cut to the 255 bytes its length field holds) and the
+/// initialization record (`ticks_per_second`). [`Writer::segment`]s
+/// follow it.
+pub fn write_header(
+    sink: &mut impl Write,
+    ticks_per_second: u64,
+    provider_id: u32,
+    provider_name: &str,
+) -> Result<()> {
+    let name = truncate_to(provider_name, 0xff);
+    let words = 1 + padded(name.len()) / 8;
+    let id = u64::from(provider_id);
+    let info = RT_METADATA
+        | (words as u64) << 4
+        | MT_PROVIDER_INFO << 16
+        | id << 20
+        | (name.len() as u64) << 52;
+    let mut bytes = Vec::with_capacity(48 + name.len());
+    bytes.extend_from_slice(&MAGIC.to_le_bytes());
+    bytes.extend_from_slice(&info.to_le_bytes());
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.resize(bytes.len() + padded(name.len()) - name.len(), 0);
+    let section = RT_METADATA | 1 << 4 | MT_PROVIDER_SECTION << 16 | id << 20;
+    bytes.extend_from_slice(&section.to_le_bytes());
+    bytes.extend_from_slice(&(RT_INIT | 2 << 4).to_le_bytes());
+    bytes.extend_from_slice(&ticks_per_second.to_le_bytes());
+    sink.write_all(&bytes)?;
+    Ok(())
+}
+
 fn check_args(args: &[Arg]) -> Result<()> {
     if args.len() > MAX_ARGS {
         return Err(Error::TooManyArgs { count: args.len() });
@@ -851,6 +882,35 @@ mod tests {
         strings.sort();
         strings.dedup();
         assert_eq!(strings.len(), n);
+    }
+
+    #[test]
+    fn segments_after_one_header_read_as_one_trace() {
+        let m = Arc::<str>::from("libm.so");
+        let write = |w: &mut Writer<Vec<u8>>, name: &str, t: u64| {
+            let th = ThreadRef { pid: 7, tid: 8 };
+            let args = [Arg::new("module", ArgValue::Shared(&m))];
+            w.duration_complete(th, "call", name, t, t + 1, &args)
+                .unwrap();
+        };
+        let mut whole = Writer::new(Vec::new(), 1000).unwrap();
+        let mut joined = Vec::new();
+        write_header(&mut joined, 1000, 1, "ftf").unwrap();
+        for (i, name) in ["f", "g", "f"].iter().enumerate() {
+            write(&mut whole, name, i as u64);
+            let mut seg = Writer::segment(Vec::new());
+            write(&mut seg, name, i as u64);
+            let bytes = seg.finish().unwrap();
+            joined.extend_from_slice(&bytes);
+        }
+        let whole = whole.finish().unwrap();
+        assert_eq!(events(&joined), events(&whole));
+        assert_eq!(events(&joined).len(), 3);
+        // The header is the one a writer writes.
+        let head = Writer::new(Vec::new(), 1000).unwrap().finish().unwrap();
+        assert_eq!(&joined[..head.len()], &head[..]);
+        // Strings restated per segment: the joined trace is longer.
+        assert!(joined.len() > whole.len());
     }
 
     #[test]

@@ -172,6 +172,8 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         marks: a.marks.filter(),
         filtered: false,
         min_duration,
+        // Set from the decode's workers by `pipeline::run`.
+        encoders: 0,
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());

@@ -1,0 +1,491 @@
+//! FTF encoding in blocks, on threads of its own: the emitter decides what
+//! each file holds and in which order ([`Rec`]s, one per record), cuts
+//! each file's records into blocks of [`BLOCK_RECS`], and each block
+//! becomes bytes on one of the [`Encoders`] with an FTF writer whose
+//! string and thread tables start empty ([`ftf::Writer::segment`]). The
+//! blocks' bytes are written in the order the blocks were cut.
+//!
+//! So a block's bytes depend on its own records only, and a file's bytes
+//! on the records and [`BLOCK_RECS`] only: the same for any number of
+//! encoders (none: each block is encoded where it is cut), any `-j` and
+//! any chunk size. The cost is that each block names again the strings
+//! and threads it uses (0.1-0.5% of the bytes; see `BLOCK_RECS`).
+//!
+//! Why: encoding was 58% of the emitter thread's instructions (callgrind,
+//! `ptdec -j1`, 1 MB interp trace: `Writer::event` 183.5 M of
+//! `Emitter::slice`'s 318.7 M), and that thread alone capped the decode
+//! at about 16-20 MB/s of trace however many cores there are. With the
+//! encoding spread over threads, what stays serial per slice is placing
+//! it (range, folding, windows) and storing its record.
+//!
+//! A block holds its functions by reference count, each function once
+//! per block at most ([`Block::func`]), so the encoders never touch the
+//! count of a function the call stacks use per call: the cache line of
+//! that count would go back and forth between the threads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
+
+use crate::stack::Func;
+
+/// Records per block. Each block restates the strings and threads it
+/// uses: on the bench's 10 MB traces, 16384 records per block made the
+/// files 0.08% (interp) and 0.46% (shapes, more functions) larger than
+/// one table for the whole file; 4096 made them 0.31% and 1.8% larger,
+/// and shapes took 10% more CPU at `-j2` (interning the names again).
+pub(super) const BLOCK_RECS: usize = 16384;
+
+/// Blocks sent to the encoders and not yet written, at most, per encoder.
+const IN_FLIGHT_PER_ENCODER: usize = 3;
+
+/// Ways of [`Block::func`]'s cache.
+const FUNC_WAYS: usize = 256;
+
+/// One record of a file, as the emitter decided it; its strings and
+/// thread are interned when its block is encoded. Nothing in it needs
+/// dropping (what owns memory is in [`Block::others`]): a block's records
+/// are let go of at once, not one by one (callgrind showed 24
+/// instructions per record for that).
+#[derive(Clone, Copy)]
+pub(super) enum Rec {
+    /// A slice (duration complete event).
+    Piece(Piece),
+    /// `Block::others[i]`.
+    Other(u32),
+}
+
+/// A record that owns memory, rare next to slices.
+pub(super) enum Other {
+    /// A process's kernel object.
+    Process { pid: u32, name: Box<str> },
+    /// A thread's kernel object.
+    Thread { pid: u32, tid: u32, name: Box<str> },
+    /// The name and arguments of a gap's [`Piece`].
+    Gap(GapRec),
+    /// An instant or counter.
+    Event(Event),
+}
+
+/// A slice or the part of it inside one window; see `emit`'s module doc
+/// for its arguments.
+#[derive(Clone, Copy)]
+pub(super) struct Piece {
+    pub pid: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub what: What,
+    pub cut: Cut,
+    /// `folded` and `folded_levels` when `folded > 0`.
+    pub folded: u64,
+    pub levels: u64,
+}
+
+/// A slice's kind, name and own arguments.
+#[derive(Clone, Copy)]
+pub(super) enum What {
+    Call {
+        /// Index in the block's functions ([`Block::func`]).
+        func: u32,
+        unknown_start: bool,
+        insns: u64,
+        cycles: Option<u64>,
+    },
+    Untraced {
+        name: &'static str,
+        ip: u64,
+    },
+    /// `Block::others[i]`, an [`Other::Gap`].
+    Gap(u32),
+}
+
+/// A gap slice's name and arguments.
+pub(super) struct GapRec {
+    pub name: &'static str,
+    pub reason: Box<str>,
+    pub offset: u64,
+    pub ip: Option<u64>,
+}
+
+/// Which side of a slice lies outside its file (`cut`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    None,
+    Start,
+    End,
+    Both,
+}
+
+impl Cut {
+    fn arg(self) -> Option<&'static str> {
+        match self {
+            Cut::None => None,
+            Cut::Start => Some("start"),
+            Cut::End => Some("end"),
+            Cut::Both => Some("both"),
+        }
+    }
+}
+
+/// An instant or counter event with owned arguments (marks, renames, the
+/// instant at a decode error: rare next to slices).
+pub(super) struct Event {
+    pub pid: u32,
+    pub tid: u32,
+    /// `Some(id)`: a counter.
+    pub counter: Option<u64>,
+    pub category: &'static str,
+    pub name: Box<str>,
+    pub ts: u64,
+    pub args: Vec<(&'static str, Val)>,
+}
+
+/// An owned argument value.
+pub(super) enum Val {
+    U64(u64),
+    Pointer(u64),
+    Bool(bool),
+    Str(Box<str>),
+}
+
+impl Val {
+    fn arg(&self) -> ArgValue<'_> {
+        match self {
+            Val::U64(v) => ArgValue::U64(*v),
+            Val::Pointer(v) => ArgValue::Pointer(*v),
+            Val::Bool(v) => ArgValue::Bool(*v),
+            Val::Str(s) => ArgValue::Str(s),
+        }
+    }
+}
+
+/// Up to [`BLOCK_RECS`] records of one file and the functions they name,
+/// and once encoded, their bytes.
+pub(super) struct Block {
+    pub recs: Vec<Rec>,
+    others: Vec<Other>,
+    /// The bytes [`Block::encode`] made (the buffer is kept for the next
+    /// block: a fresh one each time cost page faults).
+    pub bytes: Vec<u8>,
+    funcs: Vec<Arc<Func>>,
+    /// By address: a function's index in `funcs`. `funcs` holds the
+    /// function, so its address names it until the block is cleared.
+    ways: Vec<(usize, u32)>,
+}
+
+impl Block {
+    pub(super) fn new() -> Self {
+        Block {
+            recs: Vec::with_capacity(BLOCK_RECS),
+            bytes: Vec::new(),
+            others: Vec::new(),
+            funcs: Vec::new(),
+            ways: vec![(0, 0); FUNC_WAYS],
+        }
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        self.recs.len() >= BLOCK_RECS
+    }
+
+    /// Keeps `o` for a record of this block: its index there.
+    pub(super) fn other(&mut self, o: Other) -> u32 {
+        self.others.push(o);
+        (self.others.len() - 1) as u32
+    }
+
+    /// Adds a record that owns memory.
+    pub(super) fn push_other(&mut self, o: Other) {
+        let i = self.other(o);
+        self.recs.push(Rec::Other(i));
+    }
+
+    /// The index of `f` in the block's functions, added when not found
+    /// in its way (a function whose way another took is added again: the
+    /// bytes depend on the function's text, not on the index).
+    pub(super) fn func(&mut self, f: &Arc<Func>) -> u32 {
+        let p = Arc::as_ptr(f) as usize;
+        let way = ((p >> 6) ^ (p >> 14)) % FUNC_WAYS;
+        let (held, index) = self.ways[way];
+        if held == p {
+            return index;
+        }
+        let index = self.funcs.len() as u32;
+        self.funcs.push(f.clone());
+        self.ways[way] = (p, index);
+        index
+    }
+
+    /// Empties the block (its bytes too), keeping its buffers.
+    pub(super) fn clear(&mut self) {
+        self.clear_records();
+        self.bytes.clear();
+    }
+
+    /// Drops the records and functions, keeping the bytes.
+    fn clear_records(&mut self) {
+        self.recs.clear();
+        self.others.clear();
+        if !self.funcs.is_empty() {
+            self.funcs.clear();
+            self.ways.fill((0, 0));
+        }
+    }
+
+    /// Encodes the records into [`Block::bytes`]: an FTF segment, to
+    /// follow the file's header and the blocks before it.
+    pub(super) fn encode(&mut self) -> ftf::Result<()> {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        let mut w = Writer::segment(bytes);
+        let r = self.encode_into(&mut w);
+        self.bytes = w.finish()?;
+        r
+    }
+
+    fn encode_into(&self, w: &mut Writer<Vec<u8>>) -> ftf::Result<()> {
+        for rec in &self.recs {
+            match rec {
+                Rec::Piece(p) => self.piece(w, p)?,
+                Rec::Other(i) => match &self.others[*i as usize] {
+                    Other::Process { pid, name } => w.process((*pid).into(), name)?,
+                    Other::Thread { pid, tid, name } => {
+                        w.thread((*pid).into(), (*tid).into(), name)?;
+                    }
+                    // Only through a piece's `What::Gap`.
+                    Other::Gap(_) => {}
+                    Other::Event(e) => {
+                        let th = thread(e.pid, e.tid);
+                        let args: arrayvec::ArrayVec<Arg, { ftf::MAX_ARGS }> = e
+                            .args
+                            .iter()
+                            .take(ftf::MAX_ARGS)
+                            .map(|(n, v)| Arg::new(n, v.arg()))
+                            .collect();
+                        match e.counter {
+                            Some(id) => w.counter(th, e.category, &*e.name, e.ts, id, &args)?,
+                            None => w.instant(th, e.category, &*e.name, e.ts, &args)?,
+                        }
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    fn piece(&self, w: &mut Writer<Vec<u8>>, p: &Piece) -> ftf::Result<()> {
+        // At most 8: insns, cycles, addr, module, unknown_start, cut, folded,
+        // folded_levels.
+        let mut args: arrayvec::ArrayVec<Arg, 8> = arrayvec::ArrayVec::new();
+        let (category, name): (&'static str, Text<'_>) = match &p.what {
+            What::Call {
+                func,
+                unknown_start,
+                insns,
+                cycles,
+            } => {
+                let f = &self.funcs[*func as usize];
+                args.push(Arg::new("insns", *insns));
+                if let Some(c) = cycles {
+                    args.push(Arg::new("cycles", *c));
+                }
+                args.push(Arg::new("addr", ArgValue::Pointer(f.entry)));
+                args.push(Arg::new("module", &f.module));
+                if *unknown_start {
+                    args.push(Arg::new("unknown_start", true));
+                }
+                ("call", Text::Shared(&f.name))
+            }
+            What::Untraced { name, ip } => {
+                args.push(Arg::new("ip", ArgValue::Pointer(*ip)));
+                ("untraced", Text::Str(name))
+            }
+            What::Gap(i) => {
+                let Other::Gap(g) = &self.others[*i as usize] else {
+                    unreachable!("a gap's piece names its Other::Gap");
+                };
+                args.push(Arg::new("reason", &*g.reason));
+                args.push(Arg::new("offset", g.offset));
+                if let Some(ip) = g.ip {
+                    args.push(Arg::new("ip", ArgValue::Pointer(ip)));
+                }
+                ("gap", Text::Str(g.name))
+            }
+        };
+        if let Some(c) = p.cut.arg() {
+            args.push(Arg::new("cut", c));
+        }
+        if p.folded > 0 {
+            args.push(Arg::new("folded", p.folded));
+            args.push(Arg::new("folded_levels", p.levels));
+        }
+        let th = thread(p.pid, p.tid);
+        w.duration_complete(th, category, name, p.start, p.end, &args)
+    }
+}
+
+fn thread(pid: u32, tid: u32) -> ThreadRef {
+    ThreadRef {
+        pid: pid.into(),
+        tid: tid.into(),
+    }
+}
+
+/// A block of file `window` encoded: its bytes in `block`, or why not.
+pub(super) struct Done {
+    pub window: u64,
+    pub result: ftf::Result<()>,
+    pub block: Block,
+}
+
+struct Job {
+    seq: u64,
+    window: u64,
+    block: Block,
+}
+
+/// Threads that encode blocks; [`Encoders::next`] hands back their
+/// bytes in the order the blocks were sent.
+pub(super) struct Encoders {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<(u64, Done)>,
+    threads: Vec<JoinHandle<()>>,
+    /// Sequence numbers: of the next block sent, and of the next to hand back.
+    sent: u64,
+    next: u64,
+    /// Encoded, waiting for a block sent before them.
+    waiting: BTreeMap<u64, Done>,
+    max_in_flight: u64,
+}
+
+impl Encoders {
+    /// `n` threads (at least one).
+    pub(super) fn new(n: usize) -> std::io::Result<Self> {
+        let n = n.max(1);
+        let depth = n * IN_FLIGHT_PER_ENCODER;
+        let (jobs, rx) = crossbeam_channel::bounded::<Job>(depth);
+        let (tx, done) = crossbeam_channel::bounded(depth + 1);
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let rx = rx.clone();
+            let tx: Sender<(u64, Done)> = tx.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("ftf-encode-{i}"))
+                .spawn(move || {
+                    for mut job in rx {
+                        let result = job.block.encode();
+                        // Dropped here, off the emitter's thread.
+                        job.block.clear_records();
+                        let done = Done {
+                            window: job.window,
+                            result,
+                            block: job.block,
+                        };
+                        if tx.send((job.seq, done)).is_err() {
+                            break;
+                        }
+                    }
+                })?;
+            threads.push(t);
+        }
+        Ok(Encoders {
+            jobs: Some(jobs),
+            done,
+            threads,
+            sent: 0,
+            next: 0,
+            waiting: BTreeMap::new(),
+            max_in_flight: depth as u64,
+        })
+    }
+
+    /// Sends `block` of file `window`; first waits, while as many blocks
+    /// as allowed are in flight, for the oldest (then in `waiting`: take
+    /// it with [`Encoders::next`]).
+    pub(super) fn send(&mut self, window: u64, block: Block) {
+        while self.sent - self.next >= self.max_in_flight && !self.waiting.contains_key(&self.next)
+        {
+            if !self.receive(true) {
+                break;
+            }
+        }
+        let job = Job {
+            seq: self.sent,
+            window,
+            block,
+        };
+        self.sent += 1;
+        if let Some(jobs) = &self.jobs {
+            if jobs.send(job).is_err() {
+                // Every encoder is gone (one panicked): `next` reports it.
+                self.jobs = None;
+            }
+        }
+    }
+
+    /// The next block in order when it is encoded; with `wait`, waits
+    /// for it while any is in flight.
+    pub(super) fn next(&mut self, wait: bool) -> Option<Done> {
+        loop {
+            if let Some(d) = self.waiting.remove(&self.next) {
+                self.next += 1;
+                return Some(d);
+            }
+            if self.next == self.sent || !self.receive(wait) {
+                return None;
+            }
+        }
+    }
+
+    /// Moves one encoded block into `waiting`: false when none came
+    /// (without `wait`, none was there; with it, the encoders are gone).
+    fn receive(&mut self, wait: bool) -> bool {
+        let got = if wait {
+            self.done.recv().ok()
+        } else {
+            self.done.try_recv().ok()
+        };
+        match got {
+            Some((seq, d)) => {
+                self.waiting.insert(seq, d);
+                true
+            }
+            None => {
+                if wait {
+                    // An encoder panicked: show its panic.
+                    self.join();
+                }
+                false
+            }
+        }
+    }
+
+    /// Blocks sent and not handed back.
+    pub(super) fn pending(&self) -> u64 {
+        self.sent - self.next
+    }
+
+    fn join(&mut self) {
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+    }
+}
+
+impl Drop for Encoders {
+    fn drop(&mut self) {
+        self.jobs = None;
+        // Unblock encoders waiting to hand back a block.
+        while self.done.try_recv().is_ok() {}
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
