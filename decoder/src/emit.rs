@@ -78,11 +78,14 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use flate2::write::GzEncoder;
 
 mod blocks;
-use blocks::{Block, Cut, Encoders, Event, GapRec, Other, Piece, Rec, Val, What};
+use blocks::{
+    Block, BlockError, Cut, Encoders, Event, GapRec, Other, Piece, Rec, SharedSink, Val, What,
+};
 
 use crate::events::{cbr_mhz, MarkFilter};
 use crate::ops::{GapKind, Mark, Stamp};
@@ -287,7 +290,7 @@ pub struct EmitStats {
     pub zero_width_calls: u64,
 }
 
-enum Sink {
+pub(super) enum Sink {
     Plain(OutFile),
     Gzip(GzEncoder<OutFile>),
     Stdout(File),
@@ -331,8 +334,9 @@ impl Sink {
 }
 
 struct Window {
-    /// Where the blocks' bytes go, after the header.
-    sink: Sink,
+    /// Where the blocks' bytes go, after the header (the encoder threads
+    /// write them).
+    sink: SharedSink,
     /// The records not yet sent to be encoded.
     block: Block,
     path: Option<PathBuf>,
@@ -659,20 +663,21 @@ impl Emitter {
         match &mut self.encoders {
             None => {
                 let mut block = block;
-                let result = block.encode();
-                self.write_block(index, result, block)
+                let result = blocks::encode_and_write(&mut block, &w.sink);
+                self.block_done(index, result, block)
             }
             Some(enc) => {
-                enc.send(index, block);
+                enc.send(index, w.sink.clone(), block);
                 self.write_encoded(false)
             }
         }
     }
 
-    /// Writes the blocks encoded by now, in order; with `wait`, all those sent.
+    /// Takes back the blocks the encoders wrote by now; with `wait`, all
+    /// those sent. The first error wins.
     fn write_encoded(&mut self, wait: bool) -> Result<(), EmitError> {
         while let Some(d) = self.encoders.as_mut().and_then(|e| e.next(wait)) {
-            self.write_block(d.window, d.result, d.block)?;
+            self.block_done(d.window, d.result, d.block)?;
         }
         if wait && self.encoders.as_ref().is_some_and(|e| e.pending() > 0) {
             return Err(EmitError::Io {
@@ -683,36 +688,35 @@ impl Emitter {
         Ok(())
     }
 
-    /// Appends an encoded block's bytes to window `index`'s file; keeps
-    /// the block, emptied, for reuse.
-    fn write_block(
+    /// Keeps a block written to window `index`'s file, emptied, for
+    /// reuse; its error, if any, names the file.
+    fn block_done(
         &mut self,
         index: u64,
-        encoded: ftf::Result<()>,
+        result: Result<(), BlockError>,
         mut block: Block,
     ) -> Result<(), EmitError> {
-        let r = match self.windows.get_mut(index) {
-            None => Ok(()),
-            Some(w) => {
-                let path = || w.path.clone().unwrap_or_else(|| "<output>".into());
-                match encoded {
-                    Err(source) => Err(EmitError::Ftf {
-                        path: path(),
-                        source,
-                    }),
-                    Ok(()) => w
-                        .sink
-                        .write_all(&block.bytes)
-                        .map_err(|source| EmitError::Io {
-                            path: path(),
-                            source,
-                        }),
-                }
-            }
-        };
         block.clear();
         self.spare.push(block);
-        r
+        let path = || {
+            self.windows
+                .list
+                .iter()
+                .find(|(i, _)| *i == index)
+                .and_then(|(_, w)| w.path.clone())
+                .unwrap_or_else(|| "<output>".into())
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(BlockError::Encode(source)) => Err(EmitError::Ftf {
+                path: path(),
+                source,
+            }),
+            Err(BlockError::Write(source)) => Err(EmitError::Io {
+                path: path(),
+                source,
+            }),
+        }
     }
 
     /// Writes one slice (cut into the windows it crosses, folded when too
@@ -1111,9 +1115,19 @@ impl Emitter {
         self.flush()?;
         let split = self.opts.split.is_some();
         let mut out = Vec::new();
+        // No block is in flight (flush waited for all): each sink is
+        // this thread's alone again.
+        self.encoders = None;
         for (index, w) in std::mem::take(&mut self.windows.list) {
             let label = w.path.clone().unwrap_or_else(|| "<output>".into());
-            let bytes = w.sink.close().map_err(|source| EmitError::Io {
+            let sink = Arc::try_unwrap(w.sink)
+                .map_err(|_| EmitError::Io {
+                    path: label.clone(),
+                    source: io::Error::other("an encoder thread still holds the file"),
+                })?
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner());
+            let bytes = sink.close().map_err(|source| EmitError::Io {
                 path: label,
                 source,
             })?;
@@ -1178,7 +1192,7 @@ fn window_in<'w>(
         source,
     })?;
     let window = Window {
-        sink,
+        sink: Arc::new(Mutex::new(sink)),
         block: Block::new(),
         path,
         threads: FastMap::default(),

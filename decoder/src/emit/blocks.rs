@@ -3,7 +3,8 @@
 //! each file's records into blocks of [`BLOCK_RECS`], and each block
 //! becomes bytes on one of the [`Encoders`] with an FTF writer whose
 //! string and thread tables start empty ([`ftf::Writer::segment`]). The
-//! blocks' bytes are written in the order the blocks were cut.
+//! encoders write the blocks' bytes to the file in the order the blocks
+//! were cut.
 //!
 //! So a block's bytes depend on its own records only, and a file's bytes
 //! on the records and [`BLOCK_RECS`] only: the same for any number of
@@ -15,21 +16,24 @@
 //! `ptdec -j1`, 1 MB interp trace: `Writer::event` 183.5 M of
 //! `Emitter::slice`'s 318.7 M), and that thread alone capped the decode
 //! at about 16-20 MB/s of trace however many cores there are. With the
-//! encoding spread over threads, what stays serial per slice is placing
-//! it (range, folding, windows) and storing its record.
+//! encoding and the writing spread over threads, what stays serial per
+//! slice is placing it (range, folding, windows) and storing its record.
 //!
-//! A block holds its functions by reference count, each function once
-//! per block at most ([`Block::func`]), so the encoders never touch the
-//! count of a function the call stacks use per call: the cache line of
-//! that count would go back and forth between the threads.
+//! A block holds its functions by reference count, each function about
+//! once per block ([`Block::func`]), so a function's count, which the
+//! call stacks change per call, changes about once per block on the
+//! other threads: per call, its cache line would go back and forth
+//! between them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
 
+use super::Sink;
 use crate::stack::Func;
 
 /// Records per block. Each block restates the strings and threads it
@@ -335,30 +339,68 @@ fn thread(pid: u32, tid: u32) -> ThreadRef {
     }
 }
 
-/// A block of file `window` encoded: its bytes in `block`, or why not.
+/// A file's sink, shared with the encoder threads, which write to it.
+pub(super) type SharedSink = Arc<Mutex<Sink>>;
+
+/// Why a block did not reach its file.
+pub(super) enum BlockError {
+    Encode(ftf::Error),
+    Write(std::io::Error),
+}
+
+/// A block of file `window` encoded and written (or why not), handed
+/// back emptied for reuse.
 pub(super) struct Done {
     pub window: u64,
-    pub result: ftf::Result<()>,
+    pub result: Result<(), BlockError>,
     pub block: Block,
+}
+
+/// Encodes `block` and appends its bytes to `sink`.
+pub(super) fn encode_and_write(block: &mut Block, sink: &SharedSink) -> Result<(), BlockError> {
+    block.encode().map_err(BlockError::Encode)?;
+    lock(sink)
+        .write_all(&block.bytes)
+        .map_err(BlockError::Write)
+}
+
+/// `m` locked; a panic while it was held (a bug, already reported by its
+/// thread) does not make it unusable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Job {
     seq: u64,
     window: u64,
+    sink: SharedSink,
     block: Block,
 }
 
-/// Threads that encode blocks; [`Encoders::next`] hands back their
-/// bytes in the order the blocks were sent.
+/// Blocks encoded and waiting for their turn to be written: the blocks
+/// go to their files in the order they were sent, whichever encoder
+/// finishes first.
+#[derive(Default)]
+struct Turn {
+    next: u64,
+    parked: BTreeMap<u64, (Job, Result<(), ftf::Error>)>,
+}
+
+/// Threads that encode blocks and write them to their files in the order
+/// they were sent ([`Encoders::send`]); [`Encoders::next`] hands the blocks
+/// back, in that order, emptied, with what became of them. So the
+/// emitter's thread neither encodes nor writes: the writes' copies into
+/// the page cache were 45% of its samples once it no longer encoded
+/// (perf, `PTDEC_STACKS_AHEAD=1 -j2`, interp 10 MB).
 pub(super) struct Encoders {
     jobs: Option<Sender<Job>>,
-    done: Receiver<(u64, Done)>,
+    done: Receiver<Done>,
     threads: Vec<JoinHandle<()>>,
-    /// Sequence numbers: of the next block sent, and of the next to hand back.
+    /// Blocks sent, and handed back.
     sent: u64,
-    next: u64,
-    /// Encoded, waiting for a block sent before them.
-    waiting: BTreeMap<u64, Done>,
+    back: u64,
+    /// Handed back while [`Encoders::send`] waited for room.
+    ready: Option<Done>,
     max_in_flight: u64,
 }
 
@@ -368,25 +410,44 @@ impl Encoders {
         let n = n.max(1);
         let depth = n * IN_FLIGHT_PER_ENCODER;
         let (jobs, rx) = crossbeam_channel::bounded::<Job>(depth);
-        let (tx, done) = crossbeam_channel::bounded(depth + 1);
+        // Room for every block in flight: an encoder never waits to hand
+        // one back.
+        let (tx, done) = crossbeam_channel::bounded::<Done>(depth + 1);
+        let turn = Arc::new(Mutex::new(Turn::default()));
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
-            let rx = rx.clone();
-            let tx: Sender<(u64, Done)> = tx.clone();
+            let (rx, tx, turn) = (rx.clone(), tx.clone(), turn.clone());
             let t = std::thread::Builder::new()
                 .name(format!("ftf-encode-{i}"))
                 .spawn(move || {
                     for mut job in rx {
-                        let result = job.block.encode();
+                        let encoded = job.block.encode();
                         // Dropped here, off the emitter's thread.
                         job.block.clear_records();
-                        let done = Done {
-                            window: job.window,
-                            result,
-                            block: job.block,
-                        };
-                        if tx.send((job.seq, done)).is_err() {
-                            break;
+                        let mut turn = lock(&turn);
+                        turn.parked.insert(job.seq, (job, encoded));
+                        // Whoever holds the turn writes every block whose
+                        // turn has come.
+                        loop {
+                            let next = turn.next;
+                            let Some((job, encoded)) = turn.parked.remove(&next) else {
+                                break;
+                            };
+                            turn.next += 1;
+                            let result = match encoded {
+                                Err(e) => Err(BlockError::Encode(e)),
+                                Ok(()) => lock(&job.sink)
+                                    .write_all(&job.block.bytes)
+                                    .map_err(BlockError::Write),
+                            };
+                            let done = Done {
+                                window: job.window,
+                                result,
+                                block: job.block,
+                            };
+                            if tx.send(done).is_err() {
+                                return;
+                            }
                         }
                     }
                 })?;
@@ -397,25 +458,23 @@ impl Encoders {
             done,
             threads,
             sent: 0,
-            next: 0,
-            waiting: BTreeMap::new(),
+            back: 0,
+            ready: None,
             max_in_flight: depth as u64,
         })
     }
 
-    /// Sends `block` of file `window`; first waits, while as many blocks
-    /// as allowed are in flight, for the oldest (then in `waiting`: take
-    /// it with [`Encoders::next`]).
-    pub(super) fn send(&mut self, window: u64, block: Block) {
-        while self.sent - self.next >= self.max_in_flight && !self.waiting.contains_key(&self.next)
-        {
-            if !self.receive(true) {
-                break;
-            }
+    /// Sends `block` of file `window` (written to `sink`); first waits,
+    /// while as many blocks as allowed are in flight, for the oldest (then
+    /// take it with [`Encoders::next`]).
+    pub(super) fn send(&mut self, window: u64, sink: SharedSink, block: Block) {
+        if self.ready.is_none() && self.sent - self.back >= self.max_in_flight {
+            self.wait_for_one();
         }
         let job = Job {
             seq: self.sent,
             window,
+            sink,
             block,
         };
         self.sent += 1;
@@ -427,46 +486,41 @@ impl Encoders {
         }
     }
 
-    /// The next block in order when it is encoded; with `wait`, waits
-    /// for it while any is in flight.
-    pub(super) fn next(&mut self, wait: bool) -> Option<Done> {
-        loop {
-            if let Some(d) = self.waiting.remove(&self.next) {
-                self.next += 1;
-                return Some(d);
-            }
-            if self.next == self.sent || !self.receive(wait) {
-                return None;
-            }
+    /// Waits for the oldest block in flight; [`Encoders::next`] hands it
+    /// back.
+    fn wait_for_one(&mut self) {
+        if let Ok(d) = self.done.recv() {
+            self.ready = Some(d);
+        } else {
+            self.join();
         }
     }
 
-    /// Moves one encoded block into `waiting`: false when none came
-    /// (without `wait`, none was there; with it, the encoders are gone).
-    fn receive(&mut self, wait: bool) -> bool {
-        let got = if wait {
-            self.done.recv().ok()
-        } else {
-            self.done.try_recv().ok()
-        };
-        match got {
-            Some((seq, d)) => {
-                self.waiting.insert(seq, d);
-                true
-            }
-            None => {
-                if wait {
+    /// The next block handed back, in the order sent; with `wait`, waits
+    /// for it while any is in flight.
+    pub(super) fn next(&mut self, wait: bool) -> Option<Done> {
+        let d = match self.ready.take() {
+            Some(d) => Some(d),
+            None if self.back == self.sent => None,
+            None if wait => match self.done.recv() {
+                Ok(d) => Some(d),
+                Err(_) => {
                     // An encoder panicked: show its panic.
                     self.join();
+                    None
                 }
-                false
-            }
+            },
+            None => self.done.try_recv().ok(),
+        };
+        if d.is_some() {
+            self.back += 1;
         }
+        d
     }
 
     /// Blocks sent and not handed back.
     pub(super) fn pending(&self) -> u64 {
-        self.sent - self.next
+        self.sent - self.back
     }
 
     fn join(&mut self) {
@@ -482,8 +536,6 @@ impl Encoders {
 impl Drop for Encoders {
     fn drop(&mut self) {
         self.jobs = None;
-        // Unblock encoders waiting to hand back a block.
-        while self.done.try_recv().is_ok() {}
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
