@@ -542,17 +542,9 @@ impl Emitter {
             }
             let index = self.window_of(*t);
             let ts = self.ticks_at(*t);
-            self.with_window(index, pid, tid, |b| {
-                Rec::Other(b.other(Other::Event(Event {
-                    pid,
-                    tid,
-                    counter: None,
-                    category: "comm",
-                    name: format!("comm: {new}").into(),
-                    ts,
-                    args: vec![("name", Val::Str(new.as_str().into()))],
-                })))
-            })?;
+            let args = vec![("name", Val::Str(new.as_str().into()))];
+            let name = format!("comm: {new}");
+            self.event(index, Event::new((pid, tid), "comm", &name, ts, args))?;
         }
         Ok(())
     }
@@ -637,6 +629,13 @@ impl Emitter {
             self.submit_all()?;
         }
         Ok(())
+    }
+
+    /// Adds instant or counter `e` to window `index`.
+    fn event(&mut self, index: u64, e: Event) -> Result<(), EmitError> {
+        self.with_window(index, e.pid, e.tid, |b| {
+            Rec::Other(b.other(Other::Event(e)))
+        })
     }
 
     /// Sends every window's block that holds records to be encoded.
@@ -762,17 +761,7 @@ impl Emitter {
         let index = self.window_of(at.time);
         let ts = self.ticks(tid, at)?;
         let ip_arg = |ip: &Option<u64>| ip.map(|ip| ("ip", Val::Pointer(ip)));
-        let event = |category, name: &str, counter, args| {
-            Other::Event(Event {
-                pid,
-                tid,
-                counter,
-                category,
-                name: name.into(),
-                ts,
-                args,
-            })
-        };
+        let event = |category, name: &str, args| Event::new((pid, tid), category, name, ts, args);
         match mark {
             Mark::Ptwrite {
                 ip,
@@ -785,9 +774,7 @@ impl Emitter {
                     args.push(("emulated", Val::Bool(true)));
                 }
                 self.stats.ptwrites += 1;
-                self.with_window(index, pid, tid, |b| {
-                    Rec::Other(b.other(event("ptwrite", "ptwrite", None, args)))
-                })
+                self.event(index, event("ptwrite", "ptwrite", args))
             }
             Mark::Cbr { ratio, cpu } => {
                 let name = match cpu {
@@ -802,9 +789,11 @@ impl Emitter {
                 self.counters.insert(key, mhz);
                 self.stats.cbr += 1;
                 let args = vec![("MHz", Val::U64(mhz))];
-                self.with_window(index, pid, tid, |b| {
-                    Rec::Other(b.other(event("power", &name, Some(0), args)))
-                })?;
+                let counter = Event {
+                    counter: Some(0),
+                    ..event("power", &name, args)
+                };
+                self.event(index, counter)?;
                 // A counter value is not a slice in Perfetto.
                 if let Some(w) = self.windows.get_mut(index) {
                     w.events -= 1;
@@ -823,9 +812,7 @@ impl Emitter {
                     self.stats.events += 1;
                     "event"
                 };
-                self.with_window(index, pid, tid, |b| {
-                    Rec::Other(b.other(event(cat, name, None, a)))
-                })
+                self.event(index, event(cat, name, a))
             }
         }
     }
@@ -1081,17 +1068,8 @@ impl Emitter {
                     ("reason", Val::Str(gap_reason(kind).into())),
                     ("offset", Val::U64(*offset)),
                 ];
-                self.with_window(index, pid, tid, |b| {
-                    Rec::Other(b.other(Other::Event(Event {
-                        pid,
-                        tid,
-                        counter: None,
-                        category: "gap",
-                        name: "[decode error]".into(),
-                        ts: start,
-                        args,
-                    })))
-                })?;
+                let e = Event::new((pid, tid), "gap", "[decode error]", start, args);
+                self.event(index, e)?;
             }
         }
         Ok(())

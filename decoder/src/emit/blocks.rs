@@ -148,6 +148,27 @@ pub(super) struct Event {
     pub args: Vec<(&'static str, Val)>,
 }
 
+impl Event {
+    /// An instant of thread `(pid, tid)`.
+    pub(super) fn new(
+        (pid, tid): (u32, u32),
+        category: &'static str,
+        name: &str,
+        ts: u64,
+        args: Vec<(&'static str, Val)>,
+    ) -> Self {
+        Event {
+            pid,
+            tid,
+            counter: None,
+            category,
+            name: name.into(),
+            ts,
+            args,
+        }
+    }
+}
+
 /// An owned argument value.
 pub(super) enum Val {
     U64(u64),
