@@ -400,8 +400,13 @@ pub struct Emitter {
     counters: FastMap<(u64, String), u64>,
     /// `None`: blocks are encoded on this thread.
     encoders: Option<Encoders>,
-    /// Blocks encoded and written, emptied, to be filled again.
+    /// Blocks encoded and written, emptied, to be filled again, and
+    /// their byte buffers, kept apart so a window's block holds none (a
+    /// few: see `blocks::SPARE_PER_ENCODER`).
     spare: Vec<Block>,
+    buffers: Vec<Vec<u8>>,
+    /// The window of the last record.
+    last_window: Option<u64>,
     /// Records in the windows' blocks, all told (see [`MAX_HELD_RECS`]).
     held: usize,
 }
@@ -481,6 +486,8 @@ impl Emitter {
             counters: FastMap::default(),
             encoders: None,
             spare: Vec::new(),
+            buffers: Vec::new(),
+            last_window: None,
             held: 0,
         };
         if e.opts.encoders > 1 {
@@ -596,6 +603,14 @@ impl Emitter {
         // The thread's names are looked up only the first time the window
         // meets the thread: the profile showed their copies' allocations
         // per slice.
+        if self.last_window != Some(index) {
+            // The window left may hold a block taken over from a full one,
+            // with few records in it, for long.
+            if let Some(left) = self.last_window.and_then(|i| self.windows.get_mut(i)) {
+                left.block.trim();
+            }
+            self.last_window = Some(index);
+        }
         let w = window_in(&mut self.windows, &self.target, &self.opts, index)?;
         let before = w.block.recs.len();
         let named = w.last_thread == Some((pid, tid)) || w.threads.contains_key(&(pid, tid));
@@ -623,7 +638,7 @@ impl Emitter {
         w.block.recs.push(r);
         self.held += w.block.recs.len() - before;
         if w.block.is_full() {
-            self.submit(index)?;
+            self.submit(index, true)?;
         }
         if self.held > MAX_HELD_RECS {
             self.submit_all()?;
@@ -645,23 +660,29 @@ impl Emitter {
             .map(|(i, _)| *i)
             .collect();
         for index in held {
-            self.submit(index)?;
+            self.submit(index, false)?;
         }
         Ok(())
     }
 
     /// Sends window `index`'s block to be encoded (encodes and writes it,
-    /// without encoder threads), and writes the blocks encoded by now.
-    fn submit(&mut self, index: u64) -> Result<(), EmitError> {
-        let fresh = self.spare.pop().unwrap_or_else(Block::new);
+    /// without encoder threads), and writes the blocks encoded by now. The
+    /// window gets a block used before when `reuse` (it filled this one
+    /// and goes on), else an empty one that takes memory as records come
+    /// (`--split` windows sent all at once may get few records for long).
+    fn submit(&mut self, index: u64, reuse: bool) -> Result<(), EmitError> {
+        let fresh = match reuse {
+            true => self.spare.pop().unwrap_or_else(Block::new),
+            false => Block::new(),
+        };
         let Some(w) = self.windows.get_mut(index) else {
             return Ok(());
         };
-        let block = std::mem::replace(&mut w.block, fresh);
+        let mut block = std::mem::replace(&mut w.block, fresh);
         self.held -= block.recs.len();
+        block.bytes = self.buffers.pop().unwrap_or_default();
         match &mut self.encoders {
             None => {
-                let mut block = block;
                 let result = blocks::encode_and_write(&mut block, &w.sink);
                 self.block_done(index, result, block)
             }
@@ -695,8 +716,15 @@ impl Emitter {
         result: Result<(), BlockError>,
         mut block: Block,
     ) -> Result<(), EmitError> {
+        let keep = self.opts.encoders.max(1) * blocks::SPARE_PER_ENCODER + 2;
         block.clear();
-        self.spare.push(block);
+        if self.buffers.len() < keep {
+            self.buffers.push(std::mem::take(&mut block.bytes));
+        }
+        if self.spare.len() < keep {
+            block.bytes = Vec::new();
+            self.spare.push(block);
+        }
         let path = || {
             self.windows
                 .list
@@ -1372,6 +1400,27 @@ mod tests {
             .enumerate()
             .all(|(i, n)| *n == 300 + u64::from(i == 1)));
         assert!(out.iter().all(|w| events(&w.bytes).len() as u64 > 300));
+        // Windows filled one after the other, each past a block: those
+        // left behind keep no block's worth of memory they do not use.
+        let mut e = emitter(EmitOptions {
+            split: Some(20_000),
+            encoders: 2,
+            ..Default::default()
+        });
+        for t in 0..20 * 20_000 {
+            e.slice(&call(0, "f", t, t + 1, false)).unwrap();
+        }
+        let capacity: usize = (e.windows.list.iter())
+            .map(|(_, w)| w.block.recs.capacity())
+            .sum();
+        let used: usize = (e.windows.list.iter())
+            .map(|(_, w)| w.block.recs.len())
+            .sum();
+        assert!(
+            capacity <= 2 * used + blocks::BLOCK_RECS,
+            "{capacity} for {used} records"
+        );
+        e.finish().unwrap();
         for encoders in [2, 3] {
             let (_, again) = run(encoders, Some(700));
             for (a, b) in split.iter().zip(&again) {

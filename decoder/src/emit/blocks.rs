@@ -46,6 +46,11 @@ pub(super) const BLOCK_RECS: usize = 16384;
 /// Blocks sent to the encoders and not yet written, at most, per encoder.
 const IN_FLIGHT_PER_ENCODER: usize = 3;
 
+/// Emptied blocks kept for reuse, at most, per encoder (and two more):
+/// enough for those in flight; more would keep the memory of blocks
+/// filled once (2-3 MB each) for nothing.
+pub(super) const SPARE_PER_ENCODER: usize = IN_FLIGHT_PER_ENCODER + 1;
+
 /// Ways of [`Block::func`]'s cache.
 const FUNC_WAYS: usize = 256;
 
@@ -203,13 +208,24 @@ pub(super) struct Block {
 }
 
 impl Block {
+    /// An empty block that takes memory as records come: a `--split`
+    /// window may hold one for long with few records.
     pub(super) fn new() -> Self {
         Block {
-            recs: Vec::with_capacity(BLOCK_RECS),
+            recs: Vec::new(),
             bytes: Vec::new(),
             others: Vec::new(),
             funcs: Vec::new(),
             ways: vec![(0, 0); FUNC_WAYS],
+        }
+    }
+
+    /// Gives back most of the memory of a block holding few records for
+    /// its size (one taken over from a full block, left by the window
+    /// that filled it): a `--split` window may hold it long.
+    pub(super) fn trim(&mut self) {
+        if self.recs.capacity() > 4 * self.recs.len().max(64) {
+            self.recs.shrink_to(2 * self.recs.len());
         }
     }
 
