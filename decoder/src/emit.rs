@@ -679,18 +679,24 @@ impl Emitter {
             return Ok(());
         };
         let mut block = std::mem::replace(&mut w.block, fresh);
+        let sink = w.sink.clone();
         self.held -= block.recs.len();
         block.bytes = self.buffers.pop().unwrap_or_default();
-        match &mut self.encoders {
-            None => {
-                let result = blocks::encode_and_write(&mut block, &w.sink);
-                self.block_done(index, result, block)
-            }
-            Some(enc) => {
-                enc.send(index, w.sink.clone(), block);
-                self.write_encoded(false)
-            }
+        if self.encoders.is_none() {
+            let result = blocks::encode_and_write(&mut block, &sink);
+            return self.block_done(index, result, block);
         }
+        // Room first: the oldest blocks in flight back.
+        while let Some(d) = (self.encoders.as_mut())
+            .filter(|e| e.is_full())
+            .and_then(|e| e.next(true))
+        {
+            self.block_done(d.window, d.result, d.block)?;
+        }
+        if let Some(enc) = &mut self.encoders {
+            enc.send(index, sink, block);
+        }
+        self.write_encoded(false)
     }
 
     /// Takes back the blocks the encoders wrote by now; with `wait`, all
@@ -725,25 +731,16 @@ impl Emitter {
             block.bytes = Vec::new();
             self.spare.push(block);
         }
-        let path = || {
-            self.windows
-                .list
-                .iter()
-                .find(|(i, _)| *i == index)
-                .and_then(|(_, w)| w.path.clone())
-                .unwrap_or_else(|| "<output>".into())
+        let Err(e) = result else {
+            return Ok(());
         };
-        match result {
-            Ok(()) => Ok(()),
-            Err(BlockError::Encode(source)) => Err(EmitError::Ftf {
-                path: path(),
-                source,
-            }),
-            Err(BlockError::Write(source)) => Err(EmitError::Io {
-                path: path(),
-                source,
-            }),
-        }
+        let path = (self.windows.get_mut(index))
+            .and_then(|w| w.path.clone())
+            .unwrap_or_else(|| "<output>".into());
+        Err(match e {
+            BlockError::Encode(source) => EmitError::Ftf { path, source },
+            BlockError::Write(source) => EmitError::Io { path, source },
+        })
     }
 
     /// Writes one slice (cut into the windows it crosses, folded when too
@@ -1014,10 +1011,11 @@ impl Emitter {
         cut: Cut,
         (folded, levels): (u64, i32),
     ) -> Result<(), EmitError> {
-        let untraced_name = |kernel: bool| match (kernel, self.opts.filtered) {
-            (true, _) => "[kernel]",
-            (false, true) => "[filtered out]",
-            (false, false) => "[untraced]",
+        let untraced = match (&s.kind, self.opts.filtered) {
+            (SliceKind::Untraced { kernel: true, .. }, _) => "[kernel]",
+            (SliceKind::Untraced { .. }, true) => "[filtered out]",
+            (SliceKind::Untraced { .. }, false) => "[untraced]",
+            _ => "",
         };
         let call = matches!(s.kind, SliceKind::Call { .. });
         if call && start == end {
@@ -1026,7 +1024,7 @@ impl Emitter {
         if self.opts.record {
             let (category, name) = match &s.kind {
                 SliceKind::Call { func, .. } => ("call", func.name.to_string()),
-                SliceKind::Untraced { kernel, .. } => ("untraced", untraced_name(*kernel).into()),
+                SliceKind::Untraced { .. } => ("untraced", untraced.into()),
                 SliceKind::Gap { kind, .. } => ("gap", gap_name(kind).into()),
             };
             let placed = Placed {
@@ -1044,10 +1042,6 @@ impl Emitter {
                 .slices
                 .push(placed);
         }
-        let untraced = match &s.kind {
-            SliceKind::Untraced { kernel, .. } => untraced_name(*kernel),
-            _ => "",
-        };
         let (pid, tid) = (s.pid, s.tid);
         let levels = u64::try_from(levels).unwrap_or(0);
         self.with_window(index, pid, tid, |block| {

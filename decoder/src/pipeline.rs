@@ -941,7 +941,7 @@ pub fn run(
         emit.timed = trace.config_bit(trace.info.tsc_bit);
     }
     emit.filtered = filtered(trace);
-    emit.encoders = workers(&opts.decode);
+    emit.encoders = opts.decode.workers();
     let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     // Before the output is created: it may not be one of them.
     crate::decode::open_images(trace, images, &opts.decode);
@@ -1102,7 +1102,7 @@ impl Stacks<'_> {
         // With one worker, the stacks' own thread runs beside it as a
         // pipeline stage: moving the stacks onto the worker would leave
         // that thread idle (on one core it only adds the checks).
-        let workers = workers(self.decode);
+        let workers = self.decode.workers();
         let prepare = (self.tap.is_none()
             && workers >= 2
             && self.decode.start.is_none()
@@ -1131,15 +1131,6 @@ impl Stacks<'_> {
             run(&mut sink)
         };
         (decode_stats, sink.finish())
-    }
-}
-
-/// The decode workers `opts` asks for: as many as the CPUs we may run
-/// on for `jobs` 0.
-fn workers(opts: &DecodeOptions) -> usize {
-    match opts.jobs {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
     }
 }
 
@@ -1239,7 +1230,7 @@ pub fn run_raw(
     let axis = opts.emit.axis;
     let interpolate = opts.emit.interpolate && axis == TimeAxis::Ns;
     let mut emit = opts.emit.clone();
-    emit.encoders = workers(&opts.decode);
+    emit.encoders = opts.decode.workers();
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let resolver = RawResolver::new(input, symbols);
     let timeline = Timeline::new();

@@ -292,6 +292,16 @@ impl std::fmt::Debug for ProgressCallback {
 }
 
 impl DecodeOptions {
+    /// The worker threads `jobs` asks for: as many as the CPUs we may run
+    /// on for 0, at most [`MAX_JOBS`].
+    pub fn workers(&self) -> usize {
+        match self.jobs {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+        .min(MAX_JOBS)
+    }
+
     /// Whether ops of `task` are wanted.
     pub fn wants(&self, task: TaskId) -> bool {
         self.tids.as_ref().is_none_or(|t| t.contains(&task.tid))
@@ -684,13 +694,10 @@ fn decode_segments(
     let opts = setup.opts;
     let cfg = setup.pt_config();
     let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
-    let threads = match opts.jobs {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
-    // More could only wait for room in MAX_BYTES_IN_FLIGHT.
-    .min(MAX_JOBS)
-    .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize);
+    let threads = opts
+        .workers()
+        // More could only wait for room in MAX_BYTES_IN_FLIGHT.
+        .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize);
     let window = opts.window.unwrap_or(2 * threads + 2);
     let mut jobs: Vec<ChunkJob> = Vec::new();
     // (segment, first decoded chunk of it) per job.

@@ -261,14 +261,9 @@ impl Block {
         index
     }
 
-    /// Empties the block (its bytes too), keeping its buffers.
+    /// Drops the records and functions, keeping the buffers (and the
+    /// bytes: [`Block::encode`] starts them afresh).
     pub(super) fn clear(&mut self) {
-        self.clear_records();
-        self.bytes.clear();
-    }
-
-    /// Drops the records and functions, keeping the bytes.
-    fn clear_records(&mut self) {
         self.recs.clear();
         self.others.clear();
         if !self.funcs.is_empty() {
@@ -286,6 +281,11 @@ impl Block {
         let r = self.encode_into(&mut w);
         self.bytes = w.finish()?;
         r
+    }
+
+    /// Appends the encoded bytes to `sink`.
+    fn write_to(&self, sink: &SharedSink) -> Result<(), BlockError> {
+        lock(sink).write_all(&self.bytes).map_err(BlockError::Write)
     }
 
     fn encode_into(&self, w: &mut Writer<Vec<u8>>) -> ftf::Result<()> {
@@ -396,9 +396,7 @@ pub(super) struct Done {
 /// Encodes `block` and appends its bytes to `sink`.
 pub(super) fn encode_and_write(block: &mut Block, sink: &SharedSink) -> Result<(), BlockError> {
     block.encode().map_err(BlockError::Encode)?;
-    lock(sink)
-        .write_all(&block.bytes)
-        .map_err(BlockError::Write)
+    block.write_to(sink)
 }
 
 /// `m` locked; a panic while it was held (a bug, already reported by its
@@ -436,8 +434,6 @@ pub(super) struct Encoders {
     /// Blocks sent, and handed back.
     sent: u64,
     back: u64,
-    /// Handed back while [`Encoders::send`] waited for room.
-    ready: Option<Done>,
     max_in_flight: u64,
 }
 
@@ -460,7 +456,7 @@ impl Encoders {
                     for mut job in rx {
                         let encoded = job.block.encode();
                         // Dropped here, off the emitter's thread.
-                        job.block.clear_records();
+                        job.block.clear();
                         let mut turn = lock(&turn);
                         turn.parked.insert(job.seq, (job, encoded));
                         // Whoever holds the turn writes every block whose
@@ -473,9 +469,7 @@ impl Encoders {
                             turn.next += 1;
                             let result = match encoded {
                                 Err(e) => Err(BlockError::Encode(e)),
-                                Ok(()) => lock(&job.sink)
-                                    .write_all(&job.block.bytes)
-                                    .map_err(BlockError::Write),
+                                Ok(()) => job.block.write_to(&job.sink),
                             };
                             let done = Done {
                                 window: job.window,
@@ -496,18 +490,18 @@ impl Encoders {
             threads,
             sent: 0,
             back: 0,
-            ready: None,
             max_in_flight: depth as u64,
         })
     }
 
-    /// Sends `block` of file `window` (written to `sink`); first waits,
-    /// while as many blocks as allowed are in flight, for the oldest (then
-    /// take it with [`Encoders::next`]).
+    /// Whether as many blocks as allowed are in flight: take the oldest
+    /// back ([`Encoders::next`]) before sending another.
+    pub(super) fn is_full(&self) -> bool {
+        self.pending() >= self.max_in_flight
+    }
+
+    /// Sends `block` of file `window`, to be written to `sink`.
     pub(super) fn send(&mut self, window: u64, sink: SharedSink, block: Block) {
-        if self.ready.is_none() && self.sent - self.back >= self.max_in_flight {
-            self.wait_for_one();
-        }
         let job = Job {
             seq: self.sent,
             window,
@@ -523,31 +517,22 @@ impl Encoders {
         }
     }
 
-    /// Waits for the oldest block in flight; [`Encoders::next`] hands it
-    /// back.
-    fn wait_for_one(&mut self) {
-        if let Ok(d) = self.done.recv() {
-            self.ready = Some(d);
-        } else {
-            self.join();
-        }
-    }
-
     /// The next block handed back, in the order sent; with `wait`, waits
     /// for it while any is in flight.
     pub(super) fn next(&mut self, wait: bool) -> Option<Done> {
-        let d = match self.ready.take() {
-            Some(d) => Some(d),
-            None if self.back == self.sent => None,
-            None if wait => match self.done.recv() {
+        let d = if self.back == self.sent {
+            None
+        } else if wait {
+            match self.done.recv() {
                 Ok(d) => Some(d),
                 Err(_) => {
                     // An encoder panicked: show its panic.
                     self.join();
                     None
                 }
-            },
-            None => self.done.try_recv().ok(),
+            }
+        } else {
+            self.done.try_recv().ok()
         };
         if d.is_some() {
             self.back += 1;
