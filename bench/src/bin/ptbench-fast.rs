@@ -81,6 +81,7 @@ fn run() -> anyhow::Result<()> {
 /// Synchronizes at each PSB in turn and walks every block to the next
 /// error or the end.
 fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
+    let mut b = ipt::Block::default();
     'sync: loop {
         let mut status = match dec.sync_forward() {
             Ok(s) => s,
@@ -103,7 +104,7 @@ fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
                     }
                 }
             }
-            let (b, r) = dec.next_block(code);
+            let r = dec.next_block(code, &mut b);
             n.insns += u64::from(b.ninsn);
             match r {
                 Ok(s) => {

@@ -84,6 +84,37 @@ impl Run {
         self.tally.add(self.ops.len(), &op);
         self.ops.push(op);
     }
+
+    /// Appends the transfer `p` to `to`, tallied from its parts, and
+    /// written in place: built first (to be tallied by reference, or to
+    /// be pushed), the op went to the stack in narrow stores and was
+    /// copied into the run as 16-byte words at once, and the copy waited
+    /// on store forwarding (40% of `ChunkDecoder::resolve`'s samples).
+    #[inline]
+    fn push_transfer(&mut self, p: &Pending, to: u64) {
+        let (at, from) = (p.at, p.from);
+        if self.ops.len() >= 2 {
+            let c = &mut self.tally.counts;
+            match p.kind {
+                Transfer::Call => c.calls += 1,
+                Transfer::Return => c.returns += 1,
+                Transfer::Jump => c.jumps += 1,
+            }
+            let span = &mut self.tally.span;
+            *span = (span.0.min(at.time), span.1.max(at.time));
+        }
+        self.tally.n += 1;
+        match p.kind {
+            Transfer::Call => self.ops.push(Op::Call {
+                at,
+                from,
+                to,
+                ret: p.ret,
+            }),
+            Transfer::Return => self.ops.push(Op::Return { at, from, to }),
+            Transfer::Jump => self.ops.push(Op::Jump { at, from, to }),
+        }
+    }
 }
 
 /// See [`Run::tally`]: the calls, returns, jumps and gaps among a run's
@@ -223,8 +254,9 @@ impl OpPool {
 }
 
 /// What kind of control transfer a block ends with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Transfer {
+    #[default]
     Call,
     Return,
     Jump,
@@ -252,27 +284,21 @@ impl Transfer {
 }
 
 /// The transfer that ended the last block, waiting for its target (the
-/// next block's first IP, or an event's): a call, return or jump to 0,
-/// when `set`. An op and a flag, not an `Option<Op>`: an op moved out of
-/// an `Option` was copied as its tag byte and the rest apart, and the
-/// copy into the run read them back as 16-byte words, which waited on
-/// store forwarding (a third of `decode_chunk_from`'s time in `ptdec
-/// report`).
-#[derive(Debug)]
+/// next block's first IP, or an event's): a call, return or jump, when
+/// `set`. Its parts, not an op: the op is made where it is pushed, each
+/// part read back as it was written. An op made with its block and
+/// copied whole into the run later was read back as 16-byte words just
+/// after its narrower stores, and that copy waited on store forwarding
+/// (60% of `resolve`'s samples, 13% of the decode worker's time in
+/// `ptdec -j1` on one core).
+#[derive(Debug, Default)]
 struct Pending {
-    op: Op,
     set: bool,
-}
-
-impl Default for Pending {
-    fn default() -> Self {
-        Pending {
-            op: Op::End {
-                at: Stamp::default(),
-            },
-            set: false,
-        }
-    }
+    kind: Transfer,
+    at: Stamp,
+    from: u64,
+    /// A call's return address.
+    ret: u64,
 }
 
 /// Whose trace a buffer holds.
@@ -647,6 +673,8 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             Some(s) => s,
             None => return,
         };
+        // Written in place by the decoder (`FlowDecoder::next_block`).
+        let mut blk = Block::default();
         'blocks: loop {
             let failure = 'step: {
                 while status.event_pending() {
@@ -681,19 +709,14 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
-                // Used where it was returned: moved out of the pair, the
-                // block was copied in 16-byte words just after the decoder
-                // wrote its fields, and the copy waited on store forwarding
-                // (a fifth of this function's time in `ptdec report`).
-                let next = dec.next_block();
-                let blk = &next.0;
+                let next = dec.next_block(&mut blk);
                 if blk.ninsn > 0 && !self.warming {
                     self.update_time(dec, None);
-                    if let Flow::Stop = self.on_block(dec, blk) {
+                    if let Flow::Stop = self.on_block(dec, &blk) {
                         return;
                     }
                 }
-                match next.1 {
+                match next {
                     Ok(s) => {
                         status = s;
                         match self.check_progress(dec, blk.ninsn) {
@@ -1173,15 +1196,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         let Some(r) = self.run.as_mut() else {
             return;
         };
-        let op = std::mem::replace(&mut self.pending.op, Pending::default().op);
-        // The op was made with its block (`on_block`) and is copied whole
-        // (see `Pending`); its target is written in place after.
-        r.push(op);
-        if let Some(Op::Call { to: t, .. } | Op::Return { to: t, .. } | Op::Jump { to: t, .. }) =
-            r.ops.last_mut()
-        {
-            *t = to;
-        }
+        r.push_transfer(&self.pending, to);
     }
 
     fn on_event(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
@@ -1415,17 +1430,12 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 Transfer::Call => b.end_ip + self.last_len(b).map_or(0, u64::from),
                 _ => 0,
             };
-            let (at, from) = (self.stamp(), b.end_ip);
-            self.pending.set = true;
-            self.pending.op = match kind {
-                Transfer::Call => Op::Call {
-                    at,
-                    from,
-                    to: 0,
-                    ret,
-                },
-                Transfer::Return => Op::Return { at, from, to: 0 },
-                Transfer::Jump => Op::Jump { at, from, to: 0 },
+            self.pending = Pending {
+                set: true,
+                kind,
+                at: self.stamp(),
+                from: b.end_ip,
+                ret,
             };
         }
         Flow::Continue

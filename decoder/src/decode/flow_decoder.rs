@@ -27,7 +27,9 @@ pub(crate) trait FlowDecoder {
     fn sync_set(&mut self, offset: u64) -> Result<Status, PtError>;
     /// libipt 2.2's resync at the error; `Err(NOT_SUPPORTED)` without it.
     fn resync(&mut self) -> Result<Status, PtError>;
-    fn next_block(&mut self) -> (Block, Result<Status, PtError>);
+    /// The next block, written into `block` (in place: see
+    /// `flow::block::BlockDecoder::next_block`), and the status.
+    fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError>;
     fn event(&mut self) -> Result<(Event, Status), PtError>;
     fn offset(&self) -> Result<u64, PtError>;
     fn sync_offset(&self) -> Result<u64, PtError>;
@@ -66,8 +68,10 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     fn resync(&mut self) -> Result<Status, PtError> {
         self.dec.resync()
     }
-    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
-        self.dec.next_block()
+    fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
+        let (b, r) = self.dec.next_block();
+        *block = b;
+        r
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         self.dec.event()
@@ -114,12 +118,13 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn resync(&mut self) -> Result<Status, PtError> {
         Err(PtError::NOT_SUPPORTED)
     }
-    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+    fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
         if self.unsupported.is_some() {
-            return (Block::default(), Err(PtError::EOS));
+            *block = Block::default();
+            return Err(PtError::EOS);
         }
         let mut code = self.images.code.borrow_mut();
-        self.dec.next_block(&mut code)
+        self.dec.next_block(&mut code, block)
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         if self.unsupported.is_some() {

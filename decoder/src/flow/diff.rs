@@ -109,7 +109,9 @@ impl Dec for Fast<'_> {
         self.dec.sync_forward()
     }
     fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
-        self.dec.next_block(&mut self.code)
+        let mut b = Block::default();
+        let r = self.dec.next_block(&mut self.code, &mut b);
+        (b, r)
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         self.dec.event()

@@ -151,16 +151,24 @@ impl<'a> FastDecoder<'a> {
     }
 
     #[inline]
-    pub fn next_block(&mut self, code: &mut CodeCache) -> (ipt::Block, Result<Status, PtError>) {
+    /// The next block, written into `block` (see
+    /// [`BlockDecoder::next_block`]), and the status.
+    pub fn next_block(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut ipt::Block,
+    ) -> Result<Status, PtError> {
         // The block decoder's fast path is off once it stopped (`fail`).
-        if let Some((b, r)) = self.dec.try_fast(code) {
-            return (b, r.map_err(|f| self.fail(f)));
+        if let Some(r) = self.dec.try_fast(code, block) {
+            return r.map_err(|f| self.fail(f));
         }
         if let Err(e) = self.check() {
-            return (ipt::Block::default(), Err(e));
+            *block = ipt::Block::default();
+            return Err(e);
         }
-        let (b, r) = self.dec.next_block_slow(code);
-        (b, r.map_err(|f| self.fail(f)))
+        self.dec
+            .next_block_slow(code, block)
+            .map_err(|f| self.fail(f))
     }
 
     pub fn event(&mut self) -> Result<(Event, Status), PtError> {

@@ -149,7 +149,7 @@ fn fast_events(t: &[u8]) -> Vec<EventKind> {
         if status.eos() {
             break;
         }
-        let (_, r) = dec.next_block(&mut code);
+        let r = dec.next_block(&mut code, &mut ipt::Block::default());
         match r {
             Ok(s) => status = s,
             Err(_) => break,
