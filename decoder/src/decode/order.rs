@@ -66,8 +66,16 @@ pub(super) struct Orderer<'o> {
     threads: BTreeMap<TaskId, ThreadOut>,
     /// Tasks seen, in order (for `End`).
     seen: BTreeSet<TaskId>,
+    /// A long run's ops go to the sink through this, [`BATCH_OPS`] at a
+    /// time (see [`Orderer::run_ops`]).
+    batch: Vec<Op>,
     pub stats: DecodeStats,
 }
+
+/// How many of a long run's ops go to the sink at a time: 128 KiB, so
+/// that they are still in the cache when the sink's second stage (the
+/// call stacks, after time spreading) goes over them.
+const BATCH_OPS: usize = 2048;
 
 impl<'o> Orderer<'o> {
     pub fn new(
@@ -91,6 +99,7 @@ impl<'o> Orderer<'o> {
             arrivals: 0,
             threads: BTreeMap::new(),
             seen: BTreeSet::new(),
+            batch: Vec::new(),
             stats,
         }
     }
@@ -282,7 +291,7 @@ impl<'o> Orderer<'o> {
                 span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
             sent = (ops.len() - p) as u64;
-            sink.run_ops(task.pid, task.tid, ops, p, Some(fix));
+            run_ops(&mut self.batch, task, sink, ops, p, fix);
         } else if plain {
             // Nothing cut out or put in but the run's own skipped ops: the
             // ops are fixed where they lie and go on together.
@@ -442,6 +451,38 @@ fn note(th: &mut ThreadOut, span: &mut Option<(u64, u64)>, op: &mut Op) {
     let t = op.stamp();
     th.last = Some(t);
     *span = Some(span.map_or((t.time, t.time), |(a, b)| (a.min(t.time), b.max(t.time))));
+}
+
+/// `sink.run_ops(.., ops, skip, Some(fix))`, a long run in batches
+/// of [`BATCH_OPS`]: the sink goes over the ops twice (time spreading,
+/// then the call stacks), and a run's ops (MBs) had left the cache
+/// before the second pass (the profile showed each pass waiting on
+/// its first load of each op; moved out in batches, only the move
+/// waits). The sinks take a run in several calls as they take
+/// several runs.
+fn run_ops(
+    batch: &mut Vec<Op>,
+    task: TaskId,
+    sink: &mut dyn OpSink,
+    ops: &mut Vec<Op>,
+    skip: usize,
+    fix: Rebase,
+) {
+    if ops.len() - skip <= 2 * BATCH_OPS {
+        sink.run_ops(task.pid, task.tid, ops, skip, Some(fix));
+        return;
+    }
+    let mut rest = ops.drain(skip..);
+    loop {
+        batch.extend(rest.by_ref().take(BATCH_OPS));
+        if batch.is_empty() {
+            break;
+        }
+        sink.run_ops(task.pid, task.tid, batch, 0, Some(fix));
+        batch.clear();
+    }
+    drop(rest);
+    ops.clear();
 }
 
 #[cfg(test)]
