@@ -601,24 +601,47 @@ mod tests {
         assert_eq!(ratios(&seen), [20, 24, 30, 30, 30]);
     }
 
-    /// Every op handed over, per thread.
+    /// Every op handed over, per thread, and how many calls handed over
+    /// a batch ([`BATCH_OPS`] ops).
     #[derive(Default)]
-    struct Seen(Vec<(u32, Op)>);
+    struct Seen(Vec<(u32, Op)>, usize);
 
     impl OpSink for Seen {
         fn op(&mut self, _pid: u32, tid: u32, op: Op) {
             self.0.push((tid, op));
+        }
+
+        fn run_ops(
+            &mut self,
+            pid: u32,
+            tid: u32,
+            ops: &mut Vec<Op>,
+            skip: usize,
+            rebase: Option<Rebase>,
+        ) {
+            self.1 += usize::from(ops.len().saturating_sub(skip) == BATCH_OPS);
+            for mut op in ops.drain(skip..) {
+                if let Some(r) = rebase {
+                    r.apply(op.stamp_mut());
+                }
+                self.op(pid, tid, op);
+            }
+            ops.clear();
         }
     }
 
     /// The ops of a run the decoder tallied go on without a pass here
     /// (`Run::tally`, `OpSink::run_ops`): the same ops, stamps and
     /// counters as with the pass, for random runs of both threads, with
-    /// and without cycles, whatever the ops skipped at their start.
+    /// and without cycles, whatever the ops skipped at their start. Every
+    /// tenth round has runs long enough to go on in batches
+    /// ([`BATCH_OPS`]), which must change nothing either.
     #[test]
     fn tallied_runs_go_on_as_runs_fixed_one_by_one() {
         let mut rng = fastrand::Rng::with_seed(21);
+        let mut batched = 0;
         for round in 0..300 {
+            let long = round % 10 == 0;
             let cycles = round % 2 == 1;
             let mut chunks = Vec::new();
             let mut time = 100;
@@ -628,7 +651,12 @@ mod tests {
                     let task = if rng.bool() { A } else { B };
                     let mut ops = Vec::new();
                     let mut insns = 0;
-                    for _ in 0..rng.usize(0..12) {
+                    let n = if long {
+                        rng.usize(2 * BATCH_OPS..5 * BATCH_OPS)
+                    } else {
+                        rng.usize(0..12)
+                    };
+                    for _ in 0..n {
                         time += rng.u64(0..3);
                         insns += rng.u64(1..9);
                         let mut a = at(time, insns);
@@ -666,10 +694,14 @@ mod tests {
                     o.chunk(0, i == 0, chunk(runs, None, None), None, &mut seen);
                 }
                 let stats = o.finish(&mut seen);
-                (seen.0, stats)
+                (seen.0, stats, seen.1)
             };
-            assert_eq!(feed(true), feed(false), "round {round}");
+            let (tallied, fixed) = (feed(true), feed(false));
+            assert_eq!(fixed.2, 0, "round {round}: the pass hands a run on whole");
+            batched += usize::from(tallied.2 > 0);
+            assert_eq!((tallied.0, tallied.1), (fixed.0, fixed.1), "round {round}");
         }
+        assert!(batched >= 10, "{batched} rounds handed runs on in batches");
     }
 
     #[test]
