@@ -98,6 +98,19 @@ fn skylake_file_decodes_without_binaries() {
     }
     assert!(missing.iter().any(|m| !m.ranges.is_empty()), "{missing:?}");
     check_order(&c);
+    // The syncs are those of one decoder whatever the chunk size: a chunk
+    // after one that stopped at code without an image, with no PSB left
+    // in it, counts the sync at its own PSB (4 KiB chunks: 2 syncs before
+    // that was counted, 32 KiB: 6).
+    for chunk in [1, 4 << 10, 32 << 10, 16 << 20] {
+        let opts = DecodeOptions {
+            chunk_bytes: Some(chunk),
+            ..DecodeOptions::default()
+        };
+        let images = ImageStore::new(no_search());
+        let s = decode(&t, &images, &opts, &mut Collect::default()).unwrap();
+        assert_eq!((s.syncs, s.resyncs), (st.syncs, st.resyncs), "{chunk}");
+    }
 }
 
 #[test]

@@ -184,6 +184,11 @@ pub(super) struct ChunkStats {
     /// ordering stage counts it when no earlier chunk of the segment
     /// synchronized.
     pub start_sync: bool,
+    /// Decoding stopped at an error (or found nothing to synchronize at)
+    /// with no PSB left in the chunk to go on from: one decoder would
+    /// synchronize at the next chunk's PSB, and the ordering stage counts
+    /// that chunk's `start_sync` as a sync.
+    pub ends_unsynced: bool,
     pub max_stall: u64,
     pub blocks: u64,
     pub insns: u64,
@@ -671,7 +676,10 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         let mut last_sync: Option<u64> = None;
         let mut status = match self.sync(dec, &mut last_sync) {
             Some(s) => s,
-            None => return,
+            None => {
+                self.stats.ends_unsynced = !self.warming;
+                return;
+            }
         };
         // Written in place by the decoder (`FlowDecoder::next_block`).
         let mut blk = Block::default();
@@ -732,7 +740,10 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             }
             match self.recover(dec, failure, &mut last_sync) {
                 Some(s) => status = s,
-                None => return,
+                None => {
+                    self.stats.ends_unsynced = !self.warming;
+                    return;
+                }
             }
         }
     }

@@ -59,6 +59,9 @@ pub(super) struct Orderer<'o> {
     cbr: Vec<Option<u16>>,
     /// Per segment: a chunk of it synchronized (its sync was counted).
     synced: Vec<bool>,
+    /// Per segment: its last chunk ended unsynchronized
+    /// (`ChunkStats::ends_unsynced`).
+    lost: Vec<bool>,
     /// Per-cpu runs waiting for the watermark, by (start time, arrival).
     held: BTreeMap<(u64, u64), Run>,
     held_ops: usize,
@@ -94,6 +97,7 @@ impl<'o> Orderer<'o> {
             open: vec![None; segments],
             cbr: vec![None; segments],
             synced: vec![false; segments],
+            lost: vec![false; segments],
             held: BTreeMap::new(),
             held_ops: 0,
             arrivals: 0,
@@ -126,11 +130,15 @@ impl<'o> Orderer<'o> {
         // One decoder synchronizes once at a segment's start. When the
         // segment's first chunks could not (a corrupt start), the first
         // chunk that synchronized at its own PSB counts that sync
-        // (`ChunkStats::start_sync`), as one decoder would have.
-        if out.stats.start_sync && !self.synced[segment] {
+        // (`ChunkStats::start_sync`), as one decoder would have; so does
+        // a chunk after one that stopped at an error with no PSB left in
+        // it (one decoder synchronizes at this chunk's PSB then), so that
+        // the count is the same for any chunk size.
+        if out.stats.start_sync && (!self.synced[segment] || self.lost[segment]) {
             self.stats.syncs += 1;
         }
         self.synced[segment] |= out.stats.start_sync || out.stats.syncs > 0;
+        self.lost[segment] = out.stats.ends_unsynced;
         let n_ops: usize = out.runs.iter().map(|r| r.ops.len()).sum();
         self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n_ops as u64);
         let prev_open = std::mem::replace(&mut self.open[segment], out.open_task);
