@@ -98,18 +98,27 @@ fn skylake_file_decodes_without_binaries() {
     }
     assert!(missing.iter().any(|m| !m.ranges.is_empty()), "{missing:?}");
     check_order(&c);
-    // The syncs are those of one decoder whatever the chunk size: a chunk
-    // after one that stopped at code without an image, with no PSB left
-    // in it, counts the sync at its own PSB (4 KiB chunks: 2 syncs before
-    // that was counted, 32 KiB: 6).
-    for chunk in [1, 4 << 10, 32 << 10, 16 << 20] {
+    // The ops and the syncs are those of one decoder whatever the chunk
+    // size. A chunk that stops at code without an image with no PSB left
+    // in it synchronizes at the next chunk's PSB and takes its enable or
+    // task switch, and the next chunk's first gap there is one decoder's
+    // repeated gap (before: 10 gaps in 4 KiB chunks, 6 in 32 KiB, 3 in
+    // one chunk per buffer; and 2 syncs in 4 KiB chunks).
+    for chunk in [1, 4 << 10, 32 << 10, 256 << 10, 16 << 20] {
         let opts = DecodeOptions {
             chunk_bytes: Some(chunk),
             ..DecodeOptions::default()
         };
         let images = ImageStore::new(no_search());
-        let s = decode(&t, &images, &opts, &mut Collect::default()).unwrap();
+        let mut got = Collect::default();
+        let s = decode(&t, &images, &opts, &mut got).unwrap();
         assert_eq!((s.syncs, s.resyncs), (st.syncs, st.resyncs), "{chunk}");
+        assert_eq!(
+            (s.no_image, s.skipped_bytes),
+            (st.no_image, st.skipped_bytes),
+            "{chunk}"
+        );
+        assert!(got.ops == c.ops, "chunk size {chunk}: other ops");
     }
 }
 

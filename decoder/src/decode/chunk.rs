@@ -546,6 +546,7 @@ fn run_chunk(
         at_start: true,
         sync_task: None,
         open: false,
+        at_boundary: false,
         stall: Stall::default(),
         last_error_offset: None,
         tsc: 0,
@@ -640,6 +641,10 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     sync_task: Option<TaskId>,
     /// Tracing was on at the end (set by `finish`).
     open: bool,
+    /// After an error, decoding synchronized at the next chunk's PSB:
+    /// its status updates are taken as one decoder takes them there (the
+    /// enable, a task switch), then decoding stops (see `sync`).
+    at_boundary: bool,
     /// Instructions since the trace offset last moved.
     stall: Stall,
     /// Where the last error was (a second one there skips to the next PSB).
@@ -688,6 +693,10 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 while status.event_pending() {
                     match dec.event() {
                         Ok((ev, s)) => {
+                            // Past the next chunk's PSB+: that chunk's.
+                            if self.at_boundary && !ev.status_update() {
+                                return;
+                            }
                             status = s;
                             if self.warming && !self.warmed_up(dec, &ev) {
                                 continue;
@@ -706,6 +715,11 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                         }
                         Err(e) => break 'step Failure::Pt(e),
                     }
+                }
+                // Synchronized at the next chunk's PSB after an error: its
+                // status updates were taken; the rest is the next chunk's.
+                if self.at_boundary {
+                    return;
                 }
                 // The end of the trace: libipt would otherwise follow the
                 // code after the last packet until it needs one.
@@ -784,7 +798,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// status update as soon as it reads the PSB+, before its decoding has
     /// reached that IP). Events after it belong to the next chunk.
     fn at_next_chunk(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
-        if self.meta.last || self.stop_at.is_some() || !ev.status_update() {
+        if self.meta.last || self.stop_at.is_some() || self.at_boundary || !ev.status_update() {
             return false;
         }
         if self.offset(dec).is_none_or(|o| o <= self.meta.len) {
@@ -869,7 +883,17 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             let at = dec.sync_offset().ok();
             let in_chunk = at.map(|o| o.saturating_sub(self.meta.warmup));
             if !self.meta.last && in_chunk.is_some_and(|o| o >= self.meta.len) {
-                break None;
+                // After an error with no PSB left in the chunk, one decoder
+                // synchronizes at the next chunk's PSB and takes its status
+                // updates: the enable there, or the switch to another task
+                // that ends this one's run. So does this chunk (then it
+                // stops: `at_boundary`), so that the ops are the same for
+                // any chunk size; the next chunk's own enable is then
+                // dropped as a continuation (`order`), as at any boundary.
+                if first || self.warming || r.is_err() || in_chunk != Some(self.meta.len) {
+                    break None;
+                }
+                self.at_boundary = true;
             }
             let e = match r {
                 Ok(s) => {

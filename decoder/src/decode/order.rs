@@ -26,7 +26,7 @@ use sideband::timeline::TaskId;
 
 use super::chunk::{ChunkOutput, OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
-use crate::ops::{Mark, Op, OpSink, Rebase, Stamp};
+use crate::ops::{GapKind, Mark, Op, OpSink, Rebase, Stamp};
 use crate::stack::Base;
 use crate::stitch::Stretch;
 
@@ -62,6 +62,8 @@ pub(super) struct Orderer<'o> {
     /// Per segment: its last chunk ended unsynchronized
     /// (`ChunkStats::ends_unsynced`).
     lost: Vec<bool>,
+    /// Per segment: the run its last chunk left open (see [`Tail`]).
+    tail: Vec<Option<Tail>>,
     /// Per-cpu runs waiting for the watermark, by (start time, arrival).
     held: BTreeMap<(u64, u64), Run>,
     held_ops: usize,
@@ -98,6 +100,7 @@ impl<'o> Orderer<'o> {
             cbr: vec![None; segments],
             synced: vec![false; segments],
             lost: vec![false; segments],
+            tail: vec![None; segments],
             held: BTreeMap::new(),
             held_ops: 0,
             arrivals: 0,
@@ -156,6 +159,15 @@ impl<'o> Orderer<'o> {
         if !first && out.sync_cbr.is_some() && out.sync_cbr == prev_cbr {
             drop_first_cbr(&mut out.runs);
         }
+        let prev_tail = self.tail[segment]
+            .take()
+            .filter(|t| !first && prev_open == Some(t.task));
+        if let Some(t) = prev_tail {
+            if out.runs.first().is_some_and(|r| r.task == t.task) {
+                self.stats.no_image -= repeated_gap(&mut out.runs, t, self.cycles);
+            }
+        }
+        self.tail[segment] = Tail::of(&out.runs, out.open_task, prev_tail);
         if !self.per_cpu {
             for r in out.runs {
                 self.emit(r, sink);
@@ -421,6 +433,114 @@ impl<'o> Orderer<'o> {
             );
         }
     }
+}
+
+/// What the ordering stage knows of the run a chunk left open (its task
+/// still traced at the chunk's end), for the next chunk, which goes on
+/// with it: whether its last op (of those handed on) after the last gap
+/// for code without an image is only enables and disables, and whether
+/// its last op is a disable or gap (`closed`).
+#[derive(Debug, Clone, Copy)]
+struct Tail {
+    task: TaskId,
+    after_no_image: bool,
+    closed: Option<bool>,
+}
+
+impl Tail {
+    /// The tail `runs` leave when `open` is still traced; `prev` is the
+    /// tail the chunk went on from, for a first run with nothing to say.
+    fn of(runs: &[Run], open: Option<TaskId>, prev: Option<Tail>) -> Option<Tail> {
+        let (i, r) = runs.iter().enumerate().next_back()?;
+        if Some(r.task) != open {
+            return None;
+        }
+        let prev = prev.filter(|p| i == 0 && p.task == r.task);
+        let kept = |k: &usize| !r.skip.drops(*k);
+        let last = (0..r.ops.len()).rev().find(kept);
+        let flow = (0..r.ops.len())
+            .rev()
+            .filter(kept)
+            .find(|&k| !matches!(r.ops[k], Op::Enabled { .. } | Op::Disabled { .. }));
+        Some(Tail {
+            task: r.task,
+            after_no_image: match flow {
+                Some(k) => is_no_image(&r.ops[k]),
+                None => prev.is_some_and(|p| p.after_no_image),
+            },
+            closed: match last {
+                Some(k) => Some(matches!(r.ops[k], Op::Gap { .. } | Op::Disabled { .. })),
+                None => prev.and_then(|p| p.closed),
+            },
+        })
+    }
+}
+
+fn is_no_image(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Gap {
+            kind: GapKind::NoImage { .. },
+            ..
+        }
+    )
+}
+
+/// A chunk's first run goes on with the run its previous chunk left
+/// open (`prev`). When that run's last ops are a gap at code without an
+/// image and enables, one decoder would not make the first gap at code
+/// without an image of this run again (`ChunkDecoder::recover`: one gap
+/// for the whole stretch), nor, without it, leave out the disable a task
+/// switch right after makes (`switch_to`): the chunk, decoded alone,
+/// did both. Undone here, so that the ops are the same for any chunk
+/// size. Returns the gaps removed (0 or 1).
+fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
+    let (r, next) = match runs {
+        [r, rest @ ..] => (r, rest.first()),
+        [] => return 0,
+    };
+    if !prev.after_no_image {
+        return 0;
+    }
+    let kept = |r: &Run, k: usize| !r.skip.drops(k);
+    let Some(i) = (0..r.ops.len())
+        .filter(|&k| kept(r, k))
+        .find(|&k| !matches!(r.ops[k], Op::Enabled { .. } | Op::Disabled { .. }))
+    else {
+        return 0;
+    };
+    if !is_no_image(&r.ops[i]) {
+        return 0;
+    }
+    let was_last = !(i + 1..r.ops.len()).any(|k| kept(r, k));
+    r.ops.remove(i);
+    if let Some(a) = r.skip.at.as_mut() {
+        if *a > i {
+            *a -= 1;
+        }
+    }
+    // Counted and built ahead for the ops as they were.
+    r.stretch = None;
+    r.tally.n = usize::MAX;
+    if let (true, Some(next)) = (was_last, next) {
+        let closed = match (0..r.ops.len()).rev().find(|&k| kept(r, k)) {
+            Some(k) => Some(matches!(r.ops[k], Op::Gap { .. } | Op::Disabled { .. })),
+            None => prev.closed,
+        };
+        if closed == Some(false) {
+            let ip = next.ops.first().map_or(0, Op::ip);
+            r.ops.push(Op::Disabled {
+                at: Stamp {
+                    time: next.start,
+                    insns: r.insns,
+                    cycles: cycles.then_some(r.cycles),
+                },
+                ip,
+                kernel: true,
+            });
+        }
+    }
+    1
 }
 
 /// Removes the first CBR mark of a chunk's runs (see
