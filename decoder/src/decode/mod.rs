@@ -13,7 +13,8 @@
 //!    make up a process's image at a time.
 //! 2. [`chunks`]: each segment of AUX data (a buffer's stream between
 //!    losses or snapshots) is cut at PSBs into chunks of about
-//!    [`DEFAULT_CHUNK_BYTES`], independently of the number of workers; the
+//!    [`DEFAULT_CHUNK_BYTES`] (with CYC [`DEFAULT_CHUNK_BYTES_CYC`]),
+//!    independently of the number of workers; the
 //!    TSC of each chunk's PSB+ orders per-cpu chunks and finds the chunks
 //!    of a `--start/--duration` window by binary search.
 //! 3. [`workers`]: `jobs` threads decode chunks, at most `window` ahead of
@@ -138,10 +139,22 @@ use workers::{ChunkJob, Progress};
 /// default PSB period (16 KiB), so a PSB+ interval is decoded first.
 const WARMUP_BYTES: u64 = 64 << 10;
 
-/// Chunk size when [`DecodeOptions::chunk_bytes`] is not given: big enough
-/// that a chunk's set-up (a decoder, a sync, an image) is noise, small
-/// enough that a window of them is a few tens of MB of ops.
-pub const DEFAULT_CHUNK_BYTES: u64 = 256 << 10;
+/// Chunk size when [`DecodeOptions::chunk_bytes`] is not given and the
+/// trace has no CYC: big enough that a chunk's set-up (a decoder, a sync,
+/// an image) is noise, small enough that its ops (64 bytes each, up to
+/// ~90 bytes of ops per byte of trace in call-dense code: 3 MB) are still
+/// in the cache when the output takes them. With 256 KiB chunks the ops
+/// had left it: on the bench's interpreter trace on one core the
+/// decoder's pushes and the output's first pass over them waited on
+/// memory, and the run took 1.08 s of CPU against 0.99 s in 32 KiB chunks
+/// (128 KiB: 1.06 s, 64 KiB: 1.02 s; medians of 9; the C++ trace, with
+/// half the calls per instruction, the same either way).
+pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 10;
+
+/// The chunk size with CYC: each chunk then first decodes up to
+/// [`WARMUP_BYTES`] before it, which small chunks would pay again and
+/// again.
+pub const DEFAULT_CHUNK_BYTES_CYC: u64 = 256 << 10;
 
 /// The most trace bytes decoded ahead of the output at once: the chunks
 /// the workers have started and the output has not yet taken. Their
@@ -199,7 +212,8 @@ pub struct DecodeOptions {
     /// error in decode order (`ptdec raw --insn-list`; meant for one
     /// segment: with several, workers interleave).
     pub insn_list: Option<ListCallback>,
-    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`]).
+    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`], or
+    /// [`DEFAULT_CHUNK_BYTES_CYC`] for a trace with CYC).
     pub chunk_bytes: Option<u64>,
     /// Chunks decoded ahead of delivery at most (`None`: twice the
     /// workers, plus two).
@@ -693,7 +707,11 @@ fn decode_segments(
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
     let cfg = setup.pt_config();
-    let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
+    let chunk_bytes = opts.chunk_bytes.unwrap_or(if setup.cycles {
+        DEFAULT_CHUNK_BYTES_CYC
+    } else {
+        DEFAULT_CHUNK_BYTES
+    });
     let threads = opts
         .workers()
         // More could only wait for room in MAX_BYTES_IN_FLIGHT.
