@@ -164,7 +164,8 @@ impl<'o> Orderer<'o> {
             .filter(|t| !first && prev_open == Some(t.task));
         if let Some(t) = prev_tail {
             if out.runs.first().is_some_and(|r| r.task == t.task) {
-                self.stats.no_image -= repeated_gap(&mut out.runs, t, self.cycles);
+                let removed = repeated_gap(&mut out.runs, t, self.cycles);
+                self.stats.no_image = self.stats.no_image.saturating_sub(removed);
             }
         }
         self.tail[segment] = Tail::of(&out.runs, out.open_task, prev_tail);
