@@ -246,6 +246,19 @@ impl<T> PerThread<T> {
     }
 }
 
+/// What [`OpSink::run_ops`] does by default, for any `f`: `ops[skip..]`
+/// to `f` one by one, each stamp fixed by `rebase` first; `ops` is left
+/// empty.
+pub fn drain_fixed(ops: &mut Vec<Op>, skip: usize, rebase: Option<Rebase>, mut f: impl FnMut(Op)) {
+    for mut op in ops.drain(skip..) {
+        if let Some(r) = rebase {
+            r.apply(op.stamp_mut());
+        }
+        f(op);
+    }
+    ops.clear();
+}
+
 /// Receives the decoded steps of each thread. Steps of one thread arrive in
 /// order; steps of different threads may interleave.
 pub trait OpSink {
@@ -276,13 +289,7 @@ pub trait OpSink {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        for mut op in ops.drain(skip..) {
-            if let Some(r) = rebase {
-                r.apply(op.stamp_mut());
-            }
-            self.op(pid, tid, op);
-        }
-        ops.clear();
+        drain_fixed(ops, skip, rebase, |op| self.op(pid, tid, op));
     }
 
     /// A stretch of the thread's ops whose call stack a decode worker

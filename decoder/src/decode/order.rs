@@ -759,13 +759,7 @@ mod tests {
             rebase: Option<Rebase>,
         ) {
             self.1 += usize::from(ops.len().saturating_sub(skip) == BATCH_OPS);
-            for mut op in ops.drain(skip..) {
-                if let Some(r) = rebase {
-                    r.apply(op.stamp_mut());
-                }
-                self.op(pid, tid, op);
-            }
-            ops.clear();
+            crate::ops::drain_fixed(ops, skip, rebase, |op| self.op(pid, tid, op));
         }
     }
 
