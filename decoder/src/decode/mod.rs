@@ -152,8 +152,8 @@ const WARMUP_BYTES: u64 = 64 << 10;
 pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 10;
 
 /// The chunk size with CYC: each chunk then first decodes up to
-/// [`WARMUP_BYTES`] before it, which small chunks would pay again and
-/// again.
+/// `WARMUP_BYTES` (64 KiB) before it, which small chunks would pay again
+/// and again.
 pub const DEFAULT_CHUNK_BYTES_CYC: u64 = 256 << 10;
 
 /// The most trace bytes decoded ahead of the output at once: the chunks

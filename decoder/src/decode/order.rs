@@ -72,7 +72,7 @@ pub(super) struct Orderer<'o> {
     /// Tasks seen, in order (for `End`).
     seen: BTreeSet<TaskId>,
     /// A long run's ops go to the sink through this, [`BATCH_OPS`] at a
-    /// time (see [`Orderer::run_ops`]).
+    /// time (see [`run_ops`]).
     batch: Vec<Op>,
     pub stats: DecodeStats,
 }
@@ -466,24 +466,36 @@ impl Tail {
             return None;
         }
         let prev = prev.filter(|p| i == 0 && p.task == r.task);
-        let kept = |k: &usize| !r.skip.drops(*k);
-        let last = (0..r.ops.len()).rev().find(kept);
-        let flow = (0..r.ops.len())
-            .rev()
-            .filter(kept)
-            .find(|&k| !matches!(r.ops[k], Op::Enabled { .. } | Op::Disabled { .. }));
+        let flow = kept(r).rev().find(|(_, op)| is_flow(op));
         Some(Tail {
             task: r.task,
             after_no_image: match flow {
-                Some(k) => is_no_image(&r.ops[k]),
+                Some((_, op)) => is_no_image(op),
                 None => prev.is_some_and(|p| p.after_no_image),
             },
-            closed: match last {
-                Some(k) => Some(matches!(r.ops[k], Op::Gap { .. } | Op::Disabled { .. })),
-                None => prev.and_then(|p| p.closed),
-            },
+            closed: closed(r).or_else(|| prev.and_then(|p| p.closed)),
         })
     }
+}
+
+/// `r`'s ops that go on (not dropped by its `skip`), with their indices.
+fn kept(r: &Run) -> impl DoubleEndedIterator<Item = (usize, &Op)> {
+    r.ops.iter().enumerate().filter(|(k, _)| !r.skip.drops(*k))
+}
+
+/// Whether `r`'s last op that goes on is a disable or gap (`None`: none
+/// goes on), as `ChunkDecoder::switch_to` asks of a run before it adds
+/// the disable of a switch.
+fn closed(r: &Run) -> Option<bool> {
+    kept(r)
+        .next_back()
+        .map(|(_, op)| matches!(op, Op::Gap { .. } | Op::Disabled { .. }))
+}
+
+/// Control flow or a gap: what `ChunkDecoder::recover` looks back to,
+/// past enables and disables, to tell a repeated gap.
+fn is_flow(op: &Op) -> bool {
+    !matches!(op, Op::Enabled { .. } | Op::Disabled { .. })
 }
 
 fn is_no_image(op: &Op) -> bool {
@@ -512,17 +524,13 @@ fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
     if !prev.after_no_image {
         return 0;
     }
-    let kept = |r: &Run, k: usize| !r.skip.drops(k);
-    let Some(i) = (0..r.ops.len())
-        .filter(|&k| kept(r, k))
-        .find(|&k| !matches!(r.ops[k], Op::Enabled { .. } | Op::Disabled { .. }))
+    let Some((i, true)) = kept(r)
+        .find(|(_, op)| is_flow(op))
+        .map(|(i, op)| (i, is_no_image(op)))
     else {
         return 0;
     };
-    if !is_no_image(&r.ops[i]) {
-        return 0;
-    }
-    let was_last = !(i + 1..r.ops.len()).any(|k| kept(r, k));
+    let was_last = kept(r).next_back().is_some_and(|(k, _)| k == i);
     r.ops.remove(i);
     if let Some(a) = r.skip.at.as_mut() {
         if *a > i {
@@ -533,11 +541,7 @@ fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
     r.stretch = None;
     r.tally.n = usize::MAX;
     if let (true, Some(next)) = (was_last, next) {
-        let closed = match (0..r.ops.len()).rev().find(|&k| kept(r, k)) {
-            Some(k) => Some(matches!(r.ops[k], Op::Gap { .. } | Op::Disabled { .. })),
-            None => prev.closed,
-        };
-        if closed == Some(false) {
+        if closed(r).or(prev.closed) == Some(false) {
             let ip = next.ops.first().map_or(0, Op::ip);
             r.ops.push(Op::Disabled {
                 at: Stamp {
@@ -593,12 +597,11 @@ fn note(th: &mut ThreadOut, span: &mut Option<(u64, u64)>, op: &mut Op) {
 
 /// `sink.run_ops(.., ops, skip, Some(fix))`, a run longer than
 /// [`BATCH_MIN_RUN`] in batches of [`BATCH_OPS`]: the sink goes over the
-/// ops twice (time spreading,
-/// then the call stacks), and a run's ops (MBs) had left the cache
-/// before the second pass (the profile showed each pass waiting on
-/// its first load of each op; moved out in batches, only the move
-/// waits). The sinks take a run in several calls as they take
-/// several runs.
+/// ops twice (time spreading, then the call stacks), and a long run's
+/// ops (MBs) had left the cache before the second pass (the profile
+/// showed each pass waiting on its first load of each op; moved out in
+/// batches, only the move waits). The sinks take a run in several calls
+/// as they take several runs.
 fn run_ops(
     batch: &mut Vec<Op>,
     task: TaskId,

@@ -150,9 +150,9 @@ impl<'a> FastDecoder<'a> {
         self.dec.sync_set(offset).map_err(|f| self.fail(f))
     }
 
-    #[inline]
     /// The next block, written into `block` (see
     /// [`BlockDecoder::next_block`]), and the status.
+    #[inline]
     pub fn next_block(
         &mut self,
         code: &mut CodeCache,
