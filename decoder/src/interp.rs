@@ -15,7 +15,7 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 
-use crate::ops::{Op, OpSink, PerThread, Rebase};
+use crate::ops::{take, Op, OpSink, PerThread, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<S: OpSink> {
@@ -137,6 +137,69 @@ impl<S: OpSink> Interpolate<S> {
     fn group_of(&mut self, pid: u32, tid: u32) -> usize {
         self.pending.slot(pid, tid)
     }
+
+    /// What `op` does to each op of `ops`, each fixed by `fix` first, with
+    /// the groups inside `ops` spread where they lie: the ops go on in
+    /// the order they came (a group is handed on when the op after it
+    /// comes, before that op), so only the group held from before and the
+    /// one still open at the end move; they are taken into the thread's
+    /// group (placeholders stay behind). The ops in the range returned go
+    /// on next, in order; the group held from before has gone on already.
+    fn spread_run(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ops: &mut [Op],
+        fix: impl Fn(&mut Op),
+    ) -> std::ops::Range<usize> {
+        let gi = self.group_of(pid, tid);
+        let group = &mut self.pending.items[gi];
+        // The ops that join the group held from the last call go into it;
+        // the first that does not ends it. Times are spread by the fixed
+        // stamps: `ops[..fixed]` are fixed.
+        let mut s = 0;
+        let mut fixed = 0;
+        if let Some(anchor) = group.first() {
+            while s < ops.len() && joins(anchor, &ops[s]) {
+                s += 1;
+            }
+            for op in &mut ops[..s] {
+                fix(op);
+                group.push(take(op));
+            }
+            let Some(next) = ops.get_mut(s) else {
+                return s..s;
+            };
+            fix(next);
+            fixed = s + 1;
+            end_group(&mut self.inner, pid, tid, group, next);
+        }
+        // The rest, in place: `open` is where the group being gathered
+        // starts (its anchor).
+        let mut open: Option<usize> = None;
+        for k in s..ops.len() {
+            if k >= fixed {
+                fix(&mut ops[k]);
+            }
+            if let Some(a) = open {
+                if joins(&ops[a], &ops[k]) {
+                    continue;
+                }
+                if spreads_up_to(&ops[k]) {
+                    let (before, from) = ops.split_at_mut(k);
+                    spread(&mut before[a..], &from[0]);
+                }
+                open = None;
+            }
+            if matches!(ops[k], Op::Enabled { .. }) || is_branch(&ops[k]) {
+                open = Some(k);
+            }
+        }
+        // The group still open waits for the op after it.
+        let end = open.unwrap_or(ops.len());
+        self.pending.items[gi].extend(ops[end..].iter_mut().map(take));
+        s..end
+    }
 }
 
 /// Whether `op` joins a group anchored at `anchor`: a branch or mark at
@@ -167,10 +230,8 @@ impl<S: OpSink> OpSink for Interpolate<S> {
     }
 
     /// What `op` does to each op of `ops[skip..]`, each stamp fixed
-    /// first, with the groups inside `ops` spread where they lie: the ops
-    /// go on in the order they came (a group is handed on when the op
-    /// after it comes, before that op), so only the group held from before
-    /// and the one still open at the end move.
+    /// first, with the groups inside `ops` spread where they lie
+    /// ([`Interpolate::spread_run`]).
     fn run_ops(
         &mut self,
         pid: u32,
@@ -179,68 +240,22 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        let fix = |op: &mut Op| {
+        let go = self.spread_run(pid, tid, &mut ops[skip..], |op| {
             if let Some(r) = rebase {
                 r.apply(op.stamp_mut());
             }
-        };
-        let gi = self.group_of(pid, tid);
-        let group = &mut self.pending.items[gi];
-        // The ops that join the group held from the last call go into it
-        // (placeholders stay behind, skipped with `ops`' other leftovers);
-        // the first that does not ends it. Times are spread by the fixed
-        // stamps: `ops[..fixed]` are fixed.
-        let mut s = skip;
-        let mut fixed = skip;
-        if let Some(anchor) = group.first() {
-            while s < ops.len() && joins(anchor, &ops[s]) {
-                s += 1;
-            }
-            for op in &mut ops[skip..s] {
-                fix(op);
-                group.push(std::mem::replace(
-                    op,
-                    Op::End {
-                        at: Default::default(),
-                    },
-                ));
-            }
-            let Some(next) = ops.get_mut(s) else {
-                ops.clear();
-                return;
-            };
-            fix(next);
-            fixed = s + 1;
-            end_group(&mut self.inner, pid, tid, group, next);
-        }
-        // The rest, in place: `open` is where the group being gathered
-        // starts (its anchor).
-        let mut open: Option<usize> = None;
-        for k in s..ops.len() {
-            if k >= fixed {
-                fix(&mut ops[k]);
-            }
-            if let Some(a) = open {
-                if joins(&ops[a], &ops[k]) {
-                    continue;
-                }
-                if spreads_up_to(&ops[k]) {
-                    let (before, from) = ops.split_at_mut(k);
-                    spread(&mut before[a..], &from[0]);
-                }
-                open = None;
-            }
-            if matches!(ops[k], Op::Enabled { .. }) || is_branch(&ops[k]) {
-                open = Some(k);
-            }
-        }
-        // The group still open waits for the op after it; the ops before
-        // it go on together, without the placeholders of those that joined
-        // the held group.
-        let end = open.unwrap_or(ops.len());
-        self.pending.items[gi].extend(ops.drain(end..));
-        self.inner.run_ops(pid, tid, ops, s, None);
+        });
+        // What was held is placeholders now.
+        ops.truncate(skip + go.end);
+        self.inner.run_ops(pid, tid, ops, skip + go.start, None);
         ops.clear();
+    }
+
+    fn ops_in_place(&mut self, pid: u32, tid: u32, ops: &mut [Op]) {
+        let go = self.spread_run(pid, tid, ops, |_| {});
+        if !go.is_empty() {
+            self.inner.ops_in_place(pid, tid, &mut ops[go]);
+        }
     }
 
     /// The stretch's first op ends the thread's group, as it would if it

@@ -732,7 +732,7 @@ impl OpSink for StackSink<'_, '_> {
             return;
         }
         if let Some(i) = self.stack_of(pid, tid, &op) {
-            self.push(pid, tid, i, op);
+            self.push(pid, tid, i, &op);
         }
     }
 
@@ -762,7 +762,7 @@ impl OpSink for StackSink<'_, '_> {
         // Two loops, not a test per op.
         match rebase {
             None => {
-                for op in ops.drain(skip..) {
+                for op in &ops[skip..] {
                     if self.error.is_some() {
                         break;
                     }
@@ -770,7 +770,7 @@ impl OpSink for StackSink<'_, '_> {
                 }
             }
             Some(r) => {
-                for mut op in ops.drain(skip..) {
+                for op in &mut ops[skip..] {
                     if self.error.is_some() {
                         break;
                     }
@@ -780,6 +780,24 @@ impl OpSink for StackSink<'_, '_> {
             }
         }
         ops.clear();
+    }
+
+    fn ops_in_place(&mut self, pid: u32, tid: u32, ops: &mut [Op]) {
+        let Some(first) = ops.first() else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        let Some(i) = self.stack_of(pid, tid, first) else {
+            return;
+        };
+        for op in ops.iter() {
+            if self.error.is_some() {
+                break;
+            }
+            self.push(pid, tid, i, op);
+        }
     }
 
     fn stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
@@ -805,8 +823,8 @@ impl StackSink<'_, '_> {
 
     /// `op` to stack `i` (thread pid, tid's), its slices to the emitter.
     #[inline]
-    fn push(&mut self, pid: u32, tid: u32, i: usize, op: Op) {
-        if let Op::Mark { at, mark } = &op {
+    fn push(&mut self, pid: u32, tid: u32, i: usize, op: &Op) {
+        if let Op::Mark { at, mark } = op {
             // Marks go straight to the emitter; the stack ignores them.
             if let Err(e) = self.emitter.mark(pid, tid, at, mark) {
                 self.error = Some(e);
@@ -816,7 +834,7 @@ impl StackSink<'_, '_> {
         let stack = &mut self.stacks[i];
         let emitter = &mut *self.emitter;
         let error = &mut self.error;
-        stack.push(&op, self.resolver, &mut |s| {
+        stack.push(op, self.resolver, &mut |s| {
             if error.is_none() {
                 if let Err(e) = emitter.slice(s) {
                     *error = Some(e);
@@ -1009,8 +1027,6 @@ pub type OpTap<'a> = &'a mut dyn FnMut(u32, u32, &[Op]);
 struct Tap<'t, S: OpSink> {
     tap: OpTap<'t>,
     inner: S,
-    /// The stretch being handed on (see `ops`), kept for reuse.
-    batch: Vec<Op>,
 }
 
 impl<S: OpSink> OpSink for Tap<'_, S> {
@@ -1030,7 +1046,9 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
     /// instead of 2 s for `ptdec report --slowest 10` on the bench's 10 MB
     /// trace); one by one, the ops lost the later stages' batching (a
     /// third more time for `--slowest`). A time is shared by 27-93 ops on
-    /// the bench's traces.
+    /// the bench's traces. The stretches go on where they lie in `ops`
+    /// ([`OpSink::ops_in_place`]): copied out, the copies were 9% of
+    /// `ptdec report --slowest 10`.
     fn run_ops(
         &mut self,
         pid: u32,
@@ -1039,27 +1057,28 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        let mut batch = std::mem::take(&mut self.batch);
-        let mut time = None;
-        for mut op in ops.drain(skip..) {
+        let run = &mut ops[skip..];
+        let fix = |op: &mut Op| {
             if let Some(r) = rebase {
                 r.apply(op.stamp_mut());
             }
-            let t = (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
-            if !batch.is_empty() && (t.is_none() || t != time) {
-                (self.tap)(pid, tid, &batch);
-                self.inner.ops(pid, tid, &mut batch);
-                batch.clear();
+        };
+        let time = |op: &Op| (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
+        let mut a = 0;
+        while a < run.len() {
+            fix(&mut run[a]);
+            let t = time(&run[a]);
+            let mut b = a + 1;
+            if t.is_some() {
+                while b < run.len() && time(&run[b]) == t {
+                    fix(&mut run[b]);
+                    b += 1;
+                }
             }
-            time = t;
-            batch.push(op);
+            (self.tap)(pid, tid, &run[a..b]);
+            self.inner.ops_in_place(pid, tid, &mut run[a..b]);
+            a = b;
         }
-        if !batch.is_empty() {
-            (self.tap)(pid, tid, &batch);
-            self.inner.ops(pid, tid, &mut batch);
-            batch.clear();
-        }
-        self.batch = batch;
         ops.clear();
     }
 }
@@ -1110,16 +1129,7 @@ impl Stacks<'_> {
             && !self.decode.sequential_stacks)
             .then_some(&ahead as &dyn crate::stitch::Prepare);
         let run = |sink: &mut dyn OpSink| match self.tap {
-            Some(tap) => decode(
-                trace,
-                images,
-                self.decode,
-                &mut Tap {
-                    tap,
-                    inner: sink,
-                    batch: Vec::new(),
-                },
-            ),
+            Some(tap) => decode(trace, images, self.decode, &mut Tap { tap, inner: sink }),
             None => crate::decode::decode_with(trace, images, self.decode, sink, prepare),
         };
         let decode_stats = if self.interpolate {
@@ -1326,7 +1336,6 @@ mod tap_tests {
                     shown: &shown,
                     got: Vec::new(),
                 },
-                batch: Vec::new(),
             };
             // Two runs, as the ordering stage hands them on.
             let half = ops.len() / 2;
