@@ -15,7 +15,7 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 
-use crate::ops::{take, Op, OpSink, PerThread, Rebase};
+use crate::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<S: OpSink> {
@@ -240,11 +240,7 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        let go = self.spread_run(pid, tid, &mut ops[skip..], |op| {
-            if let Some(r) = rebase {
-                r.apply(op.stamp_mut());
-            }
-        });
+        let go = self.spread_run(pid, tid, &mut ops[skip..], |op| fix(rebase, op));
         // What was held is placeholders now.
         ops.truncate(skip + go.end);
         self.inner.run_ops(pid, tid, ops, skip + go.start, None);

@@ -251,12 +251,18 @@ impl<T> PerThread<T> {
 /// empty.
 pub fn drain_fixed(ops: &mut Vec<Op>, skip: usize, rebase: Option<Rebase>, mut f: impl FnMut(Op)) {
     for mut op in ops.drain(skip..) {
-        if let Some(r) = rebase {
-            r.apply(op.stamp_mut());
-        }
+        fix(rebase, &mut op);
         f(op);
     }
     ops.clear();
+}
+
+/// `op`'s stamp moved by `rebase` (`None`: left as it is).
+#[inline]
+pub fn fix(rebase: Option<Rebase>, op: &mut Op) {
+    if let Some(r) = rebase {
+        r.apply(op.stamp_mut());
+    }
 }
 
 /// `op`, a placeholder (an [`Op::End`], nothing to drop) left in its place.

@@ -1058,11 +1058,7 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
         rebase: Option<Rebase>,
     ) {
         let run = &mut ops[skip..];
-        let fix = |op: &mut Op| {
-            if let Some(r) = rebase {
-                r.apply(op.stamp_mut());
-            }
-        };
+        let fix = |op: &mut Op| crate::ops::fix(rebase, op);
         let time = |op: &Op| (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
         let mut a = 0;
         while a < run.len() {
