@@ -10,6 +10,7 @@ pub mod files;
 pub mod render;
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 
 use crate::decode::DecodeOptions;
 use crate::emit::EmitError;
@@ -106,16 +107,17 @@ pub struct RawTimes {
 
 #[derive(Debug, Default)]
 struct RawThread {
-    /// (instructions, raw time) of each call, in decode order, up to the
-    /// last stretch shown.
+    /// (instructions, raw time) of each call the call stacks have reached
+    /// (at or before the end of the last slice closed), in decode order.
     calls: Vec<(u64, u64)>,
-    /// The same for the calls of the last stretch shown, after `calls`.
-    /// The slices that close while a stretch goes on are mostly those of
-    /// the stretch before (interpolation hands a group on when the next
-    /// time comes), which lie before all of them: kept apart, the slice's
-    /// own call is most often `calls`' last. One list made every slice
-    /// search it (the searches were 6% of `report --slowest 10`).
-    ahead: Vec<(u64, u64)>,
+    /// The same for the calls shown and not reached yet, after `calls`:
+    /// the tap shows a stretch before its ops go on, so a slice closes
+    /// with the calls after its return in its group already shown.
+    /// Kept apart and moved over as the slices' ends pass them, they are
+    /// never searched: a slice's own call is then the last of `calls`
+    /// (the calls inside it were forgotten as their slices closed). In one
+    /// list, 96% of the slices on the bench's traces searched it twice.
+    ahead: VecDeque<(u64, u64)>,
     latest: u64,
 }
 
@@ -128,13 +130,12 @@ impl RawTimes {
     /// Ops of one thread as decoded, before interpolation.
     pub fn see(&mut self, pid: u32, tid: u32, ops: &[Op]) {
         let t = self.thread(pid, tid);
-        t.calls.append(&mut t.ahead);
         for op in ops {
             match op {
                 Op::Mark { .. } => {}
                 Op::Call { at, .. } => {
                     t.latest = t.latest.max(at.time);
-                    t.ahead.push((at.insns, at.time));
+                    t.ahead.push_back((at.insns, at.time));
                 }
                 _ => t.latest = t.latest.max(op.stamp().time),
             }
@@ -146,13 +147,13 @@ impl RawTimes {
     /// released its return on seeing that). Forgets the calls inside it.
     pub fn window(&mut self, s: &Slice) -> Option<(u64, u64)> {
         let t = self.thread(s.pid, s.tid);
-        if t.ahead.first().is_some_and(|c| c.0 <= s.end.insns) {
-            t.calls.append(&mut t.ahead);
+        while let Some(&c) = t.ahead.front().filter(|c| c.0 <= s.end.insns) {
+            t.calls.push(c);
+            t.ahead.pop_front();
         }
         // Calls come in the order of their instruction counts, and the
         // calls inside a slice were forgotten as their slices closed: most
-        // often the slice's own call is the last one, or none is left in it
-        // (the search and the move below cost 6% of `report --slowest 10`).
+        // often the slice's own call is the last one, or none is left in it.
         let start = match t.calls.last() {
             None => return None,
             Some(&(insns, _)) if insns < s.start.insns => return None,
