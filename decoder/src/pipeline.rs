@@ -736,8 +736,6 @@ impl OpSink for StackSink<'_, '_> {
         }
     }
 
-    /// A run of one thread's ops: its stack is found once (the lookup and
-    /// a call per op were 4% of `ptdec report`'s instructions).
     fn run_ops(
         &mut self,
         pid: u32,
@@ -746,58 +744,12 @@ impl OpSink for StackSink<'_, '_> {
         skip: usize,
         rebase: Option<Rebase>,
     ) {
-        // A new stack takes the first op's time, which `rebase` keeps.
-        let Some(first) = ops.get(skip) else {
-            ops.clear();
-            return;
-        };
-        if self.error.is_some() {
-            ops.clear();
-            return;
-        }
-        let Some(i) = self.stack_of(pid, tid, first) else {
-            ops.clear();
-            return;
-        };
-        // Two loops, not a test per op.
-        match rebase {
-            None => {
-                for op in &ops[skip..] {
-                    if self.error.is_some() {
-                        break;
-                    }
-                    self.push(pid, tid, i, op);
-                }
-            }
-            Some(r) => {
-                for op in &mut ops[skip..] {
-                    if self.error.is_some() {
-                        break;
-                    }
-                    r.apply(op.stamp_mut());
-                    self.push(pid, tid, i, op);
-                }
-            }
-        }
+        self.push_run(pid, tid, &mut ops[skip..], rebase);
         ops.clear();
     }
 
     fn ops_in_place(&mut self, pid: u32, tid: u32, ops: &mut [Op]) {
-        let Some(first) = ops.first() else {
-            return;
-        };
-        if self.error.is_some() {
-            return;
-        }
-        let Some(i) = self.stack_of(pid, tid, first) else {
-            return;
-        };
-        for op in ops.iter() {
-            if self.error.is_some() {
-                break;
-            }
-            self.push(pid, tid, i, op);
-        }
+        self.push_run(pid, tid, ops, None);
     }
 
     fn stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
@@ -819,6 +771,42 @@ impl StackSink<'_, '_> {
         };
         self.last = Some(((pid, tid), i));
         Some(i)
+    }
+
+    /// A run of one thread's ops, each stamp moved by `rebase` first: its
+    /// stack is found once (the lookup and a call per op were 4% of
+    /// `ptdec report`'s instructions).
+    fn push_run(&mut self, pid: u32, tid: u32, ops: &mut [Op], rebase: Option<Rebase>) {
+        // A new stack takes the first op's time, which `rebase` keeps.
+        let Some(first) = ops.first() else {
+            return;
+        };
+        if self.error.is_some() {
+            return;
+        }
+        let Some(i) = self.stack_of(pid, tid, first) else {
+            return;
+        };
+        // Two loops, not a test per op.
+        match rebase {
+            None => {
+                for op in ops.iter() {
+                    if self.error.is_some() {
+                        break;
+                    }
+                    self.push(pid, tid, i, op);
+                }
+            }
+            Some(r) => {
+                for op in ops.iter_mut() {
+                    if self.error.is_some() {
+                        break;
+                    }
+                    r.apply(op.stamp_mut());
+                    self.push(pid, tid, i, op);
+                }
+            }
+        }
     }
 
     /// `op` to stack `i` (thread pid, tid's), its slices to the emitter.
