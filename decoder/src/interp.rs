@@ -18,10 +18,34 @@
 use crate::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
-pub struct Interpolate<S: OpSink> {
+pub struct Interpolate<'l, S: OpSink> {
     inner: S,
     /// Per thread: the anchor op and the branches that share its time.
     pending: PerThread<Vec<Op>>,
+    /// See [`Interpolate::with_log`].
+    log: Option<&'l mut dyn RawLog>,
+    /// Per thread, with a log: the latest raw time it was told.
+    latest: PerThread<u64>,
+}
+
+/// What `report --slowest` learns while times are spread
+/// (`report::RawTimes`): the raw time (the timing packet's, before
+/// spreading) of every call, and the latest raw time decoded, as it is
+/// when each op goes on. That is the latest time of the ops up to the one
+/// that released the op (the first op after its group that does not join
+/// it; an op in no group releases itself), marks left out; with the latest
+/// time and a call's raw time, a slice knows the window of trace that
+/// decodes it whole.
+pub trait RawLog {
+    /// A call of thread (pid, tid) at `insns` instructions, of raw time `time`.
+    fn call(&mut self, pid: u32, tid: u32, insns: u64, time: u64);
+    /// The latest raw time of thread (pid, tid) is `time` now.
+    fn latest(&mut self, pid: u32, tid: u32, time: u64);
+}
+
+/// An op's raw time as the latest time counts it (marks are not counted).
+fn counted_time(op: &Op) -> Option<u64> {
+    (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time)
 }
 
 fn is_branch(op: &Op) -> bool {
@@ -34,12 +58,24 @@ fn spreads(op: &Op) -> bool {
     is_branch(op) || matches!(op, Op::Mark { .. })
 }
 
-impl<S: OpSink> Interpolate<S> {
+impl<'l, S: OpSink> Interpolate<'l, S> {
     /// Wraps `inner`.
     pub fn new(inner: S) -> Self {
         Interpolate {
             inner,
             pending: PerThread::default(),
+            log: None,
+            latest: PerThread::default(),
+        }
+    }
+
+    /// Wraps `inner`, telling `log` the raw times ([`RawLog`]). The ops go
+    /// on as they would without it, in more pieces: those released before
+    /// the latest time changes go on before it does.
+    pub fn with_log(inner: S, log: &'l mut dyn RawLog) -> Self {
+        Interpolate {
+            log: Some(log),
+            ..Interpolate::new(inner)
         }
     }
 
@@ -132,7 +168,7 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
     true
 }
 
-impl<S: OpSink> Interpolate<S> {
+impl<S: OpSink> Interpolate<'_, S> {
     /// The index of thread (pid, tid)'s group, made when new.
     fn group_of(&mut self, pid: u32, tid: u32) -> usize {
         self.pending.slot(pid, tid)
@@ -152,34 +188,88 @@ impl<S: OpSink> Interpolate<S> {
         ops: &mut [Op],
         fix: impl Fn(&mut Op),
     ) -> std::ops::Range<usize> {
+        match self.log.is_some() {
+            false => self.spread_run_as::<false>(pid, tid, ops, fix),
+            true => self.spread_run_as::<true>(pid, tid, ops, fix),
+        }
+    }
+
+    /// [`Interpolate::spread_run`], telling the log when `LOG` (a
+    /// constant: the spreading without one pays no test per op). With a
+    /// log, the ops released before the latest time changes go on before
+    /// it changes, and the range returned starts after them.
+    fn spread_run_as<const LOG: bool>(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        ops: &mut [Op],
+        fix: impl Fn(&mut Op),
+    ) -> std::ops::Range<usize> {
         let gi = self.group_of(pid, tid);
-        let group = &mut self.pending.items[gi];
+        let li = if LOG { self.latest.slot(pid, tid) } else { 0 };
+        let Interpolate {
+            inner,
+            pending,
+            log,
+            latest: latests,
+        } = self;
+        let mut latest = if LOG { latests.items[li] } else { 0 };
+        let group = &mut pending.items[gi];
         // The ops that join the group held from the last call go into it;
         // the first that does not ends it. Times are spread by the fixed
         // stamps: `ops[..fixed]` are fixed.
         let mut s = 0;
         let mut fixed = 0;
+        // With a log: `ops[..handed]` have gone on.
+        let mut handed = 0;
         if let Some(anchor) = group.first() {
             while s < ops.len() && joins(anchor, &ops[s]) {
                 s += 1;
             }
             for op in &mut ops[..s] {
                 fix(op);
+                if LOG {
+                    // Joined: the same time, or a mark.
+                    log_op(log, pid, tid, op, latest);
+                }
                 group.push(take(op));
             }
             let Some(next) = ops.get_mut(s) else {
+                if LOG {
+                    latests.items[li] = latest;
+                }
                 return s..s;
             };
             fix(next);
             fixed = s + 1;
-            end_group(&mut self.inner, pid, tid, group, next);
+            if LOG {
+                if let Some(t) = log_op(log, pid, tid, next, latest) {
+                    latest = t;
+                    log_latest(log, pid, tid, t);
+                }
+            }
+            end_group(inner, pid, tid, group, next);
         }
+        handed = handed.max(s);
         // The rest, in place: `open` is where the group being gathered
         // starts (its anchor).
         let mut open: Option<usize> = None;
         for k in s..ops.len() {
             if k >= fixed {
                 fix(&mut ops[k]);
+            }
+            if LOG && k >= fixed {
+                if let Some(t) = log_op(log, pid, tid, &ops[k], latest) {
+                    // What was released before `ops[k]` goes on first;
+                    // the open group is released by it (or joined).
+                    let ready = open.unwrap_or(k);
+                    if ready > handed {
+                        inner.ops_in_place(pid, tid, &mut ops[handed..ready]);
+                        handed = ready;
+                    }
+                    latest = t;
+                    log_latest(log, pid, tid, t);
+                }
             }
             if let Some(a) = open {
                 if joins(&ops[a], &ops[k]) {
@@ -195,10 +285,37 @@ impl<S: OpSink> Interpolate<S> {
                 open = Some(k);
             }
         }
+        if LOG {
+            latests.items[li] = latest;
+        }
         // The group still open waits for the op after it.
         let end = open.unwrap_or(ops.len());
-        self.pending.items[gi].extend(ops[end..].iter_mut().map(take));
-        s..end
+        pending.items[gi].extend(ops[end..].iter_mut().map(take));
+        handed..end
+    }
+}
+
+/// Tells `log` about `op` (fixed) if it is a call; `Some(t)` when the
+/// latest time moves on to `t` with it (tell the log with [`log_latest`]
+/// once what was released before it has gone on).
+fn log_op(
+    log: &mut Option<&mut dyn RawLog>,
+    pid: u32,
+    tid: u32,
+    op: &Op,
+    latest: u64,
+) -> Option<u64> {
+    let log = log.as_deref_mut()?;
+    if let Op::Call { at, .. } = op {
+        log.call(pid, tid, at.insns, at.time);
+    }
+    counted_time(op).filter(|&t| t > latest)
+}
+
+/// Tells `log` the latest time.
+fn log_latest(log: &mut Option<&mut dyn RawLog>, pid: u32, tid: u32, t: u64) {
+    if let Some(log) = log.as_deref_mut() {
+        log.latest(pid, tid, t);
     }
 }
 
@@ -214,8 +331,15 @@ fn spreads_up_to(next: &Op) -> bool {
     spreads(next) || matches!(next, Op::Disabled { .. })
 }
 
-impl<S: OpSink> OpSink for Interpolate<S> {
+impl<S: OpSink> OpSink for Interpolate<'_, S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
+        if self.log.is_some() {
+            let li = self.latest.slot(pid, tid);
+            if let Some(t) = log_op(&mut self.log, pid, tid, &op, self.latest.items[li]) {
+                self.latest.items[li] = t;
+                log_latest(&mut self.log, pid, tid, t);
+            }
+        }
         let i = self.group_of(pid, tid);
         let group = &mut self.pending.items[i];
         if !end_group(&mut self.inner, pid, tid, group, &op) {
@@ -265,6 +389,10 @@ impl<S: OpSink> OpSink for Interpolate<S> {
         stretch: Box<crate::stitch::Stretch>,
         base: crate::stack::Base,
     ) -> bool {
+        // A log sees every op: the ops come one by one.
+        if self.log.is_some() {
+            return false;
+        }
         if let Some(i) = self.pending.find(pid, tid) {
             let mut lead = stretch.lead.clone();
             *lead.stamp_mut() = base.stamp(lead.stamp());
