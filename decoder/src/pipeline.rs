@@ -1127,12 +1127,21 @@ impl Stacks<'_> {
                 Some(log) => Interpolate::with_log(&mut sink, log),
                 None => Interpolate::new(&mut sink),
             };
-            let stats = crate::decode::decode_with(trace, images, self.decode, &mut spread, prepare);
+            let stats =
+                crate::decode::decode_with(trace, images, self.decode, &mut spread, prepare);
             spread.finish();
             stats
         } else {
             match self.tap {
-                Some(tap) => decode(trace, images, self.decode, &mut Tap { tap, inner: &mut sink }),
+                Some(tap) => decode(
+                    trace,
+                    images,
+                    self.decode,
+                    &mut Tap {
+                        tap,
+                        inner: &mut sink,
+                    },
+                ),
                 None => crate::decode::decode_with(trace, images, self.decode, &mut sink, prepare),
             }
         };
