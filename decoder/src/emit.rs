@@ -1236,8 +1236,7 @@ impl Windows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack::Func;
-    use std::sync::Arc;
+    use crate::stack::{Func, FuncRef};
 
     fn st(t: u64) -> Stamp {
         Stamp {
@@ -1255,7 +1254,7 @@ mod tests {
             start: st(t0),
             end: st(t1),
             kind: SliceKind::Call {
-                func: Arc::new(Func {
+                func: FuncRef::owned(Func {
                     entry: 0x401000,
                     name: name.into(),
                     module: "/bin/prog".into(),
@@ -1290,9 +1289,9 @@ mod tests {
     /// cache makes them), one per unit of time from 0, on two threads,
     /// with an untraced slice, a gap and a mark now and then.
     fn many_slices(e: &mut Emitter, n: u64, funcs: usize) -> Vec<String> {
-        let fs: Vec<Arc<Func>> = (0..funcs)
+        let fs: Vec<FuncRef> = (0..funcs)
             .map(|i| {
-                Arc::new(Func {
+                FuncRef::owned(Func {
                     entry: 0x400000 + i as u64 * 16,
                     name: format!("f{i}").into(),
                     module: format!("/lib/m{}.so", i % 7).into(),

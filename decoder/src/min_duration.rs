@@ -81,8 +81,7 @@ impl SliceOut for MinDuration<'_> {
 mod tests {
     use super::*;
     use crate::ops::GapKind;
-    use crate::stack::Func;
-    use std::sync::Arc;
+    use crate::stack::{Func, FuncRef};
 
     #[derive(Default)]
     struct Kept(Vec<Slice>);
@@ -127,7 +126,7 @@ mod tests {
     #[test]
     fn short_calls_and_untraced_slices_are_left_out_and_counted() {
         let call = || SliceKind::Call {
-            func: Arc::new(Func {
+            func: FuncRef::owned(Func {
                 entry: 0x1000,
                 name: "f".into(),
                 module: "m".into(),

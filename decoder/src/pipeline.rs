@@ -18,7 +18,7 @@ use crate::interp::{Interpolate, RawLog};
 use crate::min_duration::{MinDuration, MinDurationStats};
 use crate::ops::{Mark, Op, OpSink, Rebase, Stamp};
 use crate::raw::RawInput;
-use crate::stack::{Base, Func, Item, Resolver, Slice, StackStats, ThreadStack};
+use crate::stack::{Base, Func, FuncRef, Item, Resolver, Slice, StackStats, ThreadStack};
 use crate::stitch::Stretch;
 use crate::summary::thousands;
 use crate::symbols::{fallback_name, SymbolCache};
@@ -62,9 +62,9 @@ struct Resolved {
     /// Perf-time range the answer holds for (the mapping's lifetime).
     since: u64,
     until: u64,
-    func: Option<Arc<Func>>,
+    func: Option<FuncRef>,
     entry: bool,
-    fallback: Arc<Func>,
+    fallback: FuncRef,
 }
 
 impl<'a> TraceResolver<'a> {
@@ -116,7 +116,7 @@ impl<'a> TraceResolver<'a> {
     fn perf_map(&self, pid: u32, addr: u64, r: &mut Resolved) {
         if let Some(s) = self.symbols.lookup_perf_map(pid, addr) {
             r.entry = s.vaddr == addr;
-            r.func = Some(Arc::new(Func {
+            r.func = Some(FuncRef::interned(Func {
                 entry: s.vaddr,
                 name: s.name,
                 module: format!("perf-{pid}.map").into(),
@@ -130,7 +130,7 @@ impl<'a> TraceResolver<'a> {
                 since: 0,
                 until: u64::MAX,
                 entry: false,
-                fallback: Arc::new(Func {
+                fallback: FuncRef::owned(Func {
                     entry: addr,
                     name: format!("0x{addr:x}").into(),
                     module: "".into(),
@@ -149,7 +149,7 @@ impl<'a> TraceResolver<'a> {
         } else {
             fallback_name(&m.file.filename, offset)
         };
-        let fallback = Arc::new(Func {
+        let fallback = FuncRef::owned(Func {
             entry: addr,
             name: name.into(),
             module: module.clone(),
@@ -170,7 +170,7 @@ impl<'a> TraceResolver<'a> {
         if let (Some(image), Some(vaddr)) = (image, vaddr) {
             if let Some(sym) = self.symbols.lookup(&image, vaddr) {
                 r.entry = sym.vaddr == vaddr;
-                r.func = Some(Arc::new(Func {
+                r.func = Some(FuncRef::interned(Func {
                     entry: addr.wrapping_sub(vaddr - sym.vaddr),
                     name: sym.name,
                     module,
@@ -185,7 +185,7 @@ impl<'a> TraceResolver<'a> {
 }
 
 impl Resolver for TraceResolver<'_> {
-    fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<Arc<Func>> {
+    fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<FuncRef> {
         self.with_resolved(pid, addr, time, |r| r.func.clone())
     }
 
@@ -199,7 +199,7 @@ impl Resolver for TraceResolver<'_> {
         })
     }
 
-    fn unknown(&self, pid: u32, addr: u64, time: u64) -> Arc<Func> {
+    fn unknown(&self, pid: u32, addr: u64, time: u64) -> FuncRef {
         self.with_resolved(pid, addr, time, |r| r.fallback.clone())
     }
 }
@@ -1194,7 +1194,7 @@ impl<'a> RawResolver<'a> {
     }
 
     /// The function containing `addr` and whether `addr` is its entry.
-    fn symbol(&self, addr: u64) -> Option<(Arc<Func>, bool)> {
+    fn symbol(&self, addr: u64) -> Option<(FuncRef, bool)> {
         let m = self.input.module(addr)?;
         let image = m.image.as_ref()?;
         let link = addr.wrapping_sub(m.bias);
@@ -1204,12 +1204,12 @@ impl<'a> RawResolver<'a> {
             name: sym.name,
             module: m.name.as_str().into(),
         };
-        Some((Arc::new(func), sym.vaddr == link))
+        Some((FuncRef::interned(func), sym.vaddr == link))
     }
 }
 
 impl Resolver for RawResolver<'_> {
-    fn function_of(&self, _pid: u32, addr: u64, _time: u64) -> Option<Arc<Func>> {
+    fn function_of(&self, _pid: u32, addr: u64, _time: u64) -> Option<FuncRef> {
         self.symbol(addr).map(|s| s.0)
     }
 
@@ -1217,7 +1217,7 @@ impl Resolver for RawResolver<'_> {
         self.symbol(addr).is_some_and(|s| s.1)
     }
 
-    fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> Arc<Func> {
+    fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> FuncRef {
         let (name, module) = match self.input.module(addr) {
             Some(m) => (
                 fallback_name(&m.name, m.file_offset(addr)),
@@ -1225,7 +1225,7 @@ impl Resolver for RawResolver<'_> {
             ),
             None => (format!("0x{addr:x}"), "".into()),
         };
-        Arc::new(Func {
+        FuncRef::owned(Func {
             entry: addr,
             name: name.into(),
             module,

@@ -34,7 +34,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
 
 use super::Sink;
-use crate::stack::Func;
+use crate::stack::FuncRef;
 
 /// Records per block. Each block restates the strings and threads it
 /// uses: on the bench's 10 MB traces, 16384 records per block made the
@@ -201,7 +201,7 @@ pub(super) struct Block {
     /// The bytes [`Block::encode`] made (the buffer is kept for the next
     /// block: a fresh one each time cost page faults).
     pub bytes: Vec<u8>,
-    funcs: Vec<Arc<Func>>,
+    funcs: Vec<FuncRef>,
     /// By address: a function's index in `funcs`. `funcs` holds the
     /// function, so its address names it until the block is cleared.
     ways: Vec<(usize, u32)>,
@@ -248,8 +248,8 @@ impl Block {
     /// The index of `f` in the block's functions, added when not found
     /// in its way (a function whose way another took is added again: the
     /// bytes depend on the function's text, not on the index).
-    pub(super) fn func(&mut self, f: &Arc<Func>) -> u32 {
-        let p = Arc::as_ptr(f) as usize;
+    pub(super) fn func(&mut self, f: &FuncRef) -> u32 {
+        let p = f.addr();
         let way = ((p >> 6) ^ (p >> 14)) % FUNC_WAYS;
         let (held, index) = self.ways[way];
         if held == p {

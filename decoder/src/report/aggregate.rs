@@ -27,7 +27,7 @@ use ftf::hash::FastMap;
 use crate::emit::EmitError;
 use crate::ops::{Mark, Stamp};
 use crate::pipeline::SliceOut;
-use crate::stack::{Func, Slice, SliceKind};
+use crate::stack::{FuncRef, Slice, SliceKind};
 
 /// Index of a function in [`Aggregate::funcs`].
 pub type FuncId = u32;
@@ -46,7 +46,8 @@ pub struct FoldedPath {
 }
 
 /// Pointer-keyed resolutions kept before the cache is cleared (the
-/// resolver makes a new `Arc<Func>` when its own cache is refilled).
+/// resolver makes a new owned `FuncRef` for code without a symbol when
+/// its own cache is refilled).
 const FUNC_CACHE_MAX: usize = 1 << 20;
 
 /// The totals of one function (of one thread with `--per-thread`).
@@ -397,7 +398,7 @@ struct SlowKey {
 /// Slots of [`Aggregator::recent`] (a power of two).
 const RECENT_BITS: u32 = 10;
 
-/// The slot of `Arc<Func>` address `ptr` in [`Aggregator::recent`].
+/// The slot of `FuncRef` address `ptr` in [`Aggregator::recent`].
 #[inline]
 fn recent_slot(ptr: usize) -> usize {
     (ptr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (usize::BITS - RECENT_BITS)
@@ -408,9 +409,9 @@ pub struct Aggregator {
     opts: AggregateOptions,
     funcs: Vec<FuncName>,
     by_name: FastMap<(Arc<str>, Arc<str>), FuncId>,
-    by_ptr: FastMap<usize, (Arc<Func>, FuncId)>,
+    by_ptr: FastMap<usize, (FuncRef, FuncId)>,
     /// In front of `by_ptr`, without hashing: (address, id) of an
-    /// `Arc<Func>` that `by_ptr` holds (so the address is not reused), in
+    /// `FuncRef` that `by_ptr` holds (so the address is not reused), in
     /// the slot [`recent_slot`] of its address; address 0 when empty.
     recent: Box<[(usize, FuncId)]>,
     /// The rows by function, unless per thread (then in [`ThreadAgg`]).
@@ -467,11 +468,12 @@ impl Aggregator {
     }
 
     #[cold]
-    fn func_id(&mut self, f: &Arc<Func>) -> FuncId {
-        // The resolver hands out one Arc per resolution: its address names
-        // the function without hashing its name. The Arc is kept, so the
-        // address is not reused while cached.
-        let ptr = Arc::as_ptr(f) as usize;
+    fn func_id(&mut self, f: &FuncRef) -> FuncId {
+        // A `FuncRef`'s address names the function without hashing its
+        // name (one per interned function, one per resolution of code
+        // without a symbol). The `FuncRef` is kept, so the address of an
+        // owned one is not reused while cached.
+        let ptr = f.addr();
         if let Some((_, id)) = self.by_ptr.get(&ptr) {
             return *id;
         }
@@ -490,7 +492,7 @@ impl Aggregator {
     #[inline]
     fn kind_id(&mut self, kind: &SliceKind) -> FuncId {
         if let SliceKind::Call { func, .. } = kind {
-            let ptr = Arc::as_ptr(func) as usize;
+            let ptr = func.addr();
             let slot = recent_slot(ptr);
             let (seen, id) = self.recent[slot];
             if seen == ptr {
@@ -1023,7 +1025,7 @@ mod tests {
     }
     use super::*;
     use crate::ops::{GapKind, Op};
-    use crate::stack::{Resolver, ThreadStack};
+    use crate::stack::{Func, Resolver, ThreadStack};
 
     /// Functions of 0x100 bytes at 0x1000 (main), 0x2000 (a), 0x3000 (b),
     /// 0x4000 (f).
@@ -1035,7 +1037,7 @@ mod tests {
     const F: u64 = 0x4000;
 
     impl Resolver for Map {
-        fn function_of(&self, _: u32, addr: u64, _: u64) -> Option<Arc<Func>> {
+        fn function_of(&self, _: u32, addr: u64, _: u64) -> Option<FuncRef> {
             let name = match addr & !0xfff {
                 MAIN => "main",
                 A => "a",
@@ -1043,7 +1045,7 @@ mod tests {
                 F => "f",
                 _ => return None,
             };
-            Some(Arc::new(Func {
+            Some(FuncRef::owned(Func {
                 entry: addr & !0xfff,
                 name: name.into(),
                 module: "prog".into(),
@@ -1659,7 +1661,7 @@ mod tests {
                     }
                 }
                 // Dropped once added, so that the addresses of their
-                // functions (an `Arc` per resolution) are reused unless
+                // functions (owned: one per resolution) are reused unless
                 // the aggregator keeps them.
                 for s in slices.drain(..) {
                     let window = (rng.u8(..3) == 0).then(|| (rng.u64(..100), rng.u64(..100)));
