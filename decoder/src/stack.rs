@@ -1468,6 +1468,35 @@ mod tests {
         Op::End { at: s(t) }
     }
 
+    /// Equal functions interned are one `Func` (its address names it in
+    /// the report's and the FTF writer's caches); owned ones are not, and
+    /// both compare by value.
+    #[test]
+    fn interned_functions_are_one_and_owned_ones_their_own() {
+        let f = |entry: u64, name: &str| Func {
+            entry,
+            name: name.into(),
+            module: "/bin/interned-test".into(),
+        };
+        let (a, b) = (
+            FuncRef::interned(f(0x10, "a")),
+            FuncRef::interned(f(0x10, "a")),
+        );
+        assert_eq!(a.addr(), b.addr());
+        assert_eq!(a.addr(), a.clone().addr());
+        let c = FuncRef::interned(f(0x20, "a"));
+        assert_ne!(a.addr(), c.addr());
+        let (o, p) = (FuncRef::owned(f(0x10, "a")), FuncRef::owned(f(0x10, "a")));
+        assert_ne!(o.addr(), p.addr());
+        assert_eq!(o.addr(), o.clone().addr());
+        assert_eq!(a, o);
+        assert_ne!(a, c);
+        assert_eq!(
+            (a.entry, &*a.name, &*a.module),
+            (0x10, "a", "/bin/interned-test")
+        );
+    }
+
     /// One line per slice: depth, name (`?` marks an unknown start), times, instructions.
     fn render(slice: &Slice) -> String {
         let name = match &slice.kind {
