@@ -388,6 +388,55 @@ fn progress_counts_decoded_bytes_up_to_the_total() {
     assert_eq!(seen.last(), Some(&(total, total)));
 }
 
+/// The workers run at a lower priority than the thread they deliver to
+/// (decode/workers.rs says why): the progress callback, called on the
+/// worker that decoded the chunk, sees its nice value 5 above the
+/// delivering thread's (at most 19), whose own stays as it was.
+#[test]
+fn workers_decode_at_a_lower_priority_than_delivery() {
+    use std::sync::{Arc, Mutex};
+    // Every return a TIP and a cycle count per packet: over 2 KB, so
+    // several PSBs and chunks.
+    let cfg = Config {
+        psb_period: 0,
+        noretcomp: true,
+        cyc: true,
+        ..Config::default()
+    };
+    let (p, _, out) = generate(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        &cfg,
+        &p,
+        &Aux {
+            chunks: vec![(0, &out.bytes)],
+            truncated_at: None,
+        },
+    );
+    let nice = || rustix::process::getpriority_process(None).unwrap();
+    let base = nice();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let opts = DecodeOptions {
+        progress: Some(ProgressCallback::new(move |_, _| {
+            s2.lock().unwrap().push(nice())
+        })),
+        chunk_bytes: Some(1),
+        jobs: 2,
+        ..DecodeOptions::default()
+    };
+    let (_, stats, _) = run_decode(dir.path(), &opts);
+    let seen = seen.lock().unwrap();
+    assert!(stats.chunks > 1, "{stats:?}");
+    assert_eq!(seen.len() as u64, stats.chunks);
+    assert!(
+        seen.iter().all(|&n| n == (base + 5).min(19)),
+        "base {base}: {seen:?}"
+    );
+    assert_eq!(nice(), base);
+}
+
 #[test]
 fn noretcomp_gives_exact_ops() {
     check_exact(Config {
