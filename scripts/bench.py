@@ -23,7 +23,8 @@ then runs on each trace, one tool at a time:
                                  same FTF, and alone against bare libipt
 
 Each child's wall time, CPU time (user+sys) and peak RSS come from the
-kernel (os.wait4). Cells run `--runs` times (1 for the 1 GB traces) and the
+kernel (os.wait4). A ptdec run's output file is removed before it starts,
+outside its timing (remove_output says why). Cells run `--runs` times (1 for the 1 GB traces) and the
 median is printed. A cell whose estimated memory exceeds the budget is
 skipped; every child runs under an address-space limit and a timeout.
 After each trace, the FTF ptdec wrote is loaded into Perfetto's importer
@@ -133,6 +134,21 @@ def run_child(argv, timeout, mem_limit, stdout=None, env=None):
         "state": state,
         "err": err,
     }
+
+
+def remove_output(argv):
+    """Removes the file a ptdec run is about to write (`-o FILE`), outside
+    its timing: each run writes a new file, as perf script and bare libipt
+    (which write none) delete nothing. Replacing the previous run's output
+    cost 26 ms of wall time in `rename` on this VM, whose ext4 is mounted
+    with `discard`: freeing the old file's blocks waits for the disk
+    (do_renameat2 -> evict -> ext4_free_blocks -> blkdev_issue_discard in
+    the sched_switch stacks); 6% of a `ptdec -j2` run on a 10 MB trace,
+    paid by every ptdec row and by no other tool."""
+    if "-o" in argv[:-1]:
+        out = argv[argv.index("-o") + 1]
+        if out != "-" and os.path.isfile(out):
+            os.remove(out)
 
 
 def truth_totals(trace):
@@ -282,6 +298,7 @@ def main():
             limit = budget + 2 * int(pt_mb * MB) + (2 << 30) if grows else None
             samples = []
             for _ in range(runs):
+                remove_output(argv)
                 r = run_child(argv, args.timeout, limit, env=env)
                 samples.append(r)
                 if r["state"] != "ok":
@@ -355,7 +372,10 @@ def main():
             # Always --runs samples (each well under a second): the one run
             # after the full decodes of interp 1 GB once took 4.6 s wall for
             # 1.9 s CPU, and 0.4 s when run again.
-            samples = [run_child(wargv, args.timeout, None, env=env) for _ in range(args.runs)]
+            samples = []
+            for _ in range(args.runs):
+                remove_output(wargv)
+                samples.append(run_child(wargv, args.timeout, None, env=env))
             ok = [x for x in samples if x["state"] == "ok"]
             if len(ok) == len(samples):
                 cell = {"state": "ok", "wall": statistics.median(x["wall"] for x in ok),
