@@ -217,6 +217,19 @@ fn write_trace(dir: &Path, cfg: &Config, p: &Program, aux: &Aux<'_>) {
     testkit::write_trace(dir, cfg, p, aux, &Setup::task(PID, TID));
 }
 
+/// [`write_trace`] with all of `out`'s bytes as one AUX record.
+fn write_whole(dir: &Path, cfg: &Config, p: &Program, out: &Output) {
+    write_trace(
+        dir,
+        cfg,
+        p,
+        &Aux {
+            chunks: vec![(0, &out.bytes)],
+            truncated_at: None,
+        },
+    );
+}
+
 fn run_decode(dir: &Path, opts: &DecodeOptions) -> (Collect, DecodeStats, ImageStore) {
     let trace = Trace::open(dir).unwrap();
     let images = ImageStore::new(SearchPath {
@@ -240,15 +253,7 @@ fn generate(cfg: &Config) -> (Program, Vec<Event>, Output) {
 fn check_exact(cfg: Config) -> (Vec<Op>, DecodeStats) {
     let (p, events, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     let (c, stats, images) = run_decode(dir.path(), &DecodeOptions::default());
     assert!(images.missing().is_empty(), "{:?}", images.missing());
     assert_eq!(c.ops.len(), 1, "{:?}", c.ops.keys());
@@ -357,15 +362,7 @@ fn progress_counts_decoded_bytes_up_to_the_total() {
     };
     let (p, _, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let opts = DecodeOptions {
@@ -405,15 +402,7 @@ fn workers_decode_at_a_lower_priority_than_delivery() {
     };
     let (p, _, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     let nice = || rustix::process::getpriority_process(None).unwrap();
     let base = nice();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -505,15 +494,7 @@ fn overflows_are_gaps_exactly_where_injected() {
         .collect();
     assert!(ovf.len() >= 2, "{:?}", out.stats.injected);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     let (c, stats, _) = run_decode(dir.path(), &DecodeOptions::default());
     let ops = &c.ops[&(PID, TID)];
     let gaps: Vec<(usize, &Op)> = ops
@@ -667,15 +648,7 @@ fn time_window_and_thread_filter() {
     let cfg = Config::default();
     let (p, events, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     // Another thread only: the buffer is not decoded at all.
     let (c, stats, _) = run_decode(
         dir.path(),
@@ -836,15 +809,7 @@ fn missing_code_is_a_no_image_gap_and_reported() {
     let cfg = Config::default();
     let (p, _events, out) = generate(&cfg);
     let dir = tempfile::tempdir().unwrap();
-    write_trace(
-        dir.path(),
-        &cfg,
-        &p,
-        &Aux {
-            chunks: vec![(0, &out.bytes)],
-            truncated_at: None,
-        },
-    );
+    write_whole(dir.path(), &cfg, &p, &out);
     std::fs::remove_file(dir.path().join("sysroot/usr/bin/prog")).unwrap();
     let (c, stats, images) = run_decode(dir.path(), &DecodeOptions::default());
     // libipt stops at each point it resynchronizes at; they make one gap.
