@@ -24,8 +24,8 @@ then runs on each trace, one tool at a time:
 
 Each child's wall time, CPU time (user+sys) and peak RSS come from the
 kernel (os.wait4). A ptdec run's output file is removed before it starts,
-outside its timing (remove_output says why). Cells run `--runs` times (1 for the 1 GB traces) and the
-median is printed. A cell whose estimated memory exceeds the budget is
+outside its timing (remove_output says why). Cells run `--runs` times (1
+for the 1 GB traces) and the median is printed. A cell whose estimated memory exceeds the budget is
 skipped; every child runs under an address-space limit and a timeout.
 After each trace, the FTF ptdec wrote is loaded into Perfetto's importer
 (`ptdec check`, the trace_processor_shell named by $PT_TRACE_PROCESSOR,

@@ -21,7 +21,7 @@
 //! scheduler's fair share kept it off a CPU while the workers filled the
 //! window, and then left a CPU idle while the workers waited for it. At
 //! nice +5 the workers take the CPU time it leaves: `ptdec -j2` on 2 CPUs,
-//! 0.58 s against 0.55 s wall on the bench's 10 MB interp trace, `ptdec
+//! 0.57 s against 0.54 s wall on the bench's 10 MB interp trace, `ptdec
 //! report` 0.44 s against 0.40 s on shapes (medians of 9 and 7
 //! interleaved runs); one core's time unchanged (1.00 s against 1.00 s).
 //! On a machine busy with other programs, the workers yield to them a
@@ -40,12 +40,12 @@ use super::{DecodeError, ProgressFn};
 
 /// How much lower a worker's priority is than the calling thread's (in
 /// nice steps; the module doc says why).
-pub(super) const WORKER_NICE: i32 = 5;
+const WORKER_NICE: i32 = 5;
 
 /// Lowers the calling thread's priority by [`WORKER_NICE`] (on Linux the
 /// nice value is each thread's own). Only a hint: where it fails (a
 /// sandbox's seccomp filter) the worker runs at its usual priority.
-pub(super) fn yield_to_delivery() {
+fn yield_to_delivery() {
     let _ = rustix::process::nice(WORKER_NICE);
 }
 
