@@ -287,6 +287,12 @@ impl EmuPtwrite {
         e
     }
 
+    /// Whether the images hold no emulated ptwrite function: then
+    /// [`EmuPtwrite::on_block`] never marks anything.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The patch sections to add after the file sections `isids`.
     pub fn overlays(&self, isids: &[u32]) -> Vec<u32> {
         if self.overlays.is_empty() {

@@ -389,6 +389,11 @@ pub(super) fn decode_chunk(
 /// before it hands its runs on.
 pub(super) const FLUSH_OPS: usize = 1 << 16;
 
+/// Blocks stop merging when more instructions than this were decoded
+/// since the trace offset last moved: a merged block holds at most
+/// `u16::MAX`, so none passes [`NO_PROGRESS_INSNS`] inside it.
+const MERGE_STALL_MAX: u64 = NO_PROGRESS_INSNS - (1 << 16);
+
 /// [`decode_chunk`], handing the runs decoded so far to `flush` whenever
 /// they hold [`FLUSH_OPS`] ops (between two blocks, with no transfer
 /// pending): the current run goes on in a new one whose counters start
@@ -690,6 +695,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         let mut blk = Block::default();
         'blocks: loop {
             let failure = 'step: {
+                let events = status.event_pending();
                 while status.event_pending() {
                     match dec.event() {
                         Ok((ev, s)) => {
@@ -729,6 +735,11 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     }
                     return;
                 }
+                // Events may have started or ended the stretch in which
+                // blocks may merge.
+                if events {
+                    self.update_merge(dec);
+                }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
                 let next = dec.next_block(&mut blk);
@@ -746,7 +757,16 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                             None => continue 'blocks,
                         }
                     }
-                    Err(e) => Failure::Pt(e),
+                    Err(e) => {
+                        // One by one, the blocks before the one that
+                        // failed were checked.
+                        if let Some((_, before)) = dec.merged().split_last() {
+                            for &(n, off) in before {
+                                self.progress(off, n);
+                            }
+                        }
+                        Failure::Pt(e)
+                    }
                 }
             };
             if failure == Failure::Pt(PtError::EOS) {
@@ -831,8 +851,29 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
     /// trace (code that loops through direct jumps and calls, which need
     /// no packets: libipt would follow it forever).
-    fn check_progress(&mut self, dec: &impl FlowDecoder, n: u16) -> Option<u64> {
-        let off = dec.offset().ok();
+    fn check_progress(&mut self, dec: &mut impl FlowDecoder, n: u16) -> Option<u64> {
+        let merged = dec.merged();
+        if merged.is_empty() {
+            self.progress(dec.offset().ok(), n);
+        } else {
+            // As block by block, each with the offset after it (the
+            // limit cannot be passed inside: `MERGE_STALL_MAX`).
+            for &(n, off) in merged {
+                self.progress(off, n);
+            }
+        }
+        if self.stall.insns > MERGE_STALL_MAX {
+            // A merged block could pass the limit where one of its blocks
+            // alone would have stopped.
+            dec.set_merge(false);
+        }
+        (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
+    }
+
+    /// [`ChunkDecoder::check_progress`] for one block of `n` instructions
+    /// after which the trace offset is `off`.
+    #[inline]
+    fn progress(&mut self, off: Option<u64>, n: u16) {
         if off != self.stall.offset {
             self.stall = Stall {
                 offset: off,
@@ -841,7 +882,29 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
         self.stall.insns += u64::from(n);
         self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
-        (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
+    }
+
+    /// Tells the decoder whether blocks may merge from here
+    /// (`FlowDecoder::set_merge`): not while the chunk's first IP or the
+    /// next chunk's is looked for inside blocks, nor in the warm-up, nor
+    /// before the first block of a traced stretch (its enable takes the
+    /// time after that block), nor with an end time (a merged block
+    /// takes the time after its last block, and would stop where its
+    /// first would not), nor for an instruction listing, nor where
+    /// emulated ptwrite is followed block by block, nor when the
+    /// instructions since the trace offset last moved come near
+    /// [`NO_PROGRESS_INSNS`].
+    fn update_merge(&self, dec: &mut impl FlowDecoder) {
+        dec.set_merge(
+            self.setup().opts.insn_list.is_none()
+                && self.images.emu.is_empty()
+                && self.end.is_none()
+                && !self.need_enable
+                && !self.warming
+                && self.start_at.is_none()
+                && self.stop_at.is_none()
+                && self.stall.insns <= MERGE_STALL_MAX,
+        );
     }
 
     /// Synchronizes at the next PSB after the last one whose PSB+ libipt
@@ -954,6 +1017,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.pending.set = false;
         self.stall = Stall::default();
         self.update_time(dec, None);
+        self.update_merge(dec);
     }
 
     /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
@@ -1218,6 +1282,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.need_enable = false;
         self.at_start = false;
         self.last_ip = ip;
+        self.update_merge(dec);
     }
 
     /// A pending transfer completes at `to`, or is dropped (`None`).
@@ -1392,6 +1457,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             match self.insns_before(b, x) {
                 Some(n) => {
                     self.start_at = None;
+                    self.update_merge(dec);
                     cut = *b;
                     cut.ninsn -= n;
                     cut.ip = x;
@@ -1442,7 +1508,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             self.list_block(b);
         }
         let n = u64::from(b.ninsn);
-        self.stats.blocks += 1;
+        self.stats.blocks += dec.merged().len().max(1) as u64;
         self.stats.insns += n;
         match self.run.as_mut() {
             Some(r) => r.insns += n,

@@ -50,6 +50,17 @@ pub(crate) trait FlowDecoder {
     fn stopped_at_error(&self) -> bool {
         false
     }
+    /// Whether blocks that end at a conditional branch may be merged with
+    /// the blocks after them (the fast decoder's `FastDecoder::set_merge`;
+    /// libipt's never merges).
+    fn set_merge(&mut self, _on: bool) {}
+    /// The blocks merged into the last block, each as its instructions
+    /// and the trace offset after it (`FastDecoder::merged`); empty when
+    /// it is one block.
+    #[inline]
+    fn merged(&self) -> &[(u16, Option<u64>)] {
+        &[]
+    }
 }
 
 /// libipt's block decoder with the worker's section cache.
@@ -160,5 +171,12 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     }
     fn stopped_at_error(&self) -> bool {
         self.unsupported.is_none() && self.dec.stopped_at_error()
+    }
+    fn set_merge(&mut self, on: bool) {
+        self.dec.set_merge(on);
+    }
+    #[inline]
+    fn merged(&self) -> &[(u16, Option<u64>)] {
+        self.dec.merged()
     }
 }

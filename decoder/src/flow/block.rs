@@ -159,6 +159,9 @@ pub struct BlockDecoder<'a> {
     /// fast path only `fetch_event_slow` can change them, which sets it
     /// too. [`super::FastDecoder`] clears it when it stops.
     fast: bool,
+    /// The fast path takes no run longer than this (`None` instead):
+    /// merged blocks fit their `u16` instruction count.
+    pub(super) budget: u32,
 }
 
 /// The fast path's link state: the node the last block's successor link
@@ -298,6 +301,7 @@ impl<'a> BlockDecoder<'a> {
             image: Image::default(),
             chain: Chain::NONE,
             fast: false,
+            budget: u32::MAX,
         }
     }
 
@@ -321,6 +325,12 @@ impl<'a> BlockDecoder<'a> {
     /// calling it).
     pub fn stop_fast(&mut self) {
         self.fast = false;
+    }
+
+    /// Where the next block starts.
+    #[inline]
+    pub(super) fn ip(&self) -> u64 {
+        self.ip
     }
 
     /// Decodes with `image` from now on.
@@ -831,6 +841,9 @@ impl<'a> BlockDecoder<'a> {
                 (cur, code.node(cur)?)
             }
         };
+        if node.ninsn > self.budget {
+            return None;
+        }
         let gen = code.gen();
         let last = node.last;
         // (Written before it is known to apply: `None` leaves the general
