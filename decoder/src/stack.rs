@@ -810,7 +810,32 @@ impl ThreadStack {
     }
 
     /// Applies one step; completed slices go to `out`.
+    #[inline]
     pub fn push(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        // Most ops are branches while tracing runs, outside speculative
+        // mode: straight to their handler, as below.
+        if self.entry.is_none() && matches!(self.state, State::Running) {
+            match op {
+                Op::Call { at, to, ret, .. } => {
+                    let at = self.clamp(*at);
+                    return self.call(at, *to, *ret, resolver);
+                }
+                Op::Return { at, to, .. } => {
+                    let at = self.clamp(*at);
+                    return self.ret(at, *to, resolver, out);
+                }
+                Op::Jump { at, from, to } => {
+                    let at = self.clamp(*at);
+                    return self.jump(at, *from, *to, resolver, out);
+                }
+                _ => {}
+            }
+        }
+        self.push_any(op, resolver, out);
+    }
+
+    /// [`ThreadStack::push`] for any op in any state.
+    fn push_any(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         if let Some(e) = &mut self.entry {
             if e.failed {
                 return;

@@ -126,6 +126,7 @@ struct RawThread {
 }
 
 impl RawTimes {
+    #[inline]
     fn thread(&mut self, pid: u32, tid: u32) -> &mut RawThread {
         let i = self.threads.slot(pid, tid);
         &mut self.threads.items[i]
