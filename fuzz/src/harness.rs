@@ -132,37 +132,46 @@ pub fn raw_pt(data: &[u8]) -> u64 {
 
 /// What one decoder made of raw PT: the instruction listing (`ptdec raw
 /// --insn-list`: every instruction, error with its offset, enable,
-/// disable) and the FTF bytes.
-fn raw_pt_with(data: &[u8], decoder: DecoderKind) -> (Vec<String>, Vec<Vec<u8>>, u64, u64) {
+/// disable; empty without `list`), the FTF bytes and the decode's
+/// statistics (`None` when decoding failed). Without a listing the fast
+/// decoder merges blocks (`FastDecoder::set_merge`); with one it does not.
+fn raw_pt_with(
+    data: &[u8],
+    decoder: DecoderKind,
+    list: bool,
+) -> (Vec<String>, Vec<Vec<u8>>, Option<DecodeStats>) {
     let input = raw_input(data);
-    let list = Arc::new(Mutex::new(Vec::new()));
-    let l = list.clone();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l = lines.clone();
     let mut o = run_options();
     o.decode.decoder = decoder;
-    o.decode.insn_list = Some(ListCallback::new(move |item| {
-        l.lock().unwrap().push(item.to_string());
-    }));
+    if list {
+        o.decode.insn_list = Some(ListCallback::new(move |item| {
+            l.lock().unwrap().push(item.to_string());
+        }));
+    }
     let symbols = SymbolCache::new();
     let r = pipeline::run_raw(&input, &RawConfig::default(), &symbols, o);
-    let (ftf, insns, fast) = match r {
+    let (ftf, stats) = match r {
         Ok(r) => (
             r.written.into_iter().map(|w| w.bytes).collect(),
-            r.decode.insns,
-            r.decode.fast_chunks,
+            Some(r.decode),
         ),
-        Err(_) => (Vec::new(), 0, 0),
+        Err(_) => (Vec::new(), None),
     };
-    let list = std::mem::take(&mut *list.lock().unwrap());
-    (list, ftf, insns, fast)
+    let lines = std::mem::take(&mut *lines.lock().unwrap());
+    (lines, ftf, stats)
 }
 
 /// Raw PT decoded by libipt's block decoder and by ptdec's own flow
 /// decoder (`--decoder fast`, which hands what it does not follow to
 /// libipt): the same instructions, errors and error offsets, and the same
-/// FTF, or a panic. Returns the instructions decoded.
+/// FTF, or a panic; then both again without a listing (where the fast
+/// decoder merges blocks): the same FTF and decode statistics. Returns
+/// the instructions decoded.
 pub fn flow_diff(data: &[u8]) -> u64 {
-    let (lib_list, lib_ftf, insns, _) = raw_pt_with(data, DecoderKind::Libipt);
-    let (fast_list, fast_ftf, fast_insns, _) = raw_pt_with(data, DecoderKind::Fast);
+    let (lib_list, lib_ftf, lib_stats) = raw_pt_with(data, DecoderKind::Libipt, true);
+    let (fast_list, fast_ftf, fast_stats) = raw_pt_with(data, DecoderKind::Fast, true);
     if lib_list != fast_list {
         let at = lib_list
             .iter()
@@ -175,9 +184,30 @@ pub fn flow_diff(data: &[u8]) -> u64 {
             &fast_list[at.min(fast_list.len())..(at + 3).min(fast_list.len())]
         );
     }
-    assert_eq!(insns, fast_insns, "instructions decoded");
+    let insns = |s: &Option<DecodeStats>| s.as_ref().map_or(0, |s| s.insns);
+    let decoded = insns(&lib_stats);
+    assert_eq!(decoded, insns(&fast_stats), "instructions decoded");
     assert!(lib_ftf == fast_ftf, "the FTF differs");
-    insns
+    let (_, lib_ftf, lib_stats) = raw_pt_with(data, DecoderKind::Libipt, false);
+    let (_, fast_ftf, fast_stats) = raw_pt_with(data, DecoderKind::Fast, false);
+    assert!(lib_ftf == fast_ftf, "the FTF differs without a listing");
+    // Block counts differ (libipt's block cache); the fast decoder's own
+    // counters are its only.
+    let strip = |s: Option<DecodeStats>| {
+        s.map(|s| DecodeStats {
+            blocks: 0,
+            fast_chunks: 0,
+            fallbacks: Default::default(),
+            max_ops_held: 0,
+            ..s
+        })
+    };
+    assert_eq!(
+        strip(lib_stats),
+        strip(fast_stats),
+        "decode statistics without a listing"
+    );
+    decoded
 }
 
 /// The flow decoders side by side on raw PT (`ptdec::flow::diff`): the

@@ -760,8 +760,10 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     Err(e) => {
                         // One by one, the blocks before the one that
                         // failed were checked.
-                        if let Some((_, before)) = dec.merged().split_last() {
-                            for &(n, off) in before {
+                        if dec.is_merged() {
+                            let merged = dec.merged();
+                            self.stats.blocks += merged.len() as u64 - 1;
+                            for &(n, off) in &merged[..merged.len() - 1] {
                                 self.progress(off, n);
                             }
                         }
@@ -852,12 +854,14 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// trace (code that loops through direct jumps and calls, which need
     /// no packets: libipt would follow it forever).
     fn check_progress(&mut self, dec: &mut impl FlowDecoder, n: u16) -> Option<u64> {
-        let merged = dec.merged();
-        if merged.is_empty() {
+        if !dec.is_merged() {
             self.progress(dec.offset().ok(), n);
         } else {
             // As block by block, each with the offset after it (the
-            // limit cannot be passed inside: `MERGE_STALL_MAX`).
+            // limit cannot be passed inside: `MERGE_STALL_MAX`), and
+            // counted as the blocks they are (`on_block` counted one).
+            let merged = dec.merged();
+            self.stats.blocks += merged.len() as u64 - 1;
             for &(n, off) in merged {
                 self.progress(off, n);
             }
@@ -1508,7 +1512,9 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             self.list_block(b);
         }
         let n = u64::from(b.ninsn);
-        self.stats.blocks += dec.merged().len().max(1) as u64;
+        // (Merged blocks count the rest in `check_progress`, or where
+        // the decoder failed after them.)
+        self.stats.blocks += 1;
         self.stats.insns += n;
         match self.run.as_mut() {
             Some(r) => r.insns += n,

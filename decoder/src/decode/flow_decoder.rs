@@ -61,6 +61,12 @@ pub(crate) trait FlowDecoder {
     fn merged(&self) -> &[(u16, Option<u64>)] {
         &[]
     }
+    /// Whether the last block was merged from several (`merged` is not
+    /// empty).
+    #[inline]
+    fn is_merged(&self) -> bool {
+        false
+    }
 }
 
 /// libipt's block decoder with the worker's section cache.
@@ -178,5 +184,9 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     #[inline]
     fn merged(&self) -> &[(u16, Option<u64>)] {
         self.dec.merged()
+    }
+    #[inline]
+    fn is_merged(&self) -> bool {
+        self.dec.is_merged()
     }
 }

@@ -131,6 +131,12 @@ impl<'a> FastDecoder<'a> {
         &self.parts[..self.merged]
     }
 
+    /// Whether the last block handed out was merged from several.
+    #[inline]
+    pub fn is_merged(&self) -> bool {
+        self.merged != 0
+    }
+
     /// Why it stopped, if it met something it does not follow.
     pub fn unsupported(&self) -> Option<&'static str> {
         self.unsupported
