@@ -1621,8 +1621,11 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
     }
 
-    /// The control transfer the block's last instruction makes.
+    /// The control transfer the block's last instruction makes. Inline
+    /// with the classes that say it: as a call it cost 21 instructions a
+    /// block (callgrind, `ptdec report` of the bench's interp trace).
     #[allow(non_upper_case_globals)]
+    #[inline]
     fn classify(&self, b: &Block) -> Option<Transfer> {
         use ipt::ffi::*;
         match b.iclass {
@@ -1630,6 +1633,14 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             ptic_return | ptic_far_return => Some(Transfer::Return),
             ptic_jump | ptic_far_jump => Some(Transfer::Jump),
             ptic_cond_jump | ptic_other | ptic_ptwrite => None,
+            _ => self.classify_insn(b),
+        }
+    }
+
+    /// [`ChunkDecoder::classify`] for the classes that do not say.
+    #[inline(never)]
+    fn classify_insn(&self, b: &Block) -> Option<Transfer> {
+        match b.iclass {
             // ptic_indirect (an indirect jump or a far transfer),
             // ptic_unknown and classes newer libipt may add: look at the
             // instruction (once per address of an image section).
@@ -1670,10 +1681,17 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// address follows it): the decoder's when it said (the fast decoder
     /// always does; the lookup below was 1.4% of `ptdec report`), else
     /// cached per worker.
+    #[inline]
     fn last_len(&self, b: &Block) -> Option<u8> {
         if b.truncated || b.size != 0 {
             return Some(b.size);
         }
+        self.last_len_cached(b)
+    }
+
+    /// [`ChunkDecoder::last_len`] when the decoder did not say.
+    #[inline(never)]
+    fn last_len_cached(&self, b: &Block) -> Option<u8> {
         let key = (b.isid, b.end_ip);
         if let Some(&n) = self.images.call_lens.borrow().get(&key) {
             return Some(n);
