@@ -810,7 +810,7 @@ impl StackSink<'_, '_> {
     }
 
     /// `op` to stack `i` (thread pid, tid's), its slices to the emitter.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, pid: u32, tid: u32, i: usize, op: &Op) {
         if let Op::Mark { at, mark } = op {
             // Marks go straight to the emitter; the stack ignores them.

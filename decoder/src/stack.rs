@@ -819,7 +819,7 @@ impl ThreadStack {
     }
 
     /// Applies one step; completed slices go to `out`.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         // Most ops are branches while tracing runs, outside speculative
         // mode: straight to their handler, as below.
@@ -844,6 +844,7 @@ impl ThreadStack {
     }
 
     /// [`ThreadStack::push`] for any op in any state.
+    #[inline(never)]
     fn push_any(&mut self, op: &Op, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         if let Some(e) = &mut self.entry {
             if e.failed {
@@ -1342,8 +1343,12 @@ impl ThreadStack {
             }
         }
         self.put(slice, out);
-        for h in held {
-            self.put(h, out);
+        // Most frames hold nothing: no iterator to make and drop (20
+        // instructions a slice).
+        if !held.is_empty() {
+            for h in held {
+                self.put(h, out);
+            }
         }
     }
 

@@ -90,7 +90,7 @@ impl Run {
     /// be pushed), the op went to the stack in narrow stores and was
     /// copied into the run as 16-byte words at once, and the copy waited
     /// on store forwarding (40% of `ChunkDecoder::resolve`'s samples).
-    #[inline]
+    #[inline(always)]
     fn push_transfer(&mut self, p: &Pending, to: u64) {
         let (at, from) = (p.at, p.from);
         if self.ops.len() >= 2 {
@@ -1290,6 +1290,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     }
 
     /// A pending transfer completes at `to`, or is dropped (`None`).
+    #[inline]
     fn resolve(&mut self, to: Option<u64>) {
         if !std::mem::take(&mut self.pending.set) {
             return;

@@ -197,7 +197,7 @@ impl<'a> FastDecoder<'a> {
 
     /// The next block, written into `block` (see
     /// [`BlockDecoder::next_block`]), and the status.
-    #[inline]
+    #[inline(always)]
     pub fn next_block(
         &mut self,
         code: &mut CodeCache,
@@ -228,6 +228,7 @@ impl<'a> FastDecoder<'a> {
     /// [`Self::set_merge`]), for as long as each of them does so too,
     /// the time stays and the fast path decodes them; the last merged
     /// block's status.
+    #[inline(never)]
     fn merge_on(
         &mut self,
         code: &mut CodeCache,
