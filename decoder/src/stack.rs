@@ -1067,6 +1067,7 @@ impl ThreadStack {
         }
     }
 
+    #[inline]
     fn call(&mut self, at: Stamp, to: u64, ret: u64, resolver: &dyn Resolver) {
         if to == ret && !resolver.is_function_entry(self.pid, to, at.time) {
             self.stats.ignored_calls += 1;
@@ -1125,7 +1126,23 @@ impl ThreadStack {
         e.revealed = Some((e.epoch, 0, true, entry));
     }
 
+    #[inline]
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
+        // Most returns end the top frame, returning where its call said.
+        if let Some(top) = self.frames.last() {
+            if top.ret == Some(to) && top.ret_of_entry.is_none() {
+                self.stats.returns += 1;
+                let frame = self.frames.pop().expect("a top frame");
+                self.close(frame, at, out);
+                return;
+            }
+        }
+        self.ret_any(at, to, resolver, out);
+    }
+
+    /// [`ThreadStack::ret`] in general.
+    #[inline(never)]
+    fn ret_any(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         self.stats.returns += 1;
         // The frame whose call returns to `to` ends; frames above it are skipped.
         if let Some(i) = self
@@ -1229,6 +1246,7 @@ impl ThreadStack {
         frame.tied = tied;
     }
 
+    #[inline]
     fn jump(
         &mut self,
         at: Stamp,
@@ -1241,6 +1259,32 @@ impl ThreadStack {
             return;
         };
         let (to_is_entry, to_func) = resolver.place_of(self.pid, to, at.time);
+        // Most jumps stay inside the top frame's function.
+        if !to_is_entry && (!top_known || to_func.is_none_or(|entry| entry == top_entry)) {
+            return;
+        }
+        self.jump_out(
+            at,
+            to,
+            (top_known, top_entry),
+            (to_is_entry, to_func),
+            resolver,
+            out,
+        );
+    }
+
+    /// [`ThreadStack::jump`] to a function's entry or into another
+    /// function's middle.
+    #[inline(never)]
+    fn jump_out(
+        &mut self,
+        at: Stamp,
+        to: u64,
+        (top_known, top_entry): (bool, u64),
+        (to_is_entry, to_func): (bool, Option<u64>),
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
         if to_is_entry {
             let (func, known) = self.resolve(resolver, to, at.time);
             if top_known && known && func.entry == top_entry {
@@ -1296,6 +1340,7 @@ impl ThreadStack {
         }
     }
 
+    #[inline]
     fn close(&mut self, frame: Frame, end: Stamp, out: &mut dyn FnMut(Slice)) {
         if frame.unknown_start && frame.start == end && !frame.tied {
             // Tracing resumed here and stopped at once (a resume straight
@@ -1319,6 +1364,7 @@ impl ThreadStack {
 
     /// Emits `slice` and the slices held behind it, or holds them all behind
     /// the parent they tie with.
+    #[inline]
     fn finish(&mut self, slice: Slice, held: Vec<Slice>, out: &mut dyn FnMut(Slice)) {
         if let Some(parent) = self.frames.last_mut() {
             if ties(&parent.start, &slice.start) {

@@ -135,6 +135,7 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn resync(&mut self) -> Result<Status, PtError> {
         Err(PtError::NOT_SUPPORTED)
     }
+    #[inline(always)]
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
         if self.unsupported.is_some() {
             *block = Block::default();
