@@ -161,9 +161,6 @@ pub struct BlockDecoder<'a> {
     /// fast path only `fetch_event_slow` can change them, which sets it
     /// too. [`super::FastDecoder`] clears it when it stops.
     fast: bool,
-    /// The fast path takes no run longer than this (`None` instead):
-    /// merged blocks fit their `u16` instruction count.
-    pub(super) budget: u32,
 }
 
 /// The fast path's link state: the node the last block's successor link
@@ -303,7 +300,6 @@ impl<'a> BlockDecoder<'a> {
             image: Image::default(),
             chain: Chain::NONE,
             fast: false,
-            budget: u32::MAX,
         }
     }
 
@@ -785,11 +781,25 @@ impl<'a> BlockDecoder<'a> {
         code: &mut CodeCache,
         block: &mut Block,
     ) -> Option<Result<Status, Fail>> {
+        self.try_fast_within(code, block, u32::MAX)
+    }
+
+    /// [`Self::try_fast`] for a run of at most `budget` instructions
+    /// (`None` for a longer one): merged blocks fit their `u16`
+    /// instruction count. A parameter, not a field: with the constant
+    /// above the test goes away (as a field it was read for every block).
+    #[inline(always)]
+    pub fn try_fast_within(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+        budget: u32,
+    ) -> Option<Result<Status, Fail>> {
         debug_assert!(!self.fast || self.fast_ready());
         if !self.fast {
             return None;
         }
-        self.next_block_fast(code, block)
+        self.next_block_fast(code, block, budget)
     }
 
     /// [`Self::next_block`]'s general path.
@@ -821,6 +831,7 @@ impl<'a> BlockDecoder<'a> {
         &mut self,
         code: &mut CodeCache,
         block: &mut Block,
+        budget: u32,
     ) -> Option<Result<Status, Fail>> {
         // The rest of the preconditions: `self.fast`.
         let ev = self.event.as_mut()?;
@@ -843,7 +854,7 @@ impl<'a> BlockDecoder<'a> {
                 (cur, code.node(cur)?)
             }
         };
-        if node.ninsn > self.budget {
+        if node.ninsn > budget {
             return None;
         }
         let gen = code.gen();

@@ -244,9 +244,7 @@ impl<'a> FastDecoder<'a> {
             if n == MERGE_MAX || room == 0 || self.dec.ip() >> 63 == 1 {
                 break Ok(Status(0));
             }
-            self.dec.budget = u32::from(room);
-            let r = self.dec.try_fast(code, &mut next);
-            self.dec.budget = u32::MAX;
+            let r = self.dec.try_fast_within(code, &mut next, u32::from(room));
             // Not in the fast path: nothing changed; the next call
             // decodes it.
             let Some(r) = r else {
