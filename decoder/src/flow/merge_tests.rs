@@ -1,14 +1,12 @@
-//! [`FastDecoder::set_merge`]: a trace built by hand from the SDM's packet
+//! [`super::FastDecoder::set_merge`]: a trace built by hand from the SDM's packet
 //! layouts, decoded block by block and with blocks merged. Each merged
 //! block must be the blocks it stands for, end to end, with the trace
 //! offset after each of them, and the events and times must not change.
 
-use std::path::PathBuf;
+use ipt::Block;
 
-use ipt::{Block, Config};
-
-use super::code::{CodeCache, Image, Section};
-use super::FastDecoder;
+use super::code::CodeCache;
+use super::test_packets::{MODE64, PSB, PSBEND, TIP_PGD};
 
 const BASE: u64 = 0x6000_0000;
 
@@ -19,15 +17,6 @@ const CODE: &[u8] = &[
     0x90, //       0x04: nop
     0xeb, 0xf9, // 0x05: jmp 0x00
 ];
-
-const PSB: [u8; 16] = [
-    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-];
-const PSBEND: [u8; 2] = [0x02, 0x23];
-/// MODE.Exec: 64-bit code.
-const MODE64: [u8; 2] = [0x99, 0x01];
-/// TIP.PGD with the IP suppressed.
-const TIP_PGD: [u8; 1] = [0x01];
 
 /// FUP with the full address (IPBytes 6).
 fn fup(off: u64) -> Vec<u8> {
@@ -50,16 +39,6 @@ fn tsc(t: u64) -> Vec<u8> {
     v
 }
 
-fn code_file() -> PathBuf {
-    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    FILE.get_or_init(|| {
-        let p = std::env::temp_dir().join(format!("ptdec-flow-merge-{}.bin", std::process::id()));
-        std::fs::write(&p, CODE).expect("write the test code");
-        p
-    })
-    .clone()
-}
-
 /// What the test compares of a block.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Blk {
@@ -79,18 +58,7 @@ enum Item {
 }
 
 fn decode(t: &[u8], merge: bool) -> Vec<Item> {
-    let bytes = sideband::bytes::FileBytes::open(&code_file()).expect("map the test code");
-    let section = Section {
-        isid: 1,
-        vaddr: BASE,
-        bytes: std::rc::Rc::new(bytes),
-        offset: 0,
-        len: CODE.len(),
-    };
-    let mut cfg = Config::default();
-    cfg.set_block_flags(true, true);
-    let mut dec = FastDecoder::new(&cfg, t).expect("a supported config");
-    dec.set_image(Image::new(vec![section], false));
+    let mut dec = super::test_packets::fast_decoder("merge", CODE, BASE, t);
     dec.set_merge(merge);
     let mut code = CodeCache::default();
     let mut out = Vec::new();

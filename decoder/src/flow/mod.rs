@@ -43,6 +43,8 @@ pub mod time;
 
 #[cfg(test)]
 mod merge_tests;
+#[cfg(test)]
+mod test_packets;
 
 use ipt::{Config as PtConfig, Error as PtError, Event, EventKind, EventParts, Status};
 

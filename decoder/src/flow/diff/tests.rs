@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use ipt::{Config, EventKind};
 
-use super::super::code::{CodeCache, Image, Section};
-use super::super::FastDecoder;
+use super::super::code::CodeCache;
+use super::super::test_packets::{MODE64, PSB, PSBEND, TIP_PGD};
 use super::compare;
 
 const BASE: u64 = 0x7000_0000;
@@ -26,13 +26,6 @@ const CODE: &[u8] = &[
     0xff, 0xe0, //                   0x17: jmp rax
 ];
 
-const PSB: [u8; 16] = [
-    0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-];
-const PSBEND: [u8; 2] = [0x02, 0x23];
-/// MODE.Exec: 64-bit code.
-const MODE64: [u8; 2] = [0x99, 0x01];
-
 /// An IP packet (`opcode` with IPBytes 6: the full address).
 fn ip_packet(opcode: u8, ip: u64) -> Vec<u8> {
     let mut v = vec![opcode | (6 << 5)];
@@ -48,8 +41,6 @@ fn tip(off: u64) -> Vec<u8> {
 fn tip_pge(off: u64) -> Vec<u8> {
     ip_packet(0x11, BASE + off)
 }
-/// TIP.PGD with the IP suppressed.
-const TIP_PGD: [u8; 1] = [0x01];
 
 /// PIP: `02 43`, then 6 bytes holding CR3[51:5] in bits 47:1 and NR in
 /// bit 0.
@@ -79,16 +70,8 @@ fn trace(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
-/// The code as a file (libipt reads sections from files), written once:
-/// rewriting it under a test that has it mapped would fault.
 fn code_file() -> PathBuf {
-    static FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    FILE.get_or_init(|| {
-        let p = std::env::temp_dir().join(format!("ptdec-flow-pip-{}.bin", std::process::id()));
-        std::fs::write(&p, CODE).expect("write the test code");
-        p
-    })
-    .clone()
+    super::super::test_packets::code_file("pip", CODE)
 }
 
 fn cfg() -> Config {
@@ -120,17 +103,7 @@ fn same_error(name: &str, t: &[u8]) {
 
 /// The events the flow decoder hands out, as ptxed would ask for them.
 fn fast_events(t: &[u8]) -> Vec<EventKind> {
-    let path = code_file();
-    let bytes = sideband::bytes::FileBytes::open(&path).expect("map the test code");
-    let section = Section {
-        isid: 1,
-        vaddr: BASE,
-        bytes: std::rc::Rc::new(bytes),
-        offset: 0,
-        len: CODE.len(),
-    };
-    let mut dec = FastDecoder::new(&cfg(), t).expect("a supported config");
-    dec.set_image(Image::new(vec![section], false));
+    let mut dec = super::super::test_packets::fast_decoder("pip", CODE, BASE, t);
     let mut code = CodeCache::default();
     let mut out = Vec::new();
     let Ok(mut status) = dec.sync_forward() else {
