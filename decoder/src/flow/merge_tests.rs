@@ -91,10 +91,10 @@ fn decode(t: &[u8], merge: bool) -> Vec<Item> {
     out
 }
 
-#[test]
-fn merged_blocks_are_the_blocks_they_stand_for() {
+/// Loops on conditional branches, a TSC amid them, then a disable.
+fn loops() -> Vec<u8> {
     let (t, f, n) = (true, false, false);
-    let trace = [
+    [
         &PSB[..],
         &MODE64,
         &fup(0),
@@ -110,7 +110,12 @@ fn merged_blocks_are_the_blocks_they_stand_for() {
         &tnt(&[t, t, t]),
         &TIP_PGD,
     ]
-    .concat();
+    .concat()
+}
+
+#[test]
+fn merged_blocks_are_the_blocks_they_stand_for() {
+    let trace = loops();
     let one = decode(&trace, false);
     let merged = decode(&trace, true);
     // Every merged block stands for as many blocks as it has parts.
@@ -173,4 +178,37 @@ fn merged_blocks_are_the_blocks_they_stand_for() {
         })
         .collect();
     assert!(times.contains(&0x1234_5678), "{times:x?}");
+}
+
+#[test]
+fn a_block_after_merging_is_turned_off_is_one_block() {
+    let trace = loops();
+    let mut dec = super::test_packets::fast_decoder("merge", CODE, BASE, &trace);
+    dec.set_merge(true);
+    let mut code = CodeCache::default();
+    let mut status = dec.sync_forward().expect("a PSB");
+    let mut b = Block::default();
+    let mut merged = false;
+    for _ in 0..100 {
+        while status.event_pending() {
+            status = dec.event().expect("an event").1;
+        }
+        assert!(!status.eos(), "no block was merged");
+        status = dec.next_block(&mut code, &mut b).expect("a block");
+        if dec.is_merged() {
+            merged = true;
+            break;
+        }
+    }
+    assert!(merged);
+    // Turned off after a merged block (as the chunk decoder does near
+    // the no-progress limit or at the next chunk's PSB): the next block
+    // is one block, whatever the last one was.
+    dec.set_merge(false);
+    while status.event_pending() {
+        status = dec.event().expect("an event").1;
+    }
+    dec.next_block(&mut code, &mut b).expect("a block");
+    assert!(!dec.is_merged());
+    assert!(dec.merged().is_empty());
 }

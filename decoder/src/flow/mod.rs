@@ -205,17 +205,17 @@ impl<'a> FastDecoder<'a> {
         code: &mut CodeCache,
         block: &mut ipt::Block,
     ) -> Result<Status, PtError> {
+        // Whatever the last block was, this one is one block until it
+        // merges (also when merging was turned off since).
+        self.merged = 0;
         // The block decoder's fast path is off once it stopped (`fail`).
         if let Some(r) = self.dec.try_fast(code, block) {
-            if self.merge {
-                self.merged = 0;
-                if block.iclass == ipt::ffi::ptic_cond_jump && matches!(r, Ok(Status(0))) {
-                    return self.merge_on(code, block);
-                }
+            if self.merge && block.iclass == ipt::ffi::ptic_cond_jump && matches!(r, Ok(Status(0)))
+            {
+                return self.merge_on(code, block);
             }
             return r.map_err(|f| self.fail(f));
         }
-        self.merged = 0;
         if let Err(e) = self.check() {
             *block = ipt::Block::default();
             return Err(e);

@@ -172,8 +172,9 @@ impl RawTimes {
             t.ahead.clear();
             t.taken = 0;
         } else if t.taken >= 1024 && t.taken * 2 >= t.ahead.len() {
-            // Some always wait: the taken ones go, at most as often as
-            // as many were taken (memory stays bounded).
+            // Some always wait: the taken ones go once they are 1024 or
+            // more and at least half of it, so it holds at most twice what
+            // waits or 1024 more, and each copy follows as many takes.
             t.ahead.drain(..t.taken);
             t.taken = 0;
         }
