@@ -86,13 +86,31 @@ impl Run {
     }
 
     /// Appends the transfer `p` to `to`, tallied from its parts, and
-    /// written in place: built first (to be tallied by reference, or to
-    /// be pushed), the op went to the stack in narrow stores and was
-    /// copied into the run as 16-byte words at once, and the copy waited
-    /// on store forwarding (40% of `ChunkDecoder::resolve`'s samples).
+    /// written in place, in its final words. Each part of this matters
+    /// (perf annotate, `ptdec report` of the bench's interp trace on one
+    /// core; with any of them missing, the write waited on store
+    /// forwarding, a quarter of the decode worker's samples):
+    /// - the op is made inside `extend(once_with(..))`: with `push(op)`,
+    ///   the op was made on the stack first (it must exist there to be
+    ///   dropped if growing the vector unwinds) in narrow stores, then
+    ///   copied into the run as 16-byte words read back at once;
+    /// - the stamp is rebuilt field by field: copied whole, its `Option`
+    ///   went through the stack with the op's tag padding, in unaligned
+    ///   words read back over a wider store.
     #[inline(always)]
     fn push_transfer(&mut self, p: &Pending, to: u64) {
-        let (at, from) = (p.at, p.from);
+        let from = p.from;
+        // Rebuilt, not copied (see above).
+        #[allow(clippy::manual_map, clippy::needless_match)]
+        let cycles = match p.at.cycles {
+            Some(c) => Some(c),
+            None => None,
+        };
+        let at = Stamp {
+            time: p.at.time,
+            insns: p.at.insns,
+            cycles,
+        };
         if self.ops.len() >= 2 {
             let c = &mut self.tally.counts;
             match p.kind {
@@ -104,16 +122,13 @@ impl Run {
             *span = (span.0.min(at.time), span.1.max(at.time));
         }
         self.tally.n += 1;
-        match p.kind {
-            Transfer::Call => self.ops.push(Op::Call {
-                at,
-                from,
-                to,
-                ret: p.ret,
-            }),
-            Transfer::Return => self.ops.push(Op::Return { at, from, to }),
-            Transfer::Jump => self.ops.push(Op::Jump { at, from, to }),
-        }
+        let kind = p.kind;
+        let ret = p.ret;
+        self.ops.extend(std::iter::once_with(|| match kind {
+            Transfer::Call => Op::Call { at, from, to, ret },
+            Transfer::Return => Op::Return { at, from, to },
+            Transfer::Jump => Op::Jump { at, from, to },
+        }));
     }
 }
 
