@@ -39,7 +39,7 @@ use super::chunks::{next_psb, psb_holding};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
 use super::{ListItem, ThreadStats, NO_PROGRESS_INSNS};
-use crate::ops::{GapKind, Op, Stamp};
+use crate::ops::{push_made, GapKind, Op, Stamp};
 use crate::pevent::SbNote;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.
@@ -86,31 +86,12 @@ impl Run {
     }
 
     /// Appends the transfer `p` to `to`, tallied from its parts, and
-    /// written in place, in its final words. Each part of this matters
-    /// (perf annotate, `ptdec report` of the bench's interp trace on one
-    /// core; with any of them missing, the write waited on store
-    /// forwarding, a quarter of the decode worker's samples):
-    /// - the op is made inside `extend(once_with(..))`: with `push(op)`,
-    ///   the op was made on the stack first (it must exist there to be
-    ///   dropped if growing the vector unwinds) in narrow stores, then
-    ///   copied into the run as 16-byte words read back at once;
-    /// - the stamp is rebuilt field by field: copied whole, its `Option`
-    ///   went through the stack with the op's tag padding, in unaligned
-    ///   words read back over a wider store.
+    /// made in place ([`push_made`], [`Stamp::rebuilt`]: made first and
+    /// copied, the op waited on store forwarding, a quarter of the decode
+    /// worker's samples in `ptdec report` on one core).
     #[inline(always)]
     fn push_transfer(&mut self, p: &Pending, to: u64) {
-        let from = p.from;
-        // Rebuilt, not copied (see above).
-        #[allow(clippy::manual_map, clippy::needless_match)]
-        let cycles = match p.at.cycles {
-            Some(c) => Some(c),
-            None => None,
-        };
-        let at = Stamp {
-            time: p.at.time,
-            insns: p.at.insns,
-            cycles,
-        };
+        let (at, from) = (p.at.rebuilt(), p.from);
         if self.ops.len() >= 2 {
             let c = &mut self.tally.counts;
             match p.kind {
@@ -122,13 +103,12 @@ impl Run {
             *span = (span.0.min(at.time), span.1.max(at.time));
         }
         self.tally.n += 1;
-        let kind = p.kind;
-        let ret = p.ret;
-        self.ops.extend(std::iter::once_with(|| match kind {
+        let (kind, ret) = (p.kind, p.ret);
+        push_made(&mut self.ops, || match kind {
             Transfer::Call => Op::Call { at, from, to, ret },
             Transfer::Return => Op::Return { at, from, to },
             Transfer::Jump => Op::Jump { at, from, to },
-        }));
+        });
     }
 }
 
