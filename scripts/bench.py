@@ -18,7 +18,7 @@ then runs on each trace, one tool at a time:
   perf script --itrace=cr        to /dev/null
   ptbench-libipt                 libipt's block decoder alone
   ptdec --decoder libipt|fast -j1, ptdec report --decoder fast on one
-  core (taskset -c 0), ptbench-fast
+  core (taskset -c 0) with and without --slowest 10, ptbench-fast
                                  ptdec's own flow decoder (issue 23): the
                                  same FTF, and alone against bare libipt
 
@@ -274,6 +274,10 @@ def main():
             # On one core, as bare libipt runs (with -j1 alone the call
             # stacks run on the other core, and the ops cross between them).
             ("ptdec report --decoder fast, 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), "report", trace, "-q", "--decoder", "fast", "--slowest", "10"], True),
+            # The same without the slowest calls (`ptdec report`'s
+            # default): what finding each call's window costs shows
+            # between the two.
+            ("ptdec report --decoder fast, 1 core, no --slowest", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), "report", trace, "-q", "--decoder", "fast"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
             ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
             ("bare fast", [os.path.join(REL, "ptbench-fast"), trace], False),
@@ -426,6 +430,10 @@ def main():
         if rep_one in res:
             res[rep_one]["ratio"] = "CPU: %s x bare libipt (target <= 1)" % (
                 ratio(cpu(rep_one), cpu("bare libipt")))
+        rep_plain = rep_one + ", no --slowest"
+        if rep_plain in res:
+            res[rep_plain]["ratio"] = "CPU: %s x bare libipt (target <= 1); --slowest 10 costs %s x this" % (
+                ratio(cpu(rep_plain), cpu("bare libipt")), ratio(cpu(rep_one), cpu(rep_plain)))
         if "bare fast" in res:
             res["bare fast"]["ratio"] = "speed: %s x bare libipt (target >= 4)" % (
                 ratio(cpu("bare libipt"), cpu("bare fast")))
