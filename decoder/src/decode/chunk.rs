@@ -555,6 +555,8 @@ fn run_chunk(
         time,
         lost_first: meta.after_loss,
         flush,
+        listing: setup.opts.insn_list.is_some(),
+        cycles: setup.cycles,
         stats: ChunkStats {
             bytes: meta.len,
             ..ChunkStats::default()
@@ -665,6 +667,14 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     flush: Option<&'f mut dyn FnMut(Vec<Run>)>,
     /// Listing items held until the chunk's decode is kept (fast decoder).
     list_buf: Option<std::cell::RefCell<Vec<ListItem>>>,
+    /// The setup's `opts.insn_list.is_some()` and `cycles`, asked per
+    /// block: kept here, next to the rest of the per-block state. Behind
+    /// three pointers they were read back from cache lines the ops
+    /// written since had pushed out (perf annotate, `ptdec report` of
+    /// the bench's interp trace on one core: a ninth of the decode
+    /// worker's samples on that test).
+    listing: bool,
+    cycles: bool,
 }
 
 enum Flow {
@@ -1080,7 +1090,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         if tsc == self.tsc {
             return;
         }
-        if self.setup().cycles {
+        if self.cycles {
             if let (Some(prev), Some(run)) = (self.last_cycle_tsc, self.run.as_mut()) {
                 if tsc > prev {
                     let d = tsc - prev;
@@ -1108,7 +1118,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         Stamp {
             time: self.time,
             insns: run.map_or(0, |r| r.insns),
-            cycles: self.setup().cycles.then(|| run.map_or(0, |r| r.cycles)),
+            cycles: self.cycles.then(|| run.map_or(0, |r| r.cycles)),
         }
     }
 
@@ -1504,7 +1514,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 self.refresh_image(dec, self.time);
             }
         }
-        if self.setup().opts.insn_list.is_some() {
+        if self.listing {
             self.list_block(b);
         }
         let n = u64::from(b.ninsn);
