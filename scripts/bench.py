@@ -275,8 +275,7 @@ def main():
             # stacks run on the other core, and the ops cross between them).
             ("ptdec report --decoder fast, 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), "report", trace, "-q", "--decoder", "fast", "--slowest", "10"], True),
             # The same without the slowest calls (`ptdec report`'s
-            # default): what finding each call's window costs shows
-            # between the two.
+            # default): what `--slowest 10` costs shows between the two.
             ("ptdec report --decoder fast, 1 core, no --slowest", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), "report", trace, "-q", "--decoder", "fast"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
             ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),

@@ -44,11 +44,14 @@ impl Stamp {
 /// Appends `make()` to `v`, made in place. `v.push(x)` makes `x` on the
 /// stack first (it must exist there to be dropped if growing `v`
 /// unwinds), in narrow stores, then copies it in 16-byte words read back
-/// at once, which wait on store forwarding: in the hot loops (an op per
-/// branch, a frame per call) the profile showed that copy as a quarter to
-/// two thirds of the function's samples. Here `v` grows first and the
-/// element is made after, straight into its slot (`extend` over
-/// `once_with`, whose one element comes after the room for it).
+/// at once, which wait on store forwarding: for the decode worker's op
+/// per branch the profile showed that copy as a quarter of the
+/// function's samples. Here `v` grows first and the element is made
+/// after, straight into its slot (`extend` over `once_with`, whose one
+/// element comes after the room for it) — where std's `extend_trusted`
+/// is inlined, which objdump must confirm: for the stacks' frame per
+/// call it stayed out of line and gained nothing (bench/RESULTS.md,
+/// thirteenth session).
 #[inline(always)]
 pub fn push_made<T>(v: &mut Vec<T>, make: impl FnOnce() -> T) {
     v.extend(std::iter::once_with(make));

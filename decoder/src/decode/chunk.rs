@@ -668,11 +668,12 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// Listing items held until the chunk's decode is kept (fast decoder).
     list_buf: Option<std::cell::RefCell<Vec<ListItem>>>,
     /// The setup's `opts.insn_list.is_some()` and `cycles`, asked per
-    /// block: kept here, next to the rest of the per-block state. Behind
-    /// three pointers they were read back from cache lines the ops
-    /// written since had pushed out (perf annotate, `ptdec report` of
-    /// the bench's interp trace on one core: a ninth of the decode
-    /// worker's samples on that test).
+    /// block (the chunk decoder asks these fields, not the setup): kept
+    /// here, next to the rest of the per-block state. Behind three
+    /// pointers they were read back from cache lines the ops written
+    /// since had pushed out (perf annotate, `ptdec report` of the bench's
+    /// interp trace on one core: a ninth of the decode worker's samples
+    /// on that test).
     listing: bool,
     cycles: bool,
 }
@@ -905,7 +906,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// [`NO_PROGRESS_INSNS`].
     fn update_merge(&self, dec: &mut impl FlowDecoder) {
         dec.set_merge(
-            self.setup().opts.insn_list.is_none()
+            !self.listing
                 && self.images.emu.is_empty()
                 && self.end.is_none()
                 && !self.need_enable
@@ -1169,7 +1170,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 let at = Stamp {
                     time: self.time,
                     insns: r.insns,
-                    cycles: self.setup().cycles.then_some(r.cycles),
+                    cycles: self.cycles.then_some(r.cycles),
                 };
                 r.push(Op::Disabled {
                     at,
