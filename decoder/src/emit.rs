@@ -583,7 +583,7 @@ impl Emitter {
         Ok(match self.opts.axis {
             TimeAxis::Ns => self.ticks_at(s.time),
             TimeAxis::Instructions => s.insns,
-            TimeAxis::Cycles => s.cycles.ok_or(EmitError::NoCycles { tid })?,
+            TimeAxis::Cycles => s.cycles.get().ok_or(EmitError::NoCycles { tid })?,
         })
     }
 
@@ -1049,6 +1049,7 @@ impl Emitter {
                 SliceKind::Call {
                     func,
                     unknown_start,
+                    ..
                 } => What::Call {
                     func: block.func(func),
                     unknown_start: *unknown_start,
@@ -1242,7 +1243,7 @@ mod tests {
         Stamp {
             time: t,
             insns: t * 2,
-            cycles: Some(t * 3),
+            cycles: crate::ops::Cycles::some(t * 3),
         }
     }
 
@@ -1260,6 +1261,7 @@ mod tests {
                     module: "/bin/prog".into(),
                 }),
                 unknown_start,
+                call_time: None,
             },
         }
     }
@@ -1312,6 +1314,7 @@ mod tests {
                 _ => SliceKind::Call {
                     func: fs[(t as usize * 7919) % funcs].clone(),
                     unknown_start: t % 3 == 0,
+                    call_time: None,
                 },
             };
             let s = Slice {
@@ -1573,7 +1576,7 @@ mod tests {
         });
         let mut s = call(0, "main", 100, 200, false);
         e.slice(&s).unwrap();
-        s.start.cycles = None;
+        s.start.cycles = crate::ops::Cycles::NONE;
         assert!(matches!(e.slice(&s), Err(EmitError::NoCycles { tid: 11 })));
     }
 
@@ -1656,7 +1659,7 @@ mod tests {
                 end: Stamp {
                     time: 100,
                     insns: 9,
-                    cycles: None,
+                    cycles: crate::ops::Cycles::NONE,
                 },
                 ..call(1, "leaf", 100, 100, false)
             })

@@ -26,19 +26,21 @@ pub struct Interpolate<'l, S: OpSink> {
     log: Option<&'l mut dyn RawLog>,
     /// Per thread, with a log: the latest raw time it was told.
     latest: PerThread<u64>,
+    /// With a log, in [`Interpolate::spread_run_as`]: where each piece of
+    /// the run ends and the latest time after it, to hand on once the run
+    /// is spread.
+    pieces: Vec<(usize, u64)>,
 }
 
 /// What `report --slowest` learns while times are spread
-/// (`report::RawTimes`): the raw time (the timing packet's, before
-/// spreading) of every call, and the latest raw time decoded, as it is
-/// when each op goes on. That is the latest time of the ops up to the one
-/// that released the op (the first op after its group that does not join
-/// it; an op in no group releases itself), marks left out; with the latest
-/// time and a call's raw time, a slice knows the window of trace that
-/// decodes it whole.
+/// (`report::RawTimes`): the latest raw time decoded (the timing
+/// packet's, before spreading), as it is when each op goes on. That is
+/// the latest time of the ops up to the one that released the op (the
+/// first op after its group that does not join it; an op in no group
+/// releases itself), marks left out; with the latest time and its call's
+/// raw time (`Op::Call`'s `raw_time`), a slice knows the window of trace
+/// that decodes it whole.
 pub trait RawLog {
-    /// A call of thread (pid, tid) at `insns` instructions, of raw time `time`.
-    fn call(&mut self, pid: u32, tid: u32, insns: u64, time: u64);
     /// The latest raw time of thread (pid, tid) is `time` now.
     fn latest(&mut self, pid: u32, tid: u32, time: u64);
 }
@@ -66,6 +68,7 @@ impl<'l, S: OpSink> Interpolate<'l, S> {
             pending: PerThread::default(),
             log: None,
             latest: PerThread::default(),
+            pieces: Vec::new(),
         }
     }
 
@@ -212,6 +215,7 @@ impl<S: OpSink> Interpolate<'_, S> {
             pending,
             log,
             latest: latests,
+            pieces,
         } = self;
         let mut latest = if LOG { latests.items[li] } else { 0 };
         let group = &mut pending.items[gi];
@@ -226,12 +230,10 @@ impl<S: OpSink> Interpolate<'_, S> {
             while s < ops.len() && joins(anchor, &ops[s]) {
                 s += 1;
             }
+            // (Joined: the anchor's time, or a mark; the latest time
+            // stays.)
             for op in &mut ops[..s] {
                 fix(op);
-                if LOG {
-                    // Joined: the same time, or a mark.
-                    log_op(log, pid, tid, op, latest);
-                }
                 group.push(take(op));
             }
             let Some(next) = ops.get_mut(s) else {
@@ -243,7 +245,7 @@ impl<S: OpSink> Interpolate<'_, S> {
             fix(next);
             fixed = s + 1;
             if LOG {
-                if let Some(t) = log_op(log, pid, tid, next, latest) {
+                if let Some(t) = log_op(next, latest) {
                     latest = t;
                     log_latest(log, pid, tid, t);
                 }
@@ -251,6 +253,12 @@ impl<S: OpSink> Interpolate<'_, S> {
             end_group(inner, pid, tid, group, next);
         }
         handed = handed.max(s);
+        // With a log, the pieces are noted and go on after the pass (the
+        // spreading never touches an op again once it is in a piece): in
+        // the pass, the stacks' work between pieces made its first reads
+        // of each op wait on memory twice as long as without a log.
+        let first = handed;
+        pieces.clear();
         // The rest, in place: `open` is where the group being gathered
         // starts (its anchor).
         let mut open: Option<usize> = None;
@@ -259,16 +267,12 @@ impl<S: OpSink> Interpolate<'_, S> {
                 fix(&mut ops[k]);
             }
             if LOG && k >= fixed {
-                if let Some(t) = log_op(log, pid, tid, &ops[k], latest) {
+                if let Some(t) = log_op(&ops[k], latest) {
                     // What was released before `ops[k]` goes on first;
                     // the open group is released by it (or joined).
-                    let ready = open.unwrap_or(k);
-                    if ready > handed {
-                        inner.ops_in_place(pid, tid, &mut ops[handed..ready]);
-                        handed = ready;
-                    }
+                    handed = handed.max(open.unwrap_or(k));
+                    pieces.push((handed, t));
                     latest = t;
-                    log_latest(log, pid, tid, t);
                 }
             }
             if let Some(a) = open {
@@ -287,6 +291,14 @@ impl<S: OpSink> Interpolate<'_, S> {
         }
         if LOG {
             latests.items[li] = latest;
+            let mut from = first;
+            for &(to, t) in pieces.iter() {
+                if to > from {
+                    inner.ops_in_place(pid, tid, &mut ops[from..to]);
+                    from = to;
+                }
+                log_latest(log, pid, tid, t);
+            }
         }
         // The group still open waits for the op after it.
         let end = open.unwrap_or(ops.len());
@@ -295,20 +307,11 @@ impl<S: OpSink> Interpolate<'_, S> {
     }
 }
 
-/// Tells `log` about `op` (fixed) if it is a call; `Some(t)` when the
-/// latest time moves on to `t` with it (tell the log with [`log_latest`]
-/// once what was released before it has gone on).
-fn log_op(
-    log: &mut Option<&mut dyn RawLog>,
-    pid: u32,
-    tid: u32,
-    op: &Op,
-    latest: u64,
-) -> Option<u64> {
-    let log = log.as_deref_mut()?;
-    if let Op::Call { at, .. } = op {
-        log.call(pid, tid, at.insns, at.time);
-    }
+/// `Some(t)` when the latest time moves on to `t` with `op` (fixed):
+/// tell the log with [`log_latest`] once what was released before it has
+/// gone on.
+#[inline]
+fn log_op(op: &Op, latest: u64) -> Option<u64> {
     counted_time(op).filter(|&t| t > latest)
 }
 
@@ -335,7 +338,7 @@ impl<S: OpSink> OpSink for Interpolate<'_, S> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         if self.log.is_some() {
             let li = self.latest.slot(pid, tid);
-            if let Some(t) = log_op(&mut self.log, pid, tid, &op, self.latest.items[li]) {
+            if let Some(t) = log_op(&op, self.latest.items[li]) {
                 self.latest.items[li] = t;
                 log_latest(&mut self.log, pid, tid, t);
             }
@@ -421,7 +424,7 @@ mod tests {
         Stamp {
             time,
             insns,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         }
     }
     fn call(time: u64, insns: u64) -> Op {
@@ -430,6 +433,7 @@ mod tests {
             from: 1,
             to: 2,
             ret: 3,
+            raw_time: time,
         }
     }
     fn times(c: &Collect) -> Vec<u64> {

@@ -111,7 +111,7 @@ mod tests {
         let at = |t| Stamp {
             time: t,
             insns: t,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         };
         Slice {
             pid: 1,
@@ -132,6 +132,7 @@ mod tests {
                 module: "m".into(),
             }),
             unknown_start: false,
+            call_time: None,
         };
         let kernel = || SliceKind::Untraced {
             kernel: true,

@@ -16,28 +16,73 @@ use ftf::hash::FastMap;
 pub struct Stamp {
     pub time: u64,
     pub insns: u64,
-    pub cycles: Option<u64>,
+    pub cycles: Cycles,
 }
 
-impl Stamp {
-    /// A copy made field by field, for a stamp about to be written into
-    /// a vector's element ([`push_made`]): copied whole, its `Option`
-    /// went through the stack with the element's padding, in unaligned
-    /// words read back over a wider store just made, and the read waited
-    /// on store forwarding (perf annotate, objdump).
-    #[inline(always)]
-    pub fn rebuilt(&self) -> Stamp {
-        // The match is the point: it makes the option from its parts.
-        #[allow(clippy::manual_map, clippy::needless_match)]
-        let cycles = match self.cycles {
-            Some(c) => Some(c),
-            None => None,
-        };
-        Stamp {
-            time: self.time,
-            insns: self.insns,
-            cycles,
+/// A cycle count or none (a trace without CYC), in one word: as an
+/// `Option<u64>` it took two, and a stamp is in every op, frame and slice
+/// (an op stays 64 bytes with `Op::Call`'s raw time; bench/RESULTS.md,
+/// fourteenth session). `u64::MAX` stands for none: a count saturates one
+/// below it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cycles(u64);
+
+impl Cycles {
+    pub const NONE: Cycles = Cycles(u64::MAX);
+
+    /// `c` cycles (`u64::MAX - 1` at most).
+    #[inline]
+    pub const fn some(c: u64) -> Cycles {
+        Cycles(if c == u64::MAX { u64::MAX - 1 } else { c })
+    }
+
+    #[inline]
+    pub const fn get(self) -> Option<u64> {
+        if self.0 == u64::MAX {
+            None
+        } else {
+            Some(self.0)
         }
+    }
+
+    #[inline]
+    pub const fn is_some(self) -> bool {
+        self.0 != u64::MAX
+    }
+
+    #[inline]
+    pub const fn is_none(self) -> bool {
+        self.0 == u64::MAX
+    }
+}
+
+impl Default for Cycles {
+    fn default() -> Self {
+        Cycles::NONE
+    }
+}
+
+impl From<Option<u64>> for Cycles {
+    #[inline]
+    fn from(c: Option<u64>) -> Self {
+        match c {
+            Some(c) => Cycles::some(c),
+            None => Cycles::NONE,
+        }
+    }
+}
+
+impl From<Cycles> for Option<u64> {
+    #[inline]
+    fn from(c: Cycles) -> Self {
+        c.get()
+    }
+}
+
+/// As the `Option` it stands for.
+impl std::fmt::Debug for Cycles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
     }
 }
 
@@ -145,11 +190,15 @@ pub enum Op {
     /// interrupt or a syscall, the instruction to resume at). When the call's
     /// bytes could not be read (never seen in practice) `ret == from`, an
     /// address no return goes to, and the stack falls back to its other rules.
+    /// `raw_time` is the time the decoder gave it (its timing packet's),
+    /// which time spreading leaves alone: `report --slowest` starts the
+    /// window that decodes the call whole there.
     Call {
         at: Stamp,
         from: u64,
         to: u64,
         ret: u64,
+        raw_time: u64,
     },
     /// A return instruction at `from` went to `to`.
     Return { at: Stamp, from: u64, to: u64 },
@@ -227,7 +276,7 @@ impl Rebase {
     #[inline]
     pub fn apply(self, s: &mut Stamp) {
         s.insns += self.insns;
-        s.cycles = self.cycles.map(|b| s.cycles.unwrap_or(0) + b);
+        s.cycles = self.cycles.map(|b| s.cycles.get().unwrap_or(0) + b).into();
     }
 }
 
@@ -446,6 +495,7 @@ pub(crate) fn test_op(pick: u64, at: Stamp) -> Op {
             from: 1,
             to: 2,
             ret: 3,
+            raw_time: at.time,
         },
     }
 }
@@ -454,7 +504,24 @@ pub(crate) fn test_op(pick: u64, at: Stamp) -> Op {
 mod tests {
     use super::*;
 
-    /// One cache line per op (see `Op::Mark` and `GapKind::DecodeError`).
+    /// A stamp in three words (see [`Cycles`]), and a cycle count stands
+    /// for the `Option` it was.
+    #[test]
+    fn a_stamp_is_three_words_and_cycles_an_option() {
+        assert_eq!(std::mem::size_of::<Stamp>(), 24);
+        for c in [None, Some(0), Some(7), Some(u64::MAX - 1)] {
+            assert_eq!(Cycles::from(c).get(), c);
+            assert_eq!(Cycles::from(c).is_some(), c.is_some());
+            assert_eq!(format!("{:?}", Cycles::from(c)), format!("{c:?}"));
+        }
+        // The one count it cannot hold saturates below it.
+        assert_eq!(Cycles::some(u64::MAX).get(), Some(u64::MAX - 1));
+        assert_eq!(Cycles::default(), Cycles::NONE);
+        assert_eq!(Stamp::default().cycles.get(), None);
+    }
+
+    /// One cache line per op (see `Op::Mark`, `GapKind::DecodeError` and
+    /// `Cycles`: `Op::Call`, the largest, has 56 bytes beside its tag).
     #[test]
     fn an_op_is_64_bytes() {
         assert!(
@@ -469,7 +536,7 @@ mod tests {
         let at = Stamp {
             time: 1,
             insns: 2,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         };
         let mut ops = [
             Op::Enabled {
@@ -487,6 +554,7 @@ mod tests {
                 from: 0,
                 to: 1,
                 ret: 2,
+                raw_time: 1,
             },
             Op::Return { at, from: 0, to: 1 },
             Op::Jump { at, from: 0, to: 1 },
@@ -499,13 +567,13 @@ mod tests {
         ];
         for op in &mut ops {
             op.stamp_mut().time = 7;
-            op.stamp_mut().cycles = Some(3);
+            op.stamp_mut().cycles = Cycles::some(3);
             assert_eq!(
                 op.stamp(),
                 Stamp {
                     time: 7,
                     insns: 2,
-                    cycles: Some(3)
+                    cycles: Cycles::some(3)
                 }
             );
         }

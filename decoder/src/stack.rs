@@ -71,7 +71,7 @@
 
 use std::sync::Arc;
 
-use crate::ops::{GapKind, Mark, Op, Stamp};
+use crate::ops::{Cycles, GapKind, Mark, Op, Stamp};
 
 /// A function as the stack knows it.
 ///
@@ -213,8 +213,14 @@ pub trait Resolver {
 pub enum SliceKind {
     /// A function call. `unknown_start`: the call was not seen (the trace or
     /// segment began inside it, or it was created retroactively), so the
-    /// slice starts at the segment's first instant.
-    Call { func: FuncRef, unknown_start: bool },
+    /// slice starts at the segment's first instant. `call_time`: the raw
+    /// time of the call that opened it (`Op::Call`'s `raw_time`), when a
+    /// call did (not a tail call, a resume or a retroactive frame).
+    Call {
+        func: FuncRef,
+        unknown_start: bool,
+        call_time: Option<u64>,
+    },
     /// Untraced time: `kernel` for syscalls and interrupts, otherwise switched
     /// out or tracing off. `ip` is where tracing stopped.
     Untraced { kernel: bool, ip: u64 },
@@ -243,7 +249,12 @@ impl Slice {
 
     /// Core cycles inside the slice, when both ends have a cycle count.
     pub fn cycles(&self) -> Option<u64> {
-        Some(self.end.cycles?.saturating_sub(self.start.cycles?))
+        Some(
+            self.end
+                .cycles
+                .get()?
+                .saturating_sub(self.start.cycles.get()?),
+        )
     }
 }
 
@@ -299,6 +310,8 @@ struct Frame {
     /// is that frame's, not known yet.
     ret_of_entry: Option<usize>,
     unknown_start: bool,
+    /// See [`SliceKind::Call`].
+    call_time: Option<u64>,
     depth: i32,
     /// Entered from the kernel at a function entry: a signal handler.
     handler: bool,
@@ -468,9 +481,9 @@ impl Base {
         Stamp {
             time: s.time,
             insns: s.insns + self.insns,
-            cycles: match (s.cycles, self.cycles) {
-                (Some(c), Some(b)) => Some(c + b),
-                (c, _) => c,
+            cycles: match (s.cycles.get(), self.cycles) {
+                (Some(c), Some(b)) => Cycles::some(c + b),
+                _ => s.cycles,
             },
         }
     }
@@ -702,14 +715,14 @@ impl ThreadStack {
             let before = |a: &Stamp| {
                 a.time < first.time
                     && a.insns < first.insns
-                    && match (a.cycles, first.cycles) {
+                    && match (a.cycles.get(), first.cycles.get()) {
                         (Some(x), Some(y)) => x < y,
                         _ => true,
                     }
             };
             let last_ok = self.last.time <= first.time
                 && self.last.insns <= first.insns
-                && match (self.last.cycles, first.cycles) {
+                && match (self.last.cycles.get(), first.cycles.get()) {
                     (Some(x), Some(y)) => x <= y,
                     _ => true,
                 };
@@ -825,9 +838,15 @@ impl ThreadStack {
         // mode: straight to their handler, as below.
         if self.entry.is_none() && matches!(self.state, State::Running) {
             match op {
-                Op::Call { at, to, ret, .. } => {
+                Op::Call {
+                    at,
+                    to,
+                    ret,
+                    raw_time,
+                    ..
+                } => {
                     let at = self.clamp(*at);
-                    return self.call(at, *to, *ret, resolver);
+                    return self.call(at, *to, *ret, *raw_time, resolver);
                 }
                 Op::Return { at, to, .. } => {
                     let at = self.clamp(*at);
@@ -889,7 +908,9 @@ impl ThreadStack {
                     kernel: *kernel,
                 };
             }
-            Op::Call { to, ret, .. } => self.call(at, *to, *ret, resolver),
+            Op::Call {
+                to, ret, raw_time, ..
+            } => self.call(at, *to, *ret, *raw_time, resolver),
             Op::Return { to, .. } => self.ret(at, *to, resolver, out),
             Op::Jump { from, to, .. } => self.jump(at, *from, *to, resolver, out),
             Op::Gap { kind, offset, .. } => {
@@ -915,9 +936,9 @@ impl ThreadStack {
         let s = Stamp {
             time: s.time.max(self.last.time),
             insns: s.insns.max(self.last.insns),
-            cycles: match (s.cycles, self.last.cycles) {
-                (Some(c), Some(l)) => Some(c.max(l)),
-                (c, _) => c,
+            cycles: match (s.cycles.get(), self.last.cycles.get()) {
+                (Some(c), Some(l)) => Cycles::some(c.max(l)),
+                _ => s.cycles,
             },
         };
         self.last = s;
@@ -949,7 +970,7 @@ impl ThreadStack {
         ret: Option<u64>,
         unknown_start: bool,
         depth: i32,
-    ) {
+    ) -> &mut Frame {
         self.stats.max_depth = self.stats.max_depth.max(depth);
         self.frames.push(Frame {
             func,
@@ -958,11 +979,13 @@ impl ThreadStack {
             ret,
             ret_of_entry: None,
             unknown_start,
+            call_time: None,
             depth,
             handler: false,
             held: Vec::new(),
             tied: false,
         });
+        self.frames.last_mut().expect("just pushed")
     }
 
     /// Starts a segment at `at` inside the function containing `ip`.
@@ -1068,7 +1091,7 @@ impl ThreadStack {
     }
 
     #[inline]
-    fn call(&mut self, at: Stamp, to: u64, ret: u64, resolver: &dyn Resolver) {
+    fn call(&mut self, at: Stamp, to: u64, ret: u64, raw_time: u64, resolver: &dyn Resolver) {
         if to == ret && !resolver.is_function_entry(self.pid, to, at.time) {
             self.stats.ignored_calls += 1;
             return;
@@ -1076,7 +1099,8 @@ impl ThreadStack {
         self.stats.calls += 1;
         let (func, known) = self.resolve(resolver, to, at.time);
         let depth = self.top_depth() + 1;
-        self.open(func, known, at, Some(ret), false, depth);
+        self.open(func, known, at, Some(ret), false, depth)
+            .call_time = Some(raw_time);
     }
 
     /// The highest frame below the top running `func`. In speculative
@@ -1357,6 +1381,7 @@ impl ThreadStack {
             kind: SliceKind::Call {
                 func: frame.func,
                 unknown_start: frame.unknown_start,
+                call_time: frame.call_time,
             },
         };
         self.finish(slice, frame.held, out);
@@ -1508,7 +1533,7 @@ mod tests {
         Stamp {
             time: t,
             insns: t * 10,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         }
     }
 
@@ -1530,6 +1555,7 @@ mod tests {
             from,
             to,
             ret: from + len,
+            raw_time: t,
         }
     }
     /// A return to just after a 5-byte call at `site`.
@@ -1588,6 +1614,7 @@ mod tests {
             SliceKind::Call {
                 func,
                 unknown_start,
+                ..
             } => {
                 format!("{}{}", func.name, if *unknown_start { "?" } else { "" })
             }
@@ -1877,6 +1904,52 @@ mod tests {
                 "0 main 0-70 i700",
             ],
         );
+    }
+
+    /// A call's slice keeps the raw time of the call that opened it (what
+    /// `report --slowest` starts its window at), whatever time spreading
+    /// gave the slice; a tail call's slice, and one whose call was not
+    /// seen, have none.
+    #[test]
+    fn a_calls_slice_keeps_its_raw_time() {
+        let mut ops = vec![
+            enabled(0, MAIN),
+            call(10, MAIN + 0x20, A),
+            call(12, A + 0x8, D),
+            ret(13, D + 0x10, A + 0x8),
+            jump(20, A + 0x60, B),
+            ret(30, B + 0x10, MAIN + 0x20),
+            ret_to(35, MAIN + 0x30, X + 0x10),
+            end(40),
+        ];
+        // Spread times: each call's raw time is earlier than its slice's.
+        for (op, raw) in ops.iter_mut().zip([0, 7, 11]) {
+            if let Op::Call { raw_time, .. } = op {
+                *raw_time = raw;
+            }
+        }
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2);
+        let mut got = Vec::new();
+        for op in &ops {
+            stack.push(op, &map, &mut |sl: Slice| {
+                if let SliceKind::Call { call_time, .. } = sl.kind {
+                    got.push((render(&sl), call_time));
+                }
+            });
+        }
+        assert_eq!(
+            got,
+            [
+                ("2 d 12-13 i10".to_string(), Some(11)),
+                ("1 a 10-20 i100".to_string(), Some(7)),
+                ("1 b 20-30 i100".to_string(), None),
+                // (Tied at the start: main comes out behind x.)
+                ("-1 x? 0-40 i400".to_string(), None),
+                ("0 main 0-35 i350".to_string(), None),
+            ]
+        );
+        assert_any_split_agrees(&ops);
     }
 
     #[test]
@@ -2319,7 +2392,7 @@ mod tests {
         let c = |t: u64, cyc: u64| Stamp {
             time: t,
             insns: t,
-            cycles: Some(cyc),
+            cycles: Cycles::some(cyc),
         };
         let ops = [
             Op::Enabled {
@@ -2338,6 +2411,7 @@ mod tests {
                 from: MAIN + 0x20,
                 to: A,
                 ret: MAIN + 0x25,
+                raw_time: 20,
             },
             // Time going backwards is clamped.
             Op::End { at: c(15, 170) },

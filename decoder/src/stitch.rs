@@ -194,7 +194,7 @@ fn stretch_start(ops: &[Op], interpolate: bool) -> Option<usize> {
 fn fixed(op: &Op, cycles: bool) -> Op {
     let mut op = op.clone();
     let s = op.stamp_mut();
-    s.cycles = cycles.then(|| s.cycles.unwrap_or(0));
+    s.cycles = cycles.then(|| s.cycles.get().unwrap_or(0)).into();
     op
 }
 

@@ -411,7 +411,7 @@ fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branche
             .cloned()
             .map(|mut op| {
                 if cycle_accurate {
-                    op.stamp_mut().cycles = None;
+                    op.stamp_mut().cycles = ptdec::ops::Cycles::NONE;
                 }
                 op
             })

@@ -86,12 +86,12 @@ impl Run {
     }
 
     /// Appends the transfer `p` to `to`, tallied from its parts, and
-    /// made in place ([`push_made`], [`Stamp::rebuilt`]: made first and
-    /// copied, the op waited on store forwarding, a quarter of the decode
-    /// worker's samples in `ptdec report` on one core).
+    /// made in place ([`push_made`]: made first and copied, the op waited
+    /// on store forwarding, a quarter of the decode worker's samples in
+    /// `ptdec report` on one core).
     #[inline(always)]
     fn push_transfer(&mut self, p: &Pending, to: u64) {
-        let (at, from) = (p.at.rebuilt(), p.from);
+        let (at, from) = (p.at, p.from);
         if self.ops.len() >= 2 {
             let c = &mut self.tally.counts;
             match p.kind {
@@ -105,7 +105,13 @@ impl Run {
         self.tally.n += 1;
         let (kind, ret) = (p.kind, p.ret);
         push_made(&mut self.ops, || match kind {
-            Transfer::Call => Op::Call { at, from, to, ret },
+            Transfer::Call => Op::Call {
+                at,
+                from,
+                to,
+                ret,
+                raw_time: at.time,
+            },
             Transfer::Return => Op::Return { at, from, to },
             Transfer::Jump => Op::Jump { at, from, to },
         });
@@ -1119,7 +1125,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         Stamp {
             time: self.time,
             insns: run.map_or(0, |r| r.insns),
-            cycles: self.cycles.then(|| run.map_or(0, |r| r.cycles)),
+            cycles: self.cycles.then(|| run.map_or(0, |r| r.cycles)).into(),
         }
     }
 
@@ -1170,7 +1176,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 let at = Stamp {
                     time: self.time,
                     insns: r.insns,
-                    cycles: self.cycles.then_some(r.cycles),
+                    cycles: self.cycles.then_some(r.cycles).into(),
                 };
                 r.push(Op::Disabled {
                     at,
@@ -1372,6 +1378,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     from,
                     to,
                     ret: from,
+                    raw_time: at.time,
                 });
                 self.last_ip = to;
             }

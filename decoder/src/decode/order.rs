@@ -547,7 +547,7 @@ fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
                 at: Stamp {
                     time: next.start,
                     insns: r.insns,
-                    cycles: cycles.then_some(r.cycles),
+                    cycles: cycles.then_some(r.cycles).into(),
                 },
                 ip,
                 kernel: true,
@@ -639,7 +639,7 @@ mod tests {
         Stamp {
             time,
             insns,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         }
     }
 
@@ -649,6 +649,7 @@ mod tests {
             from,
             to: from + 0x100,
             ret: from + 5,
+            raw_time: time,
         }
     }
 
@@ -796,7 +797,7 @@ mod tests {
                         time += rng.u64(0..3);
                         insns += rng.u64(1..9);
                         let mut a = at(time, insns);
-                        a.cycles = (cycles && rng.bool()).then_some(insns * 2);
+                        a.cycles = (cycles && rng.bool()).then_some(insns * 2).into();
                         ops.push(crate::ops::test_op(rng.u64(0..9), a));
                     }
                     let mut r = run(task, time, insns, ops);

@@ -1061,7 +1061,7 @@ mod tests {
         Stamp {
             time: t,
             insns: i,
-            cycles: None,
+            cycles: crate::ops::Cycles::NONE,
         }
     }
 
@@ -1071,6 +1071,7 @@ mod tests {
             from,
             to,
             ret: from + 5,
+            raw_time: t,
         }
     }
 
@@ -1540,7 +1541,7 @@ mod tests {
             Stamp {
                 time: t,
                 insns: i,
-                cycles: (rng.u8(..8) == 0).then(|| rng.u64(..3)),
+                cycles: (rng.u8(..8) == 0).then(|| rng.u64(..3)).into(),
             }
         };
         let mut at_fn = func(rng);
@@ -1572,6 +1573,7 @@ mod tests {
                         from,
                         to,
                         ret: from + 5,
+                        raw_time: at.time,
                     });
                     rets.push(from + 5);
                     at_fn = to;

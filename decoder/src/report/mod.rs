@@ -97,127 +97,66 @@ pub fn run(
     Ok((report, aggregate))
 }
 
-/// Per thread, the raw time (of the timing packet, before interpolation
-/// spreads it) of every call instruction inside a frame still open, and
-/// the latest raw time decoded. `--start @NS` keeps the ops whose raw time
-/// is NS or later, so the window that holds a call whole starts at its
-/// call's raw time and ends at the raw time interpolation spread its
-/// return up to.
+/// Per thread, the latest raw time (of the timing packet, before
+/// interpolation spreads it) decoded. `--start @NS` keeps the ops whose
+/// raw time is NS or later, so the window that holds a call whole starts
+/// at its call's raw time (`SliceKind::Call`'s `call_time`, carried from
+/// the call's op by its frame) and ends at the raw time interpolation
+/// spread its return up to: the latest one when the return went on.
+///
+/// (Until the call's raw time came with its op, a log here kept every
+/// call's and matched each slice to its call by instruction count: 0.7 G
+/// of the 10.1 G instructions of `ptdec report --slowest 10` on the
+/// bench's interp trace.)
 #[derive(Debug, Default)]
 pub struct RawTimes {
-    threads: PerThread<RawThread>,
-}
-
-#[derive(Debug, Default)]
-struct RawThread {
-    /// (instructions, raw time) of each call the call stacks have reached
-    /// (at or before the end of the last slice closed), in decode order.
-    calls: Vec<(u64, u64)>,
-    /// The same for the calls shown and not reached yet, after `calls`:
-    /// the tap shows a stretch before its ops go on, so a slice closes
-    /// with the calls after its return in its group already shown.
-    /// Kept apart and moved over as the slices' ends pass them, they are
-    /// never searched: a slice's own call is then the last of `calls`
-    /// (the calls inside it were forgotten as their slices closed). In one
-    /// list, 96% of the slices on the bench's traces searched it twice.
-    /// `ahead[taken..]` are waiting: a vector emptied when all are taken
-    /// (or when the taken ones are most of it) cost less per call than a
-    /// `VecDeque` (0.9% of `ptdec report --slowest`'s instructions on the
-    /// bench's interp trace).
-    ahead: Vec<(u64, u64)>,
-    taken: usize,
-    latest: u64,
+    latest: PerThread<u64>,
 }
 
 impl RawTimes {
     #[inline]
-    fn thread(&mut self, pid: u32, tid: u32) -> &mut RawThread {
-        let i = self.threads.slot(pid, tid);
-        &mut self.threads.items[i]
+    fn latest_of(&mut self, pid: u32, tid: u32) -> &mut u64 {
+        let i = self.latest.slot(pid, tid);
+        &mut self.latest.items[i]
     }
 
     /// Ops of one thread as decoded, before interpolation.
     pub fn see(&mut self, pid: u32, tid: u32, ops: &[Op]) {
-        let t = self.thread(pid, tid);
+        let latest = self.latest_of(pid, tid);
         for op in ops {
-            match op {
-                Op::Mark { .. } => {}
-                Op::Call { at, .. } => {
-                    t.latest = t.latest.max(at.time);
-                    t.ahead.push((at.insns, at.time));
-                }
-                _ => t.latest = t.latest.max(op.stamp().time),
+            if !matches!(op, Op::Mark { .. }) {
+                *latest = (*latest).max(op.stamp().time);
             }
         }
-    }
-
-    /// A call of thread (pid, tid) at `insns`, of raw time `time`, before
-    /// the stacks reach it.
-    #[inline]
-    fn call(&mut self, pid: u32, tid: u32, insns: u64, time: u64) {
-        self.thread(pid, tid).ahead.push((insns, time));
     }
 
     /// For a slice that just closed: the raw time of the call that opened
     /// it, when a call did, and the latest raw time decoded (interpolation
-    /// released its return on seeing that). Forgets the calls inside it.
+    /// released its return on seeing that).
     #[inline]
     pub fn window(&mut self, s: &Slice) -> Option<(u64, u64)> {
-        let t = self.thread(s.pid, s.tid);
-        while let Some(&c) = t.ahead.get(t.taken).filter(|c| c.0 <= s.end.insns) {
-            t.calls.push(c);
-            t.taken += 1;
-        }
-        if t.taken == t.ahead.len() {
-            t.ahead.clear();
-            t.taken = 0;
-        } else if t.taken >= 1024 && t.taken * 2 >= t.ahead.len() {
-            // Some always wait: the taken ones go once they are 1024 or
-            // more and at least half of it, so it holds at most twice what
-            // waits or 1024 more, and each copy follows as many takes.
-            t.ahead.drain(..t.taken);
-            t.taken = 0;
-        }
-        // Calls come in the order of their instruction counts, and the
-        // calls inside a slice were forgotten as their slices closed: most
-        // often the slice's own call is the last one, or none is left in it.
-        let start = match t.calls.last() {
-            None => return None,
-            Some(&(insns, _)) if insns < s.start.insns => return None,
-            Some(&(insns, time)) if insns == s.start.insns && insns <= s.end.insns => {
-                t.calls.pop();
-                Some(time)
-            }
-            Some(_) => {
-                let lo = t.calls.partition_point(|c| c.0 < s.start.insns);
-                let hi = t.calls.partition_point(|c| c.0 <= s.end.insns);
-                let start = t.calls[lo..hi]
-                    .first()
-                    .filter(|c| c.0 == s.start.insns)
-                    .map(|c| c.1);
-                t.calls.drain(lo..hi);
-                start
-            }
+        let SliceKind::Call {
+            call_time: Some(start),
+            ..
+        } = s.kind
+        else {
+            return None;
         };
-        start.map(|start| (start, t.latest.max(s.end.time)))
+        Some((start, (*self.latest_of(s.pid, s.tid)).max(s.end.time)))
     }
 }
 
-/// `report --slowest` with times spread: the spreading tells the raw
-/// times ([`Interpolate::with_log`](crate::interp::Interpolate::with_log))
+/// `report --slowest` with times spread: the spreading tells the latest
+/// raw time ([`Interpolate::with_log`](crate::interp::Interpolate::with_log))
 /// and the ops go on in long runs. A tap in front of the spreading
 /// (as without it) had to hand them on in stretches of one time, each
 /// held and copied by the spreading: 0.07 s of the 0.72 s of CPU of
 /// `ptdec report --slowest 10` on the bench's 10 MB interpreter trace.
 impl RawLog for &RefCell<RawTimes> {
-    fn call(&mut self, pid: u32, tid: u32, insns: u64, time: u64) {
-        self.borrow_mut().call(pid, tid, insns, time);
-    }
-
     fn latest(&mut self, pid: u32, tid: u32, time: u64) {
         let mut raw = self.borrow_mut();
-        let t = raw.thread(pid, tid);
-        t.latest = t.latest.max(time);
+        let t = raw.latest_of(pid, tid);
+        *t = (*t).max(time);
     }
 }
 
@@ -240,10 +179,7 @@ impl SliceOut for WithRawTimes<'_> {
     }
 
     fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
-        let window = match s.kind {
-            SliceKind::Call { .. } => self.raw.borrow_mut().window(&s),
-            _ => None,
-        };
+        let window = self.raw.borrow_mut().window(&s);
         self.aggregator.add(s, window);
         Ok(())
     }
