@@ -564,6 +564,15 @@ impl Aggregator {
     /// Adds one slice; `window` is its [`SlowCall::window`] when known.
     #[inline(always)]
     pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+        self.add_with(s, |_| window)
+    }
+
+    /// [`add`](Self::add), asking `window` for the slice's window only
+    /// if it is among the slowest so far (few are: the per-slice lookup
+    /// of the latest raw time was 1.8% of `ptdec report --slowest 10`'s
+    /// instructions on the bench's interp trace).
+    #[inline(always)]
+    pub fn add_with(&mut self, s: Slice, window: impl FnOnce(&Slice) -> Option<(u64, u64)>) {
         let Some(ns) = self.ns(&s) else { return };
         let func = self.kind_id(&s.kind);
         let ti = self.thread((s.pid, s.tid));
@@ -582,7 +591,7 @@ impl Aggregator {
     fn add_leaf(
         &mut self,
         s: &Slice,
-        window: Option<(u64, u64)>,
+        window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
         ns: u64,
         func: FuncId,
         ti: usize,
@@ -628,7 +637,7 @@ impl Aggregator {
     fn add_parent(
         &mut self,
         s: &Slice,
-        window: Option<(u64, u64)>,
+        window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
         ns: u64,
         func: FuncId,
         ti: usize,
@@ -692,7 +701,7 @@ impl Aggregator {
     fn count(
         &mut self,
         s: &Slice,
-        window: Option<(u64, u64)>,
+        window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
         func: FuncId,
         ti: usize,
         (ns, insns): (u64, u64),
@@ -741,7 +750,7 @@ impl Aggregator {
                         func,
                         insns,
                         cut: unknown_start,
-                        window: window.unwrap_or((s.start.time, s.end.time)),
+                        window: window(s).unwrap_or((s.start.time, s.end.time)),
                     },
                 }));
                 if full {

@@ -179,8 +179,8 @@ impl SliceOut for WithRawTimes<'_> {
     }
 
     fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
-        let window = self.raw.borrow_mut().window(&s);
-        self.aggregator.add(s, window);
+        let raw = self.raw;
+        self.aggregator.add_with(s, |s| raw.borrow_mut().window(s));
         Ok(())
     }
 
