@@ -676,6 +676,43 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
                 reference.len()
             );
         }
+        // On one CPU the chunks are decoded on the calling thread, with no
+        // worker: the same FTF (a thread pinned to one CPU, as under
+        // `taskset -c 0`).
+        let one_cpu = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut cpus = nix::sched::CpuSet::new();
+                let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+                    .ok()
+                    .and_then(|set| {
+                        (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false))
+                    })
+                    .unwrap_or(0);
+                cpus.set(cpu).unwrap();
+                nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpus).unwrap();
+                let opts = DecodeOptions::default();
+                assert!(
+                    ptdec::decode::decodes_on_calling_thread(&opts),
+                    "{what}: pinned to CPU {cpu}, but decoding on workers"
+                );
+                ftf_bytes(&dir, opts, "one-cpu")
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(
+            one_cpu.1 == placed,
+            "{what}: one CPU: other slices than -j1's"
+        );
+        assert_eq!(
+            one_cpu.2.threads, seq.threads,
+            "{what}: one CPU: per-thread statistics"
+        );
+        let at = one_cpu.0.iter().zip(&reference).position(|(x, y)| x != y);
+        assert!(
+            at.is_none() && one_cpu.0.len() == reference.len(),
+            "{what}: one CPU: FTF differs from the sequential stacks' at byte {at:?}"
+        );
         // Per-thread buffers: most call stacks are built on the workers.
         if per_cpu.is_none() {
             assert!(ahead > 0, "{what}: no call stack was built on the workers");

@@ -183,6 +183,24 @@ pub fn cpu_jobs(requested: usize) -> usize {
     }
 }
 
+/// The decode workers for `opts` and chunks of `chunk_bytes`.
+fn worker_threads(opts: &DecodeOptions, chunk_bytes: u64) -> usize {
+    opts.workers()
+        // More could only wait for room in MAX_BYTES_IN_FLIGHT.
+        .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize)
+}
+
+/// Whether a decode with `opts` (of a trace without CYC, or with
+/// `opts.chunk_bytes` given) runs on the calling thread, each chunk
+/// decoded just before it is handed on, with no worker thread: one
+/// worker, and the calling thread may run on one CPU only (its affinity
+/// mask or cgroup quota: `taskset -c 0`). The output is the same either
+/// way; tests compare the two.
+pub fn decodes_on_calling_thread(opts: &DecodeOptions) -> bool {
+    let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
+    workers::inline_on_one_cpu(worker_threads(opts, chunk_bytes))
+}
+
 /// What to decode and how.
 #[derive(Debug, Clone, Default)]
 pub struct DecodeOptions {
@@ -712,10 +730,7 @@ fn decode_segments(
     } else {
         DEFAULT_CHUNK_BYTES
     });
-    let threads = opts
-        .workers()
-        // More could only wait for room in MAX_BYTES_IN_FLIGHT.
-        .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize);
+    let threads = worker_threads(opts, chunk_bytes);
     let window = opts.window.unwrap_or(2 * threads + 2);
     let mut jobs: Vec<ChunkJob> = Vec::new();
     // (segment, first decoded chunk of it) per job.
@@ -847,6 +862,7 @@ fn decode_segments(
         threads,
         window,
         bytes: MAX_BYTES_IN_FLIGHT,
+        inline: workers::inline_on_one_cpu(threads),
     };
     workers::run(&shared, limits, &mut deliver)?;
     Ok(orderer.finish(sink))

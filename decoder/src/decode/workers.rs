@@ -101,6 +101,55 @@ pub(super) struct Limits {
     pub window: usize,
     /// Trace bytes of those chunks, at most (beyond the next to deliver).
     pub bytes: u64,
+    /// Decode on the calling thread, each chunk just before it is
+    /// delivered, with no worker ([`run_inline`]).
+    pub inline: bool,
+}
+
+/// Whether [`run`] decodes on the calling thread: one worker, and the
+/// process may run on one CPU only (`taskset -c 0`, a one-CPU container).
+/// A worker could then only take turns with the calling thread: 300
+/// switches between the two on the bench's 10 MB interp trace, which
+/// left each side's caches to the other and cost 0.02 s of system time
+/// in futex calls.
+pub(super) fn inline_on_one_cpu(threads: usize) -> bool {
+    threads == 1 && std::thread::available_parallelism().is_ok_and(|n| n.get() == 1)
+}
+
+/// [`run`] on the calling thread: each chunk in order is decoded, then
+/// delivered, as a worker and the delivery would, with nothing held.
+fn run_inline(
+    shared: &Shared<'_, '_>,
+    deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
+) -> Result<(), DecodeError> {
+    let Shared {
+        setup,
+        streams,
+        jobs,
+        pool,
+        progress,
+        prepare,
+    } = *shared;
+    let images = WorkerImages::new(setup)?;
+    let mut prepare = prepare.filter(|_| !setup.per_cpu).map(|p| p.worker());
+    for (k, job) in jobs.iter().enumerate() {
+        let bytes = streams[job.stream].bytes(job.decode.clone());
+        let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut r = decode_chunk(&images, pool, job.meta, &bytes);
+            if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
+                for run in &mut out.runs {
+                    run.stretch = prep(run.task, &run.ops, setup.cycles);
+                }
+            }
+            r
+        }))
+        .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))))?;
+        drop(bytes);
+        progress.add(job.meta.len);
+        let held = out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+        deliver(k, out, held);
+    }
+    Ok(())
 }
 
 /// Decodes the jobs on `limits.threads` workers, at most `limits.window`
@@ -121,6 +170,9 @@ pub(super) fn run(
         progress,
         prepare,
     } = *shared;
+    if limits.inline {
+        return run_inline(shared, deliver);
+    }
     let window = limits.window.max(1);
     let threads = limits.threads.clamp(1, jobs.len().max(1));
     // ends[k]: the bytes of jobs 0..k, for the bytes from one to another.
