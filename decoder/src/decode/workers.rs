@@ -116,36 +116,45 @@ pub(super) fn inline_on_one_cpu(threads: usize) -> bool {
     threads == 1 && std::thread::available_parallelism().is_ok_and(|n| n.get() == 1)
 }
 
+/// Decodes `job` with a worker's `images`, each run then prepared by
+/// `prepare` (the stitch's stacks built ahead) where there is one, and
+/// counts its bytes as done; a panic becomes the error.
+fn decode_job(
+    shared: &Shared<'_, '_>,
+    images: &WorkerImages<'_, '_>,
+    prepare: &mut Option<crate::stitch::Preparer<'_>>,
+    job: &ChunkJob,
+) -> Result<ChunkOutput, DecodeError> {
+    let bytes = shared.streams[job.stream].bytes(job.decode.clone());
+    let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut r = decode_chunk(images, shared.pool, job.meta, &bytes);
+        if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
+            for run in &mut out.runs {
+                run.stretch = prep(run.task, &run.ops, shared.setup.cycles);
+            }
+        }
+        r
+    }))
+    .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))));
+    drop(bytes);
+    shared.progress.add(job.meta.len);
+    r
+}
+
 /// [`run`] on the calling thread: each chunk in order is decoded, then
 /// delivered, as a worker and the delivery would, with nothing held.
 fn run_inline(
     shared: &Shared<'_, '_>,
     deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
 ) -> Result<(), DecodeError> {
-    let Shared {
-        setup,
-        streams,
-        jobs,
-        pool,
-        progress,
-        prepare,
-    } = *shared;
+    let setup = shared.setup;
     let images = WorkerImages::new(setup)?;
-    let mut prepare = prepare.filter(|_| !setup.per_cpu).map(|p| p.worker());
-    for (k, job) in jobs.iter().enumerate() {
-        let bytes = streams[job.stream].bytes(job.decode.clone());
-        let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let mut r = decode_chunk(&images, pool, job.meta, &bytes);
-            if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
-                for run in &mut out.runs {
-                    run.stretch = prep(run.task, &run.ops, setup.cycles);
-                }
-            }
-            r
-        }))
-        .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))))?;
-        drop(bytes);
-        progress.add(job.meta.len);
+    let mut prepare = shared
+        .prepare
+        .filter(|_| !setup.per_cpu)
+        .map(|p| p.worker());
+    for (k, job) in shared.jobs.iter().enumerate() {
+        let out = decode_job(shared, &images, &mut prepare, job)?;
         let held = out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
         deliver(k, out, held);
     }
@@ -164,11 +173,9 @@ pub(super) fn run(
 ) -> Result<(), DecodeError> {
     let Shared {
         setup,
-        streams,
         jobs,
-        pool,
-        progress,
         prepare,
+        ..
     } = *shared;
     if limits.inline {
         return run_inline(shared, deliver);
@@ -216,19 +223,7 @@ pub(super) fn run(
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let bytes = streams[job.stream].bytes(job.decode.clone());
-                    let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        let mut r = decode_chunk(&images, pool, job.meta, &bytes);
-                        if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
-                            for run in &mut out.runs {
-                                run.stretch = prep(run.task, &run.ops, setup.cycles);
-                            }
-                        }
-                        r
-                    }))
-                    .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))));
-                    drop(bytes);
-                    progress.add(job.meta.len);
+                    let r = decode_job(shared, &images, &mut prepare, job);
                     if tx.send((k, r)).is_err() {
                         break;
                     }
