@@ -49,11 +49,6 @@ impl Cycles {
     pub const fn is_some(self) -> bool {
         self.0 != u64::MAX
     }
-
-    #[inline]
-    pub const fn is_none(self) -> bool {
-        self.0 == u64::MAX
-    }
 }
 
 impl Default for Cycles {
@@ -69,13 +64,6 @@ impl From<Option<u64>> for Cycles {
             Some(c) => Cycles::some(c),
             None => Cycles::NONE,
         }
-    }
-}
-
-impl From<Cycles> for Option<u64> {
-    #[inline]
-    fn from(c: Cycles) -> Self {
-        c.get()
     }
 }
 

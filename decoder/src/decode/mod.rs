@@ -190,12 +190,13 @@ fn worker_threads(opts: &DecodeOptions, chunk_bytes: u64) -> usize {
         .min((MAX_BYTES_IN_FLIGHT / chunk_bytes.max(1)).max(1) as usize)
 }
 
-/// Whether a decode with `opts` (of a trace without CYC, or with
-/// `opts.chunk_bytes` given) runs on the calling thread, each chunk
+/// Whether a decode with `opts` runs on the calling thread, each chunk
 /// decoded just before it is handed on, with no worker thread: one
 /// worker, and the calling thread may run on one CPU only (its affinity
 /// mask or cgroup quota: `taskset -c 0`). The output is the same either
-/// way; tests compare the two.
+/// way; tests compare the two. (Without `opts.chunk_bytes`, a trace with
+/// CYC is cut in bigger chunks, but both default sizes leave room for
+/// more than one worker: the answer is the same.)
 pub fn decodes_on_calling_thread(opts: &DecodeOptions) -> bool {
     let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
     workers::inline_on_one_cpu(worker_threads(opts, chunk_bytes))
