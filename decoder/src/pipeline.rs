@@ -126,9 +126,12 @@ impl<'a> TraceResolver<'a> {
 
     fn resolve_uncached(&self, pid: u32, addr: u64, t: u64) -> Resolved {
         let Some(m) = self.timeline.lookup(pid, addr, t) else {
+            // Unmapped only until code is mapped there (a library loaded
+            // later, its MMAP late in the sideband).
+            let (since, until) = self.timeline.unmapped_span(pid, addr, t);
             let mut r = Resolved {
-                since: 0,
-                until: u64::MAX,
+                since,
+                until,
                 entry: false,
                 fallback: FuncRef::owned(Func {
                     entry: addr,
@@ -1457,5 +1460,44 @@ mod tap_tests {
             let decoded = raw(&mut ops.iter());
             assert_eq!(raw(&mut got.iter().map(|g| &g.0)), decoded);
         }
+    }
+}
+
+#[cfg(test)]
+mod resolver_tests {
+    use super::*;
+    use crate::images::SearchPath;
+    use sideband::record::{misc, Event, Mmap, Record, SampleId};
+
+    /// An address with nothing mapped is resolved again once code is
+    /// mapped there: the miss is kept only until then.
+    #[test]
+    fn a_miss_holds_until_the_address_is_mapped() {
+        let mut timeline = Timeline::new();
+        timeline.apply(&Event {
+            misc: misc::USER,
+            record: Record::Mmap(Mmap {
+                pid: 7,
+                tid: 7,
+                addr: 0x40_0000,
+                len: 0x1000,
+                pgoff: 0x2000,
+                file_id: None,
+                prot: Some(5), // PROT_READ | PROT_EXEC
+                flags: None,
+                filename: "/nonexistent/libloaded.so".into(),
+            }),
+            sample_id: SampleId {
+                time: Some(10),
+                ..Default::default()
+            },
+        });
+        let images = ImageStore::new(SearchPath::default());
+        let symbols = SymbolCache::new();
+        let r = TraceResolver::new(&timeline, &images, &symbols);
+        let name = |t| r.unknown(7, 0x40_0010, t).name.to_string();
+        assert_eq!(name(5), "0x400010");
+        assert_eq!(name(15), "libloaded.so+0x2010");
+        assert_eq!(name(5), "0x400010");
     }
 }

@@ -160,6 +160,30 @@ impl ImageMap {
         None
     }
 
+    /// Where no mapping contains `addr` at `t`: the times `[since, until)`
+    /// around `t` over which that stays so (the last mapping of `addr` to
+    /// end before `t` and the first to start after it bound them).
+    /// Meaningful only where [`Self::lookup`] finds nothing.
+    pub fn unmapped_span(&self, addr: u64, t: u64) -> (u64, u64) {
+        let mut span = (0, u64::MAX);
+        let hi = self.by_start.partition_point(|&(s, _)| s <= addr);
+        for &(start, i) in self.by_start[..hi].iter().rev() {
+            if addr - start >= self.max_len {
+                break;
+            }
+            let m = &self.maps[i];
+            if addr >= m.end {
+                continue;
+            }
+            if m.until <= t {
+                span.0 = span.0.max(m.until);
+            } else if m.since > t {
+                span.1 = span.1.min(m.since);
+            }
+        }
+        span
+    }
+
     /// The mappings valid at `t`, by address.
     pub fn at(&self, t: u64) -> impl Iterator<Item = &Mapping> + '_ {
         self.by_start
@@ -666,6 +690,19 @@ impl Timeline {
             .or_else(|| self.kernel.lookup(addr, t))
     }
 
+    /// Where [`Self::lookup`] finds no mapping of `addr` in process `pid`
+    /// at `t`: the times `[since, until)` around `t` over which it finds
+    /// none (neither in the process's map nor in the kernel's). A cache
+    /// of lookups may keep a miss for that long, and no longer.
+    pub fn unmapped_span(&self, pid: u32, addr: u64, t: u64) -> (u64, u64) {
+        let (ps, pu) = self
+            .processes
+            .get(&pid)
+            .map_or((0, u64::MAX), |m| m.unmapped_span(addr, t));
+        let (ks, ku) = self.kernel.unmapped_span(addr, t);
+        (ps.max(ks), pu.min(ku))
+    }
+
     /// All mappings of process `pid` over time.
     pub fn process_maps(&self, pid: u32) -> Option<&ImageMap> {
         self.processes.get(&pid)
@@ -914,6 +951,12 @@ mod tests {
         assert!(tl.lookup(7, 0x2800, 39).is_some());
         assert!(tl.lookup(7, 0x2800, 40).is_none());
         assert!(tl.lookup(7, 0xc000, 40).is_none());
+        // A miss holds from the last mapping's end to the next one's start.
+        assert_eq!(tl.unmapped_span(7, 0x2800, 40), (40, u64::MAX));
+        assert_eq!(tl.unmapped_span(7, 0x5000, 5), (0, 10));
+        assert_eq!(tl.unmapped_span(7, 0xb000, 12), (0, 30));
+        assert_eq!(tl.unmapped_span(7, 0xc000, 40), (0, u64::MAX));
+        assert_eq!(tl.unmapped_span(8, 0x5000, 5), (0, u64::MAX));
         assert!(tl.lookup(7, 0x500, 40).is_none());
         assert!(tl.lookup(8, 0x5000, 40).is_none());
         // The file is shared by the pieces, not copied.
