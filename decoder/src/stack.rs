@@ -972,7 +972,7 @@ impl ThreadStack {
         depth: i32,
     ) -> &mut Frame {
         self.stats.max_depth = self.stats.max_depth.max(depth);
-        self.frames.push(Frame {
+        crate::ops::push_made(&mut self.frames, || Frame {
             func,
             known,
             start,
