@@ -82,11 +82,11 @@ impl std::fmt::Debug for Cycles {
 /// function's samples, and for the stacks' frame per call two thirds of
 /// `ThreadStack::open`'s. Where `v` has room (tested first), LLVM knows
 /// the push cannot grow it and makes the element straight in its slot;
-/// the other arm runs only when `v` grows. (`extend`
-/// over `once_with` did so only where std's `extend_trusted` was
-/// inlined: for the frames it was not.)
-/// (The two arms are the same code on purpose; a `reserve` before the
-/// second made the closure's captures go to the stack on the first.)
+/// the other arm runs only when `v` grows. The two arms are the same
+/// code on purpose: a `reserve` before the second push made the
+/// closure's captures go to the stack on the first arm too. (`extend`
+/// over `once_with`, used before, made the element in place only where
+/// std's `extend_trusted` was inlined, and for the frames it was not.)
 #[inline(always)]
 #[allow(clippy::if_same_then_else)]
 pub fn push_made<T>(v: &mut Vec<T>, make: impl FnOnce() -> T) {
