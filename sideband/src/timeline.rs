@@ -145,19 +145,22 @@ pub struct ImageMap {
 }
 
 impl ImageMap {
+    /// Every mapping that contains `addr`, at any time, latest start
+    /// first (the scan back stops where no mapping is long enough to
+    /// reach `addr`).
+    fn containing(&self, addr: u64) -> impl Iterator<Item = &Mapping> + '_ {
+        let hi = self.by_start.partition_point(|&(s, _)| s <= addr);
+        self.by_start[..hi]
+            .iter()
+            .rev()
+            .take_while(move |&&(start, _)| addr - start < self.max_len)
+            .map(|&(_, i)| &self.maps[i])
+            .filter(move |m| addr < m.end)
+    }
+
     /// The mapping containing `addr` at time `t`.
     pub fn lookup(&self, addr: u64, t: u64) -> Option<&Mapping> {
-        let hi = self.by_start.partition_point(|&(s, _)| s <= addr);
-        for &(start, i) in self.by_start[..hi].iter().rev() {
-            if addr - start >= self.max_len {
-                break;
-            }
-            let m = &self.maps[i];
-            if addr < m.end && m.valid_at(t) {
-                return Some(m);
-            }
-        }
-        None
+        self.containing(addr).find(|m| m.valid_at(t))
     }
 
     /// Where no mapping contains `addr` at `t`: the times `[since, until)`
@@ -165,23 +168,16 @@ impl ImageMap {
     /// end before `t` and the first to start after it bound them).
     /// Meaningful only where [`Self::lookup`] finds nothing.
     pub fn unmapped_span(&self, addr: u64, t: u64) -> (u64, u64) {
-        let mut span = (0, u64::MAX);
-        let hi = self.by_start.partition_point(|&(s, _)| s <= addr);
-        for &(start, i) in self.by_start[..hi].iter().rev() {
-            if addr - start >= self.max_len {
-                break;
-            }
-            let m = &self.maps[i];
-            if addr >= m.end {
-                continue;
-            }
-            if m.until <= t {
-                span.0 = span.0.max(m.until);
-            } else if m.since > t {
-                span.1 = span.1.min(m.since);
-            }
-        }
-        span
+        self.containing(addr)
+            .fold((0, u64::MAX), |(since, until), m| {
+                if m.until <= t {
+                    (since.max(m.until), until)
+                } else if m.since > t {
+                    (since, until.min(m.since))
+                } else {
+                    (since, until)
+                }
+            })
     }
 
     /// The mappings valid at `t`, by address.
