@@ -140,6 +140,31 @@ fn report(
 
 /// Both decoders on `dir`: the same FTF and report, or a panic naming
 /// `what`. Returns (chunks decoded fast, chunks handed to libipt).
+/// The flow decoders on each of the trace's segments as ptxed runs them
+/// (`ptdec::flow::diff`): libipt's and the fast one's instructions,
+/// events, times and errors, and the fast one's through `next_block` and
+/// through `next_blocks`, must be the same (up to the diff's limit of
+/// lines per segment). Traces without the binaries to decode are left
+/// to the FTF comparison.
+fn flow_decoders_agree(what: &str, dir: &Path) {
+    let Ok(s) = pt_bench::setup(dir) else {
+        return;
+    };
+    let sections: Vec<(&Path, u64, u64, u64)> = s
+        .sections
+        .iter()
+        .map(|(f, o, n, a)| (Path::new(f.as_str()), *o, *n, *a))
+        .collect();
+    let mut lines = 0;
+    for seg in s.trace.segments() {
+        let bytes = s.trace.segment_bytes(&seg);
+        let o = ptdec::flow::diff::compare(&s.cfg, &bytes, &sections)
+            .unwrap_or_else(|e| panic!("{what}: the flow decoders differ: {e}"));
+        lines += o.lines;
+    }
+    assert!(lines > 0, "{what}: the flow decoders logged nothing");
+}
+
 fn both_agree(what: &str, dir: &Path, chunk: Option<u64>) -> (u64, u64) {
     let (lib, lib_stats) = ftf(dir, DecoderKind::Libipt, chunk, false);
     let (fast, fast_stats) = ftf(dir, DecoderKind::Fast, chunk, false);
@@ -253,6 +278,7 @@ fn fast_decoder_equals_libipt_on_ptsim_traces() {
                 let tmp = tempfile::tempdir().unwrap();
                 let dir = tmp.path().join("trace");
                 simulate(&progs, prog, apply, &dir);
+                flow_decoders_agree(&format!("{prog} ({name})"), &dir);
                 for chunk in [None, Some(4096)] {
                     let what = format!("{prog} ({name}, chunks {chunk:?})");
                     let (f, b) = both_agree(&what, &dir, chunk);

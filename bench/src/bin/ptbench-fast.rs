@@ -2,7 +2,12 @@
 //! perf.data) with ptdec's own flow decoder alone (`ptdec::flow`, issue
 //! 23) and prints what it counted, as `ptbench-libipt` does with libipt's
 //! block decoder: the same segments, images and configuration, the same
-//! loop (events, blocks, a sync at the next PSB after an error). A segment
+//! loop (events, blocks, a sync at the next PSB after an error). The
+//! blocks come through `FastDecoder::next_blocks`, the decoder's way of
+//! handing out every block when nothing else is done between two of them
+//! (the same blocks as `next_block`, one by one, hands out:
+//! `ptdec::flow::diff` checks it). ptdec's chunk decoder, which does the
+//! call stacks' work between blocks, takes them one by one. A segment
 //! where it meets something it does not follow (libipt would decode that
 //! chunk in ptdec) ends there and is counted as `unsupported`.
 #![deny(unsafe_code)]
@@ -104,8 +109,13 @@ fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
                     }
                 }
             }
-            let r = dec.next_block(code, &mut b);
-            n.insns += u64::from(b.ninsn);
+            let (mut blocks, mut insns) = (0, 0);
+            let r = dec.next_blocks(code, &mut b, |b, _| {
+                blocks += 1;
+                insns += u64::from(b.ninsn);
+            });
+            n.blocks += blocks;
+            n.insns += insns + u64::from(b.ninsn);
             match r {
                 Ok(s) => {
                     n.blocks += 1;

@@ -15,7 +15,8 @@
 use ipt::{ffi, Block, Errata, Error as PtError, Status};
 
 use super::code::{
-    Class, CodeCache, Image, Insn, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN, NO_NODE,
+    Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
+    NO_NODE,
 };
 use super::event::{Ev, EventDecoder, Kind};
 use super::Fail;
@@ -270,6 +271,24 @@ fn refill_fast(
         return true;
     }
     false
+}
+
+/// The block of the fast path's cached run `node` (from its IP, in
+/// 64-bit code: `BlockDecoder::fast`).
+#[inline(always)]
+fn fast_block(node: &Node, speculative: bool) -> Block {
+    let last = &node.last;
+    Block {
+        ip: node.ip,
+        end_ip: last.ip,
+        isid: node.isid as i32,
+        mode: ffi::ptem_64bit,
+        iclass: last.class.raw(),
+        ninsn: node.ninsn as u16,
+        size: last.size,
+        speculative,
+        ..Block::default()
+    }
 }
 
 fn pt(e: PtError) -> Fail {
@@ -861,18 +880,7 @@ impl<'a> BlockDecoder<'a> {
         let last = node.last;
         // (Written before it is known to apply: `None` leaves the general
         // path to write the block again.)
-        *block = Block {
-            ip: start,
-            end_ip: last.ip,
-            isid: node.isid as i32,
-            // (`self.fast`: 64-bit code.)
-            mode: ffi::ptem_64bit,
-            iclass: last.class.raw(),
-            ninsn: node.ninsn as u16,
-            size: last.size,
-            speculative: self.speculative,
-            ..Block::default()
-        };
+        *block = fast_block(node, self.speculative);
         // The block's status: `None` when an event may bind where the
         // decoder now is (`trailing_event` says). Tracing is on, the
         // status is fine and nothing is postponed (checked above), so
@@ -998,6 +1006,103 @@ impl<'a> BlockDecoder<'a> {
             None => self.trailing_event(Some(block)),
         };
         Some(r)
+    }
+
+    /// [`Self::next_block`] for as long as it would hand out blocks of
+    /// the fast path's commonest kinds, each with `Status(0)`: a cached
+    /// run, linked from the last one, that ends at a conditional branch or
+    /// compressed return taking a bit of the TNT in progress (not its
+    /// last, whose block fetches the next event), or at a direct call or
+    /// jump. `each` gets every such block (in `block`) with the time after
+    /// it ([`Self::time`]); the first block of another kind is left to
+    /// [`Self::next_block`]. The same blocks and
+    /// the same state as that many calls of `next_block`, but the IP, the
+    /// link and the TNT stay in registers from one block to the next,
+    /// where `next_block` reads and writes them in the decoder for every
+    /// block.
+    #[inline(always)]
+    pub fn follow_tnt(
+        &mut self,
+        code: &CodeCache,
+        block: &mut Block,
+        mut each: impl FnMut(&Block, (u64, u32, u32)),
+    ) {
+        debug_assert!(!self.fast || self.fast_ready());
+        if !self.fast {
+            return;
+        }
+        let Some(ev) = self.event.as_mut() else {
+            return;
+        };
+        let Kind::Tnt { bits, size } = &mut ev.kind else {
+            return;
+        };
+        let gen = code.gen();
+        let chain = self.chain;
+        if chain.gen != gen {
+            return;
+        }
+        let (mut next, mut from, mut slot) = (chain.next, chain.from, chain.slot);
+        let mut ip = self.ip;
+        let mut left = *size;
+        let tnt = *bits;
+        // (No packet is read here: the time stays.)
+        let time = (self.tsc, self.lost_mtc, self.lost_cyc);
+        while let Some(node) = code.node(next) {
+            if node.ip != ip || left == 0 {
+                break;
+            }
+            let last = &node.last;
+            let cur = next;
+            // As next_block_fast's arms for these kinds.
+            let (to, to_slot) = match last.class {
+                Class::CondJump if left > 1 => {
+                    left -= 1;
+                    if (tnt >> left) & 1 != 0 {
+                        ip = last.next().wrapping_add(last.disp as u64);
+                        (cur, NEXT_TAKEN)
+                    } else {
+                        std::hint::black_box(());
+                        ip = last.next();
+                        (cur, NEXT_NOT_TAKEN)
+                    }
+                }
+                Class::Return if left > 1 => {
+                    if (tnt >> (left - 1)) & 1 == 0 || self.retstack.is_empty() {
+                        break;
+                    }
+                    left -= 1;
+                    let Ok((to, (call_gen, call))) = self.retstack.pop_call() else {
+                        break;
+                    };
+                    ip = to;
+                    (if call_gen == gen { call } else { NO_NODE }, NEXT_RETURN)
+                }
+                Class::Call | Class::Jump if last.direct => {
+                    ip = last.next().wrapping_add(last.disp as u64);
+                    self.retstack.log_call(last, gen, cur);
+                    (cur, NEXT_NOT_TAKEN)
+                }
+                _ => break,
+            };
+            *block = fast_block(node, self.speculative);
+            each(block, time);
+            from = to;
+            slot = to_slot as u8;
+            next = if from == cur {
+                node.next[to_slot]
+            } else {
+                code.node(from).map_or(NO_NODE, |n| n.next[to_slot])
+            };
+        }
+        *size = left;
+        self.ip = ip;
+        self.chain = Chain {
+            gen,
+            next,
+            from,
+            slot,
+        };
     }
 
     /// The common case first: a TNT or TIP is in progress, no event to

@@ -139,6 +139,55 @@ impl Dec for Fast<'_> {
     }
 }
 
+/// A block [`Batch`] was handed, its result and the time after it.
+type Queued = (Block, Result<Status, PtError>, (u64, u32, u32));
+
+/// The flow decoder through [`FastDecoder::next_blocks`]: the blocks it
+/// hands out at once are queued and taken one by one, each with the time
+/// after it. Its log must be [`Fast`]'s.
+struct Batch<'a> {
+    fast: Fast<'a>,
+    queue: std::collections::VecDeque<Queued>,
+    time: (u64, u32, u32),
+}
+
+impl Dec for Batch<'_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.fast.sync_forward()
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        if self.queue.is_empty() {
+            let mut b = Block::default();
+            let queue = &mut self.queue;
+            let r = self
+                .fast
+                .dec
+                .next_blocks(&mut self.fast.code, &mut b, |b, t| {
+                    queue.push_back((*b, Ok(Status(0)), t))
+                });
+            queue.push_back((b, r, self.fast.dec.time()));
+        }
+        let (b, r, t) = self.queue.pop_front().expect("queued");
+        self.time = t;
+        (b, r)
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.fast.event()
+    }
+    fn offset(&self) -> u64 {
+        self.fast.offset()
+    }
+    fn time(&mut self) -> (u64, u32, u32) {
+        self.time
+    }
+    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+        self.fast.code_at(ip)
+    }
+    fn stopped(&self) -> bool {
+        self.queue.is_empty() && self.fast.stopped()
+    }
+}
+
 /// Runs `d` as ptxed does, logging what it hands out.
 fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
     'sync: while log.len() < MAX_LINES {
@@ -272,11 +321,36 @@ pub fn compare(
     let mut fast = Fast {
         dec: fast_dec,
         code: CodeCache::default(),
-        sections: fast_sections,
+        sections: fast_sections.clone(),
     };
-    fast.dec.set_image(image);
+    fast.dec.set_image(image.clone());
     let mut fast_log = Vec::new();
     run(&mut fast, &mut fast_log);
+
+    // The same decoder taking its blocks in batches.
+    if let Ok(dec) = FastDecoder::new(cfg, trace) {
+        let mut batch = Batch {
+            fast: Fast {
+                dec,
+                code: CodeCache::default(),
+                sections: fast_sections,
+            },
+            queue: Default::default(),
+            time: Default::default(),
+        };
+        batch.fast.dec.set_image(image);
+        let mut batch_log = Vec::new();
+        run(&mut batch, &mut batch_log);
+        if let Some(i) =
+            (0..fast_log.len().max(batch_log.len())).find(|&i| fast_log.get(i) != batch_log.get(i))
+        {
+            return Err(format!(
+                "line {i}: next_block {:?}, next_blocks {:?}",
+                &fast_log[i.min(fast_log.len())..(i + 3).min(fast_log.len())],
+                &batch_log[i.min(batch_log.len())..(i + 3).min(batch_log.len())],
+            ));
+        }
+    }
 
     if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
         eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");

@@ -197,6 +197,29 @@ impl<'a> FastDecoder<'a> {
         self.dec.sync_set(offset).map_err(|f| self.fail(f))
     }
 
+    /// [`Self::next_block`] again and again while merging is off, for as
+    /// long as the status is `Status(0)`: `each` gets every block with
+    /// that status and the time after it ([`Self::time`]), and the first
+    /// other result is returned, its block in `block`. The same blocks, results and state as those calls of
+    /// `next_block`; most blocks come from [`BlockDecoder::follow_tnt`],
+    /// which keeps the decoder's IP, link and TNT in registers.
+    #[inline(always)]
+    pub fn next_blocks(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut ipt::Block,
+        mut each: impl FnMut(&ipt::Block, (u64, u32, u32)),
+    ) -> Result<Status, PtError> {
+        debug_assert!(!self.merge);
+        loop {
+            self.dec.follow_tnt(code, block, &mut each);
+            match self.next_block(code, block) {
+                Ok(Status(0)) => each(block, self.time()),
+                r => return r,
+            }
+        }
+    }
+
     /// The next block, written into `block` (see
     /// [`BlockDecoder::next_block`]), and the status.
     #[inline(always)]
