@@ -4,7 +4,7 @@
 Generates Intel PT traces of about 10 MB, 100 MB and 1 GB with
 `ptsim --repeat` from the workloads in fixtures/programs (cached under
 target/bench/, regenerated when ptsim, the program or the settings change),
-then runs on each trace, one tool at a time:
+then runs these tools on each trace:
 
   ptdec -j1, ptdec on one core (taskset -c 0), ptdec (all cores),
   ptdec -j8                      writing FTF to target/bench/out-j*.ftf
@@ -16,7 +16,8 @@ then runs on each trace, one tool at a time:
                                  the same FTF
   ptdec report -j1               per-function totals and the 10 slowest calls
   perf script --itrace=cr        to /dev/null
-  ptbench-libipt                 libipt's block decoder alone
+  ptbench-libipt                 libipt's block decoder alone (on the one-core
+                                 rows' core, taskset -c 0)
   ptdec --decoder libipt|fast -j1, ptdec report --decoder fast on one
   core (taskset -c 0) with and without --slowest 10, ptbench-fast
                                  ptdec's own flow decoder (issue 23): the
@@ -25,7 +26,8 @@ then runs on each trace, one tool at a time:
 Each child's wall time, CPU time (user+sys) and peak RSS come from the
 kernel (os.wait4). A ptdec run's output file is removed before it starts,
 outside its timing (remove_output says why). Cells run `--runs` times (1
-for the 1 GB traces) and the median is printed. A cell whose estimated memory exceeds the budget is
+for the 1 GB traces), in rounds of one run of every tool (so that a busy
+spell of the host slows all tools alike), and the median is printed. A cell whose estimated memory exceeds the budget is
 skipped; every child runs under an address-space limit and a timeout.
 After each trace, the FTF ptdec wrote is loaded into Perfetto's importer
 (`ptdec check`, the trace_processor_shell named by $PT_TRACE_PROCESSOR,
@@ -278,12 +280,15 @@ def main():
             # default): what `--slowest 10` costs shows between the two.
             ("ptdec report --decoder fast, 1 core, no --slowest", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), "report", trace, "-q", "--decoder", "fast"], True),
             ("perf script", [args.perf, "script", "-i", trace, "--itrace=cr"], False),
-            ("bare libipt", [os.path.join(REL, "ptbench-libipt"), trace], False),
-            ("bare fast", [os.path.join(REL, "ptbench-fast"), trace], False),
+            # On the core of the one-core rows they are compared with.
+            ("bare libipt", ["taskset", "-c", "0", os.path.join(REL, "ptbench-libipt"), trace], False),
+            ("bare fast", ["taskset", "-c", "0", os.path.join(REL, "ptbench-fast"), trace], False),
         ]
         seen = set()
         tools = [t for t in tools if not (t[0] in seen or seen.add(t[0]))]
         res = {}
+        # Which tools run, and under which address-space limit.
+        active = []
         for tool, argv, grows in tools:
             key = tool.split()[0] + (" -j1" if tool.endswith("-j1") else "")
             # perf keeps nothing per op; ptdec's memory is bounded by its
@@ -295,19 +300,24 @@ def main():
                 est = ratio * pt_mb * MB
             if est and est > budget:
                 res[tool] = {"state": "skipped: would exceed memory (est. %.0f GB > budget %.0f GB)" % (est / (1 << 30), budget / (1 << 30))}
-                rows.append((name, size_name, pt_mb, insns, calls, tool, res[tool]))
                 print("bench: %s %s %s: %s" % (name, size_name, tool, res[tool]["state"]), file=sys.stderr, flush=True)
                 continue
             limit = budget + 2 * int(pt_mb * MB) + (2 << 30) if grows else None
-            samples = []
-            for _ in range(runs):
+            active.append((tool, argv, key, limit))
+        # Round by round, every tool once per round: a host that is busier
+        # for a while slows every tool alike, where runs of one tool after
+        # another put the busy time into some cells only (the ratios
+        # between cells moved by 5-8 % from one bench run to the next).
+        samples = {tool: [] for tool, _, _, _ in active}
+        for _ in range(runs):
+            for tool, argv, _, limit in active:
+                if samples[tool] and samples[tool][-1]["state"] != "ok":
+                    continue
                 remove_output(argv)
-                r = run_child(argv, args.timeout, limit, env=env)
-                samples.append(r)
-                if r["state"] != "ok":
-                    break
-            ok = [s for s in samples if s["state"] == "ok"]
-            if len(ok) == len(samples):
+                samples[tool].append(run_child(argv, args.timeout, limit, env=env))
+        for tool, argv, key, limit in active:
+            ok = [s for s in samples[tool] if s["state"] == "ok"]
+            if len(ok) == len(samples[tool]):
                 cell = {
                     "state": "ok",
                     "wall": statistics.median(s["wall"] for s in ok),
@@ -317,7 +327,7 @@ def main():
                 }
                 rss_by_tool.setdefault((name, key), cell["rss_mb"] * MB / (pt_mb * MB))
             else:
-                bad = samples[-1]
+                bad = samples[tool][-1]
                 state = bad["state"]
                 if state == "timeout":
                     state = "timeout (> %.0f s)" % args.timeout
@@ -325,10 +335,12 @@ def main():
                     state = "out of memory (limit %.0f GB)" % (limit / (1 << 30))
                 cell = {"state": state}
             res[tool] = cell
-            rows.append((name, size_name, pt_mb, insns, calls, tool, cell))
             print("bench: %s %s %s: %s" % (name, size_name, tool,
                   cell["state"] if cell["state"] != "ok" else "%.2f s wall, %.2f s CPU, %.0f MB" % (cell["wall"], cell["cpu"], cell["rss_mb"])),
                   file=sys.stderr, flush=True)
+        for tool, _, _ in tools:
+            if tool in res:
+                rows.append((name, size_name, pt_mb, insns, calls, tool, res[tool]))
         # What users will see: the last FTF ptdec wrote, loaded into
         # Perfetto's importer (`ptdec check`). Skipped for FTFs over 2 GB
         # (trace_processor holds the whole trace in memory).
