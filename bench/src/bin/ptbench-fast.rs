@@ -110,7 +110,7 @@ fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
                 }
             }
             let (mut blocks, mut insns) = (0, 0);
-            let r = dec.next_blocks(code, &mut b, |b, _| {
+            let r = dec.next_blocks(code, &mut b, 1 << 16, |b, _| {
                 blocks += 1;
                 insns += u64::from(b.ninsn);
             });

@@ -1013,35 +1013,38 @@ impl<'a> BlockDecoder<'a> {
     /// run, linked from the last one, that ends at a conditional branch or
     /// compressed return taking a bit of the TNT in progress (not its
     /// last, whose block fetches the next event), or at a direct call or
-    /// jump. `each` gets every such block (in `block`) with the time after
-    /// it ([`Self::time`]); the first block of another kind is left to
-    /// [`Self::next_block`]. The same blocks and
-    /// the same state as that many calls of `next_block`, but the IP, the
-    /// link and the TNT stay in registers from one block to the next,
-    /// where `next_block` reads and writes them in the decoder for every
-    /// block.
+    /// jump, at most `max` of them (direct jumps take no bit: code that
+    /// loops through them would go on for ever). `each` gets every such
+    /// block (in `block`) with the time after it ([`Self::time`]); the
+    /// first block of another kind is left to [`Self::next_block`]. The
+    /// number handed out. The same blocks and the same state as that many
+    /// calls of `next_block`, but the IP, the link and the TNT stay in
+    /// registers from one block to the next, where `next_block` reads and
+    /// writes them in the decoder for every block.
     #[inline(always)]
     pub fn follow_tnt(
         &mut self,
         code: &CodeCache,
         block: &mut Block,
+        max: u32,
         mut each: impl FnMut(&Block, (u64, u32, u32)),
-    ) {
+    ) -> u32 {
         debug_assert!(!self.fast || self.fast_ready());
         if !self.fast {
-            return;
+            return 0;
         }
         let Some(ev) = self.event.as_mut() else {
-            return;
+            return 0;
         };
         let Kind::Tnt { bits, size } = &mut ev.kind else {
-            return;
+            return 0;
         };
         let gen = code.gen();
         let chain = self.chain;
         if chain.gen != gen {
-            return;
+            return 0;
         }
+        let mut n = 0;
         let (mut next, mut from, mut slot) = (chain.next, chain.from, chain.slot);
         let mut ip = self.ip;
         let mut left = *size;
@@ -1049,7 +1052,7 @@ impl<'a> BlockDecoder<'a> {
         // (No packet is read here: the time stays.)
         let time = (self.tsc, self.lost_mtc, self.lost_cyc);
         while let Some(node) = code.node(next) {
-            if node.ip != ip || left == 0 {
+            if node.ip != ip || left == 0 || n == max {
                 break;
             }
             let last = &node.last;
@@ -1071,10 +1074,10 @@ impl<'a> BlockDecoder<'a> {
                     if (tnt >> (left - 1)) & 1 == 0 || self.retstack.is_empty() {
                         break;
                     }
-                    left -= 1;
                     let Ok((to, (call_gen, call))) = self.retstack.pop_call() else {
                         break;
                     };
+                    left -= 1;
                     ip = to;
                     (if call_gen == gen { call } else { NO_NODE }, NEXT_RETURN)
                 }
@@ -1087,6 +1090,7 @@ impl<'a> BlockDecoder<'a> {
             };
             *block = fast_block(node, self.speculative);
             each(block, time);
+            n += 1;
             from = to;
             slot = to_slot as u8;
             next = if from == cur {
@@ -1103,6 +1107,7 @@ impl<'a> BlockDecoder<'a> {
             from,
             slot,
         };
+        n
     }
 
     /// The common case first: a TNT or TIP is in progress, no event to

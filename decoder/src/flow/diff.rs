@@ -139,6 +139,10 @@ impl Dec for Fast<'_> {
     }
 }
 
+/// The most blocks [`Batch`] takes from one call of `next_blocks`
+/// (besides the last).
+const BATCH_MAX: u32 = 1000;
+
 /// A block [`Batch`] was handed, its result and the time after it.
 type Queued = (Block, Result<Status, PtError>, (u64, u32, u32));
 
@@ -162,7 +166,7 @@ impl Dec for Batch<'_> {
             let r = self
                 .fast
                 .dec
-                .next_blocks(&mut self.fast.code, &mut b, |b, t| {
+                .next_blocks(&mut self.fast.code, &mut b, BATCH_MAX, |b, t| {
                     queue.push_back((*b, Ok(Status(0)), t))
                 });
             queue.push_back((b, r, self.fast.dec.time()));

@@ -198,9 +198,12 @@ impl<'a> FastDecoder<'a> {
     }
 
     /// [`Self::next_block`] again and again while merging is off, for as
-    /// long as the status is `Status(0)`: `each` gets every block with
-    /// that status and the time after it ([`Self::time`]), and the first
-    /// other result is returned, its block in `block`. The same blocks, results and state as those calls of
+    /// long as the status is `Status(0)` and at most `max` times before
+    /// the last: `each` gets every block with that status and the time
+    /// after it ([`Self::time`]), and the next result is returned, its
+    /// block in `block` (`Status(0)` too after `max` blocks: code that
+    /// loops through direct jumps needs no trace and would go on for
+    /// ever). The same blocks, results and state as those calls of
     /// `next_block`; most blocks come from [`BlockDecoder::follow_tnt`],
     /// which keeps the decoder's IP, link and TNT in registers.
     #[inline(always)]
@@ -208,13 +211,18 @@ impl<'a> FastDecoder<'a> {
         &mut self,
         code: &mut CodeCache,
         block: &mut ipt::Block,
+        max: u32,
         mut each: impl FnMut(&ipt::Block, (u64, u32, u32)),
     ) -> Result<Status, PtError> {
         debug_assert!(!self.merge);
+        let mut left = max;
         loop {
-            self.dec.follow_tnt(code, block, &mut each);
+            left -= self.dec.follow_tnt(code, block, left, &mut each);
             match self.next_block(code, block) {
-                Ok(Status(0)) => each(block, self.time()),
+                Ok(Status(0)) if left > 0 => {
+                    left -= 1;
+                    each(block, self.time());
+                }
                 r => return r,
             }
         }
