@@ -144,12 +144,9 @@ fn report(
 /// (`ptdec::flow::diff`): libipt's and the fast one's instructions,
 /// events, times and errors, and the fast one's through `next_block` and
 /// through `next_blocks`, must be the same (up to the diff's limit of
-/// lines per segment). Traces without the binaries to decode are left
-/// to the FTF comparison.
+/// lines per segment).
 fn flow_decoders_agree(what: &str, dir: &Path) {
-    let Ok(s) = pt_bench::setup(dir) else {
-        return;
-    };
+    let s = pt_bench::setup(dir).unwrap_or_else(|e| panic!("{what}: {e:#}"));
     let sections: Vec<(&Path, u64, u64, u64)> = s
         .sections
         .iter()
