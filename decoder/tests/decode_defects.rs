@@ -15,7 +15,8 @@ use iced_x86::code_asm::{ecx, ptr, rbx, CodeAssembler};
 use iced_x86::BlockEncoderOptions;
 use ipt::{Compression, Encoder, Packet};
 use ptdec::decode::{
-    decode, decode_raw, DecodeOptions, DecodeStats, RawConfig, RawSection, NO_PROGRESS_INSNS,
+    decode, decode_raw, DecodeOptions, DecodeStats, DecoderKind, RawConfig, RawSection,
+    NO_PROGRESS_INSNS,
 };
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
@@ -54,6 +55,11 @@ const PSB_ENABLED: [Packet; 4] = [
 
 /// Decodes `pt` against `code` loaded at CODE.
 fn run(pt: &[u8], code: &[u8]) -> (Vec<Op>, DecodeStats) {
+    run_with(pt, code, DecoderKind::default())
+}
+
+/// [`run`] with the flow decoder `decoder`.
+fn run_with(pt: &[u8], code: &[u8], decoder: DecoderKind) -> (Vec<Op>, DecodeStats) {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("code.bin");
     std::fs::write(&bin, code).unwrap();
@@ -68,7 +74,10 @@ fn run(pt: &[u8], code: &[u8]) -> (Vec<Op>, DecodeStats) {
         pt,
         &sections,
         &RawConfig::default(),
-        &DecodeOptions::default(),
+        &DecodeOptions {
+            decoder,
+            ..DecodeOptions::default()
+        },
         &mut c,
     )
     .unwrap();
@@ -76,17 +85,33 @@ fn run(pt: &[u8], code: &[u8]) -> (Vec<Op>, DecodeStats) {
 }
 
 /// `jmp $` needs no packets: libipt follows it forever. The bound turns
-/// it into a decode error gap; the ops of the segment stay bounded.
+/// it into a decode error gap; the ops of the segment stay bounded. So
+/// with either flow decoder: ptdec's own follows such blocks in its own
+/// loop (`FlowDecoder::follow`) while a TNT has bits left, the second
+/// case.
 #[test]
 fn direct_jump_loop_is_a_no_progress_gap_with_bounded_ops() {
+    for decoder in [DecoderKind::Libipt, DecoderKind::Fast] {
+        for bits in [1, 2] {
+            direct_jump_loop(decoder, bits);
+        }
+    }
+}
+
+fn direct_jump_loop(decoder: DecoderKind, bits: u8) {
     let mut pkts = PSB_ENABLED.to_vec();
-    // A TNT bit that no instruction ever asks for: not the end of trace.
-    pkts.push(Packet::Tnt8 {
-        payload: 1,
-        bits: 1,
-    });
+    // TNT bits that no instruction ever asks for: not the end of trace.
+    pkts.push(Packet::Tnt8 { payload: 1, bits });
     let pt = encode(&pkts);
-    let (ops, st) = run(&pt, &[0xeb, 0xfe]);
+    let (ops, st) = run_with(&pt, &[0xeb, 0xfe], decoder);
+    let st = &st;
+    // The chunk is the fast decoder's own: libipt did not stand in.
+    let fast = u64::from(decoder == DecoderKind::Fast);
+    assert_eq!(
+        (st.fast_chunks, st.fallbacks.len()),
+        (fast, 0),
+        "{decoder:?}"
+    );
     assert!(st.max_stall > NO_PROGRESS_INSNS, "{st:?}");
     assert_eq!(st.errors.get("NoProgress"), Some(&1), "{:?}", st.errors);
     assert!(

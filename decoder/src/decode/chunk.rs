@@ -752,6 +752,20 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 if events {
                     self.update_merge(dec);
                 }
+                // The commonest blocks, while blocks may merge: in the
+                // decoder's own loop, each with what `on_block` and
+                // `check_progress` do to it.
+                // (Each has `Status(0)`, as `status` is now.)
+                if dec.follow(&mut blk, |b, (tsc, _, _), off| {
+                    self.on_followed(b, tsc, off)
+                }) > 0
+                    && self.stall.insns > MERGE_STALL_MAX
+                {
+                    dec.set_merge(false);
+                    if self.stall.insns > NO_PROGRESS_INSNS {
+                        break 'step Failure::NoProgress(self.stall.insns);
+                    }
+                }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
                 let next = dec.next_block(&mut blk);
@@ -1085,6 +1099,12 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 Err(_) => return,
             },
         };
+        self.set_tsc(tsc);
+    }
+
+    /// [`ChunkDecoder::update_time`] to the decoder's TSC `tsc`.
+    #[inline(always)]
+    fn set_tsc(&mut self, tsc: u64) {
         // libipt answers all-ones right after a sync, before the decoder has
         // read the PSB+'s TSC.
         if tsc == 0 || tsc == u64::MAX {
@@ -1525,16 +1545,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         if self.listing {
             self.list_block(b);
         }
-        let n = u64::from(b.ninsn);
-        // (Merged blocks count the rest in `check_progress`, or where
-        // the decoder failed after them.)
-        self.stats.blocks += 1;
-        self.stats.insns += n;
-        match self.run.as_mut() {
-            Some(r) => r.insns += n,
-            None => self.stats.unattributed_insns += n,
-        }
-        self.last_ip = b.end_ip;
+        self.count_block(b);
         if let Some(mark) = self.images.emu.on_block(&mut self.emu, b.ip, b.end_ip) {
             let at = self.stamp();
             self.push(Op::Mark {
@@ -1545,6 +1556,55 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         if stop {
             return Flow::Stop;
         }
+        self.note_transfer(b);
+        Flow::Continue
+    }
+
+    /// What [`ChunkDecoder::on_block`] and then
+    /// [`ChunkDecoder::check_progress`] do to a block the decoder
+    /// followed in its own loop ([`FlowDecoder::follow`]), given its time
+    /// `tsc` and the trace offset `off` after it: the decoder follows
+    /// only while blocks may merge (`update_merge`: no end time, no chunk
+    /// edge looked for inside blocks, no enable due, no listing, no
+    /// emulated ptwrite, not warming up) and only in user code (no
+    /// context switch or image change can be due), so the rest of
+    /// `on_block` does nothing there. Whether to go on: not once the
+    /// instructions without progress pass `MERGE_STALL_MAX` (the caller
+    /// then does what `check_progress` does).
+    #[inline(always)]
+    fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
+        debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip));
+        debug_assert!(!self.warming && !self.need_enable && !self.listing && self.end.is_none());
+        debug_assert!(self.start_at.is_none() && self.stop_at.is_none());
+        self.set_tsc(tsc);
+        self.resolve(Some(b.ip));
+        self.at_start = false;
+        self.maybe_flush();
+        self.count_block(b);
+        self.note_transfer(b);
+        self.progress(off, b.ninsn);
+        self.stall.insns <= MERGE_STALL_MAX
+    }
+
+    /// Counts block `b`'s instructions; its end is the last IP.
+    #[inline(always)]
+    fn count_block(&mut self, b: &Block) {
+        let n = u64::from(b.ninsn);
+        // (Merged blocks count the rest in `check_progress`, or where
+        // the decoder failed after them.)
+        self.stats.blocks += 1;
+        self.stats.insns += n;
+        match self.run.as_mut() {
+            Some(r) => r.insns += n,
+            None => self.stats.unattributed_insns += n,
+        }
+        self.last_ip = b.end_ip;
+    }
+
+    /// The transfer `b`'s last instruction makes, if any, pending until
+    /// the next block says where it went.
+    #[inline(always)]
+    fn note_transfer(&mut self, b: &Block) {
         let kind = self.classify(b);
         if let Some(kind) = kind {
             let ret = match kind {
@@ -1559,7 +1619,6 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 ret,
             };
         }
-        Flow::Continue
     }
 
     /// Hands the runs to [`ChunkDecoder::flush`] when they hold

@@ -30,6 +30,21 @@ pub(crate) trait FlowDecoder {
     /// The next block, written into `block` (in place: see
     /// `flow::block::BlockDecoder::next_block`), and the status.
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError>;
+    /// Blocks with `Status(0)` in user code, each to `each` with the time
+    /// after it, for as long as `each` returns `true` and the decoder has
+    /// them at hand; the number handed out. The same blocks as that many
+    /// calls of `next_block`, with no packet read on the way (the offset
+    /// and time stay). Only while merging is on (`set_merge`), the chunk
+    /// decoder's sign that it does nothing at a block but what `each`
+    /// does; libipt's hands out none. `each` gets the offset too.
+    #[inline]
+    fn follow(
+        &mut self,
+        _block: &mut Block,
+        _each: impl FnMut(&Block, (u64, u32, u32), Option<u64>) -> bool,
+    ) -> u32 {
+        0
+    }
     fn event(&mut self) -> Result<(Event, Status), PtError>;
     fn offset(&self) -> Result<u64, PtError>;
     fn sync_offset(&self) -> Result<u64, PtError>;
@@ -143,6 +158,18 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
         }
         let mut code = self.images.code.borrow_mut();
         self.dec.next_block(&mut code, block)
+    }
+    #[inline(always)]
+    fn follow(
+        &mut self,
+        block: &mut Block,
+        each: impl FnMut(&Block, (u64, u32, u32), Option<u64>) -> bool,
+    ) -> u32 {
+        if self.unsupported.is_some() {
+            return 0;
+        }
+        let code = self.images.code.borrow();
+        self.dec.follow(&code, block, each)
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         if self.unsupported.is_some() {

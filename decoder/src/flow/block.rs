@@ -1034,14 +1034,16 @@ impl<'a> BlockDecoder<'a> {
     /// number handed out. The same blocks and the same state as that many
     /// calls of `next_block`, but the IP, the link and the TNT stay in
     /// registers from one block to the next, where `next_block` reads and
-    /// writes them in the decoder for every block.
+    /// writes them in the decoder for every block. `each` returns whether
+    /// to go on after its block; with `USER_ONLY`, a block in kernel code
+    /// (an IP with bit 63 set) is left to `next_block` too.
     #[inline(always)]
-    pub fn follow_tnt(
+    pub fn follow_tnt<const USER_ONLY: bool>(
         &mut self,
         code: &CodeCache,
         block: &mut Block,
         max: u32,
-        mut each: impl FnMut(&Block, (u64, u32, u32)),
+        mut each: impl FnMut(&Block, (u64, u32, u32)) -> bool,
     ) -> u32 {
         debug_assert!(!self.fast || self.fast_ready());
         if !self.fast {
@@ -1066,7 +1068,7 @@ impl<'a> BlockDecoder<'a> {
         // (No packet is read here: the time stays.)
         let time = (self.tsc, self.lost_mtc, self.lost_cyc);
         while let Some(node) = code.node(next) {
-            if node.ip != ip || left == 0 || n == max {
+            if node.ip != ip || left == 0 || n == max || (USER_ONLY && ip >> 63 == 1) {
                 break;
             }
             let last = &node.last;
@@ -1098,11 +1100,14 @@ impl<'a> BlockDecoder<'a> {
                 _ => break,
             };
             *block = fast_block(node, self.speculative);
-            each(block, time);
+            let go_on = each(block, time);
             n += 1;
             from = to;
             slot = to_slot as u8;
             next = successor(code, node, cur, from, to_slot);
+            if !go_on {
+                break;
+            }
         }
         *size = left;
         self.ip = ip;

@@ -217,7 +217,10 @@ impl<'a> FastDecoder<'a> {
         debug_assert!(!self.merge);
         let mut left = max;
         loop {
-            left -= self.dec.follow_tnt(code, block, left, &mut each);
+            left -= self.dec.follow_tnt::<false>(code, block, left, |b, t| {
+                each(b, t);
+                true
+            });
             match self.next_block(code, block) {
                 Ok(Status(0)) if left > 0 => {
                     left -= 1;
@@ -226,6 +229,37 @@ impl<'a> FastDecoder<'a> {
                 r => return r,
             }
         }
+    }
+
+    /// While merging is on ([`Self::set_merge`]), the blocks
+    /// [`BlockDecoder::follow_tnt`] hands out in user code, each to `each`
+    /// with the time after it, for as long as `each` returns `true`; the
+    /// number handed out (0 with merging off). Each has `Status(0)`, and
+    /// the decoder is where as many calls of [`Self::next_block`] would
+    /// have left it, none of them merged: the chunk decoder's own loop
+    /// over the commonest blocks, with what it does per block in `each`
+    /// instead of after a return from `next_block` for every block. No
+    /// packet is read on the way, so the trace offset and the time stay
+    /// what they were; `each` gets the offset too ([`Self::offset`]).
+    #[inline(always)]
+    pub fn follow(
+        &mut self,
+        code: &CodeCache,
+        block: &mut ipt::Block,
+        mut each: impl FnMut(&ipt::Block, (u64, u32, u32), Option<u64>) -> bool,
+    ) -> u32 {
+        if !self.merge {
+            return 0;
+        }
+        let off = self.offset().ok();
+        let n = self
+            .dec
+            .follow_tnt::<true>(code, block, u32::MAX, |b, t| each(b, t, off));
+        debug_assert_eq!(self.offset().ok(), off);
+        if n > 0 {
+            self.merged = 0;
+        }
+        n
     }
 
     /// The next block, written into `block` (see
