@@ -133,8 +133,9 @@ pub fn raw_pt(data: &[u8]) -> u64 {
 /// What one decoder made of raw PT: the instruction listing (`ptdec raw
 /// --insn-list`: every instruction, error with its offset, enable,
 /// disable; empty without `list`), the FTF bytes and the decode's
-/// statistics (`None` when decoding failed). Without a listing the fast
-/// decoder merges blocks (`FastDecoder::set_merge`); with one it does not.
+/// statistics (`None` when decoding failed). Without a listing the chunk
+/// decoder lets the fast decoder follow blocks in its own loop
+/// (`FastDecoder::set_follow`); with one it does not.
 fn raw_pt_with(
     data: &[u8],
     decoder: DecoderKind,
@@ -167,7 +168,8 @@ fn raw_pt_with(
 /// decoder (`--decoder fast`, which hands what it does not follow to
 /// libipt): the same instructions, errors and error offsets, and the same
 /// FTF, or a panic; then both again without a listing (where the fast
-/// decoder merges blocks): the same FTF and decode statistics. Returns
+/// decoder follows blocks in its own loop): the same FTF and decode
+/// statistics. Returns
 /// the instructions decoded.
 pub fn flow_diff(data: &[u8]) -> u64 {
     let (lib_list, lib_ftf, lib_stats) = raw_pt_with(data, DecoderKind::Libipt, true);

@@ -390,11 +390,6 @@ pub(super) fn decode_chunk(
 /// before it hands its runs on.
 pub(super) const FLUSH_OPS: usize = 1 << 16;
 
-/// Blocks stop merging when more instructions than this were decoded
-/// since the trace offset last moved: a merged block holds at most
-/// `u16::MAX`, so none passes [`NO_PROGRESS_INSNS`] inside it.
-const MERGE_STALL_MAX: u64 = NO_PROGRESS_INSNS - (1 << 16);
-
 /// [`decode_chunk`], handing the runs decoded so far to `flush` whenever
 /// they hold [`FLUSH_OPS`] ops (between two blocks, with no transfer
 /// pending): the current run goes on in a new one whose counters start
@@ -748,23 +743,20 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                     return;
                 }
                 // Events may have started or ended the stretch in which
-                // blocks may merge.
+                // the decoder may follow blocks.
                 if events {
-                    self.update_merge(dec);
+                    self.update_follow(dec);
                 }
-                // The commonest blocks, while blocks may merge: in the
-                // decoder's own loop, each with what `on_block` and
-                // `check_progress` do to it.
-                // (Each has `Status(0)`, as `status` is now.)
+                // The commonest blocks, where the decoder may follow
+                // them: in its own loop, each with what `on_block` and
+                // `check_progress` do to it. (Each has `Status(0)`, as
+                // `status` is now.)
                 if dec.follow(&mut blk, |b, (tsc, _, _), off| {
                     self.on_followed(b, tsc, off)
                 }) > 0
-                    && self.stall.insns > MERGE_STALL_MAX
+                    && self.stall.insns > NO_PROGRESS_INSNS
                 {
-                    dec.set_merge(false);
-                    if self.stall.insns > NO_PROGRESS_INSNS {
-                        break 'step Failure::NoProgress(self.stall.insns);
-                    }
+                    break 'step Failure::NoProgress(self.stall.insns);
                 }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
@@ -783,18 +775,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                             None => continue 'blocks,
                         }
                     }
-                    Err(e) => {
-                        // One by one, the blocks before the one that
-                        // failed were checked.
-                        if dec.is_merged() {
-                            let merged = dec.merged();
-                            self.stats.blocks += merged.len() as u64 - 1;
-                            for &(n, off) in &merged[..merged.len() - 1] {
-                                self.progress(off, n);
-                            }
-                        }
-                        Failure::Pt(e)
-                    }
+                    Err(e) => Failure::Pt(e),
                 }
             };
             if failure == Failure::Pt(PtError::EOS) {
@@ -880,23 +861,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// trace (code that loops through direct jumps and calls, which need
     /// no packets: libipt would follow it forever).
     fn check_progress(&mut self, dec: &mut impl FlowDecoder, n: u16) -> Option<u64> {
-        if !dec.is_merged() {
-            self.progress(dec.offset().ok(), n);
-        } else {
-            // As block by block, each with the offset after it (the
-            // limit cannot be passed inside: `MERGE_STALL_MAX`), and
-            // counted as the blocks they are (`on_block` counted one).
-            let merged = dec.merged();
-            self.stats.blocks += merged.len() as u64 - 1;
-            for &(n, off) in merged {
-                self.progress(off, n);
-            }
-        }
-        if self.stall.insns > MERGE_STALL_MAX {
-            // A merged block could pass the limit where one of its blocks
-            // alone would have stopped.
-            dec.set_merge(false);
-        }
+        self.progress(dec.offset().ok(), n);
         (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
     }
 
@@ -914,26 +879,25 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
     }
 
-    /// Tells the decoder whether blocks may merge from here
-    /// (`FlowDecoder::set_merge`): not while the chunk's first IP or the
-    /// next chunk's is looked for inside blocks, nor in the warm-up, nor
-    /// before the first block of a traced stretch (its enable takes the
-    /// time after that block), nor with an end time (a merged block
-    /// takes the time after its last block, and would stop where its
-    /// first would not), nor for an instruction listing, nor where
-    /// emulated ptwrite is followed block by block, nor when the
-    /// instructions since the trace offset last moved come near
-    /// [`NO_PROGRESS_INSNS`].
-    fn update_merge(&self, dec: &mut impl FlowDecoder) {
-        dec.set_merge(
+    /// Tells the decoder whether it may follow blocks in its own loop
+    /// from here (`FlowDecoder::set_follow`, with
+    /// [`ChunkDecoder::on_followed`] at each block): only where
+    /// [`ChunkDecoder::on_block`] does nothing at a block in user code
+    /// but count it and note its transfer. So not while the chunk's
+    /// first IP or the next chunk's is looked for inside blocks, nor in
+    /// the warm-up, nor before the first block of a traced stretch (its
+    /// enable comes first), nor with an end time (decoding stops past
+    /// it), nor for an instruction listing, nor where emulated ptwrite is
+    /// followed block by block.
+    fn update_follow(&self, dec: &mut impl FlowDecoder) {
+        dec.set_follow(
             !self.listing
                 && self.images.emu.is_empty()
                 && self.end.is_none()
                 && !self.need_enable
                 && !self.warming
                 && self.start_at.is_none()
-                && self.stop_at.is_none()
-                && self.stall.insns <= MERGE_STALL_MAX,
+                && self.stop_at.is_none(),
         );
     }
 
@@ -1047,7 +1011,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.pending.set = false;
         self.stall = Stall::default();
         self.update_time(dec, None);
-        self.update_merge(dec);
+        self.update_follow(dec);
     }
 
     /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
@@ -1318,7 +1282,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.need_enable = false;
         self.at_start = false;
         self.last_ip = ip;
-        self.update_merge(dec);
+        self.update_follow(dec);
     }
 
     /// A pending transfer completes at `to`, or is dropped (`None`).
@@ -1495,7 +1459,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             match self.insns_before(b, x) {
                 Some(n) => {
                     self.start_at = None;
-                    self.update_merge(dec);
+                    self.update_follow(dec);
                     cut = *b;
                     cut.ninsn -= n;
                     cut.ip = x;
@@ -1564,13 +1528,13 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// [`ChunkDecoder::check_progress`] do to a block the decoder
     /// followed in its own loop ([`FlowDecoder::follow`]), given its time
     /// `tsc` and the trace offset `off` after it: the decoder follows
-    /// only while blocks may merge (`update_merge`: no end time, no chunk
-    /// edge looked for inside blocks, no enable due, no listing, no
-    /// emulated ptwrite, not warming up) and only in user code (no
-    /// context switch or image change can be due), so the rest of
-    /// `on_block` does nothing there. Whether to go on: not once the
-    /// instructions without progress pass `MERGE_STALL_MAX` (the caller
-    /// then does what `check_progress` does).
+    /// only where `update_follow` lets it (no end time, no chunk edge
+    /// looked for inside blocks, no enable due, no listing, no emulated
+    /// ptwrite, not warming up) and only in user code (no context switch
+    /// or image change can be due), so the rest of `on_block` does
+    /// nothing there. Whether to go on: not once more than
+    /// [`NO_PROGRESS_INSNS`] instructions were decoded without progress
+    /// (the caller then stops as `check_progress` says).
     #[inline(always)]
     fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
         debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip));
@@ -1583,15 +1547,13 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         self.count_block(b);
         self.note_transfer(b);
         self.progress(off, b.ninsn);
-        self.stall.insns <= MERGE_STALL_MAX
+        self.stall.insns <= NO_PROGRESS_INSNS
     }
 
     /// Counts block `b`'s instructions; its end is the last IP.
     #[inline(always)]
     fn count_block(&mut self, b: &Block) {
         let n = u64::from(b.ninsn);
-        // (Merged blocks count the rest in `check_progress`, or where
-        // the decoder failed after them.)
         self.stats.blocks += 1;
         self.stats.insns += n;
         match self.run.as_mut() {

@@ -34,7 +34,7 @@ pub(crate) trait FlowDecoder {
     /// after it, for as long as `each` returns `true` and the decoder has
     /// them at hand; the number handed out. The same blocks as that many
     /// calls of `next_block`, with no packet read on the way (the offset
-    /// and time stay). Only while merging is on (`set_merge`), the chunk
+    /// and time stay). Only while following is on (`set_follow`), the chunk
     /// decoder's sign that it does nothing at a block but what `each`
     /// does; libipt's hands out none. `each` gets the offset too.
     #[inline]
@@ -65,23 +65,9 @@ pub(crate) trait FlowDecoder {
     fn stopped_at_error(&self) -> bool {
         false
     }
-    /// Whether blocks that end at a conditional branch may be merged with
-    /// the blocks after them (the fast decoder's `FastDecoder::set_merge`;
-    /// libipt's never merges).
-    fn set_merge(&mut self, _on: bool) {}
-    /// The blocks merged into the last block, each as its instructions
-    /// and the trace offset after it (`FastDecoder::merged`); empty when
-    /// it is one block.
-    #[inline]
-    fn merged(&self) -> &[(u16, Option<u64>)] {
-        &[]
-    }
-    /// Whether the last block was merged from several (`merged` is not
-    /// empty).
-    #[inline]
-    fn is_merged(&self) -> bool {
-        false
-    }
+    /// Whether `follow` may hand out blocks (the fast decoder's
+    /// `FastDecoder::set_follow`; libipt's never does).
+    fn set_follow(&mut self, _on: bool) {}
 }
 
 /// libipt's block decoder with the worker's section cache.
@@ -206,15 +192,7 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn stopped_at_error(&self) -> bool {
         self.unsupported.is_none() && self.dec.stopped_at_error()
     }
-    fn set_merge(&mut self, on: bool) {
-        self.dec.set_merge(on);
-    }
-    #[inline]
-    fn merged(&self) -> &[(u16, Option<u64>)] {
-        self.dec.merged()
-    }
-    #[inline]
-    fn is_merged(&self) -> bool {
-        self.dec.is_merged()
+    fn set_follow(&mut self, on: bool) {
+        self.dec.set_follow(on);
     }
 }

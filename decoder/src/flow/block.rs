@@ -72,9 +72,8 @@ impl RetStack {
 
     /// Pushes the return address of `insn` if it is a call that returns
     /// (not a direct call to the next instruction), from node `call` of
-    /// generation `gen`. Always inline: as a call (the fast path is
-    /// inlined twice, in `FastDecoder::next_block` and its merging) it
-    /// cost 13 instructions a branch.
+    /// generation `gen`. Always inline: as a call (inlined in the fast
+    /// path and in `follow_tnt`) it cost 13 instructions a branch.
     #[inline(always)]
     fn log_call(&mut self, insn: &Insn, gen: u64, call: u32) {
         if insn.class == Class::Call && !(insn.direct && insn.disp == 0) {
@@ -372,12 +371,6 @@ impl<'a> BlockDecoder<'a> {
     /// calling it).
     pub fn stop_fast(&mut self) {
         self.fast = false;
-    }
-
-    /// Where the next block starts.
-    #[inline]
-    pub(super) fn ip(&self) -> u64 {
-        self.ip
     }
 
     /// Decodes with `image` from now on.
@@ -830,25 +823,11 @@ impl<'a> BlockDecoder<'a> {
         code: &mut CodeCache,
         block: &mut Block,
     ) -> Option<Result<Status, Fail>> {
-        self.try_fast_within(code, block, u32::MAX)
-    }
-
-    /// [`Self::try_fast`] for a run of at most `budget` instructions
-    /// (`None` for a longer one): merged blocks fit their `u16`
-    /// instruction count. A parameter, not a field: with the constant
-    /// above the test goes away (as a field it was read for every block).
-    #[inline(always)]
-    pub fn try_fast_within(
-        &mut self,
-        code: &mut CodeCache,
-        block: &mut Block,
-        budget: u32,
-    ) -> Option<Result<Status, Fail>> {
         debug_assert!(!self.fast || self.fast_ready());
         if !self.fast {
             return None;
         }
-        self.next_block_fast(code, block, budget)
+        self.next_block_fast(code, block)
     }
 
     /// [`Self::next_block`]'s general path.
@@ -880,7 +859,6 @@ impl<'a> BlockDecoder<'a> {
         &mut self,
         code: &mut CodeCache,
         block: &mut Block,
-        budget: u32,
     ) -> Option<Result<Status, Fail>> {
         // The rest of the preconditions: `self.fast`.
         let ev = self.event.as_mut()?;
@@ -903,9 +881,6 @@ impl<'a> BlockDecoder<'a> {
                 (cur, code.node(cur)?)
             }
         };
-        if node.ninsn > budget {
-            return None;
-        }
         let gen = code.gen();
         let last = node.last;
         // (Written before it is known to apply: `None` leaves the general

@@ -42,7 +42,7 @@ pub mod packet;
 pub mod time;
 
 #[cfg(test)]
-mod merge_tests;
+mod follow_tests;
 #[cfg(test)]
 mod test_packets;
 
@@ -65,9 +65,6 @@ pub enum Fail {
     Unsupported(&'static &'static str),
 }
 
-/// The most blocks [`FastDecoder::next_block`] merges into one.
-const MERGE_MAX: usize = 32;
-
 /// The flow decoder over one trace buffer, with libipt's block decoder
 /// interface in libipt's types.
 pub struct FastDecoder<'a> {
@@ -77,13 +74,9 @@ pub struct FastDecoder<'a> {
     unsupported: Option<&'static str>,
     /// It stopped at this error, which libipt reports there too.
     error: Option<PtError>,
-    /// Blocks that end at a conditional branch are merged with the blocks
-    /// after them ([`FastDecoder::set_merge`]).
-    merge: bool,
-    /// The blocks merged into the last one handed out (see
-    /// [`FastDecoder::merged`]): `parts[..merged]`.
-    merged: usize,
-    parts: [(u16, Option<u64>); MERGE_MAX],
+    /// Whether [`FastDecoder::follow`] hands out blocks
+    /// ([`FastDecoder::set_follow`]).
+    follow: bool,
 }
 
 impl<'a> FastDecoder<'a> {
@@ -104,39 +97,15 @@ impl<'a> FastDecoder<'a> {
             dec: BlockDecoder::new(evdec, errata, cfg.has_addr_filter()),
             unsupported: None,
             error: None,
-            merge: false,
-            merged: 0,
-            parts: [(0, None); MERGE_MAX],
+            follow: false,
         })
     }
 
-    /// From now on, a block that ends at a conditional branch goes on into
-    /// the blocks after it, in user code, while the fast path decodes
-    /// them, no event is pending and the time stays what it was at the
-    /// end of the first: one block is handed out for several. The caller
-    /// takes the block's instructions and its last branch; what it would
-    /// have done at the blocks merged into it must be nothing (no listing,
-    /// no stop or enable inside it), and it learns how many blocks there
-    /// were and where the trace offset was after each from
-    /// [`Self::merged`]. The bench's 10 MB shapes trace had 11.4 M of
-    /// its blocks merged; they cost the chunk decoder as much as a block
-    /// with an op.
-    pub fn set_merge(&mut self, on: bool) {
-        self.merge = on;
-    }
-
-    /// The blocks merged into the last block handed out, each as its
-    /// instructions and the trace offset after it; empty when it is one
-    /// block.
-    #[inline]
-    pub fn merged(&self) -> &[(u16, Option<u64>)] {
-        &self.parts[..self.merged]
-    }
-
-    /// Whether the last block handed out was merged from several.
-    #[inline]
-    pub fn is_merged(&self) -> bool {
-        self.merged != 0
+    /// Whether [`Self::follow`] hands out blocks from now on: the
+    /// caller's sign that at each of them it does nothing but what its
+    /// callback does.
+    pub fn set_follow(&mut self, on: bool) {
+        self.follow = on;
     }
 
     /// Why it stopped, if it met something it does not follow.
@@ -158,6 +127,8 @@ impl<'a> FastDecoder<'a> {
     /// libipt's error for a failure; an unsupported one is noted (and
     /// the block decoder's fast path is off for good: every call fails
     /// from then on).
+    #[cold]
+    #[inline(never)]
     fn fail(&mut self, f: Fail) -> PtError {
         if f != Fail::Pt(PtError::EOS) {
             self.dec.stop_fast();
@@ -197,7 +168,7 @@ impl<'a> FastDecoder<'a> {
         self.dec.sync_set(offset).map_err(|f| self.fail(f))
     }
 
-    /// [`Self::next_block`] again and again while merging is off, for as
+    /// [`Self::next_block`] again and again, for as
     /// long as the status is `Status(0)` and at most `max` times before
     /// the last: `each` gets every block with that status and the time
     /// after it ([`Self::time`]), and the next result is returned, its
@@ -214,7 +185,6 @@ impl<'a> FastDecoder<'a> {
         max: u32,
         mut each: impl FnMut(&ipt::Block, (u64, u32, u32)),
     ) -> Result<Status, PtError> {
-        debug_assert!(!self.merge);
         let mut left = max;
         loop {
             left -= self.dec.follow_tnt::<false>(code, block, left, |b, t| {
@@ -231,16 +201,16 @@ impl<'a> FastDecoder<'a> {
         }
     }
 
-    /// While merging is on ([`Self::set_merge`]), the blocks
+    /// While following is on ([`Self::set_follow`]), the blocks
     /// [`BlockDecoder::follow_tnt`] hands out in user code, each to `each`
     /// with the time after it, for as long as `each` returns `true`; the
-    /// number handed out (0 with merging off). Each has `Status(0)`, and
-    /// the decoder is where as many calls of [`Self::next_block`] would
-    /// have left it, none of them merged: the chunk decoder's own loop
-    /// over the commonest blocks, with what it does per block in `each`
-    /// instead of after a return from `next_block` for every block. No
-    /// packet is read on the way, so the trace offset and the time stay
-    /// what they were; `each` gets the offset too ([`Self::offset`]).
+    /// number handed out (0 with following off). Each has `Status(0)`,
+    /// and the decoder is where as many calls of [`Self::next_block`]
+    /// would have left it: the chunk decoder's own loop over the
+    /// commonest blocks, with what it does per block in `each` instead of
+    /// after a return from `next_block` for every block. No packet is
+    /// read on the way, so the trace offset and the time stay what they
+    /// were; `each` gets the offset too ([`Self::offset`]).
     #[inline(always)]
     pub fn follow(
         &mut self,
@@ -248,7 +218,7 @@ impl<'a> FastDecoder<'a> {
         block: &mut ipt::Block,
         mut each: impl FnMut(&ipt::Block, (u64, u32, u32), Option<u64>) -> bool,
     ) -> u32 {
-        if !self.merge {
+        if !self.follow {
             return 0;
         }
         let off = self.offset().ok();
@@ -256,9 +226,6 @@ impl<'a> FastDecoder<'a> {
             .dec
             .follow_tnt::<true>(code, block, u32::MAX, |b, t| each(b, t, off));
         debug_assert_eq!(self.offset().ok(), off);
-        if n > 0 {
-            self.merged = 0;
-        }
         n
     }
 
@@ -270,15 +237,8 @@ impl<'a> FastDecoder<'a> {
         code: &mut CodeCache,
         block: &mut ipt::Block,
     ) -> Result<Status, PtError> {
-        // Whatever the last block was, this one is one block until it
-        // merges (also when merging was turned off since).
-        self.merged = 0;
         // The block decoder's fast path is off once it stopped (`fail`).
         if let Some(r) = self.dec.try_fast(code, block) {
-            if self.merge && block.iclass == ipt::ffi::ptic_cond_jump && matches!(r, Ok(Status(0)))
-            {
-                return self.merge_on(code, block);
-            }
             return r.map_err(|f| self.fail(f));
         }
         if let Err(e) = self.check() {
@@ -288,52 +248,6 @@ impl<'a> FastDecoder<'a> {
         self.dec
             .next_block_slow(code, block)
             .map_err(|f| self.fail(f))
-    }
-
-    /// [`Self::next_block`] merging the blocks after `block`, which ends
-    /// at a conditional branch with nothing pending (see
-    /// [`Self::set_merge`]), for as long as each of them does so too,
-    /// the time stays and the fast path decodes them; the last merged
-    /// block's status.
-    #[inline(never)]
-    fn merge_on(
-        &mut self,
-        code: &mut CodeCache,
-        block: &mut ipt::Block,
-    ) -> Result<Status, PtError> {
-        let tsc = self.dec.time().0;
-        self.parts[0] = (block.ninsn, self.offset().ok());
-        let mut n = 1;
-        let mut next = ipt::Block::default();
-        let r = loop {
-            let room = u16::MAX - block.ninsn;
-            // Kernel code: a context switch may be due at any block.
-            if n == MERGE_MAX || room == 0 || self.dec.ip() >> 63 == 1 {
-                break Ok(Status(0));
-            }
-            let r = self.dec.try_fast_within(code, &mut next, u32::from(room));
-            // Not in the fast path: nothing changed; the next call
-            // decodes it.
-            let Some(r) = r else {
-                break Ok(Status(0));
-            };
-            block.end_ip = next.end_ip;
-            block.isid = next.isid;
-            block.iclass = next.iclass;
-            block.size = next.size;
-            block.ninsn += next.ninsn;
-            self.parts[n] = (next.ninsn, self.offset().ok());
-            n += 1;
-            match r {
-                Ok(Status(0))
-                    if next.iclass == ipt::ffi::ptic_cond_jump && self.dec.time().0 == tsc => {}
-                r => break r,
-            }
-        };
-        if n > 1 {
-            self.merged = n;
-        }
-        r.map_err(|f| self.fail(f))
     }
 
     pub fn event(&mut self) -> Result<(Event, Status), PtError> {
