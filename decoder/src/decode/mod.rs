@@ -13,7 +13,8 @@
 //!    make up a process's image at a time.
 //! 2. [`chunks`]: each segment of AUX data (a buffer's stream between
 //!    losses or snapshots) is cut at PSBs into chunks of about
-//!    [`DEFAULT_CHUNK_BYTES`] (with CYC [`DEFAULT_CHUNK_BYTES_CYC`]),
+//!    [`DEFAULT_CHUNK_BYTES`] (with CYC [`DEFAULT_CHUNK_BYTES_CYC`], on
+//!    one CPU [`DEFAULT_CHUNK_BYTES_ONE_CPU`]),
 //!    independently of the number of workers; the
 //!    TSC of each chunk's PSB+ orders per-cpu chunks and finds the chunks
 //!    of a `--start/--duration` window by binary search.
@@ -151,6 +152,17 @@ const WARMUP_BYTES: u64 = 64 << 10;
 /// half the calls per instruction, the same either way).
 pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 10;
 
+/// [`DEFAULT_CHUNK_BYTES`] where the chunks are decoded on the calling
+/// thread ([`decodes_on_calling_thread`]: one CPU), each just before its
+/// ops go on: the ops of a chunk half the size stay in the core's own
+/// cache (2 MiB of L2 here) between the decoder's pushes and the output's
+/// passes over them. On the bench's 10 MB traces on one core (medians
+/// of 5, 2026-12-01): `ptdec report --slowest 10` on interp 499 -> 455 ms
+/// (12 KiB: 451), FTF 827 -> 716 ms; shapes 478 -> 471 and 583 -> 582 ms.
+/// With workers (each chunk decoded on another CPU while the output
+/// takes the one before) 16 KiB chunks took 2-8% more CPU than 32 KiB.
+pub const DEFAULT_CHUNK_BYTES_ONE_CPU: u64 = 16 << 10;
+
 /// The chunk size with CYC: each chunk then first decodes up to
 /// `WARMUP_BYTES` (64 KiB) before it, which small chunks would pay again
 /// and again.
@@ -194,9 +206,9 @@ fn worker_threads(opts: &DecodeOptions, chunk_bytes: u64) -> usize {
 /// decoded just before it is handed on, with no worker thread: one
 /// worker, and the calling thread may run on one CPU only (its affinity
 /// mask or cgroup quota: `taskset -c 0`). The output is the same either
-/// way; tests compare the two. (Without `opts.chunk_bytes`, a trace with
-/// CYC is cut in bigger chunks, but both default sizes leave room for
-/// more than one worker: the answer is the same.)
+/// way; tests compare the two. (Without `opts.chunk_bytes`, the chunk
+/// size depends on CYC and on this answer, but every default size leaves
+/// room for more than one worker: the answer is the same for all.)
 pub fn decodes_on_calling_thread(opts: &DecodeOptions) -> bool {
     let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
     workers::inline_on_one_cpu(worker_threads(opts, chunk_bytes))
@@ -231,7 +243,8 @@ pub struct DecodeOptions {
     /// error in decode order (`ptdec raw --insn-list`; meant for one
     /// segment: with several, workers interleave).
     pub insn_list: Option<ListCallback>,
-    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`], or
+    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`],
+    /// [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU, or
     /// [`DEFAULT_CHUNK_BYTES_CYC`] for a trace with CYC).
     pub chunk_bytes: Option<u64>,
     /// Chunks decoded ahead of delivery at most (`None`: twice the
@@ -728,6 +741,8 @@ fn decode_segments(
     let cfg = setup.pt_config();
     let chunk_bytes = opts.chunk_bytes.unwrap_or(if setup.cycles {
         DEFAULT_CHUNK_BYTES_CYC
+    } else if decodes_on_calling_thread(opts) {
+        DEFAULT_CHUNK_BYTES_ONE_CPU
     } else {
         DEFAULT_CHUNK_BYTES
     });
