@@ -652,9 +652,9 @@ pub struct DecodeArgs {
     /// Cut each buffer into chunks of about BYTES (at the next PSB), the
     /// unit of parallel decoding: at most 8M, of which 8 MiB are decoded
     /// ahead at once (see -j). The slices are the same for any size.
-    /// Default 32K (16K when it may run on one CPU only), or 256K for a
-    /// trace with CYC (each chunk then decodes up to 64K before it
-    /// first). Example: --chunk-size 1M
+    /// Default 32K (16K for per-thread buffers when it may run on one CPU
+    /// only), or 256K for a trace with CYC (each chunk then decodes up to
+    /// 64K before it first). Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_chunk_size)]
     pub chunk_size: Option<u64>,
     #[command(flatten)]

@@ -161,6 +161,13 @@ pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 10;
 /// (12 KiB: 451), FTF 827 -> 716 ms; shapes 478 -> 471 and 583 -> 582 ms.
 /// With workers (each chunk decoded on another CPU while the output
 /// takes the one before) 16 KiB chunks took 2-8% more CPU than 32 KiB.
+/// Only for per-thread buffers: their chunks go to the output buffer by
+/// buffer, so the FTF is the same byte for byte whatever the chunk size,
+/// and so whatever the CPUs. Per-cpu runs are released in start order a
+/// chunk at a time, so the threads' records interleave in the FTF by
+/// chunk: the same slices, in another order of records. There the size
+/// stays [`DEFAULT_CHUNK_BYTES`], and the FTF does not depend on how many
+/// CPUs ptdec may use.
 pub const DEFAULT_CHUNK_BYTES_ONE_CPU: u64 = 16 << 10;
 
 /// The chunk size with CYC: each chunk then first decodes up to
@@ -741,7 +748,7 @@ fn decode_segments(
     let cfg = setup.pt_config();
     let chunk_bytes = opts.chunk_bytes.unwrap_or(if setup.cycles {
         DEFAULT_CHUNK_BYTES_CYC
-    } else if decodes_on_calling_thread(opts) {
+    } else if !setup.per_cpu && decodes_on_calling_thread(opts) {
         DEFAULT_CHUNK_BYTES_ONE_CPU
     } else {
         DEFAULT_CHUNK_BYTES
