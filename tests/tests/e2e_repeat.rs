@@ -681,19 +681,11 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
         // `taskset -c 0`).
         let one_cpu = std::thread::scope(|s| {
             s.spawn(|| {
-                let mut cpus = nix::sched::CpuSet::new();
-                let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-                    .ok()
-                    .and_then(|set| {
-                        (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false))
-                    })
-                    .unwrap_or(0);
-                cpus.set(cpu).unwrap();
-                nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpus).unwrap();
+                pin_to_one_cpu();
                 let opts = DecodeOptions::default();
                 assert!(
                     ptdec::decode::decodes_on_calling_thread(&opts),
-                    "{what}: pinned to CPU {cpu}, but decoding on workers"
+                    "{what}: pinned to one CPU, but decoding on workers"
                 );
                 ftf_bytes(&dir, opts, "one-cpu")
             })
@@ -718,6 +710,126 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
             assert!(ahead > 0, "{what}: no call stack was built on the workers");
         }
     }
+}
+
+/// `ptdec report`'s answers, as JSON (every row, the slowest calls) and as
+/// folded stacks, for `dir` decoded with `decode`; per thread or not; and
+/// the number of chunks decoded.
+fn report_texts(dir: &Path, decode: DecodeOptions, per_thread: bool) -> (String, String, u64) {
+    use ptdec::report::render::{self, Sort, Weight};
+    use ptdec::report::{AggregateOptions, ReportOptions};
+    let trace = Trace::open(dir).unwrap();
+    let images = images(dir);
+    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+    let (run, agg) = ptdec::report::run(
+        &trace,
+        &images,
+        &symbols,
+        ReportOptions {
+            decode,
+            interpolate: true,
+            on_op: None,
+            aggregate: AggregateOptions {
+                per_thread,
+                folded: true,
+                slowest: 25,
+                ..AggregateOptions::default()
+            },
+        },
+    )
+    .unwrap();
+    assert!(run.decode.errors.is_empty(), "{:?}", run.decode.errors);
+    (
+        render::json(&agg, &run, Sort::SelfTime, None),
+        render::folded(&agg, Weight::Ns),
+        run.decode.chunks,
+    )
+}
+
+/// `ptdec report`'s answers do not depend on the chunk size or the CPUs,
+/// from per-cpu buffers too, where the threads' slices reach the
+/// aggregation interleaved by chunk: so on one CPU a report of a per-cpu
+/// trace takes the smaller one-CPU chunks, which the FTF output cannot
+/// (its records' order would change).
+#[test]
+fn a_report_of_per_cpu_buffers_is_the_same_for_any_chunks_and_cpus() {
+    let test = "a_report_of_per_cpu_buffers_is_the_same_for_any_chunks_and_cpus";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(
+        &progs,
+        "interp",
+        &["2".to_string()],
+        &["interp_run=50"],
+        Some(2),
+        &dir,
+    );
+    for per_thread in [false, true] {
+        let what = format!("per thread: {per_thread}");
+        let (json, folded, _) = report_texts(&dir, DecodeOptions::default(), per_thread);
+        assert!(json.contains("\"slowest\""), "{what}: {json}");
+        let mut runs = 0;
+        for (jobs, chunk) in [
+            (1, Some(4 << 10)),
+            (2, Some(4 << 10)),
+            (1, Some(16 << 10)),
+            (8, Some(16 << 10)),
+            (2, Some(64 << 10)),
+            (1, Some(u64::MAX)),
+        ] {
+            let opts = DecodeOptions {
+                jobs,
+                chunk_bytes: chunk,
+                ..DecodeOptions::default()
+            };
+            let (j, f, _) = report_texts(&dir, opts, per_thread);
+            assert!(j == json, "{what}: -j{jobs} chunks {chunk:?}: other JSON");
+            assert!(
+                f == folded,
+                "{what}: -j{jobs} chunks {chunk:?}: other folded stacks"
+            );
+            runs += 1;
+        }
+        // Pinned to one CPU (as under `taskset -c 0`): decoded on the
+        // calling thread, in the one-CPU chunk size.
+        let (j, f, chunks) = std::thread::scope(|s| {
+            s.spawn(|| {
+                pin_to_one_cpu();
+                let opts = DecodeOptions::default();
+                assert!(ptdec::decode::decodes_on_calling_thread(&opts));
+                report_texts(&dir, opts, per_thread)
+            })
+            .join()
+            .unwrap()
+        });
+        let small = DecodeOptions {
+            chunk_bytes: Some(ptdec::decode::DEFAULT_CHUNK_BYTES_ONE_CPU),
+            ..DecodeOptions::default()
+        };
+        assert_eq!(
+            chunks,
+            report_texts(&dir, small, per_thread).2,
+            "{what}: one CPU: not the one-CPU chunk size"
+        );
+        assert!(j == json, "{what}: one CPU: other JSON");
+        assert!(f == folded, "{what}: one CPU: other folded stacks");
+        eprintln!(
+            "{what}: {} runs and one CPU agree ({chunks} chunks there)",
+            runs + 1
+        );
+    }
+}
+
+/// Pins the calling thread to the first CPU it may run on.
+fn pin_to_one_cpu() {
+    let mut cpus = nix::sched::CpuSet::new();
+    let cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .ok()
+        .and_then(|set| (0..nix::sched::CpuSet::count()).find(|&c| set.is_set(c).unwrap_or(false)))
+        .unwrap_or(0);
+    cpus.set(cpu).unwrap();
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpus).unwrap();
 }
 
 /// The FTF ptdec's pipeline writes for `dir` with `decode` and the CLI's

@@ -39,7 +39,10 @@ pub struct ReportArgs {
     /// all of them). Example: -j 4
     #[arg(short = 'j', long = "jobs", value_name = "N", default_value_t = 0)]
     pub jobs: usize,
-    /// The unit of parallel decoding, as for `ptdec TRACE`. Example: --chunk-size 1M
+    /// The unit of parallel decoding, as for `ptdec TRACE`; the report is
+    /// the same for any size. Default 32K (16K when it may run on one CPU
+    /// only, from per-cpu buffers too), or 256K for a trace with CYC.
+    /// Example: --chunk-size 1M
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub chunk_size: Option<u64>,
     #[command(flatten)]

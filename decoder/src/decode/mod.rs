@@ -167,7 +167,8 @@ pub const DEFAULT_CHUNK_BYTES: u64 = 32 << 10;
 /// chunk at a time, so the threads' records interleave in the FTF by
 /// chunk: the same slices, in another order of records. There the size
 /// stays [`DEFAULT_CHUNK_BYTES`], and the FTF does not depend on how many
-/// CPUs ptdec may use.
+/// CPUs ptdec may use, unless the records' order does not matter
+/// ([`DecodeOptions::any_interleaving`]: `ptdec report`).
 pub const DEFAULT_CHUNK_BYTES_ONE_CPU: u64 = 16 << 10;
 
 /// The chunk size with CYC: each chunk then first decodes up to
@@ -259,6 +260,11 @@ pub struct DecodeOptions {
     pub window: Option<usize>,
     /// Which flow decoder decodes (`--decoder`).
     pub decoder: DecoderKind,
+    /// What the ops become does not depend on how the threads' records
+    /// interleave, only on each thread's own order (`ptdec report`: its
+    /// aggregate is the same for every interleaving). Per-cpu traces then
+    /// take [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU as well.
+    pub any_interleaving: bool,
 }
 
 /// One line of an instruction listing, as ptxed prints it.
@@ -748,7 +754,7 @@ fn decode_segments(
     let cfg = setup.pt_config();
     let chunk_bytes = opts.chunk_bytes.unwrap_or(if setup.cycles {
         DEFAULT_CHUNK_BYTES_CYC
-    } else if !setup.per_cpu && decodes_on_calling_thread(opts) {
+    } else if (!setup.per_cpu || opts.any_interleaving) && decodes_on_calling_thread(opts) {
         DEFAULT_CHUNK_BYTES_ONE_CPU
     } else {
         DEFAULT_CHUNK_BYTES

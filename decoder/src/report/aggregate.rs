@@ -375,13 +375,29 @@ struct ThreadAgg {
 }
 
 /// A slowest-calls candidate, ordered so that the heap's top is the one to
-/// drop: the shortest, then the latest.
+/// drop: the shortest, then the latest, then the one of the higher
+/// (pid, tid), then the one that came later. Calls of one thread come in
+/// the same order however the threads' slices interleave (per-cpu
+/// buffers interleave them by chunk), and so the order, and with it which
+/// calls are kept, does not depend on the interleaving.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Slow {
     ns: u64,
     start: Reverse<u64>,
+    thread: Reverse<(u32, u32)>,
     seq: Reverse<u64>,
     call: SlowKey,
+}
+
+impl Slow {
+    /// Whether a call of `ns` from `start` in `thread`, coming after every
+    /// call taken so far, ranks above `self` (`seq` decides the rest, and
+    /// the newcomer's is the highest).
+    #[inline]
+    fn below(&self, ns: u64, start: u64, thread: (u32, u32)) -> bool {
+        ns > self.ns
+            || (ns == self.ns && (Reverse(start), Reverse(thread)) > (self.start, self.thread))
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -736,12 +752,18 @@ impl Aggregator {
         let mut seq = u64::MAX;
         if call && self.opts.slowest > 0 {
             let full = self.slowest.len() >= self.opts.slowest;
-            if !full || self.slowest.peek().is_some_and(|Reverse(m)| ns > m.ns) {
+            if !full
+                || self
+                    .slowest
+                    .peek()
+                    .is_some_and(|Reverse(m)| m.below(ns, s.start.time, (s.pid, s.tid)))
+            {
                 seq = self.seq;
                 self.seq += 1;
                 self.slowest.push(Reverse(Slow {
                     ns,
                     start: Reverse(s.start.time),
+                    thread: Reverse((s.pid, s.tid)),
                     seq: Reverse(seq),
                     call: SlowKey {
                         pid: s.pid,
@@ -831,7 +853,7 @@ impl Aggregator {
         if !per_thread {
             rows.extend(with_calls(None, &self.rows));
         }
-        let mut folded: Vec<_> = self
+        let folded: Vec<_> = self
             .folded
             .into_iter()
             .map(|((thread, path), (insns, ns))| FoldedPath {
@@ -841,10 +863,9 @@ impl Aggregator {
                 ns,
             })
             .collect();
-        folded.sort_unstable();
         let mut slowest: Vec<Slow> = self.slowest.into_iter().map(|Reverse(s)| s).collect();
         slowest.sort_unstable_by(|a, b| b.cmp(a));
-        Aggregate {
+        canonical(Aggregate {
             funcs: self.funcs,
             rows,
             folded,
@@ -864,8 +885,41 @@ impl Aggregator {
                 .collect(),
             threads: self.names,
             origin: self.origin,
+        })
+    }
+}
+
+/// `agg` with its functions numbered in the order of their (name, module),
+/// the functions' order of first appearance otherwise: that depends on how
+/// the threads' slices interleave (from per-cpu buffers, by chunk, so by
+/// the chunk size), and ties between rows of one name are broken by
+/// number. The folded stacks are sorted again after renumbering.
+fn canonical(mut agg: Aggregate) -> Aggregate {
+    let funcs = std::mem::take(&mut agg.funcs);
+    let mut order: Vec<usize> = (0..funcs.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&funcs[a], &funcs[b]);
+        (&a.name, &a.module, a.pseudo).cmp(&(&b.name, &b.module, b.pseudo))
+    });
+    let mut new = vec![0 as FuncId; funcs.len()];
+    for (n, &old) in order.iter().enumerate() {
+        new[old] = n as FuncId;
+    }
+    agg.funcs = order.iter().map(|&old| funcs[old].clone()).collect();
+    agg.rows = std::mem::take(&mut agg.rows)
+        .into_iter()
+        .map(|((t, f), st)| ((t, new[f as usize]), st))
+        .collect();
+    for p in &mut agg.folded {
+        for f in &mut p.path {
+            *f = new[*f as usize];
         }
     }
+    agg.folded.sort_unstable();
+    for c in &mut agg.slowest {
+        c.func = new[c.func as usize];
+    }
+    agg
 }
 
 /// Whether slice `s` merges into item `top` (on top of its thread's items)
@@ -1380,12 +1434,18 @@ mod tests {
                 let mut seq = u64::MAX;
                 if call && self.opts.slowest > 0 {
                     let full = self.slowest.len() >= self.opts.slowest;
-                    if !full || self.slowest.peek().is_some_and(|Reverse(m)| ns > m.ns) {
+                    if !full
+                        || self
+                            .slowest
+                            .peek()
+                            .is_some_and(|Reverse(m)| m.below(ns, s.start.time, (s.pid, s.tid)))
+                    {
                         seq = self.seq;
                         self.seq += 1;
                         self.slowest.push(Reverse(Slow {
                             ns,
                             start: Reverse(s.start.time),
+                            thread: Reverse((s.pid, s.tid)),
                             seq: Reverse(seq),
                             call: SlowKey {
                                 pid: s.pid,
@@ -1473,7 +1533,7 @@ mod tests {
                 }
                 let mut slowest: Vec<Slow> = self.slowest.into_iter().map(|Reverse(s)| s).collect();
                 slowest.sort_unstable_by(|a, b| b.cmp(a));
-                Aggregate {
+                canonical(Aggregate {
                     funcs: self.funcs,
                     rows: self.rows,
                     folded: self
@@ -1501,7 +1561,7 @@ mod tests {
                         })
                         .collect(),
                     ..Aggregate::default()
-                }
+                })
             }
         }
 
@@ -1686,6 +1746,66 @@ mod tests {
             assert_eq!(a.rows, m.rows, "{at}");
             assert_eq!(a.folded, m.folded, "{at}");
             assert_eq!(a.slowest, m.slowest, "{at}");
+        }
+    }
+
+    /// The aggregate does not depend on how the threads' slices
+    /// interleave, only on each thread's own order: from per-cpu buffers
+    /// they interleave by chunk, so by the chunk size, and `ptdec report`
+    /// must give the same answer for any. Ties between calls of equal
+    /// length and start in different threads, and functions first met in
+    /// another order, are common here (times step by 0-3).
+    #[test]
+    fn the_aggregate_does_not_depend_on_how_threads_interleave() {
+        let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+        for round in 0..300 {
+            let opts = AggregateOptions {
+                per_thread: rng.bool(),
+                folded: rng.bool(),
+                slowest: rng.usize(1..6),
+                range: None,
+                filtered: rng.bool(),
+            };
+            // Every thread's slices, in its own order, with their windows.
+            let threads = 2 + rng.usize(..3);
+            type Window = Option<(u64, u64)>;
+            let per_thread: Vec<Vec<(Slice, Window)>> = (0..threads)
+                .map(|t| {
+                    let t = t as u32;
+                    let mut stack = ThreadStack::close_order(1 + t % 2, 10 + t);
+                    let mut v = Vec::new();
+                    let n = rng.usize(..100);
+                    for op in random_ops(&mut rng, n) {
+                        stack.push(&op, &Map, &mut |s| v.push(s));
+                    }
+                    v.into_iter()
+                        .map(|s| {
+                            let w = (rng.u8(..3) == 0).then(|| (rng.u64(..100), rng.u64(..100)));
+                            (s, w)
+                        })
+                        .collect()
+                })
+                .collect();
+            let run = |rng: &mut fastrand::Rng| {
+                let mut agg = Aggregator::new(opts.clone(), 0);
+                let mut next = vec![0; threads];
+                while let Some(k) = (0..threads).find(|&k| next[k] < per_thread[k].len()) {
+                    let k = rng.usize(k..threads);
+                    for _ in 0..1 + rng.usize(..6) {
+                        if let Some((s, w)) = per_thread[k].get(next[k]) {
+                            agg.add(s.clone(), *w);
+                            next[k] += 1;
+                        }
+                    }
+                }
+                agg.finish()
+            };
+            let (a, b) = (run(&mut rng), run(&mut rng));
+            let at = format!("round {round}, {opts:?}");
+            assert_eq!(a.funcs, b.funcs, "{at}");
+            assert_eq!(a.rows, b.rows, "{at}");
+            assert_eq!(a.folded, b.folded, "{at}");
+            assert_eq!(a.slowest, b.slowest, "{at}");
         }
     }
 

@@ -49,7 +49,12 @@ pub fn run(
     symbols: &SymbolCache,
     opts: ReportOptions,
 ) -> Result<(Report, Aggregate), RunError> {
-    pipeline::check_filter(trace, &opts.decode)?;
+    let mut decode_opts = opts.decode;
+    // The aggregate is the same however the threads' slices interleave
+    // (`aggregate::canonical`, and the slowest calls' order): per-cpu
+    // traces may take the one-CPU chunk size.
+    decode_opts.any_interleaving = true;
+    pipeline::check_filter(trace, &decode_opts)?;
     let mut agg_opts = opts.aggregate;
     agg_opts.filtered = pipeline::filtered(trace);
     let slowest = agg_opts.slowest > 0;
@@ -63,7 +68,7 @@ pub fn run(
         aggregator: &mut aggregator,
     };
     let stacks = Stacks {
-        decode: &opts.decode,
+        decode: &decode_opts,
         interpolate: opts.interpolate,
         on_op: opts.on_op,
         close_order: true,
@@ -80,7 +85,7 @@ pub fn run(
     let (decode, threads) = (decode_stats?, threads?);
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
     // same error as a decode to FTF.
-    pipeline::check_decoded(&decode, &opts.decode, Some(trace))?;
+    pipeline::check_decoded(&decode, &decode_opts, Some(trace))?;
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);
