@@ -84,6 +84,19 @@ def sha(path):
     return h.hexdigest()
 
 
+def settle_output(argv, digests, keep):
+    """Hashes the FTF a ptdec run wrote (`-o FILE`) into `digests` (path:
+    (sha256, bytes)) and deletes it unless it is in `keep`: an FTF of a
+    1 GB trace is about 20 GB, and six of them kept for the comparisons
+    filled a 64 GB disk."""
+    if "-o" in argv[:-1]:
+        out = argv[argv.index("-o") + 1]
+        if os.path.exists(out):
+            digests[out] = (sha(out), os.path.getsize(out))
+            if out not in keep:
+                os.remove(out)
+
+
 def run_child(argv, timeout, mem_limit, stdout=None, env=None):
     """Runs argv; returns dict(wall, cpu, rss_mb, status, out) from wait4.
 
@@ -309,12 +322,15 @@ def main():
         # another put the busy time into some cells only (the ratios
         # between cells moved by 5-8 % from one bench run to the next).
         samples = {tool: [] for tool, _, _, _ in active}
-        for _ in range(runs):
+        digests = {}
+        for r in range(runs):
             for tool, argv, _, limit in active:
                 if samples[tool] and samples[tool][-1]["state"] != "ok":
                     continue
                 remove_output(argv)
                 samples[tool].append(run_child(argv, args.timeout, limit, env=env))
+                if r == runs - 1 or mb >= 1024:
+                    settle_output(argv, digests, keep={ftfs[ncpu]})
         for tool, argv, key, limit in active:
             ok = [s for s in samples[tool] if s["state"] == "ok"]
             if len(ok) == len(samples[tool]):
@@ -347,21 +363,21 @@ def main():
         # The same FTF bytes whatever -j is.
         done = [j for j in sorted(ftfs) if res.get("ptdec -j%d" % j, {}).get("state") == "ok"]
         if len(done) > 1:
-            same = len({sha(ftfs[j]) for j in done}) == 1
+            same = len({digests[ftfs[j]][0] for j in done}) == 1
             checks.append((name, size_name, "ptdec's FTF of %s" % ", ".join("-j%d" % j for j in done), "%s" % (
                 "byte-identical" if same else "DIFFERENT")))
         seq, _ = other_stacks(ncpu)
         if res.get(seq, {}).get("state") == "ok" and done:
-            same = sha(ftf_seq) == sha(ftfs[done[0]])
+            same = digests[ftf_seq][0] == digests[ftfs[done[0]]][0]
             checks.append((name, size_name, "ptdec's FTF with sequential stacks and built on the workers",
                            "byte-identical" if same else "DIFFERENT"))
         flows = [("libipt", ftf_lib), ("fast", ftf_fast)]
         if all(res.get("ptdec --decoder %s -j1" % d, {}).get("state") == "ok" for d, _ in flows):
-            same = sha(ftf_lib) == sha(ftf_fast)
+            same = digests[ftf_lib][0] == digests[ftf_fast][0]
             checks.append((name, size_name, "ptdec's FTF of --decoder libipt and fast",
                            "byte-identical" if same else "DIFFERENT"))
         if res.get(jn_name(ncpu), {}).get("state") == "ok" and os.path.exists(ftfs[ncpu]):
-            shutil.copy(ftfs[ncpu], ftf)
+            os.replace(ftfs[ncpu], ftf)
             tp = os.environ.get("PT_TRACE_PROCESSOR")
             if not tp:
                 checks.append((name, size_name, PERFETTO, "not run: PT_TRACE_PROCESSOR does not name a trace_processor_shell"))
@@ -416,7 +432,7 @@ def main():
             return fmt(a / b) if a and b else "–"
         per_call = "–"
         if res.get(j1, {}).get("state") == "ok" and calls:
-            per_call = "%.1f" % (os.path.getsize(ftfs[1]) / calls)
+            per_call = "%.1f" % (digests[ftfs[1]][1] / calls)
         if j1 in res:
             res[j1]["ratio"] = "CPU: %s x perf, %s x libipt; wall: %s x perf, %s x libipt; FTF %s B/call" % (
                 ratio(cpu(j1), cpu("perf script")), ratio(cpu(j1), cpu("bare libipt")),
