@@ -328,6 +328,9 @@ def main():
                 if samples[tool] and samples[tool][-1]["state"] != "ok":
                     continue
                 remove_output(argv)
+                # The FTFs written before (up to 20 GB) go to the disk
+                # now, not during this run.
+                os.sync()
                 samples[tool].append(run_child(argv, args.timeout, limit, env=env))
                 if r == runs - 1 or mb >= 1024:
                     settle_output(argv, digests, keep={ftfs[ncpu]})
