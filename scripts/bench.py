@@ -332,7 +332,7 @@ def main():
                 # now, not during this run.
                 os.sync()
                 samples[tool].append(run_child(argv, args.timeout, limit, env=env))
-                if r == runs - 1 or mb >= 1024:
+                if r == runs - 1:
                     settle_output(argv, digests, keep={ftfs[ncpu]})
         for tool, argv, key, limit in active:
             ok = [s for s in samples[tool] if s["state"] == "ok"]

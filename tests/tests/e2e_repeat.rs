@@ -717,27 +717,7 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
 /// the number of chunks decoded.
 fn report_texts(dir: &Path, decode: DecodeOptions, per_thread: bool) -> (String, String, u64) {
     use ptdec::report::render::{self, Sort, Weight};
-    use ptdec::report::{AggregateOptions, ReportOptions};
-    let trace = Trace::open(dir).unwrap();
-    let images = images(dir);
-    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    let (run, agg) = ptdec::report::run(
-        &trace,
-        &images,
-        &symbols,
-        ReportOptions {
-            decode,
-            interpolate: true,
-            on_op: None,
-            aggregate: AggregateOptions {
-                per_thread,
-                folded: true,
-                slowest: 25,
-                ..AggregateOptions::default()
-            },
-        },
-    )
-    .unwrap();
+    let (run, agg) = common::run_report(dir, decode, per_thread, 25);
     assert!(run.decode.errors.is_empty(), "{:?}", run.decode.errors);
     (
         render::json(&agg, &run, Sort::SelfTime, None),

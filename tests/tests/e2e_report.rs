@@ -23,11 +23,8 @@ use std::process::Command;
 use ftf::read::{EventKind, RecordKind};
 use ptdec::decode::DecodeOptions;
 use ptdec::emit::{EmitOptions, Target};
-use ptdec::images::{ImageStore, SearchPath};
-use ptdec::input::Trace;
 use ptdec::report::render::{self, Weight};
-use ptdec::report::{Aggregate, AggregateOptions, ReportOptions};
-use ptdec::symbols::SymbolCache;
+use ptdec::report::Aggregate;
 use ptsim::sim::repeat::RepeatSpec;
 
 mod common;
@@ -64,36 +61,10 @@ fn text_symbols(prog: &Path) -> BTreeMap<u64, String> {
         .collect()
 }
 
-fn images(dir: &Path) -> ImageStore {
-    ImageStore::new(SearchPath {
-        buildid_dir: None,
-        ..SearchPath::for_trace(dir)
-    })
-}
-
 /// `ptdec report` as the CLI runs it by default (interpolated times), per
 /// thread or not, with folded stacks and the `slowest` longest calls.
 fn report(dir: &Path, per_thread: bool, slowest: usize) -> (ptdec::pipeline::Report, Aggregate) {
-    let trace = Trace::open(dir).unwrap();
-    let images = images(dir);
-    let symbols = SymbolCache::for_search(images.search());
-    let (run, agg) = ptdec::report::run(
-        &trace,
-        &images,
-        &symbols,
-        ReportOptions {
-            decode: DecodeOptions::default(),
-            interpolate: true,
-            on_op: None,
-            aggregate: AggregateOptions {
-                per_thread,
-                folded: true,
-                slowest,
-                ..AggregateOptions::default()
-            },
-        },
-    )
-    .unwrap();
+    let (run, agg) = common::run_report(dir, DecodeOptions::default(), per_thread, slowest);
     assert!(run.decode.errors.is_empty(), "{:?}", run.decode.errors);
     assert!(run.missing.is_empty(), "{:?}", run.missing);
     (run, agg)

@@ -398,12 +398,25 @@ impl Slow {
         ns > self.ns
             || (ns == self.ns && (Reverse(start), Reverse(thread)) > (self.start, self.thread))
     }
+
+    fn into_call(self) -> SlowCall {
+        let Reverse((pid, tid)) = self.thread;
+        SlowCall {
+            func: self.call.func,
+            pid,
+            tid,
+            depth: self.call.depth,
+            start: self.start.0,
+            ns: self.ns,
+            insns: self.call.insns,
+            cut: self.call.cut,
+            window: self.call.window,
+        }
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct SlowKey {
-    pid: u32,
-    tid: u32,
     depth: i32,
     func: FuncId,
     insns: u64,
@@ -766,8 +779,6 @@ impl Aggregator {
                     thread: Reverse((s.pid, s.tid)),
                     seq: Reverse(seq),
                     call: SlowKey {
-                        pid: s.pid,
-                        tid: s.tid,
                         depth: s.depth,
                         func,
                         insns,
@@ -869,20 +880,7 @@ impl Aggregator {
             funcs: self.funcs,
             rows,
             folded,
-            slowest: slowest
-                .into_iter()
-                .map(|s| SlowCall {
-                    func: s.call.func,
-                    pid: s.call.pid,
-                    tid: s.call.tid,
-                    depth: s.call.depth,
-                    start: s.start.0,
-                    ns: s.ns,
-                    insns: s.call.insns,
-                    cut: s.call.cut,
-                    window: s.call.window,
-                })
-                .collect(),
+            slowest: slowest.into_iter().map(Slow::into_call).collect(),
             threads: self.names,
             origin: self.origin,
         })
@@ -1448,8 +1446,6 @@ mod tests {
                             thread: Reverse((s.pid, s.tid)),
                             seq: Reverse(seq),
                             call: SlowKey {
-                                pid: s.pid,
-                                tid: s.tid,
                                 depth: s.depth,
                                 func,
                                 insns,
@@ -1546,20 +1542,7 @@ mod tests {
                             ns,
                         })
                         .collect(),
-                    slowest: slowest
-                        .into_iter()
-                        .map(|s| SlowCall {
-                            func: s.call.func,
-                            pid: s.call.pid,
-                            tid: s.call.tid,
-                            depth: s.call.depth,
-                            start: s.start.0,
-                            ns: s.ns,
-                            insns: s.call.insns,
-                            cut: s.call.cut,
-                            window: s.call.window,
-                        })
-                        .collect(),
+                    slowest: slowest.into_iter().map(Slow::into_call).collect(),
                     ..Aggregate::default()
                 })
             }

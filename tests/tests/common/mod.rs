@@ -255,6 +255,43 @@ pub fn run_pipeline(
     .unwrap()
 }
 
+/// `ptdec report`'s run on the trace dir `dir` as the CLI makes it
+/// (interpolated times), with `decode`, folded stacks, per thread or not,
+/// and the `slowest` longest calls; binaries from their recorded paths and
+/// the trace dir's vDSO (never ~/.debug).
+pub fn run_report(
+    dir: &Path,
+    decode: ptdec::decode::DecodeOptions,
+    per_thread: bool,
+    slowest: usize,
+) -> (ptdec::pipeline::Report, ptdec::report::Aggregate) {
+    use ptdec::images::{ImageStore, SearchPath};
+    use ptdec::report::{AggregateOptions, ReportOptions};
+    let trace = ptdec::input::Trace::open(dir).unwrap();
+    let images = ImageStore::new(SearchPath {
+        buildid_dir: None,
+        ..SearchPath::for_trace(dir)
+    });
+    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+    ptdec::report::run(
+        &trace,
+        &images,
+        &symbols,
+        ReportOptions {
+            decode,
+            interpolate: true,
+            on_op: None,
+            aggregate: AggregateOptions {
+                per_thread,
+                folded: true,
+                slowest,
+                ..AggregateOptions::default()
+            },
+        },
+    )
+    .unwrap()
+}
+
 /// Each thread's ground truth of a ptsim trace dir (`truth/TID.txt`), by tid.
 pub fn thread_truths(dir: &Path) -> std::collections::BTreeMap<u32, ptsim::truth::ThreadTruth> {
     let mut m = std::collections::BTreeMap::new();
