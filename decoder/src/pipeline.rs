@@ -205,7 +205,35 @@ impl Resolver for TraceResolver<'_> {
     fn unknown(&self, pid: u32, addr: u64, time: u64) -> FuncRef {
         self.with_resolved(pid, addr, time, |r| r.fallback.clone())
     }
+
+    /// An exec COMM of the thread after `after` and at most
+    /// [`EXEC_SLACK`] after `upto`, and `ip` in a mapping made at or after
+    /// it. Not before `after`: the new program's first syscalls (ld.so's
+    /// `brk`) come microseconds after the exec.
+    fn exec_between(&self, pid: u32, tid: u32, after: u64, upto: u64, ip: u64) -> bool {
+        let Some(thread) = self.timeline.thread(tid, upto) else {
+            return false;
+        };
+        let Some(exec) = thread
+            .names()
+            .iter()
+            .rev()
+            .filter(|c| c.exec && c.time > after && c.time <= upto.saturating_add(EXEC_SLACK))
+            .map(|c| c.time)
+            .next()
+        else {
+            return false;
+        };
+        self.timeline
+            .lookup(pid, ip, upto.max(exec))
+            .is_some_and(|m| m.since >= exec)
+    }
 }
+
+/// How far (perf ns) an exec's COMM may come after the time of the packet
+/// that resumed tracing in the new program: that time is the last timing
+/// packet's, which may be older than the instant itself.
+const EXEC_SLACK: u64 = 1_000_000;
 
 /// One thread of the output.
 #[derive(Debug, Clone, Default)]

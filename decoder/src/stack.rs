@@ -30,9 +30,13 @@
 //! * `Disabled` starts untraced time, written as an `Untraced` slice one level
 //!   below the top frame when tracing resumes (`kernel`: syscall or
 //!   interrupt; otherwise switched out or not traced). When `Enabled` resumes
-//!   in a different function: an open frame of that function is popped to
-//!   (sigreturn into an interrupted caller), a function entry is pushed (a
-//!   signal handler), anything else restarts the stack as a new segment.
+//!   in a different function: after an exec of the thread (the resolver
+//!   says so: a COMM with the exec flag in the sideband, and the ip in a
+//!   mapping made since) every frame ends where tracing stopped and the new
+//!   program starts a new segment; otherwise an open frame of that function
+//!   is popped to (sigreturn into an interrupted caller), a function entry
+//!   is pushed (a signal handler), anything else restarts the stack as a
+//!   new segment.
 //!   A return that matches no frame while a signal handler is open ends the
 //!   handler (and what it left open): it returns to the signal trampoline,
 //!   whose rt_sigreturn resumes the interrupted frame.
@@ -197,6 +201,15 @@ pub trait Resolver {
         )
     }
 
+    /// Whether thread `tid` of process `pid` ran a new program (exec) after
+    /// perf time `after`, up to `upto`, and `ip` is code of that program:
+    /// tracing that stopped at `after` and resumed at `ip` at `upto` did
+    /// not come back to the old program. `false` when the resolver does not
+    /// know (no sideband).
+    fn exec_between(&self, _pid: u32, _tid: u32, _after: u64, _upto: u64, _ip: u64) -> bool {
+        false
+    }
+
     /// A stand-in for code at `addr` without a symbol; the stack never
     /// compares such functions with others.
     fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> FuncRef {
@@ -272,6 +285,8 @@ pub struct StackStats {
     pub ignored_calls: u64,
     /// Resumes in an unrelated function that restarted the stack.
     pub restarts: u64,
+    /// Resumes in a new program (exec) that ended the old one's frames.
+    pub execs: u64,
     pub untraced: u64,
     pub gaps: u64,
     /// Frames entered and left at the same instant without a seen call
@@ -290,6 +305,7 @@ impl StackStats {
         self.retroactive_frames += o.retroactive_frames;
         self.ignored_calls += o.ignored_calls;
         self.restarts += o.restarts;
+        self.execs += o.execs;
         self.untraced += o.untraced;
         self.gaps += o.gaps;
         self.empty_frames += o.empty_frames;
@@ -1039,6 +1055,24 @@ impl ThreadStack {
                     kind: SliceKind::Untraced { kernel, ip: off_ip },
                 };
                 self.stats.untraced += 1;
+                if resolver.exec_between(self.pid, self.tid, off_at.time, at.time, ip) {
+                    // The thread ran a new program: the old one's frames
+                    // end where tracing stopped (in `execve`), and the new
+                    // program's first instruction starts a new segment,
+                    // whatever function it is (ld.so's `_start` is an
+                    // entry, but no signal handler).
+                    if self.entry.is_some() {
+                        self.fail("an exec");
+                        return;
+                    }
+                    self.stats.execs += 1;
+                    self.close_segment(off_at, out);
+                    let mut untraced = untraced;
+                    untraced.depth = 0;
+                    self.finish(untraced, Vec::new(), out);
+                    self.start_segment(at, ip, resolver);
+                    return;
+                }
                 if self.frames.is_empty() && self.entry.is_none() {
                     self.finish(untraced, Vec::new(), out);
                     self.start_segment(at, ip, resolver);
@@ -1488,6 +1522,9 @@ mod tests {
     const F: u64 = 0x6000;
     const HANDLER: u64 = 0x7000;
     const X: u64 = 0x8000;
+    /// The entry of a program the thread execs (`exec_between` says so of
+    /// any ip in it).
+    const NEW_START: u64 = 0x9000;
 
     /// Functions of 0x100 bytes at the addresses above; nothing else has a symbol.
     struct Map(BTreeMap<u64, FuncRef>);
@@ -1503,6 +1540,7 @@ mod tests {
                 (F, "f"),
                 (HANDLER, "handler"),
                 (X, "x"),
+                (NEW_START, "_start"),
             ];
             Map(names
                 .iter()
@@ -1525,6 +1563,9 @@ mod tests {
         }
         fn is_function_entry(&self, _pid: u32, addr: u64, _time: u64) -> bool {
             self.0.contains_key(&addr)
+        }
+        fn exec_between(&self, _pid: u32, _tid: u32, _after: u64, _upto: u64, ip: u64) -> bool {
+            (NEW_START..NEW_START + 0x100).contains(&ip)
         }
     }
 
@@ -2150,6 +2191,32 @@ mod tests {
             ],
         );
         assert_eq!(stats.restarts, 1);
+    }
+
+    /// After an exec, tracing resumes at the new program's entry: a
+    /// function entry, but no signal handler. Every frame of the old
+    /// program ends at the `execve`, and the new one is a new segment.
+    #[test]
+    fn exec_ends_the_old_programs_frames() {
+        let stats = assert_slices(
+            &[
+                enabled(0, MAIN),
+                call(10, MAIN + 0x20, A),
+                disabled(20, A + 0x30, true), // execve
+                enabled(30, NEW_START),
+                call(32, NEW_START + 0x10, B),
+                ret(35, B + 0x20, NEW_START + 0x15),
+                end(40),
+            ],
+            &[
+                "1 a 10-20 i100",
+                "0 main 0-20 i200",
+                "0 [kernel] 20-30 i100",
+                "1 b 32-35 i30",
+                "0 _start 30-40 i100",
+            ],
+        );
+        assert_eq!((stats.execs, stats.restarts), (1, 0));
     }
 
     #[test]

@@ -51,7 +51,15 @@ struct Entry {
 
 impl Entry {
     fn symbol(&self) -> Symbol {
-        let name = self.name.get_or_init(|| demangle(&self.raw).into()).clone();
+        let name = self
+            .name
+            .get_or_init(|| match self.raw.strip_suffix("@plt") {
+                // `_Znwm@plt` is `operator new(unsigned long)@plt`, as perf
+                // and objdump -C name it.
+                Some(callee) => format!("{}@plt", demangle(callee)).into(),
+                None => demangle(&self.raw).into(),
+            })
+            .clone();
         Symbol {
             name,
             vaddr: self.vaddr,
@@ -298,16 +306,33 @@ fn build_table(image: &Image) -> SymbolTable {
             elf_functions(dobj.symbols(), 0, &mut raw);
             debug_file = Some(debug.path.clone());
         }
+    } else {
+        mini_debug_info(&obj, &mut raw);
     }
     elf_functions(obj.dynamic_symbols(), 8, &mut raw);
     plt_functions(&obj, &mut raw);
     irelative_plt_functions(&obj, &mut raw);
+    // The program's entry point (ld.so's, or a static program's): perf
+    // names it `_start` too when nothing else does.
+    let entry = obj.entry();
+    if entry != 0 {
+        raw.push(RawSym {
+            vaddr: entry,
+            size: 0,
+            name: "_start".to_owned(),
+            rank: 12,
+        });
+    }
     let text: Vec<(u64, u64)> = obj
         .sections()
         .filter(|s| s.kind() == SectionKind::Text)
         .map(|s| (s.address(), s.address().saturating_add(s.size())))
         .collect();
     let limit = text.iter().map(|t| t.1).max().unwrap_or(u64::MAX);
+    // Functions no symbol names (every static function of a stripped
+    // binary): their `.eh_frame` FDEs give their extents.
+    let unwind = eh_frame_functions(image, &obj, &mut raw);
+    raw.extend(unwind);
     let mut entries = finish(raw, limit);
     // An unsized symbol reaches the next one, but not past its own section:
     // `_init` (unsized, in `.init`) must not swallow the `.plt` after it.
@@ -322,23 +347,157 @@ fn build_table(image: &Image) -> SymbolTable {
     }
 }
 
-/// `*ABS*+0xRESOLVER@plt` for each `.plt` entry of a static program (as
-/// objdump names IRELATIVE PLT entries of dynamic ones): static glibc calls its IFUNCs (strlen, memcpy,
-/// ...) through a `.plt` whose GOT slots carry IRELATIVE relocations in
-/// `.rela.plt` (resolver address in the addend), and there is no dynamic
-/// symbol table for [`plt_functions`] to read.
+/// Most bytes a MiniDebugInfo section may decompress to: Fedora's are a few
+/// hundred KiB (function symbols only); a hostile one stops here.
+const MINI_DEBUG_INFO_MAX: usize = 64 << 20;
+
+/// The function symbols of the MiniDebugInfo (`.gnu_debugdata`: an
+/// xz-compressed ELF holding the `.symtab` entries that `.dynsym` lacks, as
+/// Fedora and others ship stripped binaries). Unreadable or oversized data
+/// adds nothing.
+fn mini_debug_info(obj: &object::File<'_>, raw: &mut Vec<RawSym>) {
+    let Some(data) = obj
+        .section_by_name(".gnu_debugdata")
+        .and_then(|s| s.data().ok())
+    else {
+        return;
+    };
+    /// A `Write` that refuses to grow past [`MINI_DEBUG_INFO_MAX`].
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + buf.len() > MINI_DEBUG_INFO_MAX {
+                return Err(std::io::Error::other("MiniDebugInfo too large"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::new());
+    if lzma_rs::xz_decompress(&mut std::io::BufReader::new(data), &mut out).is_err() {
+        return;
+    }
+    if let Ok(mini) = object::File::parse(&out.0[..]) {
+        elf_functions(mini.symbols(), 0, raw);
+    }
+}
+
+/// One function per `.eh_frame` FDE whose start no symbol covers, named
+/// `module+0xOFFSET` (the file offset of its start) as code without any
+/// symbol is: the compiler writes an FDE for every function (and each
+/// `.cold` part), and distributions strip symbols but keep `.eh_frame`, so
+/// a stripped program's functions keep their extents and the call stacks
+/// can tell which function a longjmp, an exception or a panic lands in.
+/// Read with `gimli`; a malformed section ends the list where it breaks.
+fn eh_frame_functions(image: &Image, obj: &object::File<'_>, known: &mut [RawSym]) -> Vec<RawSym> {
+    use gimli::UnwindSection;
+    let mut out = Vec::new();
+    let Some(sec) = obj.section_by_name(".eh_frame") else {
+        return out;
+    };
+    let Ok(data) = sec.data() else { return out };
+    let eh = gimli::EhFrame::new(data, gimli::LittleEndian);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(sec.address());
+    if let Some(text) = obj.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    if let Some(got) = obj.section_by_name(".got") {
+        bases = bases.set_got(got.address());
+    }
+    // Where a symbol starts, or a sized one reaches (unsized ones reach
+    // the next start, FDEs' included). An unsized symbol where an FDE
+    // starts (`_start` at the entry point) gets the FDE's size: reaching
+    // the next symbol, it would swallow code without FDEs after it
+    // (crtstuff's `frame_dummy`, ...).
+    let mut starts: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, s) in known.iter().enumerate() {
+        starts.entry(s.vaddr).or_default().push(i);
+    }
+    let mut sized: Vec<(u64, u64)> = known
+        .iter()
+        .filter(|s| s.size > 0)
+        .map(|s| (s.vaddr, s.vaddr.saturating_add(s.size)))
+        .collect();
+    sized.sort_unstable();
+    // Merged into disjoint runs, so one binary search answers.
+    let mut runs: Vec<(u64, u64)> = Vec::with_capacity(sized.len());
+    for (a, b) in sized {
+        match runs.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => runs.push((a, b)),
+        }
+    }
+    let covered = |a: u64| {
+        let i = runs.partition_point(|r| r.0 <= a);
+        i > 0 && a < runs[i - 1].1
+    };
+    let mut entries = eh.entries(&bases);
+    while let Ok(Some(e)) = entries.next() {
+        let gimli::CieOrFde::Fde(partial) = e else {
+            continue;
+        };
+        let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset) else {
+            continue;
+        };
+        let (start, len) = (fde.initial_address(), fde.len());
+        if len == 0 || covered(start) {
+            continue;
+        }
+        if let Some(named) = starts.get(&start) {
+            for &i in named {
+                if known[i].size == 0 {
+                    known[i].size = len;
+                }
+            }
+            continue;
+        }
+        let Some(offset) = image.vaddr_to_offset(start) else {
+            continue;
+        };
+        out.push(RawSym {
+            vaddr: start,
+            size: len,
+            name: fallback_name(&image.recorded_name, offset),
+            rank: 16,
+        });
+    }
+    out
+}
+
+/// `*ABS*+0xRESOLVER@plt` for each `.plt` entry whose GOT slot carries an
+/// IRELATIVE relocation (resolver address in the addend), as objdump names
+/// them: static glibc calls its IFUNCs (strlen, memcpy, ...) through such a
+/// `.plt` (read from the section relocations: there is no dynamic symbol
+/// table), and libc.so calls its own IFUNCs so (the dynamic relocations),
+/// where [`plt_functions`] finds no symbol to name them by.
 fn irelative_plt_functions(obj: &object::File<'_>, raw: &mut Vec<RawSym>) {
     use object::elf::R_X86_64_IRELATIVE;
     use object::RelocationFlags;
-    if obj.architecture() != object::Architecture::X86_64 || obj.dynamic_symbol_table().is_some() {
+    if obj.architecture() != object::Architecture::X86_64 {
         return;
     }
     let mut got: HashMap<u64, i64> = HashMap::new();
-    for sec in obj.sections() {
-        for (slot, r) in sec.relocations() {
-            if let RelocationFlags::Elf { r_type } = r.flags() {
-                if r_type == R_X86_64_IRELATIVE {
-                    got.insert(slot, r.addend());
+    let mut note = |slot: u64, r: &object::Relocation| {
+        if let RelocationFlags::Elf { r_type } = r.flags() {
+            if r_type == R_X86_64_IRELATIVE {
+                got.insert(slot, r.addend());
+            }
+        }
+    };
+    match obj.dynamic_relocations() {
+        // A shared object (libc calls its own IFUNCs through such entries).
+        Some(relocs) if obj.dynamic_symbol_table().is_some() => {
+            for (slot, r) in relocs {
+                note(slot, &r);
+            }
+        }
+        _ => {
+            for sec in obj.sections() {
+                for (slot, r) in sec.relocations() {
+                    note(slot, &r);
                 }
             }
         }
@@ -652,6 +811,31 @@ mod tests {
         for n in ["malloc", "puts@plt", "_Z", "_R", "_ZZZ"] {
             assert_eq!(demangle(n), n);
         }
+    }
+
+    /// A C++ PLT stub is named as perf and `objdump -C` name it: the
+    /// callee demangled, `@plt` kept.
+    #[test]
+    fn plt_names_demangle_the_callee() {
+        let entry = |raw: &str| Entry {
+            vaddr: 0x1000,
+            size: 16,
+            raw: raw.into(),
+            name: OnceLock::new(),
+        };
+        assert_eq!(
+            &*entry("_Znwm@plt").symbol().name,
+            "operator new(unsigned long)@plt"
+        );
+        assert_eq!(&*entry("puts@plt").symbol().name, "puts@plt");
+        assert_eq!(
+            &*entry("*ABS*+0x9f1c0@plt").symbol().name,
+            "*ABS*+0x9f1c0@plt"
+        );
+        assert_eq!(
+            &*entry("_Z5twiceIlET_S0_").symbol().name,
+            "long twice<long>(long)"
+        );
     }
 
     #[test]

@@ -16,22 +16,20 @@
 //!    `insns` column of `summary.txt`, and perf reports no decode error.
 //! 3. **The FTF** that the whole pipeline writes (`pipeline::run`, on the
 //!    instruction axis, so a slice's start and end are instruction counts
-//!    the truth also has): every truth call that returned is a call slice
-//!    that starts right after the call instruction (`index + 1`), whose `addr`
-//!    is the call's target and whose name is the target's symbol (checked
-//!    with `nm` for the static non-PIE programs), and which ends, at the same
-//!    nesting level, right after the return (a tail call hands the level to
-//!    the next function, so the *last* slice at that level ends there). A
-//!    call that never returned itself but was skipped by a return further
-//!    down (longjmp, a C++ exception) ends no later than that return: ptdec
-//!    ends it where it learns of the unwind (the `jmp` into the lower frame,
-//!    or that return). Its nesting depth (recomputed from the slices'
-//!    intervals) is the truth's depth (open calls plus signal handlers
-//!    running) plus a constant per thread and image: the frames that were
-//!    already open when tracing began (`_start`'s frame, the frame a
-//!    thread's first instruction belongs to). Calls that never returned
-//!    (`exit` is called from `main`) end at the end of the trace and are
-//!    not checked.
+//!    the truth also has) against the **stack oracle** (`common::oracle`):
+//!    the true frame stack that ptsim's stack pointers give, independent
+//!    of ptdec. Every call and signal handler is a call slice that starts
+//!    right after the call (at the handler's first instruction), whose
+//!    `addr` is the target and whose name is its symbol (`nm` of the static
+//!    non-PIE programs; a stripped copy may say `FILE+0xOFFSET` instead),
+//!    at **exactly** the oracle's depth (recomputed from the slices'
+//!    intervals), ending at the return that ended it (a tail call hands
+//!    the level on), at the instruction that unwound it (longjmp, a landing
+//!    pad: by the next listed transfer), or at the exec. Every other call
+//!    slice (tail calls) sits at the depth of the oracle frame it runs in.
+//!    No depth offset is allowed. `NAME.stripped` and `NAME.minidebug` are
+//!    the programs without symbols (`strip`), and stripped with
+//!    MiniDebugInfo as Fedora ships them (fixtures/programs/build.sh).
 //! 4. The `fxt` Python reader parses every FTF file written here, event for
 //!    event as our own reader does.
 //! 5. Perfetto's own importer (`trace_processor_shell`) loads every FTF
@@ -112,9 +110,16 @@ const CYC: Variant = Variant {
 fn simulate(progs: &Path, prog: &str, v: Variant) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("trace");
-    let mut o = ptsim::sim::Options::new(progs.join(prog), Vec::new(), &dir);
+    // `wrapper`: a Debian program (stripped, dynamic) that execs ours, as
+    // `env`, `nice` and version-manager shims do.
+    let mut o = if prog == "wrapper" {
+        let target = progs.join("longjmp").into_os_string();
+        ptsim::sim::Options::new(PathBuf::from("/usr/bin/env"), vec![target], &dir)
+    } else {
+        ptsim::sim::Options::new(progs.join(prog), Vec::new(), &dir)
+    };
     o.env = Some(Vec::new());
-    o.follow_children = prog == "forkexec";
+    o.follow_children = prog.starts_with("forkexec");
     (v.apply)(&mut o);
     let r = ptsim::sim::run(o).unwrap_or_else(|e| panic!("ptsim {prog} {}: {e}", v.name));
     assert!(
@@ -179,147 +184,6 @@ fn branches_of_truth(lines: &[TruthLine]) -> Vec<Branch> {
             to: l.to,
         })
         .collect()
-}
-
-/// A truth call that returned (or was unwound past), with what the FTF must
-/// show for it.
-#[derive(Debug)]
-struct ExpectedCall {
-    to: u64,
-    /// Instruction count right after the call.
-    start: u64,
-    /// Instruction count right after its return; `exact` false: it was
-    /// skipped (longjmp, exception) and the slice may end earlier.
-    end: u64,
-    exact: bool,
-    /// Open calls and signal handlers below it.
-    depth: i32,
-    /// Of those, calls that were later skipped (see [`expected_calls`]).
-    stale: i32,
-    /// Start of each open call or handler below it.
-    below: Vec<u64>,
-    /// Which image of the thread it ran in (exec starts another).
-    image: u32,
-}
-
-/// Replays a thread's truth with a shadow stack: a call pushes a frame; a
-/// return pops to the topmost frame whose call instruction lies just before
-/// the return's target (1..=15 bytes: the call's length), ending the frames
-/// above it as skipped; a return matching no frame while a signal handler
-/// runs ends the handler (it returns to the signal trampoline, whose
-/// sigreturn is the next far transfer away from a `syscall`'s next
-/// instruction); a far transfer or async exit into a handler pushes it.
-///
-/// The truth lists no jumps, so it cannot say *when* a longjmp or an
-/// exception's landing pad (both `jmp`) abandoned the frames that a later
-/// return skips: it only learns so at that return. Calls made in between
-/// (the landing pad's destructors, `_Unwind_Resume`) count such frames in
-/// their truth depth although they are gone; `stale` says how many, and
-/// the check allows the FTF depth to be that much shallower.
-fn expected_calls(lines: &[TruthLine]) -> Vec<ExpectedCall> {
-    enum Frame {
-        Call {
-            to: u64,
-            from: u64,
-            start: u64,
-            depth: i32,
-            below: Vec<u64>,
-        },
-        /// A signal handler entered at instruction `start`.
-        Handler { start: u64 },
-    }
-    let mut out = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut image = 0;
-    let mut sigreturns = 0;
-    // Handlers left by a (sig)longjmp rather than through the trampoline.
-    let mut left_handlers = std::collections::HashSet::new();
-    let mut close = |f: Frame, end: u64, exact: bool, image: u32| {
-        if let Frame::Handler { start } = f {
-            left_handlers.insert(start);
-        }
-        if let Frame::Call {
-            to,
-            start,
-            depth,
-            below,
-            ..
-        } = f
-        {
-            out.push(ExpectedCall {
-                to,
-                start,
-                end,
-                exact,
-                depth,
-                stale: 0,
-                below,
-                image,
-            });
-        }
-    };
-    for (k, l) in lines.iter().enumerate() {
-        match l.kind.as_str() {
-            "begin" => {
-                image += 1;
-                stack.clear();
-            }
-            "call" => {
-                let below = stack
-                    .iter()
-                    .map(|f| match f {
-                        Frame::Call { start, .. } | Frame::Handler { start } => *start,
-                    })
-                    .collect();
-                stack.push(Frame::Call {
-                    to: l.to,
-                    from: l.from,
-                    start: l.index + 1,
-                    depth: stack.len() as i32,
-                    below,
-                })
-            }
-            "return" => {
-                let m = stack.iter().rposition(
-                    |f| matches!(f, Frame::Call { from, .. } if (1..=15).contains(&l.to.wrapping_sub(*from))),
-                );
-                match m {
-                    Some(i) => {
-                        while stack.len() > i + 1 {
-                            close(stack.pop().unwrap(), l.index + 1, false, image);
-                        }
-                        close(stack.pop().unwrap(), l.index + 1, true, image);
-                    }
-                    None if matches!(stack.last(), Some(Frame::Handler { .. })) => {
-                        stack.pop();
-                        sigreturns += 1;
-                    }
-                    // Returns above the traced stack (none in these programs).
-                    None => stack.clear(),
-                }
-            }
-            "far" | "async" => {
-                let exec = lines.get(k + 1).is_some_and(|n| n.kind == "end");
-                let resumes = l.kind == "far" && l.to == l.from + 2;
-                if l.to == 0 || exec || resumes {
-                    continue;
-                }
-                if l.kind == "far" && sigreturns > 0 {
-                    sigreturns -= 1; // rt_sigreturn back to the interrupted code
-                } else {
-                    stack.push(Frame::Handler { start: l.index + 1 });
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut skipped: std::collections::HashSet<u64> =
-        out.iter().filter(|c| !c.exact).map(|c| c.start).collect();
-    skipped.extend(left_handlers);
-    for c in &mut out {
-        c.stale = c.below.iter().filter(|s| skipped.contains(s)).count() as i32;
-    }
-    out
 }
 
 // ---- ptdec ------------------------------------------------------------------
@@ -544,60 +408,6 @@ fn symbols_of(prog: &Path) -> HashMap<u64, Vec<String>> {
     m
 }
 
-/// Checks the FTF slices of one thread against its truth (see the module
-/// doc, point 3); returns how many calls were checked.
-fn check_slices(
-    what: &str,
-    tid: u32,
-    want: &[ExpectedCall],
-    got: &[FtfSlice],
-    names: Option<&HashMap<u64, Vec<String>>>,
-) -> usize {
-    let by_start: HashMap<u64, &FtfSlice> = got.iter().map(|s| (s.start, s)).collect();
-    let mut offsets: BTreeMap<u32, i32> = BTreeMap::new();
-    for c in want.iter().filter(|c| c.stale == 0) {
-        if let Some(s) = by_start.get(&c.start) {
-            offsets.entry(c.image).or_insert(s.depth - c.depth);
-        }
-    }
-    for c in want {
-        let s = by_start.get(&c.start).unwrap_or_else(|| {
-            panic!(
-                "{what}: tid {tid}: no slice starts at instruction {} for the call to {:x}",
-                c.start, c.to
-            )
-        });
-        assert_eq!(s.addr, c.to, "{what}: tid {tid}: slice {s:?} for {c:?}");
-        if let Some(names) = names {
-            if let Some(n) = names.get(&c.to) {
-                assert!(n.contains(&s.name), "{what}: tid {tid}: {s:?} is {n:?}");
-            }
-        }
-        let off = *offsets.entry(c.image).or_insert(s.depth - c.depth);
-        let d = s.depth - c.depth;
-        assert!(
-            off - c.stale <= d && d <= off,
-            "{what}: tid {tid}: {s:?} for {c:?}: depth {d} relative to the truth's, not {off} as the other calls'"
-        );
-        // The level's last slice (a tail call hands it on) ends at the return.
-        // A slice that starts where the call ends is not handed on by a tail
-        // call (which runs at least the return itself): it is a signal
-        // handler entered right at the return, a new call of its own.
-        let ends = got
-            .iter()
-            .filter(|o| o.depth == s.depth && o.start >= s.start && o.start < c.end)
-            .map(|o| o.end)
-            .max()
-            .unwrap();
-        if c.exact {
-            assert_eq!(ends, c.end, "{what}: tid {tid}: {s:?} for {c:?}");
-        } else {
-            assert!(ends <= c.end, "{what}: tid {tid}: {s:?} for {c:?}");
-        }
-    }
-    want.len()
-}
-
 // ---- fxt ----------------------------------------------------------------
 
 const FXT_COUNT: &str = r#"
@@ -745,14 +555,53 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     let report = decode_ftf(&dir, &ftf);
     assert!(report.missing.is_empty(), "{what}: {:?}", report.missing);
     let slices = ftf_slices(&std::fs::read(&ftf).unwrap());
-    let static_nopie = !matches!(prog, "exception" | "vdso" | "plt" | "forkexec");
-    let names = static_nopie.then(|| symbols_of(&progs.join(prog)));
-    let mut checked = 0;
-    for (tid, lines) in &truth {
-        let empty = Vec::new();
-        let got = slices.get(tid).unwrap_or(&empty);
-        checked += check_slices(&what, *tid, &expected_calls(lines), got, names.as_ref());
-    }
+    let base = prog.split('.').next().unwrap_or(prog);
+    let static_nopie = !matches!(
+        base,
+        "exception" | "exception_O0" | "panic" | "dlopen" | "wrapper" | "vdso" | "plt" | "forkexec"
+    );
+    let names = static_nopie.then(|| symbols_of(&progs.join(base)));
+    // A stripped copy names what no symbol covers `FILE+0xOFFSET`; with
+    // MiniDebugInfo, as the program with symbols does.
+    let stripped = prog.ends_with(".stripped").then(|| format!("{prog}+0x"));
+    let name_ok = |addr: u64, name: &str| {
+        let Some(names) = &names else { return true };
+        match names.get(&addr) {
+            Some(n) if n.iter().any(|n| n == name) => true,
+            Some(_) => stripped
+                .as_ref()
+                .is_some_and(|p| name.starts_with(p.as_str())),
+            None => true,
+        }
+    };
+    let oslices = slices
+        .iter()
+        .map(|(tid, v)| {
+            let v = v
+                .iter()
+                .map(|s| common::oracle::Slice {
+                    name: s.name.clone(),
+                    addr: s.addr,
+                    start: s.start,
+                    end: s.end,
+                    depth: s.depth,
+                })
+                .collect();
+            (*tid, v)
+        })
+        .collect();
+    let oracle = common::oracle::check_all(&truth, &oslices, &name_ok);
+    assert!(
+        oracle.mismatches.is_empty(),
+        "{what}: {} differences from the stack oracle ({} frames, {} slices; max depth {} oracle, {} ptdec):\n{}",
+        oracle.mismatches.len(),
+        oracle.frames,
+        oracle.slices,
+        oracle.max_depth_oracle,
+        oracle.max_depth_ptdec,
+        oracle.mismatches[..oracle.mismatches.len().min(12)].join("\n")
+    );
+    let checked = oracle.frames;
 
     // 4: fxt.
     if let Some(python) = pt_tests::python_with_fxt(test) {
@@ -764,10 +613,12 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     common::perfetto_agrees_with_report(&format!("{test}: {what} (ns)"), &ns);
     let total: u64 = insns.values().sum();
     eprintln!(
-        "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  slices checked {checked}",
+        "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  oracle frames {checked}, other slices {}, max depth {} = oracle",
         v.name,
         truth.len(),
         if perf.is_some() { " = perf" } else { "" },
+        oracle.slices,
+        oracle.max_depth_ptdec,
     );
 }
 
@@ -776,7 +627,10 @@ fn check_all(test: &str, list: &[&str], v: Variant) {
     let list: Vec<&str> = list
         .iter()
         .copied()
-        .filter(|p| progs.join(p).exists())
+        .filter(|p| match *p {
+            "wrapper" => Path::new("/usr/bin/env").exists(),
+            p => progs.join(p).exists(),
+        })
         .collect();
     parallel(&list, |p| check(test, &progs, p, v));
 }
@@ -808,12 +662,48 @@ fn every_program_decodes_as_the_truth_and_perf_say() {
     );
 }
 
+/// Issue 43's corpus: the programs users run, checked by the stack oracle
+/// (and perf) exactly as those above: without symbols (`strip`), stripped
+/// with MiniDebugInfo, C++ exceptions at -O0 and -O2, Rust panics caught by
+/// `catch_unwind`, `dlopen`/`dlclose` twice, a Debian program (`env`) that
+/// execs ours, fork+exec followed into the child.
+#[test]
+fn stripped_and_wrapped_programs_have_the_oracles_stacks() {
+    check_all(
+        "stripped_and_wrapped_programs_have_the_oracles_stacks",
+        &[
+            "wrapper",
+            "longjmp.stripped",
+            "longjmp.minidebug",
+            "signals.stripped",
+            "signals.minidebug",
+            "exception.stripped",
+            "exception.minidebug",
+            "exception_O0",
+            "exception_O0.stripped",
+            "tailcall.stripped",
+            "forkexec.stripped",
+            "panic",
+            "panic.stripped",
+            "panic.minidebug",
+            "dlopen",
+        ],
+        DEFAULT,
+    );
+}
+
 /// Per-cpu buffers: threads migrate and are switched out in user mode.
 #[test]
 fn per_cpu_buffers_decode_as_the_truth_says() {
     check_all(
         "per_cpu_buffers_decode_as_the_truth_says",
-        &["threads", "forkexec", "signals"],
+        &[
+            "threads",
+            "forkexec",
+            "signals",
+            "wrapper",
+            "forkexec.stripped",
+        ],
         PER_CPU_2,
     );
 }
