@@ -1262,6 +1262,7 @@ mod tests {
                 }),
                 unknown_start,
                 call_time: None,
+                unmatched: false,
             },
         }
     }
@@ -1315,6 +1316,7 @@ mod tests {
                     func: fs[(t as usize * 7919) % funcs].clone(),
                     unknown_start: t % 3 == 0,
                     call_time: None,
+                    unmatched: false,
                 },
             };
             let s = Slice {

@@ -133,6 +133,7 @@ mod tests {
             }),
             unknown_start: false,
             call_time: None,
+            unmatched: false,
         };
         let kernel = || SliceKind::Untraced {
             kernel: true,

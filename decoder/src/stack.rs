@@ -233,6 +233,9 @@ pub enum SliceKind {
         func: FuncRef,
         unknown_start: bool,
         call_time: Option<u64>,
+        /// Ended by a return that matched no open frame
+        /// ([`StackStats::unmatched_unwinds`]): its real end is unknown.
+        unmatched: bool,
     },
     /// Untraced time: `kernel` for syscalls and interrupts, otherwise switched
     /// out or tracing off. `ip` is where tracing stopped.
@@ -287,6 +290,13 @@ pub struct StackStats {
     pub restarts: u64,
     /// Resumes in a new program (exec) that ended the old one's frames.
     pub execs: u64,
+    /// Returns that matched none of the open frames whose call was seen
+    /// (an unwind into code without symbols or unwind tables): they end
+    /// every frame, and the function returned into is created
+    /// retroactively.
+    pub unmatched_unwinds: u64,
+    /// The frames (with a seen call) those returns ended.
+    pub unmatched_frames: u64,
     pub untraced: u64,
     pub gaps: u64,
     /// Frames entered and left at the same instant without a seen call
@@ -306,6 +316,8 @@ impl StackStats {
         self.ignored_calls += o.ignored_calls;
         self.restarts += o.restarts;
         self.execs += o.execs;
+        self.unmatched_unwinds += o.unmatched_unwinds;
+        self.unmatched_frames += o.unmatched_frames;
         self.untraced += o.untraced;
         self.gaps += o.gaps;
         self.empty_frames += o.empty_frames;
@@ -331,6 +343,8 @@ struct Frame {
     depth: i32,
     /// Entered from the kernel at a function entry: a signal handler.
     handler: bool,
+    /// Ended by a return that matched no open frame.
+    unmatched: bool,
     /// Closed slices that start at the same instant as this frame.
     held: Vec<Slice>,
     /// A closed child started at the same instant as this frame (held or,
@@ -998,6 +1012,7 @@ impl ThreadStack {
             call_time: None,
             depth,
             handler: false,
+            unmatched: false,
             held: Vec::new(),
             tied: false,
         });
@@ -1291,7 +1306,18 @@ impl ThreadStack {
             return;
         }
         // Above the known stack: the function returned into was running
-        // when the segment began.
+        // when the segment began. Frames whose call was seen end here
+        // unmatched: an unwind (longjmp, exception, panic) into code that
+        // no symbol or unwind table covers, or a return the stack cannot
+        // place. Counted, and flagged on their slices, never left open.
+        let unmatched = self.frames.iter().filter(|f| f.ret.is_some()).count() as u64;
+        if unmatched > 0 {
+            self.stats.unmatched_unwinds += 1;
+            self.stats.unmatched_frames += unmatched;
+            for f in &mut self.frames {
+                f.unmatched = f.ret.is_some();
+            }
+        }
         let depth = self.frames.first().map_or(0, |f| f.depth) - 1;
         self.pop_to(0, at, out);
         let base = self.base.unwrap_or(at);
@@ -1416,6 +1442,7 @@ impl ThreadStack {
                 func: frame.func,
                 unknown_start: frame.unknown_start,
                 call_time: frame.call_time,
+                unmatched: frame.unmatched,
             },
         };
         self.finish(slice, frame.held, out);
@@ -2217,6 +2244,53 @@ mod tests {
             ],
         );
         assert_eq!((stats.execs, stats.restarts), (1, 0));
+    }
+
+    /// A return into code no symbol covers, matching none of the frames
+    /// whose calls were seen (an unwind the stack cannot place): every
+    /// frame ends there, counted and flagged, never left open.
+    #[test]
+    fn an_unmatched_unwind_is_counted_and_flagged() {
+        let ops = [
+            enabled(0, MAIN),
+            call(10, MAIN + 0x20, A),
+            call(12, A + 0x10, B),
+            ret(20, B + 0x20, 0xf000),
+            end(40),
+        ];
+        let stats = assert_slices(
+            &ops,
+            &[
+                "2 b 12-20 i80",
+                "1 a 10-20 i100",
+                "-1 0xf005? 0-40 i400",
+                "0 main 0-20 i200",
+            ],
+        );
+        assert_eq!((stats.unmatched_unwinds, stats.unmatched_frames), (1, 2));
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2);
+        let mut flagged = Vec::new();
+        for op in ops {
+            stack.push(&op, &map, &mut |s: Slice| {
+                if let SliceKind::Call {
+                    func, unmatched, ..
+                } = &s.kind
+                {
+                    flagged.push((func.name.to_string(), *unmatched));
+                }
+            });
+        }
+        flagged.sort();
+        assert_eq!(
+            flagged,
+            [
+                ("0xf005".to_string(), false),
+                ("a".to_string(), true),
+                ("b".to_string(), true),
+                ("main".to_string(), false),
+            ]
+        );
     }
 
     #[test]

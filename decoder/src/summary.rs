@@ -292,6 +292,21 @@ fn render_stacks(o: &mut String, report: &Report) {
         "  untraced      {} slices (syscalls, interrupts, switched out)",
         thousands(s.untraced)
     );
+    if s.execs > 0 {
+        let _ = writeln!(
+            o,
+            "  exec          {} (a thread ran a new program: the old one's frames end at its execve)",
+            thousands(s.execs)
+        );
+    }
+    if s.unmatched_unwinds > 0 {
+        let _ = writeln!(
+            o,
+            "  unmatched     {} returns matched no open frame and ended {} frames whose call was seen: an unwind (longjmp, exception, panic) into code with neither symbols nor unwind tables, or a return the stack cannot place; those slices carry `unmatched` and may end later than they really did",
+            thousands(s.unmatched_unwinds),
+            thousands(s.unmatched_frames)
+        );
+    }
     let _ = writeln!(
         o,
         "  gaps          {} (overflow {}, lost data {}, no image {}, other decode errors {})",

@@ -602,6 +602,17 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
         oracle.mismatches[..oracle.mismatches.len().min(12)].join("\n")
     );
     let checked = oracle.frames;
+    assert_eq!(
+        (
+            report.stack.unmatched_unwinds,
+            report.stack.unmatched_frames
+        ),
+        (0, 0),
+        "{what}: every unwind lands in code with symbols or unwind tables"
+    );
+    if base == "wrapper" || base == "forkexec" {
+        assert_eq!(report.stack.execs, 1, "{what}: one exec");
+    }
 
     // 4: fxt.
     if let Some(python) = pt_tests::python_with_fxt(test) {

@@ -142,6 +142,7 @@ impl RawTimes {
     pub fn window(&mut self, s: &Slice) -> Option<(u64, u64)> {
         let SliceKind::Call {
             call_time: Some(start),
+            unmatched: false,
             ..
         } = s.kind
         else {
