@@ -860,3 +860,49 @@ fn missing_code_is_a_no_image_gap_and_reported() {
     assert_eq!(missing[0].name, PROG);
     assert_eq!(missing[0].ranges, vec![(PID, BASE, BASE + 0x1000)]);
 }
+
+/// Issue 44: a copy of a trace cut inside its AUXTRACE record's trace data
+/// (as a full disk or a killed copy leaves it) decodes the bytes present,
+/// with a warning, where the file was before read as holding no trace.
+#[test]
+fn a_file_cut_inside_its_trace_data_decodes_the_bytes_present() {
+    let cfg = Config::default();
+    let (p, _events, out) = generate(&cfg);
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    write_whole(&full, &cfg, &p, &out);
+    let bytes = std::fs::read(full.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
+    let aux = file
+        .raw_records()
+        .find(|r| r.header.kind == sideband::record::kind::AUXTRACE)
+        .unwrap();
+    let (all, _, _) = run_decode(&full, &DecodeOptions::default());
+    let all = &all.ops[&(PID, TID)];
+    for keep in [out.bytes.len() / 3, out.bytes.len() * 2 / 3] {
+        let cut = tmp.path().join(format!("cut{keep}"));
+        std::fs::create_dir(&cut).unwrap();
+        write_whole(&cut, &cfg, &p, &out);
+        let end = aux.offset as usize + aux.bytes.len() + keep;
+        std::fs::write(cut.join("data"), &bytes[..end]).unwrap();
+        let trace = Trace::open(&cut).unwrap();
+        assert!(
+            trace
+                .warnings
+                .iter()
+                .any(|w| w.contains(&format!("its {keep} bytes present are decoded"))),
+            "{:?}",
+            trace.warnings
+        );
+        let (got, stats, _) = run_decode(&cut, &DecodeOptions::default());
+        let got = &got.ops[&(PID, TID)];
+        // What was decoded is what the whole trace has up to there; the cut
+        // ends it (a last op that may differ: End where the bytes stop).
+        let calls = got.iter().filter(|o| matches!(o, Op::Call { .. })).count();
+        assert!(calls > 5, "cut at {keep}: {calls} calls");
+        let n = got.len() - 1;
+        assert_eq!(got[..n], all[..n], "cut at {keep}");
+        assert!(stats.insns > 0);
+    }
+}

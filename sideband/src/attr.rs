@@ -221,6 +221,10 @@ pub struct AttrEntry {
 pub struct AttrSet {
     entries: Vec<AttrEntry>,
     by_id: HashMap<u64, usize>,
+    /// Some ids were lost (a file cut before its ids section): a record
+    /// with an unknown id takes the first attr when every attr has its
+    /// layout.
+    ids_lost: bool,
 }
 
 impl AttrSet {
@@ -274,6 +278,16 @@ impl AttrSet {
         self.entries.get(idx)
     }
 
+    /// Notes that ids were lost (see [`AttrSet::for_record`]).
+    pub fn set_ids_lost(&mut self) {
+        self.ids_lost = true;
+    }
+
+    /// Whether ids were lost.
+    pub fn ids_lost(&self) -> bool {
+        self.ids_lost
+    }
+
     /// The index of the attr an id belongs to.
     pub fn index_of_id(&self, id: u64) -> Option<usize> {
         self.by_id.get(&id).copied()
@@ -303,7 +317,13 @@ impl AttrSet {
             // with the first attr's layout.
             None => Some(first),
             Some(0) => Some(first),
-            Some(id) => self.index_of_id(id).and_then(|i| self.entries.get(i)),
+            Some(id) => match self.index_of_id(id) {
+                Some(i) => self.entries.get(i),
+                None if self.ids_lost && self.entries.iter().all(|e| e.format == first.format) => {
+                    Some(first)
+                }
+                None => None,
+            },
         }
     }
 

@@ -87,6 +87,10 @@ pub struct PerfFile<'a> {
     features: Features<'a>,
     data_start: usize,
     data_end: usize,
+    /// A file cut inside the trace data of an AUXTRACE record whose 48
+    /// bytes are whole: where that record starts (after `data_end`). Its
+    /// data present is handed on as a last record with a short payload.
+    cut_aux: Option<usize>,
     warnings: Vec<String>,
 }
 
@@ -122,6 +126,7 @@ impl<'a> PerfFile<'a> {
             features: Features::new(E::ORDER),
             data_start: 0,
             data_end: 0,
+            cut_aux: None,
             warnings: Vec::new(),
         };
         if size == PIPE_HEADER_LEN {
@@ -261,14 +266,22 @@ impl<'a> PerfFile<'a> {
             let mut c = Cursor::<E>::new(entry.get(used..).unwrap_or_default());
             let ids_off = c.u64("ids.offset").map_err(|m| err(m.0))?;
             let ids_size = c.u64("ids.size").map_err(|m| err(m.0))?;
-            let ids_bytes = ids_off
+            let ids_bytes = match ids_off
                 .checked_add(ids_size)
                 .and_then(|end| self.bytes.get(ids_off as usize..end as usize))
-                .ok_or_else(|| {
-                    err(format!(
-                        "ids section {ids_off:#x}+{ids_size:#x} runs past the end of the file"
-                    ))
-                })?;
+            {
+                Some(b) => b,
+                None => {
+                    // A file cut before the ids its writer put at the end
+                    // (ptsim's and ptrec's before they kept room for them
+                    // up front): the data is still there.
+                    self.warnings.push(format!(
+                        "the file was cut: attr #{index}'s ids ({ids_off:#x}+{ids_size:#x}) lie                          past its end; records with an unknown id are read with the first attr's                          layout when every attr has it"
+                    ));
+                    self.attrs.set_ids_lost();
+                    &[]
+                }
+            };
             let mut ic = Cursor::<E>::new(ids_bytes);
             let n = ids_bytes.len() / 8;
             let ids = (0..n)
@@ -354,6 +367,21 @@ impl<'a> PerfFile<'a> {
                     }
                 }
                 Err(Incomplete::Truncated(what)) if lenient => {
+                    let rest = self.bytes.get(pos..self.data_end).unwrap_or_default();
+                    let aux = RecordHeader::parse::<E>(rest)
+                        .filter(|h| h.kind == kind::AUXTRACE && rest.len() > usize::from(h.size));
+                    if let Some(h) = aux {
+                        // The trace bytes present are decoded: a copy cut in
+                        // its first AUXTRACE record still holds most of it.
+                        self.cut_aux = Some(pos);
+                        self.warnings.push(format!(
+                            "the file was cut: the data ends inside the trace data of the AUXTRACE \
+                             record at offset {pos:#x} ({what}); its {} bytes present are decoded, \
+                             the rest is lost",
+                            rest.len() - usize::from(h.size)
+                        ));
+                        break;
+                    }
                     self.warnings.push(format!(
                         "the file was cut: the data ends inside a record at offset {pos:#x} ({what}); \
                          read up to there"
@@ -443,6 +471,7 @@ impl<'a> PerfFile<'a> {
             pos: self.data_start,
             end: self.data_end,
             order: self.order,
+            cut_aux: self.cut_aux.map(|at| (at, self.bytes.len())),
         }
     }
 
@@ -523,6 +552,8 @@ pub struct RawRecords<'a> {
     pos: usize,
     end: usize,
     order: ByteOrder,
+    /// [`PerfFile`]'s cut AUXTRACE record and the end of the file.
+    cut_aux: Option<(usize, usize)>,
 }
 
 impl<'a> Iterator for RawRecords<'a> {
@@ -535,7 +566,24 @@ impl<'a> Iterator for RawRecords<'a> {
             ByteOrder::Big => next_raw::<Be>(self.bytes, self.pos, self.end),
         }
         .ok()
-        .flatten()?;
+        .flatten();
+        let Some(r) = r else {
+            // Then the AUXTRACE record the file was cut in, with the trace
+            // data present.
+            let (at, end) = self.cut_aux.take()?;
+            let rest = self.bytes.get(at..end)?;
+            let h = match self.order {
+                ByteOrder::Little => RecordHeader::parse::<Le>(rest),
+                ByteOrder::Big => RecordHeader::parse::<Be>(rest),
+            }?;
+            let size = usize::from(h.size);
+            return Some(RawRecord {
+                offset: at as u64,
+                header: h,
+                bytes: rest.get(..size)?,
+                payload: rest.get(size..)?,
+            });
+        };
         self.pos += r.stream_len();
         Some(r)
     }

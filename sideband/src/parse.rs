@@ -685,8 +685,9 @@ fn parse_auxtrace_info<E: Endian>(
 //	__u32			 reserved__; /* For alignment */
 // };
 // (the `size` bytes of trace data follow the record)
-/// AUXTRACE: one chunk of trace; `payload` must be exactly the `size` bytes
-/// announced.
+/// AUXTRACE: one chunk of trace; `payload` must be the `size` bytes
+/// announced, or fewer (the record a cut file ends in:
+/// [`crate::file::PerfFile`] hands on the data present).
 fn parse_auxtrace<'a, E: Endian>(
     c: &mut Cursor<'_, E>,
     b: &[u8],
@@ -702,7 +703,7 @@ fn parse_auxtrace<'a, E: Endian>(
         data: Cow::Borrowed(payload),
     };
     let reserved = c.u32("reserved__")?;
-    if c.remaining() != 0 || reserved != 0 || payload.len() as u64 != size {
+    if c.remaining() != 0 || reserved != 0 || payload.len() as u64 > size {
         return Err(Malformed(format!(
             "a {}-byte AUXTRACE record announcing {size} bytes of data, {} present",
             b.len() + HEADER_LEN,

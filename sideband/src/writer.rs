@@ -17,10 +17,13 @@
 //!
 //! A writer that learns the ids of an attr only as its instances appear
 //! (ptsim opens a trace buffer per thread as threads start) gives them with
-//! [`FileWriter::set_ids`]: [`FileWriter::finish`] then writes every attr's
-//! ids after the feature sections (perf looks for the feature table right
-//! after the data) and points the attrs section at them; perf and our
-//! reader find ids wherever the attrs section says they are.
+//! [`FileWriter::set_ids`]. Made with [`FileWriter::with_id_room`], the file
+//! keeps room for that many ids before the attrs, where perf puts them, and
+//! [`FileWriter::finish`] writes them there: a copy of the file cut anywhere
+//! in its data then still names its events. Ids that do not fit go after the
+//! feature sections (perf looks for the feature table right after the
+//! data); either way the attrs section points at them, and perf and our
+//! reader find ids wherever it says they are.
 //!
 //! AUXTRACE records are indexed as they are written and the index is stored
 //! as the AUXTRACE feature, which perf uses to queue the trace buffers of the
@@ -52,6 +55,8 @@ pub struct FileWriter<W: Write + Seek> {
     auto_index: bool,
     /// Ids were changed after the start ([`FileWriter::set_ids`]).
     late_ids: bool,
+    /// Where ids may go before the attrs: (offset, bytes).
+    ids_room: (u64, u64),
     buf: Vec<u8>,
 }
 
@@ -59,6 +64,13 @@ impl<W: Write + Seek> FileWriter<W> {
     /// Writes the header placeholder, the ids and the attrs. All attrs must
     /// have the same size (perf reads them with one stride).
     pub fn new(inner: W, attrs: AttrSet) -> Result<Self, Error> {
+        Self::with_id_room(inner, attrs, 0)
+    }
+
+    /// As [`FileWriter::new`], with room for `room` more ids (8 bytes each)
+    /// before the attrs, for the ids given later with
+    /// [`FileWriter::set_ids`].
+    pub fn with_id_room(inner: W, attrs: AttrSet, room: usize) -> Result<Self, Error> {
         let attr_len = attrs
             .entries()
             .first()
@@ -77,12 +89,15 @@ impl<W: Write + Seek> FileWriter<W> {
         // Placeholder until the attrs section's place is known (below).
         sink.zeros(FILE_HEADER_LEN as usize)?;
         let mut ids_at = Vec::with_capacity(attrs.len());
+        let ids_room_start = sink.pos();
         for e in attrs.entries() {
             ids_at.push((sink.pos(), 8 * e.ids.len() as u64));
             for id in &e.ids {
                 sink.u64(*id)?;
             }
         }
+        sink.zeros(room.saturating_mul(8))?;
+        let ids_room = (ids_room_start, sink.pos() - ids_room_start);
         let attrs_offset = sink.pos();
         let mut b = Buf::buf();
         for (e, (off, size)) in attrs.entries().iter().zip(&ids_at) {
@@ -102,6 +117,7 @@ impl<W: Write + Seek> FileWriter<W> {
             index: Vec::new(),
             auto_index: true,
             late_ids: false,
+            ids_room,
             buf: Vec::new(),
         };
         w.sync_header()?;
@@ -249,7 +265,8 @@ impl<W: Write + Seek> FileWriter<W> {
             self.sink.bytes(data)?;
         }
         // perf looks for the feature table right after the data: late ids
-        // go after the feature sections.
+        // that do not fit the room before the attrs go after the feature
+        // sections.
         if self.late_ids {
             self.write_late_ids()?;
         }
@@ -268,8 +285,19 @@ impl<W: Write + Seek> FileWriter<W> {
     /// same place) rewritten to point at them; the ids written at the start
     /// stay as unused bytes.
     fn write_late_ids(&mut self) -> Result<(), Error> {
+        let total: u64 = self
+            .attrs
+            .entries()
+            .iter()
+            .map(|e| 8 * e.ids.len() as u64)
+            .sum();
+        let in_room = total <= self.ids_room.1;
         let mut section = Buf::buf();
-        let mut at = self.sink.pos();
+        let mut at = if in_room {
+            self.ids_room.0
+        } else {
+            self.sink.pos()
+        };
         for e in self.attrs.entries() {
             e.attr.write(&mut section)?;
             section.u64(at)?;
@@ -282,9 +310,21 @@ impl<W: Write + Seek> FileWriter<W> {
                 "its size changed since the start",
             ));
         }
-        for e in self.attrs.entries() {
-            for id in &e.ids {
-                self.sink.u64(*id)?;
+        if in_room {
+            let mut ids = Buf::buf();
+            for e in self.attrs.entries() {
+                for id in &e.ids {
+                    ids.u64(*id)?;
+                }
+            }
+            let inner = self.sink.get_mut();
+            inner.seek(SeekFrom::Start(self.ids_room.0))?;
+            inner.write_all(ids.as_slice())?;
+        } else {
+            for e in self.attrs.entries() {
+                for id in &e.ids {
+                    self.sink.u64(*id)?;
+                }
             }
         }
         let inner = self.sink.get_mut();

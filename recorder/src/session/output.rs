@@ -216,9 +216,16 @@ impl std::fmt::Debug for TraceWriter {
     }
 }
 
+/// Ids the file keeps room for before the attrs (4 KiB): the ids of the
+/// events opened as the recording goes (one per CPU or thread per attr:
+/// 3 attrs on 128 CPUs fit) go there, where perf puts them, so a copy cut
+/// anywhere in the data still names its events; more go after the feature
+/// sections (and a cut copy is then read with the first attr's layout).
+const ID_ROOM: usize = 512;
+
 impl TraceWriter {
     /// Starts a perf.data over `sink` (which must be empty): header
-    /// placeholder, ids and attrs.
+    /// placeholder, ids (and room for more) and attrs.
     pub fn new(sink: Box<dyn OutputSink>, attrs: AttrSet) -> Result<TraceWriter, sideband::Error> {
         let guarded = Guarded {
             inner: sink,
@@ -226,7 +233,7 @@ impl TraceWriter {
             end: 0,
             released: false,
         };
-        let mut file = FileWriter::new(guarded, attrs)?;
+        let mut file = FileWriter::with_id_room(guarded, attrs, ID_ROOM)?;
         file.set_auxtrace_index(false);
         Ok(TraceWriter {
             file,
