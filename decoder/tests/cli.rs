@@ -546,3 +546,28 @@ fn check_after_decoding() {
     assert!(err.contains("--check reads the output back"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// Issue 44: `ptdec dump` streams. A gzip bomb (256 MiB of zeros in a
+/// quarter-MiB file) is refused at its first record, without unpacking
+/// it whole: "bad gzip data: out of memory" before.
+#[test]
+fn dump_streams_and_a_gzip_bomb_is_only_a_malformed_record() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.ftf.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&bomb).unwrap(),
+        flate2::Compression::best(),
+    );
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..256 {
+        gz.write_all(&zeros).unwrap();
+    }
+    gz.finish().unwrap();
+    let out = ptdec().arg("dump").arg(&bomb).output().unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("bomb.ftf.gz") && err.contains("size word is 0"),
+        "{err}"
+    );
+}

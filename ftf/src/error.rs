@@ -34,6 +34,10 @@ pub enum Error {
         table: &'static str,
     },
 
+    /// Reading the input failed (not its contents: the file or stream).
+    #[error("cannot read the FTF input: {0}")]
+    Read(std::io::Error),
+
     /// The input is not well-formed FTF.
     #[error("malformed FTF {record} record at byte offset {offset:#x}: {reason}")]
     Malformed {

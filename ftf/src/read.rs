@@ -257,6 +257,103 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Record>> {
     Ok(records)
 }
 
+/// Most bytes one record may take in [`for_each`]. FTF's own records are
+/// at most 4095 words (32 KiB); a large record's size word allows 32 GiB,
+/// which a hostile file must not make the reader allocate.
+pub const MAX_STREAMED_RECORD: usize = 16 << 20;
+
+/// Reads records one at a time from `r` (a file, a gzip decoder, a pipe)
+/// and hands each to `f`, in order; returns how many. Memory: one record
+/// (at most [`MAX_STREAMED_RECORD`] bytes) and the string and thread
+/// tables, whatever the input's size. Stops at the first malformed record,
+/// after handing on those before it; an error of `f` (its output closed)
+/// stops it too.
+pub fn for_each<R: std::io::Read>(
+    mut r: R,
+    mut f: impl FnMut(Record) -> std::io::Result<()>,
+) -> Result<u64> {
+    /// Reads until `buf` is full or the input ends; how many bytes.
+    fn fill(r: &mut impl std::io::Read, buf: &mut [u8]) -> Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match r.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::Read(e)),
+            }
+        }
+        Ok(n)
+    }
+    let mut parser = Parser::default();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut offset = 0usize;
+    let mut count = 0u64;
+    loop {
+        let mut h = [0u8; 8];
+        let n = fill(&mut r, &mut h)?;
+        if n == 0 {
+            return Ok(count);
+        }
+        if n < 8 {
+            return Err(malformed(
+                offset,
+                "header",
+                format!("{n} bytes left, a record header needs 8"),
+            ));
+        }
+        let header = u64::from_le_bytes(h);
+        let record_type = field(header, 0, 3);
+        let name = record_name(record_type);
+        let words = if record_type == RT_LARGE {
+            field(header, 4, 35)
+        } else {
+            field(header, 4, 15)
+        };
+        if words == 0 {
+            return Err(malformed(offset, name, "size word is 0".into()));
+        }
+        let size = usize::try_from(words)
+            .ok()
+            .and_then(|w| w.checked_mul(8))
+            .filter(|&size| size <= MAX_STREAMED_RECORD)
+            .ok_or_else(|| {
+                malformed(
+                    offset,
+                    name,
+                    format!(
+                        "size {words} words is over the reader's {} MiB limit for one record",
+                        MAX_STREAMED_RECORD >> 20
+                    ),
+                )
+            })?;
+        buf.clear();
+        buf.extend_from_slice(&h);
+        buf.resize(size, 0);
+        let got = fill(&mut r, &mut buf[8..])?;
+        if got < size - 8 {
+            return Err(malformed(
+                offset,
+                name,
+                format!(
+                    "size {words} words runs past the end of the input ({} bytes left)",
+                    got + 8
+                ),
+            ));
+        }
+        let mut cur = Cursor {
+            buf: &buf,
+            pos: 8,
+            offset,
+            record: name,
+        };
+        let kind = parser.record(header, &mut cur)?;
+        f(Record { offset, kind })?;
+        count += 1;
+        offset += size;
+    }
+}
+
 /// Parses `bytes` and renders the records one per line (see [`Record`]'s
 /// `Display`), each line ending in a newline.
 pub fn dump(bytes: &[u8]) -> Result<String> {
@@ -722,6 +819,37 @@ mod tests {
             }) => (offset, record, reason),
             other => panic!("expected Malformed, got {other:?}"),
         }
+    }
+
+    /// The stream reader gives the records `parse` gives, a record at a
+    /// time, and stops at a malformed one after handing on those before;
+    /// a large record's size word of gigabytes is refused before anything
+    /// is allocated for it.
+    #[test]
+    fn for_each_streams_what_parse_reads() {
+        let bytes = sample();
+        let mut got = Vec::new();
+        let n = for_each(&bytes[..], |r| {
+            got.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, parse(&bytes).unwrap());
+        assert_eq!(n as usize, got.len());
+        // Cut in its last record: the records before it, then the error.
+        let mut seen = 0;
+        let e = for_each(&bytes[..bytes.len() - 3], |_| {
+            seen += 1;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Malformed { .. }), "{e}");
+        assert_eq!(seen, got.len() - 1);
+        // A large record claiming 2^31 words.
+        let mut huge = file(&header());
+        huge.extend_from_slice(&(RT_LARGE | (1u64 << 31) << 4).to_le_bytes());
+        let e = for_each(&huge[..], |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("limit for one record"), "{e}");
     }
 
     fn sample() -> Vec<u8> {

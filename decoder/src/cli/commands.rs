@@ -25,21 +25,39 @@ pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
     Ok(())
 }
 
-/// `ptdec dump FILE`: the FTF as text on stdout.
+/// `ptdec dump FILE`: the FTF as text on stdout, a record at a time as it
+/// is read (plain or gzip): memory stays at one record and the string and
+/// thread tables whatever the file's size, and a gzip bomb is only a long
+/// output. What precedes a malformed record is printed before the error.
 pub fn dump(file: &Path) -> Result<()> {
-    let raw = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
-            .with_context(|| format!("{}: bad gzip data", file.display()))?;
-        v
+    use std::io::BufRead;
+    let f = crate::inputs::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 16, f);
+    let gzip = input
+        .fill_buf()
+        .with_context(|| format!("cannot read {}", file.display()))?
+        .starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn std::io::Read> = if gzip {
+        Box::new(flate2::read::MultiGzDecoder::new(input))
     } else {
-        raw
+        Box::new(input)
     };
-    let text = ftf::read::dump(&bytes)
-        .with_context(|| format!("{} is not a readable FTF file", file.display()))?;
-    let mut out = outfile::stdout()?;
-    out.write_all(text.as_bytes())?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, outfile::stdout()?);
+    let r = ftf::read::for_each(reader, |record| writeln!(out, "{record}"));
+    match r {
+        Ok(_) => {}
+        // The output's error (a closed pipe ends ptdec quietly): as it is.
+        Err(ftf::Error::Io(e)) => return Err(e.into()),
+        Err(ftf::Error::Read(e)) if gzip => {
+            let _ = out.flush();
+            bail!("{}: bad gzip data: {e}", file.display());
+        }
+        Err(e) => {
+            let _ = out.flush();
+            return Err(e)
+                .with_context(|| format!("{} is not a readable FTF file", file.display()));
+        }
+    }
     out.flush()?;
     Ok(())
 }
