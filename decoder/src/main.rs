@@ -124,6 +124,9 @@ fn main() -> ExitCode {
         .subcommand_matches("raw")
         .map(ptdec::cli::args::PeventArgs::order);
     on_interrupt();
+    // A mapped input truncated by another process: named, exit 1, not a
+    // bare SIGBUS. Without the handler the signal still ends the run.
+    let _ = sideband::bytes::name_files_on_sigbus("ptdec");
     let result = match cli.command {
         Some(Command::Info { trace, images }) => info(&trace, &images),
         Some(Command::Report(args)) => report(*args),

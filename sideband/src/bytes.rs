@@ -5,22 +5,167 @@
 //! through [`FileBytes::map_file`] too, so no other crate needs unsafe code
 //! to map a file.
 //!
-//! This is the crate's one unsafe block: mapping a file. Everything else in
-//! `sideband` is safe code over the `&[u8]` this hands out (the crate root
-//! allows unsafe code in this module only).
+//! A file truncated by another process while it is mapped makes the reader
+//! fault (SIGBUS) when it touches the missing pages. [`name_files_on_sigbus`]
+//! installs a handler that names the file and ends the process with status
+//! 1 instead of the bare signal: every mapping is noted in a fixed table
+//! the handler can read without locks (a message per file, made when it
+//! was mapped). Hand-written (no crate does this): `signal-hook` lets a
+//! handler run, but not name a mapping from the fault's address.
+//!
+//! A pipe or FIFO is read into memory up to [`STREAM_MAX`] bytes.
+//!
+//! This module holds the crate's unsafe code: mapping a file, dropping its
+//! pages, the SIGBUS handler. Everything else in `sideband` is safe code
+//! over the `&[u8]` this hands out (the crate root allows unsafe code in
+//! this module only).
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Deref;
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// Most bytes a perf.data read from a pipe or FIFO may take (it is held in
+/// memory whole): 4 GiB. Save a longer stream to a file (`perf record -o
+/// -`'s output redirected) and decode that: files are mapped, not read.
+pub const STREAM_MAX: u64 = 4 << 30;
 
 /// A whole input file as bytes.
 #[derive(Debug)]
 pub enum FileBytes {
     /// A read-only private mapping of a regular file.
-    Mapped(memmap2::Mmap),
+    Mapped(Mapping),
     /// The contents of a pipe, FIFO or empty file.
     Read(Vec<u8>),
+}
+
+/// A file's mapping, noted for the SIGBUS handler while it lives.
+#[derive(Debug)]
+pub struct Mapping {
+    map: memmap2::Mmap,
+    slot: Option<usize>,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            forget_mapping(i);
+        }
+    }
+}
+
+/// Mappings the SIGBUS handler can name (more are mapped, unnamed).
+const SLOTS: usize = 256;
+
+/// One noted mapping: its address range and the message naming its file
+/// (leaked `Box<[u8]>` while noted; null when free).
+struct Slot {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    msg: AtomicPtr<u8>,
+    msg_len: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: Slot = Slot {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    msg: AtomicPtr::new(std::ptr::null_mut()),
+    msg_len: AtomicUsize::new(0),
+};
+static NOTED: [Slot; SLOTS] = [FREE; SLOTS];
+/// The program name the messages start with, once the handler is on.
+static PROGRAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Notes a mapping of `file` at `map` for the handler; its slot.
+fn note_mapping(file: &File, map: &memmap2::Mmap) -> Option<usize> {
+    let prog = PROGRAM.get()?;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_or_else(|_| "an input file".to_string(), |p| p.display().to_string());
+    let msg = format!(
+        "{prog}: {path} was truncated or rewritten while {prog} read it (SIGBUS); \
+         nothing more was written: decode a copy that nothing writes to\n"
+    )
+    .into_bytes()
+    .into_boxed_slice();
+    let i = NOTED.iter().position(|s| {
+        s.msg_len
+            .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    })?;
+    let s = &NOTED[i];
+    let len = msg.len();
+    s.msg
+        .store(Box::into_raw(msg).cast::<u8>(), Ordering::Release);
+    s.len.store(map.len(), Ordering::Release);
+    s.start.store(map.as_ptr() as usize, Ordering::Release);
+    s.msg_len.store(len, Ordering::Release);
+    Some(i)
+}
+
+fn forget_mapping(i: usize) {
+    let s = &NOTED[i];
+    s.start.store(0, Ordering::Release);
+    let len = s.msg_len.swap(usize::MAX, Ordering::AcqRel);
+    let p = s.msg.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !p.is_null() {
+        // SAFETY: `p` and `len` are the `Box<[u8]>` leaked by
+        // `note_mapping` for this slot, taken out of it once (swapped to
+        // null) so that nothing else frees or reads it afterwards.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
+    }
+    s.msg_len.store(0, Ordering::Release);
+}
+
+/// Installs the SIGBUS handler that names the mapped file a fault hit
+/// (messages start with `program`) and exits with status 1; for binaries
+/// (ptdec), not libraries. Files mapped before the call are not named.
+pub fn name_files_on_sigbus(program: &'static str) -> io::Result<()> {
+    let _ = PROGRAM.set(program);
+    extern "C" fn on_sigbus(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        // SAFETY: the kernel hands a SA_SIGINFO handler a valid siginfo.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        let mut said = false;
+        for s in &NOTED {
+            let start = s.start.load(Ordering::Acquire);
+            let len = s.len.load(Ordering::Acquire);
+            if start == 0 || addr < start || addr - start >= len {
+                continue;
+            }
+            let p = s.msg.load(Ordering::Acquire);
+            let n = s.msg_len.load(Ordering::Acquire);
+            if !p.is_null() && n != usize::MAX && n != 0 {
+                // SAFETY: a live slot's message (the mapping faulting now
+                // is alive, so its slot is not being freed); write(2) is
+                // async-signal-safe.
+                unsafe { libc::write(2, p.cast(), n) };
+                said = true;
+            }
+            break;
+        }
+        if !said {
+            let m = b"an input file was truncated while it was read (SIGBUS); nothing more was written\n";
+            // SAFETY: a static buffer; write(2) is async-signal-safe.
+            unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
+        }
+        // SAFETY: _exit is async-signal-safe; returning would fault again.
+        unsafe { libc::_exit(1) };
+    }
+    // SAFETY: a zeroed sigaction is valid (no flags, empty mask) before
+    // the fields below are set; the handler only reads atomics and calls
+    // async-signal-safe functions.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigbus as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl FileBytes {
@@ -56,7 +201,8 @@ impl FileBytes {
             // rewrites a finished trace in place, and a trace dir or sysroot
             // is not written during a decode.
             if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(FileBytes::Mapped(map));
+                let slot = note_mapping(&file, &map);
+                return Ok(FileBytes::Mapped(Mapping { map, slot }));
             }
         }
         let mut bytes = Vec::new();
@@ -68,7 +214,12 @@ impl FileBytes {
     /// does not start with perf.data's magic is refused after its first 8
     /// bytes, so that a device that never ends (`/dev/zero`, a terminal)
     /// is not read until memory runs out.
-    pub fn read_all(mut input: impl Read) -> io::Result<FileBytes> {
+    pub fn read_all(input: impl Read) -> io::Result<FileBytes> {
+        Self::read_stream(input, STREAM_MAX)
+    }
+
+    /// [`FileBytes::read_all`] holding at most `cap` bytes.
+    fn read_stream(mut input: impl Read, cap: u64) -> io::Result<FileBytes> {
         let mut bytes = Vec::new();
         (&mut input).take(8).read_to_end(&mut bytes)?;
         if let Ok(m) = <[u8; 8]>::try_from(&bytes[..]) {
@@ -83,7 +234,19 @@ impl FileBytes {
                 ));
             }
         }
-        input.read_to_end(&mut bytes)?;
+        let got = (&mut input)
+            .take(cap.saturating_sub(8))
+            .read_to_end(&mut bytes)?;
+        if got as u64 == cap.saturating_sub(8) && input.read(&mut [0u8])? > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!(
+                    "a perf.data stream over {} MiB: a pipe or FIFO is held in memory, at most \
+                     that much; save it to a file and decode the file (files are mapped, not read)",
+                    cap >> 20
+                ),
+            ));
+        }
         Ok(FileBytes::Read(bytes))
     }
 }
@@ -96,7 +259,7 @@ impl FileBytes {
     /// them in again from the page cache or the file). Only whole pages
     /// inside `part` are dropped; anything else is a no-op.
     pub fn release(&self, part: &[u8]) {
-        let FileBytes::Mapped(map) = self else {
+        let FileBytes::Mapped(Mapping { map, .. }) = self else {
             return;
         };
         let base = map.as_ptr() as usize;
@@ -125,7 +288,7 @@ impl Deref for FileBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            FileBytes::Mapped(m) => m,
+            FileBytes::Mapped(m) => &m.map,
             FileBytes::Read(v) => v,
         }
     }
@@ -173,8 +336,17 @@ mod tests {
         assert_eq!(zeros.limit(), (1 << 20) - 8);
         let e = FileBytes::open(Path::new("/dev/zero")).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-        // A perf.data stream is read whole.
+        // A perf.data stream is read whole, up to the cap.
         let stream = [&b"PERFILE2"[..], &[0x10, 0, 0, 0, 0, 0, 0, 0], b"rest"].concat();
         assert_eq!(&*FileBytes::read_all(&stream[..]).unwrap(), &stream[..]);
+        let endless = (&stream[..8]).chain(std::io::repeat(1));
+        let e = FileBytes::read_stream(endless, 2 << 20).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        assert!(e.to_string().contains("over 2 MiB"), "{e}");
+        let exact = [&stream[..8], &[1u8; (2 << 20) - 8][..]].concat();
+        assert_eq!(
+            FileBytes::read_stream(&exact[..], 2 << 20).unwrap().len(),
+            2 << 20
+        );
     }
 }
