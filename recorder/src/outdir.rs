@@ -267,6 +267,39 @@ impl OutDir {
     }
 }
 
+/// ptsim's ground truth holds only its own files (`TID.txt`,
+/// `summary.txt`, `injected.txt`): anything else was put there by someone,
+/// and replacing the trace must not delete it.
+fn check_truth_dir(trace: &Path, truth: &Path) -> Result<(), Error> {
+    let Ok(m) = std::fs::symlink_metadata(truth) else {
+        return Ok(());
+    };
+    if !m.is_dir() {
+        return Err(refused(
+            trace,
+            "its `truth` is not the folder ptsim writes; remove it yourself or choose another -o",
+        ));
+    }
+    for entry in std::fs::read_dir(truth).map_err(output_err(truth))? {
+        let entry = entry.map_err(output_err(truth))?;
+        let name = entry.file_name();
+        let n = name.to_string_lossy();
+        let ours = matches!(&*n, "summary.txt" | "injected.txt")
+            || n.strip_suffix(".txt")
+                .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
+        if !ours || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            return Err(refused(
+                trace,
+                format!(
+                    "its truth/ holds {n:?}, which ptsim does not write; replacing the trace would \
+                     delete it. Move it out or choose another -o"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `--force` may replace the existing `path`: a trace dir (only
 /// names ptrec, ptsim or `perf record` write, with a perf.data `data`), an
 /// empty directory, or a perf.data file; never the current directory or one
@@ -326,6 +359,9 @@ pub fn check_replaceable(path: &Path) -> Result<(), Error> {
         }
         if name_str == "data" {
             has_data = true;
+        }
+        if name_str == "truth" {
+            check_truth_dir(path, &entry.path())?;
         }
     }
     if entries == 0 {
@@ -532,6 +568,19 @@ mod tests {
         std::fs::write(t.join("precious.txt"), b"x").unwrap();
         assert!(why(&t).contains("precious.txt"));
         assert!(t.join("precious.txt").exists());
+        // A file of someone's inside ptsim's truth/ (issue 44); ptsim's own
+        // files there are replaced.
+        let v = tmp.path().join("v");
+        fake_trace(&v);
+        std::fs::create_dir(v.join("truth")).unwrap();
+        for f in ["123.txt", "summary.txt", "injected.txt"] {
+            std::fs::write(v.join("truth").join(f), b"x").unwrap();
+        }
+        std::fs::write(v.join("truth/analysis.md"), b"mine").unwrap();
+        assert!(why(&v).contains("analysis.md"));
+        assert!(v.join("truth/analysis.md").exists());
+        std::fs::remove_file(v.join("truth/analysis.md")).unwrap();
+        OutDir::create(&v, true).unwrap().commit().unwrap();
         // A `data` that is not perf.data.
         let u = tmp.path().join("u");
         std::fs::create_dir(&u).unwrap();
