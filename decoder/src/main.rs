@@ -81,6 +81,12 @@ enum Command {
     /// self time: calls, total, self and longest time, instructions.
     /// Optionally folded stacks, a flame graph and the slowest calls.
     ///
+    /// A function's calls are its slices: call instructions, tail calls (a
+    /// jump to its entry: CSV/JSON `tail_calls`), root frames and signal
+    /// handlers, and frames whose start was not traced; the heading says
+    /// how many of each. `perf script --itrace=c` counts call instructions
+    /// only.
+    ///
     /// Example: ptdec report trace.dir --top 20 --slowest 5 --flamegraph flame.svg
     Report(Box<ReportArgs>),
     /// Print an FTF file (plain or .gz) as text, one record per line.
