@@ -34,7 +34,11 @@ Examples:
 Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
 \"250ms\", \"10us\"), relative to the first timestamp of the recording (which is
 also 0 in the output); --start also takes an absolute perf time in ns
-written \"@NS\" (as `perf script` prints it, times 1e9).";
+written \"@NS\" (as `perf script` prints it, times 1e9).
+
+Calls the trace did not see end (still running when the thread's trace
+ended, e.g. a killed program, or when a gap ended them) carry the argument
+cut = \"end\"; calls whose start it did not see, unknown_start = true.";
 
 #[derive(Parser)]
 #[command(

@@ -369,6 +369,13 @@ fn render_shaping(o: &mut String, report: &Report) {
             e.folded_max_depth
         );
     }
+    if e.ended_open > 0 {
+        let _ = writeln!(
+            o,
+            "  cut at end    {} calls still running where their thread's trace ended (the program was killed, or exited inside them) or a gap or a restart ended it: arg `cut` = \"end\"",
+            thousands(e.ended_open)
+        );
+    }
     if e.outer_frames > 0 {
         let _ = writeln!(
             o,
