@@ -30,6 +30,13 @@
 //! * Slices cut at a window boundary (`--split`, `--start`, `--duration`)
 //!   carry `cut` = `start`, `end` or `both`: the side that lies outside this
 //!   file. Their `insns` and `cycles` are those of the whole call.
+//! * Calls still running when the thread's trace ended (the program was
+//!   killed, or exited from inside them: `exit`, `_exit`), or when a gap or
+//!   a restart in an unrelated function ended their segment, carry `cut` =
+//!   `end` (`both` with a window's start cut): they did not return, and
+//!   their end is where tracing stopped. `ptdec report` counts them cut
+//!   too. The emitter learns this from the thread's next slice: each
+//!   thread's latest calls are held until it comes ([`Tail`]).
 //! * Nesting deeper than Perfetto keeps ([`PERFETTO_MAX_DEPTH`] levels per
 //!   track; deeper slices are dropped on import) is folded: levels up to
 //!   [`FOLD_DEPTH`] below a segment's first frame are written as they are,
@@ -288,6 +295,9 @@ pub struct EmitStats {
     /// Call slices written with zero width (no time, instruction or cycle
     /// passed between call and return on the axis written).
     pub zero_width_calls: u64,
+    /// Calls the trace's end, a gap or a restart ended while they ran,
+    /// written with `cut` = `end` ([`Tail`]).
+    pub ended_open: u64,
 }
 
 pub(super) enum Sink {
@@ -365,7 +375,31 @@ struct Fold {
     calls: u64,
     untraced: u64,
     max_depth: i32,
-    held: Option<(Slice, u64, i32)>,
+    held: Option<(Slice, u64, i32, bool)>,
+}
+
+/// Per thread: the calls that ended at one stamp `at`, the latest of the
+/// thread's slices so far, held (with the slices the stacks hold back
+/// behind them) until the thread's next slice shows what ended them. The
+/// stacks end every open frame at one stamp when the trace ends, at a gap
+/// and at a restart; nothing comes after the trace's end, a gap slice
+/// starts where its gap did, a restart's untraced slice at depth 0 where
+/// the old frames ended. A later slice of any other kind means they
+/// returned or were unwound. The rule is `report`'s (`aggregate`'s
+/// `mark_cut`), so the file and the report call the same calls cut; like
+/// it, a call that returned at the thread's very last stamp reads as cut.
+#[derive(Default)]
+struct Tail {
+    at: Stamp,
+    /// The lowest depth among the calls that ended at `at`.
+    min_depth: i32,
+    /// The first call held; most often the only slice held (a call that
+    /// returned, whose next sibling or parent lets it go).
+    first: Option<Slice>,
+    /// The slices after it, in the order they came, each with whether it
+    /// is a call that ended at `at` (false: a slice held back behind one,
+    /// which ended earlier).
+    more: Vec<(Slice, bool)>,
 }
 
 /// What waits while the time axis is undecided.
@@ -409,6 +443,11 @@ pub struct Emitter {
     last_window: Option<u64>,
     /// Records in the windows' blocks, all told (see [`MAX_HELD_RECS`]).
     held: usize,
+    /// Per thread (an index in `tails`), and the last thread's: a
+    /// thread's slices come in runs.
+    tails: Vec<Tail>,
+    tail_index: FastMap<(u32, u32), usize>,
+    last_tail: Option<((u32, u32), usize)>,
 }
 
 /// Records the windows' blocks may hold in all before every one is sent
@@ -489,6 +528,9 @@ impl Emitter {
             buffers: Vec::new(),
             last_window: None,
             held: 0,
+            tails: Vec::new(),
+            tail_index: FastMap::default(),
+            last_tail: None,
         };
         if e.opts.encoders > 1 {
             let enc = Encoders::new(e.opts.encoders).map_err(|source| EmitError::Io {
@@ -874,8 +916,115 @@ impl Emitter {
         Ok(())
     }
 
-    /// Drops slices outside the range and folds those too deep for Perfetto.
+    /// The index of thread `key`'s [`Tail`] in `tails`.
+    #[inline]
+    fn tail_of(&mut self, key: (u32, u32)) -> usize {
+        match self.last_tail {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let i = match self.tail_index.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        self.tails.push(Tail::default());
+                        self.tail_index.insert(key, self.tails.len() - 1);
+                        self.tails.len() - 1
+                    }
+                };
+                self.last_tail = Some((key, i));
+                i
+            }
+        }
+    }
+
+    /// Holds the thread's latest calls until its next slice tells whether
+    /// the trace's end, a gap or a restart ended them ([`Tail`]), then
+    /// places them.
+    #[inline]
     fn place(&mut self, s: &Slice) -> Result<(), EmitError> {
+        let ti = self.tail_of((s.pid, s.tid));
+        let call = matches!(s.kind, SliceKind::Call { .. });
+        let tail = &mut self.tails[ti];
+        let Some(first) = &mut tail.first else {
+            if !call {
+                return self.place_now(s, false);
+            }
+            tail.at = s.end;
+            tail.min_depth = s.depth;
+            tail.first = Some(s.clone());
+            return Ok(());
+        };
+        let at = tail.at;
+        // Stamps never go back in a thread: one that ended no later is
+        // another call that ended at `at`, or was held back by the stacks
+        // behind one of the calls, which it follows.
+        if s.end.time <= at.time && s.end.insns <= at.insns {
+            let ended_at = call && s.end == at;
+            if ended_at {
+                tail.min_depth = tail.min_depth.min(s.depth);
+            }
+            tail.more.push((s.clone(), ended_at));
+            return Ok(());
+        }
+        let cut = match &s.kind {
+            SliceKind::Gap { .. } => s.start == at,
+            SliceKind::Untraced { .. } => s.depth == 0 && s.start == at && tail.min_depth <= 0,
+            SliceKind::Call { .. } => false,
+        };
+        if call && tail.more.is_empty() {
+            // The common case: a call that returned (its sibling or
+            // parent came), and the next one to hold.
+            let done = std::mem::replace(first, s.clone());
+            tail.at = s.end;
+            tail.min_depth = s.depth;
+            self.stats.ended_open += u64::from(cut);
+            return self.place_now(&done, cut);
+        }
+        self.release_tail(ti, cut)?;
+        if call {
+            let tail = &mut self.tails[ti];
+            tail.at = s.end;
+            tail.min_depth = s.depth;
+            tail.first = Some(s.clone());
+            return Ok(());
+        }
+        self.place_now(s, false)
+    }
+
+    /// Places the slices tail `ti` holds; with `cut`, its calls are
+    /// written cut at their end.
+    #[inline]
+    fn release_tail(&mut self, ti: usize, cut: bool) -> Result<(), EmitError> {
+        let Some(first) = self.tails[ti].first.take() else {
+            return Ok(());
+        };
+        self.stats.ended_open += u64::from(cut);
+        self.place_now(&first, cut)?;
+        if self.tails[ti].more.is_empty() {
+            return Ok(());
+        }
+        self.release_more(ti, cut)
+    }
+
+    /// [`Emitter::release_tail`] for the slices after the first.
+    #[cold]
+    fn release_more(&mut self, ti: usize, cut: bool) -> Result<(), EmitError> {
+        let more = std::mem::take(&mut self.tails[ti].more);
+        for (s, ended_at) in &more {
+            let open = cut && *ended_at;
+            self.stats.ended_open += u64::from(open);
+            self.place_now(s, open)?;
+        }
+        // The vector is kept for the thread's next calls.
+        let mut more = more;
+        more.clear();
+        self.tails[ti].more = more;
+        Ok(())
+    }
+
+    /// Drops slices outside the range and folds those too deep for
+    /// Perfetto; `open`: a call the end of its trace ended.
+    #[inline(always)]
+    fn place_now(&mut self, s: &Slice, open: bool) -> Result<(), EmitError> {
         let (t0, t1) = (s.start.time, s.end.time);
         if !self.in_range(t0, t1) {
             self.stats.dropped += 1;
@@ -901,7 +1050,7 @@ impl Emitter {
             let untraced = matches!(s.kind, SliceKind::Untraced { .. });
             let deepest = s.depth - FOLD_DEPTH;
             let (calls, levels) = match &mut fold.held {
-                Some((_, n, l)) => (n, l),
+                Some((_, n, l, _)) => (n, l),
                 None => (
                     if untraced {
                         &mut fold.untraced
@@ -928,31 +1077,38 @@ impl Emitter {
             let fold = self.folds.entry(key).or_default();
             let n = std::mem::take(&mut fold.calls) + std::mem::take(&mut fold.untraced);
             let levels = std::mem::take(&mut fold.max_depth);
-            fold.held = Some((s.clone(), n, levels));
+            fold.held = Some((s.clone(), n, levels, open));
             self.held_folds += 1;
             return Ok(());
         }
-        self.write_slice(s, 0, 0)
+        self.write_slice(s, 0, 0, open)
     }
 
     /// Writes the held slice at [`FOLD_DEPTH`] of thread `key`, if any.
     fn release_fold(&mut self, key: (u32, u32)) -> Result<(), EmitError> {
         let held = self.folds.get_mut(&key).and_then(|f| f.held.take());
         match held {
-            Some((s, n, levels)) => {
+            Some((s, n, levels, open)) => {
                 self.held_folds -= 1;
                 if n > 0 {
                     self.stats.folds += 1;
                 }
-                self.write_slice(&s, n, levels)
+                self.write_slice(&s, n, levels, open)
             }
             None => Ok(()),
         }
     }
 
     /// Writes one slice, cut into the windows it crosses; `folded` slices
-    /// `levels` deep stand behind it.
-    fn write_slice(&mut self, s: &Slice, folded: u64, levels: i32) -> Result<(), EmitError> {
+    /// `levels` deep stand behind it; `open`: the end of its trace ended it
+    /// (cut at its end in every piece).
+    fn write_slice(
+        &mut self,
+        s: &Slice,
+        folded: u64,
+        levels: i32,
+        open: bool,
+    ) -> Result<(), EmitError> {
         let (t0, t1) = (s.start.time, s.end.time);
         match &s.kind {
             SliceKind::Call { .. } => self.stats.calls += 1,
@@ -992,6 +1148,11 @@ impl Emitter {
             if cut != Cut::None {
                 self.stats.cut += 1;
             }
+            let cut = match (cut, open) {
+                (Cut::None, true) => Cut::End,
+                (Cut::Start, true) => Cut::Both,
+                (cut, _) => cut,
+            };
             let (ta, tb) = if ns {
                 (self.ticks_at(a), self.ticks_at(b))
             } else {
@@ -1102,6 +1263,12 @@ impl Emitter {
     /// released); [`Emitter::finish`] calls it, so the stats are final after it.
     pub fn flush(&mut self) -> Result<(), EmitError> {
         self.decide(false)?;
+        // What the threads' traces ended while it ran.
+        let mut tails: Vec<_> = self.tail_index.iter().map(|(&k, &i)| (k, i)).collect();
+        tails.sort_unstable();
+        for (_, ti) in tails {
+            self.release_tail(ti, true)?;
+        }
         let mut keys: Vec<_> = self.folds.keys().copied().collect();
         keys.sort_unstable();
         for key in keys {
@@ -1290,8 +1457,9 @@ mod tests {
 
     /// Slices of `funcs` functions (each its own `Arc`, as the symbol
     /// cache makes them), one per unit of time from 0, on two threads,
-    /// with an untraced slice, a gap and a mark now and then.
-    fn many_slices(e: &mut Emitter, n: u64, funcs: usize) -> Vec<String> {
+    /// with an untraced slice, a gap and a mark now and then; their (tid,
+    /// name).
+    fn many_slices(e: &mut Emitter, n: u64, funcs: usize) -> Vec<(u32, String)> {
         let fs: Vec<FuncRef> = (0..funcs)
             .map(|i| {
                 FuncRef::owned(Func {
@@ -1327,11 +1495,14 @@ mod tests {
                 end: st(t + 1),
                 kind,
             };
-            names.push(match &s.kind {
-                SliceKind::Call { func, .. } => func.name.to_string(),
-                SliceKind::Untraced { .. } => "[kernel]".into(),
-                SliceKind::Gap { kind, .. } => gap_name(kind).into(),
-            });
+            names.push((
+                s.tid,
+                match &s.kind {
+                    SliceKind::Call { func, .. } => func.name.to_string(),
+                    SliceKind::Untraced { .. } => "[kernel]".into(),
+                    SliceKind::Gap { kind, .. } => gap_name(kind).into(),
+                },
+            ));
             e.slice(&s).unwrap();
             if t % 4000 == 0 {
                 let m = Mark::Ptwrite {
@@ -1358,16 +1529,21 @@ mod tests {
             let names = many_slices(&mut e, n, 700);
             (names, e.finish().unwrap())
         };
-        let (names, one) = run(0, None);
-        // Every slice, in order, named right across the blocks' tables.
-        let written: Vec<String> = events(&one[0].bytes)
+        let (mut names, one) = run(0, None);
+        // Every slice, in its thread's order (a thread's latest calls wait
+        // for its next slice), named right across the blocks' tables.
+        let mut written: Vec<(u32, String)> = events(&one[0].bytes)
             .iter()
             .filter(|l| l.starts_with("duration_complete"))
             .map(|l| {
+                let tid = l.split(" tid=").nth(1).unwrap();
+                let tid = tid[..tid.find(' ').unwrap()].parse().unwrap();
                 let name = l.split("name=\"").nth(1).unwrap();
-                name[..name.find('"').unwrap()].to_string()
+                (tid, name[..name.find('"').unwrap()].to_string())
             })
             .collect();
+        written.sort_by_key(|w| w.0);
+        names.sort_by_key(|w| w.0);
         assert_eq!(written, names);
         // The slices, the marks and the rename's instant.
         assert_eq!(one[0].events, n + (n / 4000 + 1) + 1);
@@ -1464,12 +1640,110 @@ mod tests {
             r#"kernel_object process koid=10 name="prog""#,
             r#"kernel_object thread koid=11 name="worker" args={"process": koid(10)}"#,
             r#"instant ts=50 pid=10 tid=11 cat="comm" name="comm: renamed" args={"name": str("renamed")}"#,
-            r#"duration_complete ts=0 pid=10 tid=11 cat="call" name="main" end=100 args={"insns": u32(200), "cycles": u32(300), "addr": ptr(0x401000), "module": str("/bin/prog"), "unknown_start": bool(true)}"#,
+            // The gap that follows ended it while it ran.
+            r#"duration_complete ts=0 pid=10 tid=11 cat="call" name="main" end=100 args={"insns": u32(200), "cycles": u32(300), "addr": ptr(0x401000), "module": str("/bin/prog"), "unknown_start": bool(true), "cut": str("end")}"#,
             r#"duration_complete ts=20 pid=10 tid=11 cat="untraced" name="[kernel]" end=30 args={"ip": ptr(0x401010)}"#,
             r#"duration_complete ts=100 pid=10 tid=11 cat="gap" name="[gap: decode error]" end=110 args={"reason": str("bad packet"), "offset": u32(64)}"#,
             r#"instant ts=100 pid=10 tid=11 cat="gap" name="[decode error]" args={"reason": str("bad packet"), "offset": u32(64)}"#,
         ];
         assert_eq!(got, want, "{got:#?}");
+    }
+
+    /// Calls the trace's end, a gap or a restart ended while they ran are
+    /// cut at their end; calls that returned are not, nor slices held back
+    /// behind a cut one that ended earlier; threads are told apart.
+    #[test]
+    fn calls_still_running_at_the_end_are_cut_at_their_end() {
+        let mut e = emitter(EmitOptions {
+            origin: 0,
+            ..Default::default()
+        });
+        let on = |tid: u32, s: Slice| Slice { tid, ..s };
+        let untraced = |depth: i32, t0: u64, t1: u64| Slice {
+            depth,
+            kind: SliceKind::Untraced {
+                kernel: true,
+                ip: 0x401010,
+            },
+            ..call(depth, "", t0, t1, false)
+        };
+        // Thread 11: a returns at 20, b at 30 (both at depth 1); then a
+        // restart: the frames end at 40, untraced time at depth 0 from 40.
+        // The new segment's c returns at 60, and the trace ends at 70 with
+        // d (its child tied with its start, held back behind it) and main
+        // running.
+        for s in [
+            call(1, "a", 10, 20, false),
+            call(1, "b", 25, 30, false),
+            call(1, "b_open", 32, 40, false),
+            call(0, "main", 0, 40, false),
+            untraced(0, 40, 45),
+            call(1, "c", 50, 60, false),
+            call(1, "d", 62, 70, false),
+            call(2, "d_child", 62, 65, false),
+            call(0, "main2", 45, 70, true),
+        ] {
+            e.slice(&s).unwrap();
+        }
+        // Thread 12: f returns at 20 and a gap begins at 30: g ends there;
+        // h returns at 50, after it nothing.
+        e.thread(10, 12, "other", "prog", &[]).unwrap();
+        for s in [
+            call(1, "f", 10, 20, false),
+            call(0, "g", 0, 30, false),
+            Slice {
+                kind: SliceKind::Gap {
+                    kind: GapKind::Overflow,
+                    offset: 0,
+                },
+                ..call(0, "", 30, 40, false)
+            },
+            call(0, "h", 40, 50, false),
+        ] {
+            e.slice(&on(12, s)).unwrap();
+        }
+        e.flush().unwrap();
+        assert_eq!(e.stats().ended_open, 6);
+        let out = e.finish().unwrap();
+        let mut got: Vec<String> = events(&out[0].bytes)
+            .into_iter()
+            .filter(|l| l.starts_with("duration_complete"))
+            .map(|l| {
+                let tid = l.split(" tid=").nth(1).unwrap().split(' ').next().unwrap();
+                let name = l
+                    .split("name=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                let cut = l
+                    .split("\"cut\": ")
+                    .nth(1)
+                    .map_or("", |c| c.trim_end_matches('}'));
+                format!("{tid} {name} {cut}").trim_end().to_string()
+            })
+            .collect();
+        // In each thread's order.
+        got.sort_by_key(|l| l.split(' ').next().unwrap().to_string());
+        assert_eq!(
+            got,
+            [
+                "11 a",
+                "11 b",
+                r#"11 b_open str("end")"#,
+                r#"11 main str("end")"#,
+                "11 [kernel]",
+                "11 c",
+                r#"11 d str("end")"#,
+                "11 d_child",
+                r#"11 main2 str("end")"#,
+                "12 f",
+                r#"12 g str("end")"#,
+                "12 [gap: overflow]",
+                r#"12 h str("end")"#,
+            ]
+        );
     }
 
     #[test]
@@ -1521,7 +1795,8 @@ mod tests {
                     r#"ts=120 end=180 name="inside" "#,
                     r#"ts=180 end=200 name="at_boundary" "#,
                 ],
-                vec![r#"ts=200 end=250 name="long" str("start")"#],
+                // The trace ends while it runs: both ends cut.
+                vec![r#"ts=200 end=250 name="long" str("both")"#],
             ]
         );
         // Every file names its threads; the rename at 150 lands in window 1.
@@ -1546,6 +1821,7 @@ mod tests {
         e.slice(&call(0, "after", 200, 300, false)).unwrap();
         e.slice(&call(0, "across", 50, 150, false)).unwrap();
         e.slice(&call(0, "zero_at_start", 100, 100, false)).unwrap();
+        e.flush().unwrap();
         assert_eq!(e.stats().dropped, 2);
         let out = e.finish().unwrap();
         let ev: Vec<_> = events(&out[0].bytes)
@@ -1579,7 +1855,10 @@ mod tests {
         let mut s = call(0, "main", 100, 200, false);
         e.slice(&s).unwrap();
         s.start.cycles = crate::ops::Cycles::NONE;
-        assert!(matches!(e.slice(&s), Err(EmitError::NoCycles { tid: 11 })));
+        // Written (and refused) once the thread's next slice or the end
+        // shows whether the trace's end cut it.
+        e.slice(&s).unwrap();
+        assert!(matches!(e.flush(), Err(EmitError::NoCycles { tid: 11 })));
     }
 
     /// Name, depth and `folded` of every call written, in file order.
@@ -1647,6 +1926,7 @@ mod tests {
         e.slice(&call(-r, "outer_kept", 0, 20, true)).unwrap();
         e.slice(&call(-r - 1, "outer_dropped", 0, 30, true))
             .unwrap();
+        e.flush().unwrap();
         assert_eq!(e.stats().outer_frames, 1);
         let out = e.finish().unwrap();
         let names: Vec<String> = folds(&out[0].bytes);

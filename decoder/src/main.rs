@@ -34,7 +34,11 @@ Examples:
 Times: a number of seconds (\"1.5\") or a number with a unit (s, ms, us, ns:
 \"250ms\", \"10us\"), relative to the first timestamp of the recording (which is
 also 0 in the output); --start also takes an absolute perf time in ns
-written \"@NS\" (as `perf script` prints it, times 1e9).";
+written \"@NS\" (as `perf script` prints it, times 1e9).
+
+Calls the trace did not see end (still running when the thread's trace
+ended, e.g. a killed program, or when a gap ended them) carry the argument
+cut = \"end\"; calls whose start it did not see, unknown_start = true.";
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +84,12 @@ enum Command {
     /// decoded), but instead of FTF print per-function totals sorted by
     /// self time: calls, total, self and longest time, instructions.
     /// Optionally folded stacks, a flame graph and the slowest calls.
+    ///
+    /// A function's calls are its slices: call instructions, tail calls (a
+    /// jump to its entry: CSV/JSON `tail_calls`), root frames and signal
+    /// handlers, and frames whose start was not traced; the heading says
+    /// how many of each. `perf script --itrace=c` counts call instructions
+    /// only.
     ///
     /// Example: ptdec report trace.dir --top 20 --slowest 5 --flamegraph flame.svg
     Report(Box<ReportArgs>),

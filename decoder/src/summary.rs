@@ -279,13 +279,19 @@ fn render_stacks(o: &mut String, report: &Report) {
     let s = &report.stack;
     let _ = writeln!(
         o,
-        "  calls         {} (returns {}, tail calls {}, frames skipped by longjmp/exceptions {}, retroactive frames {}, max depth {})",
+        "  calls         {} call instructions (returns {}, frames skipped by longjmp/exceptions {}, retroactive frames {}, max depth {})",
         thousands(s.calls),
         thousands(s.returns),
-        thousands(s.tail_calls),
         thousands(s.skipped_frames),
         thousands(s.retroactive_frames),
         s.max_depth
+    );
+    // perf script --itrace=c counts call instructions; the FTF and the
+    // report have a slice for each tail call too.
+    let _ = writeln!(
+        o,
+        "  tail calls    {} (jumps to a function's entry: a call slice each, not in perf script --itrace=c's calls)",
+        thousands(s.tail_calls)
     );
     let _ = writeln!(
         o,
@@ -376,6 +382,13 @@ fn render_shaping(o: &mut String, report: &Report) {
             crate::emit::PERFETTO_MAX_DEPTH,
             thousands(e.folds),
             e.folded_max_depth
+        );
+    }
+    if e.ended_open > 0 {
+        let _ = writeln!(
+            o,
+            "  cut at end    {} calls still running where their thread's trace ended (the program was killed, or exited inside them) or a gap or a restart ended it: arg `cut` = \"end\"",
+            thousands(e.ended_open)
         );
     }
     if e.outer_frames > 0 {

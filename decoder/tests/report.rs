@@ -116,17 +116,44 @@ fn report_answers_as_table_csv_json_folded_stacks_and_svg() {
     );
     let slowest = json["slowest"].as_array().unwrap();
     assert_eq!(slowest.len(), 8);
+    // The calls: call instructions, tail calls, roots and handlers,
+    // untraced starts; as the summary counts them.
+    let total = |k: &str| json[k].as_u64().unwrap_or_else(|| panic!("{k}: {json}"));
+    assert_eq!(
+        total("call_instructions") + total("tail_calls") + total("roots") + total("unknown_start"),
+        total("calls")
+    );
+    let out = ptdec().args(["report", t]).output().unwrap();
+    let (table, summary) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{summary}");
+    let count = |label: &str| -> u64 {
+        let line = summary
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line: {summary}"));
+        let n = line.trim_start()[label.len()..].split_whitespace().next();
+        n.unwrap().replace(',', "").parse().unwrap()
+    };
+    assert_eq!(count("calls "), total("call_instructions"), "{summary}");
+    assert_eq!(count("tail calls "), total("tail_calls"), "{summary}");
+    let heading = table.lines().nth(1).unwrap();
+    assert!(
+        heading.starts_with("  calls: ")
+            && heading.contains(" call instructions (what perf script --itrace=c counts)"),
+        "{table}"
+    );
 
     // CSV: the header, every function, by self time.
     let csv = csv_rows(&run(&["report", t, "-q", "--format", "csv"]));
     assert_eq!(
         csv[0].join(","),
-        "function,module,calls,total_ns,self_ns,max_ns,insns,self_insns"
+        "function,module,calls,total_ns,self_ns,max_ns,insns,self_insns,tail_calls"
     );
     assert_eq!(csv.len() - 1, functions.len());
     let column = |rows: &[Vec<String>], i: usize| -> Vec<u64> {
         rows[1..].iter().map(|r| r[i].parse().unwrap()).collect()
     };
+    assert_eq!(column(&csv, 8).iter().sum::<u64>(), total("tail_calls"));
     let by_self = column(&csv, 4);
     assert!(by_self.windows(2).all(|w| w[0] >= w[1]), "{by_self:?}");
     let csv = csv_rows(&run(&[

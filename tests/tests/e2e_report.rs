@@ -1,9 +1,11 @@
 //! Issue 22: `ptdec report` and `--min-duration` on traces scaled up with
 //! `ptsim --repeat`, against the ground truth:
 //!
-//! - per function, the report's calls are the truth's totals (counted from
-//!   its `repeat` lines), for the program's functions that no direct `jmp`
-//!   enters (ptdec makes a slice of a tail call too);
+//! - per function, the report's calls less its tail calls, root frames and
+//!   signal handlers, and frames whose start was not traced are the
+//!   truth's call instructions (counted from its `repeat` lines), and over
+//!   all functions the call instructions and tail calls are the stacks'
+//!   (the summary's);
 //! - the self instructions of all rows, and the folded stacks' weights, add
 //!   up to the decoded instructions, which are the truth's; the folded ns
 //!   to the rows' self ns;
@@ -169,14 +171,14 @@ fn report_counts_calls_as_the_truth_and_adds_up_to_every_instruction() {
         assert_eq!(ns, totals.ns, "{prog}: folded ns weights");
         assert!(ns > 0, "{prog}: no time passed");
 
-        // Calls per function: the truth's, for the program's functions that
-        // no direct jmp enters.
+        // Calls per function: the truth's call instructions, once the
+        // report's tail calls, roots and untraced starts are taken out.
         let symbols = text_symbols(&path);
         let jumped = common::jump_targets(&path);
         let mut want: BTreeMap<&str, u64> = BTreeMap::new();
         for t in truth.values() {
             for ((kind, to), n) in t.totals() {
-                if kind != "call" || jumped.contains(&to) {
+                if kind != "call" {
                     continue;
                 }
                 if let Some(name) = symbols.get(&to) {
@@ -193,16 +195,33 @@ fn report_counts_calls_as_the_truth_and_adds_up_to_every_instruction() {
             });
             let (_, st) = row.unwrap_or_else(|| panic!("{prog}: no row for {name}"));
             assert_eq!(
-                st.calls - st.unknown_start,
+                st.calls - st.tail_calls - st.roots - st.unknown_start,
                 *n,
                 "{prog}: calls of {name} (report {st:?})"
             );
             checked += 1;
         }
         assert!(checked >= 5, "{prog}: only {checked} functions checked");
+        assert_eq!(
+            (totals.call_insns(), totals.tail_calls),
+            (run.stack.calls, run.stack.tail_calls),
+            "{prog}: call instructions and tail calls, report and stacks"
+        );
+        let tail_called = agg.rows.iter().filter(|(_, st)| st.tail_calls > 0).count();
+        if prog == "loopmix" {
+            assert!(
+                tail_called > 0 && !jumped.is_empty(),
+                "{prog}: no tail call"
+            );
+            assert!(totals.roots > 1, "{prog}: no signal handler");
+        }
         let repeated = &agg.rows.iter().max_by_key(|(_, s)| s.calls).unwrap();
         eprintln!(
-            "{prog} {spec}: {checked} functions' calls = truth; {truth_insns} instructions = self = folded; most called: {} x{}",
+            "{prog} {spec}: {checked} functions' calls = truth ({} call instructions, {} tail calls into {tail_called} functions, {} roots and handlers, {} untraced starts); {truth_insns} instructions = self = folded; most called: {} x{}",
+            totals.call_insns(),
+            totals.tail_calls,
+            totals.roots,
+            totals.unknown_start,
             agg.funcs[repeated.0 .1 as usize].name,
             repeated.1.calls
         );

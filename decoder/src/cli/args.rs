@@ -60,8 +60,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", value_parser = parse_top)]
     pub top: Option<usize>,
     /// table (for people), csv (every function, header
-    /// function,module,calls,total_ns,self_ns,max_ns,insns,self_insns) or
-    /// json. Example: --format csv
+    /// function,module,calls,total_ns,self_ns,max_ns,insns,self_insns,tail_calls)
+    /// or json. Example: --format csv
     #[arg(long, value_enum, default_value_t = render::Format::Table)]
     pub format: render::Format,
     /// One set of rows per thread instead of functions over all threads.

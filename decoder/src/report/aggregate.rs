@@ -17,6 +17,11 @@
 //! at their segment's first instant and adopt the segment's earlier
 //! bottom-level items like any parent. A gap ends a segment: what waits on
 //! the stack then has no parent to come and is final.
+//!
+//! How each call's frame was entered (a call instruction, a tail call, a
+//! root frame or signal handler, or not traced) is counted per function, so
+//! that the report's calls reconcile with tools that count call
+//! instructions only ([`Entry`]).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -61,6 +66,15 @@ pub struct FuncStats {
     pub cut: u64,
     /// Calls whose start was not traced (of `cut`).
     pub unknown_start: u64,
+    /// Calls entered by a tail call: a jump to the function's entry, not a
+    /// call instruction (`perf script --itrace=c` does not count these).
+    pub tail_calls: u64,
+    /// Calls entered at the function's entry with neither a call nor a
+    /// jump: a root frame (the trace, or its segment after a gap or a
+    /// restart, began at the function's first instruction) or a signal
+    /// handler (entered from the kernel). The rest of `calls`, less
+    /// `tail_calls` and `unknown_start`, are call instructions.
+    pub roots: u64,
     /// ns inside the function, callees included, each outermost call once.
     pub total_ns: u64,
     /// ns in the function itself: its calls' ns minus their callees'.
@@ -372,6 +386,120 @@ struct ThreadAgg {
     ended_at: Option<Stamp>,
     /// Its rows by function with `--per-thread` (no calls: no row).
     rows: Vec<FuncStats>,
+    /// With a window: the latest slice to close at each depth that may
+    /// still be the sibling before a slice to come, shallowest first
+    /// ([`ThreadAgg::entry`]).
+    closed: Vec<Closed>,
+}
+
+/// A closed slice as [`ThreadAgg::entry`] remembers it.
+#[derive(Debug, Clone, Copy)]
+struct Closed {
+    depth: i32,
+    end: Stamp,
+    call: bool,
+}
+
+/// How a slice's frame was entered. The stacks say whether a call
+/// instruction opened a frame (`call_time`) and whether its start was
+/// traced; a frame that neither a call nor an untraced start explains was
+/// entered by a tail call, or is a root frame or a signal handler. A tail
+/// call ends the frame it leaves and opens its own at that very stamp and
+/// depth; a signal handler starts where the untraced time before it (one
+/// level below the interrupted frame) ends, a root frame where its
+/// segment begins (after nothing, a gap or the untraced time of a
+/// restart). So: a tail call when the sibling before it, at its depth, is
+/// a call that ended at its start. In close order only deeper slices (its
+/// own children) come between the two, and the top item once they are
+/// adopted is that sibling's, merged with the siblings before it
+/// ([`Entry::after`]); with a window, which keeps the slices outside it
+/// from the items, [`ThreadAgg::entry`] remembers the latest slice at
+/// each depth instead.
+///
+/// One case reads as a root that the stacks count as a tail call: a
+/// segment that begins on a jump to a function's entry, its first frame
+/// ending at the instant it began (and so dropped as empty). The jump's
+/// target is then the segment's first frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// Untraced time or a gap.
+    NotACall,
+    /// A call instruction.
+    Call,
+    /// The start was not traced.
+    UnknownStart,
+    Tail,
+    /// A root frame or a signal handler.
+    Root,
+}
+
+impl Entry {
+    /// How slice `s` was entered, `top` being the thread's top item once
+    /// `s`'s children are adopted (the sibling before it, if any).
+    #[inline]
+    fn after(s: &Slice, top: Option<&Item>) -> Entry {
+        match &s.kind {
+            SliceKind::Call {
+                unknown_start: true,
+                ..
+            } => Entry::UnknownStart,
+            SliceKind::Call {
+                call_time: Some(_), ..
+            } => Entry::Call,
+            SliceKind::Call { .. } => {
+                if top.is_some_and(|t| t.depth == s.depth && !t.sep && t.end == s.start) {
+                    Entry::Tail
+                } else {
+                    Entry::Root
+                }
+            }
+            _ => Entry::NotACall,
+        }
+    }
+}
+
+impl ThreadAgg {
+    /// How slice `s` (the thread's next in close order) was entered; notes
+    /// it as the latest slice at its depth. For a window only (see
+    /// [`Entry`]).
+    #[inline]
+    fn entry(&mut self, s: &Slice) -> Entry {
+        // Deeper slices were `s`'s children: no later slice follows them
+        // as a sibling.
+        let mut before = None;
+        while let Some(c) = self.closed.last() {
+            if c.depth < s.depth {
+                break;
+            }
+            if c.depth == s.depth {
+                before = Some(*c);
+            }
+            self.closed.pop();
+        }
+        let entry = match &s.kind {
+            SliceKind::Call {
+                unknown_start: true,
+                ..
+            } => Entry::UnknownStart,
+            SliceKind::Call {
+                call_time: Some(_), ..
+            } => Entry::Call,
+            SliceKind::Call { .. } => {
+                if before.is_some_and(|b| b.call && b.end == s.start) {
+                    Entry::Tail
+                } else {
+                    Entry::Root
+                }
+            }
+            _ => Entry::NotACall,
+        };
+        self.closed.push(Closed {
+            depth: s.depth,
+            end: s.end,
+            call: entry != Entry::NotACall,
+        });
+        entry
+    }
 }
 
 /// A slowest-calls candidate, ordered so that the heap's top is the one to
@@ -566,6 +694,7 @@ impl Aggregator {
                     ended: Vec::new(),
                     ended_at: None,
                     rows: Vec::new(),
+                    closed: Vec::new(),
                 });
                 self.thread_index.insert(key, self.threads.len() - 1);
                 self.threads.len() - 1
@@ -602,6 +731,16 @@ impl Aggregator {
     /// instructions on the bench's interp trace).
     #[inline(always)]
     pub fn add_with(&mut self, s: Slice, window: impl FnOnce(&Slice) -> Option<(u64, u64)>) {
+        // With a window, the slices outside it never reach the items, so
+        // the thread tells how `s` was entered from the slices before it,
+        // in the window or not (a tail call into the window is one).
+        // Without, the items tell ([`Entry`]).
+        let entry = if self.opts.range.is_some() {
+            let ti = self.thread((s.pid, s.tid));
+            Some(self.threads[ti].entry(&s))
+        } else {
+            None
+        };
         let Some(ns) = self.ns(&s) else { return };
         let func = self.kind_id(&s.kind);
         let ti = self.thread((s.pid, s.tid));
@@ -609,9 +748,9 @@ impl Aggregator {
         // Its children: the items above it on the stack that lie inside it.
         // Most slices are leaves, with none.
         if th.items.last().is_some_and(|top| top.inside(&s)) {
-            self.add_parent(&s, window, ns, func, ti);
+            self.add_parent(&s, window, entry, ns, func, ti);
         } else {
-            self.add_leaf(&s, window, ns, func, ti);
+            self.add_leaf(&s, window, entry, ns, func, ti);
         }
     }
 
@@ -621,12 +760,14 @@ impl Aggregator {
         &mut self,
         s: &Slice,
         window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
+        entry: Option<Entry>,
         ns: u64,
         func: FuncId,
         ti: usize,
     ) {
         let insns = s.insns();
-        self.count(s, window, func, ti, (ns, insns), (ns, insns), (0, 0));
+        let entry = entry.unwrap_or_else(|| Entry::after(s, self.threads[ti].items.last()));
+        self.count(s, window, entry, func, ti, (ns, insns), (ns, insns), (0, 0));
         let leaf_path = self.opts.folded.then(|| self.paths.leaf(func));
         let th = &mut self.threads[ti];
         let call = matches!(s.kind, SliceKind::Call { .. });
@@ -667,6 +808,7 @@ impl Aggregator {
         &mut self,
         s: &Slice,
         window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
+        entry: Option<Entry>,
         ns: u64,
         func: FuncId,
         ti: usize,
@@ -674,12 +816,14 @@ impl Aggregator {
         let insns = s.insns();
         let th = &mut self.threads[ti];
         let mut below = adopt(&mut th.items, s, func, &mut self.paths);
+        let entry = entry.unwrap_or_else(|| Entry::after(s, th.items.last()));
         let self_ns = ns.saturating_sub(below.ns);
         let self_insns = insns.saturating_sub(below.insns);
         let inner = below.outer.replace(func, ns, insns);
         self.count(
             s,
             window,
+            entry,
             func,
             ti,
             (ns, insns),
@@ -721,26 +865,25 @@ impl Aggregator {
         self.settle_at_gap(s, ti);
     }
 
-    /// Counts slice `s` of function `func` in its row (`all` and `own`:
-    /// its (ns, instructions) and those of itself, `inner`: those of its
-    /// outermost calls of `func` below it), among the slowest, and among
-    /// the calls a gap may cut.
+    /// Counts slice `s` of function `func`, entered as `entry`, in its
+    /// row (`all` and `own`: its (ns, instructions) and those of itself,
+    /// `inner`: those of its outermost calls of `func` below it), among
+    /// the slowest, and among the calls a gap may cut.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn count(
         &mut self,
         s: &Slice,
         window: impl FnOnce(&Slice) -> Option<(u64, u64)>,
+        entry: Entry,
         func: FuncId,
         ti: usize,
         (ns, insns): (u64, u64),
         (self_ns, self_insns): (u64, u64),
         (inner_ns, inner_insns): (u64, u64),
     ) {
-        let (call, unknown_start) = match &s.kind {
-            SliceKind::Call { unknown_start, .. } => (true, *unknown_start),
-            _ => (false, false),
-        };
+        let call = entry != Entry::NotACall;
+        let unknown_start = entry == Entry::UnknownStart;
         let th = &mut self.threads[ti];
         let rows = if self.opts.per_thread {
             &mut th.rows
@@ -757,9 +900,14 @@ impl Aggregator {
         st.total_ns += ns.saturating_sub(inner_ns);
         st.insns += insns.saturating_sub(inner_insns);
         st.max_ns = st.max_ns.max(ns);
-        if unknown_start {
-            st.cut += 1;
-            st.unknown_start += 1;
+        match entry {
+            Entry::UnknownStart => {
+                st.cut += 1;
+                st.unknown_start += 1;
+            }
+            Entry::Tail => st.tail_calls += 1,
+            Entry::Root => st.roots += 1,
+            Entry::Call | Entry::NotACall => {}
         }
 
         let mut seq = u64::MAX;
@@ -1086,7 +1234,7 @@ mod tests {
     }
     use super::*;
     use crate::ops::{GapKind, Op};
-    use crate::stack::{Func, Resolver, ThreadStack};
+    use crate::stack::{Func, Resolver, StackStats, ThreadStack};
 
     /// Functions of 0x100 bytes at 0x1000 (main), 0x2000 (a), 0x3000 (b),
     /// 0x4000 (f).
@@ -1315,6 +1463,8 @@ mod tests {
             items: Vec<MItem>,
             ended: Vec<Ended>,
             ended_at: Option<Stamp>,
+            /// Every slice so far: (depth, end, a call).
+            seen: Vec<(i32, Stamp, bool)>,
         }
 
         #[derive(Default)]
@@ -1357,6 +1507,24 @@ mod tests {
             }
 
             pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+                // A tail call: neither a call instruction nor an untraced
+                // start, and the latest slice before it at its depth or
+                // shallower is a call at its depth that ended at its start.
+                let seen = &mut self.threads.entry((s.pid, s.tid)).or_default().seen;
+                let before = seen.iter().rev().find(|b| b.0 <= s.depth).copied();
+                let is_call = matches!(s.kind, SliceKind::Call { .. });
+                seen.push((s.depth, s.end, is_call));
+                let (tail, root) = match &s.kind {
+                    SliceKind::Call {
+                        unknown_start: false,
+                        call_time: None,
+                        ..
+                    } => {
+                        let tail = before == Some((s.depth, s.start, true));
+                        (tail, !tail)
+                    }
+                    _ => (false, false),
+                };
                 let (t0, t1) = (s.start.time, s.end.time);
                 let ns = match self.opts.range {
                     None => t1.saturating_sub(t0),
@@ -1428,6 +1596,8 @@ mod tests {
                     st.cut += 1;
                     st.unknown_start += 1;
                 }
+                st.tail_calls += u64::from(tail);
+                st.roots += u64::from(root);
 
                 let mut seq = u64::MAX;
                 if call && self.opts.slowest > 0 {
@@ -1610,7 +1780,8 @@ mod tests {
                 at_fn = func(rng);
                 ops.push(Op::Enabled {
                     at,
-                    ip: at_fn + 0x40,
+                    // At an entry: a signal handler.
+                    ip: at_fn + rng.u64(..2) * 0x40,
                     first: false,
                 });
                 off = false;
@@ -1723,13 +1894,132 @@ mod tests {
                     agg.add(s, window);
                 }
             }
+            let mut stats = StackStats::default();
+            for (stack, _, _) in &stacks {
+                stats.add(stack.stats());
+            }
             let (a, m) = (agg.finish(), model.finish());
             let at = format!("round {round}, {opts:?}");
             assert_eq!(a.funcs, m.funcs, "{at}");
             assert_eq!(a.rows, m.rows, "{at}");
             assert_eq!(a.folded, m.folded, "{at}");
             assert_eq!(a.slowest, m.slowest, "{at}");
+            if opts.range.is_none() {
+                // The calls that are neither tail calls, roots nor
+                // untraced starts are the stacks' call instructions; the
+                // tail calls theirs, but for those out of a frame dropped
+                // as empty (then the target is its segment's root).
+                let sum = |f: fn(&FuncStats) -> u64| -> u64 {
+                    a.rows
+                        .iter()
+                        .filter(|((_, id), _)| !a.funcs[*id as usize].pseudo)
+                        .map(|(_, st)| f(st))
+                        .sum()
+                };
+                let calls = sum(|st| st.calls - st.tail_calls - st.roots - st.unknown_start);
+                assert_eq!(calls, stats.calls, "{at}");
+                let tail = sum(|st| st.tail_calls);
+                assert!(
+                    tail <= stats.tail_calls && tail + stats.empty_frames >= stats.tail_calls,
+                    "{at}: {tail} tail calls, {stats:?}"
+                );
+            }
         }
+    }
+
+    /// Each call is counted by how its frame was entered: a call
+    /// instruction, a tail call (a jump to an entry), a root frame (the
+    /// trace begins at an entry), a signal handler, an untraced start.
+    #[test]
+    fn calls_are_counted_by_how_they_were_entered() {
+        let ops = [
+            // main's entry: a root frame.
+            Op::Enabled {
+                at: at(0, 0),
+                ip: MAIN,
+                first: true,
+            },
+            call(10, 10, MAIN + 0x10, A),
+            // a tail-calls b, which tail-calls f.
+            Op::Jump {
+                at: at(20, 20),
+                from: A + 0x20,
+                to: B,
+            },
+            Op::Jump {
+                at: at(30, 30),
+                from: B + 0x20,
+                to: F,
+            },
+            ret(40, 40, F + 0x50, MAIN + 0x15),
+            // A signal: f's entry from the kernel, then back to main.
+            Op::Disabled {
+                at: at(50, 50),
+                ip: MAIN + 0x30,
+                kernel: true,
+            },
+            Op::Enabled {
+                at: at(60, 50),
+                ip: F,
+                first: false,
+            },
+            ret(70, 60, F + 0x50, MAIN + 0x30),
+            // A jump within main is no tail call; a jump to b's middle
+            // neither (nothing of b is open).
+            Op::Jump {
+                at: at(80, 70),
+                from: MAIN + 0x40,
+                to: MAIN + 0x60,
+            },
+            call(90, 80, MAIN + 0x60, B),
+            Op::Jump {
+                at: at(95, 85),
+                from: B + 0x10,
+                to: B + 0x40,
+            },
+            ret(100, 90, B + 0x50, MAIN + 0x65),
+            // A gap, and a segment that begins inside a, which tail-calls
+            // b: an untraced start and a tail call.
+            Op::Gap {
+                at: at(110, 100),
+                kind: GapKind::Overflow,
+                offset: 0,
+            },
+            Op::Enabled {
+                at: at(120, 100),
+                ip: A + 0x10,
+                first: false,
+            },
+            Op::Jump {
+                at: at(130, 110),
+                from: A + 0x20,
+                to: B,
+            },
+            Op::End { at: at(140, 120) },
+        ];
+        let a = aggregate(&ops, AggregateOptions::default());
+        let entries = |name| {
+            let r = row(&a, name);
+            (r.calls, r.tail_calls, r.roots, r.unknown_start)
+        };
+        assert_eq!(entries("main"), (1, 0, 1, 0));
+        assert_eq!(entries("a"), (2, 0, 0, 1));
+        assert_eq!(entries("b"), (3, 2, 0, 0));
+        // Tail-called once, and once entered as a signal handler.
+        assert_eq!(entries("f"), (2, 1, 1, 0));
+        let kernel = row(&a, "[kernel]");
+        assert_eq!((kernel.calls, kernel.tail_calls, kernel.roots), (1, 0, 0));
+        // A window from 35 on: the tail call into f before it still counts.
+        let w = aggregate(
+            &ops,
+            AggregateOptions {
+                range: Some((35, 200)),
+                ..AggregateOptions::default()
+            },
+        );
+        let f = w.funcs.iter().position(|f| &*f.name == "f").unwrap() as FuncId;
+        let f = w.rows[&(None, f)];
+        assert_eq!((f.calls, f.tail_calls, f.roots), (2, 1, 1));
     }
 
     /// The aggregate does not depend on how the threads' slices

@@ -117,8 +117,23 @@ pub struct Totals {
     /// Calls (function rows only), and those cut.
     pub calls: u64,
     pub cut: u64,
+    /// Of `calls`: entered by a tail call, root frames and signal
+    /// handlers, and those whose start was not traced
+    /// ([`FuncStats`]'s fields); the rest were call instructions
+    /// ([`Totals::call_insns`]).
+    pub tail_calls: u64,
+    pub roots: u64,
+    pub unknown_start: u64,
     /// Distinct functions.
     pub functions: u64,
+}
+
+impl Totals {
+    /// Calls entered by a call instruction: what `perf script --itrace=c`
+    /// counts as calls.
+    pub fn call_insns(&self) -> u64 {
+        self.calls - self.tail_calls - self.roots - self.unknown_start
+    }
 }
 
 /// Adds up the rows.
@@ -131,6 +146,9 @@ pub fn totals(agg: &Aggregate) -> Totals {
         if !agg.funcs[*f as usize].pseudo {
             t.calls += s.calls;
             t.cut += s.cut;
+            t.tail_calls += s.tail_calls;
+            t.roots += s.roots;
+            t.unknown_start += s.unknown_start;
             funcs.insert(*f);
         }
     }
@@ -227,6 +245,14 @@ pub fn table(agg: &Aggregate, report: &Report, o: &TableOptions) -> String {
         thousands(t.calls),
         thousands(t.cut),
         thousands(t.functions)
+    );
+    let _ = writeln!(
+        out,
+        "  calls: {} call instructions (what perf script --itrace=c counts), {} tail calls (jumps to a function's entry), {} root frames and signal handlers, {} whose start was not traced",
+        thousands(t.call_insns()),
+        thousands(t.tail_calls),
+        thousands(t.roots),
+        thousands(t.unknown_start)
     );
     if t.insns != report.decode.insns {
         let _ = writeln!(
@@ -389,7 +415,10 @@ fn csv_field(s: &str) -> String {
 }
 
 /// The CSV header; per thread, `pid,tid,thread,` comes first.
-pub const CSV_HEADER: &str = "function,module,calls,total_ns,self_ns,max_ns,insns,self_insns";
+/// (`tail_calls` came later than the others: last, so that the columns
+/// before it kept their places.)
+pub const CSV_HEADER: &str =
+    "function,module,calls,total_ns,self_ns,max_ns,insns,self_insns,tail_calls";
 
 /// Every row (the first `top` of each thread with `top`) as CSV under
 /// [`CSV_HEADER`], times in ns, modules as recorded.
@@ -410,7 +439,7 @@ pub fn csv(agg: &Aggregate, sort: Sort, top: Option<usize>) -> String {
         let name = &agg.funcs[f as usize];
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             csv_field(&name.name),
             csv_field(&name.module),
             s.calls,
@@ -418,15 +447,16 @@ pub fn csv(agg: &Aggregate, sort: Sort, top: Option<usize>) -> String {
             s.self_ns,
             s.max_ns,
             s.insns,
-            s.self_insns
+            s.self_insns,
+            s.tail_calls
         );
     }
     out
 }
 
 /// The report as one JSON object: the totals, `functions` (the CSV's
-/// fields, plus `cut` and `unknown_start`, and `pid`, `tid`, `thread` per
-/// thread) and `slowest`.
+/// fields, plus `cut`, `unknown_start` and `roots`, and `pid`, `tid`,
+/// `thread` per thread) and `slowest`.
 pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) -> String {
     let t = totals(agg);
     let functions: Vec<Value> = first_per_thread(sorted(agg, sort), top)
@@ -444,6 +474,8 @@ pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) ->
                 "self_insns": s.self_insns,
                 "cut": s.cut,
                 "unknown_start": s.unknown_start,
+                "tail_calls": s.tail_calls,
+                "roots": s.roots,
             });
             if let Some((pid, tid)) = th {
                 v["pid"] = json!(pid);
@@ -478,6 +510,10 @@ pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) ->
         "time_ns": t.ns,
         "insns": report.decode.insns,
         "calls": t.calls,
+        "call_instructions": t.call_insns(),
+        "tail_calls": t.tail_calls,
+        "roots": t.roots,
+        "unknown_start": t.unknown_start,
         "cut": t.cut,
         "threads": report.threads.len(),
         "sort": match sort {
