@@ -15,7 +15,10 @@
 //!   inclusive of callees), `cycles` (u64, when CYC packets were recorded),
 //!   `addr` (pointer, the function's entry), `module` (string), and
 //!   `unknown_start = true` when the call was not seen (the trace began
-//!   inside it; it starts at the thread's first traced instant).
+//!   inside it; it starts at the thread's first traced instant), and
+//!   `unmatched = true` when a return that matched no open frame ended it
+//!   (an unwind into code without symbols or unwind tables: its real end
+//!   may be earlier).
 //! * Untraced time: category `untraced`, a slice named `[kernel]` (syscall or
 //!   interrupt with user-only tracing), `[filtered out]` (code outside the
 //!   recording's address filters: tracing stopped at a user-space IP in a
@@ -1210,10 +1213,12 @@ impl Emitter {
                 SliceKind::Call {
                     func,
                     unknown_start,
+                    unmatched,
                     ..
                 } => What::Call {
                     func: block.func(func),
                     unknown_start: *unknown_start,
+                    unmatched: *unmatched,
                     insns: s.insns(),
                     cycles: s.cycles(),
                 },
@@ -1605,6 +1610,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A frame a return matching no open frame ended says so.
+    #[test]
+    fn an_unmatched_frame_carries_unmatched() {
+        let mut e = emitter(EmitOptions {
+            origin: 100,
+            ..Default::default()
+        });
+        let mut s = call(1, "deep", 110, 150, false);
+        if let SliceKind::Call { unmatched, .. } = &mut s.kind {
+            *unmatched = true;
+        }
+        e.slice(&s).unwrap();
+        e.slice(&call(0, "main", 100, 200, false)).unwrap();
+        let out = e.finish().unwrap();
+        let got = events(&out[0].bytes);
+        let deep = got.iter().find(|l| l.contains(r#"name="deep""#)).unwrap();
+        assert!(deep.contains(r#""unmatched": bool(true)"#), "{deep}");
+        let main = got.iter().find(|l| l.contains(r#"name="main""#)).unwrap();
+        assert!(!main.contains("unmatched"), "{main}");
     }
 
     #[test]

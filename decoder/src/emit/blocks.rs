@@ -101,6 +101,8 @@ pub(super) enum What {
         /// Index in the block's functions ([`Block::func`]).
         func: u32,
         unknown_start: bool,
+        /// Ended by a return that matched no open frame.
+        unmatched: bool,
         insns: u64,
         cycles: Option<u64>,
     },
@@ -319,13 +321,14 @@ impl Block {
     }
 
     fn piece(&self, w: &mut Writer<Vec<u8>>, p: &Piece) -> ftf::Result<()> {
-        // At most 8: insns, cycles, addr, module, unknown_start, cut, folded,
-        // folded_levels.
-        let mut args: arrayvec::ArrayVec<Arg, 8> = arrayvec::ArrayVec::new();
+        // At most 9: insns, cycles, addr, module, unknown_start, unmatched,
+        // cut, folded, folded_levels.
+        let mut args: arrayvec::ArrayVec<Arg, 9> = arrayvec::ArrayVec::new();
         let (category, name): (&'static str, Text<'_>) = match &p.what {
             What::Call {
                 func,
                 unknown_start,
+                unmatched,
                 insns,
                 cycles,
             } => {
@@ -338,6 +341,9 @@ impl Block {
                 args.push(Arg::new("module", &f.module));
                 if *unknown_start {
                     args.push(Arg::new("unknown_start", true));
+                }
+                if *unmatched {
+                    args.push(Arg::new("unmatched", true));
                 }
                 ("call", Text::Shared(&f.name))
             }
