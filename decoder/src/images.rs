@@ -111,6 +111,9 @@ pub struct SearchPath {
     pub kcore_dir: Option<PathBuf>,
     /// An uncompressed kernel ELF image, preferred over `kcore_dir`.
     pub vmlinux: Option<PathBuf>,
+    /// When the recording was last written (its perf.data's mtime): a live
+    /// file without a build-id that is newer was changed since.
+    pub recorded_by: Option<std::time::SystemTime>,
 }
 
 impl Default for SearchPath {
@@ -122,6 +125,7 @@ impl Default for SearchPath {
             live_fs: true,
             kcore_dir: None,
             vmlinux: None,
+            recorded_by: None,
         }
     }
 }
@@ -630,6 +634,12 @@ impl ImageStore {
                     self.warn(format!(
                         "{name}: no build-id recorded; using the file on this machine, which may differ from the one traced (copy it into the trace's sysroot/ or use --sysroot)"
                     ));
+                } else if let Some(when) = changed_since(&c.path, self.search.recorded_by) {
+                    // Filesystems reuse inode numbers: a program rebuilt in
+                    // place often gets the one it had.
+                    self.warn(format!(
+                        "{name}: no build-id recorded, and the file on this machine, though it has the recorded inode, was modified {when} after the recording was written: it was probably rebuilt or replaced since, and decode errors in it (bad instructions, bad returns) would come from that. Decode with the program as it was (--sysroot), or record with build-ids"
+                    ));
                 }
             }
         }
@@ -821,6 +831,15 @@ fn add_range(ranges: &mut Vec<(u32, u64, u64)>, r: (u32, u64, u64)) {
     ranges.insert(at, (pid, start, end));
 }
 
+/// How long after `recorded` the file at `path` was last modified, when it
+/// was (more than a second after: clocks and copies blur the edge).
+fn changed_since(path: &Path, recorded: Option<std::time::SystemTime>) -> Option<String> {
+    let recorded = recorded?;
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let after = modified.duration_since(recorded).ok()?;
+    (after.as_secs() >= 1).then(|| format!("{} s", after.as_secs()))
+}
+
 /// Does the live file at `path` have the inode MMAP2 recorded?
 fn same_inode(path: &Path, id: &Option<FileId>) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -979,6 +998,50 @@ mod tests {
         }
         assert!(is_kernel_name("[kernel.kallsyms]_text"));
         assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+    }
+
+    /// Issue 44: a program without a build-id rebuilt in place keeps its
+    /// inode number (ext4 reuses it): the inode check alone took it for the
+    /// very file. Newer than the recording, it is named as probably changed.
+    #[test]
+    fn a_live_file_with_the_recorded_inode_but_newer_is_named() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("prog");
+        std::fs::write(&prog, tiny_elf(120)).unwrap();
+        let m = std::fs::metadata(&prog).unwrap();
+        let dev = m.dev();
+        let file = MappedFile {
+            filename: prog.display().to_string(),
+            file_id: Some(FileId::Inode {
+                maj: (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0fff)) as u32,
+                min: (((dev >> 12) & 0xffff_ff00) | (dev & 0xff)) as u32,
+                ino: m.ino(),
+                ino_generation: 0,
+            }),
+            prot: None,
+            flags: None,
+        };
+        let modified = m.modified().unwrap();
+        let store = |recorded_by| {
+            ImageStore::new(SearchPath {
+                buildid_dir: None,
+                recorded_by,
+                ..SearchPath::default()
+            })
+        };
+        // Recorded after the file was written: the very file, no warning.
+        let s = store(Some(modified + std::time::Duration::from_secs(5)));
+        assert!(s.get(&file).is_some());
+        assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+        // Recorded a minute before it was last written.
+        let s = store(Some(modified - std::time::Duration::from_secs(60)));
+        assert!(s.get(&file).is_some());
+        let w = s.warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("rebuilt or replaced") && w[0].contains("60 s"),
+            "{w:?}"
+        );
     }
 
     #[test]

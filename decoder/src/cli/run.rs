@@ -33,6 +33,9 @@ pub(super) fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
         s.kcore_dir = a.kcore.clone();
     }
     s.vmlinux = a.vmlinux.clone();
+    s.recorded_by = std::fs::metadata(&trace.data_path)
+        .and_then(|m| m.modified())
+        .ok();
     s
 }
 
