@@ -31,6 +31,7 @@ fn search(trace: Option<&Path>, live_fs: bool) -> SearchPath {
         live_fs,
         kcore_dir: trace.map(|t| t.join("kcore_dir")),
         vmlinux: None,
+        recorded_by: None,
     }
 }
 
