@@ -207,3 +207,48 @@ fn garbage_prefix_inputs_decode_alike_in_any_chunks() {
         "garbage_prefix_inputs_decode_alike_in_any_chunks",
     );
 }
+
+/// Issue 44: the fuzz seed's trace with its perf.data cut at every offset
+/// (`perf_data_cut`'s harness, offset by offset): each cut is refused or
+/// decodes what is there, never a panic; cuts inside the trace data decode
+/// the bytes before the cut; a cut after the data decodes everything.
+#[test]
+fn a_trace_cut_at_every_offset_decodes_what_is_there() {
+    use ptsim::testkit::{self, Aux, Program, Setup};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    std::fs::create_dir(&dir).unwrap();
+    let program = Program::new(harness::CODE.to_vec(), testkit::BASE);
+    let aux = harness::seed();
+    testkit::write_trace(
+        &dir,
+        &ptsim::pt::Config::default(),
+        &program,
+        &Aux::whole(&aux),
+        &Setup::task(1, 1),
+    );
+    let full = std::fs::read(dir.join("data")).unwrap();
+    let whole = harness::decode_cut(&dir, full.len());
+    assert!(whole > 0);
+    let file = sideband::file::PerfFile::parse(&full).unwrap();
+    let rec = file
+        .raw_records()
+        .find(|r| r.header.kind == sideband::record::kind::AUXTRACE)
+        .unwrap();
+    let data_at = rec.offset as usize + rec.bytes.len();
+    let mut partial = 0;
+    for at in 0..=full.len() {
+        std::fs::write(dir.join("data"), &full).unwrap();
+        let n = harness::decode_cut(&dir, at);
+        assert!(
+            n <= whole,
+            "cut at {at}: {n} instructions, more than the whole {whole}"
+        );
+        if at >= data_at + aux.len() {
+            assert_eq!(n, whole, "cut at {at}, after the trace data");
+        } else if at > data_at + aux.len() / 2 && n > 0 {
+            partial += 1;
+        }
+    }
+    assert!(partial > 0, "no cut inside the trace data decoded anything");
+}

@@ -262,6 +262,40 @@ pub fn trace_dir(data: &[u8]) -> u64 {
     pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
 }
 
+/// A trace dir (as [`trace_dir`] writes it, the AUX data being `data`
+/// after its first 4 bytes, or [`seed`]'s when fewer than 16 follow) whose
+/// perf.data is cut where those 4 bytes say (modulo its length + 1), as a
+/// full disk or a killed copy leaves it, then decoded: whatever the cut,
+/// the reader may refuse the file or decode what is there, never panic or
+/// grow without bound. Returns the instructions decoded.
+pub fn perf_data_cut(data: &[u8]) -> u64 {
+    let Some((cut, aux)) = data.split_first_chunk::<4>() else {
+        return 0;
+    };
+    let aux = if aux.len() < 16 { seed_trace() } else { aux };
+    let dir = scratch().join("cut");
+    std::fs::create_dir_all(&dir).expect("create the fuzz trace dir");
+    let cfg = ptsim::pt::Config::default();
+    let program = Program::new(CODE.to_vec(), testkit::BASE);
+    testkit::write_trace(&dir, &cfg, &program, &Aux::whole(aux), &Setup::task(1, 1));
+    decode_cut(&dir, u32::from_le_bytes(*cut) as usize)
+}
+
+/// Cuts `dir`'s perf.data at `at` (modulo its length + 1) and decodes it.
+pub fn decode_cut(dir: &std::path::Path, at: usize) -> u64 {
+    let path = dir.join("data");
+    let bytes = std::fs::read(&path).expect("the trace just written");
+    let at = at % (bytes.len() + 1);
+    std::fs::write(&path, &bytes[..at]).expect("cut the trace");
+    let Ok(trace) = Trace::open(dir) else {
+        return 0;
+    };
+    let images = ImageStore::new(SearchPath::for_trace(dir));
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let symbols = SymbolCache::for_search(images.search());
+    pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+}
+
 /// The bytes of a PSB (`02 82` eight times).
 const PSB: [u8; 16] = [
     0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
