@@ -7,7 +7,8 @@ use clap::{Args, ValueEnum};
 
 use super::parse::{
     parse_address, parse_chunk_size, parse_cpu, parse_filter_cfg, parse_hz, parse_jobs,
-    parse_sample_config, parse_size, parse_time_mult, parse_time_shift, parse_top, parse_u64,
+    parse_sample_config, parse_size, parse_slowest, parse_time_mult, parse_time_shift, parse_top,
+    parse_u64,
 };
 use crate::raw;
 use crate::report::render;
@@ -69,8 +70,10 @@ pub struct ReportArgs {
     #[arg(long)]
     pub per_thread: bool,
     /// Also list the N longest calls with thread, depth, duration and start
-    /// as @NS, for `ptdec TRACE --start @NS --duration D`. Example: --slowest 10
-    #[arg(long, value_name = "N", value_parser = parse_top)]
+    /// as @NS, for `ptdec TRACE --start @NS --duration D`. At most 100000:
+    /// each call listed is held in memory until printed (about 3 KB each
+    /// as JSON). Example: --slowest 10
+    #[arg(long, value_name = "N", value_parser = parse_slowest)]
     pub slowest: Option<usize>,
     /// Write folded stacks (`outer;inner;leaf WEIGHT` per line) to FILE.
     /// Example: --folded out.folded

@@ -15,6 +15,20 @@ pub fn parse_top(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--slowest`: 1 to [`crate::report::MAX_SLOWEST`] calls.
+pub fn parse_slowest(s: &str) -> Result<usize, String> {
+    let n = parse_top(s)?;
+    let max = crate::report::MAX_SLOWEST;
+    if n > max {
+        return Err(format!(
+            "ptdec lists at most {max} calls (each is held in memory until the report is \
+             printed); give --slowest {max} or less. Every call is in the FTF of \
+             `ptdec TRACE -o OUT`, and its time in --folded"
+        ));
+    }
+    Ok(n)
+}
+
 /// An address: decimal or 0x hex.
 pub fn parse_address(s: &str) -> Result<u64, String> {
     raw::parse_num(s).ok_or_else(|| format!("{s:?} is not an address (decimal or 0x hex)"))
@@ -186,5 +200,14 @@ mod tests {
         assert!(parse_time("1.5h").is_err());
         assert!(parse_time("@1.5").is_err());
         assert!(parse_duration("--split", "@5").is_err());
+    }
+
+    #[test]
+    fn slowest_has_a_limit() {
+        let max = crate::report::MAX_SLOWEST;
+        assert_eq!(parse_slowest(&max.to_string()), Ok(max));
+        let e = parse_slowest(&(max + 1).to_string()).unwrap_err();
+        assert!(e.contains(&format!("at most {max} calls")), "{e}");
+        assert!(parse_slowest("0").is_err());
     }
 }

@@ -22,7 +22,7 @@ use crate::stack::{Slice, SliceKind, StackStats};
 use crate::symbols::SymbolCache;
 
 pub use aggregate::{
-    Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall,
+    Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall, MAX_SLOWEST,
 };
 
 /// Everything a report run needs besides the trace.
