@@ -517,6 +517,15 @@ impl Emitter {
         &self.stats
     }
 
+    /// Whether no file has an event or counter value yet (its header
+    /// aside): after [`Emitter::flush`], whether the output would be empty.
+    pub fn is_empty(&self) -> bool {
+        self.windows
+            .list
+            .iter()
+            .all(|(_, w)| w.events == 0 && w.counters == 0)
+    }
+
     /// Names a thread before its first slice: `name` its COMM at its first
     /// traced instant, `process` the name of its process, `renames` the
     /// names it took later, with their perf times.

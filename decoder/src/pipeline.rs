@@ -273,6 +273,16 @@ pub enum RunError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// `--start`/`--duration` select a window in which nothing was traced.
+    #[error("{}", empty_window_text(*window, *span, *origin))]
+    EmptyWindow {
+        /// The window, perf time (ns).
+        window: (Option<u64>, Option<u64>),
+        /// The trace's first and last sideband times.
+        span: Option<(u64, u64)>,
+        /// The perf time shown as 0.
+        origin: Option<u64>,
+    },
     /// No PSB of the trace could be synchronized at: nothing decoded.
     #[error(
         "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
@@ -427,6 +437,70 @@ pub(crate) fn check_decoded(
         });
     }
     Ok(())
+}
+
+/// A `--start`/`--duration` window in which nothing was decoded
+/// (`empty`: the output holds nothing) is an error naming the trace's
+/// time range, before anything is written; without a window, `Ok`.
+pub(crate) fn check_window_held_something(
+    trace: &Trace,
+    opts: &DecodeOptions,
+    empty: bool,
+) -> Result<(), RunError> {
+    if !empty || (opts.start.is_none() && opts.end.is_none()) {
+        return Ok(());
+    }
+    Err(RunError::EmptyWindow {
+        window: (opts.start, opts.end),
+        span: trace.sideband_span,
+        origin: origin(trace),
+    })
+}
+
+/// The message of [`RunError::EmptyWindow`].
+fn empty_window_text(
+    (start, end): (Option<u64>, Option<u64>),
+    span: Option<(u64, u64)>,
+    origin: Option<u64>,
+) -> String {
+    // "1.5 ms to 2 ms (perf time @A to @B)": relative to the origin where
+    // every bound is at or after it.
+    let range = |a: Option<u64>, b: Option<u64>| {
+        let fmt = |f: &dyn Fn(u64) -> String| match (a, b) {
+            (Some(a), Some(b)) => format!("{} to {}", f(a), f(b)),
+            (Some(a), None) => format!("{} on", f(a)),
+            (None, Some(b)) => format!("up to {}", f(b)),
+            (None, None) => "everything".into(),
+        };
+        let abs = fmt(&|t| format!("@{t}"));
+        match origin {
+            Some(o) if a.is_none_or(|a| a >= o) && b.is_none_or(|b| b >= o) => format!(
+                "{} (perf time {abs})",
+                fmt(&|t| crate::summary::duration(t - o))
+            ),
+            _ => format!("perf time {abs}"),
+        }
+    };
+    let window = range(start, end);
+    let Some((first, last)) = span else {
+        return format!(
+            "nothing was traced in the window --start/--duration select, {window}: nothing \
+             was written. Give a window the trace covers (`ptdec info` shows its time)"
+        );
+    };
+    let trace = range(Some(first), Some(last));
+    if start.is_some_and(|s| s > last) || end.is_some_and(|e| e < first) {
+        format!(
+            "the window --start/--duration select, {window}, lies outside the trace, which \
+             runs from {trace}: nothing was written. Give a window within that range"
+        )
+    } else {
+        format!(
+            "nothing was traced in the window --start/--duration select, {window}, though the \
+             trace runs from {trace}: nothing was written. Give a wider window or another \
+             --start"
+        )
+    }
 }
 
 /// `--tid`/`--pid` that match no thread the trace knows are refused
@@ -997,9 +1071,12 @@ pub fn run(
         })
     });
     let ((decode_stats, threads), short) = stacked;
-    let emitter = emitter?;
+    let mut emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
     check_decoded(&decode_stats, &opts.decode, Some(trace))?;
+    // Before any file is put in place: an empty window replaces nothing.
+    emitter.flush()?;
+    check_window_held_something(trace, &opts.decode, emitter.is_empty())?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
     report.missing = images.missing();

@@ -546,3 +546,73 @@ fn check_after_decoding() {
     assert!(err.contains("--check reads the output back"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// A window that holds nothing is an error naming the trace's time range,
+/// and nothing is written (an older output is kept); `--duration 0` is a
+/// usage error. Issue 44: `--start` past the end and `--duration 0` wrote
+/// an empty FTF and exited 0 without a word.
+#[test]
+fn an_empty_window_is_refused_naming_the_traces_time() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("o.ftf");
+    std::fs::write(&o, b"an older output").unwrap();
+    let run = |args: &[&str]| ptdec().arg(&input).arg("-q").args(args).output().unwrap();
+    for report in [false, true] {
+        let out = if report {
+            ptdec()
+                .args(["report", "-q", "--duration", "0"])
+                .arg(&input)
+                .output()
+                .unwrap()
+        } else {
+            run(&["-o", o.to_str().unwrap(), "--duration", "0"])
+        };
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--duration") && err.contains("above 0"),
+            "{err}"
+        );
+    }
+    // The trace runs 2.242 ms from perf time 641255848111.
+    let range = "from 0 ns to 2.242 ms (perf time @641255848111 to @641258090053)";
+    let o_arg = o.to_str().unwrap();
+    for args in [
+        &["-o", o_arg, "--start", "100s"][..],
+        &["-o", o_arg, "--start", "@1", "--duration", "1ms"],
+        &["-o", o_arg, "--start", "100s", "--split", "1ms"],
+        &["-o", "-", "--start", "100s"],
+    ] {
+        let out = run(args);
+        let err = check_clean_failure(&out);
+        assert!(
+            err.contains("lies outside the trace") && err.contains(range),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("nothing was written"), "{err}");
+    }
+    // Inside the trace, but nothing ran traced code then.
+    let err = check_clean_failure(&run(&["-o", o_arg, "--start", "2ms", "--duration", "1ns"]));
+    assert!(
+        err.contains("nothing was traced in the window") && err.contains(range),
+        "{err}"
+    );
+    let err = check_clean_failure(
+        &ptdec()
+            .args(["report", "-q", "--start", "100s"])
+            .arg(&input)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("lies outside the trace"), "{err}");
+    assert_eq!(std::fs::read(&o).unwrap(), b"an older output");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["o.ftf"], "no split file or temporary is left");
+}

@@ -176,6 +176,18 @@ pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     }
 }
 
+/// `--duration`: a relative time above 0 (a window of 0 ns holds
+/// nothing: refused before the trace is opened).
+pub fn parse_window_duration(s: &str) -> Result<u64, String> {
+    match parse_time(s)? {
+        TimeArg::Absolute(_) => Err(format!("`{s}`: a duration cannot be absolute; drop the @")),
+        TimeArg::Relative(0) => Err(format!(
+            "`{s}`: a window of 0 ns holds nothing; give a duration above 0, e.g. 250ms"
+        )),
+        TimeArg::Relative(ns) => Ok(ns),
+    }
+}
+
 pub fn parse_duration(what: &str, s: &str) -> Result<u64> {
     match parse_time(s) {
         Ok(TimeArg::Relative(ns)) => Ok(ns),
@@ -200,6 +212,12 @@ mod tests {
         assert!(parse_time("1.5h").is_err());
         assert!(parse_time("@1.5").is_err());
         assert!(parse_duration("--split", "@5").is_err());
+        assert_eq!(parse_window_duration("10us"), Ok(10_000));
+        for zero in ["0", "0ms", "0.0s", "0.1ns"] {
+            let e = parse_window_duration(zero).unwrap_err();
+            assert!(e.contains("above 0"), "{zero}: {e}");
+        }
+        assert!(parse_window_duration("@5").is_err());
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub(super) fn window(
     trace: &Trace,
     trace_path: &Path,
     start: Option<&str>,
-    duration: Option<&str>,
+    duration: Option<u64>,
 ) -> Result<(Option<u64>, Option<u64>)> {
     let origin = pipeline::origin(trace);
     let start = match start.map(parse_time).transpose() {
@@ -86,9 +86,6 @@ pub(super) fn window(
             ),
         },
     };
-    let duration = duration
-        .map(|d| parse_duration("--duration", d))
-        .transpose()?;
     let end = match duration {
         None => None,
         Some(d) => match start.or(origin) {
@@ -105,12 +102,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         bail!("give a trace and -o OUT (see --help)");
     };
     let trace = open_decodable(&trace_path, &a.images)?;
-    let (start, end) = window(
-        &trace,
-        &trace_path,
-        a.start.as_deref(),
-        a.duration.as_deref(),
-    )?;
+    let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
     let split = a
         .split
         .as_deref()
