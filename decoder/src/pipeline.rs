@@ -263,6 +263,9 @@ pub struct Report {
     pub wall_time: Option<std::time::Duration>,
     /// What `--min-duration` left out ([`EmitOptions::min_duration`]).
     pub min_duration: Option<MinDurationStats>,
+    /// The window files of an earlier `--split` into the same name that
+    /// this run removed or left ([`crate::emit::stale`]).
+    pub stale: crate::emit::stale::StaleWindows,
 }
 
 /// Why a run failed.
@@ -1079,6 +1082,10 @@ pub fn run(
     check_window_held_something(trace, &opts.decode, emitter.is_empty())?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
+    if let (Target::File(template), Some(_)) = (&opts.target, opts.emit.split) {
+        let written: Vec<u64> = report.written.iter().filter_map(|w| w.window).collect();
+        report.stale = crate::emit::stale::remove_stale_windows(template, &written);
+    }
     report.missing = images.missing();
     report.warnings = images.warnings();
     Ok(report)
@@ -1286,6 +1293,7 @@ fn finish_run(
         tsc_ticks: false,
         wall_time: None,
         min_duration: None,
+        stale: Default::default(),
     })
 }
 

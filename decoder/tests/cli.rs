@@ -616,3 +616,63 @@ fn an_empty_window_is_refused_naming_the_traces_time() {
     names.sort();
     assert_eq!(names, ["o.ftf"], "no split file or temporary is left");
 }
+
+/// `--split` again into the same `-o` with fewer windows: the windows of
+/// the earlier run that this one did not write are removed once its own
+/// are in place (and the summary says so), so the folder holds one run's
+/// set; a file of such a name that ptdec did not write is kept, with a
+/// warning. Issue 44: `out-5.ftf`...`out-8.ftf` stayed beside the new ones.
+#[test]
+fn splitting_again_removes_the_earlier_windows() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let windows = || -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| {
+                let n = e.unwrap().file_name().to_string_lossy().into_owned();
+                n.strip_prefix("w-")?.strip_suffix(".ftf")?.parse().ok()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let split = |d: &str| {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.path().join("w.ftf"))
+            .args(["--split", d])
+            .output()
+            .unwrap()
+    };
+    let out = split("200us");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let before = windows();
+    assert!(
+        before.len() > 3 && before.iter().any(|&w| w > 2),
+        "{before:?}"
+    );
+    let mine = dir.path().join("w-999.ftf");
+    std::fs::write(&mine, b"my notes").unwrap();
+    // The trace lasts 2.242 ms: windows 0 to 2 at most.
+    let out = split("1ms");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let after = windows();
+    assert!(
+        !after.is_empty() && after.iter().all(|&w| w <= 2 || w == 999),
+        "{after:?}"
+    );
+    assert!(err.contains("ptdec: removed"), "{err}");
+    assert!(
+        err.contains("w-999.ftf is named as a --split window") && err.contains("left as it is"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&mine).unwrap(), b"my notes");
+    for w in after.iter().filter(|&&w| w != 999) {
+        ftf::read::parse(&read_ftf(&dir.path().join(format!("w-{w}.ftf")))).unwrap();
+    }
+}

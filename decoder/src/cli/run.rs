@@ -237,6 +237,15 @@ fn run_and_report(
     if !end.quiet {
         eprint!("{}", summary::render(&report));
     }
+    // Whatever -q says: the folder holds files that look like this run's.
+    for (path, why) in &report.stale.kept {
+        eprintln!(
+            "ptdec: warning: {} is named as a --split window of {} that this run did not \
+             write, and was left as it is ({why}); it is not part of this run's output",
+            path.display(),
+            end.output.display()
+        );
+    }
     if let Some(tp) = end.check {
         check_written(&report, tp)?;
     }
