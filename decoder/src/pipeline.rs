@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use sideband::timeline::{TaskId, Timeline};
 
-use crate::decode::{decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig};
+use crate::decode::{
+    decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag,
+};
 use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
@@ -547,6 +549,50 @@ pub trait SliceOut {
     fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError>;
 }
 
+/// A [`SliceOut`] that sets a [`StopFlag`] when the one it forwards to
+/// fails: the decode feeding it then ends at its next chunk.
+struct StopOnError<'o> {
+    out: &'o mut dyn SliceOut,
+    stop: &'o StopFlag,
+}
+
+impl StopOnError<'_> {
+    fn check(&self, r: Result<(), EmitError>) -> Result<(), EmitError> {
+        if r.is_err() {
+            self.stop.stop();
+        }
+        r
+    }
+}
+
+impl SliceOut for StopOnError<'_> {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        let r = self.out.thread(pid, tid, name, process, renames);
+        self.check(r)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        let r = self.out.slice(s);
+        self.check(r)
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.out.set_origin(origin)
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        let r = self.out.mark(pid, tid, at, mark);
+        self.check(r)
+    }
+}
+
 impl SliceOut for Emitter {
     fn thread(
         &mut self,
@@ -668,8 +714,11 @@ impl SliceOut for EmitQueue {
 /// Runs `f` with an [`EmitQueue`] to `emitter`, which writes on its own
 /// thread meanwhile (FTF encoding and writing overlap the decoding and the
 /// stacks); returns the emitter (or its first write error) and `f`'s result.
+/// A write error sets `stop`, so that the decode feeding `f` ends at its
+/// next chunk instead of decoding the rest for nothing (`-o - | head`).
 pub fn with_emit_thread<R>(
     emitter: Emitter,
+    stop: &StopFlag,
     f: impl FnOnce(&mut EmitQueue) -> R,
 ) -> (Result<Emitter, EmitError>, R) {
     std::thread::scope(|scope| {
@@ -700,6 +749,7 @@ pub fn with_emit_thread<R>(
                     };
                     if let Err(e) = r {
                         error = Some(e);
+                        stop.stop();
                         break;
                     }
                 }
@@ -1068,7 +1118,7 @@ pub fn run(
         tap: None,
         raw_log: None,
     };
-    let (emitter, stacked) = with_emit_thread(emitter, |queue| {
+    let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
         with_min_duration(queue, opts.emit.min_duration, |out| {
             stacks.run(trace, images, symbols, out)
         })
@@ -1369,7 +1419,11 @@ pub fn run_raw(
         || input.pt_path.display().to_string(),
         |f| f.to_string_lossy().into_owned(),
     );
-    let (stacked, short) = with_min_duration(&mut emitter, opts.emit.min_duration, |out| {
+    let mut out = StopOnError {
+        out: &mut emitter,
+        stop: &opts.decode.stop,
+    };
+    let (stacked, short) = with_min_duration(&mut out, opts.emit.min_duration, |out| {
         let mut sink = StackSink::new(&resolver, &timeline, out);
         sink.origin_from_first_op = true;
         sink.on_op = opts.on_op;
@@ -1384,7 +1438,10 @@ pub fn run_raw(
         };
         (decode_stats, sink.finish())
     });
-    let (decode_stats, threads) = (stacked.0?, stacked.1?);
+    // The output's error first: a decode stopped for it
+    // (`DecodeError::Stopped`) says only that it stopped.
+    let threads = stacked.1?;
+    let decode_stats = stacked.0?;
     check_decoded(&decode_stats, &opts.decode, None)?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;

@@ -110,11 +110,14 @@ fn real_recordings_decode_and_report_missing_images() {
         };
         let dir = tempfile::tempdir().unwrap();
         let out_path = dir.path().join("out.ftf.gz");
+        // An empty build-id cache: not the user's ~/.debug.
+        let cache = tempfile::tempdir().unwrap();
         let out = ptdec()
             .arg(&input)
             .arg("-o")
             .arg(&out_path)
-            .args(["--buildid-dir", "/nonexistent"])
+            .arg("--buildid-dir")
+            .arg(cache.path())
             .output()
             .unwrap();
         let err = text(&out.stderr);
@@ -675,4 +678,120 @@ fn splitting_again_removes_the_earlier_windows() {
     for w in after.iter().filter(|&&w| w != 999) {
         ftf::read::parse(&read_ftf(&dir.path().join(format!("w-{w}.ftf")))).unwrap();
     }
+}
+
+/// Messages that name what is wrong (issue 44): a trace dir whose `data`
+/// is a FIFO, a link to /dev/zero or a folder ("a directory without a
+/// `data` file" before); an empty `--pt` ("range 0x0..0x0 outside the
+/// file's 0x0 bytes"); a `--start` too large for a perf time ("not a
+/// time"); a `--sysroot`, `--buildid-dir`, `--kcore` or `--vmlinux` that
+/// does not exist or is not what the option takes (accepted silently).
+#[test]
+fn messages_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = d.join("o.ftf");
+    let fifo = d.join("fifo.dir");
+    std::fs::create_dir(&fifo).unwrap();
+    let made = Command::new("mkfifo").arg(fifo.join("data")).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let zero = d.join("zero.dir");
+    std::fs::create_dir(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("data")).unwrap();
+    let folder = d.join("folder.dir");
+    std::fs::create_dir_all(folder.join("data")).unwrap();
+    for (trace, what) in [
+        (&fifo, "data is a FIFO"),
+        (&zero, "data is a character device (a link to /dev/zero)"),
+        (&folder, "data is a directory"),
+    ] {
+        for info in [false, true] {
+            let mut cmd = ptdec();
+            if info {
+                cmd.arg("info").arg(trace);
+            } else {
+                cmd.arg(trace).arg("-o").arg(&o);
+            }
+            let err = check_clean_failure(&cmd.output().unwrap());
+            assert!(
+                err.contains(what) && err.contains("not the perf.data file"),
+                "{err}"
+            );
+        }
+    }
+
+    let empty = d.join("empty.pt");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::write(d.join("code.bin"), [0x90, 0xc3]).unwrap();
+    let err = check_clean_failure(
+        &ptdec()
+            .current_dir(d)
+            .args([
+                "raw",
+                "--pt",
+                "empty.pt",
+                "--raw",
+                "code.bin:0x400000",
+                "-o",
+                "o.ftf",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("empty.pt: the file is empty"), "{err}");
+
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let run = |args: &[&str]| {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(&o)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for start in ["18446744073s", "@18446744073709551616", "1e30"] {
+        let err = check_clean_failure(&run(&["--start", start]));
+        assert!(
+            err.contains("--start") && err.contains("out of range"),
+            "{err}"
+        );
+    }
+    let missing = d.join("missing");
+    let missing = missing.to_str().unwrap();
+    let file = d.join("code.bin");
+    let file = file.to_str().unwrap();
+    for (opt, arg, want) in [
+        ("--sysroot", missing, "no such directory"),
+        ("--buildid-dir", missing, "no such directory"),
+        ("--kcore", missing, "no such directory"),
+        ("--sysroot", file, "that is a file, not a directory"),
+        ("--vmlinux", missing, "no such file"),
+        (
+            "--vmlinux",
+            d.to_str().unwrap(),
+            "that is a directory, not a file",
+        ),
+    ] {
+        for report in [false, true] {
+            let out = if report {
+                ptdec()
+                    .arg("report")
+                    .arg(&input)
+                    .args([opt, arg])
+                    .output()
+                    .unwrap()
+            } else {
+                run(&[opt, arg])
+            };
+            let err = check_clean_failure(&out);
+            assert!(
+                err.contains(&format!("{opt} {arg}: {want}")),
+                "{opt} {arg}: {err}"
+            );
+        }
+    }
+    assert!(!o.exists());
 }

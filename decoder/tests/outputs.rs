@@ -590,3 +590,82 @@ fn an_interrupted_decode_leaves_no_file_and_says_so() {
     interrupt_mid_write(test, &trace, Signal::SIGINT, "SIGINT");
     interrupt_mid_write(test, &trace, Signal::SIGTERM, "SIGTERM");
 }
+
+/// `ptdec TRACE -o - | head`: once the reader has closed the pipe, ptdec
+/// stops decoding at its next chunk and exits quietly with status 0, as
+/// ripgrep does. Issue 44: it went on decoding the whole trace (~7 s on
+/// the issue's) after the pipe closed. Compared with the whole decode of
+/// the same trace, for scale (about 2 MB of PT: seconds in a debug build).
+#[test]
+fn a_closed_pipe_stops_the_decode_promptly() {
+    use std::io::Read;
+    let test = "a_closed_pipe_stops_the_decode_promptly";
+    let Some(trace) = interp_trace(test, 450) else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let o = Command::new(EXE)
+        .arg(&trace)
+        .args(["-q", "-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let whole = started.elapsed();
+    let mut child = Command::new(EXE)
+        .arg(&trace)
+        .args(["-q", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1000];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let closed = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let after = closed.elapsed();
+    assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    assert!(
+        after * 4 < whole,
+        "ran {after:?} after the pipe closed; the whole decode takes {whole:?}"
+    );
+
+    // `ptdec raw -o -` of the same trace's Intel PT (the program's code
+    // only): as quiet, and with status 0.
+    let bytes = std::fs::read(trace.join("data")).unwrap();
+    let mut pt = Vec::new();
+    for e in PerfFile::parse(&bytes).unwrap().events() {
+        if let Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let raw = tmp.path().join("trace.pt");
+    std::fs::write(&raw, &pt).unwrap();
+    let prog = programs(test).unwrap().join("interp");
+    let mut child = Command::new(EXE)
+        .args([
+            "raw",
+            "--time-axis",
+            "instructions",
+            "-q",
+            "-o",
+            "-",
+            "--pt",
+        ])
+        .arg(&raw)
+        .arg("--elf")
+        .arg(&prog)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}

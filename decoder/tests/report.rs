@@ -277,11 +277,14 @@ fn bad_report_input_fails_with_a_clear_message() {
     let data = tmp.path().join("perf.data");
     std::fs::copy(&input, &data).unwrap();
     let before = std::fs::read(&data).unwrap();
+    // An empty build-id cache: not the user's ~/.debug.
+    let cache = tempfile::tempdir().unwrap();
     let report = |extra: &[&str]| {
         ptdec()
             .arg("report")
             .arg(&data)
-            .args(["--buildid-dir", "/nonexistent"])
+            .arg("--buildid-dir")
+            .arg(cache.path())
             .args(extra)
             .output()
             .unwrap()

@@ -154,8 +154,12 @@ pub enum TimeArg {
 pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     let s = s.trim();
     if let Some(abs) = s.strip_prefix('@') {
-        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|_| {
-            format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|e| {
+            if *e.kind() == std::num::IntErrorKind::PosOverflow {
+                format!("`{s}` is out of range: perf times go up to @{}", u64::MAX)
+            } else {
+                format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+            }
         });
     }
     let (num, scale) = [
@@ -170,6 +174,10 @@ pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     .unwrap_or((s, 1e9));
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1.8e19 => Ok(TimeArg::Relative((v * scale).round() as u64)),
+        // u64 ns reach 584 years; 1.8e19 keeps clear of rounding at 2^64.
+        Ok(v) if v >= 0.0 => Err(format!(
+            "`{s}` is out of range: times go up to 18000000000s (about 570 years)"
+        )),
         _ => Err(format!(
             "`{s}` is not a time: give seconds (\"1.5\") or a number with s, ms, us or ns (\"250ms\")"
         )),
@@ -211,6 +219,11 @@ mod tests {
         assert!(parse_time("-1").is_err());
         assert!(parse_time("1.5h").is_err());
         assert!(parse_time("@1.5").is_err());
+        for huge in ["18446744073s", "1e30", "inf", "@18446744073709551616"] {
+            let e = parse_time(huge).unwrap_err();
+            assert!(e.contains("out of range"), "{huge}: {e}");
+        }
+        assert!(parse_time("17999999999s").is_ok());
         assert!(parse_duration("--split", "@5").is_err());
         assert_eq!(parse_window_duration("10us"), Ok(10_000));
         for zero in ["0", "0ms", "0.0s", "0.1ns"] {

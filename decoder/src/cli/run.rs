@@ -36,7 +36,70 @@ pub(super) fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
     s
 }
 
+/// Refuses a `--sysroot`, `--buildid-dir`, `--kcore` or `--vmlinux` that
+/// does not exist or is not what the option takes: searched anyway, it
+/// would find nothing and the decode would only say that images are
+/// missing, never why.
+fn check_image_args(a: &ImageArgs) -> Result<()> {
+    let dirs = a
+        .sysroots
+        .iter()
+        .map(|d| {
+            (
+                "--sysroot",
+                d,
+                "the directory holding a copy of the recording machine's root filesystem",
+            )
+        })
+        .chain(a.buildid_dir.iter().map(|d| {
+            (
+                "--buildid-dir",
+                d,
+                "perf's build-id cache directory (by default ~/.debug)",
+            )
+        }))
+        .chain(a.kcore.iter().map(|d| {
+            (
+                "--kcore",
+                d,
+                "the kcore_dir that `perf record --kcore` wrote (holding kcore and kallsyms)",
+            )
+        }));
+    for (opt, dir, what) in dirs {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => bail!(
+                "{opt} {}: that is {}, not a directory; give {what}",
+                dir.display(),
+                crate::input::file_kind(&m)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("{opt} {}: no such directory; give {what}", dir.display())
+            }
+            Err(e) => bail!("{opt} {}: cannot read it: {e}", dir.display()),
+        }
+    }
+    if let Some(f) = &a.vmlinux {
+        let what =
+            "give an uncompressed kernel ELF image, e.g. /usr/lib/debug/boot/vmlinux-VERSION";
+        match std::fs::metadata(f) {
+            Ok(m) if m.is_file() => {}
+            Ok(m) => bail!(
+                "--vmlinux {}: that is {}, not a file; {what}",
+                f.display(),
+                crate::input::file_kind(&m)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("--vmlinux {}: no such file; {what}", f.display())
+            }
+            Err(e) => bail!("--vmlinux {}: cannot read it: {e}", f.display()),
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn open(path: &Path, images: &ImageArgs) -> Result<Trace> {
+    check_image_args(images)?;
     Trace::open_with(path, &images.sysroots)
         .with_context(|| format!("cannot decode {}", path.display()))
 }
@@ -78,7 +141,15 @@ pub(super) fn window(
         Ok(None) => None,
         Ok(Some(TimeArg::Absolute(t))) => Some(t),
         Ok(Some(TimeArg::Relative(ns))) => match origin {
-            Some(o) => Some(o + ns),
+            Some(o) => match o.checked_add(ns) {
+                Some(t) => Some(t),
+                None => bail!(
+                    "--start {}: out of range, past the last perf time (@{}) after the \
+                     recording's first timestamp (@{o})",
+                    start.unwrap_or_default(),
+                    u64::MAX
+                ),
+            },
             None => bail!(
                 "--start {}: {} has no TSC conversion, so relative times have no origin; give an absolute time as @NS",
                 start.unwrap_or_default(),
