@@ -213,6 +213,10 @@ pub struct EmitOptions {
     /// Threads that encode the FTF (`blocks`); 0 or 1: the emitter's own
     /// thread does. The bytes are the same for any number.
     pub encoders: usize,
+    /// Permission bits of the files created ([`crate::outfile::mode_of`]
+    /// the trace); `None`: [`crate::outfile::PRIVATE_MODE`]. A file
+    /// replaced keeps its own.
+    pub file_mode: Option<u32>,
 }
 
 /// One file written.
@@ -1200,7 +1204,8 @@ fn window_in<'w>(
             } else {
                 p.clone()
             };
-            let file = OutFile::create(&path)?;
+            let mode = opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
+            let file = OutFile::create(&path, mode)?;
             let gz = path.extension().is_some_and(|e| e == "gz");
             let sink = if gz {
                 Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))

@@ -68,7 +68,11 @@ pub fn report(a: ReportArgs) -> Result<()> {
         bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
     }
     // Refused before decoding: the same protection as -o.
-    let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
+    let files = ReportFiles::create(
+        a.folded.as_deref(),
+        a.flamegraph.as_deref(),
+        outfile::mode_of(&trace.data_path),
+    )?;
     let progress = Progress::new(a.quiet);
     let mut decode = selected(
         &trace,

@@ -237,6 +237,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         min_duration,
         // Set from the decode's workers by `pipeline::run`.
         encoders: 0,
+        file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -417,7 +418,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     }
     let list = match &a.insn_list {
         None => None,
-        Some(p) => Some(InsnList::create(p)?),
+        Some(p) => Some(InsnList::create(p, crate::outfile::mode_of(&a.pt.path))?),
     };
     let target = if a.output == Path::new("-") {
         if a.check {
@@ -444,6 +445,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         axis_auto: a.time_axis.is_none(),
         interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
+        file_mode: Some(crate::outfile::mode_of(&a.pt.path)),
         ..EmitOptions::default()
     };
     let symbols = SymbolCache::new();
