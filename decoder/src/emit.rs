@@ -93,6 +93,7 @@ use std::sync::{Arc, Mutex};
 use flate2::write::GzEncoder;
 
 mod blocks;
+pub mod stale;
 use blocks::{
     Block, BlockError, Cut, Encoders, Event, GapRec, Other, Piece, Rec, SharedSink, Val, What,
 };
@@ -222,6 +223,10 @@ pub struct EmitOptions {
     /// Threads that encode the FTF (`blocks`); 0 or 1: the emitter's own
     /// thread does. The bytes are the same for any number.
     pub encoders: usize,
+    /// Permission bits of the files created ([`crate::outfile::mode_of`]
+    /// the trace); `None`: [`crate::outfile::PRIVATE_MODE`]. A file
+    /// replaced keeps its own.
+    pub file_mode: Option<u32>,
 }
 
 /// One file written.
@@ -461,21 +466,34 @@ const MAX_HELD_RECS: usize = 4 * blocks::BLOCK_RECS;
 
 /// `out.ftf` → `out-3.ftf`, `out.ftf.gz` → `out-3.ftf.gz`, `out` → `out-3`.
 pub fn window_path(path: &Path, index: u64) -> PathBuf {
+    let (stem, ext) = window_parts(path);
+    path.with_file_name(format!("{stem}-{index}{ext}"))
+}
+
+/// The file name of `path` cut where [`window_path`] puts `-N`: (`out`,
+/// `.ftf.gz`) for `out.ftf.gz`.
+fn window_parts(path: &Path) -> (String, String) {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (stem, ext) = match name.strip_suffix(".gz") {
+    let at = match name.strip_suffix(".gz") {
         Some(inner) => match inner.rfind('.') {
-            Some(i) if i > 0 => (&name[..i], &name[i..]),
-            _ => (inner, ".gz"),
+            Some(i) if i > 0 => i,
+            _ => inner.len(),
         },
         None => match name.rfind('.') {
-            Some(i) if i > 0 => (&name[..i], &name[i..]),
-            _ => (name.as_str(), ""),
+            Some(i) if i > 0 => i,
+            _ => name.len(),
         },
     };
-    path.with_file_name(format!("{stem}-{index}{ext}"))
+    let (stem, ext) = name.split_at(at);
+    (stem.to_string(), ext.to_string())
+}
+
+/// The FTF header every file ptdec writes starts with.
+pub(crate) fn write_ftf_header(sink: &mut impl Write) -> ftf::Result<()> {
+    ftf::write_header(sink, 1_000_000_000, 1, "ptdec")
 }
 
 /// The name of a gap's slice (also `report`'s row for it).
@@ -560,6 +578,15 @@ impl Emitter {
 
     pub fn stats(&self) -> &EmitStats {
         &self.stats
+    }
+
+    /// Whether no file has an event or counter value yet (its header
+    /// aside): after [`Emitter::flush`], whether the output would be empty.
+    pub fn is_empty(&self) -> bool {
+        self.windows
+            .list
+            .iter()
+            .all(|(_, w)| w.events == 0 && w.counters == 0)
     }
 
     /// Names a thread before its first slice: `name` its COMM at its first
@@ -1349,7 +1376,8 @@ fn window_in<'w>(
             } else {
                 p.clone()
             };
-            let file = OutFile::create(&path)?;
+            let mode = opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
+            let file = OutFile::create(&path, mode)?;
             let gz = path.extension().is_some_and(|e| e == "gz");
             let sink = if gz {
                 Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))
@@ -1360,7 +1388,7 @@ fn window_in<'w>(
         }
     };
     let mut sink = sink;
-    ftf::write_header(&mut sink, 1_000_000_000, 1, "ptdec").map_err(|source| EmitError::Ftf {
+    write_ftf_header(&mut sink).map_err(|source| EmitError::Ftf {
         path: path.clone().unwrap_or_else(|| "<output>".into()),
         source,
     })?;

@@ -40,6 +40,18 @@ pub enum InputError {
     /// A directory that holds no `data` file.
     #[error("{path} is a directory without a `data` file: expected a trace dir (ptrec/ptsim -o DIR, perf record -o DIR) or a perf.data file")]
     NotATraceDir { path: PathBuf },
+    /// A trace dir whose `data` is not a regular file (a FIFO, a device,
+    /// a directory, a socket), itself or where its link points.
+    #[error("{} is {kind}{}, not the perf.data file a trace dir holds: ptdec does not read it. \
+             Put the recording there (ptrec/ptsim -o DIR, perf record -o DIR write it), or give \
+             the perf.data file itself", path.display(), link.as_ref().map_or_else(String::new, |l| format!(" (a link to {})", l.display())))]
+    DataNotAFile {
+        path: PathBuf,
+        /// "a FIFO", "a character device", ...
+        kind: &'static str,
+        /// Where `path` points, when it is a symbolic link.
+        link: Option<PathBuf>,
+    },
     /// The file is not perf.data, or its structure is broken (truncated, corrupt).
     #[error("{path}: {source}")]
     Perf {
@@ -212,6 +224,27 @@ pub struct Trace {
     pub bundle: Option<crate::lldb::BundleInfo>,
 }
 
+/// What a file that is not a regular file is, for a message: "a FIFO".
+pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() {
+        "a file"
+    } else {
+        "not a regular file"
+    }
+}
+
 impl Trace {
     /// Opens a trace dir, a perf dir, a perf.data file (file or pipe format)
     /// or an LLDB trace bundle (its folder or its `trace.json`).
@@ -235,6 +268,13 @@ impl Trace {
             let data = path.join("data");
             match std::fs::metadata(&data) {
                 Ok(m) if m.is_file() => {}
+                Ok(m) => {
+                    return Err(InputError::DataNotAFile {
+                        kind: file_kind(&m),
+                        link: std::fs::read_link(&data).ok(),
+                        path: data,
+                    })
+                }
                 // An unsearchable directory says EACCES here: that, not
                 // "no data file", is what the user needs to hear.
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

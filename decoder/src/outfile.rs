@@ -14,15 +14,34 @@
 //! a file this run read (`crate::inputs`) is refused, when the output is
 //! created and again just before it replaces its file, after every input
 //! was opened: writing it would destroy the trace or image being read.
+//!
+//! An output holds the code paths, pids and names of the trace it comes
+//! from, so it is no more readable than that trace: a new output gets the
+//! trace's read and write bits ([`mode_of`]; 0600 when they are unknown),
+//! less the umask, and a file it replaces keeps its own mode.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// The permission bits of an output whose trace's are not known: its
+/// owner's alone.
+pub const PRIVATE_MODE: u32 = 0o600;
+
+/// The permission bits an output made from `trace` (the file it is
+/// decoded from) is created with: the trace's read and write bits, always
+/// with the owner's (a read-only trace still gives a file its owner may
+/// replace); [`PRIVATE_MODE`] when `trace` cannot be read.
+pub fn mode_of(trace: &Path) -> u32 {
+    std::fs::metadata(trace).map_or(PRIVATE_MODE, |m| {
+        (m.permissions().mode() & 0o666) | PRIVATE_MODE
+    })
+}
 
 /// Counter for unique temporary names and output ids within this process.
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -132,14 +151,16 @@ const WRITEBACK_STEP: u64 = 16 << 20;
 impl OutFile {
     /// Starts writing `path`: refuses an input, creates the temporary in
     /// its directory (a symbolic link's target's directory, when `path` is
-    /// a link).
-    pub fn create(path: &Path) -> Result<OutFile, OutFileError> {
-        Self::create_with(path, true)
+    /// a link) with the permission bits `mode` (less the umask), or with
+    /// those of the file `path` names when it is one: a file replaced
+    /// keeps its mode.
+    pub fn create(path: &Path, mode: u32) -> Result<OutFile, OutFileError> {
+        Self::create_with(path, mode, true)
     }
 
     /// [`OutFile::create`]; `unnamed: false` skips `O_TMPFILE` (tests of
     /// the named temporary).
-    fn create_with(path: &Path, unnamed: bool) -> Result<OutFile, OutFileError> {
+    fn create_with(path: &Path, mode: u32, unnamed: bool) -> Result<OutFile, OutFileError> {
         if let Some(input) = crate::inputs::same_as(path) {
             return Err(OutFileError::IsInput {
                 path: path.to_path_buf(),
@@ -156,7 +177,15 @@ impl OutFile {
         } else {
             path.to_path_buf()
         };
-        match std::fs::metadata(&real) {
+        let existing = std::fs::metadata(&real);
+        // The mode of the file replaced, set on the temporary as it is (the
+        // umask applies to new files only).
+        let keep = existing
+            .as_ref()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions().mode() & 0o777);
+        match existing {
             Ok(m) if m.is_dir() => {
                 return Err(err(io::Error::new(
                     io::ErrorKind::IsADirectory,
@@ -194,8 +223,9 @@ impl OutFile {
             return Err(OutFileError::Abandoned { path: real });
         }
         // The commit links the unnamed file through /proc (place_unnamed).
+        let mode = mode & 0o777;
         let unnamed = if unnamed && Path::new("/proc/self/fd").is_dir() {
-            open_unnamed(dir).ok()
+            open_unnamed(dir, mode).ok()
         } else {
             None
         };
@@ -206,12 +236,20 @@ impl OutFile {
                 let file = std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
-                    .mode(0o666)
+                    .mode(mode)
                     .open(&tmp)
                     .map_err(err)?;
                 (file, Temp::Named(tmp))
             }
         };
+        if let Some(keep) = keep {
+            if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(keep)) {
+                if let Temp::Named(tmp) = &temp {
+                    let _ = std::fs::remove_file(tmp);
+                }
+                return Err(err(e));
+            }
+        }
         let id = SEQ.fetch_add(1, Ordering::Relaxed);
         let named = match &temp {
             Temp::Named(t) => Some(t.clone()),
@@ -283,12 +321,13 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     tmp_name
 }
 
-/// A file without a name in `dir` (`O_TMPFILE`); an error where the
+/// A file without a name in `dir` (`O_TMPFILE`) with the permission bits
+/// `mode` (less the umask); an error where the
 /// filesystem or kernel has none (the caller then names one).
-fn open_unnamed(dir: &Path) -> io::Result<File> {
+fn open_unnamed(dir: &Path, mode: u32) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .write(true)
-        .mode(0o666)
+        .mode(mode)
         .custom_flags(nix::libc::O_TMPFILE)
         .open(dir)
 }
@@ -430,20 +469,20 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let out = dir.path().join("out.ftf");
             std::fs::write(&out, b"old whole file").unwrap();
-            let mut f = OutFile::create_with(&out, unnamed).unwrap();
+            let mut f = OutFile::create_with(&out, PRIVATE_MODE, unnamed).unwrap();
             assert_eq!(matches!(f.temp, Temp::Unnamed), unnamed);
             f.write_all(b"half").unwrap();
             assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
             drop(f);
             assert_eq!(std::fs::read(&out).unwrap(), b"old whole file");
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-            let mut f = OutFile::create_with(&out, unnamed).unwrap();
+            let mut f = OutFile::create_with(&out, PRIVATE_MODE, unnamed).unwrap();
             f.write_all(b"new").unwrap();
             f.commit().unwrap();
             assert_eq!(std::fs::read(&out).unwrap(), b"new");
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
             let fresh = dir.path().join("fresh.ftf");
-            let mut f = OutFile::create_with(&fresh, unnamed).unwrap();
+            let mut f = OutFile::create_with(&fresh, PRIVATE_MODE, unnamed).unwrap();
             f.write_all(b"first").unwrap();
             f.commit().unwrap();
             assert_eq!(std::fs::read(&fresh).unwrap(), b"first");
@@ -451,11 +490,70 @@ mod tests {
         }
     }
 
+    /// This process's umask, as /proc/self/status gives it.
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let v = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .unwrap();
+        u32::from_str_radix(v.trim(), 8).unwrap()
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_new_output_gets_the_mode_given_and_a_replaced_one_keeps_its_own() {
+        let mask = umask();
+        for unnamed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            for (name, given) in [("private.ftf", 0o600), ("shared.ftf", 0o644)] {
+                let out = dir.path().join(name);
+                let mut f = OutFile::create_with(&out, given, unnamed).unwrap();
+                f.write_all(b"new").unwrap();
+                f.commit().unwrap();
+                assert_eq!(mode(&out), given & !mask, "{name} unnamed={unnamed}");
+            }
+            // Replaced: its own mode, whatever is given and the umask.
+            for (kept, given) in [(0o640, 0o600), (0o604, 0o644), (0o600, 0o644)] {
+                let out = dir.path().join("kept.ftf");
+                std::fs::write(&out, b"old").unwrap();
+                std::fs::set_permissions(&out, std::fs::Permissions::from_mode(kept)).unwrap();
+                let mut f = OutFile::create_with(&out, given, unnamed).unwrap();
+                f.write_all(b"new").unwrap();
+                f.commit().unwrap();
+                assert_eq!(std::fs::read(&out).unwrap(), b"new");
+                assert_eq!(mode(&out), kept, "{kept:o} unnamed={unnamed}");
+            }
+        }
+    }
+
+    #[test]
+    fn mode_of_gives_the_traces_read_and_write_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("data");
+        std::fs::write(&t, b"PERFILE2").unwrap();
+        for (traced, want) in [
+            (0o600, 0o600),
+            (0o640, 0o640),
+            (0o644, 0o644),
+            (0o755, 0o644),
+            (0o400, 0o600),
+            (0o444, 0o644),
+        ] {
+            std::fs::set_permissions(&t, std::fs::Permissions::from_mode(traced)).unwrap();
+            assert_eq!(mode_of(&t), want, "{traced:o}");
+        }
+        assert_eq!(mode_of(&dir.path().join("missing")), PRIVATE_MODE);
+    }
+
     #[test]
     fn writeback_starts_as_the_bytes_come_and_the_file_is_whole() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("big.ftf");
-        let mut f = OutFile::create(&out).unwrap();
+        let mut f = OutFile::create(&out, PRIVATE_MODE).unwrap();
         let piece: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         let pieces = (5 * WRITEBACK_STEP / 2) >> 20;
         for k in 0..pieces {
@@ -484,7 +582,7 @@ mod tests {
         // The tests' temporary dirs are on a filesystem with O_TMPFILE
         // (ext4, xfs, btrfs, tmpfs): if not, SIGKILL would leave files.
         let dir = tempfile::tempdir().unwrap();
-        let f = OutFile::create(&dir.path().join("out.ftf")).unwrap();
+        let f = OutFile::create(&dir.path().join("out.ftf"), PRIVATE_MODE).unwrap();
         assert!(matches!(f.temp, Temp::Unnamed), "{:?}", f.temp);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -493,7 +591,7 @@ mod tests {
     fn a_name_of_255_bytes_can_be_written() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("x".repeat(255));
-        let mut f = OutFile::create(&out).unwrap();
+        let mut f = OutFile::create(&out, PRIVATE_MODE).unwrap();
         f.write_all(b"ok").unwrap();
         f.commit().unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"ok");
@@ -511,7 +609,7 @@ mod tests {
         let hard = dir.join("hard.ftf");
         std::fs::hard_link(&input, &hard).unwrap();
         for p in [&input, &link, &hard] {
-            let e = OutFile::create(p).unwrap_err();
+            let e = OutFile::create(p, PRIVATE_MODE).unwrap_err();
             assert!(matches!(e, OutFileError::IsInput { .. }), "{e}");
             assert!(e.to_string().contains("same file as the input"), "{e}");
         }
@@ -526,7 +624,7 @@ mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let image = tmp.path().join("vdso.so");
             std::fs::write(&image, b"\x7fELF image").unwrap();
-            let mut f = OutFile::create_with(&image, unnamed).unwrap();
+            let mut f = OutFile::create_with(&image, PRIVATE_MODE, unnamed).unwrap();
             f.write_all(b"FTF").unwrap();
             crate::inputs::read(&image).unwrap();
             let e = f.commit().unwrap_err();
@@ -546,8 +644,8 @@ mod tests {
             let dir = PathBuf::from(dir);
             let named = dir.join("named.ftf");
             let unnamed = dir.join("unnamed.ftf");
-            let mut a = OutFile::create_with(&named, false).unwrap();
-            let mut b = OutFile::create_with(&unnamed, true).unwrap();
+            let mut a = OutFile::create_with(&named, PRIVATE_MODE, false).unwrap();
+            let mut b = OutFile::create_with(&unnamed, PRIVATE_MODE, true).unwrap();
             a.write_all(b"half").unwrap();
             b.write_all(b"half").unwrap();
             assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "named");
@@ -557,7 +655,7 @@ mod tests {
             assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
             let e = a.commit().unwrap_err();
             assert!(matches!(e, OutFileError::Abandoned { .. }), "{e}");
-            let e = OutFile::create(&named).unwrap_err();
+            let e = OutFile::create(&named, PRIVATE_MODE).unwrap_err();
             assert!(e.to_string().contains("interrupted"), "{e}");
             std::process::exit(if std::fs::read_dir(&dir).unwrap().count() == 0 {
                 0
@@ -590,7 +688,7 @@ mod tests {
 
     #[test]
     fn a_device_is_written_in_place_never_replaced() {
-        let mut f = OutFile::create(Path::new("/dev/null")).unwrap();
+        let mut f = OutFile::create(Path::new("/dev/null"), PRIVATE_MODE).unwrap();
         f.write_all(b"bytes").unwrap();
         f.commit().unwrap();
         let m = std::fs::metadata("/dev/null").unwrap();
@@ -610,7 +708,7 @@ mod tests {
         std::fs::write(&target, b"old").unwrap();
         let link = dir.path().join("out.ftf");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let mut f = OutFile::create(&link).unwrap();
+        let mut f = OutFile::create(&link, PRIVATE_MODE).unwrap();
         f.write_all(b"new").unwrap();
         f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");

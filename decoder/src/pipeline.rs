@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use sideband::timeline::{TaskId, Timeline};
 
-use crate::decode::{decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig};
+use crate::decode::{
+    decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag,
+};
 use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
@@ -263,6 +265,9 @@ pub struct Report {
     pub wall_time: Option<std::time::Duration>,
     /// What `--min-duration` left out ([`EmitOptions::min_duration`]).
     pub min_duration: Option<MinDurationStats>,
+    /// The window files of an earlier `--split` into the same name that
+    /// this run removed or left ([`crate::emit::stale`]).
+    pub stale: crate::emit::stale::StaleWindows,
 }
 
 /// Why a run failed.
@@ -273,6 +278,16 @@ pub enum RunError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// `--start`/`--duration` select a window in which nothing was traced.
+    #[error("{}", empty_window_text(*window, *span, *origin))]
+    EmptyWindow {
+        /// The window, perf time (ns).
+        window: (Option<u64>, Option<u64>),
+        /// The trace's first and last sideband times.
+        span: Option<(u64, u64)>,
+        /// The perf time shown as 0.
+        origin: Option<u64>,
+    },
     /// No PSB of the trace could be synchronized at: nothing decoded.
     #[error(
         "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
@@ -429,6 +444,70 @@ pub(crate) fn check_decoded(
     Ok(())
 }
 
+/// A `--start`/`--duration` window in which nothing was decoded
+/// (`empty`: the output holds nothing) is an error naming the trace's
+/// time range, before anything is written; without a window, `Ok`.
+pub(crate) fn check_window_held_something(
+    trace: &Trace,
+    opts: &DecodeOptions,
+    empty: bool,
+) -> Result<(), RunError> {
+    if !empty || (opts.start.is_none() && opts.end.is_none()) {
+        return Ok(());
+    }
+    Err(RunError::EmptyWindow {
+        window: (opts.start, opts.end),
+        span: trace.sideband_span,
+        origin: origin(trace),
+    })
+}
+
+/// The message of [`RunError::EmptyWindow`].
+fn empty_window_text(
+    (start, end): (Option<u64>, Option<u64>),
+    span: Option<(u64, u64)>,
+    origin: Option<u64>,
+) -> String {
+    // "1.5 ms to 2 ms (perf time @A to @B)": relative to the origin where
+    // every bound is at or after it.
+    let range = |a: Option<u64>, b: Option<u64>| {
+        let fmt = |f: &dyn Fn(u64) -> String| match (a, b) {
+            (Some(a), Some(b)) => format!("{} to {}", f(a), f(b)),
+            (Some(a), None) => format!("{} on", f(a)),
+            (None, Some(b)) => format!("up to {}", f(b)),
+            (None, None) => "everything".into(),
+        };
+        let abs = fmt(&|t| format!("@{t}"));
+        match origin {
+            Some(o) if a.is_none_or(|a| a >= o) && b.is_none_or(|b| b >= o) => format!(
+                "{} (perf time {abs})",
+                fmt(&|t| crate::summary::duration(t - o))
+            ),
+            _ => format!("perf time {abs}"),
+        }
+    };
+    let window = range(start, end);
+    let Some((first, last)) = span else {
+        return format!(
+            "nothing was traced in the window --start/--duration select, {window}: nothing \
+             was written. Give a window the trace covers (`ptdec info` shows its time)"
+        );
+    };
+    let trace = range(Some(first), Some(last));
+    if start.is_some_and(|s| s > last) || end.is_some_and(|e| e < first) {
+        format!(
+            "the window --start/--duration select, {window}, lies outside the trace, which \
+             runs from {trace}: nothing was written. Give a window within that range"
+        )
+    } else {
+        format!(
+            "nothing was traced in the window --start/--duration select, {window}, though the \
+             trace runs from {trace}: nothing was written. Give a wider window or another \
+             --start"
+        )
+    }
+}
+
 /// `--tid`/`--pid` that match no thread the trace knows are refused
 /// before decoding.
 pub(crate) fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), RunError> {
@@ -468,6 +547,50 @@ pub trait SliceOut {
     fn set_origin(&mut self, origin: u64);
     /// See [`Emitter::mark`].
     fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError>;
+}
+
+/// A [`SliceOut`] that sets a [`StopFlag`] when the one it forwards to
+/// fails: the decode feeding it then ends at its next chunk.
+struct StopOnError<'o> {
+    out: &'o mut dyn SliceOut,
+    stop: &'o StopFlag,
+}
+
+impl StopOnError<'_> {
+    fn check(&self, r: Result<(), EmitError>) -> Result<(), EmitError> {
+        if r.is_err() {
+            self.stop.stop();
+        }
+        r
+    }
+}
+
+impl SliceOut for StopOnError<'_> {
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        let r = self.out.thread(pid, tid, name, process, renames);
+        self.check(r)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        let r = self.out.slice(s);
+        self.check(r)
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.out.set_origin(origin)
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        let r = self.out.mark(pid, tid, at, mark);
+        self.check(r)
+    }
 }
 
 impl SliceOut for Emitter {
@@ -591,8 +714,11 @@ impl SliceOut for EmitQueue {
 /// Runs `f` with an [`EmitQueue`] to `emitter`, which writes on its own
 /// thread meanwhile (FTF encoding and writing overlap the decoding and the
 /// stacks); returns the emitter (or its first write error) and `f`'s result.
+/// A write error sets `stop`, so that the decode feeding `f` ends at its
+/// next chunk instead of decoding the rest for nothing (`-o - | head`).
 pub fn with_emit_thread<R>(
     emitter: Emitter,
+    stop: &StopFlag,
     f: impl FnOnce(&mut EmitQueue) -> R,
 ) -> (Result<Emitter, EmitError>, R) {
     std::thread::scope(|scope| {
@@ -623,6 +749,7 @@ pub fn with_emit_thread<R>(
                     };
                     if let Err(e) = r {
                         error = Some(e);
+                        stop.stop();
                         break;
                     }
                 }
@@ -991,17 +1118,24 @@ pub fn run(
         tap: None,
         raw_log: None,
     };
-    let (emitter, stacked) = with_emit_thread(emitter, |queue| {
+    let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
         with_min_duration(queue, opts.emit.min_duration, |out| {
             stacks.run(trace, images, symbols, out)
         })
     });
     let ((decode_stats, threads), short) = stacked;
-    let emitter = emitter?;
+    let mut emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
     check_decoded(&decode_stats, &opts.decode, Some(trace))?;
+    // Before any file is put in place: an empty window replaces nothing.
+    emitter.flush()?;
+    check_window_held_something(trace, &opts.decode, emitter.is_empty())?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
+    if let (Target::File(template), Some(_)) = (&opts.target, opts.emit.split) {
+        let written: Vec<u64> = report.written.iter().filter_map(|w| w.window).collect();
+        report.stale = crate::emit::stale::remove_stale_windows(template, &written);
+    }
     report.missing = images.missing();
     report.warnings = images.warnings();
     Ok(report)
@@ -1209,6 +1343,7 @@ fn finish_run(
         tsc_ticks: false,
         wall_time: None,
         min_duration: None,
+        stale: Default::default(),
     })
 }
 
@@ -1284,7 +1419,11 @@ pub fn run_raw(
         || input.pt_path.display().to_string(),
         |f| f.to_string_lossy().into_owned(),
     );
-    let (stacked, short) = with_min_duration(&mut emitter, opts.emit.min_duration, |out| {
+    let mut out = StopOnError {
+        out: &mut emitter,
+        stop: &opts.decode.stop,
+    };
+    let (stacked, short) = with_min_duration(&mut out, opts.emit.min_duration, |out| {
         let mut sink = StackSink::new(&resolver, &timeline, out);
         sink.origin_from_first_op = true;
         sink.on_op = opts.on_op;
@@ -1299,7 +1438,10 @@ pub fn run_raw(
         };
         (decode_stats, sink.finish())
     });
-    let (decode_stats, threads) = (stacked.0?, stacked.1?);
+    // The output's error first: a decode stopped for it
+    // (`DecodeError::Stopped`) says only that it stopped.
+    let threads = stacked.1?;
+    let decode_stats = stacked.0?;
     check_decoded(&decode_stats, &opts.decode, None)?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;

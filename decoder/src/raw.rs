@@ -35,6 +35,9 @@ pub enum RawError {
         #[source]
         source: std::io::Error,
     },
+    /// A file given is empty.
+    #[error("{what} {}: the file is empty (0 bytes), so it holds no {}; give the file {}", path.display(), if *what == "--pt" { "trace" } else { "code" }, if *what == "--pt" { "the raw trace was saved to" } else { "that holds the code bytes" })]
+    Empty { what: &'static str, path: PathBuf },
     /// A byte range lies outside its file.
     #[error("{what} {path}: range {from:#x}..{to:#x} is outside the file's {size:#x} bytes")]
     Range {
@@ -244,6 +247,12 @@ fn file_size(path: &Path) -> Result<u64, RawError> {
 
 /// `r`'s range in a file of `size` bytes, checked.
 fn checked_range(what: &'static str, r: &FileRange, size: u64) -> Result<(u64, u64), RawError> {
+    if size == 0 {
+        return Err(RawError::Empty {
+            what,
+            path: r.path.clone(),
+        });
+    }
     let to = r.to.unwrap_or(size);
     if r.from >= size || to > size || r.from >= to {
         return Err(RawError::Range {
@@ -456,6 +465,10 @@ mod tests {
 
         let e = RawInput::load(&fr(&pt, 0, Some(65)), &[], &[]).unwrap_err();
         assert!(e.to_string().contains("outside the file"), "{e}");
+        let empty = dir.path().join("empty.pt");
+        std::fs::write(&empty, b"").unwrap();
+        let e = RawInput::load(&fr(&empty, 0, None), &[], &[]).unwrap_err();
+        assert!(e.to_string().contains("the file is empty"), "{e}");
         let e = RawInput::load(&fr(&dir.path().join("nope"), 0, None), &[], &[]).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
         let e = RawInput::load(

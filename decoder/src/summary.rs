@@ -171,11 +171,34 @@ pub fn render(report: &Report) -> String {
     } else {
         let _ = writeln!(o, "ptdec: wrote {}", files.join(", "));
     }
+    if !report.stale.removed.is_empty() {
+        let _ = writeln!(
+            o,
+            "ptdec: removed {}: windows an earlier --split into the same name wrote, which \
+             this run has no events for",
+            file_list(&report.stale.removed)
+        );
+    }
     render_decoded(&mut o, report);
     render_stacks(&mut o, report);
     render_shaping(&mut o, report);
     render_threads(&mut o, report);
     o
+}
+
+/// `a, b, c`, or `a, b, ... z (N files)` for more than four.
+pub fn file_list(paths: &[std::path::PathBuf]) -> String {
+    let name = |p: &std::path::PathBuf| p.display().to_string();
+    match paths {
+        [first, second, .., last] if paths.len() > 4 => format!(
+            "{}, {}, ... {} ({} files)",
+            name(first),
+            name(second),
+            name(last),
+            paths.len()
+        ),
+        _ => paths.iter().map(name).collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// The summary's time span, trace decoded, instructions, unsynced bytes

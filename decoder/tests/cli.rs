@@ -110,11 +110,14 @@ fn real_recordings_decode_and_report_missing_images() {
         };
         let dir = tempfile::tempdir().unwrap();
         let out_path = dir.path().join("out.ftf.gz");
+        // An empty build-id cache: not the user's ~/.debug.
+        let cache = tempfile::tempdir().unwrap();
         let out = ptdec()
             .arg(&input)
             .arg("-o")
             .arg(&out_path)
-            .args(["--buildid-dir", "/nonexistent"])
+            .arg("--buildid-dir")
+            .arg(cache.path())
             .output()
             .unwrap();
         let err = text(&out.stderr);
@@ -570,4 +573,250 @@ fn dump_streams_and_a_gzip_bomb_is_only_a_malformed_record() {
         err.contains("bomb.ftf.gz") && err.contains("size word is 0"),
         "{err}"
     );
+}
+
+/// A window that holds nothing is an error naming the trace's time range,
+/// and nothing is written (an older output is kept); `--duration 0` is a
+/// usage error. Issue 44: `--start` past the end and `--duration 0` wrote
+/// an empty FTF and exited 0 without a word.
+#[test]
+fn an_empty_window_is_refused_naming_the_traces_time() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("o.ftf");
+    std::fs::write(&o, b"an older output").unwrap();
+    let run = |args: &[&str]| ptdec().arg(&input).arg("-q").args(args).output().unwrap();
+    for report in [false, true] {
+        let out = if report {
+            ptdec()
+                .args(["report", "-q", "--duration", "0"])
+                .arg(&input)
+                .output()
+                .unwrap()
+        } else {
+            run(&["-o", o.to_str().unwrap(), "--duration", "0"])
+        };
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("--duration") && err.contains("above 0"),
+            "{err}"
+        );
+    }
+    // The trace runs 2.242 ms from perf time 641255848111.
+    let range = "from 0 ns to 2.242 ms (perf time @641255848111 to @641258090053)";
+    let o_arg = o.to_str().unwrap();
+    for args in [
+        &["-o", o_arg, "--start", "100s"][..],
+        &["-o", o_arg, "--start", "@1", "--duration", "1ms"],
+        &["-o", o_arg, "--start", "100s", "--split", "1ms"],
+        &["-o", "-", "--start", "100s"],
+    ] {
+        let out = run(args);
+        let err = check_clean_failure(&out);
+        assert!(
+            err.contains("lies outside the trace") && err.contains(range),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("nothing was written"), "{err}");
+    }
+    // Inside the trace, but nothing ran traced code then.
+    let err = check_clean_failure(&run(&["-o", o_arg, "--start", "2ms", "--duration", "1ns"]));
+    assert!(
+        err.contains("nothing was traced in the window") && err.contains(range),
+        "{err}"
+    );
+    let err = check_clean_failure(
+        &ptdec()
+            .args(["report", "-q", "--start", "100s"])
+            .arg(&input)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("lies outside the trace"), "{err}");
+    assert_eq!(std::fs::read(&o).unwrap(), b"an older output");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["o.ftf"], "no split file or temporary is left");
+}
+
+/// `--split` again into the same `-o` with fewer windows: the windows of
+/// the earlier run that this one did not write are removed once its own
+/// are in place (and the summary says so), so the folder holds one run's
+/// set; a file of such a name that ptdec did not write is kept, with a
+/// warning. Issue 44: `out-5.ftf`...`out-8.ftf` stayed beside the new ones.
+#[test]
+fn splitting_again_removes_the_earlier_windows() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let windows = || -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| {
+                let n = e.unwrap().file_name().to_string_lossy().into_owned();
+                n.strip_prefix("w-")?.strip_suffix(".ftf")?.parse().ok()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let split = |d: &str| {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.path().join("w.ftf"))
+            .args(["--split", d])
+            .output()
+            .unwrap()
+    };
+    let out = split("200us");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let before = windows();
+    assert!(
+        before.len() > 3 && before.iter().any(|&w| w > 2),
+        "{before:?}"
+    );
+    let mine = dir.path().join("w-999.ftf");
+    std::fs::write(&mine, b"my notes").unwrap();
+    // The trace lasts 2.242 ms: windows 0 to 2 at most.
+    let out = split("1ms");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let after = windows();
+    assert!(
+        !after.is_empty() && after.iter().all(|&w| w <= 2 || w == 999),
+        "{after:?}"
+    );
+    assert!(err.contains("ptdec: removed"), "{err}");
+    assert!(
+        err.contains("w-999.ftf is named as a --split window") && err.contains("left as it is"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&mine).unwrap(), b"my notes");
+    for w in after.iter().filter(|&&w| w != 999) {
+        ftf::read::parse(&read_ftf(&dir.path().join(format!("w-{w}.ftf")))).unwrap();
+    }
+}
+
+/// Messages that name what is wrong (issue 44): a trace dir whose `data`
+/// is a FIFO, a link to /dev/zero or a folder ("a directory without a
+/// `data` file" before); an empty `--pt` ("range 0x0..0x0 outside the
+/// file's 0x0 bytes"); a `--start` too large for a perf time ("not a
+/// time"); a `--sysroot`, `--buildid-dir`, `--kcore` or `--vmlinux` that
+/// does not exist or is not what the option takes (accepted silently).
+#[test]
+fn messages_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = d.join("o.ftf");
+    let fifo = d.join("fifo.dir");
+    std::fs::create_dir(&fifo).unwrap();
+    let made = Command::new("mkfifo").arg(fifo.join("data")).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let zero = d.join("zero.dir");
+    std::fs::create_dir(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("data")).unwrap();
+    let folder = d.join("folder.dir");
+    std::fs::create_dir_all(folder.join("data")).unwrap();
+    for (trace, what) in [
+        (&fifo, "data is a FIFO"),
+        (&zero, "data is a character device (a link to /dev/zero)"),
+        (&folder, "data is a directory"),
+    ] {
+        for info in [false, true] {
+            let mut cmd = ptdec();
+            if info {
+                cmd.arg("info").arg(trace);
+            } else {
+                cmd.arg(trace).arg("-o").arg(&o);
+            }
+            let err = check_clean_failure(&cmd.output().unwrap());
+            assert!(
+                err.contains(what) && err.contains("not the perf.data file"),
+                "{err}"
+            );
+        }
+    }
+
+    let empty = d.join("empty.pt");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::write(d.join("code.bin"), [0x90, 0xc3]).unwrap();
+    let err = check_clean_failure(
+        &ptdec()
+            .current_dir(d)
+            .args([
+                "raw",
+                "--pt",
+                "empty.pt",
+                "--raw",
+                "code.bin:0x400000",
+                "-o",
+                "o.ftf",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("empty.pt: the file is empty"), "{err}");
+
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let run = |args: &[&str]| {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(&o)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for start in ["18446744073s", "@18446744073709551616", "1e30"] {
+        let err = check_clean_failure(&run(&["--start", start]));
+        assert!(
+            err.contains("--start") && err.contains("out of range"),
+            "{err}"
+        );
+    }
+    let missing = d.join("missing");
+    let missing = missing.to_str().unwrap();
+    let file = d.join("code.bin");
+    let file = file.to_str().unwrap();
+    for (opt, arg, want) in [
+        ("--sysroot", missing, "no such directory"),
+        ("--buildid-dir", missing, "no such directory"),
+        ("--kcore", missing, "no such directory"),
+        ("--sysroot", file, "that is a file, not a directory"),
+        ("--vmlinux", missing, "no such file"),
+        (
+            "--vmlinux",
+            d.to_str().unwrap(),
+            "that is a directory, not a file",
+        ),
+    ] {
+        for report in [false, true] {
+            let out = if report {
+                ptdec()
+                    .arg("report")
+                    .arg(&input)
+                    .args([opt, arg])
+                    .output()
+                    .unwrap()
+            } else {
+                run(&[opt, arg])
+            };
+            let err = check_clean_failure(&out);
+            assert!(
+                err.contains(&format!("{opt} {arg}: {want}")),
+                "{opt} {arg}: {err}"
+            );
+        }
+    }
+    assert!(!o.exists());
 }

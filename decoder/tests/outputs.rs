@@ -590,3 +590,165 @@ fn an_interrupted_decode_leaves_no_file_and_says_so() {
     interrupt_mid_write(test, &trace, Signal::SIGINT, "SIGINT");
     interrupt_mid_write(test, &trace, Signal::SIGTERM, "SIGTERM");
 }
+
+/// `ptdec TRACE -o - | head`: once the reader has closed the pipe, ptdec
+/// stops decoding at its next chunk and exits quietly with status 0, as
+/// ripgrep does. Issue 44: it went on decoding the whole trace (~7 s on
+/// the issue's) after the pipe closed. Compared with the whole decode of
+/// the same trace, for scale (about 2 MB of PT: seconds in a debug build).
+#[test]
+fn a_closed_pipe_stops_the_decode_promptly() {
+    use std::io::Read;
+    let test = "a_closed_pipe_stops_the_decode_promptly";
+    let Some(trace) = interp_trace(test, 450) else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let o = Command::new(EXE)
+        .arg(&trace)
+        .args(["-q", "-o", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let whole = started.elapsed();
+    let mut child = Command::new(EXE)
+        .arg(&trace)
+        .args(["-q", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1000];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let closed = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let after = closed.elapsed();
+    assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    assert!(
+        after * 4 < whole,
+        "ran {after:?} after the pipe closed; the whole decode takes {whole:?}"
+    );
+
+    // `ptdec raw -o -` of the same trace's Intel PT (the program's code
+    // only): as quiet, and with status 0.
+    let bytes = std::fs::read(trace.join("data")).unwrap();
+    let mut pt = Vec::new();
+    for e in PerfFile::parse(&bytes).unwrap().events() {
+        if let Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let raw = tmp.path().join("trace.pt");
+    std::fs::write(&raw, &pt).unwrap();
+    let prog = programs(test).unwrap().join("interp");
+    let mut child = Command::new(EXE)
+        .args([
+            "raw",
+            "--time-axis",
+            "instructions",
+            "-q",
+            "-o",
+            "-",
+            "--pt",
+        ])
+        .arg(&raw)
+        .arg("--elf")
+        .arg(&prog)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}
+
+/// The permission bits of a file.
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Outputs are no more readable than their trace (issue 44: they were
+/// created 0644 from a 0600 trace, and re-decoding over a 0600 file made
+/// it 0644): a new FTF, `--split` file, `--folded` file and flame graph
+/// get the trace's read and write bits (under a umask of 022 here, which
+/// would have made them 0644), and a file replaced keeps its own mode.
+#[test]
+fn outputs_are_as_private_as_their_trace() {
+    let test = "outputs_are_as_private_as_their_trace";
+    let Some(interp) = interp_trace(test, 30) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    std::fs::create_dir(&t).unwrap();
+    // A private copy of the trace (its images are found through the
+    // original's build-ids in images/, copied too).
+    let copied = Command::new("cp")
+        .args(["-r", "--no-preserve=mode"])
+        .arg(interp.join("data"))
+        .arg(interp.join("images"))
+        .arg(&t)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let data = t.join("data");
+    let set = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    set(&data, 0o600);
+    let ptdec = |args: &[&str]| {
+        let mut all = vec![t.to_str().unwrap(), "-q"];
+        all.extend_from_slice(args);
+        let o = via_bash("umask 022; exec \"$0\" \"$@\"", &all);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    };
+    let out = tmp.path().join("out.ftf");
+    let o = out.to_str().unwrap();
+    ptdec(&["-o", o]);
+    assert_eq!(mode(&out), 0o600);
+    // Decoded again over it: still 0600; over a file of another mode:
+    // that mode.
+    ptdec(&["-o", o]);
+    assert_eq!(mode(&out), 0o600);
+    set(&out, 0o640);
+    ptdec(&["-o", o]);
+    assert_eq!(mode(&out), 0o640);
+    let split = tmp.path().join("w.ftf.gz");
+    ptdec(&["-o", split.to_str().unwrap(), "--split", "1ms"]);
+    let windows: Vec<String> = names(tmp.path())
+        .into_iter()
+        .filter(|n| n.starts_with("w-"))
+        .collect();
+    assert!(!windows.is_empty());
+    for w in &windows {
+        assert_eq!(mode(&tmp.path().join(w)), 0o600, "{w}");
+    }
+    let (folded, svg) = (tmp.path().join("f.folded"), tmp.path().join("f.svg"));
+    let o = via_bash(
+        "umask 022; exec \"$0\" \"$@\" >/dev/null",
+        &[
+            "report",
+            t.to_str().unwrap(),
+            "-q",
+            "--folded",
+            folded.to_str().unwrap(),
+            "--flamegraph",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!((mode(&folded), mode(&svg)), (0o600, 0o600));
+    // A trace others may read gives outputs they may read.
+    set(&data, 0o644);
+    let shared = tmp.path().join("shared.ftf");
+    ptdec(&["-o", shared.to_str().unwrap()]);
+    assert_eq!(mode(&shared), 0o644);
+}

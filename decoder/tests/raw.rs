@@ -786,3 +786,31 @@ fn a_listing_decodes_a_long_raw_trace_in_bounded_memory() {
     assert_eq!(streamed, plain);
     assert!(listed.load(std::sync::atomic::Ordering::Relaxed) > 150_000);
 }
+
+/// `ptdec raw`'s FTF and `--insn-list` file are no more readable than the
+/// `--pt` trace (issue 44): 0600 from a 0600 trace, although the umask
+/// (022 here) would make a new file 0644.
+#[test]
+fn raw_outputs_are_as_private_as_the_trace() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    std::fs::write(s.path("code.bin"), &s.p.code).unwrap();
+    let pt = s.path("trace.pt");
+    std::fs::set_permissions(&pt, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let code = format!("{}:{BASE:#x}", s.path("code.bin"));
+    let (out, list) = (s.path("out.ftf"), s.path("list.txt"));
+    let mut args = vec!["raw", "--pt", &pt, "--raw", &code, "-q", "-o", &out];
+    args.extend(["--insn-list", &list]);
+    let o = Command::new("bash")
+        .args(["-c", "umask 022; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .args(&args)
+        .args(timing_args(&s.cfg))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for f in [&out, &list] {
+        let m = std::fs::metadata(f).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(m, 0o600, "{f}");
+    }
+}

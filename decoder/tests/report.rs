@@ -304,11 +304,14 @@ fn bad_report_input_fails_with_a_clear_message() {
     let data = tmp.path().join("perf.data");
     std::fs::copy(&input, &data).unwrap();
     let before = std::fs::read(&data).unwrap();
+    // An empty build-id cache: not the user's ~/.debug.
+    let cache = tempfile::tempdir().unwrap();
     let report = |extra: &[&str]| {
         ptdec()
             .arg("report")
             .arg(&data)
-            .args(["--buildid-dir", "/nonexistent"])
+            .arg("--buildid-dir")
+            .arg(cache.path())
             .args(extra)
             .output()
             .unwrap()
@@ -404,4 +407,36 @@ fn report_help_has_an_example_for_every_option() {
             "{opt} has no example: {block:?}"
         );
     }
+}
+
+/// `--slowest N` keeps up to N calls until the report is printed: past
+/// `MAX_SLOWEST` it is refused, naming the limit, which `--help` states
+/// (issue 44: `--slowest 100000000` aborted with a 4.8 GB allocation on an
+/// 18 MB trace of call-dense code, its heap of calls outgrowing memory).
+#[test]
+fn slowest_past_its_limit_is_refused_naming_it() {
+    let test = "slowest_past_its_limit_is_refused_naming_it";
+    let max = ptdec::report::MAX_SLOWEST;
+    let help = run(&["report", "--help"]);
+    assert!(help.contains(&format!("At most {max}")), "{help}");
+    let Some(input) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let report = |n: &str| {
+        ptdec()
+            .arg("report")
+            .arg(&input)
+            .args(["-q", "--slowest", n])
+            .output()
+            .unwrap()
+    };
+    for n in [(max + 1).to_string(), "100000000".to_string()] {
+        let err = fails(&report(&n), 2);
+        assert!(
+            err.contains("--slowest") && err.contains(&format!("at most {max} calls")),
+            "{err}"
+        );
+    }
+    let out = report(&max.to_string());
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }

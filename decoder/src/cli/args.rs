@@ -7,7 +7,8 @@ use clap::{Args, ValueEnum};
 
 use super::parse::{
     parse_address, parse_chunk_size, parse_cpu, parse_filter_cfg, parse_hz, parse_jobs,
-    parse_sample_config, parse_size, parse_time_mult, parse_time_shift, parse_top, parse_u64,
+    parse_sample_config, parse_size, parse_slowest, parse_time_mult, parse_time_shift, parse_top,
+    parse_u64, parse_window_duration,
 };
 use crate::raw;
 use crate::report::render;
@@ -25,10 +26,10 @@ pub struct ReportArgs {
     /// timestamp, or "@NS" in absolute perf time. Example: --start 2s
     #[arg(long, value_name = "T")]
     pub start: Option<String>,
-    /// This long (from --start, or from the first timestamp); calls
-    /// crossing an edge count their time inside. Example: --duration 10ms
-    #[arg(long, value_name = "D")]
-    pub duration: Option<String>,
+    /// This long (from --start, or from the first timestamp), more than 0;
+    /// calls crossing an edge count their time inside. Example: --duration 10ms
+    #[arg(long, value_name = "D", value_parser = parse_window_duration)]
+    pub duration: Option<u64>,
     /// Only these threads. Example: --tid 4242,4243
     #[arg(long, value_name = "TID,..", value_delimiter = ',')]
     pub tid: Vec<u32>,
@@ -69,8 +70,10 @@ pub struct ReportArgs {
     #[arg(long)]
     pub per_thread: bool,
     /// Also list the N longest calls with thread, depth, duration and start
-    /// as @NS, for `ptdec TRACE --start @NS --duration D`. Example: --slowest 10
-    #[arg(long, value_name = "N", value_parser = parse_top)]
+    /// as @NS, for `ptdec TRACE --start @NS --duration D`. At most 100000:
+    /// each call listed is held in memory until printed (about 3 KB each
+    /// as JSON). Example: --slowest 10
+    #[arg(long, value_name = "N", value_parser = parse_slowest)]
     pub slowest: Option<usize>,
     /// Write folded stacks (`outer;inner;leaf WEIGHT` per line) to FILE.
     /// Example: --folded out.folded
@@ -621,10 +624,10 @@ pub struct DecodeArgs {
     /// first timestamp, or "@NS" in absolute perf time. Example: --start 2s
     #[arg(long, value_name = "T", allow_hyphen_values = false)]
     pub start: Option<String>,
-    /// Decode this long (from --start, or from the first timestamp).
-    /// Example: --duration 10ms
-    #[arg(long, value_name = "D")]
-    pub duration: Option<String>,
+    /// Decode this long (from --start, or from the first timestamp), more
+    /// than 0. Example: --duration 10ms
+    #[arg(long, value_name = "D", value_parser = parse_window_duration)]
+    pub duration: Option<u64>,
     /// Only these threads. Example: --tid 4242,4243
     #[arg(long, value_name = "TID,..", value_delimiter = ',')]
     pub tid: Vec<u32>,

@@ -81,12 +81,16 @@ pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 pub fn report(a: ReportArgs) -> Result<()> {
     use crate::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
     let trace = open_decodable(&a.trace, &a.images)?;
-    let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration.as_deref())?;
+    let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration)?;
     if a.format == render::Format::Csv && a.slowest.is_some() {
         bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");
     }
     // Refused before decoding: the same protection as -o.
-    let files = ReportFiles::create(a.folded.as_deref(), a.flamegraph.as_deref())?;
+    let files = ReportFiles::create(
+        a.folded.as_deref(),
+        a.flamegraph.as_deref(),
+        outfile::mode_of(&trace.data_path),
+    )?;
     let progress = Progress::new(a.quiet);
     let mut decode = selected(
         &trace,

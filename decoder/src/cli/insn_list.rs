@@ -55,11 +55,13 @@ pub(super) fn same_output(a: &Path, b: &Path) -> bool {
 }
 
 impl InsnList {
-    pub(super) fn create(path: &Path) -> Result<InsnList> {
+    /// `mode`: the permission bits of a new file (`outfile::mode_of` the
+    /// trace).
+    pub(super) fn create(path: &Path, mode: u32) -> Result<InsnList> {
         let w = if path == Path::new("-") {
             ListWriter::Stdout(std::io::BufWriter::new(std::io::stdout()))
         } else {
-            let f = outfile::OutFile::create(path).with_context(|| {
+            let f = outfile::OutFile::create(path, mode).with_context(|| {
                 format!("cannot create the instruction list {}", path.display())
             })?;
             ListWriter::File(std::io::BufWriter::new(f))

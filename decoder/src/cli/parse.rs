@@ -15,6 +15,20 @@ pub fn parse_top(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--slowest`: 1 to [`crate::report::MAX_SLOWEST`] calls.
+pub fn parse_slowest(s: &str) -> Result<usize, String> {
+    let n = parse_top(s)?;
+    let max = crate::report::MAX_SLOWEST;
+    if n > max {
+        return Err(format!(
+            "ptdec lists at most {max} calls (each is held in memory until the report is \
+             printed); give --slowest {max} or less. Every call is in the FTF of \
+             `ptdec TRACE -o OUT`, and its time in --folded"
+        ));
+    }
+    Ok(n)
+}
+
 /// An address: decimal or 0x hex.
 pub fn parse_address(s: &str) -> Result<u64, String> {
     raw::parse_num(s).ok_or_else(|| format!("{s:?} is not an address (decimal or 0x hex)"))
@@ -140,8 +154,12 @@ pub enum TimeArg {
 pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     let s = s.trim();
     if let Some(abs) = s.strip_prefix('@') {
-        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|_| {
-            format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+        return abs.parse::<u64>().map(TimeArg::Absolute).map_err(|e| {
+            if *e.kind() == std::num::IntErrorKind::PosOverflow {
+                format!("`{s}` is out of range: perf times go up to @{}", u64::MAX)
+            } else {
+                format!("`{s}`: after @ give an absolute perf time in ns, e.g. @123456789000")
+            }
         });
     }
     let (num, scale) = [
@@ -156,9 +174,25 @@ pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     .unwrap_or((s, 1e9));
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 1.8e19 => Ok(TimeArg::Relative((v * scale).round() as u64)),
+        // u64 ns reach 584 years; 1.8e19 keeps clear of rounding at 2^64.
+        Ok(v) if v >= 0.0 => Err(format!(
+            "`{s}` is out of range: times go up to 18000000000s (about 570 years)"
+        )),
         _ => Err(format!(
             "`{s}` is not a time: give seconds (\"1.5\") or a number with s, ms, us or ns (\"250ms\")"
         )),
+    }
+}
+
+/// `--duration`: a relative time above 0 (a window of 0 ns holds
+/// nothing: refused before the trace is opened).
+pub fn parse_window_duration(s: &str) -> Result<u64, String> {
+    match parse_time(s)? {
+        TimeArg::Absolute(_) => Err(format!("`{s}`: a duration cannot be absolute; drop the @")),
+        TimeArg::Relative(0) => Err(format!(
+            "`{s}`: a window of 0 ns holds nothing; give a duration above 0, e.g. 250ms"
+        )),
+        TimeArg::Relative(ns) => Ok(ns),
     }
 }
 
@@ -185,6 +219,26 @@ mod tests {
         assert!(parse_time("-1").is_err());
         assert!(parse_time("1.5h").is_err());
         assert!(parse_time("@1.5").is_err());
+        for huge in ["18446744073s", "1e30", "inf", "@18446744073709551616"] {
+            let e = parse_time(huge).unwrap_err();
+            assert!(e.contains("out of range"), "{huge}: {e}");
+        }
+        assert!(parse_time("17999999999s").is_ok());
         assert!(parse_duration("--split", "@5").is_err());
+        assert_eq!(parse_window_duration("10us"), Ok(10_000));
+        for zero in ["0", "0ms", "0.0s", "0.1ns"] {
+            let e = parse_window_duration(zero).unwrap_err();
+            assert!(e.contains("above 0"), "{zero}: {e}");
+        }
+        assert!(parse_window_duration("@5").is_err());
+    }
+
+    #[test]
+    fn slowest_has_a_limit() {
+        let max = crate::report::MAX_SLOWEST;
+        assert_eq!(parse_slowest(&max.to_string()), Ok(max));
+        let e = parse_slowest(&(max + 1).to_string()).unwrap_err();
+        assert!(e.contains(&format!("at most {max} calls")), "{e}");
+        assert!(parse_slowest("0").is_err());
     }
 }

@@ -39,7 +39,70 @@ pub(super) fn search_path(trace: &Trace, a: &ImageArgs) -> SearchPath {
     s
 }
 
+/// Refuses a `--sysroot`, `--buildid-dir`, `--kcore` or `--vmlinux` that
+/// does not exist or is not what the option takes: searched anyway, it
+/// would find nothing and the decode would only say that images are
+/// missing, never why.
+fn check_image_args(a: &ImageArgs) -> Result<()> {
+    let dirs = a
+        .sysroots
+        .iter()
+        .map(|d| {
+            (
+                "--sysroot",
+                d,
+                "the directory holding a copy of the recording machine's root filesystem",
+            )
+        })
+        .chain(a.buildid_dir.iter().map(|d| {
+            (
+                "--buildid-dir",
+                d,
+                "perf's build-id cache directory (by default ~/.debug)",
+            )
+        }))
+        .chain(a.kcore.iter().map(|d| {
+            (
+                "--kcore",
+                d,
+                "the kcore_dir that `perf record --kcore` wrote (holding kcore and kallsyms)",
+            )
+        }));
+    for (opt, dir, what) in dirs {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => bail!(
+                "{opt} {}: that is {}, not a directory; give {what}",
+                dir.display(),
+                crate::input::file_kind(&m)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("{opt} {}: no such directory; give {what}", dir.display())
+            }
+            Err(e) => bail!("{opt} {}: cannot read it: {e}", dir.display()),
+        }
+    }
+    if let Some(f) = &a.vmlinux {
+        let what =
+            "give an uncompressed kernel ELF image, e.g. /usr/lib/debug/boot/vmlinux-VERSION";
+        match std::fs::metadata(f) {
+            Ok(m) if m.is_file() => {}
+            Ok(m) => bail!(
+                "--vmlinux {}: that is {}, not a file; {what}",
+                f.display(),
+                crate::input::file_kind(&m)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("--vmlinux {}: no such file; {what}", f.display())
+            }
+            Err(e) => bail!("--vmlinux {}: cannot read it: {e}", f.display()),
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn open(path: &Path, images: &ImageArgs) -> Result<Trace> {
+    check_image_args(images)?;
     Trace::open_with(path, &images.sysroots)
         .with_context(|| format!("cannot decode {}", path.display()))
 }
@@ -73,7 +136,7 @@ pub(super) fn window(
     trace: &Trace,
     trace_path: &Path,
     start: Option<&str>,
-    duration: Option<&str>,
+    duration: Option<u64>,
 ) -> Result<(Option<u64>, Option<u64>)> {
     let origin = pipeline::origin(trace);
     let start = match start.map(parse_time).transpose() {
@@ -81,7 +144,15 @@ pub(super) fn window(
         Ok(None) => None,
         Ok(Some(TimeArg::Absolute(t))) => Some(t),
         Ok(Some(TimeArg::Relative(ns))) => match origin {
-            Some(o) => Some(o + ns),
+            Some(o) => match o.checked_add(ns) {
+                Some(t) => Some(t),
+                None => bail!(
+                    "--start {}: out of range, past the last perf time (@{}) after the \
+                     recording's first timestamp (@{o})",
+                    start.unwrap_or_default(),
+                    u64::MAX
+                ),
+            },
             None => bail!(
                 "--start {}: {} has no TSC conversion, so relative times have no origin; give an absolute time as @NS",
                 start.unwrap_or_default(),
@@ -89,9 +160,6 @@ pub(super) fn window(
             ),
         },
     };
-    let duration = duration
-        .map(|d| parse_duration("--duration", d))
-        .transpose()?;
     let end = match duration {
         None => None,
         Some(d) => match start.or(origin) {
@@ -108,12 +176,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         bail!("give a trace and -o OUT (see --help)");
     };
     let trace = open_decodable(&trace_path, &a.images)?;
-    let (start, end) = window(
-        &trace,
-        &trace_path,
-        a.start.as_deref(),
-        a.duration.as_deref(),
-    )?;
+    let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
     let split = a
         .split
         .as_deref()
@@ -177,6 +240,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         min_duration,
         // Set from the decode's workers by `pipeline::run`.
         encoders: 0,
+        file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -247,6 +311,15 @@ fn run_and_report(
     finish_outputs()?;
     if !end.quiet {
         eprint!("{}", summary::render(&report));
+    }
+    // Whatever -q says: the folder holds files that look like this run's.
+    for (path, why) in &report.stale.kept {
+        eprintln!(
+            "ptdec: warning: {} is named as a --split window of {} that this run did not \
+             write, and was left as it is ({why}); it is not part of this run's output",
+            path.display(),
+            end.output.display()
+        );
     }
     if let Some(tp) = end.check {
         check_written(&report, tp)?;
@@ -348,7 +421,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     }
     let list = match &a.insn_list {
         None => None,
-        Some(p) => Some(InsnList::create(p)?),
+        Some(p) => Some(InsnList::create(p, crate::outfile::mode_of(&a.pt.path))?),
     };
     let target = if a.output == Path::new("-") {
         if a.check {
@@ -375,6 +448,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         axis_auto: a.time_axis.is_none(),
         interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
+        file_mode: Some(crate::outfile::mode_of(&a.pt.path)),
         ..EmitOptions::default()
     };
     let symbols = SymbolCache::new();

@@ -118,7 +118,7 @@ mod worker_images;
 mod workers;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ipt::{Config as PtConfig, Cpu, Error as PtError};
@@ -265,6 +265,27 @@ pub struct DecodeOptions {
     /// aggregate is the same for every interleaving). Per-cpu traces then
     /// take [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU as well.
     pub any_interleaving: bool,
+    /// Set by whoever the ops go to when its output failed (a closed
+    /// pipe): decoding stops at the next chunk, with
+    /// [`DecodeError::Stopped`].
+    pub stop: StopFlag,
+}
+
+/// Stops a decode at the next chunk once set ([`DecodeOptions::stop`]);
+/// clones share the flag.
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Asks the decode to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`StopFlag::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// One line of an instruction listing, as ptxed prints it.
@@ -523,6 +544,10 @@ pub enum DecodeError {
     /// A worker thread panicked.
     #[error("a decode worker panicked: {0}")]
     Worker(String),
+    /// [`DecodeOptions::stop`] was set: the output failed, and its error
+    /// says why.
+    #[error("decoding stopped: its output could not be written")]
+    Stopped,
 }
 
 /// The linked libipt's version, for messages: "libipt 2.1.2".

@@ -153,7 +153,11 @@ fn run_inline(
         .prepare
         .filter(|_| !setup.per_cpu)
         .map(|p| p.worker());
+    let stop = &setup.opts.stop;
     for (k, job) in shared.jobs.iter().enumerate() {
+        if stop.is_stopped() {
+            return Err(DecodeError::Stopped);
+        }
         let out = decode_job(shared, &images, &mut prepare, job)?;
         let held = out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
         deliver(k, out, held);
@@ -220,7 +224,7 @@ pub(super) fn run(
                             delivered = gate.1.wait(delivered).unwrap_or_else(|p| p.into_inner());
                         }
                     }
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) || setup.opts.stop.is_stopped() {
                         break;
                     }
                     let r = decode_job(shared, &images, &mut prepare, job);
@@ -252,6 +256,11 @@ pub(super) fn run(
                 delivered += 1;
                 *gate.0.lock().unwrap_or_else(|p| p.into_inner()) = delivered;
                 gate.1.notify_all();
+            }
+            // The output failed: what is decoded ahead goes nowhere.
+            if setup.opts.stop.is_stopped() {
+                result = Err(DecodeError::Stopped);
+                break;
             }
         }
         if result.is_ok() && delivered < jobs.len() {

@@ -46,9 +46,10 @@ pub struct ReportFiles {
 fn create(
     option: &'static str,
     path: Option<&Path>,
+    mode: u32,
 ) -> Result<Option<(PathBuf, OutFile)>, FilesError> {
     let Some(path) = path else { return Ok(None) };
-    match OutFile::create(path) {
+    match OutFile::create(path, mode) {
         Ok(f) => Ok(Some((path.to_path_buf(), f))),
         Err(OutFileError::IsInput { input, .. }) => Err(FilesError::IsInput {
             option,
@@ -60,11 +61,17 @@ fn create(
 }
 
 impl ReportFiles {
-    /// Opens `--folded FILE` and `--flamegraph FILE`, each when given.
-    pub fn create(folded: Option<&Path>, flamegraph: Option<&Path>) -> Result<Self, FilesError> {
+    /// Opens `--folded FILE` and `--flamegraph FILE`, each when given,
+    /// new ones with the permission bits `mode` (`outfile::mode_of` the
+    /// trace).
+    pub fn create(
+        folded: Option<&Path>,
+        flamegraph: Option<&Path>,
+        mode: u32,
+    ) -> Result<Self, FilesError> {
         Ok(ReportFiles {
-            folded: create("--folded", folded)?,
-            flame: create("--flamegraph", flamegraph)?,
+            folded: create("--folded", folded, mode)?,
+            flame: create("--flamegraph", flamegraph, mode)?,
         })
     }
 

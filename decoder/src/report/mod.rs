@@ -22,7 +22,7 @@ use crate::stack::{Slice, SliceKind, StackStats};
 use crate::symbols::SymbolCache;
 
 pub use aggregate::{
-    Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall,
+    Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall, MAX_SLOWEST,
 };
 
 /// Everything a report run needs besides the trace.
@@ -86,6 +86,7 @@ pub fn run(
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
     // same error as a decode to FTF.
     pipeline::check_decoded(&decode, &decode_opts, Some(trace))?;
+    pipeline::check_window_held_something(trace, &decode_opts, aggregate.rows.is_empty())?;
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);
