@@ -220,16 +220,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Record>> {
             ));
         };
         let header = u64::from_le_bytes(header.try_into().unwrap_or_default());
-        let record_type = field(header, 0, 3);
-        let name = record_name(record_type);
-        let words = if record_type == RT_LARGE {
-            field(header, 4, 35)
-        } else {
-            field(header, 4, 15)
-        };
-        if words == 0 {
-            return Err(malformed(offset, name, "size word is 0".into()));
-        }
+        let (name, words) = kind_and_words(header, offset)?;
         let size = usize::try_from(words)
             .ok()
             .and_then(|w| w.checked_mul(8))
@@ -303,16 +294,7 @@ pub fn for_each<R: std::io::Read>(
             ));
         }
         let header = u64::from_le_bytes(h);
-        let record_type = field(header, 0, 3);
-        let name = record_name(record_type);
-        let words = if record_type == RT_LARGE {
-            field(header, 4, 35)
-        } else {
-            field(header, 4, 15)
-        };
-        if words == 0 {
-            return Err(malformed(offset, name, "size word is 0".into()));
-        }
+        let (name, words) = kind_and_words(header, offset)?;
         let size = usize::try_from(words)
             .ok()
             .and_then(|w| w.checked_mul(8))
@@ -363,6 +345,21 @@ pub fn dump(bytes: &[u8]) -> Result<String> {
         let _ = writeln!(out, "{record}");
     }
     Ok(out)
+}
+
+/// A record header's kind name and size in words (never 0).
+fn kind_and_words(header: u64, offset: usize) -> Result<(&'static str, u64)> {
+    let record_type = field(header, 0, 3);
+    let name = record_name(record_type);
+    let words = if record_type == RT_LARGE {
+        field(header, 4, 35)
+    } else {
+        field(header, 4, 15)
+    };
+    if words == 0 {
+        return Err(malformed(offset, name, "size word is 0".into()));
+    }
+    Ok((name, words))
 }
 
 fn malformed(offset: usize, record: &'static str, reason: String) -> Error {
