@@ -2,19 +2,21 @@
 //! raw Intel PT of each thread or each core, the cores' context-switch
 //! records and the modules) as ptdec input. The bundle is turned into the
 //! same [`Trace`] a perf.data gives, so that the one decode pipeline reads
-//! it: an in-memory perf.data with AUXTRACE_INFO (the TSC conversion), one
-//! AUXTRACE buffer per thread or per core, COMM and MMAP2 records for the
-//! bundle's threads and modules, and the cores' SWITCH_CPU_WIDE records as
-//! LLDB saved them. The trace files are read into memory (LLDB saves its
-//! ring buffers: a few MiB per thread or core).
+//! it: an in-memory perf.data of the sideband (AUXTRACE_INFO with the TSC
+//! conversion, COMM and MMAP2 records for the bundle's threads and
+//! modules, the cores' SWITCH_CPU_WIDE records as LLDB saved them), and
+//! one AUX buffer per thread or per core that is the whole of its trace
+//! file, mapped ([`AuxFiles`]): never copied, and each file mapped once
+//! however many threads name it.
 //!
 //! The JSON is read field by field so that every complaint names the file
 //! and the field (`processes[1].pid`); what cannot be used (a process
 //! without a pid, a missing trace file) is left out with a warning and the
 //! rest is decoded.
 
-use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::Cursor;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -22,11 +24,11 @@ use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
 use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
 use sideband::bytes::FileBytes;
 use sideband::parse::{parse_event_le, ring_records};
-use sideband::record::{Auxtrace, Event, FileId, Mmap, Record, SampleId};
+use sideband::record::{Event, FileId, Mmap, Record, SampleId};
 use sideband::sample::sample_type as st;
 use sideband::writer::FileWriter;
 
-use crate::input::{CpuId, InputError, Trace};
+use crate::input::{AuxFiles, CpuId, InputError, Trace};
 
 /// The bundle's description file inside a bundle folder.
 pub const DESCRIPTION: &str = "trace.json";
@@ -80,11 +82,12 @@ pub struct BundleInfo {
     pub modules: Vec<(PathBuf, u64)>,
 }
 
-/// One thread of the bundle and its trace file (per-thread bundles).
+/// One thread of the bundle and its trace (an index into the mapped trace
+/// files; per-thread bundles).
 #[derive(Debug, Clone)]
 struct BThread {
     tid: u32,
-    trace: Option<PathBuf>,
+    trace: Option<usize>,
 }
 
 /// One module: where it was loaded and the file found for it.
@@ -106,11 +109,12 @@ struct BProcess {
     modules: Vec<BModule>,
 }
 
-/// One core of a per-core bundle.
+/// One core of a per-core bundle: its trace (an index into the mapped
+/// trace files) and its context-switch file.
 #[derive(Debug, Clone)]
 struct BCore {
     id: u32,
-    trace: PathBuf,
+    trace: usize,
     switches: PathBuf,
 }
 
@@ -122,14 +126,21 @@ struct Bundle {
     conv: Option<(u64, u64, u64)>,
     processes: Vec<BProcess>,
     cores: Vec<BCore>,
+    /// The trace files, each mapped once.
+    traces: Vec<FileBytes>,
 }
 
-/// The JSON reader: the bundle folder, the `--sysroot` folders, and the
-/// warnings gathered (each naming its field; the file is added after).
+/// The JSON reader: the bundle folder, the `--sysroot` folders, the
+/// warnings gathered (each naming its field; the file is added after) and
+/// the trace files mapped.
 struct Reader<'a> {
     dir: &'a Path,
     sysroots: &'a [PathBuf],
     warnings: Vec<String>,
+    /// The trace files mapped, and each one's (device, inode): a file named
+    /// by several threads is mapped once.
+    traces: Vec<FileBytes>,
+    trace_ids: HashMap<(u64, u64), usize>,
 }
 
 fn bad(file: &Path, what: impl Into<String>) -> InputError {
@@ -192,6 +203,33 @@ impl Reader<'_> {
     /// A file named by the bundle, resolved against its folder.
     fn file_at(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
+    }
+
+    /// The trace file at `path` (named by `field`), mapped once however
+    /// many threads name it: its index in `traces`.
+    fn trace_file(&mut self, field: &str, path: &Path) -> Result<usize, String> {
+        let cannot = |e: std::io::Error| {
+            format!(
+                "{field} names {}, which cannot be read: {e}",
+                path.display()
+            )
+        };
+        if !path.is_file() {
+            return Err(format!(
+                "{field} names {}, which cannot be read",
+                path.display()
+            ));
+        }
+        let file = crate::inputs::open(path).map_err(cannot)?;
+        let meta = file.metadata().map_err(cannot)?;
+        let id = (meta.dev(), meta.ino());
+        if let Some(&i) = self.trace_ids.get(&id) {
+            return Ok(i);
+        }
+        let bytes = FileBytes::map_file(file).map_err(cannot)?;
+        self.trace_ids.insert(id, self.traces.len());
+        self.traces.push(bytes);
+        Ok(self.traces.len() - 1)
     }
 
     fn cpu(&mut self, root: &Value) -> Option<CpuId> {
@@ -277,14 +315,12 @@ impl Reader<'_> {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => {
                     let f = self.file_at(s);
-                    if f.is_file() {
-                        Some(f)
-                    } else {
-                        self.warn(format!(
-                            "{tat}iptTrace names {}, which cannot be read; thread {tid} left out",
-                            f.display()
-                        ));
-                        continue;
+                    match self.trace_file(&format!("{tat}iptTrace"), &f) {
+                        Ok(i) => Some(i),
+                        Err(e) => {
+                            self.warn(format!("{e}; thread {tid} left out"));
+                            continue;
+                        }
                     }
                 }
                 Some(v) => {
@@ -381,14 +417,13 @@ impl Reader<'_> {
         let id = u32::try_from(id).map_err(|_| format!("{at}id {id} is out of range"))?;
         let trace = self.file_at(self.str(c, &at, "iptTrace")?);
         let switches = self.file_at(self.str(c, &at, "contextSwitchTrace")?);
-        for (name, f) in [("iptTrace", &trace), ("contextSwitchTrace", &switches)] {
-            if !f.is_file() {
-                return Err(format!(
-                    "{at}{name} names {}, which cannot be read",
-                    f.display()
-                ));
-            }
+        if !switches.is_file() {
+            return Err(format!(
+                "{at}contextSwitchTrace names {}, which cannot be read",
+                switches.display()
+            ));
         }
+        let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
         Ok(BCore {
             id,
             trace,
@@ -433,6 +468,8 @@ fn read_bundle(
         dir,
         sysroots,
         warnings: Vec::new(),
+        traces: Vec::new(),
+        trace_ids: HashMap::new(),
     };
     match root.get("type") {
         Some(Value::String(t)) if t == "intel-pt" => {}
@@ -503,6 +540,7 @@ fn read_bundle(
             .into_iter()
             .map(|w| format!("{}: {w}", file.display())),
     );
+    b.traces = r.traces;
     Ok(b)
 }
 
@@ -607,10 +645,10 @@ fn sid(pid: u32, tid: u32, time: u64, cpu: u32) -> SampleId {
 
 /// A core's context-switch records, read as LLDB saved them (the perf ring
 /// of a context-switch event with `sample_id_all` and TID | TIME), with the
-/// core added to each. A cut or unreadable record ends the file with a
-/// warning.
+/// core added to each. The file is mapped, not read. A cut or unreadable
+/// record ends the file with a warning.
 fn switches(core: &BCore, warnings: &mut Vec<String>) -> Vec<Event<'static>> {
-    let bytes = match std::fs::read(&core.switches) {
+    let bytes = match crate::inputs::open(&core.switches).and_then(FileBytes::map_file) {
         Ok(b) => b,
         Err(e) => {
             warnings.push(format!("cannot read {}: {e}", core.switches.display()));
@@ -678,7 +716,7 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     // search takes a relative name as one under a sysroot.
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let mut warnings = Vec::new();
-    let b = read_bundle(file, &dir, sysroots, &mut warnings)?;
+    let mut b = read_bundle(file, &dir, sysroots, &mut warnings)?;
     let per_cpu = !b.cores.is_empty();
     let werr = |e: sideband::Error| bad(file, format!("cannot assemble the trace: {e}"));
 
@@ -697,14 +735,11 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
         per_cpu_mmaps: per_cpu,
         ..IntelPtInfo::default()
     };
-    let user = |record| Event {
+    w.write_event(&Event {
         misc: 0,
-        record,
+        record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
         sample_id: SampleId::default(),
-    };
-    w.write_event(&user(Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(
-        &info,
-    ))))
+    })
     .map_err(werr)?;
 
     // Threads and mappings at time 0: before everything, and not counted
@@ -775,36 +810,34 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
         }
     }
 
-    // The traces, one AUXTRACE buffer each.
-    let buffers: Vec<(PathBuf, u32, u32)> = if per_cpu {
+    // The traces: one buffer per core or per thread, each the whole of
+    // its file, mapped.
+    let buffers: Vec<(usize, Option<u32>, Option<u32>)> = if per_cpu {
         b.cores
             .iter()
-            .map(|c| (c.trace.clone(), u32::MAX, c.id))
+            .map(|c| (c.trace, None, Some(c.id)))
             .collect()
     } else {
         b.processes
             .iter()
             .flat_map(|p| &p.threads)
-            .filter_map(|t| Some((t.trace.clone()?, t.tid, u32::MAX)))
+            .filter_map(|t| Some((t.trace?, Some(t.tid), None)))
             .collect()
     };
-    for (idx, (path, tid, cpu)) in buffers.iter().enumerate() {
-        let data = std::fs::read(path).map_err(|source| InputError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        w.write_event(&user(Record::Auxtrace(Auxtrace {
-            offset: 0,
-            reference: 0,
-            idx: idx as u32,
-            tid: *tid,
-            cpu: *cpu,
-            data: Cow::Owned(data),
-        })))
-        .map_err(werr)?;
-    }
+    let aux = AuxFiles {
+        files: std::mem::take(&mut b.traces),
+        buffers,
+    };
+    // The in-memory perf.data holds no AUXTRACE record: its (empty)
+    // AUXTRACE index is its one feature section, so that it reads as a
+    // finished recording, not as one whose recorder was killed.
+    w.set_feature(
+        sideband::feature::id::AUXTRACE,
+        sideband::feature::encode_auxtrace_index(&[]),
+    )
+    .map_err(werr)?;
     let bytes = w.finish().map_err(werr)?.into_inner();
-    let mut trace = Trace::from_bytes(FileBytes::Read(bytes), file.to_owned(), None)?;
+    let mut trace = Trace::from_parts(FileBytes::Read(bytes), file.to_owned(), None, aux)?;
     trace.cpu = b.cpu;
     trace.build_ids = build_ids;
     // perf's wording about a kernel without time_zero does not fit a

@@ -580,3 +580,68 @@ fn cut_and_changed_bundles_never_panic() {
         );
     }
 }
+
+/// Runs ptdec with `args` under an address-space limit of `limit` bytes
+/// (`prlimit --as`, as a small machine or `ulimit -v` has); returns its
+/// exit code and stderr, after checking that it neither aborted nor
+/// panicked.
+fn ptdec_under(limit: u64, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let o = Command::new("prlimit")
+        .arg(format!("--as={limit}"))
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.code().is_some(), "{args:?}: {:?}: {err}", o.status);
+    for bad in ["panicked", "memory allocation", "out of memory"] {
+        assert!(!err.contains(bad), "{args:?}: {err}");
+    }
+    (o.status.code(), err)
+}
+
+/// The single-thread bundle copied to `dir`, with its trace replaced by a
+/// sparse file of `len` zero bytes (no disk space, no PSB).
+fn bundle_with_sparse_trace(real: &Path, dir: &Path, len: u64) {
+    for f in ["trace.json", "a.out"] {
+        std::fs::copy(real.join(f), dir.join(f)).unwrap();
+    }
+    let trace = std::fs::File::create(dir.join("3842849.trace")).unwrap();
+    trace.set_len(len).unwrap();
+}
+
+/// A bundle's trace is mapped, not copied into an in-memory perf.data
+/// (which held it about 3 times: a 1 GiB trace took 3.15 GB): with a
+/// 2 GiB trace, `ptdec info` and the decode run under a 3.5 GB
+/// address-space limit, of which the mapping alone takes 2 GiB. The zeros
+/// hold no PSB, so the decode says that nothing could be decoded.
+#[test]
+fn a_big_bundle_trace_is_mapped_not_copied() {
+    let test = "a_big_bundle_trace_is_mapped_not_copied";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    if !pt_tests::have_tool(test, "prlimit") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("big");
+    std::fs::create_dir(&dir).unwrap();
+    bundle_with_sparse_trace(&real, &dir, 2 << 30);
+    let limit = 3_500_000_000;
+    let (code, err) = ptdec_under(limit, &["info".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = tmp.path().join("out.ftf");
+    let (code, err) = ptdec_under(
+        limit,
+        &[
+            dir.as_os_str(),
+            "-q".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("nothing decoded"), "{err}");
+    assert!(!out.exists());
+}
