@@ -645,3 +645,132 @@ fn a_big_bundle_trace_is_mapped_not_copied() {
     assert!(err.contains("nothing decoded"), "{err}");
     assert!(!out.exists());
 }
+
+/// A copy of the single-thread bundle in `dir` whose one process lists
+/// `n` threads, all naming its trace file, which is the real 4 KiB trace
+/// repeated `times` times.
+fn bundle_of_threads_sharing_a_trace(real: &Path, dir: &Path, n: usize, times: usize) {
+    std::fs::copy(real.join("a.out"), dir.join("a.out")).unwrap();
+    let trace = std::fs::read(real.join("3842849.trace")).unwrap();
+    std::fs::write(dir.join("3842849.trace"), trace.repeat(times)).unwrap();
+    let threads: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"tid\": {}, \"iptTrace\": \"3842849.trace\"}}",
+                1_000_000 + i
+            )
+        })
+        .collect();
+    let json = std::fs::read_to_string(real.join("trace.json"))
+        .unwrap()
+        .replace(
+            "{\n          \"tid\": 3842849,\n          \"iptTrace\": \"3842849.trace\"\n        }",
+            &threads.join(", "),
+        );
+    assert!(json.contains("1000000"), "the thread list was not replaced");
+    std::fs::write(dir.join("trace.json"), json).unwrap();
+}
+
+/// Threads naming one trace file share its one mapping: 20,000 threads
+/// naming one 256 KiB trace took 20,000 copies of it (5 GiB, and an abort
+/// at 3.4 GB was the issue's 10^5 threads), now `ptdec info` runs in a
+/// few MB; and 2,000 such threads each decode the trace's 21 instructions.
+#[test]
+fn threads_sharing_a_trace_file_share_its_mapping() {
+    let test = "threads_sharing_a_trace_file_share_its_mapping";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    if !pt_tests::have_tool(test, "prlimit") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("many");
+    std::fs::create_dir(&dir).unwrap();
+    bundle_of_threads_sharing_a_trace(&real, &dir, 20_000, 64);
+    let (code, err) = ptdec_under(4_000_000_000, &["info".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+
+    bundle_of_threads_sharing_a_trace(&real, &dir, 2_000, 1);
+    let out = tmp.path().join("out.ftf");
+    let o = decode(&dir, &out, &[]);
+    let threads = thread_insns(&text(&o.stderr));
+    assert_eq!(threads.len(), 2_000);
+    assert!(threads.iter().all(|t| t.1 == 21), "{threads:?}");
+}
+
+/// A bundle past the limits is refused at once with the limit named, exit
+/// 1 and nothing written: more than 65,536 traces (10^5 threads naming one
+/// trace), more than 2^20 entries (7 million tiny module objects), or a
+/// trace.json over 64 MiB.
+#[test]
+fn bundles_past_the_limits_are_refused_naming_them() {
+    let test = "bundles_past_the_limits_are_refused_naming_them";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    if !pt_tests::have_tool(test, "prlimit") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("many");
+    std::fs::create_dir(&dir).unwrap();
+    bundle_of_threads_sharing_a_trace(&real, &dir, 100_000, 1);
+    let out = tmp.path().join("out.ftf");
+    for args in [
+        vec!["info".as_ref(), dir.as_os_str()],
+        vec![dir.as_os_str(), "-o".as_ref(), out.as_os_str()],
+    ] {
+        let started = std::time::Instant::now();
+        let (code, err) = ptdec_under(4_000_000_000, &args);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(
+                "the bundle lists more than 65536 traces (threads with an iptTrace, and cores): \
+                 ptdec reads at most 65536 per bundle"
+            ),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+        assert!(!out.exists());
+    }
+
+    // 60 MB of tiny objects: more than 2^20 entries (parsed whole into
+    // JSON values they took 75 times their size and aborted).
+    let tiny = vec!["{\"a\": 1}"; 7_000_000].join(",");
+    std::fs::write(
+        dir.join("trace.json"),
+        format!(
+            "{{\"type\": \"intel-pt\", \"processes\": [{{\"pid\": 1, \"modules\": [{tiny}]}}]}}"
+        ),
+    )
+    .unwrap();
+    let (code, err) = ptdec_under(4_000_000_000, &["info".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "the bundle lists more than 1048576 processes, threads, modules and cores: ptdec \
+             reads at most 1048576 per bundle"
+        ),
+        "{err}"
+    );
+
+    // 65 MiB of blanks before the JSON (the folder is the input: a file
+    // is taken for a bundle when it starts with `{`).
+    let json = dir.join("trace.json");
+    let body = std::fs::read(real.join("trace.json")).unwrap();
+    let mut big = vec![b' '; 65 << 20];
+    big.extend_from_slice(&body);
+    std::fs::write(&json, big).unwrap();
+    let (code, err) = ptdec_under(
+        4_000_000_000,
+        &[dir.as_os_str(), "-o".as_ref(), out.as_os_str()],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("trace.json: 68157973 bytes: ptdec reads a trace.json of at most 64 MiB"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

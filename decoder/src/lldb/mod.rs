@@ -12,13 +12,18 @@
 //! The JSON is read field by field so that every complaint names the file
 //! and the field (`processes[1].pid`); what cannot be used (a process
 //! without a pid, a missing trace file) is left out with a warning and the
-//! rest is decoded.
+//! rest is decoded. It is read element by element, never held parsed
+//! ([`json`]), and a bundle past [`MAX_DESCRIPTION_BYTES`], [`MAX_TRACES`]
+//! or [`MAX_ENTRIES`] is refused: what a bundle costs is bounded by its
+//! files, whatever its JSON says.
 
 use std::collections::HashMap;
 use std::io::Cursor;
+use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
 use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
@@ -29,9 +34,28 @@ use sideband::sample::sample_type as st;
 use sideband::writer::FileWriter;
 
 use crate::input::{AuxFiles, CpuId, InputError, Trace};
+use json::Object;
+
+mod json;
 
 /// The bundle's description file inside a bundle folder.
 pub const DESCRIPTION: &str = "trace.json";
+
+/// The most traces (threads with an `iptTrace`, and cores) one bundle may
+/// list. LLDB saves one trace file per traced thread or core; past this a
+/// bundle is refused before any more trace files are opened, so that the
+/// buffers, mappings and per-thread state stay bounded (a bundle of 10^6
+/// threads naming one trace aborted at 3.4 GB when each copied it).
+pub const MAX_TRACES: usize = 1 << 16;
+
+/// The most processes, threads, modules and cores one bundle may list
+/// (each costs a few hundred bytes of sideband and timeline, however few
+/// bytes of JSON it takes).
+pub const MAX_ENTRIES: usize = 1 << 20;
+
+/// The largest `trace.json` read (LLDB writes about 100 bytes per thread
+/// and module; it is held in memory while the bundle is read).
+pub const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
 
 /// The PMU type written for the intel_pt event (any number: nothing reads
 /// it but AUXTRACE_INFO's match with the attr).
@@ -141,6 +165,13 @@ struct Reader<'a> {
     /// by several threads is mapped once.
     traces: Vec<FileBytes>,
     trace_ids: HashMap<(u64, u64), usize>,
+    /// Traces named so far (threads with an `iptTrace`, and cores).
+    named_traces: usize,
+    /// Entries read so far (processes, threads, modules and cores).
+    entries: usize,
+    /// Why the bundle is refused, once it is past a limit: the reading
+    /// stops there.
+    refused: Option<String>,
 }
 
 fn bad(file: &Path, what: impl Into<String>) -> InputError {
@@ -167,42 +198,83 @@ fn number(v: &Value) -> Option<u64> {
     }
 }
 
+/// The member `name` of `obj`, `None` when it is missing or null.
+fn member<'a>(obj: &Object<'a>, name: &str) -> Option<&'a RawValue> {
+    obj.get(name).copied().filter(|v| !json::is_null(v))
+}
+
 impl Reader<'_> {
     fn warn(&mut self, w: String) {
         self.warnings.push(w);
     }
 
     /// A required number at `at` (`processes[0].pid`).
-    fn num(&self, obj: &Value, at: &str, name: &str) -> Result<u64, String> {
-        match obj.get(name) {
-            None | Some(Value::Null) => Err(format!("missing value at {at}{name}")),
-            Some(v) => number(v).ok_or_else(|| {
-                format!(
-                    "expected an unsigned integer (or a string of one) at {at}{name}, found {v}"
-                )
-            }),
-        }
+    fn num(&self, obj: &Object, at: &str, name: &str) -> Result<u64, String> {
+        let v = member(obj, name).ok_or_else(|| format!("missing value at {at}{name}"))?;
+        json::leaf(v).as_ref().and_then(number).ok_or_else(|| {
+            format!(
+                "expected an unsigned integer (or a string of one) at {at}{name}, found {}",
+                json::shown(v)
+            )
+        })
     }
 
-    fn str<'v>(&self, obj: &'v Value, at: &str, name: &str) -> Result<&'v str, String> {
-        match obj.get(name) {
-            None | Some(Value::Null) => Err(format!("missing value at {at}{name}")),
+    fn str(&self, obj: &Object, at: &str, name: &str) -> Result<String, String> {
+        let v = member(obj, name).ok_or_else(|| format!("missing value at {at}{name}"))?;
+        match json::leaf(v) {
             Some(Value::String(s)) => Ok(s),
-            Some(v) => Err(format!("expected a string at {at}{name}, found {v}")),
+            _ => Err(format!(
+                "expected a string at {at}{name}, found {}",
+                json::shown(v)
+            )),
         }
     }
 
-    fn array<'v>(&self, obj: &'v Value, name: &str) -> Result<&'v [Value], String> {
-        match obj.get(name) {
-            None | Some(Value::Null) => Ok(&[]),
-            Some(Value::Array(a)) => Ok(a),
-            Some(v) => Err(format!("expected an array at {name}, found {v}")),
+    /// The array `name` of `obj` (`None`: missing or null, no elements).
+    fn array<'v>(&self, obj: &Object<'v>, name: &str) -> Result<Option<&'v RawValue>, String> {
+        match member(obj, name) {
+            None => Ok(None),
+            Some(v) if json::is_array(v) => Ok(Some(v)),
+            Some(v) => Err(format!(
+                "expected an array at {name}, found {}",
+                json::shown(v)
+            )),
         }
     }
 
     /// A file named by the bundle, resolved against its folder.
     fn file_at(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
+    }
+
+    /// Counts one more entry (process, thread, module or core) and, when
+    /// `trace`, one more trace: `Break` once the bundle is past
+    /// [`MAX_ENTRIES`] or [`MAX_TRACES`] (it is then refused, and the
+    /// reading stops).
+    fn count(&mut self, trace: bool) -> ControlFlow<()> {
+        self.entries += 1;
+        self.named_traces += usize::from(trace);
+        if self.refused.is_some() {
+            return ControlFlow::Break(());
+        }
+        if self.named_traces > MAX_TRACES {
+            self.refused = Some(format!(
+                "the bundle lists more than {MAX_TRACES} traces (threads with an iptTrace, and \
+                 cores): ptdec reads at most {MAX_TRACES} per bundle, so that the buffers and \
+                 memory a bundle asks for stay bounded (LLDB saves one trace file per traced \
+                 thread or core); list the threads to decode in a trace.json of their own"
+            ));
+        } else if self.entries > MAX_ENTRIES {
+            self.refused = Some(format!(
+                "the bundle lists more than {MAX_ENTRIES} processes, threads, modules and cores: \
+                 ptdec reads at most {MAX_ENTRIES} per bundle, so that the memory a bundle asks \
+                 for stays bounded; list the processes to decode in a trace.json of their own"
+            ));
+        }
+        match self.refused {
+            Some(_) => ControlFlow::Break(()),
+            None => ControlFlow::Continue(()),
+        }
     }
 
     /// The trace file at `path` (named by `field`), mapped once however
@@ -232,16 +304,19 @@ impl Reader<'_> {
         Ok(self.traces.len() - 1)
     }
 
-    fn cpu(&mut self, root: &Value) -> Option<CpuId> {
-        let Some(c) = root.get("cpuInfo") else {
+    fn cpu(&mut self, root: &Object) -> Option<CpuId> {
+        let Some(c) = member(root, "cpuInfo") else {
             self.warn("missing value at cpuInfo; decoding without errata workarounds".into());
             return None;
         };
         let read = || -> Result<CpuId, String> {
-            let vendor = self.str(c, "cpuInfo.", "vendor")?.to_string();
-            let family = self.num(c, "cpuInfo.", "family")?;
-            let model = self.num(c, "cpuInfo.", "model")?;
-            let stepping = self.num(c, "cpuInfo.", "stepping")?;
+            let c = json::object(c).ok_or_else(|| {
+                format!("expected an object at cpuInfo, found {}", json::shown(c))
+            })?;
+            let vendor = self.str(&c, "cpuInfo.", "vendor")?;
+            let family = self.num(&c, "cpuInfo.", "family")?;
+            let model = self.num(&c, "cpuInfo.", "model")?;
+            let stepping = self.num(&c, "cpuInfo.", "stepping")?;
             let range = |name: &str, v: u64| format!("cpuInfo.{name} {v} is out of range");
             Ok(CpuId {
                 vendor,
@@ -259,14 +334,20 @@ impl Reader<'_> {
         }
     }
 
-    fn conv(&mut self, root: &Value) -> Option<(u64, u64, u64)> {
-        let c = root.get("tscPerfZeroConversion")?;
+    fn conv(&mut self, root: &Object) -> Option<(u64, u64, u64)> {
+        let c = member(root, "tscPerfZeroConversion")?;
         let at = "tscPerfZeroConversion.";
         let read = || -> Result<(u64, u64, u64), String> {
+            let c = json::object(c).ok_or_else(|| {
+                format!(
+                    "expected an object at tscPerfZeroConversion, found {}",
+                    json::shown(c)
+                )
+            })?;
             Ok((
-                self.num(c, at, "timeMult")?,
-                self.num(c, at, "timeShift")?,
-                self.num(c, at, "timeZero")?,
+                self.num(&c, at, "timeMult")?,
+                self.num(&c, at, "timeShift")?,
+                self.num(&c, at, "timeZero")?,
             ))
         };
         match read() {
@@ -285,64 +366,46 @@ impl Reader<'_> {
         }
     }
 
-    fn process(&mut self, p: &Value, i: usize) -> Result<BProcess, String> {
+    /// Process `i`, `Err` when it is left out. Stops early when the bundle
+    /// is refused ([`Reader::count`]).
+    fn process(&mut self, p: &RawValue, i: usize) -> Result<BProcess, String> {
         let at = format!("processes[{i}].");
-        if !p.is_object() {
-            return Err(format!("expected an object at processes[{i}], found {p}"));
-        }
-        let pid = self.num(p, &at, "pid")?;
+        let Some(p) = json::object(p) else {
+            return Err(format!(
+                "expected an object at processes[{i}], found {}",
+                json::shown(p)
+            ));
+        };
+        let pid = self.num(&p, &at, "pid")?;
         let pid = u32::try_from(pid).map_err(|_| format!("{at}pid {pid} is out of range"))?;
+        let threads_json = self.array(&p, "threads").map_err(|e| format!("{at}{e}"))?;
+        let modules_json = self.array(&p, "modules").map_err(|e| format!("{at}{e}"))?;
         let mut threads = Vec::new();
-        for (j, t) in self
-            .array(p, "threads")
-            .map_err(|e| format!("{at}{e}"))?
-            .iter()
-            .enumerate()
-        {
-            let tat = format!("{at}threads[{j}].");
-            let tid = match self.num(t, &tat, "tid") {
-                Ok(v) => v,
-                Err(e) => {
-                    self.warn(format!("{e}; thread left out",));
-                    continue;
+        if let Some(a) = threads_json {
+            json::each(a, |j, raw| {
+                let t = json::object(raw);
+                let has_trace = t.as_ref().is_some_and(|t| member(t, "iptTrace").is_some());
+                if self.count(has_trace).is_break() {
+                    return ControlFlow::Break(());
                 }
-            };
-            let Ok(tid) = u32::try_from(tid) else {
-                self.warn(format!("{tat}tid {tid} is out of range; thread left out",));
-                continue;
-            };
-            let trace = match t.get("iptTrace") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => {
-                    let f = self.file_at(s);
-                    match self.trace_file(&format!("{tat}iptTrace"), &f) {
-                        Ok(i) => Some(i),
-                        Err(e) => {
-                            self.warn(format!("{e}; thread {tid} left out"));
-                            continue;
-                        }
-                    }
+                if let Some(t) = self.thread(t, raw, &format!("{at}threads[{j}].")) {
+                    threads.push(t);
                 }
-                Some(v) => {
-                    self.warn(format!(
-                        "expected a string at {tat}iptTrace, found {v}; thread {tid} left out",
-                    ));
-                    continue;
-                }
-            };
-            threads.push(BThread { tid, trace });
+                ControlFlow::Continue(())
+            });
         }
         let mut modules = Vec::new();
-        for (j, m) in self
-            .array(p, "modules")
-            .map_err(|e| format!("{at}{e}"))?
-            .iter()
-            .enumerate()
-        {
-            match self.module(m, &format!("{at}modules[{j}].")) {
-                Ok(m) => modules.push(m),
-                Err(e) => self.warn(format!("{e}; module left out",)),
-            }
+        if let Some(a) = modules_json {
+            json::each(a, |j, m| {
+                if self.count(false).is_break() {
+                    return ControlFlow::Break(());
+                }
+                match self.module(m, &format!("{at}modules[{j}].")) {
+                    Ok(m) => modules.push(m),
+                    Err(e) => self.warn(format!("{e}; module left out",)),
+                }
+                ControlFlow::Continue(())
+            });
         }
         Ok(BProcess {
             pid,
@@ -351,14 +414,71 @@ impl Reader<'_> {
         })
     }
 
-    fn module(&mut self, m: &Value, at: &str) -> Result<BModule, String> {
-        let system = self.str(m, at, "systemPath")?;
-        let load = self.num(m, at, "loadAddress")?;
-        let file = match m.get("file") {
-            Some(Value::String(f)) => Some(f.as_str()),
+    /// A thread (`at`: `processes[i].threads[j].`; `t` is `raw` when that
+    /// is an object), `None` when it is left out (with a warning).
+    fn thread(&mut self, t: Option<Object>, raw: &RawValue, at: &str) -> Option<BThread> {
+        let Some(t) = t else {
+            self.warn(format!(
+                "expected an object at {}, found {}; thread left out",
+                at.trim_end_matches('.'),
+                json::shown(raw)
+            ));
+            return None;
+        };
+        let tid = match self.num(&t, at, "tid") {
+            Ok(v) => v,
+            Err(e) => {
+                self.warn(format!("{e}; thread left out",));
+                return None;
+            }
+        };
+        let Ok(tid) = u32::try_from(tid) else {
+            self.warn(format!("{at}tid {tid} is out of range; thread left out",));
+            return None;
+        };
+        let trace = match member(&t, "iptTrace") {
+            None => None,
+            Some(v) => match json::leaf(v) {
+                Some(Value::String(s)) => {
+                    let f = self.file_at(&s);
+                    match self.trace_file(&format!("{at}iptTrace"), &f) {
+                        Ok(i) => Some(i),
+                        Err(e) => {
+                            self.warn(format!("{e}; thread {tid} left out"));
+                            return None;
+                        }
+                    }
+                }
+                _ => {
+                    self.warn(format!(
+                        "expected a string at {at}iptTrace, found {}; thread {tid} left out",
+                        json::shown(v)
+                    ));
+                    return None;
+                }
+            },
+        };
+        Some(BThread { tid, trace })
+    }
+
+    fn module(&mut self, m: &RawValue, at: &str) -> Result<BModule, String> {
+        let Some(m) = json::object(m) else {
+            return Err(format!(
+                "expected an object at {}, found {}",
+                at.trim_end_matches('.'),
+                json::shown(m)
+            ));
+        };
+        let system = self.str(&m, at, "systemPath")?;
+        let load = self.num(&m, at, "loadAddress")?;
+        let file = match member(&m, "file").and_then(json::leaf) {
+            Some(Value::String(f)) => Some(f),
             _ => None,
         };
-        let in_bundle = file.map(|f| self.file_at(f)).filter(|p| p.is_file());
+        let in_bundle = file
+            .as_deref()
+            .map(|f| self.file_at(f))
+            .filter(|p| p.is_file());
         let (path, layout) = match in_bundle {
             Some(p) => (p.clone(), Some(p)),
             None => {
@@ -369,9 +489,9 @@ impl Reader<'_> {
                     .sysroots
                     .iter()
                     .map(|r| r.join(system.trim_start_matches('/')))
-                    .chain(std::iter::once(PathBuf::from(system)))
+                    .chain(std::iter::once(PathBuf::from(&system)))
                     .find(|p| p.is_file());
-                let what = match file {
+                let what = match &file {
                     Some(f) => format!(
                         "{at}file names {}, which cannot be read",
                         self.file_at(f).display()
@@ -388,7 +508,7 @@ impl Reader<'_> {
                 (PathBuf::from(system), layout)
             }
         };
-        let build_id = match m.get("uuid") {
+        let build_id = match member(&m, "uuid").and_then(json::leaf) {
             Some(Value::String(u)) => {
                 let hex: String = u.chars().filter(|c| *c != '-').collect();
                 let bytes: Option<Vec<u8>> = (hex.len() % 2 == 0 && hex.len() <= 40)
@@ -411,12 +531,18 @@ impl Reader<'_> {
         })
     }
 
-    fn core(&mut self, c: &Value, i: usize) -> Result<BCore, String> {
+    fn core(&mut self, c: &RawValue, i: usize) -> Result<BCore, String> {
         let at = format!("cpus[{i}].");
-        let id = self.num(c, &at, "id")?;
+        let Some(c) = json::object(c) else {
+            return Err(format!(
+                "expected an object at cpus[{i}], found {}",
+                json::shown(c)
+            ));
+        };
+        let id = self.num(&c, &at, "id")?;
         let id = u32::try_from(id).map_err(|_| format!("{at}id {id} is out of range"))?;
-        let trace = self.file_at(self.str(c, &at, "iptTrace")?);
-        let switches = self.file_at(self.str(c, &at, "contextSwitchTrace")?);
+        let trace = self.file_at(&self.str(&c, &at, "iptTrace")?);
+        let switches = self.file_at(&self.str(&c, &at, "contextSwitchTrace")?);
         if !switches.is_file() {
             return Err(format!(
                 "{at}contextSwitchTrace names {}, which cannot be read",
@@ -432,18 +558,49 @@ impl Reader<'_> {
     }
 }
 
-/// Reads and checks `trace.json`; fatal only when nothing can be decoded.
+/// Reads `trace.json`, refusing one past [`MAX_DESCRIPTION_BYTES`].
+fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
+    use std::io::Read;
+    let io = |source| InputError::Io {
+        path: file.to_owned(),
+        source,
+    };
+    let f = crate::inputs::open(file).map_err(io)?;
+    let too_big = |n: u64| {
+        bad(
+            file,
+            format!(
+                "{n} bytes: ptdec reads a trace.json of at most {} MiB (LLDB writes about 100 \
+                 bytes per thread and module); is this an LLDB trace bundle's description?",
+                MAX_DESCRIPTION_BYTES >> 20
+            ),
+        )
+    };
+    let len = f.metadata().map_err(io)?.len();
+    if len > MAX_DESCRIPTION_BYTES {
+        return Err(too_big(len));
+    }
+    let mut text = Vec::with_capacity(len as usize);
+    f.take(MAX_DESCRIPTION_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > MAX_DESCRIPTION_BYTES {
+        return Err(too_big(text.len() as u64));
+    }
+    Ok(text)
+}
+
+/// Reads and checks `trace.json`; fatal only when nothing can be decoded,
+/// or when the bundle is past [`MAX_TRACES`] or [`MAX_ENTRIES`].
 fn read_bundle(
     file: &Path,
     dir: &Path,
     sysroots: &[PathBuf],
     warnings: &mut Vec<String>,
 ) -> Result<Bundle, InputError> {
-    let text = std::fs::read(file).map_err(|source| InputError::Io {
-        path: file.to_owned(),
-        source,
-    })?;
-    let root: Value = serde_json::from_slice(&text).map_err(|e| {
+    let text = read_description(file)?;
+    // Checked as JSON whole, not parsed: its parts are read one by one.
+    let root: &RawValue = serde_json::from_slice(&text).map_err(|e| {
         let how = if e.is_eof() {
             "the JSON ends early (a cut file?)"
         } else {
@@ -458,27 +615,32 @@ fn read_bundle(
             ),
         )
     })?;
-    if !root.is_object() {
+    let Some(root) = json::object(root) else {
         return Err(bad(
             file,
             "expected a JSON object: an LLDB trace bundle (`trace save`)",
         ));
-    }
+    };
     let mut r = Reader {
         dir,
         sysroots,
         warnings: Vec::new(),
         traces: Vec::new(),
         trace_ids: HashMap::new(),
+        named_traces: 0,
+        entries: 0,
+        refused: None,
     };
-    match root.get("type") {
-        Some(Value::String(t)) if t == "intel-pt" => {}
+    match member(&root, "type") {
+        Some(v) if json::leaf(v) == Some(Value::String("intel-pt".into())) => {}
         Some(v) => {
             return Err(bad(
                 file,
                 format!(
-                "field `type` is {v}, not \"intel-pt\": ptdec decodes only LLDB's Intel PT bundles"
-            ),
+                    "field `type` is {}, not \"intel-pt\": ptdec decodes only LLDB's Intel PT \
+                     bundles",
+                    json::shown(v)
+                ),
             ))
         }
         None => {
@@ -493,22 +655,45 @@ fn read_bundle(
         conv: r.conv(&root),
         ..Bundle::default()
     };
-    if root.get("kernel").is_some() {
+    if member(&root, "kernel").is_some() {
         r.warn("the kernel section is not read; kernel code is not decoded".into());
     }
     let processes = r.array(&root, "processes").map_err(|e| bad(file, e))?;
-    for (i, p) in processes.iter().enumerate() {
-        match r.process(p, i) {
-            Ok(p) => b.processes.push(p),
-            Err(e) => r.warn(format!("{e}; process left out")),
-        }
-    }
     let cores = r.array(&root, "cpus").map_err(|e| bad(file, e))?;
-    for (i, c) in cores.iter().enumerate() {
-        match r.core(c, i) {
-            Ok(c) => b.cores.push(c),
-            Err(e) => r.warn(format!("{e}; core left out")),
-        }
+    let (mut listed_processes, mut listed_cores) = (0, 0);
+    if let Some(a) = processes {
+        json::each(a, |i, p| {
+            listed_processes += 1;
+            if r.count(false).is_break() {
+                return ControlFlow::Break(());
+            }
+            let p = r.process(p, i);
+            if r.refused.is_some() {
+                // Cut short by a limit: the bundle is refused.
+                return ControlFlow::Break(());
+            }
+            match p {
+                Ok(p) => b.processes.push(p),
+                Err(e) => r.warn(format!("{e}; process left out")),
+            }
+            ControlFlow::Continue(())
+        });
+    }
+    if let Some(a) = cores.filter(|_| r.refused.is_none()) {
+        json::each(a, |i, c| {
+            listed_cores += 1;
+            if r.count(true).is_break() {
+                return ControlFlow::Break(());
+            }
+            match r.core(c, i) {
+                Ok(c) => b.cores.push(c),
+                Err(e) => r.warn(format!("{e}; core left out")),
+            }
+            ControlFlow::Continue(())
+        });
+    }
+    if let Some(e) = r.refused {
+        return Err(bad(file, e));
     }
     let per_thread = b
         .processes
@@ -516,7 +701,7 @@ fn read_bundle(
         .flat_map(|p| &p.threads)
         .any(|t| t.trace.is_some());
     if !per_thread && b.cores.is_empty() {
-        let why = if processes.is_empty() && cores.is_empty() {
+        let why = if listed_processes == 0 && listed_cores == 0 {
             "the bundle lists no process (processes) and no core (cpus)".to_string()
         } else {
             "no thread (processes[].threads[].iptTrace) or core (cpus[]) has a readable trace"
