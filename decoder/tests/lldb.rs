@@ -774,3 +774,78 @@ fn bundles_past_the_limits_are_refused_naming_them() {
     );
     assert!(!out.exists());
 }
+
+/// The single-thread bundle copied to `dir` with `n` more modules, none of
+/// whose files exist, at loads 64 KiB apart in descending order (so that
+/// each one's next module is found among all the others).
+fn bundle_with_missing_modules(real: &Path, dir: &Path, n: usize) {
+    for f in ["a.out", "3842849.trace"] {
+        std::fs::copy(real.join(f), dir.join(f)).unwrap();
+    }
+    let modules: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"file\": \"lib{i}.so\", \"systemPath\": \"/nonexistent/lib{i}.so\", \
+                 \"loadAddress\": {}}}",
+                0x7000_0000_0000u64 - i as u64 * 0x10000
+            )
+        })
+        .collect();
+    let json = std::fs::read_to_string(real.join("trace.json"))
+        .unwrap()
+        .replace(
+            "\"uuid\": \"6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A\"\n        }",
+            &format!(
+                "\"uuid\": \"6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A\"\n        }}, {}",
+                modules.join(", ")
+            ),
+        );
+    assert!(json.contains("lib0.so"), "the module list was not extended");
+    std::fs::write(dir.join("trace.json"), json).unwrap();
+}
+
+/// 10^5 modules, none of them found: read in linear time (each module's
+/// next load address was found by a scan of all the others: 30 s for 10^5
+/// in a release build), and the warnings are summarised, three then a
+/// count, and one line with -q (one per module before, -q or not). The
+/// thread still decodes its 21 instructions in a.out.
+#[test]
+fn many_missing_modules_are_read_in_linear_time_and_summarised() {
+    let test = "many_missing_modules_are_read_in_linear_time_and_summarised";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("modules");
+    std::fs::create_dir(&dir).unwrap();
+    bundle_with_missing_modules(&real, &dir, 100_000);
+    let out = tmp.path().join("out.ftf");
+    let started = std::time::Instant::now();
+    let o = decode(&dir, &out, &[]);
+    let took = started.elapsed();
+    let err = text(&o.stderr);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert!(warnings.len() <= 6, "{warnings:#?}");
+    for want in [
+        "processes[0].modules[1].file names",
+        "lib0.so, which cannot be read, and /nonexistent/lib0.so is neither under a --sysroot \
+         nor on this machine",
+        "and 99997 more warnings about modules[] like those above; `ptdec info` lists every \
+         module and whether it was found",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+    // A debug build; quadratic, this took minutes.
+    assert!(took.as_secs() < 60, "{took:?}");
+
+    let o = decode(&dir, &out, &["-q"]);
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("ptdec: warning: 100001 warnings about the bundle ")
+            && err.contains("the first: ")
+            && err.contains("run without -q to see more of them"),
+        "{err}"
+    );
+}
