@@ -9,6 +9,9 @@
 //! The file is memory-mapped through `sideband::bytes::FileBytes` (that
 //! crate's one unsafe block); this module has no unsafe code. AUXTRACE
 //! payloads are kept as byte ranges into the mapping, never copied here.
+//! Trace bytes that live outside the perf.data (an LLDB bundle's trace
+//! files, [`AuxFiles`]) are mapped files of their own, each buffer a byte
+//! range of one of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -147,6 +150,22 @@ pub struct AuxBuffer {
     pub chunks: Vec<Chunk>,
     /// Sorted by offset.
     pub losses: Vec<AuxLoss>,
+    /// Which file holds the chunks' bytes (their `file_offset` is into
+    /// it): 0 the perf.data, `k` the `k`-th of the [`AuxFiles`] the trace
+    /// was opened with.
+    pub file: usize,
+}
+
+/// Trace bytes kept outside the perf.data: whole files, each mapped once
+/// however many buffers name it (an LLDB bundle's trace files; several
+/// threads may share one). Each buffer is the whole of one file.
+#[derive(Debug, Default)]
+pub struct AuxFiles {
+    /// The files, mapped.
+    pub files: Vec<FileBytes>,
+    /// Each buffer: the index of its file in `files`, its thread and its
+    /// cpu.
+    pub buffers: Vec<(usize, Option<u32>, Option<u32>)>,
 }
 
 /// A stretch of one buffer's bytes that is decoded with one libipt decoder:
@@ -195,6 +214,12 @@ pub struct Trace {
     /// input was a directory, or a file named `data` inside one).
     pub dir: Option<PathBuf>,
     bytes: FileBytes,
+    /// Trace bytes outside the perf.data ([`AuxFiles`]): file `k` of
+    /// [`AuxBuffer::file`] is `aux_files[k - 1]`.
+    aux_files: Vec<FileBytes>,
+    /// `aux_files` by address: (start of its bytes, index), sorted, to find
+    /// the file a released slice belongs to.
+    aux_by_addr: Vec<(usize, usize)>,
     pub pipe: bool,
     pub info: IntelPtInfo,
     /// The intel_pt event's attr (its config bits say tsc/mtc/cyc/noretcomp).
@@ -318,6 +343,17 @@ impl Trace {
         data_path: PathBuf,
         dir: Option<PathBuf>,
     ) -> Result<Trace, InputError> {
+        Self::from_parts(bytes, data_path, dir, AuxFiles::default())
+    }
+
+    /// [`Trace::from_bytes`] for a perf.data whose trace bytes are (also)
+    /// in other files: `aux`'s buffers come after the perf.data's own.
+    pub fn from_parts(
+        bytes: FileBytes,
+        data_path: PathBuf,
+        dir: Option<PathBuf>,
+        aux: AuxFiles,
+    ) -> Result<Trace, InputError> {
         let file = PerfFile::parse(&bytes).map_err(|source| InputError::Perf {
             path: data_path.clone(),
             source,
@@ -327,13 +363,38 @@ impl Trace {
         let RecordScan {
             info,
             time_conv,
-            by_idx,
+            mut by_idx,
             aux_records,
             itrace_starts,
             lost_records,
             span,
             sideband,
         } = scan_records(&file, &data_path, &mut warnings)?;
+
+        let mut next_idx = by_idx
+            .last_key_value()
+            .map_or(0, |(&i, _)| i.saturating_add(1));
+        for (file, tid, cpu) in aux.buffers {
+            let len = aux.files.get(file).map_or(0, |f| f.len());
+            by_idx.insert(
+                next_idx,
+                AuxBuffer {
+                    idx: next_idx,
+                    cpu,
+                    tid,
+                    chunks: vec![Chunk {
+                        record_offset: 0,
+                        file_offset: 0,
+                        len,
+                        aux_offset: 0,
+                        reference: 0,
+                    }],
+                    losses: Vec::new(),
+                    file: file + 1,
+                },
+            );
+            next_idx = next_idx.saturating_add(1);
+        }
 
         // No AUXTRACE_INFO and no AUX data: a sideband-only recording
         // (`ptrec --sideband-only`), which `ptdec info` describes.
@@ -359,10 +420,16 @@ impl Trace {
 
         let pipe = file.is_pipe();
         drop(file);
+        let mut aux_by_addr: Vec<(usize, usize)> = (aux.files.iter().enumerate())
+            .map(|(k, f)| (f.as_ptr() as usize, k))
+            .collect();
+        aux_by_addr.sort_unstable();
         Ok(Trace {
             data_path,
             dir,
             bytes,
+            aux_files: aux.files,
+            aux_by_addr,
             pipe,
             info,
             pt_attr,
@@ -412,9 +479,20 @@ impl Trace {
         split_segments(&self.buffers, self.info.snapshot_mode)
     }
 
+    /// The bytes of the file that holds buffer `buffer`'s chunks
+    /// ([`AuxBuffer::file`]): their `file_offset`s and a segment's pieces
+    /// are ranges of it.
+    pub fn buffer_file(&self, buffer: usize) -> &[u8] {
+        match self.buffers.get(buffer).map_or(0, |b| b.file) {
+            0 => &self.bytes,
+            k => self.aux_files.get(k - 1).map_or(&[], |f| &f[..]),
+        }
+    }
+
     /// A segment's bytes (borrowed when it is one piece, else concatenated).
     pub fn segment_bytes(&self, s: &Segment) -> std::borrow::Cow<'_, [u8]> {
-        let get = |&(off, len): &(usize, usize)| self.bytes.get(off..off + len).unwrap_or_default();
+        let file = self.buffer_file(s.buffer);
+        let get = |&(off, len): &(usize, usize)| file.get(off..off + len).unwrap_or_default();
         match s.pieces.as_slice() {
             [one] => std::borrow::Cow::Borrowed(get(one)),
             many => {
@@ -429,13 +507,21 @@ impl Trace {
         }
     }
 
-    /// The whole input's bytes.
-    /// Drops the pages of `part` (a slice of [`Trace::bytes`]) from
+    /// Drops the pages of `part` (a slice of [`Trace::buffer_file`]) from
     /// resident memory once decoded ([`FileBytes::release`]).
     pub fn release(&self, part: &[u8]) {
+        // Each file checks that `part` lies inside it; the only candidate
+        // among the others is the last one starting at or before `part`.
         self.bytes.release(part);
+        let at = part.as_ptr() as usize;
+        let i = self.aux_by_addr.partition_point(|&(start, _)| start <= at);
+        if let Some(&(_, k)) = i.checked_sub(1).and_then(|i| self.aux_by_addr.get(i)) {
+            self.aux_files[k].release(part);
+        }
     }
 
+    /// The perf.data's bytes (an LLDB bundle's trace files are not in it:
+    /// [`Trace::buffer_file`]).
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }

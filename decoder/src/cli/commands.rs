@@ -80,7 +80,7 @@ pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 /// aggregation, printed; the folded stacks and flame graph written.
 pub fn report(a: ReportArgs) -> Result<()> {
     use crate::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
-    let trace = open_decodable(&a.trace, &a.images)?;
+    let trace = open_decodable(&a.trace, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration)?;
     if a.format == render::Format::Csv && a.slowest.is_some() {
         bail!("--slowest: CSV holds one table (the functions); use the table or --format json for the slowest calls");

@@ -109,8 +109,10 @@ pub(super) fn open(path: &Path, images: &ImageArgs) -> Result<Trace> {
 
 /// Opens a trace to decode: refuses a sideband-only recording and prints
 /// the input's warnings (a cut file, ...) whatever -q says, as `ptdec
-/// info` lists them: the output may be incomplete.
-pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs) -> Result<Trace> {
+/// info` lists them: the output may be incomplete. With -q, an LLDB
+/// bundle's several warnings are one line that counts them (the bundle's
+/// own are already summarised: `lldb::WARNINGS_SHOWN` of each kind).
+pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs, quiet: bool) -> Result<Trace> {
     let trace = open(trace_path, images)?;
     if trace.sideband_only {
         bail!(
@@ -120,13 +122,24 @@ pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs) -> Result<Tr
             trace_path.display()
         );
     }
-    for w in &trace.warnings {
+    match &trace.bundle {
+        Some(b) if quiet && trace.warnings.len() > 1 => eprintln!(
+            "ptdec: warning: {} warnings about the bundle {}, the first: {}; run without -q to \
+             see more of them",
+            b.warnings,
+            trace_path.display(),
+            trace.warnings[0]
+        ),
         // An LLDB bundle's warnings name their own file (trace.json or a
         // trace file in the bundle).
-        match trace.bundle {
-            Some(_) => eprintln!("ptdec: warning: {w}"),
-            None => eprintln!("ptdec: warning: {}: {w}", trace_path.display()),
-        }
+        Some(_) => trace
+            .warnings
+            .iter()
+            .for_each(|w| eprintln!("ptdec: warning: {w}")),
+        None => trace
+            .warnings
+            .iter()
+            .for_each(|w| eprintln!("ptdec: warning: {}: {w}", trace_path.display())),
     }
     Ok(trace)
 }
@@ -175,7 +188,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
         bail!("give a trace and -o OUT (see --help)");
     };
-    let trace = open_decodable(&trace_path, &a.images)?;
+    let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
     let split = a
         .split

@@ -673,7 +673,7 @@ pub fn decode_with(
             buf.tid.map(Owner::Thread)
         }
         .or(buf.cpu.map(Owner::Cpu));
-        let bytes = trace.bytes();
+        let bytes = trace.buffer_file(s.buffer);
         let pieces = s
             .pieces
             .iter()
