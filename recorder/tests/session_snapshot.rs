@@ -173,7 +173,17 @@ fn max_snapshots_ends_the_session() {
     let report = thread::scope(|sc| {
         let h = sc.spawn(|| s.run(&stop));
         for k in 1..=3 {
-            thread::sleep(Duration::from_millis(3));
+            // New bytes before each snapshot, or it has no chunk: on a
+            // loaded machine the producer may not run for a few ms.
+            let before = bufs[0].aux_stream().len();
+            let t = std::time::Instant::now();
+            while bufs[0].aux_stream().len() == before {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "the producer stalled"
+                );
+                thread::sleep(Duration::from_millis(1));
+            }
             stop.request_snapshot();
             wait_pauses(&bufs, k);
         }
