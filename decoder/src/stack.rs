@@ -1081,11 +1081,7 @@ impl ThreadStack {
                         return;
                     }
                     self.stats.execs += 1;
-                    self.close_segment(off_at, out);
-                    let mut untraced = untraced;
-                    untraced.depth = 0;
-                    self.finish(untraced, Vec::new(), out);
-                    self.start_segment(at, ip, resolver);
+                    self.restart(off_at, untraced, at, ip, resolver, out);
                     return;
                 }
                 if self.frames.is_empty() && self.entry.is_none() {
@@ -1123,20 +1119,33 @@ impl ThreadStack {
                     // The restart below would end the entry frames.
                     self.fail("a restart");
                 } else {
-                    // Resumed somewhere unrelated (exec, a context we never
+                    // Resumed somewhere unrelated (a context we never
                     // saw): the old frames end where tracing stopped.
                     self.stats.restarts += 1;
-                    self.close_segment(off_at, out);
-                    let mut untraced = untraced;
-                    untraced.depth = 0;
-                    self.finish(untraced, Vec::new(), out);
-                    self.start_segment(at, ip, resolver);
+                    self.restart(off_at, untraced, at, ip, resolver, out);
                 }
             }
             State::Running => {
                 // Re-enabled without a disable (a PSB): nothing changes.
             }
         }
+    }
+
+    /// Ends every frame at `off_at` (where tracing stopped), writes the
+    /// untraced time after it at depth 0, and starts a new segment at `ip`.
+    fn restart(
+        &mut self,
+        off_at: Stamp,
+        mut untraced: Slice,
+        at: Stamp,
+        ip: u64,
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
+        self.close_segment(off_at, out);
+        untraced.depth = 0;
+        self.finish(untraced, Vec::new(), out);
+        self.start_segment(at, ip, resolver);
     }
 
     #[inline]
