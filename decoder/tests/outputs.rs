@@ -293,6 +293,10 @@ fn simulate(progs: &Path, prog: &str, repeat: &[String], dir: &Path) {
 /// traces), made once and kept in CARGO_TARGET_TMPDIR for later runs (its
 /// bytes matter to no test here, only its size).
 fn interp_trace(test: &str, k: u64) -> Option<PathBuf> {
+    // Tests of this binary run on threads of one process: two asking for
+    // the same trace at once would both make it in the same `.PID` folder.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let dir = root.join(format!("outputs-interp-repeat-{k}"));
     let progs = programs(test)?;
