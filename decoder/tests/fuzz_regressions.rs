@@ -37,6 +37,7 @@ fn replay_in_child() -> bool {
         "flow_diff" => harness::flow_diff(&data),
         "flow_lockstep" => harness::flow_lockstep(&data),
         "trace_dir" => harness::trace_dir(&data),
+        "lldb_bundle" => harness::lldb_bundle(&data),
         "garbage_prefix" => harness::garbage_prefix(&data),
         "perf_data" => harness::perf_data(&data),
         other => panic!("unknown target {other}"),
@@ -117,6 +118,21 @@ fn the_seed_is_a_real_trace_of_the_image() {
             path.display()
         );
     }
+    // lldb_bundle's: a bundle of the same trace over the image.
+    let path = pt_tests::workspace_root().join("fuzz/seeds/lldb_bundle/per-thread");
+    let seed = harness::lldb_bundle_seed();
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &seed).unwrap();
+    }
+    assert_eq!(
+        std::fs::read(&path).ok(),
+        Some(seed.clone()),
+        "{} is stale: rerun with UPDATE_EXPECT=1",
+        path.display()
+    );
+    // The seed reaches the decoder: the image's instructions.
+    assert!(harness::lldb_bundle(&seed) > 10);
     // garbage_prefix's: its parameters and garbage (the harness appends
     // the seed above).
     let path = pt_tests::workspace_root().join("fuzz/seeds/garbage_prefix/psb-every-kib");
@@ -181,6 +197,18 @@ fn trace_dir_inputs_decode_without_crashing() {
         "trace_dir",
         &["seeds", "regressions"],
         "trace_dir_inputs_decode_without_crashing",
+    );
+}
+
+#[test]
+fn lldb_bundle_inputs_decode_without_crashing() {
+    if replay_in_child() {
+        return;
+    }
+    replay_all(
+        "lldb_bundle",
+        &["seeds", "regressions"],
+        "lldb_bundle_inputs_decode_without_crashing",
     );
 }
 

@@ -849,3 +849,79 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
         "{err}"
     );
 }
+
+/// A bundle may name files anywhere (LLDB allows absolute paths): those
+/// outside its folder are read and named in a warning; devices, FIFOs and
+/// folders are refused by name instead of read for ever or blocking on
+/// (`iptTrace` naming /dev/zero, a FIFO as `contextSwitchTrace`, a module
+/// `file` that is a FIFO); and a `uuid` with a multi-byte character is
+/// no build-id rather than a panic.
+#[test]
+fn files_outside_the_bundle_are_named_and_devices_refused() {
+    let test = "files_outside_the_bundle_are_named_and_devices_refused";
+    let Some(real) = bundle(test, "intelpt-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    std::fs::create_dir(&dir).unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::copy(real.join("a.out"), dir.join("a.out")).unwrap();
+    std::fs::copy(real.join("3842849.trace"), elsewhere.join("t.trace")).unwrap();
+    let json = std::fs::read_to_string(real.join("trace.json")).unwrap();
+    let write = |json: String| std::fs::write(dir.join("trace.json"), json).unwrap();
+
+    // The trace through `../`: decoded, and named.
+    write(json.replace("\"3842849.trace\"", "\"../elsewhere/t.trace\""));
+    let out = tmp.path().join("out.ftf");
+    let o = decode(&dir, &out, &[]);
+    let err = text(&o.stderr);
+    let want = format!(
+        "read 1 file outside the bundle's folder {}: {} (processes[0].threads[0].iptTrace)",
+        std::fs::canonicalize(&dir).unwrap().display(),
+        std::fs::canonicalize(elsewhere.join("t.trace"))
+            .unwrap()
+            .display()
+    );
+    assert!(err.contains(&want), "{want:?} not in {err}");
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+    // `ptdec info` says it too.
+    let o = ptdec().arg("info").arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(all.contains("outside the bundle's folder"), "{all}");
+
+    // A trace inside the folder: no such warning.
+    std::fs::copy(real.join("3842849.trace"), dir.join("3842849.trace")).unwrap();
+    write(json.clone());
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(!err.contains("outside the bundle"), "{err}");
+
+    // /dev/zero as the trace: refused by name, at once.
+    write(json.replace("\"3842849.trace\"", "\"/dev/zero\""));
+    let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("/dev/zero, which is a device, not a file"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A FIFO as a module file: said, and the module left out (the trace
+    // decodes to nothing of a.out's code, but nothing blocks).
+    let fifo = dir.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    write(json.replace("\"file\": \"a.out\"", "\"file\": \"fifo\""));
+    let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(err.contains("fifo, which is a FIFO, not a file"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A uuid with a multi-byte character: no build-id, no panic.
+    write(json.replace("6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A", "a\u{e9}a"));
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+}

@@ -435,3 +435,64 @@ pub fn perf_data(data: &[u8]) -> u64 {
     let _ = sideband::timeline::Timeline::replay(events);
     n
 }
+
+/// An LLDB trace bundle (`trace save`'s folder) whose `trace.json` is
+/// `data` up to its first zero byte, and whose one trace file `t.trace`
+/// (also the `contextSwitchTrace` of any core) is what follows (the seed
+/// trace when fewer than 16 bytes follow), with the fixed image as the
+/// module file `m`; decoded as `ptdec BUNDLE` does. Names outside the
+/// folder are the fuzzer's to pick: ptdec reads regular files wherever they
+/// are (as LLDB does) and refuses devices and FIFOs. Returns the
+/// instructions decoded.
+pub fn lldb_bundle(data: &[u8]) -> u64 {
+    let (json, trace) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let trace = if trace.len() < 16 {
+        seed_trace()
+    } else {
+        trace
+    };
+    let dir = scratch().join("bundle");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the fuzz bundle dir");
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes).expect("write the fuzz bundle");
+    };
+    write(ptdec::lldb::DESCRIPTION, json);
+    write("t.trace", trace);
+    write("m", CODE);
+    let Ok(trace) = Trace::open(&dir) else {
+        return 0;
+    };
+    let images = ImageStore::new(SearchPath::for_trace(&dir));
+    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    let symbols = SymbolCache::for_search(images.search());
+    let _ = ptdec::summary::info(&trace, &images);
+    pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+}
+
+/// The seed of `lldb_bundle`: a per-thread bundle of the seed trace over
+/// the fixed image, as LLDB writes one.
+pub fn lldb_bundle_seed() -> Vec<u8> {
+    let json = format!(
+        r#"{{
+  "type": "intel-pt",
+  "cpuInfo": {{"vendor": "GenuineIntel", "family": 6, "model": 85, "stepping": 4}},
+  "tscPerfZeroConversion": {{"timeMult": 1, "timeShift": 0, "timeZero": 0}},
+  "processes": [
+    {{
+      "pid": 1,
+      "triple": "x86_64-*-linux",
+      "threads": [{{"tid": 1, "iptTrace": "t.trace"}}],
+      "modules": [
+        {{"file": "m", "systemPath": "/m", "loadAddress": "{:#x}"}}
+      ]
+    }}
+  ]
+}}"#,
+        testkit::BASE
+    );
+    [json.as_bytes(), &[0], seed_trace()].concat()
+}

@@ -32,6 +32,10 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 /// -`'s output redirected) and decode that: files are mapped, not read.
 pub const STREAM_MAX: u64 = 4 << 30;
 
+/// Most bytes read from a file whose size is 0 though it is not empty (a
+/// /proc or sysfs file): 64 MiB.
+pub const UNSIZED_MAX: u64 = 64 << 20;
+
 /// A whole input file as bytes.
 #[derive(Debug)]
 pub enum FileBytes {
@@ -205,8 +209,36 @@ impl FileBytes {
                 return Ok(FileBytes::Mapped(Mapping { map, slot }));
             }
         }
+        // A file whose size the filesystem does not tell (/proc, sysfs)
+        // may hold far more than it says: /proc/self/pagemap reads as 8
+        // bytes per page of the address space, 256 GiB. Read it only up to
+        // a bound.
+        // Read in blocks of a multiple of 8 bytes (pagemap refuses others).
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        let mut block = vec![0u8; 64 << 10];
+        loop {
+            let n = match file.read(&mut block) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            bytes.extend_from_slice(&block[..n]);
+            if bytes.len() as u64 > UNSIZED_MAX {
+                break;
+            }
+        }
+        if bytes.len() as u64 > UNSIZED_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the file says it is empty but holds more than {} MiB (a /proc or sysfs \
+                     file?): ptdec reads such a file only up to that size; copy what it \
+                     holds into a regular file",
+                    UNSIZED_MAX >> 20
+                ),
+            ));
+        }
         Ok(FileBytes::Read(bytes))
     }
 
@@ -324,6 +356,12 @@ mod tests {
         std::fs::write(&p, b"").unwrap();
         let b = FileBytes::map_file(File::open(&p).unwrap()).unwrap();
         assert!(matches!(b, FileBytes::Read(ref v) if v.is_empty()));
+        // A /proc file says it is empty: read up to the bound, no further
+        // (pagemap would be 256 GiB).
+        let b = FileBytes::map_file(File::open("/proc/self/stat").unwrap()).unwrap();
+        assert!(!b.is_empty());
+        let e = FileBytes::map_file(File::open("/proc/self/pagemap").unwrap()).unwrap_err();
+        assert!(e.to_string().contains("says it is empty"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! or [`MAX_ENTRIES`] is refused: what a bundle costs is bounded by its
 //! files, whatever its JSON says.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Cursor;
 use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
@@ -56,6 +56,10 @@ pub const MAX_ENTRIES: usize = 1 << 20;
 /// Warnings about the bundle's processes, threads, modules or cores given
 /// in full, of each kind; the others are counted in one line.
 pub const WARNINGS_SHOWN: usize = 3;
+
+/// How many of the files read from outside a bundle's folder the warning
+/// names (it counts the rest).
+const OUTSIDE_SHOWN: usize = 5;
 
 /// The largest `trace.json` read (LLDB writes about 100 bytes per thread
 /// and module; it is held in memory while the bundle is read).
@@ -276,6 +280,10 @@ struct Reader<'a> {
     /// Why the bundle is refused, once it is past a limit: the reading
     /// stops there.
     refused: Option<String>,
+    /// The files named by the bundle that are outside its folder (after
+    /// symbolic links), each with the field that named it first: LLDB
+    /// allows absolute paths, so they are read, and the summary names them.
+    outside: BTreeMap<PathBuf, String>,
 }
 
 fn bad(file: &Path, what: impl Into<String>) -> InputError {
@@ -351,6 +359,46 @@ impl Reader<'_> {
         self.dir.join(rel)
     }
 
+    /// Whether `path` (named by `field`) is a regular file to read: a
+    /// device, FIFO or socket (`/dev/zero`, a FIFO a writer never closes)
+    /// would be read for ever or block, so it is refused, by name. A file
+    /// outside the bundle's folder is read and remembered for the summary.
+    fn regular(&mut self, field: &str, path: &Path) -> Result<(), String> {
+        use std::os::unix::fs::FileTypeExt;
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("{field} names {}, which cannot be read", path.display())
+            }
+            _ => format!(
+                "{field} names {}, which cannot be read: {e}",
+                path.display()
+            ),
+        })?;
+        let t = meta.file_type();
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            ""
+        };
+        if !kind.is_empty() {
+            return Err(format!(
+                "{field} names {}, which is {kind}, not a file: ptdec reads only regular files                  named by a bundle (name the trace file LLDB saved)",
+                path.display()
+            ));
+        }
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        if !real.starts_with(self.dir) && self.outside.len() < MAX_ENTRIES {
+            self.outside.entry(real).or_insert_with(|| field.to_owned());
+        }
+        Ok(())
+    }
+
     /// Counts one more entry (process, thread, module or core) and, when
     /// `trace`, one more trace: `Break` once the bundle is past
     /// [`MAX_ENTRIES`] or [`MAX_TRACES`] (it is then refused, and the
@@ -390,12 +438,7 @@ impl Reader<'_> {
                 path.display()
             )
         };
-        if !path.is_file() {
-            return Err(format!(
-                "{field} names {}, which cannot be read",
-                path.display()
-            ));
-        }
+        self.regular(field, path)?;
         let file = crate::inputs::open(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         let id = (meta.dev(), meta.ino());
@@ -597,10 +640,18 @@ impl Reader<'_> {
             Some(Value::String(f)) => Some(f),
             _ => None,
         };
-        let in_bundle = file
-            .as_deref()
-            .map(|f| self.file_at(f))
-            .filter(|p| p.is_file());
+        // A device or FIFO is said, then left as a file not found.
+        let mut not_file = None;
+        let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
+            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p) {
+                Ok(()) => Some(p),
+                Err(e) => {
+                    not_file = Some(e);
+                    None
+                }
+            },
+            _ => None,
+        };
         let (path, layout) = match in_bundle {
             Some(p) => (p.clone(), Some(p)),
             None => {
@@ -614,6 +665,7 @@ impl Reader<'_> {
                     .chain(std::iter::once(PathBuf::from(&system)))
                     .find(|p| p.is_file());
                 let what = match &file {
+                    Some(_) if not_file.is_some() => not_file.take().unwrap_or_default(),
                     Some(f) => format!(
                         "{at}file names {}, which cannot be read",
                         self.file_at(f).display()
@@ -639,7 +691,10 @@ impl Reader<'_> {
         let build_id = match member(&m, "uuid").and_then(json::leaf) {
             Some(Value::String(u)) => {
                 let hex: String = u.chars().filter(|c| *c != '-').collect();
-                let bytes: Option<Vec<u8>> = (hex.len() % 2 == 0 && hex.len() <= 40)
+                // Only ASCII hex digits: a multi-byte character would be
+                // cut in two by the pairs below.
+                let hex_only = hex.chars().all(|c| c.is_ascii_hexdigit());
+                let bytes: Option<Vec<u8>> = (hex_only && hex.len() % 2 == 0 && hex.len() <= 40)
                     .then(|| {
                         (0..hex.len())
                             .step_by(2)
@@ -671,12 +726,7 @@ impl Reader<'_> {
         let id = u32::try_from(id).map_err(|_| format!("{at}id {id} is out of range"))?;
         let trace = self.file_at(&self.str(&c, &at, "iptTrace")?);
         let switches = self.file_at(&self.str(&c, &at, "contextSwitchTrace")?);
-        if !switches.is_file() {
-            return Err(format!(
-                "{at}contextSwitchTrace names {}, which cannot be read",
-                switches.display()
-            ));
-        }
+        self.regular(&format!("{at}contextSwitchTrace"), &switches)?;
         let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
         Ok(BCore {
             id,
@@ -753,6 +803,7 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
         named_traces: 0,
         entries: 0,
         refused: None,
+        outside: BTreeMap::new(),
     };
     match member(&root, "type") {
         Some(v) if json::leaf(v) == Some(Value::String("intel-pt".into())) => {}
@@ -846,6 +897,28 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
             "both per-thread (threads[].iptTrace) and per-core (cpus) traces; only the per-core \
              traces are decoded"
                 .into(),
+        );
+    }
+    if !r.outside.is_empty() {
+        let n = r.outside.len();
+        let shown: Vec<String> = r
+            .outside
+            .iter()
+            .take(OUTSIDE_SHOWN)
+            .map(|(p, field)| format!("{} ({field})", p.display()))
+            .collect();
+        let more = match n > OUTSIDE_SHOWN {
+            true => format!(" and {} more", n - OUTSIDE_SHOWN),
+            false => String::new(),
+        };
+        r.warn(
+            Kind::Bundle,
+            format!(
+                "read {n} file{} outside the bundle's folder {}: {}{more}",
+                if n == 1 { "" } else { "s" },
+                dir.display(),
+                shown.join(", ")
+            ),
         );
     }
     b.warnings = r.warnings;
