@@ -54,7 +54,7 @@
 //! `[anon…]`, `//anon`, `[heap]`, `[stack]` and similar are not files: they are
 //! never looked up and never listed as missing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -361,6 +361,9 @@ struct Notes {
     seen: HashSet<String>,
     /// Undecoded ranges by file.
     undecoded: BTreeMap<Key, (MappedFile, Ranges)>,
+    /// Files of this machine taken for recorded ones without a build-id
+    /// to check them by.
+    unverified: BTreeSet<PathBuf>,
 }
 
 /// Finds, checks and caches the images of a trace. `Send + Sync`: one store is
@@ -630,6 +633,11 @@ impl ImageStore {
                 c.path.display()
             )),
             Kind::Live => {
+                self.notes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unverified
+                    .insert(c.path.clone());
                 if !same_inode(&c.path, &file.file_id) {
                     self.warn(format!(
                         "{name}: no build-id recorded; using the file on this machine, which may differ from the one traced (copy it into the trace's sysroot/ or use --sysroot)"
@@ -794,6 +802,51 @@ impl ImageStore {
             m.ranges = ranges;
         }
         out.into_values().collect()
+    }
+
+    /// The files of this machine used for recorded ones without a build-id
+    /// to check them by (they may have changed since the recording).
+    pub fn unverified(&self) -> Vec<PathBuf> {
+        let notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        notes.unverified.iter().cloned().collect()
+    }
+
+    /// The warning for a decode that met `errors` decode errors (by name)
+    /// while code came from [`ImageStore::unverified`] files: the trace
+    /// itself says that the code it ran was not the code read (a changed
+    /// instruction stream gives bad instructions, bad returns and bad
+    /// queries), so those files are named as the likely cause.
+    pub fn changed_code_hint(&self, errors: &BTreeMap<String, u64>) -> Option<String> {
+        // Errors a changed image gives; not lost data, overflows or code
+        // without any image.
+        let n: u64 = errors
+            .iter()
+            .filter(|(k, _)| !k.starts_with("sync:") && !k.contains("Nomap"))
+            .map(|(_, n)| n)
+            .sum();
+        let files = self.unverified();
+        if n == 0 || files.is_empty() {
+            return None;
+        }
+        let shown: Vec<String> = files
+            .iter()
+            .take(5)
+            .map(|p| p.display().to_string())
+            .collect();
+        let more = match files.len() > 5 {
+            true => format!(" and {} more", files.len() - 5),
+            false => String::new(),
+        };
+        Some(format!(
+            "{n} decode error{} while code came from {}{more}, taken from this machine with no \
+             build-id recorded to check {}: if {} changed since the recording (rebuilt, \
+             upgraded), the errors come from that; decode with the files as they were \
+             (--sysroot), or record with build-ids",
+            if n == 1 { "" } else { "s" },
+            shown.join(", "),
+            if files.len() == 1 { "it by" } else { "them by" },
+            if files.len() == 1 { "it" } else { "one" },
+        ))
     }
 
     /// Build-id mismatches and other warnings, each once, in the order they

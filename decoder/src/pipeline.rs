@@ -1138,6 +1138,9 @@ pub fn run(
     }
     report.missing = images.missing();
     report.warnings = images.warnings();
+    report
+        .warnings
+        .extend(images.changed_code_hint(&report.decode.errors));
     Ok(report)
 }
 

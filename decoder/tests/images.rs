@@ -799,3 +799,78 @@ fn missing_kernel_says_why() {
     assert!(m[0].reason.contains("kcore"), "{}", m[0].reason);
     assert!(m[0].reason.contains("--vmlinux"), "{}", m[0].reason);
 }
+
+/// A program without a build-id, traced, then rebuilt in place (the same
+/// inode, as ext4 gives a file rewritten where it is) and dated back
+/// before the recording, so that neither the inode nor the time gives it
+/// away: the decode errors its changed code causes come with a warning
+/// naming it as the likely cause (issue 44, item 11: "say which file was
+/// probably changed"). The same program unchanged decodes with neither.
+#[test]
+fn a_rebuilt_program_without_build_id_is_named_by_the_errors_it_causes() {
+    if !have("gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // _start calls f three times (a loop: a TNT each round), then exits.
+    let src = |pad: usize| {
+        format!(
+            r#"
+__attribute__((noinline)) int f(int x) {{ {} return x * 3 + 1; }}
+void _start(void) {{
+    volatile int s = 0;
+    for (int i = 0; i < 3; i++) s += f(i);
+    __asm__ volatile("mov $60, %eax; xor %edi, %edi; syscall");
+}}
+"#,
+            "__asm__ volatile(\"nop\");".repeat(pad)
+        )
+    };
+    let flags = [
+        "-O1",
+        "-static",
+        "-nostdlib",
+        "-fno-pie",
+        "-no-pie",
+        "-Wl,--build-id=none",
+    ];
+    let prog = compile(dir.path(), "prog", &src(0), false, &flags);
+    let trace = dir.path().join("trace");
+    let mut o = ptsim::sim::Options::new(&prog, Vec::new(), &trace);
+    o.env = Some(Vec::new());
+    ptsim::sim::run(o).unwrap();
+    let decode = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_ptdec"))
+            .arg(&trace)
+            .arg("-o")
+            .arg(dir.path().join("out.ftf"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = decode();
+    assert!(!err.contains("errors  "), "{err}");
+    assert!(!err.contains("taken from this machine"), "{err}");
+
+    // Rebuilt with f's code moved, written over the same inode, dated an
+    // hour before the recording.
+    let rebuilt = compile(dir.path(), "prog2", &src(37), false, &flags);
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&prog).unwrap());
+    std::fs::write(&prog, std::fs::read(&rebuilt).unwrap()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&prog).unwrap()),
+        ino
+    );
+    run(Command::new("touch").args(["-d", "1 hour ago"]).arg(&prog));
+    let err = decode();
+    assert!(
+        err.contains("errors  "),
+        "the changed code gave no error: {err}"
+    );
+    let want = format!(
+        "while code came from {}, taken from this machine with no build-id recorded to check it \
+         by",
+        prog.display()
+    );
+    assert!(err.contains(&want), "{want:?} not in {err}");
+}

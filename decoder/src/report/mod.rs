@@ -91,12 +91,14 @@ pub fn run(
     for t in threads.values() {
         stack.add(&t.stack);
     }
+    let mut warnings = images.warnings();
+    warnings.extend(images.changed_code_hint(&decode.errors));
     let report = Report {
         decode,
         stack,
         threads,
         missing: images.missing(),
-        warnings: images.warnings(),
+        warnings,
         origin: aggregate.origin,
         ..Report::default()
     };
