@@ -756,3 +756,48 @@ fn outputs_are_as_private_as_their_trace() {
     ptdec(&["-o", shared.to_str().unwrap()]);
     assert_eq!(mode(&shared), 0o644);
 }
+
+/// A ptsim trace cut anywhere past its first chunk, as a full disk or a
+/// killed copy leaves it, decodes the PT it holds (issue 44, item 7): ptsim
+/// writes its sideband before each chunk of PT, in perf's order, so the
+/// MMAPs that name the code come before the PT that runs through it. (It
+/// wrote all the sideband after the PT: a cut trace had no image, and
+/// decoded nothing.) The summary says that the file was cut.
+#[test]
+fn a_cut_ptsim_trace_decodes_what_it_holds() {
+    let test = "a_cut_ptsim_trace_decodes_what_it_holds";
+    // About 2 MB of PT: two chunks of 1 MiB.
+    let Some(trace) = interp_trace(test, 450) else {
+        return;
+    };
+    let whole = std::fs::read(trace.join("data")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut got = Vec::new();
+    for percent in [60, 80, 95] {
+        let dir = tmp.path().join(format!("cut-{percent}"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("data"), &whole[..whole.len() * percent / 100]).unwrap();
+        let o = Command::new(EXE)
+            .arg(&dir)
+            .args(["-o"])
+            .arg(dir.join("out.ftf"))
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "cut at {percent} %: {err}");
+        let insns: u64 = err
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("instructions"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.replace(',', "").parse().ok())
+            .unwrap_or_else(|| panic!("no instruction count: {err}"));
+        assert!(
+            insns > 100_000,
+            "cut at {percent} %: {insns} instructions: {err}"
+        );
+        assert!(err.contains("cut"), "cut at {percent} %: not said: {err}");
+        got.push(insns);
+    }
+    // More of the file, more of the trace.
+    assert!(got.windows(2).all(|w| w[0] <= w[1]), "{got:?}");
+}
