@@ -99,9 +99,9 @@ use blocks::{
 };
 
 use crate::events::{cbr_mhz, MarkFilter};
-use crate::ops::{GapKind, Mark, Stamp};
+use crate::model::ops::{GapKind, Mark, Stamp};
+use crate::model::slices::{Slice, SliceKind};
 use crate::outfile::OutFile;
-use crate::stack::{Slice, SliceKind};
 use ftf::hash::FastMap;
 
 /// Most `--split` files one run may write (all stay open until the end,
@@ -1437,13 +1437,13 @@ impl Windows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack::{Func, FuncRef};
+    use crate::model::slices::{Func, FuncRef};
 
     fn st(t: u64) -> Stamp {
         Stamp {
             time: t,
             insns: t * 2,
-            cycles: crate::ops::Cycles::some(t * 3),
+            cycles: crate::model::ops::Cycles::some(t * 3),
         }
     }
 
@@ -1908,7 +1908,7 @@ mod tests {
         });
         let mut s = call(0, "main", 100, 200, false);
         e.slice(&s).unwrap();
-        s.start.cycles = crate::ops::Cycles::NONE;
+        s.start.cycles = crate::model::ops::Cycles::NONE;
         // Written (and refused) once the thread's next slice or the end
         // shows whether the trace's end cut it.
         e.slice(&s).unwrap();
@@ -1995,7 +1995,7 @@ mod tests {
                 end: Stamp {
                     time: 100,
                     insns: 9,
-                    cycles: crate::ops::Cycles::NONE,
+                    cycles: crate::model::ops::Cycles::NONE,
                 },
                 ..call(1, "leaf", 100, 100, false)
             })

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use ipt::EventKind;
 
-use crate::ops::{Mark, MarkClass};
+use crate::model::ops::{Mark, MarkClass};
 
 /// The bus clock CBR ratios multiply: 100 MHz on every CPU with Intel PT.
 pub const BUS_MHZ: u64 = 100;

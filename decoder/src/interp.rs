@@ -15,7 +15,7 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 
-use crate::ops::{fix, take, Op, OpSink, PerThread, Rebase};
+use crate::model::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<'l, S: OpSink> {
@@ -389,8 +389,8 @@ impl<S: OpSink> OpSink for Interpolate<'_, S> {
         &mut self,
         pid: u32,
         tid: u32,
-        stretch: Box<crate::stitch::Stretch>,
-        base: crate::stack::Base,
+        stretch: Box<crate::model::ops::Ahead>,
+        base: crate::model::ops::Base,
     ) -> bool {
         // A log sees every op: the ops come one by one.
         if self.log.is_some() {
@@ -410,7 +410,7 @@ impl<S: OpSink> OpSink for Interpolate<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Stamp;
+    use crate::model::ops::Stamp;
 
     #[derive(Default)]
     struct Collect(Vec<(u32, Op)>);
@@ -424,7 +424,7 @@ mod tests {
         Stamp {
             time,
             insns,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         }
     }
     fn call(time: u64, insns: u64) -> Op {
@@ -523,7 +523,7 @@ mod tests {
             1,
             Op::Gap {
                 at: at(1000, 40),
-                kind: crate::ops::GapKind::Overflow,
+                kind: crate::model::ops::GapKind::Overflow,
                 offset: 0,
             },
         );
@@ -578,7 +578,7 @@ mod tests {
                 }
                 n[k] += 1 + rnd(40);
                 let a = at(t[k], n[k]);
-                let op = crate::ops::test_op(rnd(9), a);
+                let op = crate::model::ops::test_op(rnd(9), a);
                 input.push((tid, op));
             }
             let mut one = Interpolate::new(Collect::default());

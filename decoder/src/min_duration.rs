@@ -5,10 +5,8 @@
 //! long as its callee, so every slice kept still has its caller: nesting
 //! stays whole. Gaps, thread names and marks pass unchanged.
 
-use crate::emit::EmitError;
-use crate::ops::{Mark, Stamp};
-use crate::pipeline::SliceOut;
-use crate::stack::{Slice, SliceKind};
+use crate::model::ops::{Mark, Stamp};
+use crate::model::slices::{Slice, SliceKind, SliceSink};
 
 /// What the filter left out, for the summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -21,17 +19,17 @@ pub struct MinDurationStats {
     pub untraced: u64,
 }
 
-/// A [`SliceOut`] that forwards to `inner` only the slices lasting at
+/// A [`SliceSink`] that forwards to `inner` only the slices lasting at
 /// least `min_ns` ns (perf time, interpolated as the output is). A slice
 /// cut by a `--start`/`--duration`/`--split` edge is judged by its whole
 /// length, as its `insns` are.
-pub struct MinDuration<'o> {
-    inner: &'o mut dyn SliceOut,
+pub struct MinDuration<'o, E> {
+    inner: &'o mut dyn SliceSink<Error = E>,
     stats: MinDurationStats,
 }
 
-impl<'o> MinDuration<'o> {
-    pub fn new(inner: &'o mut dyn SliceOut, min_ns: u64) -> Self {
+impl<'o, E> MinDuration<'o, E> {
+    pub fn new(inner: &'o mut dyn SliceSink<Error = E>, min_ns: u64) -> Self {
         MinDuration {
             inner,
             stats: MinDurationStats {
@@ -46,7 +44,9 @@ impl<'o> MinDuration<'o> {
     }
 }
 
-impl SliceOut for MinDuration<'_> {
+impl<E> SliceSink for MinDuration<'_, E> {
+    type Error = E;
+
     fn thread(
         &mut self,
         pid: u32,
@@ -54,11 +54,11 @@ impl SliceOut for MinDuration<'_> {
         name: &str,
         process: &str,
         renames: &[(u64, String)],
-    ) -> Result<(), EmitError> {
+    ) -> Result<(), E> {
         self.inner.thread(pid, tid, name, process, renames)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+    fn slice(&mut self, s: Slice) -> Result<(), E> {
         let short = s.end.time.saturating_sub(s.start.time) < self.stats.min_ns;
         match s.kind {
             SliceKind::Call { .. } if short => self.stats.calls += 1,
@@ -72,7 +72,7 @@ impl SliceOut for MinDuration<'_> {
         self.inner.set_origin(origin)
     }
 
-    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), E> {
         self.inner.mark(pid, tid, at, mark)
     }
 }
@@ -80,13 +80,16 @@ impl SliceOut for MinDuration<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::GapKind;
-    use crate::stack::{Func, FuncRef};
+    use crate::emit::EmitError;
+    use crate::model::ops::GapKind;
+    use crate::model::slices::{Func, FuncRef};
 
     #[derive(Default)]
     struct Kept(Vec<Slice>);
 
-    impl SliceOut for Kept {
+    impl SliceSink for Kept {
+        type Error = EmitError;
+
         fn thread(
             &mut self,
             _: u32,
@@ -111,7 +114,7 @@ mod tests {
         let at = |t| Stamp {
             time: t,
             insns: t,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         };
         Slice {
             pid: 1,

@@ -18,12 +18,13 @@ use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::{Interpolate, RawLog};
 use crate::min_duration::{MinDuration, MinDurationStats};
-use crate::ops::{Mark, Op, OpSink, Rebase, Stamp};
+use crate::model::ops::{Ahead, Base, Mark, Op, OpSink, Rebase, Stamp};
+use crate::model::slices::{Func, FuncRef, Resolver, Slice, SliceSink};
 use crate::raw::RawInput;
-use crate::stack::{Base, Func, FuncRef, Item, Resolver, Slice, StackStats, ThreadStack};
+use crate::stack::{Item, StackStats, ThreadStack};
 use crate::stitch::Stretch;
-use crate::summary::thousands;
 use crate::symbols::{fallback_name, SymbolCache};
+use crate::text::thousands;
 use ftf::hash::FastMap;
 
 /// Cached resolutions before the cache is dropped and refilled.
@@ -481,7 +482,7 @@ fn empty_window_text(
         match origin {
             Some(o) if a.is_none_or(|a| a >= o) && b.is_none_or(|b| b >= o) => format!(
                 "{} (perf time {abs})",
-                fmt(&|t| crate::summary::duration(t - o))
+                fmt(&|t| crate::text::duration(t - o))
             ),
             _ => format!("perf time {abs}"),
         }
@@ -528,31 +529,10 @@ pub(crate) fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), Ru
     })
 }
 
-/// Where the stacks' slices and thread names go: the [`Emitter`] itself,
-/// an [`EmitQueue`] to it on its own thread, or another consumer of the
-/// same slices (`report`'s aggregation, `min_duration`'s filter).
-pub trait SliceOut {
-    /// See [`Emitter::thread`].
-    fn thread(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        name: &str,
-        process: &str,
-        renames: &[(u64, String)],
-    ) -> Result<(), EmitError>;
-    /// See [`Emitter::slice`].
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError>;
-    /// See [`Emitter::set_origin`].
-    fn set_origin(&mut self, origin: u64);
-    /// See [`Emitter::mark`].
-    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError>;
-}
-
-/// A [`SliceOut`] that sets a [`StopFlag`] when the one it forwards to
+/// A [`SliceSink`] that sets a [`StopFlag`] when the one it forwards to
 /// fails: the decode feeding it then ends at its next chunk.
 struct StopOnError<'o> {
-    out: &'o mut dyn SliceOut,
+    out: &'o mut dyn SliceSink<Error = EmitError>,
     stop: &'o StopFlag,
 }
 
@@ -565,7 +545,9 @@ impl StopOnError<'_> {
     }
 }
 
-impl SliceOut for StopOnError<'_> {
+impl SliceSink for StopOnError<'_> {
+    type Error = EmitError;
+
     fn thread(
         &mut self,
         pid: u32,
@@ -593,7 +575,9 @@ impl SliceOut for StopOnError<'_> {
     }
 }
 
-impl SliceOut for Emitter {
+impl SliceSink for Emitter {
+    type Error = EmitError;
+
     fn thread(
         &mut self,
         pid: u32,
@@ -677,7 +661,9 @@ impl EmitQueue {
     }
 }
 
-impl SliceOut for EmitQueue {
+impl SliceSink for EmitQueue {
+    type Error = EmitError;
+
     fn thread(
         &mut self,
         pid: u32,
@@ -780,7 +766,7 @@ pub fn with_emit_thread<R>(
 pub struct StackSink<'a, 'e> {
     resolver: &'a dyn Resolver,
     timeline: &'a Timeline,
-    emitter: &'e mut dyn SliceOut,
+    emitter: &'e mut dyn SliceSink<Error = EmitError>,
     /// Each thread's stack, found through `index`, and the last one asked
     /// for: a thread's ops come in runs, so most ops find their stack
     /// without hashing (the profile showed two hash lookups per op).
@@ -809,7 +795,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
     pub fn new(
         resolver: &'a dyn Resolver,
         timeline: &'a Timeline,
-        emitter: &'e mut dyn SliceOut,
+        emitter: &'e mut dyn SliceSink<Error = EmitError>,
     ) -> Self {
         Self {
             resolver,
@@ -910,7 +896,7 @@ impl OpSink for StackSink<'_, '_> {
         self.push_run(pid, tid, ops, None);
     }
 
-    fn stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
+    fn stretch(&mut self, pid: u32, tid: u32, st: Box<Ahead>, base: Base) -> bool {
         self.take_stretch(pid, tid, st, base)
     }
 }
@@ -997,10 +983,15 @@ impl StackSink<'_, '_> {
 
     /// See [`OpSink::stretch`]: the thread's stack checks and applies the
     /// worker's ([`ThreadStack::apply`]).
-    fn take_stretch(&mut self, pid: u32, tid: u32, st: Box<Stretch>, base: Base) -> bool {
+    fn take_stretch(&mut self, pid: u32, tid: u32, st: Box<Ahead>, base: Base) -> bool {
         if self.error.is_some() {
             return true;
         }
+        // What this stage's workers built (`stitch::Stacks`); anything else
+        // goes op by op.
+        let Ok(st) = st.built.downcast::<Stretch>() else {
+            return false;
+        };
         let i = match self.last {
             Some((key, i)) if key == (pid, tid) => i,
             _ => match self.index.get(&(pid, tid)) {
@@ -1147,9 +1138,9 @@ pub fn run(
 /// Runs `f` with `out`, behind a [`MinDuration`] filter when `min_ns` is
 /// given; returns `f`'s result and what the filter left out.
 fn with_min_duration<R>(
-    out: &mut dyn SliceOut,
+    out: &mut dyn SliceSink<Error = EmitError>,
     min_ns: Option<u64>,
-    f: impl FnOnce(&mut dyn SliceOut) -> R,
+    f: impl FnOnce(&mut dyn SliceSink<Error = EmitError>) -> R,
 ) -> (R, Option<MinDurationStats>) {
     match min_ns {
         None => (f(out), None),
@@ -1162,7 +1153,7 @@ fn with_min_duration<R>(
 }
 
 /// The decode and the call stacks of a trace dir, feeding any
-/// [`SliceOut`]: the FTF emitter ([`run`]) or `report`'s aggregation.
+/// [`SliceSink`]: the FTF emitter ([`run`]) or `report`'s aggregation.
 pub struct Stacks<'a> {
     pub decode: &'a DecodeOptions,
     /// Spread times between timing packets ([`Interpolate`]).
@@ -1223,7 +1214,7 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
         rebase: Option<Rebase>,
     ) {
         let run = &mut ops[skip..];
-        let fix = |op: &mut Op| crate::ops::fix(rebase, op);
+        let fix = |op: &mut Op| crate::model::ops::fix(rebase, op);
         let time = |op: &Op| (!matches!(op, Op::Mark { .. })).then(|| op.stamp().time);
         let mut a = 0;
         while a < run.len() {
@@ -1260,7 +1251,7 @@ impl Stacks<'_> {
         trace: &Trace,
         images: &ImageStore,
         symbols: &SymbolCache,
-        out: &mut dyn SliceOut,
+        out: &mut dyn SliceSink<Error = EmitError>,
     ) -> Stacked {
         let resolver = TraceResolver::new(&trace.timeline, images, symbols);
         let mut sink = StackSink::new(&resolver, &trace.timeline, out);
@@ -1289,7 +1280,7 @@ impl Stacks<'_> {
             && self.decode.start.is_none()
             && self.decode.end.is_none()
             && !self.decode.sequential_stacks)
-            .then_some(&ahead as &dyn crate::stitch::Prepare);
+            .then_some(&ahead as &dyn crate::model::ops::Prepare);
         let decode_stats = if self.interpolate {
             let mut spread = match self.raw_log {
                 Some(log) => Interpolate::with_log(&mut sink, log),
@@ -1465,7 +1456,7 @@ pub fn run_raw(
 #[cfg(test)]
 mod tap_tests {
     use super::*;
-    use crate::ops::Stamp;
+    use crate::model::ops::Stamp;
     use std::cell::RefCell;
 
     /// What the inner sink saw: each op, with how many ops the tap had
@@ -1490,9 +1481,9 @@ mod tap_tests {
                 let at = Stamp {
                     time,
                     insns: i,
-                    cycles: crate::ops::Cycles::NONE,
+                    cycles: crate::model::ops::Cycles::NONE,
                 };
-                crate::ops::test_op(rng.u64(0..9), at)
+                crate::model::ops::test_op(rng.u64(0..9), at)
             })
             .collect()
     }

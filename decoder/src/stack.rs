@@ -74,206 +74,10 @@
 //! and applies the outcome (`crate::stitch` says when and why).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
-use crate::ops::{Cycles, GapKind, Mark, Op, Stamp};
+use crate::model::ops::{Base, Cycles, GapKind, Mark, Op, Stamp};
 
-/// A function as the stack knows it.
-///
-/// Aligned to a cache line: in an `Arc`, its fields then lie on a line of
-/// their own, apart from the reference counts. The call stacks clone and
-/// drop a function's `Arc` for every call while the FTF thread reads its
-/// fields for every slice; sharing one line, the two cores took it from
-/// each other each time (at `-j2`, `function_of` took 3.2x and the FTF
-/// writer's event 1.6x the samples they took on one core).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[repr(align(64))]
-pub struct Func {
-    /// Its first instruction (for code without a symbol: the address the
-    /// frame was entered at).
-    pub entry: u64,
-    /// Symbol name, or a fallback such as `libfoo.so+0x1234`.
-    pub name: Arc<str>,
-    /// The file it comes from (as recorded), empty when unknown.
-    pub module: Arc<str>,
-}
-
-/// A function as the call stacks hand it on: in every frame and slice, to
-/// the FTF writer or the report.
-///
-/// A function with a symbol is interned for the whole run
-/// ([`FuncRef::interned`]): a `&'static Func`, copied without a reference
-/// count. As an `Arc`, every call cost an atomic increment when its frame
-/// opened and a decrement when its slice was dropped, and at `-j2` the
-/// count's cache line went back and forth between the cores: with
-/// interned functions one core takes 0.84 s of user CPU instead of 0.87 s
-/// to write the FTF of the bench's 10 MB interpreter trace (shapes: 0.71
-/// s instead of 0.74 s; `ptdec report`: 0.72 s instead of 0.74 s).
-/// Interned functions are never freed: there is one per symbol the trace
-/// reaches per address it was loaded at, bounded by the symbol tables the
-/// run holds anyway. Code without a symbol gets a function per address
-/// ([`FuncRef::owned`], counted and freed with its last slice): a hostile
-/// trace can reach any number of those.
-#[derive(Clone)]
-pub struct FuncRef(FuncPtr);
-
-#[derive(Clone)]
-enum FuncPtr {
-    Interned(&'static Func),
-    Owned(Arc<Func>),
-}
-
-impl FuncRef {
-    /// `f`, interned: one `&'static Func` for all equal functions of the run.
-    pub fn interned(f: Func) -> FuncRef {
-        use std::collections::HashSet;
-        use std::sync::{Mutex, OnceLock};
-        static FUNCS: OnceLock<Mutex<HashSet<&'static Func>>> = OnceLock::new();
-        let mut funcs = FUNCS
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(&known) = funcs.get(&f) {
-            return FuncRef(FuncPtr::Interned(known));
-        }
-        let f: &'static Func = Box::leak(Box::new(f));
-        funcs.insert(f);
-        FuncRef(FuncPtr::Interned(f))
-    }
-
-    /// `f`, not interned: freed with its last `FuncRef`.
-    pub fn owned(f: Func) -> FuncRef {
-        FuncRef(FuncPtr::Owned(Arc::new(f)))
-    }
-
-    /// The address of the `Func`: the same for clones, and (for an owned
-    /// one) not reused while a clone is alive.
-    #[inline]
-    pub fn addr(&self) -> usize {
-        let f: &Func = self;
-        std::ptr::from_ref(f) as usize
-    }
-}
-
-impl std::ops::Deref for FuncRef {
-    type Target = Func;
-    #[inline]
-    fn deref(&self) -> &Func {
-        match &self.0 {
-            FuncPtr::Interned(f) => f,
-            FuncPtr::Owned(f) => f,
-        }
-    }
-}
-
-/// Equal when the functions are (as `Arc`s compared).
-impl PartialEq for FuncRef {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for FuncRef {}
-
-impl std::fmt::Debug for FuncRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        (**self).fmt(f)
-    }
-}
-
-/// Where function identity comes from.
-pub trait Resolver {
-    /// The function containing `addr` in process `pid` at perf time `time`,
-    /// or `None` when no symbol covers it.
-    fn function_of(&self, pid: u32, addr: u64, time: u64) -> Option<FuncRef>;
-
-    /// Whether `addr` is the first instruction of a function.
-    fn is_function_entry(&self, pid: u32, addr: u64, time: u64) -> bool;
-
-    /// Both questions a jump asks of its target, in one: whether `addr`
-    /// is a function's first instruction, and the entry of the function
-    /// containing it (`None`: no symbol covers it). Resolvers with a
-    /// cache answer with one lookup and no reference count (a jump's two
-    /// lookups and `Arc` showed in the profile of an interpreter).
-    fn place_of(&self, pid: u32, addr: u64, time: u64) -> (bool, Option<u64>) {
-        (
-            self.is_function_entry(pid, addr, time),
-            self.function_of(pid, addr, time).map(|f| f.entry),
-        )
-    }
-
-    /// Whether thread `tid` of process `pid` ran a new program (exec) after
-    /// perf time `after`, up to `upto`, and `ip` is code of that program:
-    /// tracing that stopped at `after` and resumed at `ip` at `upto` did
-    /// not come back to the old program. `false` when the resolver does not
-    /// know (no sideband).
-    fn exec_between(&self, _pid: u32, _tid: u32, _after: u64, _upto: u64, _ip: u64) -> bool {
-        false
-    }
-
-    /// A stand-in for code at `addr` without a symbol; the stack never
-    /// compares such functions with others.
-    fn unknown(&self, _pid: u32, addr: u64, _time: u64) -> FuncRef {
-        FuncRef::owned(Func {
-            entry: addr,
-            name: format!("0x{addr:x}").into(),
-            module: "".into(),
-        })
-    }
-}
-
-/// What a slice stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SliceKind {
-    /// A function call. `unknown_start`: the call was not seen (the trace or
-    /// segment began inside it, or it was created retroactively), so the
-    /// slice starts at the segment's first instant. `call_time`: the raw
-    /// time of the call that opened it (`Op::Call`'s `raw_time`), when a
-    /// call did (not a tail call, a resume or a retroactive frame).
-    Call {
-        func: FuncRef,
-        unknown_start: bool,
-        call_time: Option<u64>,
-        /// Ended by a return that matched no open frame
-        /// ([`StackStats::unmatched_unwinds`]): its real end is unknown.
-        unmatched: bool,
-    },
-    /// Untraced time: `kernel` for syscalls and interrupts, otherwise switched
-    /// out or tracing off. `ip` is where tracing stopped.
-    Untraced { kernel: bool, ip: u64 },
-    /// A hole in the trace; the stack restarted after it.
-    Gap { kind: GapKind, offset: u64 },
-}
-
-/// A completed slice of one thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Slice {
-    pub pid: u32,
-    pub tid: u32,
-    /// Nesting level relative to the segment's base frame (0); negative for
-    /// frames created retroactively above it. Gaps have depth 0.
-    pub depth: i32,
-    pub start: Stamp,
-    pub end: Stamp,
-    pub kind: SliceKind,
-}
-
-impl Slice {
-    /// Instructions executed inside the slice, callees included.
-    pub fn insns(&self) -> u64 {
-        self.end.insns.saturating_sub(self.start.insns)
-    }
-
-    /// Core cycles inside the slice, when both ends have a cycle count.
-    pub fn cycles(&self) -> Option<u64> {
-        Some(
-            self.end
-                .cycles
-                .get()?
-                .saturating_sub(self.start.cycles.get()?),
-        )
-    }
-}
+use crate::model::slices::{Func, FuncRef, Resolver, Slice, SliceKind};
 
 /// What the stack did, for the summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -497,34 +301,13 @@ pub enum Item {
     },
 }
 
-/// How the stitch turns a speculative stack's counters into the thread's:
-/// instructions and cycles before the stretch.
-#[derive(Debug, Clone, Copy)]
-pub struct Base {
-    pub insns: u64,
-    /// `None`: the trace has no cycle counts (stamps keep `None`).
-    pub cycles: Option<u64>,
-}
-
-impl Base {
-    /// `s` counted from the thread's start.
-    pub fn stamp(&self, s: Stamp) -> Stamp {
-        Stamp {
-            time: s.time,
-            insns: s.insns + self.insns,
-            cycles: match (s.cycles.get(), self.cycles) {
-                (Some(c), Some(b)) => Cycles::some(c + b),
-                _ => s.cycles,
-            },
-        }
-    }
-
-    fn slice(&self, mut s: Slice, depth: i32) -> Slice {
-        s.start = self.stamp(s.start);
-        s.end = self.stamp(s.end);
-        s.depth += depth;
-        s
-    }
+/// `s` with its counters offset by `base` and its depth by `depth` (a
+/// speculative stack's slices, applied).
+fn rebase_slice(base: &Base, mut s: Slice, depth: i32) -> Slice {
+    s.start = base.stamp(s.start);
+    s.end = base.stamp(s.end);
+    s.depth += depth;
+    s
 }
 
 /// Where [`ThreadStack::lower_frame_of`] found a function.
@@ -792,7 +575,7 @@ impl ThreadStack {
         for item in entry.items {
             match item {
                 Item::Slice(s) => {
-                    let s = base.slice(s, depth);
+                    let s = rebase_slice(&base, s, depth);
                     if matches!(s.kind, SliceKind::Call { .. }) {
                         max_depth = max_depth.max(s.depth);
                     }
@@ -820,7 +603,11 @@ impl ThreadStack {
             }
             f.start = base.stamp(f.start);
             f.depth += depth;
-            f.held = f.held.into_iter().map(|s| base.slice(s, depth)).collect();
+            f.held = f
+                .held
+                .into_iter()
+                .map(|s| rebase_slice(&base, s, depth))
+                .collect();
             max_depth = max_depth.max(f.depth);
             for h in &f.held {
                 if matches!(h.kind, SliceKind::Call { .. }) {
@@ -1021,7 +808,7 @@ impl ThreadStack {
         depth: i32,
     ) -> &mut Frame {
         self.stats.max_depth = self.stats.max_depth.max(depth);
-        crate::ops::push_made(&mut self.frames, || Frame {
+        crate::model::ops::push_made(&mut self.frames, || Frame {
             func,
             known,
             start,
@@ -1627,7 +1414,7 @@ mod tests {
         Stamp {
             time: t,
             insns: t * 10,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         }
     }
 
@@ -1932,7 +1719,7 @@ mod tests {
 
     #[test]
     fn marks_change_nothing() {
-        use crate::ops::Mark;
+        use crate::model::ops::Mark;
         let mark = |t: u64| Op::Mark {
             at: s(t),
             mark: Box::new(Mark::Ptwrite {

@@ -46,46 +46,22 @@
 
 use sideband::timeline::TaskId;
 
-use crate::decode::ThreadStats;
 use crate::interp::Interpolate;
-use crate::ops::{Op, OpSink, Stamp};
-use crate::stack::{Declined, Learned, Resolver, ThreadStack};
+use crate::model::ops::{Ahead, Op, OpSink, Prepare, Preparer, ThreadStats};
+use crate::model::slices::Resolver;
+use crate::stack::{Declined, Learned, ThreadStack};
 
 /// Fewer ops than this between a run's head and tail are not worth the
 /// checks: they go through the calling thread.
 const MIN_OPS: usize = 64;
 
-/// A stretch of a run's ops whose call stack a worker built ahead.
+/// What a worker built ahead over a stretch of a run's ops (the
+/// [`Ahead::built`] of the stacks stage): the speculative stack after them.
 #[derive(Debug)]
 pub struct Stretch {
-    /// Its ops are the run's `[from, to)`.
-    pub from: usize,
-    pub to: usize,
-    /// The run's op at `from`, counters as the run counts them: it ends
-    /// the calling thread's time-spreading group.
-    pub lead: Op,
-    /// The speculative stack after the stretch's ops.
     pub stack: ThreadStack,
     /// Ops the stack took (marks not counted).
     pub stack_ops: u64,
-    /// Calls, returns, jumps and gaps among its ops (the ordering stage's
-    /// statistics; only those are counted).
-    pub counts: ThreadStats,
-    /// The first and last time among its ops, before spreading.
-    pub span: (u64, u64),
-    /// The stamp of its last op, as the run counts.
-    pub last: Stamp,
-}
-
-/// One worker's preparer ([`Prepare::worker`]): `(task, ops, cycles)` of a
-/// run, `cycles` whether the trace counts cycles.
-pub type Preparer<'p> = Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Stretch>> + 'p>;
-
-/// What a decode worker runs on each run it decoded (see the module
-/// doc): `decode::decode_with` calls [`Prepare::worker`] once per worker.
-pub trait Prepare: Sync {
-    /// One worker's preparer.
-    fn worker(&self) -> Preparer<'_>;
 }
 
 /// What the stitch learned for the workers' next stacks ([`Declined`]):
@@ -172,7 +148,7 @@ fn spreads(op: &Op) -> bool {
 /// Where a worker's stack may start in `ops` (see the module doc).
 fn stretch_start(ops: &[Op], interpolate: bool) -> Option<usize> {
     let cbr = ops.iter().position(
-        |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, crate::ops::Mark::Cbr { .. })),
+        |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, crate::model::ops::Mark::Cbr { .. })),
     );
     let start = cbr.map_or(1, |c| c + 1).max(1);
     if !interpolate {
@@ -225,7 +201,7 @@ pub fn speculate(
     interpolate: bool,
     stack: ThreadStack,
     resolver: &dyn Resolver,
-) -> Option<Box<Stretch>> {
+) -> Option<Box<Ahead>> {
     let from = stretch_start(ops, interpolate)?;
     if ops.len() - from < MIN_OPS {
         return None;
@@ -258,15 +234,17 @@ pub fn speculate(
     if feed.stack.failed() || to <= from {
         return None;
     }
-    let mut st = Stretch {
+    let mut st = Ahead {
         from,
         to,
         lead: fixed(&ops[from], cycles),
-        stack: feed.stack,
-        stack_ops: feed.ops,
         counts: ThreadStats::default(),
         span: (u64::MAX, 0),
         last: fixed(&ops[to - 1], cycles).stamp(),
+        built: Box::new(Stretch {
+            stack: feed.stack,
+            stack_ops: feed.ops,
+        }),
     };
     for op in &ops[from..to] {
         st.counts.count(op);

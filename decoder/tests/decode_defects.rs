@@ -20,7 +20,7 @@ use ptdec::decode::{
 };
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{GapKind, Op, OpSink};
+use ptdec::model::ops::{GapKind, Op, OpSink};
 use ptsim::testkit::{self, Aux, Program, Setup, Thread, BASE};
 
 const CODE: u64 = 0x1000;

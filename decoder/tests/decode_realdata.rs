@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ptdec::decode::{decode, DecodeOptions};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{Op, OpSink};
+use ptdec::model::ops::{Op, OpSink};
 
 #[derive(Default)]
 struct Collect {

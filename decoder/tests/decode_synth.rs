@@ -14,7 +14,7 @@ use iced_x86::BlockEncoderOptions;
 use ptdec::decode::{decode, DecodeOptions, DecodeStats, ProgressCallback};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{GapKind, Op, OpSink, Stamp};
+use ptdec::model::ops::{GapKind, Op, OpSink, Stamp};
 use ptsim::model::{Event, InsnClass};
 use ptsim::pt::{drop_bytes, Config, Generator, Injected, InjectedKind, Output};
 use ptsim::testkit::{self, sample_id, Aux, Program, Setup, Thread, BASE, PROG};

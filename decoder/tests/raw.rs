@@ -724,7 +724,7 @@ fn assemble_loop() -> Program {
 #[test]
 fn a_listing_decodes_a_long_raw_trace_in_bounded_memory() {
     use ptdec::decode::{decode_raw, DecodeOptions, ListCallback, RawConfig, RawSection};
-    use ptdec::ops::{Op, OpSink};
+    use ptdec::model::ops::{Op, OpSink};
 
     #[derive(Default)]
     struct Collect(Vec<Op>);

@@ -16,7 +16,7 @@ use ptdec::decode::{
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{Op, OpSink};
+use ptdec::model::ops::{Op, OpSink};
 use ptdec::pipeline::{self, RunOptions};
 use ptdec::raw::{Module, RawInput};
 use ptdec::symbols::SymbolCache;

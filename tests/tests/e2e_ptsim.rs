@@ -57,7 +57,7 @@ use ptdec::decode::{decode, DecodeOptions, DecodeStats};
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{Op, OpSink};
+use ptdec::model::ops::{Op, OpSink};
 use ptdec::pipeline::{run, Report, RunOptions};
 use ptdec::symbols::SymbolCache;
 use ptsim::truth::{read_thread_file, TruthLine};
@@ -275,7 +275,7 @@ fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branche
             .cloned()
             .map(|mut op| {
                 if cycle_accurate {
-                    op.stamp_mut().cycles = ptdec::ops::Cycles::NONE;
+                    op.stamp_mut().cycles = ptdec::model::ops::Cycles::NONE;
                 }
                 op
             })

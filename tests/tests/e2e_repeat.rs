@@ -26,7 +26,7 @@ use ptdec::decode::{decode, DecodeOptions, DecodeStats};
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::ops::{Op, OpSink};
+use ptdec::model::ops::{Op, OpSink};
 use ptsim::sim::repeat::RepeatSpec;
 use ptsim::truth::ThreadTruth;
 

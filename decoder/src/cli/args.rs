@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+pub use super::parse::CpuArg;
 use super::parse::{
     parse_address, parse_chunk_size, parse_cpu, parse_filter_cfg, parse_hz, parse_jobs,
     parse_sample_config, parse_size, parse_slowest, parse_time_mult, parse_time_shift, parse_top,
@@ -557,10 +558,6 @@ pub enum OnError {
     Resync,
     NextPsb,
 }
-
-/// A `--cpu` value: `None` for `none`.
-#[derive(Clone)]
-pub struct CpuArg(pub Option<(u16, u8, u8)>);
 
 /// What the trace holds besides calls, and the options that leave it out.
 #[derive(Args)]

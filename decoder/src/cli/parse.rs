@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Result};
 
-use super::args::CpuArg;
 use crate::raw;
 
 /// A count of rows: at least 1.
@@ -75,6 +74,10 @@ pub fn parse_filter_cfg(s: &str) -> Result<u32, String> {
         )),
     }
 }
+
+/// A `--cpu` value: `None` for `none`.
+#[derive(Clone)]
+pub struct CpuArg(pub Option<(u16, u8, u8)>);
 
 pub fn parse_cpu(s: &str) -> Result<CpuArg, String> {
     raw::parse_cpu(s).map(CpuArg)

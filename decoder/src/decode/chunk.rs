@@ -38,8 +38,9 @@ use sideband::timeline::TaskId;
 use super::chunks::{next_psb, psb_holding};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
-use super::{ListItem, ThreadStats, NO_PROGRESS_INSNS};
-use crate::ops::{push_made, GapKind, Op, Stamp};
+use super::{ListItem, NO_PROGRESS_INSNS};
+use crate::model::ops::ThreadStats;
+use crate::model::ops::{push_made, GapKind, Op, Stamp};
 use crate::pevent::SbNote;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.
@@ -57,7 +58,7 @@ pub(super) struct Run {
     /// the profile showed those removals' copies of whole chunks.
     pub skip: Skip,
     /// Its call stack, built ahead by the decode worker (`crate::stitch`).
-    pub stretch: Option<Box<crate::stitch::Stretch>>,
+    pub stretch: Option<Box<crate::model::ops::Ahead>>,
     /// What the ordering stage counts of `ops`, kept as they are pushed
     /// ([`Run::push`]) so that it need not go over them again.
     pub tally: Tally,

@@ -126,7 +126,8 @@ use sideband::timeline::TaskId;
 
 use crate::images::ImageStore;
 use crate::input::Trace;
-use crate::ops::OpSink;
+use crate::model::ops::OpSink;
+pub use crate::model::ops::ThreadStats;
 
 use chunk::{ChunkMeta, ChunkStats, Owner};
 use chunks::{cut, Stream};
@@ -393,41 +394,6 @@ impl DecodeOptions {
     }
 }
 
-/// Per-thread totals.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ThreadStats {
-    pub insns: u64,
-    pub calls: u64,
-    pub returns: u64,
-    pub jumps: u64,
-    pub gaps: u64,
-    /// Ops handed to the sink.
-    pub ops: u64,
-    /// Perf time of the first and last op.
-    pub span: Option<(u64, u64)>,
-}
-
-impl ThreadStats {
-    /// Counts `op` among the calls, returns, jumps or gaps.
-    pub fn count(&mut self, op: &crate::ops::Op) {
-        match op {
-            crate::ops::Op::Call { .. } => self.calls += 1,
-            crate::ops::Op::Return { .. } => self.returns += 1,
-            crate::ops::Op::Jump { .. } => self.jumps += 1,
-            crate::ops::Op::Gap { .. } => self.gaps += 1,
-            _ => {}
-        }
-    }
-
-    /// Adds the calls, returns, jumps and gaps `other` counted.
-    pub fn add_counts(&mut self, other: &ThreadStats) {
-        self.calls += other.calls;
-        self.returns += other.returns;
-        self.jumps += other.jumps;
-        self.gaps += other.gaps;
-    }
-}
-
 /// What the decode did, for the CLI's summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DecodeStats {
@@ -655,7 +621,7 @@ pub fn decode_with(
     images: &ImageStore,
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
-    prepare: Option<&dyn crate::stitch::Prepare>,
+    prepare: Option<&dyn crate::model::ops::Prepare>,
 ) -> Result<DecodeStats, DecodeError> {
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let setup = DecodeSetup::new(trace, images, opts);
@@ -773,7 +739,7 @@ fn decode_segments(
     sink: &mut dyn OpSink,
     mut stats: DecodeStats,
     release: &dyn Fn(&[u8]),
-    prepare: Option<&dyn crate::stitch::Prepare>,
+    prepare: Option<&dyn crate::model::ops::Prepare>,
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
     let cfg = setup.pt_config();

@@ -26,9 +26,7 @@ use sideband::timeline::TaskId;
 
 use super::chunk::{ChunkOutput, OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
-use crate::ops::{GapKind, Mark, Op, OpSink, Rebase, Stamp};
-use crate::stack::Base;
-use crate::stitch::Stretch;
+use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp};
 
 /// Per thread: what has been handed to the sink so far.
 #[derive(Debug, Default)]
@@ -256,7 +254,7 @@ impl<'o> Orderer<'o> {
         &mut self,
         run: &Run,
         ops: &mut Vec<Op>,
-        stretch: Option<Box<Stretch>>,
+        stretch: Option<Box<Ahead>>,
         sink: &mut dyn OpSink,
     ) {
         let task = run.task;
@@ -639,7 +637,7 @@ mod tests {
         Stamp {
             time,
             insns,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         }
     }
 
@@ -763,7 +761,7 @@ mod tests {
             rebase: Option<Rebase>,
         ) {
             self.1 += usize::from(ops.len().saturating_sub(skip) == BATCH_OPS);
-            crate::ops::drain_fixed(ops, skip, rebase, |op| self.op(pid, tid, op));
+            crate::model::ops::drain_fixed(ops, skip, rebase, |op| self.op(pid, tid, op));
         }
     }
 
@@ -798,7 +796,7 @@ mod tests {
                         insns += rng.u64(1..9);
                         let mut a = at(time, insns);
                         a.cycles = (cycles && rng.bool()).then_some(insns * 2).into();
-                        ops.push(crate::ops::test_op(rng.u64(0..9), a));
+                        ops.push(crate::model::ops::test_op(rng.u64(0..9), a));
                     }
                     let mut r = run(task, time, insns, ops);
                     r.cycles = if cycles { insns * 2 } else { 0 };

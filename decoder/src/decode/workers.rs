@@ -90,7 +90,7 @@ pub(super) struct Shared<'a, 't> {
     pub pool: &'a OpPool,
     pub progress: &'a Progress<'a>,
     /// Run on each run a worker decoded (per-thread buffers only).
-    pub prepare: Option<&'a dyn crate::stitch::Prepare>,
+    pub prepare: Option<&'a dyn crate::model::ops::Prepare>,
 }
 
 /// How many workers, and how far ahead of delivery they may decode.
@@ -122,7 +122,7 @@ pub(super) fn inline_on_one_cpu(threads: usize) -> bool {
 fn decode_job(
     shared: &Shared<'_, '_>,
     images: &WorkerImages<'_, '_>,
-    prepare: &mut Option<crate::stitch::Preparer<'_>>,
+    prepare: &mut Option<crate::model::ops::Preparer<'_>>,
     job: &ChunkJob,
 ) -> Result<ChunkOutput, DecodeError> {
     let bytes = shared.streams[job.stream].bytes(job.decode.clone());

@@ -34,7 +34,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ftf::{Arg, ArgValue, Text, ThreadRef, Writer};
 
 use super::Sink;
-use crate::stack::FuncRef;
+use crate::model::slices::FuncRef;
 
 /// Records per block. Each block restates the strings and threads it
 /// uses: on the bench's 10 MB traces, 16384 records per block made the

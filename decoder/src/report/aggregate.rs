@@ -1,5 +1,5 @@
 //! The report's consumer of the call stacks' slices: an [`Aggregator`] takes
-//! the place of the FTF emitter (a [`SliceOut`] on the emitter thread) and
+//! the place of the FTF emitter (a [`SliceSink`] on the emitter thread) and
 //! sums every slice into per-function totals instead of encoding it.
 //!
 //! The stacks run in close order ([`crate::stack::ThreadStack::close_order`]):
@@ -30,9 +30,9 @@ use std::sync::Arc;
 use ftf::hash::FastMap;
 
 use crate::emit::EmitError;
-use crate::ops::{Mark, Stamp};
-use crate::pipeline::SliceOut;
-use crate::stack::{FuncRef, Slice, SliceKind};
+use crate::model::ops::{Mark, Stamp};
+use crate::model::slices::SliceSink;
+use crate::model::slices::{FuncRef, Slice, SliceKind};
 
 /// Index of a function in [`Aggregate::funcs`].
 pub type FuncId = u32;
@@ -1166,7 +1166,9 @@ fn mark_cut(rows: &mut [FuncStats], slowest: &mut BinaryHeap<Reverse<Slow>>, end
     }
 }
 
-impl SliceOut for Aggregator {
+impl SliceSink for Aggregator {
+    type Error = EmitError;
+
     fn thread(
         &mut self,
         pid: u32,
@@ -1243,8 +1245,9 @@ mod tests {
         }
     }
     use super::*;
-    use crate::ops::{GapKind, Op};
-    use crate::stack::{Func, Resolver, StackStats, ThreadStack};
+    use crate::model::ops::{GapKind, Op};
+    use crate::model::slices::{Func, Resolver};
+    use crate::stack::{StackStats, ThreadStack};
 
     /// Functions of 0x100 bytes at 0x1000 (main), 0x2000 (a), 0x3000 (b),
     /// 0x4000 (f).
@@ -1280,7 +1283,7 @@ mod tests {
         Stamp {
             time: t,
             insns: i,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         }
     }
 

@@ -16,9 +16,11 @@ use crate::emit::EmitError;
 use crate::images::ImageStore;
 use crate::input::Trace;
 use crate::interp::RawLog;
-use crate::ops::{Mark, Op, PerThread, Stamp};
-use crate::pipeline::{self, Report, RunError, SliceOut, Stacks};
-use crate::stack::{Slice, SliceKind, StackStats};
+use crate::model::ops::{Mark, Op, PerThread, Stamp};
+use crate::model::slices::SliceSink;
+use crate::model::slices::{Slice, SliceKind};
+use crate::pipeline::{self, Report, RunError, Stacks};
+use crate::stack::StackStats;
 use crate::symbols::SymbolCache;
 
 pub use aggregate::{
@@ -75,7 +77,7 @@ pub fn run(
         tap: (slowest && !opts.interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
         raw_log: (slowest && opts.interpolate).then_some(&mut log as &mut dyn RawLog),
     };
-    let out: &mut dyn SliceOut = if slowest {
+    let out: &mut dyn SliceSink<Error = EmitError> = if slowest {
         &mut with_raw
     } else {
         with_raw.aggregator
@@ -175,7 +177,9 @@ struct WithRawTimes<'a> {
     aggregator: &'a mut Aggregator,
 }
 
-impl SliceOut for WithRawTimes<'_> {
+impl SliceSink for WithRawTimes<'_> {
+    type Error = EmitError;
+
     fn thread(
         &mut self,
         pid: u32,

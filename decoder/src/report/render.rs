@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::aggregate::{Aggregate, FuncId, FuncStats, SlowCall, ThreadKey};
 use crate::pipeline::Report;
-use crate::summary::{duration, thousands};
+use crate::text::{duration, thousands};
 
 /// What the rows are sorted by, largest first (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -149,10 +149,10 @@ pub fn perfetto_agrees_with_report(test: &str, report: &ptdec::pipeline::Report)
 /// Every op ptdec's decoding stage hands over, per (pid, tid), in order:
 /// for comparing whole decodes (chunk sizes, windows, workers).
 #[derive(Default, PartialEq, Eq, Debug)]
-pub struct AllOps(pub std::collections::BTreeMap<(u32, u32), Vec<ptdec::ops::Op>>);
+pub struct AllOps(pub std::collections::BTreeMap<(u32, u32), Vec<ptdec::model::ops::Op>>);
 
-impl ptdec::ops::OpSink for AllOps {
-    fn op(&mut self, pid: u32, tid: u32, op: ptdec::ops::Op) {
+impl ptdec::model::ops::OpSink for AllOps {
+    fn op(&mut self, pid: u32, tid: u32, op: ptdec::model::ops::Op) {
         self.0.entry((pid, tid)).or_default().push(op);
     }
 }

@@ -7,6 +7,7 @@
 //! which never change a call stack; nothing here knows about symbols or FTF.
 
 use ftf::hash::FastMap;
+use sideband::timeline::TaskId;
 
 /// Where a point in the trace sits in time. `time` is perf time in ns (the
 /// sideband's clock, converted from TSC/MTC/CYC); `insns` counts instructions
@@ -275,6 +276,100 @@ impl Rebase {
     }
 }
 
+/// Per-thread totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    pub insns: u64,
+    pub calls: u64,
+    pub returns: u64,
+    pub jumps: u64,
+    pub gaps: u64,
+    /// Ops handed to the sink.
+    pub ops: u64,
+    /// Perf time of the first and last op.
+    pub span: Option<(u64, u64)>,
+}
+
+impl ThreadStats {
+    /// Counts `op` among the calls, returns, jumps or gaps.
+    pub fn count(&mut self, op: &Op) {
+        match op {
+            Op::Call { .. } => self.calls += 1,
+            Op::Return { .. } => self.returns += 1,
+            Op::Jump { .. } => self.jumps += 1,
+            Op::Gap { .. } => self.gaps += 1,
+            _ => {}
+        }
+    }
+
+    /// Adds the calls, returns, jumps and gaps `other` counted.
+    pub fn add_counts(&mut self, other: &ThreadStats) {
+        self.calls += other.calls;
+        self.returns += other.returns;
+        self.jumps += other.jumps;
+        self.gaps += other.gaps;
+    }
+}
+
+/// How a stretch built ahead ([`Ahead`]) is counted from the thread's start:
+/// instructions and cycles before it. (A stamp without cycles keeps none;
+/// [`Rebase`], for the ordering stage's runs, counts it from 0.)
+#[derive(Debug, Clone, Copy)]
+pub struct Base {
+    pub insns: u64,
+    /// `None`: the trace has no cycle counts (stamps keep `None`).
+    pub cycles: Option<u64>,
+}
+
+impl Base {
+    /// `s` counted from the thread's start.
+    pub fn stamp(&self, s: Stamp) -> Stamp {
+        Stamp {
+            time: s.time,
+            insns: s.insns + self.insns,
+            cycles: match (s.cycles.get(), self.cycles) {
+                (Some(c), Some(b)) => Cycles::some(c + b),
+                _ => s.cycles,
+            },
+        }
+    }
+}
+
+/// What a decode worker built ahead over ops `[from, to)` of a run, for a
+/// stage after the ordering (the call stacks: `crate::stitch`). The decode
+/// and ordering stages carry it without knowing what was built: they read
+/// its extent and counts, and hand it to [`OpSink::stretch`] in place of
+/// those ops.
+#[derive(Debug)]
+pub struct Ahead {
+    pub from: usize,
+    pub to: usize,
+    /// The run's op at `from`, counters as the run counts them.
+    pub lead: Op,
+    /// Calls, returns, jumps and gaps among its ops (the ordering stage's
+    /// statistics; only those are counted).
+    pub counts: ThreadStats,
+    /// The first and last time among its ops, before spreading.
+    pub span: (u64, u64),
+    /// The stamp of its last op, as the run counts.
+    pub last: Stamp,
+    /// What the stage built (its own type, which it takes back with
+    /// `downcast`).
+    pub built: Box<dyn std::any::Any + Send>,
+}
+
+/// One worker's preparer ([`Prepare::worker`]): `(task, ops, cycles)` of a
+/// run, `cycles` whether the trace counts cycles.
+pub type Preparer<'p> = Box<dyn FnMut(TaskId, &[Op], bool) -> Option<Box<Ahead>> + 'p>;
+
+/// What a decode worker runs on each run it decoded, given by the stage
+/// that takes the [`Ahead`]s: `decode::decode_with` calls
+/// [`Prepare::worker`] once per worker.
+pub trait Prepare: Sync {
+    /// One worker's preparer.
+    fn worker(&self) -> Preparer<'_>;
+}
+
 /// A value per thread, found by (pid, tid), the last thread's without
 /// hashing: a thread's ops and slices come in runs, so most are found so
 /// (a hash lookup per op showed in the profile).
@@ -413,13 +508,7 @@ pub trait OpSink {
     /// built ahead (`crate::stitch`), its counters to be offset by `base`:
     /// `true` when the sink took it in their stead; `false` (the default),
     /// and the ops come one by one.
-    fn stretch(
-        &mut self,
-        _pid: u32,
-        _tid: u32,
-        _stretch: Box<crate::stitch::Stretch>,
-        _base: crate::stack::Base,
-    ) -> bool {
+    fn stretch(&mut self, _pid: u32, _tid: u32, _stretch: Box<Ahead>, _base: Base) -> bool {
         false
     }
 }
@@ -444,13 +533,7 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
         (**self).ops_in_place(pid, tid, ops)
     }
 
-    fn stretch(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        stretch: Box<crate::stitch::Stretch>,
-        base: crate::stack::Base,
-    ) -> bool {
+    fn stretch(&mut self, pid: u32, tid: u32, stretch: Box<Ahead>, base: Base) -> bool {
         (**self).stretch(pid, tid, stretch, base)
     }
 }
@@ -531,7 +614,7 @@ mod tests {
         let at = Stamp {
             time: 1,
             insns: 2,
-            cycles: crate::ops::Cycles::NONE,
+            cycles: crate::model::ops::Cycles::NONE,
         };
         let mut ops = [
             Op::Enabled {
