@@ -15,7 +15,6 @@ pub mod images;
 pub mod input;
 pub mod inputs;
 pub mod interp;
-pub mod lldb;
 pub mod min_duration;
 pub mod model;
 pub mod outfile;

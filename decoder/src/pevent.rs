@@ -47,8 +47,7 @@ use sideband::parse::{parse_event_le, ring_records};
 use sideband::record::{aux_flags, misc, Record};
 use sideband::timeconv::TscConversion;
 
-use crate::decode::RawSection;
-use crate::raw::{ElfSpec, FileRange};
+use crate::raw::{ElfSpec, FileRange, RawSection};
 
 mod print;
 pub use print::{SbFormat, SbPrint};

@@ -21,8 +21,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::decode::RawSection;
 use crate::images::{Image, ImageError, SearchPath};
+
+/// A file section of a raw decode's image: `size` bytes at `offset` of
+/// `path`, loaded at `vaddr` (ptxed's `--raw` and `--elf` sections).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSection {
+    pub path: std::path::PathBuf,
+    pub offset: u64,
+    pub size: u64,
+    pub vaddr: u64,
+}
 
 /// Why a raw decode's input cannot be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -505,7 +505,7 @@ fn info_file(o: &mut String, trace: &Trace) {
 
 /// `ptdec info`'s lines for an LLDB bundle: what its `trace.json` says,
 /// in place of the perf.data's file, cpu and configuration lines.
-fn info_bundle(o: &mut String, trace: &Trace, b: &crate::lldb::BundleInfo) {
+fn info_bundle(o: &mut String, trace: &Trace, b: &crate::input::lldb::BundleInfo) {
     let _ = writeln!(
         o,
         "file          {} (LLDB trace bundle)",

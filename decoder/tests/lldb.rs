@@ -518,7 +518,7 @@ fn cut_and_changed_bundles_never_panic() {
             switches,
         )
         .unwrap();
-        let r = std::panic::catch_unwind(|| ptdec::lldb::open(&desc, &[]).map(|_| ()));
+        let r = std::panic::catch_unwind(|| ptdec::input::lldb::open(&desc, &[]).map(|_| ()));
         match r {
             Ok(Ok(())) => opened += 1,
             Ok(Err(e)) => assert!(!e.to_string().is_empty()),

@@ -460,7 +460,7 @@ pub fn lldb_bundle(data: &[u8]) -> u64 {
     let write = |name: &str, bytes: &[u8]| {
         std::fs::write(dir.join(name), bytes).expect("write the fuzz bundle");
     };
-    write(ptdec::lldb::DESCRIPTION, json);
+    write(ptdec::input::lldb::DESCRIPTION, json);
     write("t.trace", trace);
     write("m", CODE);
     let Ok(trace) = Trace::open(&dir) else {

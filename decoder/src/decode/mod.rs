@@ -128,6 +128,7 @@ use crate::images::ImageStore;
 use crate::input::Trace;
 use crate::model::ops::OpSink;
 pub use crate::model::ops::ThreadStats;
+pub use crate::raw::RawSection;
 
 use chunk::{ChunkMeta, ChunkStats, Owner};
 use chunks::{cut, Stream};
@@ -533,16 +534,6 @@ pub fn libipt_version() -> String {
 /// against the wrong image) would otherwise grow the op list until memory
 /// runs out. Per stall at most this many instructions (and ops) are kept.
 pub const NO_PROGRESS_INSNS: u64 = 1 << 20;
-
-/// A file section of a raw decode's image: `size` bytes at `offset` of
-/// `path`, loaded at `vaddr` (ptxed's `--raw` and `--elf` sections).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawSection {
-    pub path: std::path::PathBuf,
-    pub offset: u64,
-    pub size: u64,
-    pub vaddr: u64,
-}
 
 /// What a raw decode cannot read from a perf.data file: the values ptxed
 /// takes on its command line.

@@ -13,6 +13,8 @@
 //! files, [`AuxFiles`]) are mapped files of their own, each buffer a byte
 //! range of one of them.
 
+pub mod lldb;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -244,9 +246,9 @@ pub struct Trace {
     /// No Intel PT at all (`ptrec --sideband-only`): `info` is empty and
     /// there are no buffers; only the sideband can be described.
     pub sideband_only: bool,
-    /// The folder of an LLDB trace bundle ([`crate::lldb`]), when the
+    /// The folder of an LLDB trace bundle ([`crate::input::lldb`]), when the
     /// input was one (`data_path` is then its `trace.json`).
-    pub bundle: Option<crate::lldb::BundleInfo>,
+    pub bundle: Option<crate::input::lldb::BundleInfo>,
 }
 
 /// What a file that is not a regular file is, for a message: "a FIFO".
@@ -282,8 +284,8 @@ impl Trace {
     /// bundle is opened).
     pub fn open_with(path: impl AsRef<Path>, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
         let path = path.as_ref();
-        if let Some(json) = crate::lldb::bundle_description(path) {
-            return crate::lldb::open(&json, sysroots);
+        if let Some(json) = crate::input::lldb::bundle_description(path) {
+            return crate::input::lldb::open(&json, sysroots);
         }
         let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
             path: path.to_owned(),

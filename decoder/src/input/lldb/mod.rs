@@ -33,7 +33,7 @@ use sideband::record::{Event, FileId, Mmap, Record, SampleId};
 use sideband::sample::sample_type as st;
 use sideband::writer::FileWriter;
 
-use crate::input::{AuxFiles, CpuId, InputError, Trace};
+use super::{AuxFiles, CpuId, InputError, Trace};
 use json::Object;
 
 mod json;
