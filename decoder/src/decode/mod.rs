@@ -1,7 +1,7 @@
 //! The decoding stage: a flow decoder (libipt's block decoder, or ptdec's
 //! own in `crate::flow` with libipt for the chunks it does not handle:
 //! [`DecoderKind`], `flow_decoder`) over the AUX data of a
-//! trace, with the sideband applied, producing per-thread [`Op`]s for the
+//! trace, with the sideband applied, producing per-thread [`Op`](crate::model::ops::Op)s for the
 //! call-stack stage, on all cores and in memory bounded by a window of
 //! chunks, not by the trace.
 //!
@@ -98,7 +98,7 @@
 //! # Order of the ops handed to the sink
 //!
 //! Every thread's ops arrive in execution order, each thread's last op an
-//! [`Op::End`]; ops of different threads interleave (chunk by chunk).
+//! [`Op::End`](crate::model::ops::Op::End); ops of different threads interleave (chunk by chunk).
 //!
 //! # Counters
 //!

@@ -164,7 +164,7 @@ pub enum SliceKind {
         unknown_start: bool,
         call_time: Option<u64>,
         /// Ended by a return that matched no open frame
-        /// ([`StackStats::unmatched_unwinds`]): its real end is unknown.
+        /// ([`StackStats::unmatched_unwinds`](crate::stack::StackStats::unmatched_unwinds)): its real end is unknown.
         unmatched: bool,
     },
     /// Untraced time: `kernel` for syscalls and interrupts, otherwise switched
