@@ -275,6 +275,100 @@ fn sample_type_of(cfg: &PeventConfig, body: &[u8]) -> Result<u64, String> {
     }
 }
 
+/// The sections of the images the sideband names, each once.
+#[derive(Default)]
+struct SectionIndex(HashMap<(PathBuf, u64, u64, u64), usize>);
+
+impl SectionIndex {
+    /// The index in `sb.sections` of `size` bytes at `offset` of `path`
+    /// loaded at `vaddr`, added when new (a missing file is noted).
+    fn add(
+        &mut self,
+        sb: &mut Sideband,
+        path: PathBuf,
+        offset: u64,
+        size: u64,
+        vaddr: u64,
+    ) -> usize {
+        *self
+            .0
+            .entry((path.clone(), offset, size, vaddr))
+            .or_insert_with(|| {
+                if std::fs::metadata(&path).is_err() {
+                    sb.missing.insert(path.clone());
+                }
+                sb.sections.push(RawSection {
+                    path,
+                    offset,
+                    size,
+                    vaddr,
+                });
+                sb.sections.len() - 1
+            })
+    }
+}
+
+/// What replaying `ev` (a record of a file with `cfg`) does to the
+/// decode: the sections of an image it maps are added to `sb`.
+fn effect_of(
+    ev: &sideband::record::Event<'_>,
+    cfg: &PeventConfig,
+    sb: &mut Sideband,
+    index: &mut SectionIndex,
+) -> Effect {
+    let cpumode = ev.misc & misc::CPUMODE_MASK;
+    match &ev.record {
+        Record::ItraceStart { pid, .. } => Effect::ItraceStart { pid: *pid },
+        Record::Fork(t) => Effect::Fork {
+            pid: t.pid,
+            ppid: t.ppid,
+            tid: t.tid,
+        },
+        Record::Comm { pid, .. } if ev.misc & misc::COMM_EXEC != 0 => Effect::Exec { pid: *pid },
+        Record::Switch if ev.misc & misc::SWITCH_OUT == 0 => Effect::SwitchIn {
+            pid: ev.sample_id.pid,
+        },
+        Record::SwitchCpuWide { next_prev_pid, .. } => {
+            if ev.misc & misc::SWITCH_OUT == 0 {
+                Effect::SwitchCpuWide {
+                    pid: ev.sample_id.pid,
+                    next: None,
+                }
+            } else {
+                Effect::SwitchCpuWide {
+                    pid: None,
+                    next: Some(*next_prev_pid),
+                }
+            }
+        }
+        Record::Mmap(m) if cpumode != misc::KERNEL => {
+            let name = m.filename.as_str();
+            let target = if name == "[vdso]" {
+                let mut by_abi = [None; 3];
+                for (a, v) in cfg.vdso.iter().enumerate() {
+                    if let Some(v) = v {
+                        by_abi[a] = Some(index.add(sb, v.clone(), m.pgoff, m.len, m.addr));
+                    }
+                }
+                MapTarget::Vdso(by_abi)
+            } else if name.starts_with('[') || name == "//anon" || name.contains(" (deleted)") {
+                MapTarget::Lost
+            } else {
+                let file = PathBuf::from(match &cfg.sysroot {
+                    Some(root) => format!("{root}{name}"),
+                    None => name.to_string(),
+                });
+                let abi = elf_abi(&file);
+                MapTarget::File(index.add(sb, file, m.pgoff, m.len, m.addr), abi)
+            };
+            Effect::Map { pid: m.pid, target }
+        }
+        Record::Lost { .. } => Effect::Lost,
+        Record::Aux { flags, .. } if flags & aux_flags::TRUNCATED != 0 => Effect::TraceLost,
+        _ => Effect::Nothing,
+    }
+}
+
 impl Sideband {
     /// Reads every file; `kcore` ELF files make up the kernel image;
     /// `print` says what the replay lists (ptxed's `--sb:*`).
@@ -287,28 +381,12 @@ impl Sideband {
             print,
             ..Sideband::default()
         };
-        let mut index: HashMap<(PathBuf, u64, u64, u64), usize> = HashMap::new();
-        let mut section = |sb: &mut Sideband, path: PathBuf, offset, size, vaddr| {
-            *index
-                .entry((path.clone(), offset, size, vaddr))
-                .or_insert_with(|| {
-                    if std::fs::metadata(&path).is_err() {
-                        sb.missing.insert(path.clone());
-                    }
-                    sb.sections.push(RawSection {
-                        path,
-                        offset,
-                        size,
-                        vaddr,
-                    });
-                    sb.sections.len() - 1
-                })
-        };
+        let mut index = SectionIndex::default();
         for k in kcore {
             let loaded = crate::raw::RawInput::elf_sections(k)
                 .map_err(|e| PeventError::Kcore(format!("{}: {e}", k.path.display())))?;
             for s in loaded {
-                let i = section(&mut sb, s.path, s.offset, s.size, s.vaddr);
+                let i = index.add(&mut sb, s.path, s.offset, s.size, s.vaddr);
                 sb.kernel.push(i);
             }
         }
@@ -386,65 +464,7 @@ impl Sideband {
                 )
                 .map(Arc::from);
                 let tsc = tsc.unwrap_or(0);
-                let cpumode = ev.misc & misc::CPUMODE_MASK;
-                let effect = match &ev.record {
-                    Record::ItraceStart { pid, .. } => Effect::ItraceStart { pid: *pid },
-                    Record::Fork(t) => Effect::Fork {
-                        pid: t.pid,
-                        ppid: t.ppid,
-                        tid: t.tid,
-                    },
-                    Record::Comm { pid, .. } if ev.misc & misc::COMM_EXEC != 0 => {
-                        Effect::Exec { pid: *pid }
-                    }
-                    Record::Switch if ev.misc & misc::SWITCH_OUT == 0 => Effect::SwitchIn {
-                        pid: ev.sample_id.pid,
-                    },
-                    Record::SwitchCpuWide { next_prev_pid, .. } => {
-                        if ev.misc & misc::SWITCH_OUT == 0 {
-                            Effect::SwitchCpuWide {
-                                pid: ev.sample_id.pid,
-                                next: None,
-                            }
-                        } else {
-                            Effect::SwitchCpuWide {
-                                pid: None,
-                                next: Some(*next_prev_pid),
-                            }
-                        }
-                    }
-                    Record::Mmap(m) if cpumode != misc::KERNEL => {
-                        let name = m.filename.as_str();
-                        let target = if name == "[vdso]" {
-                            let mut by_abi = [None; 3];
-                            for (a, v) in cfg.vdso.iter().enumerate() {
-                                if let Some(v) = v {
-                                    by_abi[a] =
-                                        Some(section(&mut sb, v.clone(), m.pgoff, m.len, m.addr));
-                                }
-                            }
-                            MapTarget::Vdso(by_abi)
-                        } else if name.starts_with('[')
-                            || name == "//anon"
-                            || name.contains(" (deleted)")
-                        {
-                            MapTarget::Lost
-                        } else {
-                            let file = PathBuf::from(match &cfg.sysroot {
-                                Some(root) => format!("{root}{name}"),
-                                None => name.to_string(),
-                            });
-                            let abi = elf_abi(&file);
-                            MapTarget::File(section(&mut sb, file, m.pgoff, m.len, m.addr), abi)
-                        };
-                        Effect::Map { pid: m.pid, target }
-                    }
-                    Record::Lost { .. } => Effect::Lost,
-                    Record::Aux { flags, .. } if flags & aux_flags::TRUNCATED != 0 => {
-                        Effect::TraceLost
-                    }
-                    _ => Effect::Nothing,
-                };
+                let effect = effect_of(&ev, cfg, &mut sb, &mut index);
                 records.push(SbRecord {
                     tsc,
                     offset: raw.offset,

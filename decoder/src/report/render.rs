@@ -337,57 +337,64 @@ pub fn table(agg: &Aggregate, report: &Report, o: &TableOptions) -> String {
         let c: Vec<&str> = c.iter().map(String::as_str).collect();
         line(&mut out, &c);
     }
-    if !agg.slowest.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nslowest calls (decode one for Perfetto: ptdec {} --start @NS --duration D -o slow.ftf)",
-            o.trace
-        );
-        let head = [
-            "duration", "thread", "depth", "function", "module", "window",
-        ];
-        let cells: Vec<[String; 6]> = agg
-            .slowest
-            .iter()
-            .map(|c| {
-                let name = &agg.funcs[c.func as usize];
-                let mut f = clip(&name.name, FUNCTION_WIDTH);
-                if c.cut {
-                    f.push_str(" [cut]");
-                }
-                [
-                    duration(c.ns),
-                    thread_label(agg, c.pid, c.tid),
-                    c.depth.to_string(),
-                    f,
-                    clip(short_module(&name.module), MODULE_WIDTH),
-                    window(c),
-                ]
-            })
-            .collect();
-        let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-        for c in &cells {
-            for (w, v) in width.iter_mut().zip(c) {
-                *w = (*w).max(v.chars().count());
+    slowest_table(&mut out, agg, o.trace);
+    out
+}
+
+/// The slowest calls (`--slowest`), each with the command that decodes
+/// it for Perfetto from `trace`, appended to `out`.
+fn slowest_table(out: &mut String, agg: &Aggregate, trace: &str) {
+    if agg.slowest.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nslowest calls (decode one for Perfetto: ptdec {} --start @NS --duration D -o slow.ftf)",
+        trace
+    );
+    let head = [
+        "duration", "thread", "depth", "function", "module", "window",
+    ];
+    let cells: Vec<[String; 6]> = agg
+        .slowest
+        .iter()
+        .map(|c| {
+            let name = &agg.funcs[c.func as usize];
+            let mut f = clip(&name.name, FUNCTION_WIDTH);
+            if c.cut {
+                f.push_str(" [cut]");
             }
-        }
-        for c in std::iter::once(head.map(String::from)).chain(cells) {
-            let mut l = String::new();
-            for (i, (v, w)) in c.iter().zip(&width).enumerate() {
-                let pad = " ".repeat(w - v.chars().count());
-                if i == 0 || i == 2 {
-                    l.push_str(&pad);
-                    l.push_str(v);
-                } else {
-                    l.push_str(v);
-                    l.push_str(&pad);
-                }
-                l.push_str("  ");
-            }
-            let _ = writeln!(out, "{}", l.trim_end());
+            [
+                duration(c.ns),
+                thread_label(agg, c.pid, c.tid),
+                c.depth.to_string(),
+                f,
+                clip(short_module(&name.module), MODULE_WIDTH),
+                window(c),
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for c in &cells {
+        for (w, v) in width.iter_mut().zip(c) {
+            *w = (*w).max(v.chars().count());
         }
     }
-    out
+    for c in std::iter::once(head.map(String::from)).chain(cells) {
+        let mut l = String::new();
+        for (i, (v, w)) in c.iter().zip(&width).enumerate() {
+            let pad = " ".repeat(w - v.chars().count());
+            if i == 0 || i == 2 {
+                l.push_str(&pad);
+                l.push_str(v);
+            } else {
+                l.push_str(v);
+                l.push_str(&pad);
+            }
+            l.push_str("  ");
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    }
 }
 
 fn percent(part: u64, whole: u64) -> f64 {

@@ -768,12 +768,10 @@ fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
     Ok(text)
 }
 
-/// Reads and checks `trace.json`; fatal only when nothing can be decoded,
-/// or when the bundle is past [`MAX_TRACES`] or [`MAX_ENTRIES`].
-fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, InputError> {
-    let text = read_description(file)?;
-    // Checked as JSON whole, not parsed: its parts are read one by one.
-    let root: &RawValue = serde_json::from_slice(&text).map_err(|e| {
+/// `text`, the bundle description `file`, checked as JSON whole (not
+/// parsed: its parts are read one by one): its top-level object.
+fn json_root<'t>(file: &Path, text: &'t [u8]) -> Result<Object<'t>, InputError> {
+    let root: &RawValue = serde_json::from_slice(text).map_err(|e| {
         let how = if e.is_eof() {
             "the JSON ends early (a cut file?)"
         } else {
@@ -788,12 +786,19 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
             ),
         )
     })?;
-    let Some(root) = json::object(root) else {
-        return Err(bad(
+    json::object(root).ok_or_else(|| {
+        bad(
             file,
             "expected a JSON object: an LLDB trace bundle (`trace save`)",
-        ));
-    };
+        )
+    })
+}
+
+/// Reads and checks `trace.json`; fatal only when nothing can be decoded,
+/// or when the bundle is past [`MAX_TRACES`] or [`MAX_ENTRIES`].
+fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, InputError> {
+    let text = read_description(file)?;
+    let root = json_root(file, &text)?;
     let mut r = Reader {
         dir,
         sysroots,
@@ -899,27 +904,8 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                 .into(),
         );
     }
-    if !r.outside.is_empty() {
-        let n = r.outside.len();
-        let shown: Vec<String> = r
-            .outside
-            .iter()
-            .take(OUTSIDE_SHOWN)
-            .map(|(p, field)| format!("{} ({field})", p.display()))
-            .collect();
-        let more = match n > OUTSIDE_SHOWN {
-            true => format!(" and {} more", n - OUTSIDE_SHOWN),
-            false => String::new(),
-        };
-        r.warn(
-            Kind::Bundle,
-            format!(
-                "read {n} file{} outside the bundle's folder {}: {}{more}",
-                if n == 1 { "" } else { "s" },
-                dir.display(),
-                shown.join(", ")
-            ),
-        );
+    if let Some(w) = outside_warning(&r.outside, dir) {
+        r.warn(Kind::Bundle, w);
     }
     b.warnings = r.warnings;
     b.traces = r.traces;
@@ -1127,92 +1113,12 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     let werr = |e: sideband::Error| bad(file, format!("cannot assemble the trace: {e}"));
 
     let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs(b.conv.is_some())).map_err(werr)?;
-    let (time_mult, time_shift, time_zero) = b.conv.unwrap_or((0, 0, 0));
-    let info = IntelPtInfo {
-        pmu_type: u64::from(PMU_TYPE),
-        time_shift,
-        time_mult,
-        time_zero,
-        cap_user_time_zero: b.conv.is_some(),
-        // Without a conversion the TSC term is unknown, as in `ptdec raw`:
-        // times are TSC ticks when the trace has TSC packets.
-        tsc_bit: if b.conv.is_some() { CFG_TSC } else { 0 },
-        have_sched_switch: if per_cpu { 3 } else { 0 },
-        per_cpu_mmaps: per_cpu,
-        ..IntelPtInfo::default()
-    };
-    w.write_event(&Event {
-        misc: 0,
-        record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
-        sample_id: SampleId::default(),
-    })
-    .map_err(werr)?;
+    w.write_event(&auxtrace_info(b.conv, per_cpu))
+        .map_err(werr)?;
 
     // Threads and mappings at time 0: before everything, and not counted
     // in the recording's time span (ptdec's time origin).
-    let mut build_ids = Vec::new();
-    let mut layouts: HashMap<PathBuf, Option<Layout>> = HashMap::new();
-    for p in &b.processes {
-        let name = process_name(p);
-        // The mappings' records name a thread of the process, so that the
-        // pid itself is not listed as a thread when no thread has its id.
-        let main_tid = p.threads.first().map_or(p.pid, |t| t.tid);
-        for t in &p.threads {
-            w.write_event(&Event {
-                misc: 0,
-                record: Record::Comm {
-                    pid: p.pid,
-                    tid: t.tid,
-                    comm: name.clone(),
-                },
-                sample_id: sid(p.pid, t.tid, 0, 0),
-            })
-            .map_err(werr)?;
-        }
-        // Each module's next load address above it, by a binary search in
-        // the sorted loads (a scan of every module for each was quadratic:
-        // 10^5 modules took 30 s, 2x10^5 159 s).
-        let mut loads: Vec<u64> = p.modules.iter().map(|m| m.load).collect();
-        loads.sort_unstable();
-        loads.dedup();
-        for m in &p.modules {
-            let filename = m.path.to_string_lossy().into_owned();
-            if let Some(id) = &m.build_id {
-                build_ids.push((filename.clone(), id.clone()));
-            }
-            let next = loads.get(loads.partition_point(|&l| l <= m.load)).copied();
-            let layout = m.layout.as_ref().and_then(|l| {
-                layouts
-                    .entry(l.clone())
-                    .or_insert_with(|| read_layout(l))
-                    .as_ref()
-            });
-            for (addr, len, pgoff) in segments(layout, m.load, next) {
-                w.write_event(&Event {
-                    misc: 0,
-                    record: Record::Mmap(Mmap {
-                        pid: p.pid,
-                        tid: p.pid,
-                        addr,
-                        len,
-                        pgoff,
-                        file_id: Some(FileId::Inode {
-                            maj: 0,
-                            min: 0,
-                            ino: 0,
-                            ino_generation: 0,
-                        }),
-                        prot: Some(5),  // PROT_READ | PROT_EXEC
-                        flags: Some(2), // MAP_PRIVATE
-                        filename: filename.clone(),
-                    }),
-                    sample_id: sid(p.pid, main_tid, 0, 0),
-                })
-                .map_err(werr)?;
-            }
-        }
-    }
-    drop(layouts);
+    let build_ids = write_processes(&mut w, &b.processes).map_err(werr)?;
     if per_cpu {
         let mut sw: Vec<Event<'static>> = b
             .cores
@@ -1253,7 +1159,7 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     .map_err(werr)?;
     let bytes = w.finish().map_err(werr)?.into_inner();
     let mut trace = Trace::from_parts(FileBytes::Read(bytes), file.to_owned(), None, aux)?;
-    trace.cpu = b.cpu;
+    trace.cpu = b.cpu.take();
     trace.build_ids = build_ids;
     // perf's wording about a kernel without time_zero does not fit a
     // bundle: said once here in the bundle's terms.
@@ -1271,7 +1177,83 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     let mut all = warnings.into_strings(file);
     all.append(&mut trace.warnings);
     trace.warnings = all;
-    trace.bundle = Some(BundleInfo {
+    trace.bundle = Some(bundle_info(dir, &b, total));
+    Ok(trace)
+}
+
+/// Writes the COMM of every thread and the MMAPs of every module of
+/// `processes` at time 0; returns the modules' build-ids by file name.
+fn write_processes(
+    w: &mut FileWriter<Cursor<Vec<u8>>>,
+    processes: &[BProcess],
+) -> Result<Vec<(String, Vec<u8>)>, sideband::Error> {
+    let mut build_ids = Vec::new();
+    let mut layouts: HashMap<PathBuf, Option<Layout>> = HashMap::new();
+    for p in processes {
+        let name = process_name(p);
+        // The mappings' records name a thread of the process, so that the
+        // pid itself is not listed as a thread when no thread has its id.
+        let main_tid = p.threads.first().map_or(p.pid, |t| t.tid);
+        for t in &p.threads {
+            w.write_event(&Event {
+                misc: 0,
+                record: Record::Comm {
+                    pid: p.pid,
+                    tid: t.tid,
+                    comm: name.clone(),
+                },
+                sample_id: sid(p.pid, t.tid, 0, 0),
+            })?;
+        }
+        // Each module's next load address above it, by a binary search in
+        // the sorted loads (a scan of every module for each was quadratic:
+        // 10^5 modules took 30 s, 2x10^5 159 s).
+        let mut loads: Vec<u64> = p.modules.iter().map(|m| m.load).collect();
+        loads.sort_unstable();
+        loads.dedup();
+        for m in &p.modules {
+            let filename = m.path.to_string_lossy().into_owned();
+            if let Some(id) = &m.build_id {
+                build_ids.push((filename.clone(), id.clone()));
+            }
+            let next = loads.get(loads.partition_point(|&l| l <= m.load)).copied();
+            let layout = m.layout.as_ref().and_then(|l| {
+                layouts
+                    .entry(l.clone())
+                    .or_insert_with(|| read_layout(l))
+                    .as_ref()
+            });
+            for (addr, len, pgoff) in segments(layout, m.load, next) {
+                w.write_event(&Event {
+                    misc: 0,
+                    record: Record::Mmap(Mmap {
+                        pid: p.pid,
+                        tid: p.pid,
+                        addr,
+                        len,
+                        pgoff,
+                        file_id: Some(FileId::Inode {
+                            maj: 0,
+                            min: 0,
+                            ino: 0,
+                            ino_generation: 0,
+                        }),
+                        prot: Some(5),  // PROT_READ | PROT_EXEC
+                        flags: Some(2), // MAP_PRIVATE
+                        filename: filename.clone(),
+                    }),
+                    sample_id: sid(p.pid, main_tid, 0, 0),
+                })?;
+            }
+        }
+    }
+    Ok(build_ids)
+}
+
+/// What `ptdec info` says about bundle `b` in `dir`, with `warnings`
+/// warnings in all.
+fn bundle_info(dir: PathBuf, b: &Bundle, warnings: usize) -> BundleInfo {
+    BundleInfo {
         dir,
         processes: b
             .processes
@@ -1286,9 +1268,56 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
             .flat_map(|p| &p.modules)
             .map(|m| (m.path.clone(), m.load))
             .collect(),
-        warnings: total,
-    });
-    Ok(trace)
+        warnings,
+    }
+}
+
+/// The AUXTRACE_INFO record of a bundle with the time conversion `conv`
+/// (time_mult, time_shift, time_zero), per-cpu or not.
+fn auxtrace_info(conv: Option<(u64, u64, u64)>, per_cpu: bool) -> Event<'static> {
+    let (time_mult, time_shift, time_zero) = conv.unwrap_or((0, 0, 0));
+    let info = IntelPtInfo {
+        pmu_type: u64::from(PMU_TYPE),
+        time_shift,
+        time_mult,
+        time_zero,
+        cap_user_time_zero: conv.is_some(),
+        // Without a conversion the TSC term is unknown, as in `ptdec raw`:
+        // times are TSC ticks when the trace has TSC packets.
+        tsc_bit: if conv.is_some() { CFG_TSC } else { 0 },
+        have_sched_switch: if per_cpu { 3 } else { 0 },
+        per_cpu_mmaps: per_cpu,
+        ..IntelPtInfo::default()
+    };
+    Event {
+        misc: 0,
+        record: Record::AuxtraceInfo(AuxtraceInfo::from_intel_pt(&info)),
+        sample_id: SampleId::default(),
+    }
+}
+
+/// The warning naming the files read from outside the bundle's folder
+/// `dir` (`outside`: each with the field that named it), if any.
+fn outside_warning(outside: &BTreeMap<PathBuf, String>, dir: &Path) -> Option<String> {
+    let n = outside.len();
+    if n == 0 {
+        return None;
+    }
+    let shown: Vec<String> = outside
+        .iter()
+        .take(OUTSIDE_SHOWN)
+        .map(|(p, field)| format!("{} ({field})", p.display()))
+        .collect();
+    let more = match n > OUTSIDE_SHOWN {
+        true => format!(" and {} more", n - OUTSIDE_SHOWN),
+        false => String::new(),
+    };
+    Some(format!(
+        "read {n} file{} outside the bundle's folder {}: {}{more}",
+        if n == 1 { "" } else { "s" },
+        dir.display(),
+        shown.join(", ")
+    ))
 }
 
 #[cfg(test)]
