@@ -47,6 +47,25 @@ pub fn open(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// [`open`] for a file that must be a regular file: opened without
+/// blocking (a FIFO put in its place after a check would wait for a
+/// writer) and refused when what was opened is anything else.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file (a device, FIFO or folder)",
+        ));
+    }
+    record(&file, path)?;
+    Ok(file)
+}
+
 /// The whole of `path`, recorded as an input.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     let mut v = Vec::new();
@@ -106,5 +125,23 @@ mod tests {
             assert_eq!(same_as(p), Some(input.clone()), "{}", p.display());
         }
         assert_eq!(same_as(&other), None);
+    }
+
+    /// What a check by path cannot promise (the file may be swapped for a
+    /// FIFO before it is opened), the open does: a FIFO without a writer
+    /// is refused at once, not waited on; a device and a folder too.
+    #[test]
+    fn open_regular_refuses_what_is_not_a_file_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo");
+        let made = nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU);
+        assert!(made.is_ok(), "{made:?}");
+        for p in [fifo.as_path(), Path::new("/dev/zero"), tmp.path()] {
+            let e = open_regular(p).unwrap_err();
+            assert!(e.to_string().contains("not a regular file"), "{}: {e}", p.display());
+        }
+        let file = tmp.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(open_regular(&file).is_ok());
     }
 }

@@ -289,6 +289,15 @@ pub enum RunError {
         /// The perf time shown as 0.
         origin: Option<u64>,
     },
+    /// The file was cut before any trace data: nothing decoded.
+    #[error(
+        "nothing decoded: the recording holds no trace data ({warning}); it was cut before its \
+         first AUXTRACE record (`ptdec info` shows what the sideband holds). Nothing was written"
+    )]
+    CutBeforeTrace {
+        /// The reader's warning about the cut.
+        warning: String,
+    },
     /// No PSB of the trace could be synchronized at: nothing decoded.
     #[error(
         "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
@@ -424,6 +433,17 @@ pub(crate) fn check_decoded(
     opts: &DecodeOptions,
     trace: Option<&Trace>,
 ) -> Result<(), RunError> {
+    // A recording cut before its first trace data (a full disk, a killed
+    // copy): nothing to decode, and not "nothing was traced".
+    if let Some(t) = trace.filter(|_| stats.bytes == 0 && stats.chunks == 0) {
+        if let Some(w) = t
+            .warnings
+            .iter()
+            .find(|w| w.contains("was cut") || w.contains("been cut"))
+        {
+            return Err(RunError::CutBeforeTrace { warning: w.clone() });
+        }
+    }
     if stats.bytes > 0 && stats.unsynced_bytes >= stats.bytes {
         return Err(RunError::NoSync {
             bytes: stats.bytes,

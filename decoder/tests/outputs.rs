@@ -800,4 +800,31 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
     }
     // More of the file, more of the trace.
     assert!(got.windows(2).all(|w| w[0] <= w[1]), "{got:?}");
+
+    // Cut before its first AUXTRACE record (type 71, 48 bytes: its header
+    // is `47 00 00 00 00 00 30 00`): nothing to decode, which is an error
+    // naming the cut, not an empty output and "nothing was traced".
+    let header = [0x47, 0, 0, 0, 0, 0, 0x30, 0];
+    let first = whole
+        .windows(8)
+        .position(|w| w == header)
+        .expect("an AUXTRACE record");
+    let dir = tmp.path().join("cut-before-trace");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("data"), &whole[..first]).unwrap();
+    let out = dir.join("out.ftf");
+    let o = Command::new(EXE)
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cut before its first AUXTRACE record"),
+        "{err}"
+    );
+    assert!(!err.contains("nothing was traced"), "{err}");
+    assert!(!out.exists());
 }

@@ -276,7 +276,9 @@ impl<'a> PerfFile<'a> {
                     // (ptsim's and ptrec's before they kept room for them
                     // up front): the data is still there.
                     self.warnings.push(format!(
-                        "the file was cut: attr #{index}'s ids ({ids_off:#x}+{ids_size:#x}) lie                          past its end; records with an unknown id are read with the first attr's                          layout when every attr has it"
+                        "the file was cut: attr #{index}'s ids ({ids_off:#x}+{ids_size:#x}) lie \
+                         past its end; records with an unknown id are read with the first attr's \
+                         layout when every attr has it"
                     ));
                     self.attrs.set_ids_lost();
                     &[]

@@ -815,8 +815,16 @@ fn assemble_buffers(
         b.losses.sort_by_key(|l| l.aux_offset);
     }
     if buffers.is_empty() && !sideband_only {
-        warnings
-            .push("the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)".into());
+        let cut = warnings
+            .iter()
+            .any(|w| w.contains("was cut") || w.contains("been cut"));
+        warnings.push(
+            match cut {
+                true => "the file has AUXTRACE_INFO but no AUXTRACE data: it was cut before it",
+                false => "the file has AUXTRACE_INFO but no AUXTRACE data (nothing was traced)",
+            }
+            .into(),
+        );
     }
     buffers
 }

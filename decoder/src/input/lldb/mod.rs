@@ -388,7 +388,8 @@ impl Reader<'_> {
         };
         if !kind.is_empty() {
             return Err(format!(
-                "{field} names {}, which is {kind}, not a file: ptdec reads only regular files                  named by a bundle (name the trace file LLDB saved)",
+                "{field} names {}, which is {kind}, not a file: ptdec reads only regular files \
+                 named by a bundle (name the file LLDB saved)",
                 path.display()
             ));
         }
@@ -439,7 +440,7 @@ impl Reader<'_> {
             )
         };
         self.regular(field, path)?;
-        let file = crate::inputs::open(path).map_err(cannot)?;
+        let file = crate::inputs::open_regular(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         let id = (meta.dev(), meta.ino());
         if let Some(&i) = self.trace_ids.get(&id) {
@@ -928,7 +929,7 @@ struct Layout {
 /// headers are read in.
 fn read_layout(path: &Path) -> Option<Layout> {
     const PAGE: u64 = 4096;
-    let data = crate::inputs::open(path)
+    let data = crate::inputs::open_regular(path)
         .and_then(FileBytes::map_file)
         .ok()?;
     let elf = object::File::parse(&*data).ok()?;
@@ -1032,7 +1033,7 @@ fn sid(pid: u32, tid: u32, time: u64, cpu: u32) -> SampleId {
 /// core added to each. The file is mapped, not read. A cut or unreadable
 /// record ends the file with a warning.
 fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
-    let bytes = match crate::inputs::open(&core.switches).and_then(FileBytes::map_file) {
+    let bytes = match crate::inputs::open_regular(&core.switches).and_then(FileBytes::map_file) {
         Ok(b) => b,
         Err(e) => {
             warnings.push(
