@@ -138,7 +138,11 @@ mod tests {
         assert!(made.is_ok(), "{made:?}");
         for p in [fifo.as_path(), Path::new("/dev/zero"), tmp.path()] {
             let e = open_regular(p).unwrap_err();
-            assert!(e.to_string().contains("not a regular file"), "{}: {e}", p.display());
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{}: {e}",
+                p.display()
+            );
         }
         let file = tmp.path().join("f");
         std::fs::write(&file, b"x").unwrap();

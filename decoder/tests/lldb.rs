@@ -886,6 +886,20 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     );
     assert!(err.contains(&want), "{want:?} not in {err}");
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+    // With -q, a bundle's warnings are one line naming the first: this
+    // one, even after a warning about cpuInfo read before it.
+    let cpu_at = json.find("\"cpuInfo\"").unwrap();
+    let cpu_end = cpu_at + json[cpu_at..].find('}').unwrap() + 1;
+    let no_cpu = format!("{}\"cpuInfo\": {{}}{}", &json[..cpu_at], &json[cpu_end..]);
+    write(no_cpu.replace("\"3842849.trace\"", "\"../elsewhere/t.trace\""));
+    let o = decode(&dir, &out, &["-q"]);
+    let err = text(&o.stderr);
+    assert!(err.contains("warnings about the bundle"), "-q: {err}");
+    assert!(
+        err.contains("the first: ") && err.contains("trace.json: read 1 file outside the bundle"),
+        "-q: {err}"
+    );
+    write(json.replace("\"3842849.trace\"", "\"../elsewhere/t.trace\""));
     // `ptdec info` says it too.
     let o = ptdec().arg("info").arg(&dir).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));

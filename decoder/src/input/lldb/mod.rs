@@ -222,6 +222,13 @@ impl Warnings {
         }
     }
 
+    /// A warning about the bundle as a whole that goes before all others:
+    /// the one `-q` shows.
+    fn push_first(&mut self, w: String) {
+        self.counts[Kind::Bundle as usize] += 1;
+        self.kept.insert(0, (true, w));
+    }
+
     /// How many warnings were given.
     fn total(&self) -> usize {
         self.counts.iter().sum()
@@ -905,8 +912,9 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                 .into(),
         );
     }
+    // First, so that `-q` (which shows the first warning) names them too.
     if let Some(w) = outside_warning(&r.outside, dir) {
-        r.warn(Kind::Bundle, w);
+        r.warnings.push_first(w);
     }
     b.warnings = r.warnings;
     b.traces = r.traces;
