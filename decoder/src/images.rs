@@ -364,7 +364,20 @@ struct Notes {
     /// Files of this machine taken for recorded ones without a build-id
     /// to check them by.
     unverified: BTreeSet<PathBuf>,
+    /// The recorded names of those taken from a file that is not the
+    /// recorded inode: said in one warning (a bundle of 1000 modules
+    /// without build-ids would otherwise print 1000 lines), placed where
+    /// the first of them arose (`unchecked_at`).
+    unchecked: Vec<String>,
+    unchecked_at: Option<usize>,
+    /// Distinct warnings past [`MAX_WARNINGS`], counted, not kept.
+    dropped: usize,
 }
+
+/// The most distinct warnings a store keeps: past them, only a count.
+const MAX_WARNINGS: usize = 50;
+/// The most file names the warning about unchecked files shows.
+const UNCHECKED_SHOWN: usize = 5;
 
 /// Finds, checks and caches the images of a trace. `Send + Sync`: one store is
 /// shared by all decode threads.
@@ -639,9 +652,13 @@ impl ImageStore {
                     .unverified
                     .insert(c.path.clone());
                 if !same_inode(&c.path, &file.file_id) {
-                    self.warn(format!(
-                        "{name}: no build-id recorded; using the file on this machine, which may differ from the one traced (copy it into the trace's sysroot/ or use --sysroot)"
-                    ));
+                    let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+                    if !notes.unchecked.iter().any(|n| n == name) {
+                        if notes.unchecked_at.is_none() {
+                            notes.unchecked_at = Some(notes.warnings.len());
+                        }
+                        notes.unchecked.push(name.to_owned());
+                    }
                 } else if let Some(when) = changed_since(&c.path, self.search.recorded_by) {
                     // Filesystems reuse inode numbers: a program rebuilt in
                     // place often gets the one it had.
@@ -851,20 +868,57 @@ impl ImageStore {
 
     /// Build-id mismatches and other warnings, each once, in the order they
     /// arose.
+    /// At most [`MAX_WARNINGS`] of them, then a count of the others.
     pub fn warnings(&self) -> Vec<String> {
-        self.notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .warnings
-            .clone()
+        let notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = notes.warnings.clone();
+        if let Some(at) = notes.unchecked_at {
+            let w = unchecked_warning(&notes.unchecked);
+            out.insert(at.min(out.len()), crate::text::printable(&w).into_owned());
+        }
+        if notes.dropped > 0 {
+            out.push(format!(
+                "and {} more warning{} about images, not shown",
+                notes.dropped,
+                if notes.dropped == 1 { "" } else { "s" }
+            ));
+        }
+        out
     }
 
+    /// `msg` is kept with its control characters escaped: it names files
+    /// the recording names.
     fn warn(&self, msg: String) {
+        let msg = crate::text::printable(&msg).into_owned();
         let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+        if notes.warnings.len() >= MAX_WARNINGS {
+            if notes.seen.insert(msg) {
+                notes.dropped += 1;
+            }
+            return;
+        }
         if notes.seen.insert(msg.clone()) {
             notes.warnings.push(msg);
         }
     }
+}
+
+/// The one warning about the recorded files (`names`) that had no build-id
+/// and were taken from this machine's files of that name, not the recorded
+/// inode.
+fn unchecked_warning(names: &[String]) -> String {
+    if let [name] = names {
+        return format!(
+            "{name}: no build-id recorded; using the file on this machine, which may differ from the one traced (copy it into the trace's sysroot/ or use --sysroot)"
+        );
+    }
+    let more = names.len().saturating_sub(UNCHECKED_SHOWN);
+    format!(
+        "{} files with no build-id recorded: using the files of those names on this machine, which may differ from the ones traced: {}{} (copy them into the trace's sysroot/ or use --sysroot)",
+        names.len(),
+        names[..names.len().min(UNCHECKED_SHOWN)].join(", "),
+        if more > 0 { format!(" and {more} more") } else { String::new() }
+    )
 }
 
 /// Adds a range, merging it with the ranges of the same pid it overlaps or

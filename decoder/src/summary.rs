@@ -15,6 +15,7 @@ use crate::decode::ProgressCallback;
 use crate::images::{hex, is_kernel_name, is_not_a_file, ImageStore};
 use crate::input::Trace;
 use crate::pipeline::Report;
+use crate::text::printable;
 pub use crate::text::{duration, thousands};
 
 /// Progress on stderr: a bar over the trace bytes while libipt decodes
@@ -762,12 +763,17 @@ fn info_images(o: &mut String, trace: &Trace, images: &ImageStore) {
                 let _ = writeln!(o, "  found    {} → {}", f.filename, img.path.display());
             }
             None => {
-                let _ = writeln!(o, "  missing  {}", f.filename);
+                let _ = writeln!(o, "  missing  {}", printable(&f.filename));
             }
         }
     }
     for m in images.missing() {
-        let _ = writeln!(o, "  why      {}: {}", m.name, m.reason);
+        let _ = writeln!(
+            o,
+            "  why      {}: {}",
+            printable(&m.name),
+            printable(&m.reason)
+        );
     }
     for w in trace.warnings.iter().chain(&images.warnings()) {
         let _ = writeln!(o, "warning       {w}");

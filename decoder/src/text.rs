@@ -27,3 +27,38 @@ pub fn duration(ns: u64) -> String {
         format!("{ns} ns")
     }
 }
+
+/// `s` with its control characters escaped (`\u{1b}`), as messages show
+/// names that come from a trace or a bundle: a hostile file name must not
+/// drive the terminal the message is printed on.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_escapes_control_characters_only() {
+        assert!(matches!(
+            printable("/usr/lib/é.so"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            printable("a\u{1b}[31mb\nc\u{7f}"),
+            "a\\u{1b}[31mb\\nc\\u{7f}"
+        );
+    }
+}

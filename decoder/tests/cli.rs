@@ -820,3 +820,32 @@ fn messages_name_what_is_wrong() {
     }
     assert!(!o.exists());
 }
+
+/// A file that cannot be mapped (here: bigger than the address space
+/// `ulimit -v` leaves) is read up to a bound, then refused naming why it
+/// could not be mapped, not as "a file that says it is empty".
+#[test]
+fn an_input_that_cannot_be_mapped_is_refused_naming_why() {
+    if !pt_tests::have_tool(module_path!(), "prlimit") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("perf.data");
+    let f = std::fs::File::create(&big).unwrap();
+    // Sparse: 6 GB that take no disk.
+    f.set_len(6 << 30).unwrap();
+    let o = Command::new("prlimit")
+        .arg("--as=3000000000")
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .arg("info")
+        .arg(&big)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&o);
+    assert!(
+        err.contains("cannot be mapped into memory")
+            && err.contains("ulimit -v")
+            && !err.contains("says it is empty"),
+        "{err}"
+    );
+}

@@ -670,8 +670,28 @@ fn live_file_with_matching_inode_needs_no_warning() {
         ino: meta.ino() + 1,
         ino_generation: 0,
     };
-    assert!(store.get(&mf("/bin/true", Some(other))).is_some());
+    assert!(store.get(&mf("/bin/true", Some(other.clone()))).is_some());
     assert_eq!(store.warnings().len(), 1);
+    assert!(store.warnings()[0].starts_with("/bin/true: no build-id recorded"));
+
+    // Many such files are one warning, not one each (a bundle of 1000
+    // modules without build-ids printed 1000 lines).
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..12 {
+        let p = tmp.path().join(format!("lib{i}.so"));
+        std::fs::copy("/bin/true", &p).unwrap();
+        assert!(store
+            .get(&mf(p.to_str().unwrap(), Some(other.clone())))
+            .is_some());
+    }
+    let w = store.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("13 files with no build-id recorded")
+            && w[0].contains("/bin/true, ")
+            && w[0].contains(" and 8 more"),
+        "{w:?}"
+    );
 }
 
 #[test]

@@ -370,7 +370,7 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("missing_trace.json: processes[0].threads[0].iptTrace names")
-            && err.contains("gone.trace, which cannot be read; thread 99 left out"),
+            && err.contains("gone.trace, which does not exist; thread 99 left out"),
         "{err}"
     );
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
@@ -438,7 +438,7 @@ fn broken_context_switch_files_leave_the_other_core_decoded() {
     assert!(o.status.success(), "{err}");
     assert!(
         err.contains("cpus[1].contextSwitchTrace names")
-            && err.contains("51.perf_context_switch_trace, which cannot be read; core left out"),
+            && err.contains("51.perf_context_switch_trace, which does not exist; core left out"),
         "{err}"
     );
     assert_eq!(
@@ -828,7 +828,7 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
     assert!(warnings.len() <= 6, "{warnings:#?}");
     for want in [
         "processes[0].modules[1].file names",
-        "lib0.so, which cannot be read, and /nonexistent/lib0.so is neither under a --sysroot \
+        "lib0.so, which does not exist, and /nonexistent/lib0.so is neither under a --sysroot \
          nor on this machine",
         "and 99997 more warnings about modules[] like those above; `ptdec info` lists every \
          module and whether it was found",
@@ -877,14 +877,12 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     let out = tmp.path().join("out.ftf");
     let o = decode(&dir, &out, &[]);
     let err = text(&o.stderr);
-    let want = format!(
-        "read 1 file outside the bundle's folder {}: {} (processes[0].threads[0].iptTrace)",
-        std::fs::canonicalize(&dir).unwrap().display(),
-        std::fs::canonicalize(elsewhere.join("t.trace"))
-            .unwrap()
-            .display()
+    // Named as the bundle names it (joined to the folder).
+    let want = "/../elsewhere/t.trace (processes[0].threads[0].iptTrace)";
+    assert!(
+        err.contains("read 1 file outside the bundle's folder ") && err.contains(want),
+        "{want:?} not in {err}"
     );
-    assert!(err.contains(&want), "{want:?} not in {err}");
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
     // With -q, a bundle's warnings are one line naming the first: this
     // one, even after a warning about cpuInfo read before it.
@@ -934,8 +932,41 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     assert!(err.contains("fifo, which is a FIFO, not a file"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 
-    // A uuid with a multi-byte character: no build-id, no panic.
+    // A uuid with a multi-byte character: no build-id, no panic, and
+    // said: the module is used unchecked.
     write(json.replace("6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A", "a\u{e9}a"));
     let err = text(&decode(&dir, &out, &[]).stderr);
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+    assert!(
+        err.contains("processes[0].modules[0].uuid \"a\u{e9}a\" is not a build-id")
+            && err.contains("used without checking"),
+        "{err}"
+    );
+
+    // A systemPath that is a device, with no file in the bundle: named as
+    // a device, not as missing.
+    write(
+        json.replace("\"file\": \"a.out\"", "\"file\": \"gone\"")
+            .replace("\"systemPath\": \"a.out\"", "\"systemPath\": \"/dev/null\""),
+    );
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(
+        err.contains("gone, which does not exist, and /dev/null is a device, not a file"),
+        "{err}"
+    );
+
+    // /proc/self/exe (ptdec itself) is named as the bundle names it, not
+    // as ptdec's own pid; a name with control characters is shown escaped.
+    write(json.replace("\"file\": \"a.out\"", "\"file\": \"/proc/self/exe\""));
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(
+        err.contains(": /proc/self/exe (processes[0].modules[0].file)"),
+        "{err}"
+    );
+    write(json.replace("\"file\": \"a.out\"", "\"file\": \"x\\u001b[31my\""));
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(
+        err.contains("x\\u{1b}[31my, which does not exist") && !err.contains('\u{1b}'),
+        "{err}"
+    );
 }

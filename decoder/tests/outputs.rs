@@ -827,4 +827,32 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
     );
     assert!(!err.contains("nothing was traced"), "{err}");
     assert!(!out.exists());
+
+    // Cut anywhere in the data section before that record (inside
+    // TIME_CONV, AUXTRACE_INFO or the sideband): said as a cut, never as a
+    // sideband-only recording or as nothing traced.
+    let data_off = u64::from_le_bytes(whole[40..48].try_into().unwrap()) as usize;
+    assert!(data_off < first, "{data_off:#x} {first:#x}");
+    let cuts: Vec<usize> = (0..40)
+        .map(|k| data_off + k * (first - data_off) / 40)
+        .chain(data_off + 1..data_off + 24)
+        .collect();
+    for cut in cuts {
+        std::fs::write(dir.join("data"), &whole[..cut]).unwrap();
+        let o = Command::new(EXE)
+            .arg(&dir)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "cut at {cut:#x}: {err}");
+        assert!(
+            err.contains("cut")
+                && !err.contains("sideband-only")
+                && !err.contains("nothing was traced"),
+            "cut at {cut:#x}: {err}"
+        );
+        assert!(!out.exists(), "cut at {cut:#x}");
+    }
 }

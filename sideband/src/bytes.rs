@@ -195,6 +195,7 @@ impl FileBytes {
     /// some special filesystems). Meant for regular files (the caller
     /// checks); anything else is read to its end, unchecked.
     pub fn map_file(mut file: File) -> io::Result<FileBytes> {
+        let mut map_error = None;
         if file.metadata()?.len() > 0 {
             // SAFETY: the mapping is read-only and private and lives as
             // long as the FileBytes. If another process truncates or
@@ -204,9 +205,14 @@ impl FileBytes {
             // them as untrusted (sizes checked, no panics), a recorder never
             // rewrites a finished trace in place, and a trace dir or sysroot
             // is not written during a decode.
-            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                let slot = note_mapping(&file, &map);
-                return Ok(FileBytes::Mapped(Mapping { map, slot }));
+            match unsafe { memmap2::Mmap::map(&file) } {
+                Ok(map) => {
+                    let slot = note_mapping(&file, &map);
+                    return Ok(FileBytes::Mapped(Mapping { map, slot }));
+                }
+                // Some filesystems cannot map files (and an address-space
+                // limit refuses big mappings): read it, within the bound.
+                Err(e) => map_error = Some(e),
             }
         }
         // A file whose size the filesystem does not tell (/proc, sysfs)
@@ -227,6 +233,17 @@ impl FileBytes {
             if bytes.len() as u64 > UNSIZED_MAX {
                 break;
             }
+        }
+        if let (Some(e), true) = (&map_error, bytes.len() as u64 > UNSIZED_MAX) {
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "it cannot be mapped into memory ({e}) and is over {} MiB, the most ptdec \
+                     reads into memory instead: raise the address-space limit (ulimit -v), or \
+                     copy it to a filesystem that can map files (ext4, tmpfs)",
+                    UNSIZED_MAX >> 20
+                ),
+            ));
         }
         if bytes.len() as u64 > UNSIZED_MAX {
             return Err(io::Error::new(

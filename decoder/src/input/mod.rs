@@ -19,6 +19,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sideband::attr::Attr;
+
+/// The kernel's fixed event types end here (`PERF_TYPE_MAX`); a PMU such
+/// as intel_pt gets a type past them.
+const PERF_TYPE_MAX: u32 = 6;
 use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo, AUXTRACE_INTEL_PT};
 use sideband::bytes::FileBytes;
 use sideband::feature::Features;
@@ -67,6 +71,12 @@ pub enum InputError {
     /// The file has no PERF_RECORD_AUXTRACE_INFO: it holds no AUX-area trace.
     #[error("{path} holds no AUX-area trace (no AUXTRACE_INFO record): record with ptrec, or `perf record -e intel_pt//`")]
     NoAuxtraceInfo { path: PathBuf },
+    /// A trace cut before its AUXTRACE_INFO record: nothing to decode.
+    #[error(
+        "{path}: {warning}; it was cut before its AUXTRACE_INFO record, so nothing of the trace \
+         is left to decode (copy or record the whole file again)"
+    )]
+    CutBeforeInfo { path: PathBuf, warning: String },
     /// The AUX-area trace is not Intel PT (e.g. Arm CoreSight or SPE).
     #[error("{path} holds an AUX-area trace of kind {kind}, not Intel PT (kind {AUXTRACE_INTEL_PT}); ptdec decodes only Intel PT")]
     NotIntelPt { path: PathBuf, kind: u32 },
@@ -399,7 +409,27 @@ impl Trace {
         }
 
         // No AUXTRACE_INFO and no AUX data: a sideband-only recording
-        // (`ptrec --sideband-only`), which `ptdec info` describes.
+        // (`ptrec --sideband-only`), which `ptdec info` describes; unless
+        // the file was cut and its attrs have a trace event (a dynamic
+        // PMU's type, past the kernel's fixed ones; a sideband-only
+        // recording has only a software event): then it was cut before
+        // its AUXTRACE_INFO, and there is nothing of the trace to decode.
+        if info.is_none() && by_idx.is_empty() {
+            // Only a certain cut ("may have been cut": a header without
+            // feature sections, which some writers leave so).
+            let cut = warnings.iter().find(|w| w.contains("was cut"));
+            let traced = file
+                .attrs()
+                .entries()
+                .iter()
+                .any(|e| e.attr.kind >= PERF_TYPE_MAX);
+            if let (Some(w), true) = (cut, traced) {
+                return Err(InputError::CutBeforeInfo {
+                    path: data_path,
+                    warning: w.clone(),
+                });
+            }
+        }
         let sideband_only = info.is_none() && by_idx.is_empty();
         let (info_offset, info) = match info {
             Some(i) => i,
@@ -445,7 +475,11 @@ impl Trace {
             lost_records,
             aux_losses,
             sideband_span: span,
-            warnings,
+            // File names in them come from the recording.
+            warnings: warnings
+                .into_iter()
+                .map(|w| crate::text::printable(&w).into_owned())
+                .collect(),
             sideband_only,
             bundle: None,
         })

@@ -23,6 +23,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::text::printable;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
@@ -262,7 +263,7 @@ impl Warnings {
     fn into_strings(self, file: &Path) -> Vec<String> {
         self.lines()
             .map(|(about, w)| match about {
-                true => format!("{}: {w}", file.display()),
+                true => format!("{}: {w}", shown(file)),
                 false => w,
             })
             .collect()
@@ -287,10 +288,12 @@ struct Reader<'a> {
     /// Why the bundle is refused, once it is past a limit: the reading
     /// stops there.
     refused: Option<String>,
-    /// The files named by the bundle that are outside its folder (after
-    /// symbolic links), each with the field that named it first: LLDB
-    /// allows absolute paths, so they are read, and the summary names them.
-    outside: BTreeMap<PathBuf, String>,
+    /// The files read from outside the bundle's folder (after symbolic
+    /// links), by real path, each with the path as the bundle named it
+    /// (`/proc/self/...` shown as such, not as ptdec's own pid) and the
+    /// field that named it first: LLDB allows absolute paths, so they are
+    /// read, and the summary names them. Only files used are counted.
+    outside: BTreeMap<PathBuf, (PathBuf, String)>,
 }
 
 fn bad(file: &Path, what: impl Into<String>) -> InputError {
@@ -371,40 +374,31 @@ impl Reader<'_> {
     /// would be read for ever or block, so it is refused, by name. A file
     /// outside the bundle's folder is read and remembered for the summary.
     fn regular(&mut self, field: &str, path: &Path) -> Result<(), String> {
-        use std::os::unix::fs::FileTypeExt;
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
-                format!("{field} names {}, which cannot be read", path.display())
+                format!("{field} names {}, which does not exist", shown(path))
             }
-            _ => format!(
-                "{field} names {}, which cannot be read: {e}",
-                path.display()
-            ),
+            _ => format!("{field} names {}, which cannot be read: {e}", shown(path)),
         })?;
-        let t = meta.file_type();
-        let kind = if t.is_dir() {
-            "a directory"
-        } else if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() || t.is_block_device() {
-            "a device"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            ""
-        };
-        if !kind.is_empty() {
+        if let Some(kind) = not_a_file(&meta) {
             return Err(format!(
                 "{field} names {}, which is {kind}, not a file: ptdec reads only regular files \
                  named by a bundle (name the file LLDB saved)",
-                path.display()
+                shown(path)
             ));
         }
+        Ok(())
+    }
+
+    /// Remembers `path` (named by `field`, and used) for the summary when
+    /// it is outside the bundle's folder.
+    fn used(&mut self, field: &str, path: &Path) {
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         if !real.starts_with(self.dir) && self.outside.len() < MAX_ENTRIES {
-            self.outside.entry(real).or_insert_with(|| field.to_owned());
+            self.outside
+                .entry(real)
+                .or_insert_with(|| (path.to_owned(), field.to_owned()));
         }
-        Ok(())
     }
 
     /// Counts one more entry (process, thread, module or core) and, when
@@ -440,12 +434,8 @@ impl Reader<'_> {
     /// The trace file at `path` (named by `field`), mapped once however
     /// many threads name it: its index in `traces`.
     fn trace_file(&mut self, field: &str, path: &Path) -> Result<usize, String> {
-        let cannot = |e: std::io::Error| {
-            format!(
-                "{field} names {}, which cannot be read: {e}",
-                path.display()
-            )
-        };
+        let cannot =
+            |e: std::io::Error| format!("{field} names {}, which cannot be read: {e}", shown(path));
         self.regular(field, path)?;
         let file = crate::inputs::open_regular(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
@@ -454,6 +444,7 @@ impl Reader<'_> {
             return Ok(i);
         }
         let bytes = FileBytes::map_file(file).map_err(cannot)?;
+        self.used(field, path);
         self.trace_ids.insert(id, self.traces.len());
         self.traces.push(bytes);
         Ok(self.traces.len() - 1)
@@ -652,7 +643,10 @@ impl Reader<'_> {
         let mut not_file = None;
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
             Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p) {
-                Ok(()) => Some(p),
+                Ok(()) => {
+                    self.used(&format!("{at}file"), &p);
+                    Some(p)
+                }
                 Err(e) => {
                     not_file = Some(e);
                     None
@@ -666,31 +660,47 @@ impl Reader<'_> {
                 // The recorded path, which ptdec's image search looks up
                 // under each --sysroot and on this machine; its layout is
                 // read from the first of them that has it.
-                let layout = self
+                let candidates: Vec<PathBuf> = self
                     .sysroots
                     .iter()
                     .map(|r| r.join(system.trim_start_matches('/')))
                     .chain(std::iter::once(PathBuf::from(&system)))
-                    .find(|p| p.is_file());
+                    .collect();
+                let layout = candidates.iter().find(|p| p.is_file()).cloned();
+                // One that exists but is a device, FIFO or folder is named
+                // as such, not as missing.
+                let odd = candidates.iter().find_map(|p| {
+                    let kind = not_a_file(&std::fs::metadata(p).ok()?)?;
+                    Some(format!("{} is {kind}, not a file", shown(p)))
+                });
                 let what = match &file {
                     Some(_) if not_file.is_some() => not_file.take().unwrap_or_default(),
                     Some(f) => format!(
-                        "{at}file names {}, which cannot be read",
-                        self.file_at(f).display()
+                        "{at}file names {}, which does not exist",
+                        shown(&self.file_at(f))
                     ),
                     None => format!("{at}file is not given"),
                 };
-                match &layout {
-                    Some(l) => self.warn(
+                let system_shown = printable(&system);
+                match (&layout, odd) {
+                    (Some(l), _) => self.warn(
                         Kind::Module,
-                        format!("{what}; using {} for {system}", l.display()),
+                        format!("{what}; using {} for {system_shown}", shown(l)),
                     ),
-                    None => self.warn(
+                    (None, Some(odd)) => self.warn(
                         Kind::Module,
                         format!(
-                        "{what}, and {system} is neither under a --sysroot nor on this machine: \
-                         its code cannot be decoded (give --sysroot DIR holding {system})",
+                            "{what}, and {odd}: the code of {system_shown} cannot be decoded \
+                             (give --sysroot DIR holding {system_shown})"
+                        ),
                     ),
+                    (None, None) => self.warn(
+                        Kind::Module,
+                        format!(
+                            "{what}, and {system_shown} is neither under a --sysroot nor on \
+                             this machine: its code cannot be decoded (give --sysroot DIR \
+                             holding {system_shown})",
+                        ),
                     ),
                 }
                 (PathBuf::from(system), layout)
@@ -710,7 +720,19 @@ impl Reader<'_> {
                             .collect()
                     })
                     .flatten();
-                bytes.filter(|b| !b.is_empty())
+                let id = bytes.filter(|b| !b.is_empty());
+                if id.is_none() && !u.is_empty() {
+                    self.warn(
+                        Kind::Module,
+                        format!(
+                            "{at}uuid {:?} is not a build-id (up to 20 bytes in hex digits): \
+                             {} is used without checking that it is the file traced",
+                            printable(&u),
+                            shown(&path)
+                        ),
+                    );
+                }
+                id
             }
             _ => None,
         };
@@ -736,6 +758,7 @@ impl Reader<'_> {
         let switches = self.file_at(&self.str(&c, &at, "contextSwitchTrace")?);
         self.regular(&format!("{at}contextSwitchTrace"), &switches)?;
         let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
+        self.used(&format!("{at}contextSwitchTrace"), &switches);
         Ok(BCore {
             id,
             trace,
@@ -1047,7 +1070,7 @@ fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
             warnings.push(
                 Kind::Core,
                 false,
-                format!("cannot read {}: {e}", core.switches.display()),
+                format!("cannot read {}: {e}", shown(&core.switches)),
             );
             return Vec::new();
         }
@@ -1096,7 +1119,7 @@ fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
                     false,
                     format!(
                         "{}: {e}; the records after it are not read",
-                        core.switches.display()
+                        shown(&core.switches)
                     ),
                 );
                 break;
@@ -1305,17 +1328,40 @@ fn auxtrace_info(conv: Option<(u64, u64, u64)>, per_cpu: bool) -> Event<'static>
     }
 }
 
+/// What `meta` is when it is not a regular file ("a directory", ...).
+fn not_a_file(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// A path named by a bundle as messages show it: control characters
+/// escaped, so that a hostile name cannot drive the terminal.
+fn shown(p: &Path) -> String {
+    printable(&p.to_string_lossy()).into_owned()
+}
+
 /// The warning naming the files read from outside the bundle's folder
 /// `dir` (`outside`: each with the field that named it), if any.
-fn outside_warning(outside: &BTreeMap<PathBuf, String>, dir: &Path) -> Option<String> {
+fn outside_warning(outside: &BTreeMap<PathBuf, (PathBuf, String)>, dir: &Path) -> Option<String> {
     let n = outside.len();
     if n == 0 {
         return None;
     }
-    let shown: Vec<String> = outside
+    let files: Vec<String> = outside
         .iter()
         .take(OUTSIDE_SHOWN)
-        .map(|(p, field)| format!("{} ({field})", p.display()))
+        .map(|(_, (p, field))| format!("{} ({field})", shown(p)))
         .collect();
     let more = match n > OUTSIDE_SHOWN {
         true => format!(" and {} more", n - OUTSIDE_SHOWN),
@@ -1324,8 +1370,8 @@ fn outside_warning(outside: &BTreeMap<PathBuf, String>, dir: &Path) -> Option<St
     Some(format!(
         "read {n} file{} outside the bundle's folder {}: {}{more}",
         if n == 1 { "" } else { "s" },
-        dir.display(),
-        shown.join(", ")
+        shown(dir),
+        files.join(", ")
     ))
 }
 
@@ -1452,7 +1498,7 @@ mod tests {
             "missing value at cpuInfo",
             "expected an unsigned integer (or a string of one) at processes[0].threads[0].tid",
             "processes[0].threads[1].iptTrace names",
-            "none.trace, which cannot be read; thread 2 left out",
+            "none.trace, which does not exist; thread 2 left out",
         ] {
             assert!(e.contains(want), "{want:?} not in {e}");
         }
