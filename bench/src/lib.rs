@@ -2,13 +2,13 @@
 //! binaries are the speed limits of ptdec's flow decoders: the same
 //! segments of the same trace with the same images as `ptdec`, decoded by
 //! libipt's block decoder alone (`ptbench-libipt`: `pt_blk_next`) or by
-//! ptdec's own flow decoder alone (`ptbench-fast`: `ptdec::flow`),
+//! ptdec's own flow decoder alone (`ptbench-fast`: the `ptflow` crate),
 //! counting instructions, with no call stacks, timing or output.
 #![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use ipt::{Config, Cpu, Frequency};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
@@ -87,7 +87,7 @@ pub fn setup(path: &Path) -> anyhow::Result<Setup> {
             model: c.model,
             stepping: c.stepping,
         })
-        .context("libipt: unknown CPU")?;
+        .map_err(|e| anyhow::anyhow!("libipt: unknown CPU: {}", ipt::message(e)))?;
     }
     Ok(Setup {
         trace,

@@ -10,7 +10,7 @@ pub mod cli;
 pub mod decode;
 pub mod emit;
 pub mod events;
-pub mod flow;
+pub mod flow_diff;
 pub mod images;
 pub mod input;
 pub mod inputs;

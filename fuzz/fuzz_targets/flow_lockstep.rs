@@ -1,6 +1,6 @@
 //! ptdec's own flow decoder and libipt's block decoder side by side on raw
 //! Intel PT against the fixed image of `raw_pt` (fuzz/src/harness.rs,
-//! `ptdec::flow::diff`): any difference in instructions, events, times,
+//! `ptdec::flow_diff`): any difference in instructions, events, times,
 //! errors or error offsets is a bug, as are a panic and unbounded memory.
 //! Much faster per input than `flow_diff`, which runs the whole pipeline.
 #![no_main]

@@ -212,7 +212,7 @@ pub fn flow_diff(data: &[u8]) -> u64 {
     decoded
 }
 
-/// The flow decoders side by side on raw PT (`ptdec::flow::diff`): the
+/// The flow decoders side by side on raw PT (`ptdec::flow_diff`): the
 /// same instructions, events, times, errors and error offsets up to where
 /// ptdec's own gives up, or a panic. The first byte picks the CPU whose
 /// errata both apply (none, Skylake 6/78, Goldmont 6/92, Broadwell 6/61),
@@ -238,7 +238,7 @@ pub fn flow_lockstep(data: &[u8]) -> u64 {
     }
     let image = image_file();
     let len = CODE.len() as u64;
-    match ptdec::flow::diff::compare(&cfg, trace, &[(image, 0, len, testkit::BASE)]) {
+    match ptdec::flow_diff::compare(&cfg, trace, &[(image, 0, len, testkit::BASE)]) {
         Ok(o) => o.lines as u64,
         Err(e) => panic!("the flow decoders differ: {e}"),
     }

@@ -6,6 +6,10 @@
 //! it is sound.
 
 use crate::ffi;
+pub use pttypes::{
+    event_type, iclass, mode, Block, Errata, Error, Event, EventFields, EventKind, EventParts,
+    Frequency, Result, Settings, Status,
+};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::marker::PhantomData;
@@ -22,120 +26,32 @@ pub fn version() -> (u8, u8, u16) {
 // ---------------------------------------------------------------------------
 // Errors and status
 
-/// A libipt error code (`enum pt_error_code`, without the minus sign).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Error(pub u32);
-
-impl Error {
-    pub const INTERNAL: Error = Error(ffi::pte_internal);
-    pub const INVALID: Error = Error(ffi::pte_invalid);
-    pub const NOSYNC: Error = Error(ffi::pte_nosync);
-    pub const EOS: Error = Error(ffi::pte_eos);
-    pub const BAD_QUERY: Error = Error(ffi::pte_bad_query);
-    pub const NOMEM: Error = Error(ffi::pte_nomem);
-    pub const NOMAP: Error = Error(ffi::pte_nomap);
-    pub const BAD_CPU: Error = Error(ffi::pte_bad_cpu);
-    pub const EVENT_IGNORED: Error = Error(ffi::pte_event_ignored);
-    pub const NO_TIME: Error = Error(ffi::pte_no_time);
-    pub const NOT_SUPPORTED: Error = Error(ffi::pte_not_supported);
-
-    /// From a negative libipt return value.
-    fn from_ret(r: c_int) -> Error {
-        Error(r.unsigned_abs())
+/// libipt's message for `e` (`pt_errstr`), as ptdec's gaps and errors
+/// show it (`pttypes::Error`'s own `Display` is a shorter description).
+pub fn message(e: Error) -> &'static str {
+    // SAFETY: pt_errstr returns a pointer to a static string for any
+    // value (unknown codes give a generic message).
+    let p = unsafe { ffi::pt_errstr(e.0) };
+    if p.is_null() {
+        return "unknown error";
     }
-
-    /// libipt's message (`pt_errstr`).
-    pub fn message(self) -> &'static str {
-        // SAFETY: pt_errstr returns a pointer to a static string for any
-        // value (unknown codes give a generic message).
-        let p = unsafe { ffi::pt_errstr(self.0) };
-        if p.is_null() {
-            return "unknown error";
-        }
-        // SAFETY: non-null, NUL-terminated, static.
-        unsafe { CStr::from_ptr(p) }
-            .to_str()
-            .unwrap_or("unknown error")
-    }
-
-    /// A short name for statistics (`Nomap`, `BadPacket`, ...).
-    pub fn name(self) -> String {
-        let n = match self.0 {
-            ffi::pte_ok => "Ok",
-            ffi::pte_internal => "Internal",
-            ffi::pte_invalid => "Invalid",
-            ffi::pte_nosync => "Nosync",
-            ffi::pte_bad_opc => "BadOpc",
-            ffi::pte_bad_packet => "BadPacket",
-            ffi::pte_bad_context => "BadContext",
-            ffi::pte_eos => "Eos",
-            ffi::pte_bad_query => "BadQuery",
-            ffi::pte_nomem => "Nomem",
-            ffi::pte_bad_config => "BadConfig",
-            ffi::pte_noip => "Noip",
-            ffi::pte_ip_suppressed => "IpSuppressed",
-            ffi::pte_nomap => "Nomap",
-            ffi::pte_bad_insn => "BadInsn",
-            ffi::pte_no_time => "NoTime",
-            ffi::pte_no_cbr => "NoCbr",
-            ffi::pte_bad_image => "BadImage",
-            ffi::pte_bad_lock => "BadLock",
-            ffi::pte_not_supported => "NotSupported",
-            ffi::pte_retstack_empty => "RetstackEmpty",
-            ffi::pte_bad_retcomp => "BadRetcomp",
-            ffi::pte_bad_status_update => "BadStatusUpdate",
-            ffi::pte_no_enable => "NoEnable",
-            ffi::pte_event_ignored => "EventIgnored",
-            ffi::pte_overflow => "Overflow",
-            ffi::pte_bad_file => "BadFile",
-            ffi::pte_bad_cpu => "BadCpu",
-            n => return format!("Error{n}"),
-        };
-        n.to_string()
-    }
+    // SAFETY: non-null, NUL-terminated, static.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .unwrap_or("unknown error")
 }
 
-impl std::fmt::Debug for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
+/// From a negative libipt return value.
+fn error_from_ret(r: c_int) -> Error {
+    Error(r.unsigned_abs())
 }
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.message())
-    }
-}
-
-impl std::error::Error for Error {}
-
-pub type Result<T> = std::result::Result<T, Error>;
 
 /// Turns a libipt return value into its non-negative value or an error.
 fn check(r: c_int) -> Result<u32> {
     if r < 0 {
-        Err(Error::from_ret(r))
+        Err(error_from_ret(r))
     } else {
         Ok(r as u32)
-    }
-}
-
-/// The status bits a decoder returns (`enum pt_status_flag`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Status(pub u32);
-
-impl Status {
-    /// An event is pending: call `event()` before decoding on.
-    pub fn event_pending(self) -> bool {
-        self.0 & ffi::pts_event_pending != 0
-    }
-    /// The IP is suppressed (tracing is disabled).
-    pub fn ip_suppressed(self) -> bool {
-        self.0 & ffi::pts_ip_suppressed != 0
-    }
-    /// The decoder reached the end of the trace.
-    pub fn eos(self) -> bool {
-        self.0 & ffi::pts_eos != 0
     }
 }
 
@@ -148,16 +64,6 @@ pub struct Cpu {
     pub family: u16,
     pub model: u8,
     pub stepping: u8,
-}
-
-/// The timing parameters of the trace (ptxed's `--mtc-freq`, `--nom-freq`,
-/// `--cpuid-0x15.eax/ebx`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Frequency {
-    pub mtc_freq: u8,
-    pub nom_freq: u8,
-    pub cpuid_15_eax: u32,
-    pub cpuid_15_ebx: u32,
 }
 
 /// An address filter range (IA32_RTIT_ADDRn_A/B and its ADDRn_CFG).
@@ -282,6 +188,22 @@ impl Config {
         }
     }
 
+    /// What a flow decoder of ptdec's own reads of this configuration.
+    pub fn settings(&self) -> Settings {
+        let (end_on_call, end_on_jump, tick_events, iflags_events, keep_tcal_on_ovf) =
+            self.block_flags();
+        Settings {
+            errata: self.errata(),
+            freq: self.freq(),
+            end_on_call,
+            end_on_jump,
+            tick_events,
+            iflags_events,
+            keep_tcal_on_ovf,
+            addr_filter: self.has_addr_filter(),
+        }
+    }
+
     /// The timing parameters set by [`Config::set_freq`].
     pub fn freq(&self) -> Frequency {
         Frequency {
@@ -320,21 +242,6 @@ impl Config {
         c.end = unsafe { buf.add(len) }.cast_mut();
         c
     }
-}
-
-/// The errata workarounds of a configuration (`struct pt_errata`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Errata {
-    pub bdm70: bool,
-    pub bdm64: bool,
-    pub skd007: bool,
-    pub skd022: bool,
-    pub skd010: bool,
-    pub skl014: bool,
-    pub apl12: bool,
-    pub apl11: bool,
-    pub skl168: bool,
-    pub skz84: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -541,362 +448,56 @@ impl Drop for Image {
 // ---------------------------------------------------------------------------
 // Blocks and events
 
-/// A block of sequential instructions (`struct pt_block`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Block {
-    pub ip: u64,
-    pub end_ip: u64,
-    /// The image section id, or <= 0 when the bytes came from elsewhere.
-    pub isid: i32,
-    /// `ptem_*`.
-    pub mode: u32,
-    /// The last instruction's class, `ptic_*` (any value, unknown ones too).
-    pub iclass: u32,
-    pub ninsn: u16,
-    /// The last instruction's bytes, when `truncated`.
-    pub raw: [u8; 15],
-    /// The last instruction's size in bytes, or 0 when the decoder did not
-    /// say: libipt says only for a `truncated` block, ptdec's own flow
-    /// decoder for every block (its cached run knows it), which spares the
-    /// caller decoding a call again for its return address.
-    pub size: u8,
-    pub speculative: bool,
-    pub truncated: bool,
-}
-
-impl Block {
-    fn from_raw(b: &ffi::pt_block) -> Block {
-        Block {
-            ip: b.ip,
-            end_ip: b.end_ip,
-            isid: b.isid,
-            mode: b.mode,
-            iclass: b.iclass,
-            ninsn: b.ninsn,
-            raw: b.raw,
-            size: if b.truncated() != 0 { b.size } else { 0 },
-            speculative: b.speculative() != 0,
-            truncated: b.truncated() != 0,
-        }
-    }
-
-    /// Bitness of the block's code (16, 32 or 64).
-    pub fn bitness(&self) -> u32 {
-        match self.mode {
-            ffi::ptem_16bit => 16,
-            ffi::ptem_32bit => 32,
-            _ => 64,
-        }
+/// A block as libipt filled it in.
+fn block_from_raw(b: &ffi::pt_block) -> Block {
+    Block {
+        ip: b.ip,
+        end_ip: b.end_ip,
+        isid: b.isid,
+        mode: b.mode,
+        iclass: b.iclass,
+        ninsn: b.ninsn,
+        raw: b.raw,
+        size: if b.truncated() != 0 { b.size } else { 0 },
+        speculative: b.speculative() != 0,
+        truncated: b.truncated() != 0,
     }
 }
 
-/// What an event says, for the kinds ptdec and ptsim act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    /// Tracing enabled at `ip`; `resumed`: at the IP it was disabled at.
-    Enabled {
-        ip: u64,
-        resumed: bool,
-    },
-    /// Tracing disabled; `ip` is the next IP unless suppressed.
-    Disabled {
-        ip: Option<u64>,
-    },
-    /// Asynchronously disabled at `at` (`ip`: where it would have gone).
-    AsyncDisabled {
-        at: u64,
-        ip: Option<u64>,
-    },
-    /// An asynchronous branch from `from` to `to`.
-    AsyncBranch {
-        from: u64,
-        to: Option<u64>,
-    },
-    Paging {
-        cr3: u64,
-    },
-    AsyncPaging {
-        cr3: u64,
-        ip: Option<u64>,
-    },
-    /// A buffer overflow; tracing resumes at `ip` (`None`: when enabled).
-    Overflow {
-        ip: Option<u64>,
-    },
-    ExecMode {
-        ip: Option<u64>,
-    },
-    /// Tracing stopped (TraceStop).
-    Stop,
-    /// A core:bus ratio change.
-    Cbr {
-        ratio: u16,
-    },
-    /// A PTWRITE payload of `size` bytes; `ip` of the ptwrite instruction
-    /// when a FUP gave it (`fup_on_ptw`) or the decoder bound it to one.
-    Ptwrite {
-        ip: Option<u64>,
-        size: u8,
-        payload: u64,
-    },
-    /// Execution stopped (EXSTOP) at `ip`, the last instruction that did
-    /// not complete, when known.
-    Exstop {
-        ip: Option<u64>,
-    },
-    /// An MWAIT completed (MWAIT packet): its `hints` (eax) and
-    /// extensions (ecx); `ip` of the mwait instruction when known.
-    Mwait {
-        ip: Option<u64>,
-        hints: u32,
-        ext: u32,
-    },
-    /// A C-state was entered (PWRE): the resolved thread C-state and
-    /// sub-state, `hw` when hardware initiated it.
-    Pwre {
-        state: u8,
-        sub_state: u8,
-        hw: bool,
-    },
-    /// A C-state was left (PWRX): the core C-state at wake, the deepest one
-    /// reached, and the wake reason bits.
-    Pwrx {
-        last: u8,
-        deepest: u8,
-        interrupt: bool,
-        store: bool,
-        autonomous: bool,
-    },
-    /// Event trace (CFE/EVD): an interrupt or exception with its `vector`
-    /// and, for a page fault, `cr2`; `ip` where it occurred.
-    Interrupt {
-        vector: u8,
-        cr2: Option<u64>,
-        ip: Option<u64>,
-    },
-    /// Event trace: a return from interrupt (IRET).
-    Iret {
-        ip: Option<u64>,
-    },
-    /// Event trace: a system management interrupt.
-    Smi {
-        ip: Option<u64>,
-    },
-    /// Event trace: a return from system management mode.
-    Rsm {
-        ip: Option<u64>,
-    },
-    /// Event trace: a SIPI message with its vector.
-    Sipi {
-        vector: u8,
-    },
-    /// Event trace: an INIT reset.
-    Init {
-        ip: Option<u64>,
-    },
-    /// Event trace: a VM entry.
-    VmEntry {
-        ip: Option<u64>,
-    },
-    /// Event trace: a VM exit, with the interrupt vector, exit reason and
-    /// qualification when the trace gave them.
-    VmExit {
-        vector: Option<u8>,
-        reason: Option<u64>,
-        qualification: Option<u64>,
-        ip: Option<u64>,
-    },
-    /// Event trace: a shutdown.
-    Shutdown {
-        ip: Option<u64>,
-    },
-    /// Event trace: a user interrupt with its vector.
-    Uintr {
-        vector: u8,
-        ip: Option<u64>,
-    },
-    /// Event trace: a return from a user interrupt.
-    Uiret {
-        ip: Option<u64>,
-    },
-    /// Any other event type (`ptev_*` value), newer ones included.
-    Other(u32),
-}
-
-/// A libipt event (`struct pt_event`).
-#[derive(Clone, Copy)]
-pub struct Event {
-    raw: ffi::pt_event,
-}
-
-impl std::fmt::Debug for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Event")
-            .field("kind", &self.kind())
-            .field("status_update", &self.status_update())
-            .field("tsc", &self.tsc())
-            .field("non_root", &self.non_root())
-            .field("vmcs", &self.vmcs())
-            .finish()
+/// An event as libipt filled it in, read into its parts.
+fn event_from_raw(raw: &ffi::pt_event) -> Event {
+    let r = RawEvent(raw);
+    Event {
+        fields: EventFields {
+            kind: r.kind(),
+            raw_type: raw.type_,
+            status_update: raw.status_update() != 0,
+            ip_suppressed: r.ip_suppressed(),
+            tsc: (raw.has_tsc() != 0).then_some(raw.tsc),
+            time_tsc: raw.tsc,
+            lost_mtc: raw.lost_mtc,
+            lost_cyc: raw.lost_cyc,
+            other_ip: r.other_ip(),
+            non_root: r.non_root(),
+            vmcs: r.vmcs(),
+        },
     }
 }
 
-/// What a decoder of ptdec's own fills in to hand out an [`Event`]
-/// equal to the one libipt would hand out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventParts {
-    pub kind: EventKind,
-    pub status_update: bool,
-    /// The event's IP is suppressed (the `Option` IPs of `kind` are
-    /// `None`).
-    pub ip_suppressed: bool,
-    /// The event's time, when it has one (`has_tsc`).
-    pub tsc: Option<u64>,
-    /// The time field as libipt fills it in also without `has_tsc`.
-    pub time_tsc: u64,
-    pub lost_mtc: u32,
-    pub lost_cyc: u32,
-    /// For [`EventKind::ExecMode`]: the mode (`ptem_*`).
-    pub exec_mode: u32,
-    /// For `EventKind::Other(ptev_tsx)`: the IP and (speculative,
-    /// aborted).
-    pub tsx: Option<(u64, bool, bool)>,
-    /// For `EventKind::Other(ptev_vmcs)` and `Other(ptev_async_vmcs)`:
-    /// the VMCS base address and (async only) the IP.
-    pub vmcs: Option<(u64, u64)>,
-    /// For [`EventKind::Paging`] and [`EventKind::AsyncPaging`]: the PIP's
-    /// NR bit (the CR3 is a VMX non-root guest's).
-    pub non_root: bool,
-}
+/// Reads libipt's event union by its type.
+struct RawEvent<'a>(&'a ffi::pt_event);
 
-impl PartialEq for Event {
-    /// Equal as ptdec reads events: kind, flags, time.
-    fn eq(&self, o: &Event) -> bool {
-        self.kind() == o.kind()
-            && self.raw_type() == o.raw_type()
-            && self.status_update() == o.status_update()
-            && self.ip_suppressed() == o.ip_suppressed()
-            && self.tsc() == o.tsc()
-            && self.other_ip() == o.other_ip()
-            && self.non_root() == o.non_root()
-            && self.vmcs() == o.vmcs()
-            && self.raw.lost_mtc == o.raw.lost_mtc
-            && self.raw.lost_cyc == o.raw.lost_cyc
-    }
-}
-
-impl Event {
-    /// An event of the kinds a decoder of ptdec's own produces (enabled,
-    /// disabled, async disabled, async branch, overflow, exec mode, stop,
-    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite); `None`
-    /// for any other kind.
-    pub fn from_parts(p: &EventParts) -> Option<Event> {
-        // SAFETY: pt_event is plain data; all-zero is libipt's initial
-        // value (pt_event_init memsets it).
-        let mut raw: ffi::pt_event = unsafe { std::mem::zeroed() };
-        let ip_or = |ip: Option<u64>| ip.unwrap_or(0);
-        let v = &mut raw.variant;
-        raw.type_ = match p.kind {
-            EventKind::Enabled { ip, resumed } => {
-                v.enabled.ip = ip;
-                // SAFETY: the variant the type names; a bitfield setter.
-                unsafe { v.enabled.set_resumed(u32::from(resumed)) };
-                ffi::ptev_enabled
-            }
-            EventKind::Disabled { ip } => {
-                v.disabled.ip = ip_or(ip);
-                ffi::ptev_disabled
-            }
-            EventKind::AsyncDisabled { at, ip } => {
-                v.async_disabled.at = at;
-                v.async_disabled.ip = ip_or(ip);
-                ffi::ptev_async_disabled
-            }
-            EventKind::AsyncBranch { from, to } => {
-                v.async_branch.from = from;
-                v.async_branch.to = ip_or(to);
-                ffi::ptev_async_branch
-            }
-            EventKind::Overflow { ip } => {
-                v.overflow.ip = ip_or(ip);
-                ffi::ptev_overflow
-            }
-            EventKind::ExecMode { ip } => {
-                v.exec_mode.ip = ip_or(ip);
-                v.exec_mode.mode = p.exec_mode;
-                ffi::ptev_exec_mode
-            }
-            EventKind::Stop => ffi::ptev_stop,
-            EventKind::Other(t @ (ffi::ptev_vmcs | ffi::ptev_async_vmcs)) => {
-                let (base, ip) = p.vmcs?;
-                if t == ffi::ptev_vmcs {
-                    v.vmcs.base = base;
-                } else {
-                    v.async_vmcs.base = base;
-                    v.async_vmcs.ip = ip;
-                }
-                t
-            }
-            EventKind::Other(ffi::ptev_tsx) => {
-                let (ip, speculative, aborted) = p.tsx?;
-                v.tsx.ip = ip;
-                // SAFETY: the variant the type names; bitfield setters.
-                unsafe {
-                    v.tsx.set_speculative(u32::from(speculative));
-                    v.tsx.set_aborted(u32::from(aborted));
-                }
-                ffi::ptev_tsx
-            }
-            EventKind::Cbr { ratio } => {
-                v.cbr.ratio = ratio;
-                ffi::ptev_cbr
-            }
-            EventKind::Paging { cr3 } => {
-                v.paging.cr3 = cr3;
-                // SAFETY: the variant the type names; a bitfield setter.
-                unsafe { v.paging.set_non_root(u32::from(p.non_root)) };
-                ffi::ptev_paging
-            }
-            EventKind::AsyncPaging { cr3, ip } => {
-                v.async_paging.cr3 = cr3;
-                v.async_paging.ip = ip_or(ip);
-                // SAFETY: the variant the type names; a bitfield setter.
-                unsafe { v.async_paging.set_non_root(u32::from(p.non_root)) };
-                ffi::ptev_async_paging
-            }
-            EventKind::Ptwrite { ip, size, payload } => {
-                v.ptwrite.ip = ip_or(ip);
-                v.ptwrite.size = size;
-                v.ptwrite.payload = payload;
-                ffi::ptev_ptwrite
-            }
-            _ => return None,
-        };
-        raw.set_ip_suppressed(u32::from(p.ip_suppressed));
-        raw.set_status_update(u32::from(p.status_update));
-        raw.set_has_tsc(u32::from(p.tsc.is_some()));
-        raw.tsc = p.tsc.unwrap_or(p.time_tsc);
-        raw.lost_mtc = p.lost_mtc;
-        raw.lost_cyc = p.lost_cyc;
-        Some(Event { raw })
-    }
-}
-
-impl Event {
-    /// The raw `ptev_*` type.
-    pub fn raw_type(&self) -> u32 {
-        self.raw.type_
-    }
-    pub fn ip_suppressed(&self) -> bool {
-        self.raw.ip_suppressed() != 0
+impl RawEvent<'_> {
+    fn ip_suppressed(&self) -> bool {
+        self.0.ip_suppressed() != 0
     }
     /// For a VMCS or async VMCS event (`EventKind::Other`): the VMCS base
     /// and the async event's IP unless suppressed.
-    pub fn vmcs(&self) -> Option<(u64, Option<u64>)> {
-        let v = &self.raw.variant;
+    fn vmcs(&self) -> Option<(u64, Option<u64>)> {
+        let v = &self.0.variant;
         // SAFETY: each arm reads the union variant that `type_` names.
         unsafe {
-            match self.raw.type_ {
+            match self.0.type_ {
                 ffi::ptev_vmcs => Some((v.vmcs.base, None)),
                 ffi::ptev_async_vmcs => Some((
                     v.async_vmcs.base,
@@ -907,41 +508,27 @@ impl Event {
         }
     }
     /// For a paging or async paging event: the PIP's NR bit.
-    pub fn non_root(&self) -> Option<bool> {
-        let v = &self.raw.variant;
+    fn non_root(&self) -> Option<bool> {
+        let v = &self.0.variant;
         // SAFETY: each arm reads the union variant that `type_` names.
         unsafe {
-            match self.raw.type_ {
+            match self.0.type_ {
                 ffi::ptev_paging => Some(v.paging.non_root() != 0),
                 ffi::ptev_async_paging => Some(v.async_paging.non_root() != 0),
                 _ => None,
             }
         }
     }
-    /// A status update (the decoder's state at a PSB+), not a change.
-    pub fn status_update(&self) -> bool {
-        self.raw.status_update() != 0
-    }
-    /// The TSC, when the event has one.
-    pub fn tsc(&self) -> Option<u64> {
-        (self.raw.has_tsc() != 0).then_some(self.raw.tsc)
-    }
-
-    /// libipt's time at the event (`tsc`), also when it has no TSC of
-    /// its own (`has_tsc` clear): libipt-sb orders sideband by it either way.
-    pub fn time_tsc(&self) -> u64 {
-        self.raw.tsc
-    }
 
     /// The IP of the kinds [`EventKind::Other`] covers that name one: a
     /// tick, a TIP (always), a TSX state change and an iflags change;
     /// `None` when suppressed or for any other kind.
-    pub fn other_ip(&self) -> Option<u64> {
-        let v = &self.raw.variant;
+    fn other_ip(&self) -> Option<u64> {
+        let v = &self.0.variant;
         let unless_suppressed = |ip| (!self.ip_suppressed()).then_some(ip);
         // SAFETY: each arm reads the union variant that `type_` names.
         unsafe {
-            match self.raw.type_ {
+            match self.0.type_ {
                 ffi::ptev_tick => unless_suppressed(v.tick.ip),
                 ffi::ptev_tip => Some(v.tip.ip),
                 ffi::ptev_tsx => unless_suppressed(v.tsx.ip),
@@ -951,13 +538,13 @@ impl Event {
         }
     }
 
-    pub fn kind(&self) -> EventKind {
+    fn kind(&self) -> EventKind {
         let ip = |v: u64| (!self.ip_suppressed()).then_some(v);
-        let v = &self.raw.variant;
+        let v = &self.0.variant;
         // SAFETY: each arm reads the union variant that `type_` says
         // libipt filled in; all variants are plain integers and bitfields.
         unsafe {
-            match self.raw.type_ {
+            match self.0.type_ {
                 ffi::ptev_enabled => EventKind::Enabled {
                     ip: v.enabled.ip,
                     resumed: v.enabled.resumed() != 0,
@@ -1114,7 +701,7 @@ impl<'a> BlockDecoder<'a> {
         let mut b: ffi::pt_block = unsafe { std::mem::zeroed() };
         // SAFETY: live decoder; `b` is a pt_block of the size given.
         let r = unsafe { ffi::pt_blk_next(self.p(), &mut b, std::mem::size_of::<ffi::pt_block>()) };
-        (Block::from_raw(&b), check(r).map(Status))
+        (block_from_raw(&b), check(r).map(Status))
     }
 
     /// The pending event.
@@ -1124,7 +711,7 @@ impl<'a> BlockDecoder<'a> {
         // SAFETY: live decoder; `e` is a pt_event of the size given.
         let r =
             unsafe { ffi::pt_blk_event(self.p(), &mut e, std::mem::size_of::<ffi::pt_event>()) };
-        check(r).map(|s| (Event { raw: e }, Status(s)))
+        check(r).map(|s| (event_from_raw(&e), Status(s)))
     }
 
     /// The current offset in the trace.
@@ -1253,7 +840,7 @@ impl<'a> InsnDecoder<'a> {
                 std::mem::size_of::<ffi::pt_event>(),
             )
         };
-        check(r).map(|s| (Event { raw: e }, Status(s)))
+        check(r).map(|s| (event_from_raw(&e), Status(s)))
     }
 
     pub fn offset(&self) -> Result<u64> {
@@ -1336,7 +923,7 @@ impl<'a> QueryDecoder<'a> {
                 std::mem::size_of::<ffi::pt_event>(),
             )
         };
-        check(r).map(|s| (Event { raw: e }, Status(s)))
+        check(r).map(|s| (event_from_raw(&e), Status(s)))
     }
 }
 
@@ -1958,5 +1545,91 @@ mod tests {
         assert_eq!(err, Error::NOMAP);
         assert_eq!(insns, 16, "the nops before the error are in the block");
         assert_eq!(d.image().take_miss(), Some(0x1010));
+    }
+
+    /// pttypes numbers errors, statuses, modes, instruction classes and
+    /// event types as the libipt built with does.
+    #[test]
+    fn pttypes_numbers_are_libipts() {
+        assert_eq!(Error::OK.0, ffi::pte_ok);
+        assert_eq!(Error::INTERNAL.0, ffi::pte_internal);
+        assert_eq!(Error::INVALID.0, ffi::pte_invalid);
+        assert_eq!(Error::NOSYNC.0, ffi::pte_nosync);
+        assert_eq!(Error::BAD_OPC.0, ffi::pte_bad_opc);
+        assert_eq!(Error::BAD_PACKET.0, ffi::pte_bad_packet);
+        assert_eq!(Error::BAD_CONTEXT.0, ffi::pte_bad_context);
+        assert_eq!(Error::EOS.0, ffi::pte_eos);
+        assert_eq!(Error::BAD_QUERY.0, ffi::pte_bad_query);
+        assert_eq!(Error::NOMEM.0, ffi::pte_nomem);
+        assert_eq!(Error::BAD_CONFIG.0, ffi::pte_bad_config);
+        assert_eq!(Error::NOIP.0, ffi::pte_noip);
+        assert_eq!(Error::IP_SUPPRESSED.0, ffi::pte_ip_suppressed);
+        assert_eq!(Error::NOMAP.0, ffi::pte_nomap);
+        assert_eq!(Error::BAD_INSN.0, ffi::pte_bad_insn);
+        assert_eq!(Error::NO_TIME.0, ffi::pte_no_time);
+        assert_eq!(Error::NO_CBR.0, ffi::pte_no_cbr);
+        assert_eq!(Error::BAD_IMAGE.0, ffi::pte_bad_image);
+        assert_eq!(Error::BAD_LOCK.0, ffi::pte_bad_lock);
+        assert_eq!(Error::NOT_SUPPORTED.0, ffi::pte_not_supported);
+        assert_eq!(Error::RETSTACK_EMPTY.0, ffi::pte_retstack_empty);
+        assert_eq!(Error::BAD_RETCOMP.0, ffi::pte_bad_retcomp);
+        assert_eq!(Error::BAD_STATUS_UPDATE.0, ffi::pte_bad_status_update);
+        assert_eq!(Error::NO_ENABLE.0, ffi::pte_no_enable);
+        assert_eq!(Error::EVENT_IGNORED.0, ffi::pte_event_ignored);
+        assert_eq!(Error::OVERFLOW.0, ffi::pte_overflow);
+        assert_eq!(Error::BAD_FILE.0, ffi::pte_bad_file);
+        assert_eq!(Error::BAD_CPU.0, ffi::pte_bad_cpu);
+        assert_eq!(event_type::ENABLED, ffi::ptev_enabled);
+        assert_eq!(event_type::DISABLED, ffi::ptev_disabled);
+        assert_eq!(event_type::ASYNC_DISABLED, ffi::ptev_async_disabled);
+        assert_eq!(event_type::ASYNC_BRANCH, ffi::ptev_async_branch);
+        assert_eq!(event_type::PAGING, ffi::ptev_paging);
+        assert_eq!(event_type::ASYNC_PAGING, ffi::ptev_async_paging);
+        assert_eq!(event_type::OVERFLOW, ffi::ptev_overflow);
+        assert_eq!(event_type::EXEC_MODE, ffi::ptev_exec_mode);
+        assert_eq!(event_type::TSX, ffi::ptev_tsx);
+        assert_eq!(event_type::STOP, ffi::ptev_stop);
+        assert_eq!(event_type::VMCS, ffi::ptev_vmcs);
+        assert_eq!(event_type::ASYNC_VMCS, ffi::ptev_async_vmcs);
+        assert_eq!(event_type::EXSTOP, ffi::ptev_exstop);
+        assert_eq!(event_type::MWAIT, ffi::ptev_mwait);
+        assert_eq!(event_type::PWRE, ffi::ptev_pwre);
+        assert_eq!(event_type::PWRX, ffi::ptev_pwrx);
+        assert_eq!(event_type::PTWRITE, ffi::ptev_ptwrite);
+        assert_eq!(event_type::TICK, ffi::ptev_tick);
+        assert_eq!(event_type::CBR, ffi::ptev_cbr);
+        assert_eq!(event_type::MNT, ffi::ptev_mnt);
+        assert_eq!(event_type::TIP, ffi::ptev_tip);
+        assert_eq!(event_type::TNT, ffi::ptev_tnt);
+        assert_eq!(event_type::IFLAGS, ffi::ptev_iflags);
+        assert_eq!(event_type::INTERRUPT, ffi::ptev_interrupt);
+        assert_eq!(event_type::IRET, ffi::ptev_iret);
+        assert_eq!(event_type::SMI, ffi::ptev_smi);
+        assert_eq!(event_type::RSM, ffi::ptev_rsm);
+        assert_eq!(event_type::SIPI, ffi::ptev_sipi);
+        assert_eq!(event_type::INIT, ffi::ptev_init);
+        assert_eq!(event_type::VMENTRY, ffi::ptev_vmentry);
+        assert_eq!(event_type::VMEXIT, ffi::ptev_vmexit);
+        assert_eq!(event_type::SHUTDOWN, ffi::ptev_shutdown);
+        assert_eq!(event_type::UINTR, ffi::ptev_uintr);
+        assert_eq!(event_type::UIRET, ffi::ptev_uiret);
+        assert_eq!(iclass::UNKNOWN, ffi::ptic_unknown);
+        assert_eq!(iclass::OTHER, ffi::ptic_other);
+        assert_eq!(iclass::CALL, ffi::ptic_call);
+        assert_eq!(iclass::RETURN, ffi::ptic_return);
+        assert_eq!(iclass::JUMP, ffi::ptic_jump);
+        assert_eq!(iclass::COND_JUMP, ffi::ptic_cond_jump);
+        assert_eq!(iclass::FAR_CALL, ffi::ptic_far_call);
+        assert_eq!(iclass::FAR_RETURN, ffi::ptic_far_return);
+        assert_eq!(iclass::FAR_JUMP, ffi::ptic_far_jump);
+        assert_eq!(iclass::PTWRITE, ffi::ptic_ptwrite);
+        assert_eq!(iclass::INDIRECT, ffi::ptic_indirect);
+        assert_eq!(mode::UNKNOWN, ffi::ptem_unknown);
+        assert_eq!(mode::BITS16, ffi::ptem_16bit);
+        assert_eq!(mode::BITS32, ffi::ptem_32bit);
+        assert_eq!(mode::BITS64, ffi::ptem_64bit);
+        assert_eq!(Status::EVENT_PENDING, ffi::pts_event_pending);
+        assert_eq!(Status::IP_SUPPRESSED, ffi::pts_ip_suppressed);
+        assert_eq!(Status::EOS, ffi::pts_eos);
     }
 }

@@ -141,7 +141,7 @@ fn report(
 /// Both decoders on `dir`: the same FTF and report, or a panic naming
 /// `what`. Returns (chunks decoded fast, chunks handed to libipt).
 /// The flow decoders on each of the trace's segments as ptxed runs them
-/// (`ptdec::flow::diff`): libipt's and the fast one's instructions,
+/// (`ptdec::flow_diff`): libipt's and the fast one's instructions,
 /// events, times and errors, and the fast one's through `next_block` and
 /// through `next_blocks`, must be the same (up to the diff's limit of
 /// lines per segment).
@@ -155,7 +155,7 @@ fn flow_decoders_agree(what: &str, dir: &Path) {
     let mut lines = 0;
     for seg in s.trace.segments() {
         let bytes = s.trace.segment_bytes(&seg);
-        let o = ptdec::flow::diff::compare(&s.cfg, &bytes, &sections)
+        let o = ptdec::flow_diff::compare(&s.cfg, &bytes, &sections)
             .unwrap_or_else(|e| panic!("{what}: the flow decoders differ: {e}"));
         lines += o.lines;
     }

@@ -1,12 +1,12 @@
 //! `ptbench-fast TRACE`: decodes every segment of a trace dir (or
-//! perf.data) with ptdec's own flow decoder alone (`ptdec::flow`, issue
+//! perf.data) with ptdec's own flow decoder alone (the `ptflow` crate, issue
 //! 23) and prints what it counted, as `ptbench-libipt` does with libipt's
 //! block decoder: the same segments, images and configuration, the same
 //! loop (events, blocks, a sync at the next PSB after an error). The
 //! blocks come through `FastDecoder::next_blocks`, the decoder's way of
 //! handing out every block when nothing else is done between two of them
 //! (the same blocks as `next_block`, one by one, hands out:
-//! `ptdec::flow::diff` checks it). ptdec's chunk decoder, which does the
+//! `ptdec::flow_diff` checks it). ptdec's chunk decoder, which does the
 //! call stacks' work between blocks, takes them one by one. A segment
 //! where it meets something it does not follow (libipt would decode that
 //! chunk in ptdec) ends there and is counted as `unsupported`.
@@ -19,8 +19,8 @@ use std::time::Instant;
 use anyhow::bail;
 use ipt::Error as PtError;
 use pt_bench::Counts;
-use ptdec::flow::code::{CodeCache, Image, Section};
-use ptdec::flow::FastDecoder;
+use ptflow::code::{CodeCache, Image, Section};
+use ptflow::FastDecoder;
 use sideband::bytes::FileBytes;
 
 fn main() {
@@ -66,7 +66,7 @@ fn run() -> anyhow::Result<()> {
         let bytes = s.trace.segment_bytes(&seg);
         n.segments += 1;
         n.bytes += bytes.len() as u64;
-        let mut dec = match FastDecoder::new(&s.cfg, &bytes) {
+        let mut dec = match FastDecoder::new(&s.cfg.settings(), &bytes) {
             Ok(d) => d,
             Err(why) => bail!("the flow decoder cannot decode this configuration: {why}"),
         };

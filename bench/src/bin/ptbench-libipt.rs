@@ -13,7 +13,6 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use anyhow::Context;
 use ipt::{BlockDecoder, Error as PtError, SectionCache};
 use pt_bench::Counts;
 
@@ -30,7 +29,8 @@ fn run() -> anyhow::Result<()> {
         "Decodes every segment of a trace dir or perf.data with libipt's block decoder\nalone, on one thread, and prints what it counted and the CPU time: bare libipt,\nthe yardstick of scripts/bench.",
     )?;
     let s = pt_bench::setup(&path)?;
-    let cache = SectionCache::new().context("libipt: allocate a section cache")?;
+    let cache = SectionCache::new()
+        .map_err(|e| anyhow::anyhow!("libipt: allocate a section cache: {}", ipt::message(e)))?;
     let isids: Vec<u32> = s
         .sections
         .iter()
@@ -44,8 +44,9 @@ fn run() -> anyhow::Result<()> {
         let bytes = s.trace.segment_bytes(&seg);
         n.segments += 1;
         n.bytes += bytes.len() as u64;
-        let mut dec =
-            BlockDecoder::new(&s.cfg, &bytes).context("libipt: allocate a block decoder")?;
+        let mut dec = BlockDecoder::new(&s.cfg, &bytes).map_err(|e| {
+            anyhow::anyhow!("libipt: allocate a block decoder: {}", ipt::message(e))
+        })?;
         for &isid in &isids {
             let _ = dec.image().add_cached(&cache, isid);
         }

@@ -32,7 +32,7 @@ use ipt::{
 };
 
 use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt};
-use crate::flow::FastDecoder;
+use ptflow::FastDecoder;
 use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
@@ -469,9 +469,9 @@ fn decode_chunk_from(
     match kind {
         DecoderKind::Libipt => {
             let dec =
-                BlockDecoder::new(&cfg, bytes).map_err(|source| super::DecodeError::Libipt {
+                BlockDecoder::new(&cfg, bytes).map_err(|error| super::DecodeError::Libipt {
                     what: "allocate a block decoder",
-                    source,
+                    error,
                 })?;
             let mut dec = Libipt { dec, images };
             // No memory besides the file sections: the callback only records
@@ -483,7 +483,7 @@ fn decode_chunk_from(
             .ok()))
         }
         DecoderKind::Fast => {
-            let dec = match FastDecoder::new(&cfg, bytes) {
+            let dec = match FastDecoder::new(&cfg.settings(), bytes) {
                 Ok(d) => d,
                 Err(why) => return Ok(Err(why)),
             };
@@ -984,7 +984,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                 self.list(ListItem::Error {
                     offset: off,
                     what: "sync error",
-                    message: e.message().to_string(),
+                    message: ipt::message(e).to_string(),
                 });
                 self.stats.bad_psbs += 1;
                 *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
@@ -1786,15 +1786,20 @@ impl ChunkDecoder<'_, '_, '_, '_> {
                         images.note_undecoded(&m.file, pid, m.start, m.end);
                     }
                 }
-                (GapKind::NoImage { ip }, e.name(), e.message().to_string())
+                (
+                    GapKind::NoImage { ip },
+                    e.name(),
+                    ipt::message(e).to_string(),
+                )
             }
             Failure::Pt(e) => (
                 GapKind::DecodeError(Box::new(format!(
-                    "{e} at offset {:#x}",
+                    "{} at offset {:#x}",
+                    ipt::message(e),
                     self.meta.aux_offset + off
                 ))),
                 e.name(),
-                e.message().to_string(),
+                ipt::message(e).to_string(),
             ),
             Failure::NoProgress(n) => (
                 GapKind::DecodeError(

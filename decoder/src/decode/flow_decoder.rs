@@ -7,7 +7,7 @@
 use ipt::{Block, BlockDecoder, Error as PtError, Event, Status};
 
 use super::worker_images::WorkerImages;
-use crate::flow::FastDecoder;
+use ptflow::FastDecoder;
 
 /// Which flow decoder decodes (`--decoder`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(crate) trait FlowDecoder {
     /// libipt 2.2's resync at the error; `Err(NOT_SUPPORTED)` without it.
     fn resync(&mut self) -> Result<Status, PtError>;
     /// The next block, written into `block` (in place: see
-    /// `flow::block::BlockDecoder::next_block`), and the status.
+    /// `ptflow::block::BlockDecoder::next_block`), and the status.
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError>;
     /// Blocks with `Status(0)` in user code, each to `each` with the time
     /// after it, for as long as `each` returns `true` and the decoder has

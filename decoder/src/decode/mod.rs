@@ -495,11 +495,11 @@ impl DecodeStats {
 #[non_exhaustive]
 pub enum DecodeError {
     /// libipt refused to set up a decoder or image section cache.
-    #[error("libipt: cannot {what}: {source}")]
+    #[error("libipt: cannot {what}: {}", ipt::message(*.error))]
     Libipt {
         what: &'static str,
-        #[source]
-        source: PtError,
+        /// libipt's error (its message is in this one's).
+        error: PtError,
     },
     /// A CPU libipt knows no errata for (`ptdec raw --cpu`).
     #[error("{v} knows no CPU {family}/{model}/{stepping}: give a CPU it knows (FAMILY/MODEL[/STEPPING], e.g. 6/85/4) or --cpu none to decode without errata workarounds", v = libipt_version())]

@@ -37,21 +37,21 @@ pub(super) struct WorkerImages<'s, 't> {
     /// copies that make their payload bits end blocks (`crate::events`).
     pub emu: crate::events::EmuPtwrite,
     /// The fast flow decoder's decoded code, shared by the worker's chunks.
-    pub code: RefCell<crate::flow::code::CodeCache>,
+    pub code: RefCell<ptflow::code::CodeCache>,
     /// The set-up's section index of each cache id.
     section_of: FastMap<u32, usize>,
     /// The fast decoder's sections, mapped once (`None`: the file could
     /// not be mapped or is shorter than the section).
-    fast_sections: RefCell<FastMap<u32, Option<crate::flow::code::Section>>>,
+    fast_sections: RefCell<FastMap<u32, Option<ptflow::code::Section>>>,
     /// Files mapped for the fast decoder, by path.
     files: RefCell<FastMap<String, Option<Rc<sideband::bytes::FileBytes>>>>,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
     pub fn new(setup: &'s DecodeSetup<'t>) -> Result<Self, DecodeError> {
-        let cache = SectionCache::new().map_err(|source| DecodeError::Libipt {
+        let cache = SectionCache::new().map_err(|error| DecodeError::Libipt {
             what: "allocate an image section cache",
-            source,
+            error,
         })?;
         let isids: Vec<Option<u32>> = setup
             .sections
@@ -102,7 +102,7 @@ impl<'s, 't> WorkerImages<'s, 't> {
     }
 
     /// The fast decoder's image of sections `isids`.
-    pub fn fast_image(&self, isids: &[u32]) -> crate::flow::code::Image {
+    pub fn fast_image(&self, isids: &[u32]) -> ptflow::code::Image {
         let mut missing = false;
         let mut sections = Vec::with_capacity(isids.len());
         for &isid in isids {
@@ -111,10 +111,10 @@ impl<'s, 't> WorkerImages<'s, 't> {
                 None => missing = true,
             }
         }
-        crate::flow::code::Image::new(sections, missing)
+        ptflow::code::Image::new(sections, missing)
     }
 
-    fn fast_section(&self, isid: u32) -> Option<crate::flow::code::Section> {
+    fn fast_section(&self, isid: u32) -> Option<ptflow::code::Section> {
         if let Some(s) = self.fast_sections.borrow().get(&isid) {
             return s.clone();
         }
@@ -132,15 +132,13 @@ impl<'s, 't> WorkerImages<'s, 't> {
                 .clone()?;
             let offset = usize::try_from(spec.offset).ok()?;
             let len = usize::try_from(spec.size).ok()?;
-            (offset.checked_add(len)? <= bytes.len() && len > 0).then_some(
-                crate::flow::code::Section {
-                    isid,
-                    vaddr: spec.vaddr,
-                    bytes,
-                    offset,
-                    len,
-                },
-            )
+            (offset.checked_add(len)? <= bytes.len() && len > 0).then_some(ptflow::code::Section {
+                isid,
+                vaddr: spec.vaddr,
+                bytes,
+                offset,
+                len,
+            })
         });
         self.fast_sections.borrow_mut().insert(isid, s.clone());
         s

@@ -16,15 +16,15 @@
 
 use std::collections::VecDeque;
 
-use ipt::{ffi, Errata, Error as PtError, Frequency};
+use pttypes::{mode, Errata, Error as PtError, Frequency};
 
 use super::packet::{self, IpPayload, Packet};
 use super::time::{ignore_config, Calibration, Time};
 use super::Fail;
 
-const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
-const BAD_STATUS_UPDATE: PtError = PtError(ffi::pte_bad_status_update);
-const NOIP: PtError = PtError(ffi::pte_noip);
+const BAD_CONTEXT: PtError = PtError::BAD_CONTEXT;
+const BAD_STATUS_UPDATE: PtError = PtError::BAD_STATUS_UPDATE;
+const NOIP: PtError = PtError::NOIP;
 
 /// Event bindings (`evb_*`): which packet completes a queued event.
 const EVB_PSBEND: u8 = 1;
@@ -202,7 +202,7 @@ impl LastIp {
         if !self.have {
             Err(NOIP)
         } else if self.suppressed {
-            Err(PtError(ffi::pte_ip_suppressed))
+            Err(PtError::IP_SUPPRESSED)
         } else {
             Ok(self.ip)
         }
@@ -244,10 +244,10 @@ type Step = Result<bool, Fail>;
 
 fn exec_mode(csl: bool, csd: bool) -> u32 {
     match (csl, csd) {
-        (true, false) => ffi::ptem_64bit,
-        (true, true) => ffi::ptem_unknown,
-        (false, true) => ffi::ptem_32bit,
-        (false, false) => ffi::ptem_16bit,
+        (true, false) => mode::BITS64,
+        (true, true) => mode::UNKNOWN,
+        (false, true) => mode::BITS32,
+        (false, false) => mode::BITS16,
     }
 }
 
@@ -262,7 +262,7 @@ impl<'a> EventDecoder<'a> {
             pos: None,
             sync: None,
             packet: None,
-            status: Err(PtError(ffi::pte_nosync)),
+            status: Err(PtError::NOSYNC),
             ip: LastIp::default(),
             time: Time::default(),
             tcal: Calibration::default(),
@@ -278,7 +278,7 @@ impl<'a> EventDecoder<'a> {
 
     fn reset(&mut self) {
         self.packet = None;
-        self.status = Err(PtError(ffi::pte_nosync));
+        self.status = Err(PtError::NOSYNC);
         self.event = None;
         self.enabled = false;
         self.bound = false;
@@ -292,7 +292,7 @@ impl<'a> EventDecoder<'a> {
     /// The offset of the current packet (`pt_evt_get_offset`).
     #[inline]
     pub fn offset(&self) -> Result<u64, PtError> {
-        let pos = self.pos.ok_or(PtError(ffi::pte_nosync))?;
+        let pos = self.pos.ok_or(PtError::NOSYNC)?;
         let size = self.packet.map_or(0, |(_, n)| n);
         Ok((pos - size) as u64)
     }
@@ -303,7 +303,7 @@ impl<'a> EventDecoder<'a> {
     }
 
     pub fn sync_offset(&self) -> Result<u64, PtError> {
-        self.sync.map(|s| s as u64).ok_or(PtError(ffi::pte_nosync))
+        self.sync.map(|s| s as u64).ok_or(PtError::NOSYNC)
     }
 
     /// The first PSB at or after `from` whose 8-byte-aligned pattern
@@ -375,7 +375,7 @@ impl<'a> EventDecoder<'a> {
                 Err(e) => e,
                 Ok(()) => PtError::INTERNAL,
             })),
-            Some(_) => Err(Fail::Pt(PtError(ffi::pte_nosync))),
+            Some(_) => Err(Fail::Pt(PtError::NOSYNC)),
         }
     }
 
@@ -384,7 +384,7 @@ impl<'a> EventDecoder<'a> {
     fn fetch_packet(&mut self) {
         let Some(pos) = self.pos else {
             self.packet = None;
-            self.status = Err(PtError(ffi::pte_nosync));
+            self.status = Err(PtError::NOSYNC);
             return;
         };
         // The most common packet, a short TNT (an even opcode but PAD and

@@ -1,9 +1,44 @@
-//! ptdec's own Intel PT flow decoder, hand-written in Rust: packets
+//! ptdec's own Intel PT flow decoder, in pure Rust: packets
 //! ([`packet`]), events with their time ([`event`], [`time`]) and blocks
 //! ([`block`]) over code decoded once per worker ([`code`]), handing out
 //! exactly the blocks, events, statuses and offsets libipt's block decoder
-//! hands out, so the chunk decoder (`crate::decode`) runs unchanged over
-//! either and produces the same ops.
+//! hands out, in the types both share ([`pttypes`]), so that a consumer
+//! (ptdec's chunk decoder) runs unchanged over either.
+//!
+//! Decode a trace over an image built from byte providers (any
+//! `AsRef<[u8]>`: a mapped file, a `Vec`):
+//!
+//! ```
+//! use std::rc::Rc;
+//! use ptflow::code::{CodeCache, Image, Section};
+//! use ptflow::{Block, Error, EventKind, FastDecoder, Settings};
+//!
+//! // At 0x1000: nop; nop; jmp rax.
+//! let code: Rc<dyn AsRef<[u8]>> = Rc::new(vec![0x90, 0x90, 0xff, 0xe0]);
+//! let section = Section { isid: 1, vaddr: 0x1000, bytes: code, offset: 0, len: 4 };
+//! // PSB, MODE.Exec (64-bit), PSBEND; TIP.PGE to 0x1000; TIP.PGD.
+//! let mut trace = [0x02, 0x82].repeat(8);
+//! trace.extend([0x99, 0x01, 0x02, 0x23, 0x71, 0x00, 0x10, 0, 0, 0, 0, 0x01]);
+//! let cfg = Settings { end_on_call: true, end_on_jump: true, ..Default::default() };
+//! let mut dec = FastDecoder::new(&cfg, &trace).unwrap();
+//! dec.set_image(Image::new(vec![section], false));
+//! let (mut cache, mut block, mut insns, mut events) = (CodeCache::default(), Block::default(), 0, vec![]);
+//! let mut status = dec.sync_forward().unwrap();
+//! loop {
+//!     while status.event_pending() {
+//!         let (event, s) = dec.event().unwrap();
+//!         (events, status) = ([events, vec![event.kind()]].concat(), s);
+//!     }
+//!     match dec.next_block(&mut cache, &mut block) {
+//!         Ok(s) => (insns, status) = (insns + block.ninsn, s),
+//!         Err(Error::EOS) => break,
+//!         Err(e) => panic!("{e}"),
+//!     }
+//! }
+//! assert_eq!(insns, 3);
+//! assert_eq!(events.last(), Some(&EventKind::Disabled { ip: None }));
+//! assert!(events.contains(&EventKind::Enabled { ip: 0x1000, resumed: false }));
+//! ```
 //!
 //! Why hand-written: libipt re-decodes every instruction each time the
 //! trace passes it and crosses the FFI per block and event; here a
@@ -29,24 +64,34 @@
 //! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
 //! decode error) makes it stop with
-//! [`Fail::Unsupported`] or libipt's error, and the chunk is decoded by
-//! libipt instead (`decode::chunk`): the output is the same either way,
-//! and the summary counts those chunks by reason. [`diff`] runs both side
-//! by side for the tests and the `flow_lockstep` fuzz target.
+//! [`Fail::Unsupported`] or the error libipt gives there, and ptdec decodes
+//! that chunk with libipt instead: the output is the same either way, and
+//! ptdec's summary counts those chunks by reason. ptdec's `flow_diff`
+//! runs both side by side for the tests and the `flow_lockstep` fuzz
+//! target.
+//!
+//! Dependencies: [`pttypes`] (the shared vocabulary), iced-x86 (decoding
+//! instructions) and rustc-hash (the code cache's maps); no libipt, no
+//! unsafe code.
+
+#![forbid(unsafe_code)]
 
 pub mod block;
 pub mod code;
-pub mod diff;
 pub mod event;
 pub mod packet;
 pub mod time;
 
 #[cfg(test)]
 mod follow_tests;
-#[cfg(test)]
-mod test_packets;
+#[cfg(any(test, feature = "test-helpers"))]
+#[doc(hidden)]
+pub mod test_packets;
 
-use ipt::{Config as PtConfig, Error as PtError, Event, EventKind, EventParts, Status};
+pub use pttypes;
+pub use pttypes::{Block, Error, Event, EventKind, Settings, Status};
+
+use pttypes::{event_type, Error as PtError, EventParts};
 
 use block::BlockDecoder;
 use code::{CodeCache, Image};
@@ -83,18 +128,17 @@ impl<'a> FastDecoder<'a> {
     /// A decoder over `trace` with `cfg`'s errata and timing; `Err` with
     /// the reason when the configuration asks for what it does not
     /// follow.
-    pub fn new(cfg: &PtConfig, trace: &'a [u8]) -> Result<Self, &'static str> {
-        let (end_on_call, end_on_jump, tick, iflags, keep_tcal) = cfg.block_flags();
-        if !end_on_call || !end_on_jump {
+    pub fn new(cfg: &Settings, trace: &'a [u8]) -> Result<Self, &'static str> {
+        if !cfg.end_on_call || !cfg.end_on_jump {
             return Err("blocks that do not end at calls and jumps");
         }
-        if tick || iflags {
+        if cfg.tick_events || cfg.iflags_events {
             return Err("tick or iflags events");
         }
-        let errata = cfg.errata();
-        let evdec = EventDecoder::new(trace, errata, cfg.freq(), keep_tcal);
+        let errata = cfg.errata;
+        let evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
         Ok(FastDecoder {
-            dec: BlockDecoder::new(evdec, errata, cfg.has_addr_filter()),
+            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter),
             unsupported: None,
             error: None,
             follow: false,
@@ -181,9 +225,9 @@ impl<'a> FastDecoder<'a> {
     pub fn next_blocks(
         &mut self,
         code: &mut CodeCache,
-        block: &mut ipt::Block,
+        block: &mut pttypes::Block,
         max: u32,
-        mut each: impl FnMut(&ipt::Block, (u64, u32, u32)),
+        mut each: impl FnMut(&pttypes::Block, (u64, u32, u32)),
     ) -> Result<Status, PtError> {
         let mut left = max;
         loop {
@@ -215,8 +259,8 @@ impl<'a> FastDecoder<'a> {
     pub fn follow(
         &mut self,
         code: &CodeCache,
-        block: &mut ipt::Block,
-        mut each: impl FnMut(&ipt::Block, (u64, u32, u32), Option<u64>) -> bool,
+        block: &mut pttypes::Block,
+        mut each: impl FnMut(&pttypes::Block, (u64, u32, u32), Option<u64>) -> bool,
     ) -> u32 {
         if !self.follow {
             return 0;
@@ -235,14 +279,14 @@ impl<'a> FastDecoder<'a> {
     pub fn next_block(
         &mut self,
         code: &mut CodeCache,
-        block: &mut ipt::Block,
+        block: &mut pttypes::Block,
     ) -> Result<Status, PtError> {
         // The block decoder's fast path is off once it stopped (`fail`).
         if let Some(r) = self.dec.try_fast(code, block) {
             return r.map_err(|f| self.fail(f));
         }
         if let Err(e) = self.check() {
-            *block = ipt::Block::default();
+            *block = pttypes::Block::default();
             return Err(e);
         }
         self.dec
@@ -310,7 +354,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
             aborted,
         } => {
             tsx = Some((ip, speculative, aborted));
-            EventKind::Other(ipt::ffi::ptev_tsx)
+            EventKind::Other(event_type::TSX)
         }
         Kind::Paging { cr3, non_root: nr } => {
             non_root = nr;
@@ -326,11 +370,11 @@ fn to_event(ev: &Ev) -> Option<Event> {
         }
         Kind::Vmcs { base } => {
             vmcs = Some((base, 0));
-            EventKind::Other(ipt::ffi::ptev_vmcs)
+            EventKind::Other(event_type::VMCS)
         }
         Kind::AsyncVmcs { base, ip } => {
             vmcs = Some((base, ip));
-            EventKind::Other(ipt::ffi::ptev_async_vmcs)
+            EventKind::Other(event_type::ASYNC_VMCS)
         }
         Kind::Ptwrite {
             ip: i,

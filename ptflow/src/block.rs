@@ -12,7 +12,7 @@
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 
-use ipt::{ffi, Block, Errata, Error as PtError, Status};
+use pttypes::{mode, Block, Errata, Error as PtError, Status};
 
 use super::code::{
     Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
@@ -21,8 +21,8 @@ use super::code::{
 use super::event::{Ev, EventDecoder, Kind};
 use super::Fail;
 
-const BAD_QUERY: PtError = PtError(ffi::pte_bad_query);
-const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
+const BAD_QUERY: PtError = PtError::BAD_QUERY;
+const BAD_CONTEXT: PtError = PtError::BAD_CONTEXT;
 
 /// libipt's return stack: 64 addresses, the oldest overwritten; beside
 /// each, the code cache generation and node of the call that pushed it
@@ -94,7 +94,7 @@ impl RetStack {
     #[inline]
     fn pop_call(&mut self) -> Result<(u64, (u64, u32)), PtError> {
         if self.len == 0 {
-            return Err(PtError(ffi::pte_retstack_empty));
+            return Err(PtError::RETSTACK_EMPTY);
         }
         self.len -= 1;
         self.top = self.top.wrapping_sub(1) & 63;
@@ -311,7 +311,7 @@ fn fast_block(node: &Node, speculative: bool) -> Block {
         ip: node.ip,
         end_ip: last.ip,
         isid: node.isid as i32,
-        mode: ffi::ptem_64bit,
+        mode: mode::BITS64,
         iclass: last.class.raw(),
         ninsn: node.ninsn as u16,
         size: last.size,
@@ -331,12 +331,12 @@ impl<'a> BlockDecoder<'a> {
             errata,
             addr_filter,
             event: None,
-            status: Err(PtError(ffi::pte_nosync)),
+            status: Err(PtError::NOSYNC),
             tsc: 0,
             lost_mtc: 0,
             lost_cyc: 0,
             cbr: 0,
-            mode: ffi::ptem_unknown,
+            mode: mode::UNKNOWN,
             ip: 0,
             enabled: false,
             speculative: false,
@@ -357,7 +357,7 @@ impl<'a> BlockDecoder<'a> {
     fn fast_ready(&self) -> bool {
         self.status.is_ok()
             && self.enabled
-            && self.mode == ffi::ptem_64bit
+            && self.mode == mode::BITS64
             && self.postponed.is_none()
             && self.event.is_some()
     }
@@ -386,9 +386,9 @@ impl<'a> BlockDecoder<'a> {
         self.lost_mtc = 0;
         self.lost_cyc = 0;
         self.cbr = 0;
-        self.mode = ffi::ptem_unknown;
+        self.mode = mode::UNKNOWN;
         self.ip = 0;
-        self.status = Err(PtError(ffi::pte_nosync));
+        self.status = Err(PtError::NOSYNC);
         self.enabled = false;
         self.speculative = false;
         self.event = None;
@@ -410,7 +410,7 @@ impl<'a> BlockDecoder<'a> {
             return Err(Fail::Pt(PtError::INTERNAL));
         }
         self.postponed = Some(insn);
-        Ok(self.status(ffi::pts_event_pending))
+        Ok(self.status(Status::EVENT_PENDING))
     }
 
     /// Goes past the postponed instruction, if any, with trace if it
@@ -493,10 +493,10 @@ impl<'a> BlockDecoder<'a> {
     fn status(&self, flags: u32) -> Status {
         let mut f = flags;
         if !self.enabled {
-            f |= ffi::pts_ip_suppressed;
+            f |= Status::IP_SUPPRESSED;
         }
         if self.status == Err(PtError::EOS) {
-            f |= ffi::pts_eos;
+            f |= Status::EOS;
         }
         Status(f)
     }
@@ -546,7 +546,7 @@ impl<'a> BlockDecoder<'a> {
         if block.ninsn == u16::MAX {
             return Ok(None);
         }
-        if self.mode != ffi::ptem_64bit {
+        if self.mode != mode::BITS64 {
             return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
         }
         let s = self.image.find(self.ip)?;
@@ -674,7 +674,7 @@ impl<'a> BlockDecoder<'a> {
         if block.ninsn == u16::MAX {
             return Ok(());
         }
-        if self.mode != ffi::ptem_64bit {
+        if self.mode != mode::BITS64 {
             return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
         }
         let s = self.image.find(self.ip)?;
@@ -750,7 +750,7 @@ impl<'a> BlockDecoder<'a> {
                     self.ip = self.retstack.pop().map_err(pt)?;
                     return Ok(());
                 }
-                Ok(false) => return Err(Fail::Pt(PtError(ffi::pte_bad_retcomp))),
+                Ok(false) => return Err(Fail::Pt(PtError::BAD_RETCOMP)),
                 Err(e) if e == BAD_QUERY => {}
                 Err(e) => return Err(Fail::Pt(e)),
             },
@@ -770,7 +770,7 @@ impl<'a> BlockDecoder<'a> {
                 ..
             }) => {
                 if ip_suppressed {
-                    return Err(Fail::Pt(PtError(ffi::pte_bad_packet)));
+                    return Err(Fail::Pt(PtError::BAD_PACKET));
                 }
                 self.ip = ip;
                 self.fetch_event()
@@ -1122,7 +1122,7 @@ impl<'a> BlockDecoder<'a> {
                 return Err(Fail::Pt(e));
             }
             self.proceed_no_event(code, block)?;
-            return Ok(Status(ffi::pts_eos));
+            return Ok(Status(Status::EOS));
         }
         let Some(ev) = self.event else {
             return Err(Fail::Pt(PtError::INTERNAL));
@@ -1130,7 +1130,7 @@ impl<'a> BlockDecoder<'a> {
         match ev.kind {
             Kind::Tnt { .. } | Kind::Tip { .. } => {
                 if !self.enabled {
-                    return Err(Fail::Pt(PtError(ffi::pte_no_enable)));
+                    return Err(Fail::Pt(PtError::NO_ENABLE));
                 }
                 self.proceed_no_event(code, block)?;
                 self.trailing_event(Some(block))
@@ -1186,9 +1186,7 @@ impl<'a> BlockDecoder<'a> {
                 if !to(self, code, block, at)? {
                     return Ok(Status(0));
                 }
-                if self.errata.skd022
-                    && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
-                {
+                if self.errata.skd022 && (self.mode != mode::BITS64 || self.image.is_vm_entry(at)) {
                     return Err(Fail::Unsupported(&"erratum SKD022"));
                 }
             }
@@ -1236,7 +1234,7 @@ impl<'a> BlockDecoder<'a> {
                 return Err(Fail::Pt(PtError::INTERNAL))
             }
         }
-        Ok(self.status(ffi::pts_event_pending))
+        Ok(self.status(Status::EVENT_PENDING))
     }
 
     /// `pt_blk_proceed_trailing_event`: whether an event binds to where
@@ -1268,7 +1266,7 @@ impl<'a> BlockDecoder<'a> {
             if let Err(e) = self.status {
                 self.proceed_postponed()?;
                 let flags = if e != PtError::EOS {
-                    ffi::pts_event_pending
+                    Status::EVENT_PENDING
                 } else {
                     0
                 };
@@ -1317,7 +1315,7 @@ impl<'a> BlockDecoder<'a> {
                     if self.ip != at {
                         false
                     } else if self.errata.skd022
-                        && (self.mode != ffi::ptem_64bit || self.image.is_vm_entry(at))
+                        && (self.mode != mode::BITS64 || self.image.is_vm_entry(at))
                     {
                         return Err(Fail::Unsupported(&"erratum SKD022"));
                     } else {
@@ -1367,7 +1365,7 @@ impl<'a> BlockDecoder<'a> {
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };
             if pending {
-                return Ok(self.status(ffi::pts_event_pending));
+                return Ok(self.status(Status::EVENT_PENDING));
             }
             self.proceed_postponed()?;
             return Ok(self.status(0));
@@ -1397,11 +1395,11 @@ impl<'a> BlockDecoder<'a> {
                 }
                 if ev.status_update {
                     if !self.enabled {
-                        return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+                        return Err(Fail::Pt(PtError::BAD_STATUS_UPDATE));
                     }
                 } else {
                     if ev.ip_suppressed {
-                        return Err(Fail::Pt(PtError(ffi::pte_noip)));
+                        return Err(Fail::Pt(PtError::NOIP));
                     }
                     if self.enabled {
                         return Err(Fail::Pt(BAD_CONTEXT));
@@ -1432,10 +1430,10 @@ impl<'a> BlockDecoder<'a> {
                 }
                 if ev.status_update
                     && self.enabled
-                    && self.mode != ffi::ptem_unknown
+                    && self.mode != mode::UNKNOWN
                     && self.mode != mode
                 {
-                    return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+                    return Err(Fail::Pt(PtError::BAD_STATUS_UPDATE));
                 }
                 self.mode = mode;
             }
@@ -1475,7 +1473,7 @@ impl<'a> BlockDecoder<'a> {
     fn process_disabled(&mut self, ev: &Ev) -> Result<(), Fail> {
         if ev.status_update {
             if self.enabled {
-                return Err(Fail::Pt(PtError(ffi::pte_bad_status_update)));
+                return Err(Fail::Pt(PtError::BAD_STATUS_UPDATE));
             }
             return Ok(());
         }

@@ -1,4 +1,5 @@
-//! What the flow decoder's tests build traces from: packets laid out as
+//! What the flow decoder's tests (and ptdec's differential tests, with
+//! the `test-helpers` feature) build traces from: packets laid out as
 //! the Intel SDM gives them, and code written to a file for the section
 //! cache and the flow decoder's image to map.
 
@@ -35,7 +36,7 @@ pub fn fast_decoder<'a>(
     base: u64,
     trace: &'a [u8],
 ) -> super::FastDecoder<'a> {
-    let bytes = sideband::bytes::FileBytes::open(&code_file(tag, code)).expect("map the test code");
+    let bytes = std::fs::read(code_file(tag, code)).expect("read the test code");
     let section = super::code::Section {
         isid: 1,
         vaddr: base,
@@ -43,8 +44,11 @@ pub fn fast_decoder<'a>(
         offset: 0,
         len: code.len(),
     };
-    let mut cfg = ipt::Config::default();
-    cfg.set_block_flags(true, true);
+    let cfg = pttypes::Settings {
+        end_on_call: true,
+        end_on_jump: true,
+        ..Default::default()
+    };
     let mut dec = super::FastDecoder::new(&cfg, trace).expect("a supported config");
     dec.set_image(super::code::Image::new(vec![section], false));
     dec

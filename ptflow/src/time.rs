@@ -6,11 +6,11 @@
 //! CBR and the nominal frequency). The same integer arithmetic as libipt
 //! in the same order, so every event and block gets the very same TSC.
 
-use ipt::{ffi, Error as PtError, Frequency};
+use pttypes::{Error as PtError, Frequency};
 
-const BAD_CONFIG: PtError = PtError(ffi::pte_bad_config);
-const BAD_CONTEXT: PtError = PtError(ffi::pte_bad_context);
-const BAD_PACKET: PtError = PtError(ffi::pte_bad_packet);
+const BAD_CONFIG: PtError = PtError::BAD_CONFIG;
+const BAD_CONTEXT: PtError = PtError::BAD_CONTEXT;
+const BAD_PACKET: PtError = PtError::BAD_PACKET;
 
 /// Fixed-point shift of the fast-counter:cycle ratio.
 const FCR_SHR: u32 = 8;

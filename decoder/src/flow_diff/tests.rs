@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use ipt::{Config, EventKind};
 
-use super::super::code::CodeCache;
-use super::super::test_packets::{MODE64, PSB, PSBEND, TIP_PGD};
 use super::compare;
+use ptflow::code::CodeCache;
+use ptflow::test_packets::{MODE64, PSB, PSBEND, TIP_PGD};
 
 const BASE: u64 = 0x7000_0000;
 
@@ -71,7 +71,7 @@ fn trace(parts: &[&[u8]]) -> Vec<u8> {
 }
 
 fn code_file() -> PathBuf {
-    super::super::test_packets::code_file("pip", CODE)
+    ptflow::test_packets::code_file("pip", CODE)
 }
 
 fn cfg() -> Config {
@@ -103,7 +103,7 @@ fn same_error(name: &str, t: &[u8]) {
 
 /// The events the flow decoder hands out, as ptxed would ask for them.
 fn fast_events(t: &[u8]) -> Vec<EventKind> {
-    let mut dec = super::super::test_packets::fast_decoder("pip", CODE, BASE, t);
+    let mut dec = ptflow::test_packets::fast_decoder("pip", CODE, BASE, t);
     let mut code = CodeCache::default();
     let mut out = Vec::new();
     let Ok(mut status) = dec.sync_forward() else {

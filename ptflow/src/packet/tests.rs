@@ -3,6 +3,127 @@
 
 use super::*;
 
+/// Whether `ours` is the packet libipt's packet decoder read
+/// (`theirs`, in the wrapper's view of it).
+pub fn same_as_libipt(ours: &Packet, theirs: &ipt::Packet) -> bool {
+    use ipt::{Compression as C, Packet as L};
+    let ipc = |c: &C| match c {
+        C::Suppressed => 0,
+        C::Update16 => 1,
+        C::Update32 => 2,
+        C::Sext48 => 3,
+        C::Update48 => 4,
+        C::Full => 6,
+    };
+    let ip_eq = |a: &IpPayload, ip: &u64, c: &C| a.ipc == ipc(c) && a.ip == *ip;
+    match (ours, theirs) {
+        (Packet::Pad, L::Pad)
+        | (Packet::Psb, L::Psb)
+        | (Packet::Psbend, L::Psbend)
+        | (Packet::Ovf, L::Ovf)
+        | (Packet::Stop, L::Stop)
+        | (Packet::ModeTsx { .. }, L::ModeTsx) => true,
+        (Packet::Fup(a), L::Fup(ip, c))
+        | (Packet::Tip(a), L::Tip(ip, c))
+        | (Packet::TipPge(a), L::TipPge(ip, c))
+        | (Packet::TipPgd(a), L::TipPgd(ip, c)) => ip_eq(a, ip, c),
+        (Packet::Tnt { bits, size }, L::Tnt8 { payload, bits: n }) => {
+            *bits == u64::from(*payload) && size == n
+        }
+        (Packet::Tnt { bits, size }, L::Tnt64 { payload, bits: n }) => bits == payload && size == n,
+        (Packet::ModeExec { csl, csd, .. }, L::ModeExec { csl: l, csd: d }) => csl == l && csd == d,
+        (Packet::Tsc(a), L::Tsc(b)) => a == b,
+        (Packet::Tma { ctc, fc }, L::Tma { ctc: c, fc: f }) => ctc == c && fc == f,
+        (Packet::Cbr(a), L::Cbr(b)) | (Packet::Mtc(a), L::Mtc(b)) => a == b,
+        (Packet::Cyc(a), L::Cyc(b)) => a == b,
+        (
+            Packet::Ptw { plc, ip, payload },
+            L::Ptw {
+                payload: p,
+                plc: c,
+                fup,
+            },
+        ) => plc == c && ip == fup && payload == p,
+        (Packet::Exstop { ip }, L::Exstop { fup }) => ip == fup,
+        (Packet::Mwait { hints, ext }, L::Mwait { hints: h, ext: e }) => hints == h && ext == e,
+        (
+            Packet::Pwre {
+                state,
+                sub_state,
+                hw,
+            },
+            L::Pwre {
+                state: s,
+                sub_state: u,
+                hw: h,
+            },
+        ) => state == s && sub_state == u && hw == h,
+        (
+            Packet::Pwrx {
+                last,
+                deepest,
+                interrupt,
+                store,
+                autonomous,
+            },
+            L::Pwrx {
+                last: l,
+                deepest: d,
+                interrupt: i,
+                store: s,
+                autonomous: a,
+            },
+        ) => last == l && deepest == d && interrupt == i && store == s && autonomous == a,
+        (
+            Packet::Cfe { ty, vector, ip },
+            L::Cfe {
+                kind,
+                vector: v,
+                ip: i,
+            },
+        ) => u32::from(*ty) == *kind && vector == v && ip == i,
+        (Packet::Evd { ty, payload }, L::Evd { kind, payload: p }) => {
+            u32::from(*ty) == *kind && payload == p
+        }
+        // PIP, VMCS and MNT, which the wrapper does not spell out.
+        (Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Mnt(_), L::Other(_)) => true,
+        _ => false,
+    }
+}
+
+/// Decodes `buf` from its first PSB with both libipt's packet decoder and
+/// [`decode`], packet by packet, until the end or the first error:
+/// the number of packets that agreed, or what differed.
+pub fn compare_with_libipt(cfg: &ipt::Config, buf: &[u8]) -> Result<u64, String> {
+    let Ok(mut dec) = ipt::PacketDecoder::new(cfg, buf) else {
+        return Err("libipt: no packet decoder".into());
+    };
+    if dec.sync_forward().is_err() {
+        return Ok(0);
+    }
+    let skd007 = cfg.errata().skd007;
+    let mut n = 0u64;
+    loop {
+        let at = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
+        let theirs = dec.next_packet();
+        let ours = decode_known(buf, at, skd007);
+        match (ours, theirs) {
+            (Ok((p, size)), Ok(l)) => {
+                let next = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
+                if !same_as_libipt(&p, &l) || at + size != next {
+                    return Err(format!(
+                        "offset {at:#x}: ours {p:?} ({size} bytes), libipt {l:?} ({} bytes)",
+                        next - at
+                    ));
+                }
+                n += 1;
+            }
+            (Err(a), Err(b)) if a == b => return Ok(n),
+            (a, b) => return Err(format!("offset {at:#x}: ours {a:?}, libipt {b:?}")),
+        }
+    }
+}
+
 fn one(bytes: &[u8]) -> Result<(Packet, usize), PtError> {
     decode(bytes, 0, false)
 }

@@ -11,9 +11,8 @@
 
 use std::rc::Rc;
 
-use ftf::hash::FastMap;
-use ipt::ffi;
-use sideband::bytes::FileBytes;
+use pttypes::iclass;
+use rustc_hash::FxHashMap;
 
 use super::Fail;
 
@@ -27,15 +26,15 @@ const CACHE_MAX: usize = 1 << 18;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Class {
-    Other = ffi::ptic_other as u8,
-    Call = ffi::ptic_call as u8,
-    Return = ffi::ptic_return as u8,
-    Jump = ffi::ptic_jump as u8,
-    CondJump = ffi::ptic_cond_jump as u8,
-    FarCall = ffi::ptic_far_call as u8,
-    FarReturn = ffi::ptic_far_return as u8,
-    FarJump = ffi::ptic_far_jump as u8,
-    Ptwrite = ffi::ptic_ptwrite as u8,
+    Other = iclass::OTHER as u8,
+    Call = iclass::CALL as u8,
+    Return = iclass::RETURN as u8,
+    Jump = iclass::JUMP as u8,
+    CondJump = iclass::COND_JUMP as u8,
+    FarCall = iclass::FAR_CALL as u8,
+    FarReturn = iclass::FAR_RETURN as u8,
+    FarJump = iclass::FAR_JUMP as u8,
+    Ptwrite = iclass::PTWRITE as u8,
 }
 
 impl Class {
@@ -104,7 +103,8 @@ pub struct Run {
 pub struct Section {
     pub isid: u32,
     pub vaddr: u64,
-    pub bytes: Rc<FileBytes>,
+    /// The bytes the section is part of (a mapped file, say).
+    pub bytes: Rc<dyn AsRef<[u8]>>,
     pub offset: usize,
     pub len: usize,
 }
@@ -117,7 +117,7 @@ impl Section {
 
     #[inline]
     fn code(&self) -> &[u8] {
-        &self.bytes[self.offset..self.offset + self.len]
+        &(*self.bytes).as_ref()[self.offset..self.offset + self.len]
     }
 }
 
@@ -190,7 +190,7 @@ impl Image {
             }
             _ if self.missing => Err(Fail::Unsupported(&"an image file could not be mapped")),
             // libipt's error there.
-            _ => Err(Fail::Pt(ipt::Error::NOMAP)),
+            _ => Err(Fail::Pt(pttypes::Error::NOMAP)),
         }
     }
 }
@@ -271,9 +271,9 @@ fn new_gen() -> u64 {
 
 /// A worker's decoded code, shared by its chunks.
 pub struct CodeCache {
-    insns: FastMap<(u32, u64), Insn>,
+    insns: FxHashMap<(u32, u64), Insn>,
     /// The node of each run, by (section, address).
-    runs: FastMap<(u32, u64), u32>,
+    runs: FxHashMap<(u32, u64), u32>,
     nodes: Vec<Node>,
     /// The last node seen at each slot: most lookups are found here
     /// without hashing.
@@ -287,8 +287,8 @@ pub struct CodeCache {
 impl Default for CodeCache {
     fn default() -> Self {
         CodeCache {
-            insns: FastMap::default(),
-            runs: FastMap::default(),
+            insns: FxHashMap::default(),
+            runs: FxHashMap::default(),
             nodes: Vec::new(),
             front: vec![Front::EMPTY; FRONT]
                 .into_boxed_slice()

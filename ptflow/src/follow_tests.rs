@@ -4,7 +4,7 @@
 //! `next_block` hands out, each with the trace offset and time after it,
 //! and the events must not change.
 
-use ipt::Block;
+use pttypes::Block;
 
 use super::code::CodeCache;
 use super::test_packets::{MODE64, PSB, PSBEND, TIP_PGD};

@@ -17,8 +17,8 @@ use std::rc::Rc;
 use ipt::{Block, BlockDecoder, Config as PtConfig, Error as PtError, Event, SectionCache, Status};
 use sideband::bytes::FileBytes;
 
-use super::code::{CodeCache, Image, Section};
-use super::FastDecoder;
+use ptflow::code::{CodeCache, Image, Section};
+use ptflow::FastDecoder;
 
 /// One line of a decoder's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,9 +129,13 @@ impl Dec for Fast<'_> {
             .find(|s| ip >= s.vaddr && ip - s.vaddr < s.len as u64)?;
         let off = s.offset + (ip - s.vaddr) as usize;
         let end = (s.offset + s.len).min(off + 15);
-        let i =
-            iced_x86::Decoder::with_ip(64, &s.bytes[off..end], ip, iced_x86::DecoderOptions::NONE)
-                .decode();
+        let i = iced_x86::Decoder::with_ip(
+            64,
+            &(*s.bytes).as_ref()[off..end],
+            ip,
+            iced_x86::DecoderOptions::NONE,
+        )
+        .decode();
         (!i.is_invalid()).then_some(i)
     }
     fn stopped(&self) -> bool {
@@ -283,7 +287,7 @@ pub fn compare(
     trace: &[u8],
     sections: &[(&Path, u64, u64, u64)],
 ) -> Result<Outcome, String> {
-    let cache = SectionCache::new().map_err(|e| format!("libipt: {e}"))?;
+    let cache = SectionCache::new().map_err(|e| format!("libipt: {}", ipt::message(e)))?;
     let mut isids = Vec::new();
     let mut fast_sections = Vec::new();
     for &(path, offset, size, vaddr) in sections {
@@ -305,7 +309,8 @@ pub fn compare(
         }
     }
     let cache = Rc::new(cache);
-    let mut lib_dec = BlockDecoder::new(cfg, trace).map_err(|e| format!("libipt: {e}"))?;
+    let mut lib_dec =
+        BlockDecoder::new(cfg, trace).map_err(|e| format!("libipt: {}", ipt::message(e)))?;
     lib_dec.image().set_memory(Vec::new());
     for &(isid, _, _) in &isids {
         let _ = lib_dec.image().add_cached(&cache, isid);
@@ -318,7 +323,7 @@ pub fn compare(
     let mut lib_log = Vec::new();
     run(&mut lib, &mut lib_log);
 
-    let Ok(fast_dec) = FastDecoder::new(cfg, trace) else {
+    let Ok(fast_dec) = FastDecoder::new(&cfg.settings(), trace) else {
         return Ok(Outcome::default());
     };
     let image = Image::new(fast_sections.clone(), false);
@@ -332,7 +337,7 @@ pub fn compare(
     run(&mut fast, &mut fast_log);
 
     // The same decoder taking its blocks in batches.
-    if let Ok(dec) = FastDecoder::new(cfg, trace) {
+    if let Ok(dec) = FastDecoder::new(&cfg.settings(), trace) {
         let mut batch = Batch {
             fast: Fast {
                 dec,
