@@ -373,7 +373,7 @@ fn decode_dir(dir: &Path, chunk_bytes: u64) -> (Vec<Op>, DecodeStats) {
         ..SearchPath::for_trace(dir)
     });
     let opts = DecodeOptions {
-        chunk_bytes: Some(chunk_bytes),
+        chunking: ptdec::decode::Chunking::Bytes(chunk_bytes),
         jobs: 2,
         ..DecodeOptions::default()
     };

@@ -106,7 +106,7 @@ fn skylake_file_decodes_without_binaries() {
     // one chunk per buffer; and 2 syncs in 4 KiB chunks).
     for chunk in [1, 4 << 10, 32 << 10, 256 << 10, 16 << 20] {
         let opts = DecodeOptions {
-            chunk_bytes: Some(chunk),
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
             ..DecodeOptions::default()
         };
         let images = ImageStore::new(no_search());

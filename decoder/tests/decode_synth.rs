@@ -306,7 +306,7 @@ fn check_exact(cfg: Config) -> (Vec<Op>, DecodeStats) {
     // Cut at every PSB (a chunk per PSB), on two workers with a window of
     // two chunks: the same ops, stamps and all.
     let tiny = DecodeOptions {
-        chunk_bytes: Some(1),
+        chunking: ptdec::decode::Chunking::Bytes(1),
         jobs: 2,
         window: Some(2),
         ..DecodeOptions::default()
@@ -376,7 +376,7 @@ fn progress_counts_decoded_bytes_up_to_the_total() {
             s2.lock().unwrap().push((done, total))
         })),
         // Several chunks: progress is reported per chunk.
-        chunk_bytes: Some(1),
+        chunking: ptdec::decode::Chunking::Bytes(1),
         ..DecodeOptions::default()
     };
     let (_, stats, _) = run_decode(dir.path(), &opts);
@@ -417,7 +417,7 @@ fn workers_decode_at_a_lower_priority_than_delivery() {
         progress: Some(ProgressCallback::new(move |_, _| {
             s2.lock().unwrap().push(nice())
         })),
-        chunk_bytes: Some(1),
+        chunking: ptdec::decode::Chunking::Bytes(1),
         jobs: 2,
         ..DecodeOptions::default()
     };

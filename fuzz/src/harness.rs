@@ -329,7 +329,7 @@ fn decode_dir_chunked(name: &str, aux: &[u8], chunks: &[u64]) -> Vec<DecodeStats
         .map(|&c| {
             let opts = DecodeOptions {
                 jobs: 1,
-                chunk_bytes: Some(c),
+                chunking: ptdec::decode::Chunking::Bytes(c),
                 ..DecodeOptions::default()
             };
             decode(&trace, &images, &opts, &mut Count).expect("decoding sets up")

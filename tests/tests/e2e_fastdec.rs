@@ -64,7 +64,7 @@ fn simulate(progs: &Path, prog: &str, apply: Apply, dir: &Path) {
 fn decode_options(kind: DecoderKind, chunk: Option<u64>) -> DecodeOptions {
     DecodeOptions {
         decoder: kind,
-        chunk_bytes: chunk,
+        chunking: ptdec::decode::Chunking::of(chunk),
         jobs: 2,
         ..DecodeOptions::default()
     }

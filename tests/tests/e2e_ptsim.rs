@@ -234,7 +234,7 @@ fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branche
     let reports = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let r2 = reports.clone();
     let tiny = DecodeOptions {
-        chunk_bytes: Some(1),
+        chunking: ptdec::decode::Chunking::Bytes(1),
         jobs: 2,
         window: Some(3),
         progress: Some(ptdec::decode::ProgressCallback::new(move |done, total| {

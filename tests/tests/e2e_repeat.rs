@@ -576,12 +576,12 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
         let dir = tmp.path().join("trace");
         simulate(&progs, "interp", &args, &[spec], per_cpu, &dir);
         let whole = DecodeOptions {
-            chunk_bytes: Some(u64::MAX),
+            chunking: ptdec::decode::Chunking::Sequential,
             jobs: 1,
             ..DecodeOptions::default()
         };
         let small = DecodeOptions {
-            chunk_bytes: Some(4 << 10),
+            chunking: ptdec::decode::Chunking::Bytes(4 << 10),
             jobs: 2,
             window: Some(2),
             ..DecodeOptions::default()
@@ -646,7 +646,7 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
         ] {
             let opts = DecodeOptions {
                 jobs,
-                chunk_bytes: chunk,
+                chunking: ptdec::decode::Chunking::of(chunk),
                 ..DecodeOptions::default()
             };
             let (got, got_placed, st) = ftf_bytes(&dir, opts, &format!("j{jobs}-{chunk:?}"));
@@ -760,7 +760,7 @@ fn a_report_of_per_cpu_buffers_is_the_same_for_any_chunks_and_cpus() {
         ] {
             let opts = DecodeOptions {
                 jobs,
-                chunk_bytes: chunk,
+                chunking: ptdec::decode::Chunking::of(chunk),
                 ..DecodeOptions::default()
             };
             let (j, f, _) = report_texts(&dir, opts, per_thread);
@@ -784,7 +784,7 @@ fn a_report_of_per_cpu_buffers_is_the_same_for_any_chunks_and_cpus() {
             .unwrap()
         });
         let small = DecodeOptions {
-            chunk_bytes: Some(ptdec::decode::DEFAULT_CHUNK_BYTES_ONE_CPU),
+            chunking: ptdec::decode::Chunking::Bytes(ptdec::decode::DEFAULT_CHUNK_BYTES_ONE_CPU),
             ..DecodeOptions::default()
         };
         assert_eq!(
@@ -915,7 +915,7 @@ fn a_corrupt_buffer_start_leaves_the_intact_rest_whole_for_any_chunk_size() {
         let trace = Trace::open(dir).unwrap();
         let mut sink = AllOps::default();
         let opts = DecodeOptions {
-            chunk_bytes: Some(chunk),
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
             jobs: 2,
             ..DecodeOptions::default()
         };

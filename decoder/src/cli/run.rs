@@ -521,7 +521,7 @@ pub(super) fn selected(
         start,
         end,
         jobs: crate::decode::cpu_jobs(jobs),
-        chunk_bytes,
+        chunking: crate::decode::Chunking::of(chunk_bytes),
         sequential_stacks: sequential_stacks(),
         progress: progress.callback(),
         ..DecodeOptions::default()

@@ -142,7 +142,7 @@ use workers::{ChunkJob, Progress};
 /// default PSB period (16 KiB), so a PSB+ interval is decoded first.
 const WARMUP_BYTES: u64 = 64 << 10;
 
-/// Chunk size when [`DecodeOptions::chunk_bytes`] is not given and the
+/// Chunk size when [`DecodeOptions::chunking`] is `Auto` and the
 /// trace has no CYC: big enough that a chunk's set-up (a decoder, a sync,
 /// an image) is noise, small enough that its ops (64 bytes each, up to
 /// ~90 bytes of ops per byte of trace in call-dense code: 3 MB) are still
@@ -216,12 +216,49 @@ fn worker_threads(opts: &DecodeOptions, chunk_bytes: u64) -> usize {
 /// decoded just before it is handed on, with no worker thread: one
 /// worker, and the calling thread may run on one CPU only (its affinity
 /// mask or cgroup quota: `taskset -c 0`). The output is the same either
-/// way; tests compare the two. (Without `opts.chunk_bytes`, the chunk
+/// way; tests compare the two. (With `Chunking::Auto`, the chunk
 /// size depends on CYC and on this answer, but every default size leaves
 /// room for more than one worker: the answer is the same for all.)
 pub fn decodes_on_calling_thread(opts: &DecodeOptions) -> bool {
-    let chunk_bytes = opts.chunk_bytes.unwrap_or(DEFAULT_CHUNK_BYTES);
+    let chunk_bytes = opts.chunking.bytes().unwrap_or(DEFAULT_CHUNK_BYTES);
     workers::inline_on_one_cpu(worker_threads(opts, chunk_bytes))
+}
+
+/// How each segment of trace is cut into chunks, and so decoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Chunking {
+    /// Chunks of the size the trace calls for ([`DEFAULT_CHUNK_BYTES`],
+    /// [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU, or
+    /// [`DEFAULT_CHUNK_BYTES_CYC`] for a trace with CYC), decoded in
+    /// parallel.
+    #[default]
+    Auto,
+    /// Chunks of about this many bytes (cut at the PSB after each
+    /// multiple), decoded in parallel (`--chunk-size`).
+    Bytes(u64),
+    /// One chunk per segment, decoded in order on the calling thread with
+    /// its runs handed on as they fill up (memory stays bounded however
+    /// long the segment): what a listing and a perf_event sideband replay
+    /// need (`ptdec raw --insn-list`, `--pevent`), which follow decode
+    /// order. With several segments or per-cpu buffers, as
+    /// `Bytes(u64::MAX)`.
+    Sequential,
+}
+
+impl Chunking {
+    /// `Auto` for `None`, else chunks of `bytes`.
+    pub fn of(bytes: Option<u64>) -> Chunking {
+        bytes.map_or(Chunking::Auto, Chunking::Bytes)
+    }
+
+    /// The chunk size asked for; `None`: the trace's default.
+    fn bytes(self) -> Option<u64> {
+        match self {
+            Chunking::Auto => None,
+            Chunking::Bytes(n) => Some(n),
+            Chunking::Sequential => Some(u64::MAX),
+        }
+    }
 }
 
 /// What to decode and how.
@@ -253,10 +290,8 @@ pub struct DecodeOptions {
     /// error in decode order (`ptdec raw --insn-list`; meant for one
     /// segment: with several, workers interleave).
     pub insn_list: Option<ListCallback>,
-    /// Chunk size in bytes (`None`: [`DEFAULT_CHUNK_BYTES`],
-    /// [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU, or
-    /// [`DEFAULT_CHUNK_BYTES_CYC`] for a trace with CYC).
-    pub chunk_bytes: Option<u64>,
+    /// How segments are cut into chunks.
+    pub chunking: Chunking,
     /// Chunks decoded ahead of delivery at most (`None`: twice the
     /// workers, plus two).
     pub window: Option<usize>,
@@ -685,7 +720,7 @@ pub fn decode_raw(
     let listing;
     let opts = if opts.insn_list.is_some() || cfg.sideband.is_some() {
         listing = DecodeOptions {
-            chunk_bytes: Some(u64::MAX),
+            chunking: Chunking::Sequential,
             jobs: 1,
             ..opts.clone()
         };
@@ -734,7 +769,7 @@ fn decode_segments(
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
     let cfg = setup.pt_config();
-    let chunk_bytes = opts.chunk_bytes.unwrap_or(if setup.cycles {
+    let chunk_bytes = opts.chunking.bytes().unwrap_or(if setup.cycles {
         DEFAULT_CHUNK_BYTES_CYC
     } else if (!setup.per_cpu || opts.any_interleaving) && decodes_on_calling_thread(opts) {
         DEFAULT_CHUNK_BYTES_ONE_CPU
@@ -835,7 +870,7 @@ fn decode_segments(
     // One chunk as long as its segment (`ptdec raw` with a listing or
     // sideband): decoded here, its runs handed on as they fill up, so that
     // memory stays bounded however long the trace.
-    if opts.chunk_bytes == Some(u64::MAX) && jobs.len() == 1 && !setup.per_cpu {
+    if opts.chunking == Chunking::Sequential && jobs.len() == 1 && !setup.per_cpu {
         let job = &jobs[0];
         let images = worker_images::WorkerImages::new(setup)?;
         let bytes = segments[job.stream].stream.bytes(job.decode.clone());
