@@ -37,6 +37,7 @@ use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
+use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
 use crate::model::ops::ThreadStats;
@@ -260,36 +261,6 @@ impl OpPool {
     }
 }
 
-/// What kind of control transfer a block ends with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Transfer {
-    #[default]
-    Call,
-    Return,
-    Jump,
-}
-
-impl Transfer {
-    /// A byte for the per-worker cache (`WorkerImages::last_kinds`).
-    fn code(t: Option<Transfer>) -> u8 {
-        match t {
-            None => 0,
-            Some(Transfer::Call) => 1,
-            Some(Transfer::Return) => 2,
-            Some(Transfer::Jump) => 3,
-        }
-    }
-
-    fn from_code(c: u8) -> Option<Transfer> {
-        match c {
-            1 => Some(Transfer::Call),
-            2 => Some(Transfer::Return),
-            3 => Some(Transfer::Jump),
-            _ => None,
-        }
-    }
-}
-
 /// The transfer that ended the last block, waiting for its target (the
 /// next block's first IP, or an event's): a call, return or jump, when
 /// `set`. Its parts, not an op: the op is made where it is pushed, each
@@ -358,13 +329,6 @@ enum Failure {
 struct Stall {
     offset: Option<u64>,
     insns: u64,
-}
-
-/// One instruction of `bitness`-bit code at `ip` from `bytes`.
-fn decode_one(bitness: u32, bytes: &[u8], ip: u64) -> Option<iced_x86::Instruction> {
-    let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
-    let insn = d.decode();
-    (!insn.is_invalid()).then_some(insn)
 }
 
 /// Decodes one chunk: `bytes` are `meta.warmup` bytes before it, the chunk,
@@ -685,9 +649,15 @@ enum Flow {
     Stop,
 }
 
-impl ChunkDecoder<'_, '_, '_, '_> {
+impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn setup(&self) -> &DecodeSetup<'_> {
         self.images.setup
+    }
+
+    /// The block's instructions, as this worker reads them.
+    #[inline(always)]
+    fn insns(&self) -> Insns<'i, 's, 't> {
+        Insns(self.images)
     }
 
     fn run_decoder(&mut self, dec: &mut impl FlowDecoder) {
@@ -852,7 +822,7 @@ impl ChunkDecoder<'_, '_, '_, '_> {
             if at == ip {
                 return Some(n);
             }
-            at = self.insn_at(b, at)?.next_ip();
+            at = self.insns().insn_at(b, at)?.next_ip();
         }
         None
     }
@@ -1568,10 +1538,10 @@ impl ChunkDecoder<'_, '_, '_, '_> {
     /// the next block says where it went.
     #[inline(always)]
     fn note_transfer(&mut self, b: &Block) {
-        let kind = self.classify(b);
+        let kind = self.insns().classify(b);
         if let Some(kind) = kind {
             let ret = match kind {
-                Transfer::Call => b.end_ip + self.last_len(b).map_or(0, u64::from),
+                Transfer::Call => b.end_ip + self.insns().last_len(b).map_or(0, u64::from),
                 _ => 0,
             };
             self.pending = Pending {
@@ -1629,133 +1599,16 @@ impl ChunkDecoder<'_, '_, '_, '_> {
         }
     }
 
-    /// Lists every instruction of `b`: the addresses between `ip` and
-    /// `end_ip` come from decoding each instruction's length (ptxed does
-    /// the same with XED).
+    /// Lists every instruction of `b` ([`Insns::each_ip`]).
     fn list_block(&self, b: &Block) {
-        let mut ip = b.ip;
-        for i in 0..b.ninsn {
-            self.list(ListItem::Insn(ip));
-            if i + 1 == b.ninsn {
-                break;
-            }
-            let Some(insn) = self.insn_at(b, ip) else {
-                self.list(ListItem::Error {
-                    offset: 0,
-                    what: "reconstruct error",
-                    message: format!("cannot read the instruction at {ip:#x}"),
-                });
-                return;
-            };
-            // A direct branch inside a block was followed (ptxed's
-            // xed_next_ip adds the displacement likewise).
-            use iced_x86::OpKind as K;
-            ip = match insn.op0_kind() {
-                K::NearBranch16 | K::NearBranch32 | K::NearBranch64 => insn.near_branch_target(),
-                _ => insn.next_ip(),
-            };
-        }
-    }
-
-    /// The control transfer the block's last instruction makes. Inline
-    /// with the classes that say it: as a call it cost 21 instructions a
-    /// block (callgrind, `ptdec report` of the bench's interp trace).
-    #[allow(non_upper_case_globals)]
-    #[inline]
-    fn classify(&self, b: &Block) -> Option<Transfer> {
-        use ipt::ffi::*;
-        match b.iclass {
-            ptic_call | ptic_far_call => Some(Transfer::Call),
-            ptic_return | ptic_far_return => Some(Transfer::Return),
-            ptic_jump | ptic_far_jump => Some(Transfer::Jump),
-            ptic_cond_jump | ptic_other | ptic_ptwrite => None,
-            _ => self.classify_insn(b),
-        }
-    }
-
-    /// [`ChunkDecoder::classify`] for the classes that do not say.
-    #[inline(never)]
-    fn classify_insn(&self, b: &Block) -> Option<Transfer> {
-        match b.iclass {
-            // ptic_indirect (an indirect jump or a far transfer),
-            // ptic_unknown and classes newer libipt may add: look at the
-            // instruction (once per address of an image section).
-            _ if b.isid > 0 && !b.truncated => {
-                let key = (b.isid, b.end_ip);
-                if let Some(&k) = self.images.last_kinds.borrow().get(&key) {
-                    return Transfer::from_code(k);
-                }
-                let t = self.decode_last(b);
-                self.images
-                    .last_kinds
-                    .borrow_mut()
-                    .insert(key, Transfer::code(t));
-                t
-            }
-            _ => self.decode_last(b),
-        }
-    }
-
-    fn decode_last(&self, b: &Block) -> Option<Transfer> {
-        let insn = self.last_insn(b);
-        let Some(insn) = insn else {
-            // No bytes: libipt followed it, so it transfers control.
-            return (!b.truncated && b.isid <= 0).then_some(Transfer::Jump);
-        };
-        use iced_x86::FlowControl as F;
-        match insn.flow_control() {
-            F::Call | F::IndirectCall => Some(Transfer::Call),
-            F::Return => Some(Transfer::Return),
-            F::UnconditionalBranch | F::IndirectBranch => Some(Transfer::Jump),
-            // syscall, int n: a far call into the kernel.
-            F::Interrupt => Some(Transfer::Call),
-            _ => None,
-        }
-    }
-
-    /// The length of the block's last instruction (a call's: the return
-    /// address follows it): the decoder's when it said (the fast decoder
-    /// always does; the lookup below was 1.4% of `ptdec report`), else
-    /// cached per worker.
-    #[inline]
-    fn last_len(&self, b: &Block) -> Option<u8> {
-        if b.truncated || b.size != 0 {
-            return Some(b.size);
-        }
-        self.last_len_cached(b)
-    }
-
-    /// [`ChunkDecoder::last_len`] when the decoder did not say.
-    #[inline(never)]
-    fn last_len_cached(&self, b: &Block) -> Option<u8> {
-        let key = (b.isid, b.end_ip);
-        if let Some(&n) = self.images.call_lens.borrow().get(&key) {
-            return Some(n);
-        }
-        let n = self.last_insn(b)?.len() as u8;
-        self.images.call_lens.borrow_mut().insert(key, n);
-        Some(n)
-    }
-
-    /// The block's last instruction, decoded with iced-x86 from the block's
-    /// raw bytes (truncated blocks) or the image section cache.
-    fn last_insn(&self, b: &Block) -> Option<iced_x86::Instruction> {
-        if b.truncated {
-            let bytes = &b.raw[..usize::from(b.size).min(b.raw.len())];
-            return decode_one(b.bitness(), bytes, b.end_ip);
-        }
-        self.insn_at(b, b.end_ip)
-    }
-
-    /// The instruction at `ip` of block `b`'s image section.
-    fn insn_at(&self, b: &Block, ip: u64) -> Option<iced_x86::Instruction> {
-        if b.truncated && ip == b.end_ip {
-            return self.last_insn(b);
-        }
-        let isid = u32::try_from(b.isid).ok().filter(|&i| i > 0)?;
-        let mut buf = [0u8; 15];
-        let n = self.images.iscache.read(&mut buf, isid, ip).ok()?;
-        decode_one(b.bitness(), &buf[..n], ip)
+        self.insns().each_ip(b, |ip| match ip {
+            Ok(ip) => self.list(ListItem::Insn(ip)),
+            Err(ip) => self.list(ListItem::Error {
+                offset: 0,
+                what: "reconstruct error",
+                message: format!("cannot read the instruction at {ip:#x}"),
+            }),
+        });
     }
 
     /// Records a decode error as a gap and resynchronizes: at the error

@@ -114,6 +114,7 @@ mod chunks;
 mod flow_decoder;
 mod order;
 mod setup;
+mod transfer;
 mod worker_images;
 mod workers;
 
