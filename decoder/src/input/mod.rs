@@ -409,26 +409,10 @@ impl Trace {
         }
 
         // No AUXTRACE_INFO and no AUX data: a sideband-only recording
-        // (`ptrec --sideband-only`), which `ptdec info` describes; unless
-        // the file was cut and its attrs have a trace event (a dynamic
-        // PMU's type, past the kernel's fixed ones; a sideband-only
-        // recording has only a software event): then it was cut before
-        // its AUXTRACE_INFO, and there is nothing of the trace to decode.
+        // (`ptrec --sideband-only`), which `ptdec info` describes, unless
+        // it was cut before its AUXTRACE_INFO.
         if info.is_none() && by_idx.is_empty() {
-            // Only a certain cut ("may have been cut": a header without
-            // feature sections, which some writers leave so).
-            let cut = warnings.iter().find(|w| w.contains("was cut"));
-            let traced = file
-                .attrs()
-                .entries()
-                .iter()
-                .any(|e| e.attr.kind >= PERF_TYPE_MAX);
-            if let (Some(w), true) = (cut, traced) {
-                return Err(InputError::CutBeforeInfo {
-                    path: data_path,
-                    warning: w.clone(),
-                });
-            }
+            refuse_cut_before_info(&file, &warnings, &data_path)?;
         }
         let sideband_only = info.is_none() && by_idx.is_empty();
         let (info_offset, info) = match info {
@@ -861,6 +845,32 @@ fn assemble_buffers(
         );
     }
     buffers
+}
+
+/// A file without AUXTRACE_INFO or AUX data that was cut and whose attrs
+/// have a trace event (a dynamic PMU's type, past the kernel's fixed ones;
+/// a sideband-only recording has only a software event) was cut before
+/// its AUXTRACE_INFO: there is nothing of the trace to decode. Only a
+/// certain cut counts ("may have been cut": a header without feature
+/// sections, which some writers leave so).
+fn refuse_cut_before_info(
+    file: &PerfFile<'_>,
+    warnings: &[String],
+    data_path: &Path,
+) -> Result<(), InputError> {
+    let cut = warnings.iter().find(|w| w.contains("was cut"));
+    let traced = file
+        .attrs()
+        .entries()
+        .iter()
+        .any(|e| e.attr.kind >= PERF_TYPE_MAX);
+    match (cut, traced) {
+        (Some(w), true) => Err(InputError::CutBeforeInfo {
+            path: data_path.to_owned(),
+            warning: w.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// See [`Trace::segments`].
