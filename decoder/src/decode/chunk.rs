@@ -36,6 +36,7 @@ use ptflow::FastDecoder;
 use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
+use super::clock::Clock;
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
@@ -515,10 +516,7 @@ fn run_chunk(
         at_boundary: false,
         stall: Stall::default(),
         last_error_offset: None,
-        tsc: 0,
-        last_cycle_tsc: None,
-        cbr: 0,
-        time,
+        clock: Clock::new(time, setup.cycles),
         lost_first: meta.after_loss,
         flush,
         listing: setup.opts.insn_list.is_some(),
@@ -552,7 +550,10 @@ fn run_chunk(
     let open_task = if st.open { st.task } else { None };
     Ok(ChunkOutput {
         runs: st.runs,
-        stats: st.stats,
+        stats: ChunkStats {
+            tsc_span: st.clock.span,
+            ..st.stats
+        },
         open_task,
         sync_task: st.sync_task,
         sync_cbr: st.sync_cbr,
@@ -617,12 +618,8 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     stall: Stall,
     /// Where the last error was (a second one there skips to the next PSB).
     last_error_offset: Option<u64>,
-    tsc: u64,
-    last_cycle_tsc: Option<u64>,
-    /// The core:bus ratio of the last CBR.
-    cbr: u32,
-    /// Perf time now.
-    time: u64,
+    /// The decoder's TSC and perf time, the CBR, the cycles.
+    clock: Clock,
     /// The segment follows lost data: the first run starts with a gap.
     lost_first: bool,
     stats: ChunkStats,
@@ -1040,45 +1037,19 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// [`ChunkDecoder::update_time`] to the decoder's TSC `tsc`.
     #[inline(always)]
     fn set_tsc(&mut self, tsc: u64) {
-        // libipt answers all-ones right after a sync, before the decoder has
-        // read the PSB+'s TSC.
-        if tsc == 0 || tsc == u64::MAX {
-            return;
+        let setup = self.images.setup;
+        let cycles = self
+            .clock
+            .set_tsc(tsc, setup.max_non_turbo, |t| setup.perf_time(t));
+        if let (Some(d), Some(run)) = (cycles, self.run.as_mut()) {
+            run.cycles += d;
         }
-        // Most blocks share the time of the one before (timing packets are
-        // far sparser than branches): nothing changes then, and the
-        // conversion to perf time is not redone (the profile showed it per
-        // block).
-        if tsc == self.tsc {
-            return;
-        }
-        if self.cycles {
-            if let (Some(prev), Some(run)) = (self.last_cycle_tsc, self.run.as_mut()) {
-                if tsc > prev {
-                    let d = tsc - prev;
-                    let nom = self.images.setup.max_non_turbo;
-                    run.cycles += if self.cbr != 0 && nom != 0 {
-                        d * u64::from(self.cbr) / nom
-                    } else {
-                        d
-                    };
-                }
-            }
-            self.last_cycle_tsc = Some(tsc);
-        }
-        self.tsc = tsc;
-        self.stats.tsc_span = Some(
-            self.stats
-                .tsc_span
-                .map_or((tsc, tsc), |(a, b)| (a.min(tsc), b.max(tsc))),
-        );
-        self.time = self.images.setup.perf_time(tsc);
     }
 
     fn stamp(&self) -> Stamp {
         let run = self.run.as_ref();
         Stamp {
-            time: self.time,
+            time: self.clock.time,
             insns: run.map_or(0, |r| r.insns),
             cycles: self.cycles.then(|| run.map_or(0, |r| r.cycles)).into(),
         }
@@ -1117,7 +1088,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
         if let (Some(Owner::Cpu(cpu)), Some(tl)) = (self.owner, self.setup().timeline()) {
             let slots = tl.cpu_slots(cpu);
-            let i = slots.partition_point(|s| s.since <= self.time);
+            let i = slots.partition_point(|s| s.since <= self.clock.time);
             self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
         }
         if task == self.task && (self.run.is_some() || task.is_none()) {
@@ -1129,7 +1100,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 Some(Op::Disabled { .. }) | Some(Op::Gap { .. }) | None
             ) {
                 let at = Stamp {
-                    time: self.time,
+                    time: self.clock.time,
                     insns: r.insns,
                     cycles: self.cycles.then_some(r.cycles).into(),
                 };
@@ -1142,7 +1113,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             self.runs.push(r);
         }
         self.task = task;
-        self.run = task.map(|task| Run::new(task, self.time, self.pool.take()));
+        self.run = task.map(|task| Run::new(task, self.clock.time, self.pool.take()));
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
             self.stats.lost_data += 1;
             self.gap(GapKind::LostData, 0);
@@ -1223,10 +1194,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// At a chunk's PSB (`sync`) tracing was already on: the task is the
     /// one running now, without the slack a real enable gets.
     fn enable(&mut self, dec: &mut impl FlowDecoder, ip: u64, sync: bool) {
-        let t = self.time.saturating_add(self.setup().switch_slack);
+        let t = self.clock.time.saturating_add(self.setup().switch_slack);
         let task = match self.owner {
             Some(Owner::Cpu(_)) if !sync => self.task_at(t),
-            _ => self.task_at(self.time),
+            _ => self.task_at(self.clock.time),
         };
         self.switch_to(task, ip);
         // The slack lets a mapping made just before tracing resumes count
@@ -1237,9 +1208,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let image_t = match (self.setup().timeline(), self.task) {
             (Some(tl), Some(task))
                 if tl.lookup(task.pid, ip, t).is_none()
-                    && tl.lookup(task.pid, ip, self.time).is_some() =>
+                    && tl.lookup(task.pid, ip, self.clock.time).is_some() =>
             {
-                self.time
+                self.clock.time
             }
             _ => t,
         };
@@ -1345,7 +1316,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // An overflow before tracing was first enabled still
                 // belongs to the buffer's task: start its run for the gap.
                 if self.run.is_none() {
-                    let task = self.task_at(self.time);
+                    let task = self.task_at(self.clock.time);
                     self.switch_to(task, ip.unwrap_or(0));
                 }
                 let off = self.offset(dec).unwrap_or(0);
@@ -1371,7 +1342,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
             EventKind::Cbr { .. } => {
                 if let Ok(c) = dec.core_bus_ratio() {
-                    self.cbr = c;
+                    self.clock.cbr = c;
                 }
                 // Every PSB+ restates the CBR: a restatement of the ratio
                 // the chunk has already marked is no change.
@@ -1401,8 +1372,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let Some(mark) = crate::events::mark_of(kind, cpu) else {
             return;
         };
-        if self.run.is_none() || (self.need_enable && self.time >= self.next_switch) {
-            let task = self.task_at(self.time);
+        if self.run.is_none() || (self.need_enable && self.clock.time >= self.next_switch) {
+            let task = self.task_at(self.clock.time);
             self.switch_to(task, self.last_ip);
         }
         self.at_start = false;
@@ -1417,7 +1388,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         if b.ninsn == 0 {
             return Flow::Continue;
         }
-        if self.end.is_some_and(|e| self.time > e) {
+        if self.end.is_some_and(|e| self.clock.time > e) {
             return Flow::Stop;
         }
         // After a warm-up: what comes before the chunk's first IP is the
@@ -1461,8 +1432,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         if is_kernel_ip(b.ip) {
             // Kernel code: a due context switch or image change applies here.
-            if self.time >= self.next_switch {
-                let task = self.task_at(self.time);
+            if self.clock.time >= self.next_switch {
+                let task = self.task_at(self.clock.time);
                 self.switch_to(task, b.ip);
                 if self.task.is_some() {
                     let at = self.stamp();
@@ -1472,9 +1443,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                         first: false,
                     });
                 }
-                self.refresh_image(dec, self.time);
-            } else if self.time >= self.image_until {
-                self.refresh_image(dec, self.time);
+                self.refresh_image(dec, self.clock.time);
+            } else if self.clock.time >= self.image_until {
+                self.refresh_image(dec, self.clock.time);
             }
         }
         if self.listing {
@@ -1580,7 +1551,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         let mut runs = std::mem::take(&mut self.runs);
         if let Some(r) = self.run.as_mut() {
-            let next = Run::new(r.task, self.time, self.pool.take());
+            let next = Run::new(r.task, self.clock.time, self.pool.take());
             runs.push(std::mem::replace(r, next));
         }
         if let Some(f) = self.flush.as_mut() {
@@ -1635,7 +1606,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 let ip = dec.take_miss().unwrap_or(self.last_ip);
                 let pid = self.task.map_or(NO_PID, |t| t.pid);
                 if let Source::Perf { trace, images, .. } = &self.setup().src {
-                    if let Some(m) = trace.timeline.lookup(pid, ip, self.time) {
+                    if let Some(m) = trace.timeline.lookup(pid, ip, self.clock.time) {
                         images.note_undecoded(&m.file, pid, m.start, m.end);
                     }
                 }
@@ -1734,7 +1705,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             if let Some(r) = self.runs.last_mut() {
                 let at = r.ops.last().map_or(
                     Stamp {
-                        time: self.time,
+                        time: self.clock.time,
                         ..Stamp::default()
                     },
                     Op::stamp,

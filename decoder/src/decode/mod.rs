@@ -111,6 +111,7 @@
 
 mod chunk;
 mod chunks;
+mod clock;
 mod flow_decoder;
 mod order;
 mod setup;
