@@ -497,16 +497,32 @@ impl ImageStore {
         let expected = self.recorded_build_id(file);
         let mut tried = Vec::new();
         let mut rejected = Vec::new();
+        let mut unread: Vec<String> = Vec::new();
         for candidate in self.candidates(name, expected.as_deref()) {
             if !candidate.path.is_file() {
                 continue;
             }
             tried.push(candidate.path.display().to_string());
             match self.accept(file, name, &candidate, expected.as_deref()) {
-                Ok(image) => return Ok(image),
+                Ok(image) => {
+                    // A candidate before it that could not be read (an
+                    // unmappable --sysroot copy, say) is said, not
+                    // skipped silently for a file that may differ.
+                    let unread: Vec<&str> = unread.iter().map(String::as_str).collect();
+                    if !unread.is_empty() {
+                        self.warn(format!(
+                            "{name}: {}; using {} instead",
+                            unread.join("; "),
+                            image.path.display()
+                        ));
+                    }
+                    return Ok(image);
+                }
                 Err(e) => {
                     if matches!(e, ImageError::BuildIdMismatch { .. }) {
                         self.warn(e.to_string());
+                    } else {
+                        unread.push(e.to_string());
                     }
                     rejected.push(e.to_string());
                 }

@@ -298,6 +298,14 @@ pub enum RunError {
         /// The reader's warning about the cut.
         warning: String,
     },
+    /// The recording has AUXTRACE_INFO but no trace data at all.
+    #[error(
+        "nothing decoded: the recording has AUXTRACE_INFO but no trace data (no AUXTRACE \
+         record): the traced program ran no traced code, or the file was cut before its first \
+         trace data (a pipe-mode recording cut on a record boundary shows no other sign of it); \
+         `ptdec info` shows what the sideband holds. Nothing was written"
+    )]
+    NoTraceData,
     /// No PSB of the trace could be synchronized at: nothing decoded.
     #[error(
         "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
@@ -442,6 +450,11 @@ pub(crate) fn check_decoded(
             .find(|w| w.contains("was cut") || w.contains("been cut"))
         {
             return Err(RunError::CutBeforeTrace { warning: w.clone() });
+        }
+        // Not cut, as far as the file tells (a pipe-mode file cut on a
+        // record boundary does not): an empty output is no answer either.
+        if t.buffers.is_empty() && !t.sideband_only {
+            return Err(RunError::NoTraceData);
         }
     }
     if stats.bytes > 0 && stats.unsynced_bytes >= stats.bytes {

@@ -15,8 +15,8 @@ use crate::decode::ProgressCallback;
 use crate::images::{hex, is_kernel_name, is_not_a_file, ImageStore};
 use crate::input::Trace;
 use crate::pipeline::Report;
-use crate::text::printable;
 pub use crate::text::{duration, thousands};
+use crate::text::{printable, printable_path};
 
 /// Progress on stderr: a bar over the trace bytes while libipt decodes
 /// them, with the rate and the time left (fed from the decode workers
@@ -416,6 +416,10 @@ fn render_shaping(o: &mut String, report: &Report) {
     }
 }
 
+/// The most missing images the decode summary lists (`ptdec info` lists
+/// them all).
+const MISSING_SHOWN: usize = 20;
+
 /// The summary's threads, missing images and warnings.
 fn render_threads(o: &mut String, report: &Report) {
     let d = &report.decode;
@@ -427,7 +431,7 @@ fn render_threads(o: &mut String, report: &Report) {
         let _ = writeln!(
             o,
             "    {pid}/{tid} {}: {}, {}, {}",
-            t.name,
+            printable(&t.name),
             thousands(insns),
             thousands(t.stack.calls),
             t.stack.gaps
@@ -435,16 +439,29 @@ fn render_threads(o: &mut String, report: &Report) {
     }
     if !report.missing.is_empty() {
         let _ = writeln!(o, "  missing images (their code was not decoded):");
-        for m in &report.missing {
+        for m in report.missing.iter().take(MISSING_SHOWN) {
             let id = m
                 .build_id
                 .as_deref()
                 .map(|b| format!(" build-id {}", hex(b)))
                 .unwrap_or_default();
-            let _ = writeln!(o, "    {}{id}: {}", m.name, m.reason);
+            let _ = writeln!(
+                o,
+                "    {}{id}: {}",
+                printable(&m.name),
+                printable(&m.reason)
+            );
             for (pid, start, end) in &m.ranges {
                 let _ = writeln!(o, "      not decoded: pid {pid} {start:#x}-{end:#x}");
             }
+        }
+        if let Some(more) = report
+            .missing
+            .len()
+            .checked_sub(MISSING_SHOWN)
+            .filter(|&n| n > 0)
+        {
+            let _ = writeln!(o, "    and {more} more (`ptdec info` lists every image)");
         }
         let _ = writeln!(
             o,
@@ -573,7 +590,7 @@ fn info_bundle(o: &mut String, trace: &Trace, b: &crate::input::lldb::BundleInfo
         );
     }
     for (path, load) in &b.modules {
-        let _ = writeln!(o, "module        {} at {load:#x}", path.display());
+        let _ = writeln!(o, "module        {} at {load:#x}", printable_path(path));
     }
 }
 
@@ -713,7 +730,7 @@ fn info_threads(o: &mut String, trace: &Trace) {
     let threads: Vec<_> = tl.threads().collect();
     let _ = writeln!(o, "threads       {}", threads.len());
     for th in threads {
-        let names: Vec<&str> = th.names().iter().map(|c| &*c.name).collect();
+        let names: Vec<_> = th.names().iter().map(|c| printable(&c.name)).collect();
         let _ = writeln!(
             o,
             "  {}/{} {}",
@@ -760,7 +777,12 @@ fn info_images(o: &mut String, trace: &Trace, images: &ImageStore) {
     for f in &seen {
         match images.get(f) {
             Some(img) => {
-                let _ = writeln!(o, "  found    {} → {}", f.filename, img.path.display());
+                let _ = writeln!(
+                    o,
+                    "  found    {} → {}",
+                    printable(&f.filename),
+                    printable_path(&img.path)
+                );
             }
             None => {
                 let _ = writeln!(o, "  missing  {}", printable(&f.filename));

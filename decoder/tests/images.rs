@@ -894,3 +894,26 @@ void _start(void) {{
     );
     assert!(err.contains(&want), "{want:?} not in {err}");
 }
+
+/// A --sysroot copy that cannot be read (here: a cut ELF) is not skipped
+/// silently for the file on this machine, which may differ: said.
+#[test]
+fn an_unreadable_sysroot_copy_is_said_before_another_file_is_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let copy = place(&root, "/bin/true", Path::new("/bin/true"));
+    let whole = std::fs::read(&copy).unwrap();
+    std::fs::write(&copy, &whole[..200]).unwrap();
+    let mut s = search(None, true);
+    s.sysroots = vec![root];
+    let store = ImageStore::new(s);
+    let img = store.get(&mf("/bin/true", None)).unwrap();
+    assert_eq!(img.path, Path::new("/bin/true"));
+    let w = store.warnings();
+    assert!(
+        w.iter().any(|w| w.starts_with("/bin/true: ")
+            && w.contains(&*copy.to_string_lossy())
+            && w.ends_with("; using /bin/true instead")),
+        "{w:#?}"
+    );
+}

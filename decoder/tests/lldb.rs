@@ -836,6 +836,8 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
         assert!(err.contains(want), "{want:?} not in {err}");
     }
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+    // The summary stays short: missing images are listed up to a bound.
+    assert!(err.lines().count() < 80, "{} lines", err.lines().count());
     // A debug build; quadratic, this took minutes.
     assert!(took.as_secs() < 60, "{took:?}");
 
@@ -943,6 +945,14 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
         "{err}"
     );
 
+    // A uuid that is no string: said too.
+    write(json.replace("\"6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A\"", "12345"));
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(
+        err.contains("processes[0].modules[0].uuid is 12345, not a string of hex digits"),
+        "{err}"
+    );
+
     // A systemPath that is a device, with no file in the bundle: named as
     // a device, not as missing.
     write(
@@ -954,6 +964,28 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
         err.contains("gone, which does not exist, and /dev/null is a device, not a file"),
         "{err}"
     );
+
+    // A module file whose name holds a newline and an ESC: `ptdec info`
+    // and the decode show it escaped, never as a line of its own.
+    let odd = "a\nFAKE: ok\u{1b}[31m\u{202e}.out";
+    std::fs::copy(real.join("a.out"), dir.join(odd)).unwrap();
+    write(json.replace(
+        "\"file\": \"a.out\"",
+        &format!("\"file\": {}", serde_json::to_string(odd).unwrap()),
+    ));
+    let o = ptdec().arg("info").arg(&dir).output().unwrap();
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(o.status.success(), "{all}");
+    assert!(
+        all.contains(r"a\nFAKE: ok\u{1b}[31m\u{202e}.out")
+            && !all.contains("\nFAKE")
+            && !all.contains('\u{1b}')
+            && !all.contains('\u{202e}'),
+        "{all}"
+    );
+    let err = text(&decode(&dir, &out, &[]).stderr);
+    assert!(!err.contains("\nFAKE") && !err.contains('\u{1b}'), "{err}");
+    std::fs::remove_file(dir.join(odd)).unwrap();
 
     // /proc/self/exe (ptdec itself) is named as the bundle names it, not
     // as ptdec's own pid; a name with control characters is shown escaped.

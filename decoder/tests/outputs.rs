@@ -232,15 +232,27 @@ fn info_describes_a_sideband_only_trace() {
     let Some(src) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
         return;
     };
-    // The real recording without its Intel PT: what `ptrec --sideband-only` writes.
+    // The real recording without its Intel PT (records and event): what
+    // `ptrec --sideband-only` writes.
     let bytes = std::fs::read(src).unwrap();
     let f = PerfFile::parse(&bytes).unwrap();
-    let mut w = FileWriter::new(Cursor::new(Vec::new()), f.attrs().clone()).unwrap();
+    let mut attrs = sideband::attr::AttrSet::new();
+    for e in f.attrs().entries() {
+        // Only the kernel's fixed event types (software, ...), no PMU's.
+        if e.attr.kind < 6 {
+            attrs.push(e.attr, e.ids.clone());
+        }
+    }
+    assert!(attrs.len() < f.attrs().len(), "the intel_pt event dropped");
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
     for e in f.events() {
         let (_, ev) = e.unwrap();
         if !matches!(
             ev.record,
-            Record::Auxtrace(_) | Record::AuxtraceInfo(_) | Record::Aux { .. }
+            Record::Auxtrace(_)
+                | Record::AuxtraceInfo(_)
+                | Record::Aux { .. }
+                | Record::ItraceStart { .. }
         ) {
             w.write_event(&ev).unwrap();
         }
@@ -266,6 +278,106 @@ fn info_describes_a_sideband_only_trace() {
         "{}",
         text(&o.stderr)
     );
+}
+
+/// A recording with an intel_pt event whose AUXTRACE_INFO is gone (a
+/// pipe-mode file cut on a record boundary, or the record removed) is no
+/// sideband-only recording; one with AUXTRACE_INFO but no trace data
+/// writes nothing and says so: both exit 1 without an output.
+#[test]
+fn a_recording_without_its_trace_is_an_error_not_sideband_only() {
+    let test = "a_recording_without_its_trace_is_an_error_not_sideband_only";
+    let Some(src) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let bytes = std::fs::read(src).unwrap();
+    let f = PerfFile::parse(&bytes).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x.ftf");
+    // `keep` says which records stay; every attr stays.
+    let write = |name: &str, keep: &dyn Fn(&Record) -> bool| {
+        let mut w = FileWriter::new(Cursor::new(Vec::new()), f.attrs().clone()).unwrap();
+        for e in f.events() {
+            let (_, ev) = e.unwrap();
+            if keep(&ev.record) {
+                w.write_event(&ev).unwrap();
+            }
+        }
+        let path = tmp.path().join(name);
+        std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+        path
+    };
+    let decode = |path: &Path| {
+        let o = Command::new(EXE)
+            .arg(path)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o.stderr))
+    };
+    let no_info = write("no-info.data", &|r| {
+        !matches!(
+            r,
+            Record::Auxtrace(_) | Record::AuxtraceInfo(_) | Record::Aux { .. }
+        )
+    });
+    let (code, err) = decode(&no_info);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("records an event of PMU type") && !err.contains("sideband-only"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let no_data = write("no-data.data", &|r| {
+        !matches!(r, Record::Auxtrace(_) | Record::Aux { .. })
+    });
+    let (code, err) = decode(&no_data);
+    assert_eq!(code, Some(1), "{err}");
+    // (Written without feature sections: "may have been cut" too.)
+    assert!(
+        err.contains("nothing decoded") && err.contains("no trace data"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    // The real pipe-mode recording cut at each record boundary before its
+    // first AUXTRACE (type 71): never "sideband-only"; before its first
+    // HEADER_ATTR (64) no event, before its AUXTRACE_INFO (70) an intel_pt
+    // event without it, after it "no trace data" (a pipe-mode file has no
+    // sizes to tell a cut by).
+    let Some(piped) = pt_tests::realdata_file(test, "perf.data.piped.intel_pt-4.14") else {
+        return;
+    };
+    let piped = std::fs::read(piped).unwrap();
+    // Pipe mode: a 16-byte header, then records of `size` at offset 6.
+    let mut at = 16;
+    let (mut cuts, mut attr, mut info) = (0, false, false);
+    while at + 8 <= piped.len() {
+        let kind = u32::from_le_bytes(piped[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes(piped[at + 6..at + 8].try_into().unwrap()) as usize;
+        if kind == 71 || size == 0 {
+            break;
+        }
+        attr |= kind == 64;
+        info |= kind == 70;
+        let path = tmp.path().join("cut.data");
+        std::fs::write(&path, &piped[..at + size]).unwrap();
+        let (code, err) = decode(&path);
+        let cut = at + size;
+        assert_eq!(code, Some(1), "cut at {cut:#x}: {err}");
+        assert!(!err.contains("sideband-only"), "cut at {cut:#x}: {err}");
+        let want = match (attr, info) {
+            (false, _) => "describes no event (no attr)",
+            (true, false) => "records an event of PMU type",
+            (true, true) => "has AUXTRACE_INFO but no trace data",
+        };
+        assert!(err.contains(want), "cut at {cut:#x}: {err}");
+        assert!(!out.exists());
+        cuts += 1;
+        at += size;
+    }
+    assert!(info && cuts > 3, "{cuts} cuts before the first AUXTRACE");
 }
 
 /// The fixture programs (fixtures/programs), built once per test binary.
@@ -811,16 +923,20 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
         .expect("an AUXTRACE record");
     let dir = tmp.path().join("cut-before-trace");
     std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("data"), &whole[..first]).unwrap();
     let out = dir.join("out.ftf");
-    let o = Command::new(EXE)
-        .arg(&dir)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    // The cut file decoded: exit code and stderr.
+    let decode_cut = |bytes: &[u8]| {
+        std::fs::write(dir.join("data"), bytes).unwrap();
+        let o = Command::new(EXE)
+            .arg(&dir)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o.stderr))
+    };
+    let (code, err) = decode_cut(&whole[..first]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("cut before its first AUXTRACE record"),
         "{err}"
@@ -838,15 +954,8 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
         .chain(data_off + 1..data_off + 24)
         .collect();
     for cut in cuts {
-        std::fs::write(dir.join("data"), &whole[..cut]).unwrap();
-        let o = Command::new(EXE)
-            .arg(&dir)
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "cut at {cut:#x}: {err}");
+        let (code, err) = decode_cut(&whole[..cut]);
+        assert_eq!(code, Some(1), "cut at {cut:#x}: {err}");
         assert!(
             err.contains("cut")
                 && !err.contains("sideband-only")

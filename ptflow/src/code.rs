@@ -135,8 +135,20 @@ pub struct Image {
 }
 
 impl Image {
+    /// The image of `sections`; `missing`: some of its code could not be
+    /// read (decoding there is given up, as for code outside the image). A
+    /// section whose `offset + len` lies past its bytes, or whose
+    /// addresses wrap, counts as missing and is left out.
     pub fn new(sections: Vec<Section>, missing: bool) -> Image {
-        let mut s = sections;
+        let whole = |x: &Section| {
+            x.offset
+                .checked_add(x.len)
+                .is_some_and(|end| end <= (*x.bytes).as_ref().len())
+                && x.vaddr.checked_add(x.len as u64).is_some()
+        };
+        let n = sections.len();
+        let mut s: Vec<Section> = sections.into_iter().filter(whole).collect();
+        let missing = missing || s.len() < n;
         s.sort_by_key(|x| x.vaddr);
         let overlap = s
             .windows(2)

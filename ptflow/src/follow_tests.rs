@@ -192,3 +192,43 @@ fn nothing_is_followed_when_off_or_in_kernel_code() {
     assert_eq!((&kernel, n), (&one, 0));
     assert!(one.len() > 10, "{one:?}");
 }
+
+/// Sections whose bounds lie past their bytes, or wrap, are left out of
+/// the image as missing code: the decoder gives up there, never panics.
+#[test]
+fn sections_past_their_bytes_are_missing_code() {
+    use super::code::{Image, Section};
+    use std::rc::Rc;
+    let bytes: Rc<dyn AsRef<[u8]>> = Rc::new(CODE.to_vec());
+    let section = |offset: usize, len: usize, vaddr: u64| Section {
+        isid: 1,
+        vaddr,
+        bytes: bytes.clone(),
+        offset,
+        len,
+    };
+    for bad in [
+        section(0, CODE.len() + 1, BASE),
+        section(usize::MAX - 2, 4, BASE),
+        section(0, CODE.len(), u64::MAX - 2),
+    ] {
+        let t = loops(BASE);
+        let mut dec = super::test_packets::fast_decoder("follow", CODE, BASE, &t);
+        dec.set_image(Image::new(vec![bad], false));
+        let mut code = CodeCache::default();
+        let mut status = dec.sync_forward().expect("a PSB");
+        for _ in 0..100 {
+            while status.event_pending() {
+                match dec.event() {
+                    Ok((_, s)) => status = s,
+                    Err(_) => break,
+                }
+            }
+            match dec.next_block(&mut code, &mut Block::default()) {
+                Ok(s) => status = s,
+                Err(_) => break,
+            }
+        }
+        assert!(dec.unsupported().is_some(), "gave up on the missing code");
+    }
+}

@@ -172,6 +172,24 @@ pub fn name_files_on_sigbus(program: &'static str) -> io::Result<()> {
     Ok(())
 }
 
+/// What `meta` is when it is not a regular file ("a directory", "a
+/// FIFO", "a device", "a socket"), for messages that say so.
+pub fn not_a_file(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
 impl FileBytes {
     /// Maps the perf.data at `path` when it is a regular file; reads it
     /// when it is a stream ([`FileBytes::read_all`]).

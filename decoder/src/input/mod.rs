@@ -77,6 +77,21 @@ pub enum InputError {
          is left to decode (copy or record the whole file again)"
     )]
     CutBeforeInfo { path: PathBuf, warning: String },
+    /// An event of a PMU (intel_pt's kind) but no AUXTRACE_INFO and no
+    /// trace data.
+    #[error(
+        "{path} records an event of PMU type {pmu} (as intel_pt's) but holds no AUXTRACE_INFO \
+         record and no trace data: it was cut before that record (a pipe-mode recording cut \
+         on a record boundary shows no other sign of it) or the record was removed, so nothing \
+         of a trace is left to decode (copy or record the whole file again)"
+    )]
+    NoInfoForPmu { path: PathBuf, pmu: u32 },
+    /// No attr: no event was recorded, or the file is cut before them.
+    #[error(
+        "{path} describes no event (no attr): a pipe-mode recording cut before its first \
+         HEADER_ATTR record, or an empty recording; there is nothing to decode"
+    )]
+    NoEvents { path: PathBuf },
     /// The AUX-area trace is not Intel PT (e.g. Arm CoreSight or SPE).
     #[error("{path} holds an AUX-area trace of kind {kind}, not Intel PT (kind {AUXTRACE_INTEL_PT}); ptdec decodes only Intel PT")]
     NotIntelPt { path: PathBuf, kind: u32 },
@@ -847,30 +862,43 @@ fn assemble_buffers(
     buffers
 }
 
-/// A file without AUXTRACE_INFO or AUX data that was cut and whose attrs
-/// have a trace event (a dynamic PMU's type, past the kernel's fixed ones;
-/// a sideband-only recording has only a software event) was cut before
-/// its AUXTRACE_INFO: there is nothing of the trace to decode. Only a
-/// certain cut counts ("may have been cut": a header without feature
-/// sections, which some writers leave so).
+/// A file without AUXTRACE_INFO or AUX data whose attrs have an event of
+/// a PMU (a dynamic type, past the kernel's fixed ones, as intel_pt's; a
+/// sideband-only recording has only a software event) is not
+/// sideband-only: it was cut before its AUXTRACE_INFO (a pipe-mode file
+/// cut on a record boundary shows no other sign of it), or that record
+/// was removed. There is nothing of a trace to decode. Nor in a file with
+/// no attr at all (a pipe-mode file cut before its first HEADER_ATTR).
 fn refuse_cut_before_info(
     file: &PerfFile<'_>,
     warnings: &[String],
     data_path: &Path,
 ) -> Result<(), InputError> {
-    let cut = warnings.iter().find(|w| w.contains("was cut"));
-    let traced = file
+    if file.attrs().is_empty() {
+        return Err(InputError::NoEvents {
+            path: data_path.to_owned(),
+        });
+    }
+    let Some(pmu) = file
         .attrs()
         .entries()
         .iter()
-        .any(|e| e.attr.kind >= PERF_TYPE_MAX);
-    match (cut, traced) {
-        (Some(w), true) => Err(InputError::CutBeforeInfo {
+        .map(|e| e.attr.kind)
+        .find(|&k| k >= PERF_TYPE_MAX)
+    else {
+        return Ok(());
+    };
+    let cut = warnings.iter().find(|w| w.contains("was cut"));
+    Err(match cut {
+        Some(w) => InputError::CutBeforeInfo {
             path: data_path.to_owned(),
             warning: w.clone(),
-        }),
-        _ => Ok(()),
-    }
+        },
+        None => InputError::NoInfoForPmu {
+            path: data_path.to_owned(),
+            pmu,
+        },
+    })
 }
 
 /// See [`Trace::segments`].

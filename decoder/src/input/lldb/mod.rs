@@ -380,7 +380,7 @@ impl Reader<'_> {
             }
             _ => format!("{field} names {}, which cannot be read: {e}", shown(path)),
         })?;
-        if let Some(kind) = not_a_file(&meta) {
+        if let Some(kind) = sideband::bytes::not_a_file(&meta) {
             return Err(format!(
                 "{field} names {}, which is {kind}, not a file: ptdec reads only regular files \
                  named by a bundle (name the file LLDB saved)",
@@ -670,7 +670,7 @@ impl Reader<'_> {
                 // One that exists but is a device, FIFO or folder is named
                 // as such, not as missing.
                 let odd = candidates.iter().find_map(|p| {
-                    let kind = not_a_file(&std::fs::metadata(p).ok()?)?;
+                    let kind = sideband::bytes::not_a_file(&std::fs::metadata(p).ok()?)?;
                     Some(format!("{} is {kind}, not a file", shown(p)))
                 });
                 let what = match &file {
@@ -725,16 +725,28 @@ impl Reader<'_> {
                     self.warn(
                         Kind::Module,
                         format!(
-                            "{at}uuid {:?} is not a build-id (up to 20 bytes in hex digits): \
+                            "{at}uuid \"{}\" is not a build-id (up to 20 bytes in hex digits): \
                              {} is used without checking that it is the file traced",
-                            printable(&u),
+                            printable(&crate::text::cut(&u, 80)),
                             shown(&path)
                         ),
                     );
                 }
                 id
             }
-            _ => None,
+            Some(Value::Null) | None => None,
+            Some(other) => {
+                self.warn(
+                    Kind::Module,
+                    format!(
+                        "{at}uuid is {}, not a string of hex digits: {} is used without \
+                         checking that it is the file traced",
+                        printable(&crate::text::cut(&other.to_string(), 80)),
+                        shown(&path)
+                    ),
+                );
+                None
+            }
         };
         Ok(BModule {
             path,
@@ -1328,27 +1340,10 @@ fn auxtrace_info(conv: Option<(u64, u64, u64)>, per_cpu: bool) -> Event<'static>
     }
 }
 
-/// What `meta` is when it is not a regular file ("a directory", ...).
-fn not_a_file(meta: &std::fs::Metadata) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_char_device() || t.is_block_device() {
-        Some("a device")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else {
-        None
-    }
-}
-
 /// A path named by a bundle as messages show it: control characters
 /// escaped, so that a hostile name cannot drive the terminal.
 fn shown(p: &Path) -> String {
-    printable(&p.to_string_lossy()).into_owned()
+    crate::text::printable_path(p)
 }
 
 /// The warning naming the files read from outside the bundle's folder
