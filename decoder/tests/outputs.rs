@@ -244,22 +244,18 @@ fn info_describes_a_sideband_only_trace() {
         }
     }
     assert!(attrs.len() < f.attrs().len(), "the intel_pt event dropped");
-    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
-    for e in f.events() {
-        let (_, ev) = e.unwrap();
-        if !matches!(
-            ev.record,
+    let sb_only = rewrite(&f, attrs, &|r| {
+        !matches!(
+            r,
             Record::Auxtrace(_)
                 | Record::AuxtraceInfo(_)
                 | Record::Aux { .. }
                 | Record::ItraceStart { .. }
-        ) {
-            w.write_event(&ev).unwrap();
-        }
-    }
+        )
+    });
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("sb.data");
-    std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+    std::fs::write(&path, sb_only).unwrap();
     let o = Command::new(EXE).arg("info").arg(&path).output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let s = text(&o.stdout);
@@ -280,6 +276,22 @@ fn info_describes_a_sideband_only_trace() {
     );
 }
 
+/// `f` written again with the attrs `attrs` and the records `keep` keeps.
+fn rewrite(
+    f: &PerfFile,
+    attrs: sideband::attr::AttrSet,
+    keep: &dyn Fn(&Record) -> bool,
+) -> Vec<u8> {
+    let mut w = FileWriter::new(Cursor::new(Vec::new()), attrs).unwrap();
+    for e in f.events() {
+        let (_, ev) = e.unwrap();
+        if keep(&ev.record) {
+            w.write_event(&ev).unwrap();
+        }
+    }
+    w.finish().unwrap().into_inner()
+}
+
 /// A recording with an intel_pt event whose AUXTRACE_INFO is gone (a
 /// pipe-mode file cut on a record boundary, or the record removed) is no
 /// sideband-only recording; one with AUXTRACE_INFO but no trace data
@@ -296,15 +308,8 @@ fn a_recording_without_its_trace_is_an_error_not_sideband_only() {
     let out = tmp.path().join("x.ftf");
     // `keep` says which records stay; every attr stays.
     let write = |name: &str, keep: &dyn Fn(&Record) -> bool| {
-        let mut w = FileWriter::new(Cursor::new(Vec::new()), f.attrs().clone()).unwrap();
-        for e in f.events() {
-            let (_, ev) = e.unwrap();
-            if keep(&ev.record) {
-                w.write_event(&ev).unwrap();
-            }
-        }
         let path = tmp.path().join(name);
-        std::fs::write(&path, w.finish().unwrap().into_inner()).unwrap();
+        std::fs::write(&path, rewrite(&f, f.attrs().clone(), keep)).unwrap();
         path
     };
     let decode = |path: &Path| {
