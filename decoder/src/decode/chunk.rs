@@ -37,139 +37,13 @@ use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
+use super::runs::{OpPool, Pending, Run};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
-use crate::model::ops::ThreadStats;
-use crate::model::ops::{push_made, GapKind, Op, Stamp};
+use crate::model::ops::{GapKind, Op, Stamp};
 use crate::pevent::SbNote;
-
-/// A stretch of one task's ops on one buffer; counters are run-local.
-#[derive(Debug)]
-pub(super) struct Run {
-    pub task: TaskId,
-    /// Perf time when the run started (per-cpu buffers are merged by it).
-    pub start: u64,
-    pub ops: Vec<Op>,
-    /// Instructions and cycles of the run (its ops' stamps count from 0).
-    pub insns: u64,
-    pub cycles: u64,
-    /// Ops the ordering stage drops when it hands the run on (the first
-    /// op, the index of a CBR mark), instead of removing them from `ops`:
-    /// the profile showed those removals' copies of whole chunks.
-    pub skip: Skip,
-    /// Its call stack, built ahead by the decode worker (`crate::stitch`).
-    pub stretch: Option<Box<crate::model::ops::Ahead>>,
-    /// What the ordering stage counts of `ops`, kept as they are pushed
-    /// ([`Run::push`]) so that it need not go over them again.
-    pub tally: Tally,
-}
-
-impl Run {
-    /// A run of `task` from perf time `start`, its ops in `ops` (empty).
-    pub fn new(task: TaskId, start: u64, ops: Vec<Op>) -> Run {
-        Run {
-            task,
-            start,
-            ops,
-            insns: 0,
-            cycles: 0,
-            skip: Skip::default(),
-            stretch: None,
-            tally: Tally::default(),
-        }
-    }
-
-    /// Appends `op`, tallied.
-    #[inline]
-    pub fn push(&mut self, op: Op) {
-        self.tally.add(self.ops.len(), &op);
-        self.ops.push(op);
-    }
-
-    /// Appends the transfer `p` to `to`, tallied from its parts, and
-    /// made in place ([`push_made`]: made first and copied, the op waited
-    /// on store forwarding, a quarter of the decode worker's samples in
-    /// `ptdec report` on one core).
-    #[inline(always)]
-    fn push_transfer(&mut self, p: &Pending, to: u64) {
-        let (at, from) = (p.at, p.from);
-        if self.ops.len() >= 2 {
-            let c = &mut self.tally.counts;
-            match p.kind {
-                Transfer::Call => c.calls += 1,
-                Transfer::Return => c.returns += 1,
-                Transfer::Jump => c.jumps += 1,
-            }
-            let span = &mut self.tally.span;
-            *span = (span.0.min(at.time), span.1.max(at.time));
-        }
-        self.tally.n += 1;
-        let (kind, ret) = (p.kind, p.ret);
-        push_made(&mut self.ops, || match kind {
-            Transfer::Call => Op::Call {
-                at,
-                from,
-                to,
-                ret,
-                raw_time: at.time,
-            },
-            Transfer::Return => Op::Return { at, from, to },
-            Transfer::Jump => Op::Jump { at, from, to },
-        });
-    }
-}
-
-/// See [`Run::tally`]: the calls, returns, jumps and gaps among a run's
-/// ops after the first two (the ones the ordering stage may skip:
-/// [`Skip`]; it counts those it keeps itself), and their time span.
-/// Valid while `n` is the number of ops.
-#[derive(Debug, Clone)]
-pub(super) struct Tally {
-    pub n: usize,
-    /// Only the calls, returns, jumps and gaps are counted.
-    pub counts: ThreadStats,
-    /// (u64::MAX, 0) for none.
-    pub span: (u64, u64),
-}
-
-impl Default for Tally {
-    fn default() -> Self {
-        Tally {
-            n: 0,
-            counts: ThreadStats::default(),
-            span: (u64::MAX, 0),
-        }
-    }
-}
-
-impl Tally {
-    /// Counts `op`, the op at index `i`.
-    #[inline]
-    fn add(&mut self, i: usize, op: &Op) {
-        if i >= 2 {
-            self.counts.count(op);
-            let t = op.stamp().time;
-            self.span = (self.span.0.min(t), self.span.1.max(t));
-        }
-        self.n += 1;
-    }
-}
-
-/// See [`Run::skip`].
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Skip {
-    pub first: bool,
-    pub at: Option<usize>,
-}
-
-impl Skip {
-    /// Whether the op at `i` is dropped.
-    pub fn drops(self, i: usize) -> bool {
-        (self.first && i == 0) || self.at == Some(i)
-    }
-}
 
 /// What decoding one chunk counted.
 #[derive(Debug, Default)]
@@ -227,57 +101,6 @@ pub(super) struct ChunkOutput {
     pub sync_cbr: Option<u16>,
     /// The ratio of the chunk's last CBR mark.
     pub last_cbr: Option<u16>,
-}
-
-/// Op vectors handed back by the ordering stage for the workers' next
-/// runs: a chunk's ops go into memory already mapped and of the right
-/// size, instead of growing fresh vectors (the profile showed their
-/// reallocation copies and page faults).
-#[derive(Default)]
-pub(super) struct OpPool(std::sync::Mutex<Vec<Vec<Op>>>);
-
-/// Vectors the pool keeps at most (more than a window's runs).
-const POOL_MAX: usize = 16;
-
-impl OpPool {
-    /// An empty vector, with room when one was handed back.
-    pub fn take(&self) -> Vec<Op> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_default()
-    }
-
-    /// Hands `v` back for reuse.
-    pub fn give(&self, mut v: Vec<Op>) {
-        v.clear();
-        if v.capacity() == 0 {
-            return;
-        }
-        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < POOL_MAX {
-            pool.push(v);
-        }
-    }
-}
-
-/// The transfer that ended the last block, waiting for its target (the
-/// next block's first IP, or an event's): a call, return or jump, when
-/// `set`. Its parts, not an op: the op is made where it is pushed, each
-/// part read back as it was written. An op made with its block and
-/// copied whole into the run later was read back as 16-byte words just
-/// after its narrower stores, and that copy waited on store forwarding
-/// (60% of `resolve`'s samples, 13% of the decode worker's time in
-/// `ptdec -j1` on one core).
-#[derive(Debug, Default)]
-struct Pending {
-    set: bool,
-    kind: Transfer,
-    at: Stamp,
-    from: u64,
-    /// A call's return address.
-    ret: u64,
 }
 
 /// Whose trace a buffer holds.

@@ -114,6 +114,7 @@ mod chunks;
 mod clock;
 mod flow_decoder;
 mod order;
+mod runs;
 mod setup;
 mod transfer;
 mod worker_images;
@@ -860,7 +861,7 @@ fn decode_segments(
         total: jobs.iter().map(|j| j.meta.len).sum(),
         report: opts.progress.as_ref().map(|p| &*p.0),
     };
-    let pool = chunk::OpPool::default();
+    let pool = runs::OpPool::default();
     let mut orderer = Orderer::new(
         opts,
         setup.cycles,

@@ -24,7 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sideband::timeline::TaskId;
 
-use super::chunk::{ChunkOutput, OpPool, Run};
+use super::chunk::ChunkOutput;
+use super::runs::{OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
 use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp};
 
@@ -800,7 +801,7 @@ mod tests {
                     }
                     let mut r = run(task, time, insns, ops);
                     r.cycles = if cycles { insns * 2 } else { 0 };
-                    r.skip = crate::decode::chunk::Skip {
+                    r.skip = crate::decode::runs::Skip {
                         first: rng.bool(),
                         at: [None, Some(0), Some(1), Some(2), Some(5)][rng.usize(0..5)],
                     };

@@ -32,8 +32,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput, OpPool};
+use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput};
 use super::chunks::Stream;
+use super::runs::OpPool;
 use super::setup::DecodeSetup;
 use super::worker_images::WorkerImages;
 use super::{DecodeError, ProgressFn};
