@@ -706,7 +706,20 @@ impl Reader<'_> {
                 (PathBuf::from(system), layout)
             }
         };
-        let build_id = match member(&m, "uuid").and_then(json::leaf) {
+        let build_id = self.build_id(member(&m, "uuid").and_then(json::leaf), at, &path);
+        Ok(BModule {
+            path,
+            layout,
+            load,
+            build_id,
+        })
+    }
+
+    /// A module's build-id from its `uuid` (at `at`, for the module read
+    /// from `path`): hex digits, `-` between them ignored. One that is not
+    /// is a warning that the file is used unchecked.
+    fn build_id(&mut self, uuid: Option<Value>, at: &str, path: &Path) -> Option<Vec<u8>> {
+        match uuid {
             Some(Value::String(u)) => {
                 let hex: String = u.chars().filter(|c| *c != '-').collect();
                 // Only ASCII hex digits: a multi-byte character would be
@@ -728,7 +741,7 @@ impl Reader<'_> {
                             "{at}uuid \"{}\" is not a build-id (up to 20 bytes in hex digits): \
                              {} is used without checking that it is the file traced",
                             printable(&crate::text::cut(&u, 80)),
-                            shown(&path)
+                            shown(path)
                         ),
                     );
                 }
@@ -742,18 +755,12 @@ impl Reader<'_> {
                         "{at}uuid is {}, not a string of hex digits: {} is used without \
                          checking that it is the file traced",
                         printable(&crate::text::cut(&other.to_string(), 80)),
-                        shown(&path)
+                        shown(path)
                     ),
                 );
                 None
             }
-        };
-        Ok(BModule {
-            path,
-            layout,
-            load,
-            build_id,
-        })
+        }
     }
 
     fn core(&mut self, c: &RawValue, i: usize) -> Result<BCore, String> {
