@@ -306,6 +306,20 @@ pub enum RunError {
          `ptdec info` shows what the sideband holds. Nothing was written"
     )]
     NoTraceData,
+    /// The file was cut inside its first trace data, before anything a
+    /// decoder could start at.
+    #[error(
+        "nothing decoded: the {} bytes of trace data before the cut hold no point a decoder \
+         can start at (a PSB and its PSB+) ({warning}); copy or record the whole file again. \
+         Nothing was written",
+        thousands(*bytes)
+    )]
+    CutInFirstTrace {
+        /// Trace bytes searched.
+        bytes: u64,
+        /// The reader's warning about the cut.
+        warning: String,
+    },
     /// No PSB of the trace could be synchronized at: nothing decoded.
     #[error(
         "nothing decoded: {} in the {} bytes of trace data, so a decoder has nowhere to start \
@@ -458,6 +472,15 @@ pub(crate) fn check_decoded(
         }
     }
     if stats.bytes > 0 && stats.unsynced_bytes >= stats.bytes {
+        // Cut inside its first trace data: too little left to start at,
+        // which is the cut, not "not Intel PT".
+        let cut = trace.and_then(|t| t.warnings.iter().find(|w| w.contains("was cut")));
+        if let Some(w) = cut {
+            return Err(RunError::CutInFirstTrace {
+                bytes: stats.bytes,
+                warning: w.clone(),
+            });
+        }
         return Err(RunError::NoSync {
             bytes: stats.bytes,
             bad_psbs: stats.bad_psbs,

@@ -949,6 +949,19 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
     assert!(!err.contains("nothing was traced"), "{err}");
     assert!(!out.exists());
 
+    // Cut a few bytes into that record's trace data (its 48-byte header,
+    // then the PT): the cut, not "not Intel PT".
+    for into in [1, 8, 15] {
+        let (code, err) = decode_cut(&whole[..first + 48 + into]);
+        assert_eq!(code, Some(1), "{into}: {err}");
+        assert!(
+            err.contains("before the cut hold no point a decoder can start at")
+                && !err.contains("not Intel PT"),
+            "{into}: {err}"
+        );
+        assert!(!out.exists());
+    }
+
     // Cut anywhere in the data section before that record (inside
     // TIME_CONV, AUXTRACE_INFO or the sideband): said as a cut, never as a
     // sideband-only recording or as nothing traced.
