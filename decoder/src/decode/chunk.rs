@@ -37,6 +37,7 @@ use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
+use super::context::Context;
 use super::runs::{OpPool, Pending, Run};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::transfer::{Insns, Transfer};
@@ -315,15 +316,12 @@ fn run_chunk(
         cfg: setup.pt_config(),
         pool,
         meta,
-        owner: meta.owner,
         runs: Vec::new(),
         run: None,
-        task: None,
-        image: None,
-        image_until: 0,
-        sb: setup.sideband().map(crate::pevent::Session::new),
-        sb_installed: None,
-        next_switch: u64::MAX,
+        ctx: Context::new(
+            meta.owner,
+            setup.sideband().map(crate::pevent::Session::new),
+        ),
         pending: Pending::default(),
         need_enable: true,
         last_ip: 0,
@@ -370,7 +368,7 @@ fn run_chunk(
         });
     }
     st.finish();
-    let open_task = if st.open { st.task } else { None };
+    let open_task = if st.open { st.ctx.task } else { None };
     Ok(ChunkOutput {
         runs: st.runs,
         stats: ChunkStats {
@@ -394,20 +392,11 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     cfg: PtConfig,
     pool: &'i OpPool,
     meta: ChunkMeta,
-    owner: Option<Owner>,
     /// Runs finished so far, and the current one.
     runs: Vec<Run>,
     run: Option<Run>,
-    task: Option<TaskId>,
-    /// (pid, version) of the image in the decoder, and until when it holds.
-    image: Option<(u32, usize)>,
-    image_until: u64,
-    /// A raw decode's perf_event sideband, replayed at each event, and
-    /// the image of it in the decoder (which, and how many sections).
-    sb: Option<crate::pevent::Session<'i>>,
-    sb_installed: Option<(crate::pevent::ImageSel, usize)>,
-    /// Perf time of the next context switch on this CPU.
-    next_switch: u64,
+    /// Who runs on the buffer, and whose code the decoder sees.
+    ctx: Context<'i>,
     pending: Pending,
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
@@ -896,25 +885,14 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 
     /// The task running at `t` on this buffer.
     fn task_at(&self, t: u64) -> Option<TaskId> {
-        let tl = self.setup().timeline();
-        match self.owner? {
-            Owner::Cpu(cpu) => tl?.task_on_cpu(cpu, t),
-            Owner::Thread(tid) => Some(TaskId {
-                pid: tl.and_then(|tl| tl.thread(tid, t)).map_or(tid, |th| th.pid),
-                tid,
-            }),
-            Owner::Task(task) => Some(task),
-        }
+        self.ctx.task_at(self.images.setup, t)
     }
 
     /// Makes `task` the current one: closes the current run, starts another.
     fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
-        if let (Some(Owner::Cpu(cpu)), Some(tl)) = (self.owner, self.setup().timeline()) {
-            let slots = tl.cpu_slots(cpu);
-            let i = slots.partition_point(|s| s.since <= self.clock.time);
-            self.next_switch = slots.get(i).map_or(u64::MAX, |s| s.since);
-        }
-        if task == self.task && (self.run.is_some() || task.is_none()) {
+        self.ctx
+            .next_switch_after(self.images.setup, self.clock.time);
+        if task == self.ctx.task && (self.run.is_some() || task.is_none()) {
             return;
         }
         if let Some(mut r) = self.run.take() {
@@ -935,7 +913,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
             self.runs.push(r);
         }
-        self.task = task;
+        self.ctx.task = task;
         self.run = task.map(|task| Run::new(task, self.clock.time, self.pool.take()));
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
             self.stats.lost_data += 1;
@@ -947,7 +925,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// A changed image goes into the decoder at once; what is to be listed
     /// is returned, for [`Self::list_notes`] after the event's own line.
     fn on_sideband(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) -> Vec<SbNote> {
-        let Some(sb) = self.sb.as_mut() else {
+        let Some(sb) = self.ctx.session() else {
             return Vec::new();
         };
         sb.on_event(ev.time_tsc(), crate::pevent::EventPlace::of(ev));
@@ -965,52 +943,23 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 
     /// Puts the image the sideband says into the decoder, when it changed.
     fn install_sb_image(&mut self, dec: &mut impl FlowDecoder) {
-        use crate::pevent::ImageSel;
-        let Some(sb) = self.sb.as_ref() else {
-            return;
-        };
-        let sel = sb.image();
-        let n = match sel {
-            ImageSel::Given => 0,
-            ImageSel::Context(c) => sb.sections(c).len(),
-        };
-        if self.sb_installed == Some((sel, n)) {
-            return;
+        if let Some(isids) = self.ctx.sb_image_change(self.images) {
+            self.set_image(dec, &isids);
         }
-        self.sb_installed = Some((sel, n));
-        let isids: Vec<u32> = match sel {
-            ImageSel::Given => {
-                let pid = self.task.map_or(NO_PID, |t| t.pid);
-                self.images.image(pid, 0, 0).to_vec()
-            }
-            ImageSel::Context(c) => {
-                let base = self.setup().sideband_base();
-                sb.sections(c)
-                    .iter()
-                    .filter_map(|&i| self.images.isid(base + i))
-                    .collect()
-            }
-        };
-        let overlays = self.images.emu.overlays(&isids);
-        dec.set_image(&isids, &overlays);
     }
 
     /// Puts the image of the current task at `t` into the decoder.
     fn refresh_image(&mut self, dec: &mut impl FlowDecoder, t: u64) {
-        if self.sb.is_some() {
-            self.install_sb_image(dec);
-            return;
+        if let Some(isids) = self.ctx.image_change(self.images, t) {
+            self.set_image(dec, &isids);
         }
-        let pid = self.task.map_or(NO_PID, |t| t.pid);
-        let (v, until) = self.setup().version(pid, t);
-        self.image_until = until;
-        if self.image == Some((pid, v)) {
-            return;
-        }
-        self.image = Some((pid, v));
-        let isids = self.images.image(pid, v, t);
-        let overlays = self.images.emu.overlays(&isids);
-        dec.set_image(&isids, &overlays);
+    }
+
+    /// Puts the sections `isids` into the decoder, with the patched copies
+    /// of emulated ptwrite functions among them.
+    fn set_image(&self, dec: &mut impl FlowDecoder, isids: &[u32]) {
+        let overlays = self.images.emu.overlays(isids);
+        dec.set_image(isids, &overlays);
     }
 
     /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
@@ -1018,25 +967,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// one running now, without the slack a real enable gets.
     fn enable(&mut self, dec: &mut impl FlowDecoder, ip: u64, sync: bool) {
         let t = self.clock.time.saturating_add(self.setup().switch_slack);
-        let task = match self.owner {
+        let task = match self.ctx.owner {
             Some(Owner::Cpu(_)) if !sync => self.task_at(t),
             _ => self.task_at(self.clock.time),
         };
         self.switch_to(task, ip);
-        // The slack lets a mapping made just before tracing resumes count
-        // although the decoder's time lags; but it must not reach past an
-        // exec that follows soon after (a forked child runs a few hundred
-        // ns of its parent's code before execve): keep the image of now
-        // when only that one maps `ip`.
-        let image_t = match (self.setup().timeline(), self.task) {
-            (Some(tl), Some(task))
-                if tl.lookup(task.pid, ip, t).is_none()
-                    && tl.lookup(task.pid, ip, self.clock.time).is_some() =>
-            {
-                self.clock.time
-            }
-            _ => t,
-        };
+        // The image of now plus the slack, or of now ([`Context::image_time`]).
+        let image_t = self
+            .ctx
+            .image_time(self.images.setup, ip, t, self.clock.time);
         self.refresh_image(dec, image_t);
         let at = self.stamp();
         self.push(Op::Enabled {
@@ -1083,7 +1022,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 let sync = update && self.at_start && !self.meta.first;
                 self.enable(dec, ip, sync);
                 if sync {
-                    self.sync_task = self.task;
+                    self.sync_task = self.ctx.task;
                 }
             }
             EventKind::Disabled { ip } => {
@@ -1188,14 +1127,14 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// PTWRITE, power and event-trace events become marks on the running
     /// thread (also in traces without branches, which have no `Enabled`).
     fn on_mark(&mut self, kind: &EventKind) {
-        let cpu = match self.owner {
+        let cpu = match self.ctx.owner {
             Some(Owner::Cpu(c)) => Some(c),
             _ => None,
         };
         let Some(mark) = crate::events::mark_of(kind, cpu) else {
             return;
         };
-        if self.run.is_none() || (self.need_enable && self.clock.time >= self.next_switch) {
+        if self.run.is_none() || (self.need_enable && self.clock.time >= self.ctx.next_switch) {
             let task = self.task_at(self.clock.time);
             self.switch_to(task, self.last_ip);
         }
@@ -1255,10 +1194,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         if is_kernel_ip(b.ip) {
             // Kernel code: a due context switch or image change applies here.
-            if self.clock.time >= self.next_switch {
+            if self.clock.time >= self.ctx.next_switch {
                 let task = self.task_at(self.clock.time);
                 self.switch_to(task, b.ip);
-                if self.task.is_some() {
+                if self.ctx.task.is_some() {
                     let at = self.stamp();
                     self.push(Op::Enabled {
                         at,
@@ -1267,7 +1206,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     });
                 }
                 self.refresh_image(dec, self.clock.time);
-            } else if self.clock.time >= self.image_until {
+            } else if self.clock.time >= self.ctx.image_until {
                 self.refresh_image(dec, self.clock.time);
             }
         }
@@ -1427,7 +1366,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
                 let ip = dec.take_miss().unwrap_or(self.last_ip);
-                let pid = self.task.map_or(NO_PID, |t| t.pid);
+                let pid = self.ctx.task.map_or(NO_PID, |t| t.pid);
                 if let Source::Perf { trace, images, .. } = &self.setup().src {
                     if let Some(m) = trace.timeline.lookup(pid, ip, self.clock.time) {
                         images.note_undecoded(&m.file, pid, m.start, m.end);
@@ -1546,7 +1485,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let open = !self.need_enable
             && !self.meta.before_loss
             && self.runs.last().is_some_and(|r| {
-                Some(r.task) == self.task
+                Some(r.task) == self.ctx.task
                     && !matches!(r.ops.last(), Some(Op::Gap { .. } | Op::Disabled { .. }))
             });
         self.open = open;

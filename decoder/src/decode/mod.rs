@@ -112,6 +112,7 @@
 mod chunk;
 mod chunks;
 mod clock;
+mod context;
 mod flow_decoder;
 mod order;
 mod runs;
