@@ -37,7 +37,7 @@ use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
-use super::context::Context;
+use super::context::{Context, Owner};
 use super::runs::{OpPool, Pending, Run};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::transfer::{Insns, Transfer};
@@ -102,17 +102,6 @@ pub(super) struct ChunkOutput {
     pub sync_cbr: Option<u16>,
     /// The ratio of the chunk's last CBR mark.
     pub last_cbr: Option<u16>,
-}
-
-/// Whose trace a buffer holds.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Owner {
-    /// A CPU's: the sideband's context switches say who runs.
-    Cpu(u32),
-    /// A thread's; its process from the sideband.
-    Thread(u32),
-    /// One known task (raw PT).
-    Task(TaskId),
 }
 
 /// Where a chunk sits: in its buffer's stream, in its segment, whose it is.

@@ -11,10 +11,20 @@ use std::rc::Rc;
 
 use sideband::timeline::TaskId;
 
-use super::chunk::Owner;
 use super::setup::{DecodeSetup, NO_PID};
 use super::worker_images::WorkerImages;
 use crate::pevent::{ImageSel, Session};
+
+/// Whose trace a buffer holds.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Owner {
+    /// A CPU's: the sideband's context switches say who runs.
+    Cpu(u32),
+    /// A thread's; its process from the sideband.
+    Thread(u32),
+    /// One known task (raw PT).
+    Task(TaskId),
+}
 
 /// See the module doc.
 pub(super) struct Context<'i> {

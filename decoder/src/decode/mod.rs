@@ -134,8 +134,9 @@ use crate::model::ops::OpSink;
 pub use crate::model::ops::ThreadStats;
 pub use crate::raw::RawSection;
 
-use chunk::{ChunkMeta, ChunkStats, Owner};
+use chunk::{ChunkMeta, ChunkStats};
 use chunks::{cut, Stream};
+use context::Owner;
 pub use flow_decoder::DecoderKind;
 use order::Orderer;
 use setup::DecodeSetup;
