@@ -508,7 +508,6 @@ impl ImageStore {
                     // A candidate before it that could not be read (an
                     // unmappable --sysroot copy, say) is said, not
                     // skipped silently for a file that may differ.
-                    let unread: Vec<&str> = unread.iter().map(String::as_str).collect();
                     if !unread.is_empty() {
                         self.warn(format!(
                             "{name}: {}; using {} instead",
@@ -519,12 +518,13 @@ impl ImageStore {
                     return Ok(image);
                 }
                 Err(e) => {
+                    let why = e.to_string();
                     if matches!(e, ImageError::BuildIdMismatch { .. }) {
-                        self.warn(e.to_string());
+                        self.warn(why.clone());
                     } else {
-                        unread.push(e.to_string());
+                        unread.push(why.clone());
                     }
-                    rejected.push(e.to_string());
+                    rejected.push(why);
                 }
             }
         }

@@ -458,11 +458,7 @@ pub(crate) fn check_decoded(
     // A recording cut before its first trace data (a full disk, a killed
     // copy): nothing to decode, and not "nothing was traced".
     if let Some(t) = trace.filter(|_| stats.bytes == 0 && stats.chunks == 0) {
-        if let Some(w) = t
-            .warnings
-            .iter()
-            .find(|w| w.contains("was cut") || w.contains("been cut"))
-        {
+        if let Some(w) = crate::input::cut_warning(&t.warnings, true) {
             return Err(RunError::CutBeforeTrace { warning: w.clone() });
         }
         // Not cut, as far as the file tells (a pipe-mode file cut on a
@@ -474,7 +470,7 @@ pub(crate) fn check_decoded(
     if stats.bytes > 0 && stats.unsynced_bytes >= stats.bytes {
         // Cut inside its first trace data: too little left to start at,
         // which is the cut, not "not Intel PT".
-        let cut = trace.and_then(|t| t.warnings.iter().find(|w| w.contains("was cut")));
+        let cut = trace.and_then(|t| crate::input::cut_warning(&t.warnings, false));
         if let Some(w) = cut {
             return Err(RunError::CutInFirstTrace {
                 bytes: stats.bytes,

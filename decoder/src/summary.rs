@@ -455,12 +455,8 @@ fn render_threads(o: &mut String, report: &Report) {
                 let _ = writeln!(o, "      not decoded: pid {pid} {start:#x}-{end:#x}");
             }
         }
-        if let Some(more) = report
-            .missing
-            .len()
-            .checked_sub(MISSING_SHOWN)
-            .filter(|&n| n > 0)
-        {
+        let more = report.missing.len().saturating_sub(MISSING_SHOWN);
+        if more > 0 {
             let _ = writeln!(o, "    and {more} more (`ptdec info` lists every image)");
         }
         let _ = writeln!(

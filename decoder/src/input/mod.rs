@@ -276,6 +276,15 @@ pub struct Trace {
     pub bundle: Option<crate::input::lldb::BundleInfo>,
 }
 
+/// The reader's warning that the file was cut, if any: a certain cut
+/// ("was cut"), or with `maybe` also a possible one ("may have been cut":
+/// a header without feature sections, which some writers leave so).
+pub fn cut_warning(warnings: &[String], maybe: bool) -> Option<&String> {
+    warnings
+        .iter()
+        .find(|w| w.contains("was cut") || (maybe && w.contains("been cut")))
+}
+
 /// What a file that is not a regular file is, for a message: "a FIFO".
 pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -848,9 +857,7 @@ fn assemble_buffers(
         b.losses.sort_by_key(|l| l.aux_offset);
     }
     if buffers.is_empty() && !sideband_only {
-        let cut = warnings
-            .iter()
-            .any(|w| w.contains("was cut") || w.contains("been cut"));
+        let cut = cut_warning(warnings, true).is_some();
         warnings.push(
             match cut {
                 true => "the file has AUXTRACE_INFO but no AUXTRACE data: it was cut before it",
@@ -888,7 +895,7 @@ fn refuse_cut_before_info(
     else {
         return Ok(());
     };
-    let cut = warnings.iter().find(|w| w.contains("was cut"));
+    let cut = cut_warning(warnings, false);
     Err(match cut {
         Some(w) => InputError::CutBeforeInfo {
             path: data_path.to_owned(),

@@ -59,15 +59,7 @@ pub fn leaf(raw: &RawValue) -> Option<Value> {
 /// `raw` as a message shows it: its text, cut after [`SHOWN_MAX`] bytes
 /// (at a character boundary) with its length said.
 pub fn shown(raw: &RawValue) -> String {
-    let text = raw.get().trim();
-    if text.len() <= SHOWN_MAX {
-        return text.to_string();
-    }
-    let cut = (0..=SHOWN_MAX)
-        .rev()
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(0);
-    format!("{}... ({} bytes)", &text[..cut], text.len())
+    crate::text::cut(raw.get().trim(), SHOWN_MAX).into_owned()
 }
 
 /// Calls `f` with the index and raw text of each element of the array

@@ -23,7 +23,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::text::printable;
+use crate::text::{printable, printable_path};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
@@ -263,7 +263,7 @@ impl Warnings {
     fn into_strings(self, file: &Path) -> Vec<String> {
         self.lines()
             .map(|(about, w)| match about {
-                true => format!("{}: {w}", shown(file)),
+                true => format!("{}: {w}", printable_path(file)),
                 false => w,
             })
             .collect()
@@ -376,15 +376,21 @@ impl Reader<'_> {
     fn regular(&mut self, field: &str, path: &Path) -> Result<(), String> {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
-                format!("{field} names {}, which does not exist", shown(path))
+                format!(
+                    "{field} names {}, which does not exist",
+                    printable_path(path)
+                )
             }
-            _ => format!("{field} names {}, which cannot be read: {e}", shown(path)),
+            _ => format!(
+                "{field} names {}, which cannot be read: {e}",
+                printable_path(path)
+            ),
         })?;
         if let Some(kind) = sideband::bytes::not_a_file(&meta) {
             return Err(format!(
                 "{field} names {}, which is {kind}, not a file: ptdec reads only regular files \
                  named by a bundle (name the file LLDB saved)",
-                shown(path)
+                printable_path(path)
             ));
         }
         Ok(())
@@ -434,8 +440,12 @@ impl Reader<'_> {
     /// The trace file at `path` (named by `field`), mapped once however
     /// many threads name it: its index in `traces`.
     fn trace_file(&mut self, field: &str, path: &Path) -> Result<usize, String> {
-        let cannot =
-            |e: std::io::Error| format!("{field} names {}, which cannot be read: {e}", shown(path));
+        let cannot = |e: std::io::Error| {
+            format!(
+                "{field} names {}, which cannot be read: {e}",
+                printable_path(path)
+            )
+        };
         self.regular(field, path)?;
         let file = crate::inputs::open_regular(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
@@ -671,13 +681,13 @@ impl Reader<'_> {
                 // as such, not as missing.
                 let odd = candidates.iter().find_map(|p| {
                     let kind = sideband::bytes::not_a_file(&std::fs::metadata(p).ok()?)?;
-                    Some(format!("{} is {kind}, not a file", shown(p)))
+                    Some(format!("{} is {kind}, not a file", printable_path(p)))
                 });
                 let what = match &file {
                     Some(_) if not_file.is_some() => not_file.take().unwrap_or_default(),
                     Some(f) => format!(
                         "{at}file names {}, which does not exist",
-                        shown(&self.file_at(f))
+                        printable_path(&self.file_at(f))
                     ),
                     None => format!("{at}file is not given"),
                 };
@@ -685,7 +695,7 @@ impl Reader<'_> {
                 match (&layout, odd) {
                     (Some(l), _) => self.warn(
                         Kind::Module,
-                        format!("{what}; using {} for {system_shown}", shown(l)),
+                        format!("{what}; using {} for {system_shown}", printable_path(l)),
                     ),
                     (None, Some(odd)) => self.warn(
                         Kind::Module,
@@ -741,7 +751,7 @@ impl Reader<'_> {
                             "{at}uuid \"{}\" is not a build-id (up to 20 bytes in hex digits): \
                              {} is used without checking that it is the file traced",
                             printable(&crate::text::cut(&u, 80)),
-                            shown(path)
+                            printable_path(path)
                         ),
                     );
                 }
@@ -755,7 +765,7 @@ impl Reader<'_> {
                         "{at}uuid is {}, not a string of hex digits: {} is used without \
                          checking that it is the file traced",
                         printable(&crate::text::cut(&other.to_string(), 80)),
-                        shown(path)
+                        printable_path(path)
                     ),
                 );
                 None
@@ -1089,7 +1099,7 @@ fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
             warnings.push(
                 Kind::Core,
                 false,
-                format!("cannot read {}: {e}", shown(&core.switches)),
+                format!("cannot read {}: {e}", printable_path(&core.switches)),
             );
             return Vec::new();
         }
@@ -1138,7 +1148,7 @@ fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
                     false,
                     format!(
                         "{}: {e}; the records after it are not read",
-                        shown(&core.switches)
+                        printable_path(&core.switches)
                     ),
                 );
                 break;
@@ -1347,12 +1357,6 @@ fn auxtrace_info(conv: Option<(u64, u64, u64)>, per_cpu: bool) -> Event<'static>
     }
 }
 
-/// A path named by a bundle as messages show it: control characters
-/// escaped, so that a hostile name cannot drive the terminal.
-fn shown(p: &Path) -> String {
-    crate::text::printable_path(p)
-}
-
 /// The warning naming the files read from outside the bundle's folder
 /// `dir` (`outside`: each with the field that named it), if any.
 fn outside_warning(outside: &BTreeMap<PathBuf, (PathBuf, String)>, dir: &Path) -> Option<String> {
@@ -1363,7 +1367,7 @@ fn outside_warning(outside: &BTreeMap<PathBuf, (PathBuf, String)>, dir: &Path) -
     let files: Vec<String> = outside
         .iter()
         .take(OUTSIDE_SHOWN)
-        .map(|(_, (p, field))| format!("{} ({field})", shown(p)))
+        .map(|(_, (p, field))| format!("{} ({field})", printable_path(p)))
         .collect();
     let more = match n > OUTSIDE_SHOWN {
         true => format!(" and {} more", n - OUTSIDE_SHOWN),
@@ -1372,7 +1376,7 @@ fn outside_warning(outside: &BTreeMap<PathBuf, (PathBuf, String)>, dir: &Path) -
     Some(format!(
         "read {n} file{} outside the bundle's folder {}: {}{more}",
         if n == 1 { "" } else { "s" },
-        shown(dir),
+        printable_path(dir),
         files.join(", ")
     ))
 }
