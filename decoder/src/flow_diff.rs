@@ -287,6 +287,40 @@ pub fn compare(
     trace: &[u8],
     sections: &[(&Path, u64, u64, u64)],
 ) -> Result<Outcome, String> {
+    let (cache, isids, fast_sections) = load_sections(sections)?;
+    let lib_log = libipt_log(cfg, trace, cache, isids)?;
+
+    let Ok(fast_dec) = FastDecoder::new(&cfg.settings(), trace) else {
+        return Ok(Outcome::default());
+    };
+    let image = Image::new(fast_sections.clone(), false);
+    let mut fast = Fast {
+        dec: fast_dec,
+        code: CodeCache::default(),
+        sections: fast_sections.clone(),
+    };
+    fast.dec.set_image(image.clone());
+    let mut fast_log = Vec::new();
+    run(&mut fast, &mut fast_log);
+    batches_agree(cfg, trace, fast_sections, image, &fast_log)?;
+
+    if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
+        eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
+    }
+    logs_agree(&lib_log, &fast_log, &fast)?;
+    Ok(Outcome {
+        lines: fast_log.len(),
+        unsupported: fast.dec.unsupported(),
+    })
+}
+
+/// The sections (file, offset, size, address) in libipt's section cache,
+/// their isids with address and size, and the same sections for the fast
+/// decoder (those whose bytes can be read).
+#[allow(clippy::type_complexity)]
+fn load_sections(
+    sections: &[(&Path, u64, u64, u64)],
+) -> Result<(SectionCache, Vec<(u32, u64, u64)>, Vec<Section>), String> {
     let cache = SectionCache::new().map_err(|e| format!("libipt: {}", ipt::message(e)))?;
     let mut isids = Vec::new();
     let mut fast_sections = Vec::new();
@@ -308,6 +342,16 @@ pub fn compare(
             }
         }
     }
+    Ok((cache, isids, fast_sections))
+}
+
+/// libipt's block decoder's log of `trace` over the cached sections.
+fn libipt_log(
+    cfg: &PtConfig,
+    trace: &[u8],
+    cache: SectionCache,
+    isids: Vec<(u32, u64, u64)>,
+) -> Result<Vec<Line>, String> {
     let cache = Rc::new(cache);
     let mut lib_dec =
         BlockDecoder::new(cfg, trace).map_err(|e| format!("libipt: {}", ipt::message(e)))?;
@@ -322,48 +366,47 @@ pub fn compare(
     };
     let mut lib_log = Vec::new();
     run(&mut lib, &mut lib_log);
+    Ok(lib_log)
+}
 
-    let Ok(fast_dec) = FastDecoder::new(&cfg.settings(), trace) else {
-        return Ok(Outcome::default());
+/// The fast decoder taking its blocks in batches gives `fast_log`, the
+/// log of it taking them one at a time.
+fn batches_agree(
+    cfg: &PtConfig,
+    trace: &[u8],
+    sections: Vec<Section>,
+    image: Image,
+    fast_log: &[Line],
+) -> Result<(), String> {
+    let Ok(dec) = FastDecoder::new(&cfg.settings(), trace) else {
+        return Ok(());
     };
-    let image = Image::new(fast_sections.clone(), false);
-    let mut fast = Fast {
-        dec: fast_dec,
-        code: CodeCache::default(),
-        sections: fast_sections.clone(),
+    let mut batch = Batch {
+        fast: Fast {
+            dec,
+            code: CodeCache::default(),
+            sections,
+        },
+        queue: Default::default(),
+        time: Default::default(),
     };
-    fast.dec.set_image(image.clone());
-    let mut fast_log = Vec::new();
-    run(&mut fast, &mut fast_log);
-
-    // The same decoder taking its blocks in batches.
-    if let Ok(dec) = FastDecoder::new(&cfg.settings(), trace) {
-        let mut batch = Batch {
-            fast: Fast {
-                dec,
-                code: CodeCache::default(),
-                sections: fast_sections,
-            },
-            queue: Default::default(),
-            time: Default::default(),
-        };
-        batch.fast.dec.set_image(image);
-        let mut batch_log = Vec::new();
-        run(&mut batch, &mut batch_log);
-        if let Some(i) =
-            (0..fast_log.len().max(batch_log.len())).find(|&i| fast_log.get(i) != batch_log.get(i))
-        {
-            return Err(format!(
-                "line {i}: next_block {:?}, next_blocks {:?}",
-                &fast_log[i.min(fast_log.len())..(i + 3).min(fast_log.len())],
-                &batch_log[i.min(batch_log.len())..(i + 3).min(batch_log.len())],
-            ));
-        }
+    batch.fast.dec.set_image(image);
+    let mut batch_log = Vec::new();
+    run(&mut batch, &mut batch_log);
+    match (0..fast_log.len().max(batch_log.len())).find(|&i| fast_log.get(i) != batch_log.get(i)) {
+        Some(i) => Err(format!(
+            "line {i}: next_block {:?}, next_blocks {:?}",
+            &fast_log[i.min(fast_log.len())..(i + 3).min(fast_log.len())],
+            &batch_log[i.min(batch_log.len())..(i + 3).min(batch_log.len())],
+        )),
+        None => Ok(()),
     }
+}
 
-    if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
-        eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
-    }
+/// The fast decoder's log is libipt's, up to where the fast decoder
+/// stopped: at libipt's end, at what it does not support, or at an error
+/// libipt reports at the same offset.
+fn logs_agree(lib_log: &[Line], fast_log: &[Line], fast: &Fast) -> Result<(), String> {
     let n = fast_log.len();
     let lib_part = &lib_log[..n.min(lib_log.len())];
     if let Some(i) = (0..n.min(lib_log.len())).find(|&i| lib_log[i] != fast_log[i]) {
@@ -402,10 +445,7 @@ pub fn compare(
             }
         }
     }
-    Ok(Outcome {
-        lines: n,
-        unsupported: fast.dec.unsupported(),
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -773,82 +773,13 @@ fn decode_segments(
     prepare: Option<&dyn crate::model::ops::Prepare>,
 ) -> Result<DecodeStats, DecodeError> {
     let opts = setup.opts;
-    let cfg = setup.pt_config();
-    let chunk_bytes = opts.chunking.bytes().unwrap_or(if setup.cycles {
-        DEFAULT_CHUNK_BYTES_CYC
-    } else if (!setup.per_cpu || opts.any_interleaving) && decodes_on_calling_thread(opts) {
-        DEFAULT_CHUNK_BYTES_ONE_CPU
-    } else {
-        DEFAULT_CHUNK_BYTES
-    });
+    let chunk_bytes = chunk_bytes(setup);
     let threads = worker_threads(opts, chunk_bytes);
     let window = opts.window.unwrap_or(2 * threads + 2);
     let mut jobs: Vec<ChunkJob> = Vec::new();
-    // (segment, first decoded chunk of it) per job.
     for (si, seg) in segments.iter().enumerate() {
         stats.segments += 1;
-        let slack = setup.switch_slack;
-        let (start, end) = (opts.start, opts.end);
-        let before =
-            |tsc: u64| start.is_some_and(|s| setup.perf_time(tsc).saturating_add(slack) < s);
-        let past = |tsc: u64| end.is_some_and(|e| setup.perf_time(tsc) > e.saturating_add(slack));
-        let window = chunks::Window {
-            bounded: start.is_some() || end.is_some(),
-            before: &before,
-            past: &past,
-        };
-        let (cuts, not_cut) = cut(&seg.stream, &cfg, chunk_bytes, &window, release);
-        stats.chunks_skipped += not_cut;
-        let len = seg.stream.len();
-        let n = cuts.len();
-        let times: Vec<Option<u64>> = cuts
-            .iter()
-            .map(|c| c.tsc.map(|t| setup.perf_time(t)))
-            .collect();
-        // The window: chunks wholly before its start or after its end
-        // are not decoded (chunk times rise within a segment).
-        let lo = match opts.start {
-            Some(start) => {
-                let i =
-                    times.partition_point(|t| t.is_some_and(|t| t.saturating_add(slack) < start));
-                i.saturating_sub(1)
-            }
-            None => 0,
-        };
-        let hi = match opts.end {
-            Some(end) => {
-                times.partition_point(|t| t.is_none_or(|t| t <= end.saturating_add(slack)))
-            }
-            None => n,
-        }
-        .max(lo + 1)
-        .min(n);
-        stats.chunks_skipped += (n - (hi - lo)) as u64;
-        let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
-        for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
-            // With CYC, a warm-up from a PSB before the chunk (in the
-            // previous chunk's last WARMUP_BYTES): see `chunk::decode_chunk`.
-            let warmup = match ci {
-                _ if !setup.cycles || c.range.start == 0 => 0,
-                0 => c.range.start.min(WARMUP_BYTES),
-                _ => (c.range.start - starts[ci - 1]).min(WARMUP_BYTES),
-            };
-            jobs.push(ChunkJob {
-                stream: si,
-                decode: c.decode.start - warmup..c.decode.end,
-                meta: ChunkMeta {
-                    aux_offset: seg.aux_offset + c.range.start,
-                    len: c.range.end - c.range.start,
-                    after_loss: seg.after_loss && c.range.start == 0,
-                    before_loss: seg.before_loss && c.range.end == len,
-                    first: ci == lo,
-                    last: c.range.end == len,
-                    owner: seg.owner,
-                    start_time: times[ci],
-                    warmup,
-                },
-            });
-        }
+        segment_jobs(setup, si, seg, chunk_bytes, release, &mut stats, &mut jobs);
     }
     // Delivery order: per-thread buffers in stream order, segment after
     // segment; per-cpu buffers by chunk start time across CPUs.
@@ -877,17 +808,9 @@ fn decode_segments(
     // memory stays bounded however long the trace.
     if opts.chunking == Chunking::Sequential && jobs.len() == 1 && !setup.per_cpu {
         let job = &jobs[0];
-        let images = worker_images::WorkerImages::new(setup)?;
         let bytes = segments[job.stream].stream.bytes(job.decode.clone());
-        let out = {
-            let mut flush = |runs| orderer.flushed(runs, sink);
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                chunk::decode_chunk_flushing(&images, &pool, job.meta, &bytes, Some(&mut flush))
-            }))
-            .unwrap_or_else(|p| Err(DecodeError::Worker(workers::panic_message(&*p))))?
-        };
+        decode_in_place(setup, &pool, job, &bytes, &mut orderer, sink)?;
         progress.add(job.meta.len);
-        orderer.chunk(job.stream, job.meta.first, out, None, sink);
         return Ok(orderer.finish(sink));
     }
     let mut deliver = |k: usize, out, held: usize| {
@@ -917,4 +840,131 @@ fn decode_segments(
     };
     workers::run(&shared, limits, &mut deliver)?;
     Ok(orderer.finish(sink))
+}
+
+/// How many bytes of trace a chunk holds: `--chunk-size`, or the default
+/// for the trace's kind (smaller with CYC, larger when one thread decodes
+/// a single CPU's buffer).
+fn chunk_bytes(setup: &DecodeSetup<'_>) -> u64 {
+    let opts = setup.opts;
+    opts.chunking.bytes().unwrap_or(if setup.cycles {
+        DEFAULT_CHUNK_BYTES_CYC
+    } else if (!setup.per_cpu || opts.any_interleaving) && decodes_on_calling_thread(opts) {
+        DEFAULT_CHUNK_BYTES_ONE_CPU
+    } else {
+        DEFAULT_CHUNK_BYTES
+    })
+}
+
+/// Cuts segment `si` into chunks at PSBs and appends a job for each chunk
+/// the time window keeps (counting the others as skipped in `stats`).
+fn segment_jobs(
+    setup: &DecodeSetup<'_>,
+    si: usize,
+    seg: &SegmentPlan<'_>,
+    chunk_bytes: u64,
+    release: &dyn Fn(&[u8]),
+    stats: &mut DecodeStats,
+    jobs: &mut Vec<ChunkJob>,
+) {
+    let opts = setup.opts;
+    let slack = setup.switch_slack;
+    let (start, end) = (opts.start, opts.end);
+    let before = |tsc: u64| start.is_some_and(|s| setup.perf_time(tsc).saturating_add(slack) < s);
+    let past = |tsc: u64| end.is_some_and(|e| setup.perf_time(tsc) > e.saturating_add(slack));
+    let window = chunks::Window {
+        bounded: start.is_some() || end.is_some(),
+        before: &before,
+        past: &past,
+    };
+    let (cuts, not_cut) = cut(
+        &seg.stream,
+        &setup.pt_config(),
+        chunk_bytes,
+        &window,
+        release,
+    );
+    stats.chunks_skipped += not_cut;
+    let len = seg.stream.len();
+    let n = cuts.len();
+    let times: Vec<Option<u64>> = cuts
+        .iter()
+        .map(|c| c.tsc.map(|t| setup.perf_time(t)))
+        .collect();
+    let (lo, hi) = in_window(&times, start, end, slack);
+    stats.chunks_skipped += (n - (hi - lo)) as u64;
+    let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
+    for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
+        // With CYC, a warm-up from a PSB before the chunk (in the
+        // previous chunk's last WARMUP_BYTES): see `chunk::decode_chunk`.
+        let warmup = match ci {
+            _ if !setup.cycles || c.range.start == 0 => 0,
+            0 => c.range.start.min(WARMUP_BYTES),
+            _ => (c.range.start - starts[ci - 1]).min(WARMUP_BYTES),
+        };
+        jobs.push(ChunkJob {
+            stream: si,
+            decode: c.decode.start - warmup..c.decode.end,
+            meta: ChunkMeta {
+                aux_offset: seg.aux_offset + c.range.start,
+                len: c.range.end - c.range.start,
+                after_loss: seg.after_loss && c.range.start == 0,
+                before_loss: seg.before_loss && c.range.end == len,
+                first: ci == lo,
+                last: c.range.end == len,
+                owner: seg.owner,
+                start_time: times[ci],
+                warmup,
+            },
+        });
+    }
+}
+
+/// The chunks `lo..hi` of a segment that the time window `start..end`
+/// needs, given each chunk's start time (rising within a segment): chunks
+/// wholly before its start or after its end are not decoded. At least one
+/// chunk is kept.
+fn in_window(
+    times: &[Option<u64>],
+    start: Option<u64>,
+    end: Option<u64>,
+    slack: u64,
+) -> (usize, usize) {
+    let n = times.len();
+    let lo = match start {
+        Some(start) => {
+            let i = times.partition_point(|t| t.is_some_and(|t| t.saturating_add(slack) < start));
+            i.saturating_sub(1)
+        }
+        None => 0,
+    };
+    let hi = match end {
+        Some(end) => times.partition_point(|t| t.is_none_or(|t| t <= end.saturating_add(slack))),
+        None => n,
+    }
+    .max(lo + 1)
+    .min(n);
+    (lo, hi)
+}
+
+/// Decodes `job`, the one chunk of a sequential decode, on this thread,
+/// handing its runs to `orderer` as they fill up.
+fn decode_in_place(
+    setup: &DecodeSetup<'_>,
+    pool: &runs::OpPool,
+    job: &ChunkJob,
+    bytes: &[u8],
+    orderer: &mut Orderer<'_>,
+    sink: &mut dyn OpSink,
+) -> Result<(), DecodeError> {
+    let images = worker_images::WorkerImages::new(setup)?;
+    let out = {
+        let mut flush = |runs| orderer.flushed(runs, sink);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            chunk::decode_chunk_flushing(&images, pool, job.meta, bytes, Some(&mut flush))
+        }))
+        .unwrap_or_else(|p| Err(DecodeError::Worker(workers::panic_message(&*p))))?
+    };
+    orderer.chunk(job.stream, job.meta.first, out, None, sink);
+    Ok(())
 }

@@ -118,6 +118,25 @@ pub(super) struct DecodeSetup<'t> {
     pub iflags_events: bool,
 }
 
+/// How far (ns) a context switch or mmap may lie after libipt's time
+/// estimate for an enable and still apply to it, when no option says
+/// ([`DecodeOptions::switch_slack_ns`]): two MTC periods, within
+/// 100 ns..1 ms; 1 µs without MTC or a time conversion.
+fn default_switch_slack(trace: &Trace, mtc_bits: u8) -> u64 {
+    let info = &trace.info;
+    let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
+    let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
+    match (&trace.tsc, mtc && n != 0 && d != 0) {
+        (Some(tc), true) => {
+            let ticks = (2u64 << mtc_bits) * n / d;
+            tc.tsc_to_perf_time(ticks)
+                .wrapping_sub(tc.tsc_to_perf_time(0))
+                .clamp(100, 1_000_000)
+        }
+        _ => 1_000,
+    }
+}
+
 impl<'t> DecodeSetup<'t> {
     pub fn new(trace: &'t Trace, images: &'t ImageStore, opts: &'t DecodeOptions) -> Self {
         let info = &trace.info;
@@ -206,19 +225,9 @@ impl<'t> DecodeSetup<'t> {
             model: c.model,
             stepping: c.stepping,
         });
-        let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
-        let slack = opts.switch_slack_ns.unwrap_or_else(|| {
-            let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
-            match (&trace.tsc, mtc && n != 0 && d != 0) {
-                (Some(tc), true) => {
-                    let ticks = (2u64 << mtc_bits) * n / d;
-                    tc.tsc_to_perf_time(ticks)
-                        .wrapping_sub(tc.tsc_to_perf_time(0))
-                        .clamp(100, 1_000_000)
-                }
-                _ => 1_000,
-            }
-        });
+        let slack = opts
+            .switch_slack_ns
+            .unwrap_or_else(|| default_switch_slack(trace, mtc_bits));
         DecodeSetup {
             src: Source::Perf {
                 trace,

@@ -138,79 +138,21 @@ pub(super) fn record_text(p: &SbPrint, r: &RecordView<'_>) -> Option<String> {
 }
 
 /// The record's name and fields; false when the parsed record is not of
-/// the type the header says (then it is printed as unknown).
+/// the type the header says (then it is printed as unknown). Compact form
+/// puts the fields on the name's line; verbose form a field a line.
 fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
     let compact = format == SbFormat::Compact;
     let ev = r.event;
-    // The name, then the fields in compact form (below: in verbose form).
-    let head = |out: &mut String, name: &str, fields: std::fmt::Arguments| {
-        out.push_str(name);
-        if compact {
-            let _ = write!(out, "  {fields}");
-        }
-    };
     match (r.kind, &ev.record) {
-        (kind::MMAP, Record::Mmap(m)) => {
-            head(
-                out,
-                "PERF_RECORD_MMAP",
-                format_args!(
-                    "{:x}/{:x}, {:x}, {:x}, {:x}, {}",
-                    m.pid, m.tid, m.addr, m.len, m.pgoff, m.filename
-                ),
-            );
-            if !compact {
-                field(out, "pid", m.pid);
-                field(out, "tid", m.tid);
-                field(out, "addr", m.addr);
-                field(out, "len", m.len);
-                field(out, "pgoff", m.pgoff);
-                let _ = write!(out, "\n  filename: {}", m.filename);
-            }
-        }
-        (kind::MMAP2, Record::Mmap(m)) if r.body.len() >= 64 => {
-            let u32_at = |o: usize| u32::from_le_bytes(r.body[o..o + 4].try_into().unwrap());
-            let u64_at = |o: usize| u64::from_le_bytes(r.body[o..o + 8].try_into().unwrap());
-            let (maj, min, ino, ino_gen) = (u32_at(32), u32_at(36), u64_at(40), u64_at(48));
-            let (prot, flags) = (u32_at(56), u32_at(60));
-            head(
-                out,
-                "PERF_RECORD_MMAP2",
-                format_args!(
-                    "{:x}/{:x}, {:x}, {:x}, {:x}, {maj:x}, {min:x}, {ino:x}, {ino_gen:x}, \
-                     {prot:x}, {flags:x}, {}",
-                    m.pid, m.tid, m.addr, m.len, m.pgoff, m.filename
-                ),
-            );
-            if !compact {
-                field(out, "pid", m.pid);
-                field(out, "tid", m.tid);
-                field(out, "addr", m.addr);
-                field(out, "len", m.len);
-                field(out, "pgoff", m.pgoff);
-                field(out, "maj", maj);
-                field(out, "min", min);
-                field(out, "ino", ino);
-                field(out, "ino_generation", ino_gen);
-                field(out, "prot", prot);
-                field(out, "flags", flags);
-                let _ = write!(out, "\n  filename: {}", m.filename);
-            }
-        }
-        (kind::LOST, Record::Lost { id, lost }) => {
-            head(out, "PERF_RECORD_LOST", format_args!("{id:x}, {lost:x}"));
-            if !compact {
-                field(out, "id", *id);
-                field(out, "lost", *lost);
-            }
-        }
+        (kind::MMAP, Record::Mmap(m)) => mmap_text(out, compact, m),
+        (kind::MMAP2, Record::Mmap(m)) if r.body.len() >= 64 => mmap2_text(out, compact, m, r.body),
         (kind::COMM, Record::Comm { pid, tid, comm }) => {
             let name = if ev.misc & misc::COMM_EXEC != 0 {
                 "PERF_RECORD_COMM.EXEC"
             } else {
                 "PERF_RECORD_COMM"
             };
-            head(out, name, format_args!("{pid:x}/{tid:x}, {comm}"));
+            head(out, compact, name, format_args!("{pid:x}/{tid:x}, {comm}"));
             if !compact {
                 field(out, "pid", *pid);
                 field(out, "tid", *tid);
@@ -223,20 +165,143 @@ fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
             } else {
                 "PERF_RECORD_FORK"
             };
+            task_text(out, compact, name, t);
+        }
+        (kind::SWITCH, Record::Switch) | (kind::SWITCH_CPU_WIDE, Record::SwitchCpuWide { .. }) => {
+            switch_text(out, compact, ev);
+        }
+        _ => return counter_text(out, compact, r.kind, &ev.record),
+    }
+    true
+}
+
+/// A record's name, then in compact form its fields on the same line.
+fn head(out: &mut String, compact: bool, name: &str, fields: std::fmt::Arguments) {
+    out.push_str(name);
+    if compact {
+        let _ = write!(out, "  {fields}");
+    }
+}
+
+/// PERF_RECORD_MMAP.
+fn mmap_text(out: &mut String, compact: bool, m: &sideband::record::Mmap) {
+    head(
+        out,
+        compact,
+        "PERF_RECORD_MMAP",
+        format_args!(
+            "{:x}/{:x}, {:x}, {:x}, {:x}, {}",
+            m.pid, m.tid, m.addr, m.len, m.pgoff, m.filename
+        ),
+    );
+    if !compact {
+        mapping_fields(out, m);
+        let _ = write!(out, "\n  filename: {}", m.filename);
+    }
+}
+
+/// PERF_RECORD_MMAP2, whose device, inode and protection fields are read
+/// from the record's body (`body` holds at least 64 bytes).
+fn mmap2_text(out: &mut String, compact: bool, m: &sideband::record::Mmap, body: &[u8]) {
+    let u32_at = |o: usize| u32::from_le_bytes(body[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().unwrap());
+    let (maj, min, ino, ino_gen) = (u32_at(32), u32_at(36), u64_at(40), u64_at(48));
+    let (prot, flags) = (u32_at(56), u32_at(60));
+    head(
+        out,
+        compact,
+        "PERF_RECORD_MMAP2",
+        format_args!(
+            "{:x}/{:x}, {:x}, {:x}, {:x}, {maj:x}, {min:x}, {ino:x}, {ino_gen:x}, \
+             {prot:x}, {flags:x}, {}",
+            m.pid, m.tid, m.addr, m.len, m.pgoff, m.filename
+        ),
+    );
+    if !compact {
+        mapping_fields(out, m);
+        field(out, "maj", maj);
+        field(out, "min", min);
+        field(out, "ino", ino);
+        field(out, "ino_generation", ino_gen);
+        field(out, "prot", prot);
+        field(out, "flags", flags);
+        let _ = write!(out, "\n  filename: {}", m.filename);
+    }
+}
+
+/// The fields MMAP and MMAP2 share, in verbose form.
+fn mapping_fields(out: &mut String, m: &sideband::record::Mmap) {
+    field(out, "pid", m.pid);
+    field(out, "tid", m.tid);
+    field(out, "addr", m.addr);
+    field(out, "len", m.len);
+    field(out, "pgoff", m.pgoff);
+}
+
+/// PERF_RECORD_EXIT and PERF_RECORD_FORK.
+fn task_text(out: &mut String, compact: bool, name: &str, t: &sideband::record::Task) {
+    head(
+        out,
+        compact,
+        name,
+        format_args!(
+            "{:x}/{:x}, {:x}/{:x}, {:x}",
+            t.pid, t.tid, t.ppid, t.ptid, t.time
+        ),
+    );
+    if !compact {
+        field(out, "pid", t.pid);
+        field(out, "ppid", t.ppid);
+        field(out, "tid", t.tid);
+        field(out, "ptid", t.ptid);
+        field(out, "time", t.time);
+    }
+}
+
+/// PERF_RECORD_SWITCH (the same in both forms: no fields) and
+/// PERF_RECORD_SWITCH_CPU_WIDE.
+fn switch_text(out: &mut String, compact: bool, ev: &Event<'_>) {
+    let switched_out = ev.misc & misc::SWITCH_OUT != 0;
+    let Record::SwitchCpuWide {
+        next_prev_pid,
+        next_prev_tid,
+    } = ev.record
+    else {
+        out.push_str(if switched_out {
+            "PERF_RECORD_SWITCH.OUT"
+        } else {
+            "PERF_RECORD_SWITCH.IN"
+        });
+        return;
+    };
+    let (dir, who) = if switched_out {
+        ("OUT", "next")
+    } else {
+        ("IN", "prev")
+    };
+    let _ = write!(out, "PERF_RECORD_SWITCH_CPU_WIDE.{dir}");
+    if compact {
+        let _ = write!(out, "  {next_prev_pid:x}/{next_prev_tid:x}");
+    } else {
+        field(out, &format!("{who} pid"), next_prev_pid);
+        field(out, &format!("{who} tid"), next_prev_tid);
+    }
+}
+
+/// The records of lost data, throttling, AUX and trace starts; false when
+/// `record` is not of type `kind`.
+fn counter_text(out: &mut String, compact: bool, kind: u32, record: &Record<'_>) -> bool {
+    match (kind, record) {
+        (kind::LOST, Record::Lost { id, lost }) => {
             head(
                 out,
-                name,
-                format_args!(
-                    "{:x}/{:x}, {:x}/{:x}, {:x}",
-                    t.pid, t.tid, t.ppid, t.ptid, t.time
-                ),
+                compact,
+                "PERF_RECORD_LOST",
+                format_args!("{id:x}, {lost:x}"),
             );
             if !compact {
-                field(out, "pid", t.pid);
-                field(out, "ppid", t.ppid);
-                field(out, "tid", t.tid);
-                field(out, "ptid", t.ptid);
-                field(out, "time", t.time);
+                field(out, "id", *id);
+                field(out, "lost", *lost);
             }
         }
         (
@@ -248,12 +313,17 @@ fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
                 ..
             },
         ) => {
-            let name = if r.kind == kind::THROTTLE {
+            let name = if kind == kind::THROTTLE {
                 "PERF_RECORD_THROTTLE"
             } else {
                 "PERF_RECORD_UNTHROTTLE"
             };
-            head(out, name, format_args!("{time:x}, {id:x}, {stream_id:x}"));
+            head(
+                out,
+                compact,
+                name,
+                format_args!("{time:x}, {id:x}, {stream_id:x}"),
+            );
             if !compact {
                 field(out, "time", *time);
                 field(out, "id", *id);
@@ -275,6 +345,7 @@ fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
             };
             head(
                 out,
+                compact,
                 name,
                 format_args!("{aux_offset:x}, {aux_size:x}, {flags:x}"),
             );
@@ -287,6 +358,7 @@ fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
         (kind::ITRACE_START, Record::ItraceStart { pid, tid }) => {
             head(
                 out,
+                compact,
                 "PERF_RECORD_ITRACE_START",
                 format_args!("{pid:x}/{tid:x}"),
             );
@@ -296,37 +368,14 @@ fn body_text(out: &mut String, format: SbFormat, r: &RecordView<'_>) -> bool {
             }
         }
         (kind::LOST_SAMPLES, Record::LostSamples { lost }) => {
-            head(out, "PERF_RECORD_LOST_SAMPLES", format_args!("{lost:x}"));
+            head(
+                out,
+                compact,
+                "PERF_RECORD_LOST_SAMPLES",
+                format_args!("{lost:x}"),
+            );
             if !compact {
                 field(out, "lost", *lost);
-            }
-        }
-        // The same in both forms: no fields.
-        (kind::SWITCH, Record::Switch) => {
-            out.push_str(if ev.misc & misc::SWITCH_OUT != 0 {
-                "PERF_RECORD_SWITCH.OUT"
-            } else {
-                "PERF_RECORD_SWITCH.IN"
-            });
-        }
-        (
-            kind::SWITCH_CPU_WIDE,
-            Record::SwitchCpuWide {
-                next_prev_pid,
-                next_prev_tid,
-            },
-        ) => {
-            let (dir, who) = if ev.misc & misc::SWITCH_OUT != 0 {
-                ("OUT", "next")
-            } else {
-                ("IN", "prev")
-            };
-            let _ = write!(out, "PERF_RECORD_SWITCH_CPU_WIDE.{dir}");
-            if compact {
-                let _ = write!(out, "  {next_prev_pid:x}/{next_prev_tid:x}");
-            } else {
-                field(out, &format!("{who} pid"), *next_prev_pid);
-                field(out, &format!("{who} tid"), *next_prev_tid);
             }
         }
         _ => return false,
