@@ -98,7 +98,7 @@ use blocks::{
     Block, BlockError, Cut, Encoders, Event, GapRec, Other, Piece, Rec, SharedSink, Val, What,
 };
 
-use crate::events::{cbr_mhz, MarkFilter};
+use crate::model::ops::{cbr_mhz, MarkFilter};
 use crate::model::ops::{GapKind, Mark, Stamp};
 use crate::model::slices::{Slice, SliceKind};
 use crate::outfile::OutFile;
@@ -494,16 +494,6 @@ fn window_parts(path: &Path) -> (String, String) {
 /// The FTF header every file ptdec writes starts with.
 pub(crate) fn write_ftf_header(sink: &mut impl Write) -> ftf::Result<()> {
     ftf::write_header(sink, 1_000_000_000, 1, "ptdec")
-}
-
-/// The name of a gap's slice (also `report`'s row for it).
-pub(crate) fn gap_name(kind: &GapKind) -> &'static str {
-    match kind {
-        GapKind::Overflow => "[gap: overflow]",
-        GapKind::LostData => "[gap: lost data]",
-        GapKind::DecodeError(_) => "[gap: decode error]",
-        GapKind::NoImage { .. } => "[gap: no image]",
-    }
 }
 
 fn gap_reason(kind: &GapKind) -> String {
@@ -1216,7 +1206,7 @@ impl Emitter {
             let (category, name) = match &s.kind {
                 SliceKind::Call { func, .. } => ("call", func.name.to_string()),
                 SliceKind::Untraced { .. } => ("untraced", untraced.into()),
-                SliceKind::Gap { kind, .. } => ("gap", gap_name(kind).into()),
+                SliceKind::Gap { kind, .. } => ("gap", kind.name().into()),
             };
             let placed = Placed {
                 pid: s.pid,
@@ -1254,7 +1244,7 @@ impl Emitter {
                     ip: *ip,
                 },
                 SliceKind::Gap { kind, offset } => What::Gap(block.other(Other::Gap(GapRec {
-                    name: gap_name(kind),
+                    name: kind.name(),
                     reason: gap_reason(kind).into(),
                     offset: *offset,
                     ip: match kind {
@@ -1533,7 +1523,7 @@ mod tests {
                 match &s.kind {
                     SliceKind::Call { func, .. } => func.name.to_string(),
                     SliceKind::Untraced { .. } => "[kernel]".into(),
-                    SliceKind::Gap { kind, .. } => gap_name(kind).into(),
+                    SliceKind::Gap { kind, .. } => kind.name().into(),
                 },
             ));
             e.slice(&s).unwrap();

@@ -18,10 +18,7 @@ use std::sync::Arc;
 
 use ipt::EventKind;
 
-use crate::model::ops::{Mark, MarkClass};
-
-/// The bus clock CBR ratios multiply: 100 MHz on every CPU with Intel PT.
-pub const BUS_MHZ: u64 = 100;
+use crate::model::ops::Mark;
 
 /// The mark an event stands for, or `None` for events that are control
 /// flow or timing (handled by the decode loop itself). `cpu` is the buffer's
@@ -105,36 +102,6 @@ pub fn mark_of(kind: &EventKind, cpu: Option<u32>) -> Option<Mark> {
         EventKind::Uintr { vector, ip } => event("uintr", ip, vec![("vector", u64::from(vector))]),
         EventKind::Uiret { ip } => event("uiret", ip, Vec::new()),
         _ => None,
-    }
-}
-
-/// The classes of marks to keep, from `--no-ptwrite`, `--no-power`,
-/// `--no-events`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MarkFilter {
-    pub ptwrite: bool,
-    pub power: bool,
-    pub events: bool,
-}
-
-impl Default for MarkFilter {
-    fn default() -> Self {
-        MarkFilter {
-            ptwrite: true,
-            power: true,
-            events: true,
-        }
-    }
-}
-
-impl MarkFilter {
-    /// Whether `mark` is written.
-    pub fn keeps(&self, mark: &Mark) -> bool {
-        match mark.class() {
-            MarkClass::Ptwrite => self.ptwrite,
-            MarkClass::Power => self.power,
-            MarkClass::Event => self.events,
-        }
     }
 }
 
@@ -342,11 +309,6 @@ impl EmuPtwrite {
     }
 }
 
-/// The MHz a core:bus ratio stands for.
-pub fn cbr_mhz(ratio: u16) -> u64 {
-    u64::from(ratio) * BUS_MHZ
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,23 +421,5 @@ mod tests {
         assert_eq!(e.on_block(&mut st, 0x900, entry), None);
         assert_eq!(e.on_block(&mut st, 0x5000, 0x5010), None);
         assert_eq!(e.on_block(&mut st, bits, ret), None);
-    }
-
-    #[test]
-    fn filter_by_class() {
-        let f = MarkFilter {
-            power: false,
-            ..MarkFilter::default()
-        };
-        assert!(!f.keeps(&Mark::Cbr {
-            ratio: 1,
-            cpu: None
-        }));
-        assert!(f.keeps(&Mark::Ptwrite {
-            ip: None,
-            payload: 0,
-            emulated: false
-        }));
-        assert_eq!(cbr_mhz(47), 4700);
     }
 }

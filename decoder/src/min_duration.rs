@@ -80,15 +80,15 @@ impl<E> SliceSink for MinDuration<'_, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emit::EmitError;
     use crate::model::ops::GapKind;
     use crate::model::slices::{Func, FuncRef};
+    use std::convert::Infallible;
 
     #[derive(Default)]
     struct Kept(Vec<Slice>);
 
     impl SliceSink for Kept {
-        type Error = EmitError;
+        type Error = Infallible;
 
         fn thread(
             &mut self,
@@ -97,15 +97,15 @@ mod tests {
             _: &str,
             _: &str,
             _: &[(u64, String)],
-        ) -> Result<(), EmitError> {
+        ) -> Result<(), Infallible> {
             Ok(())
         }
-        fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
             self.0.push(s);
             Ok(())
         }
         fn set_origin(&mut self, _: u64) {}
-        fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), EmitError> {
+        fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), Infallible> {
             Ok(())
         }
     }

@@ -583,13 +583,13 @@ pub(crate) fn check_filter(trace: &Trace, opts: &DecodeOptions) -> Result<(), Ru
 
 /// A [`SliceSink`] that sets a [`StopFlag`] when the one it forwards to
 /// fails: the decode feeding it then ends at its next chunk.
-struct StopOnError<'o> {
-    out: &'o mut dyn SliceSink<Error = EmitError>,
+struct StopOnError<'o, E> {
+    out: &'o mut dyn SliceSink<Error = E>,
     stop: &'o StopFlag,
 }
 
-impl StopOnError<'_> {
-    fn check(&self, r: Result<(), EmitError>) -> Result<(), EmitError> {
+impl<E> StopOnError<'_, E> {
+    fn check(&self, r: Result<(), E>) -> Result<(), E> {
         if r.is_err() {
             self.stop.stop();
         }
@@ -597,8 +597,8 @@ impl StopOnError<'_> {
     }
 }
 
-impl SliceSink for StopOnError<'_> {
-    type Error = EmitError;
+impl<E> SliceSink for StopOnError<'_, E> {
+    type Error = E;
 
     fn thread(
         &mut self,
@@ -607,12 +607,12 @@ impl SliceSink for StopOnError<'_> {
         name: &str,
         process: &str,
         renames: &[(u64, String)],
-    ) -> Result<(), EmitError> {
+    ) -> Result<(), E> {
         let r = self.out.thread(pid, tid, name, process, renames);
         self.check(r)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+    fn slice(&mut self, s: Slice) -> Result<(), E> {
         let r = self.out.slice(s);
         self.check(r)
     }
@@ -621,7 +621,7 @@ impl SliceSink for StopOnError<'_> {
         self.out.set_origin(origin)
     }
 
-    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), E> {
         let r = self.out.mark(pid, tid, at, mark);
         self.check(r)
     }
@@ -815,10 +815,10 @@ pub fn with_emit_thread<R>(
 }
 
 /// Feeds the decoder's ops through per-thread stacks into the emitter.
-pub struct StackSink<'a, 'e> {
+pub struct StackSink<'a, 'e, E> {
     resolver: &'a dyn Resolver,
     timeline: &'a Timeline,
-    emitter: &'e mut dyn SliceSink<Error = EmitError>,
+    emitter: &'e mut dyn SliceSink<Error = E>,
     /// Each thread's stack, found through `index`, and the last one asked
     /// for: a thread's ops come in runs, so most ops find their stack
     /// without hashing (the profile showed two hash lookups per op).
@@ -828,7 +828,7 @@ pub struct StackSink<'a, 'e> {
     threads: BTreeMap<(u32, u32), ThreadReport>,
     /// Set the emitter's origin from the first op (no TSC conversion).
     origin_from_first_op: bool,
-    error: Option<EmitError>,
+    error: Option<E>,
     /// Ops handed to the stacks so far (a plain count: nothing per op but
     /// the increment).
     ops: u64,
@@ -843,11 +843,11 @@ pub struct StackSink<'a, 'e> {
     hints: Option<&'a crate::stitch::Hints>,
 }
 
-impl<'a, 'e> StackSink<'a, 'e> {
+impl<'a, 'e, E> StackSink<'a, 'e, E> {
     pub fn new(
         resolver: &'a dyn Resolver,
         timeline: &'a Timeline,
-        emitter: &'e mut dyn SliceSink<Error = EmitError>,
+        emitter: &'e mut dyn SliceSink<Error = E>,
     ) -> Self {
         Self {
             resolver,
@@ -876,7 +876,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
 
     /// Ends what is still open and returns the per-thread reports, or the
     /// first write error.
-    pub fn finish(mut self) -> Result<BTreeMap<(u32, u32), ThreadReport>, EmitError> {
+    pub fn finish(mut self) -> Result<BTreeMap<(u32, u32), ThreadReport>, E> {
         let mut keys: Vec<_> = self.index.iter().map(|(&k, &i)| (k, i)).collect();
         keys.sort_unstable();
         for &((pid, tid), i) in &keys {
@@ -893,7 +893,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
         Ok(self.threads)
     }
 
-    fn register(&mut self, pid: u32, tid: u32, t: u64) -> Result<(), EmitError> {
+    fn register(&mut self, pid: u32, tid: u32, t: u64) -> Result<(), E> {
         if let Some((name, process)) = &self.names {
             self.threads.entry((pid, tid)).or_default().name = name.clone();
             return self.emitter.thread(pid, tid, name, process, &[]);
@@ -922,7 +922,7 @@ impl<'a, 'e> StackSink<'a, 'e> {
     }
 }
 
-impl OpSink for StackSink<'_, '_> {
+impl<E> OpSink for StackSink<'_, '_, E> {
     fn op(&mut self, pid: u32, tid: u32, op: Op) {
         if self.error.is_some() {
             return;
@@ -953,7 +953,7 @@ impl OpSink for StackSink<'_, '_> {
     }
 }
 
-impl StackSink<'_, '_> {
+impl<E> StackSink<'_, '_, E> {
     /// The index of thread (pid, tid)'s stack, made for `op` when it has
     /// none; `None` (and `self.error` set) when registering it failed.
     #[inline]
@@ -1189,10 +1189,10 @@ pub fn run(
 
 /// Runs `f` with `out`, behind a [`MinDuration`] filter when `min_ns` is
 /// given; returns `f`'s result and what the filter left out.
-fn with_min_duration<R>(
-    out: &mut dyn SliceSink<Error = EmitError>,
+fn with_min_duration<R, E>(
+    out: &mut dyn SliceSink<Error = E>,
     min_ns: Option<u64>,
-    f: impl FnOnce(&mut dyn SliceSink<Error = EmitError>) -> R,
+    f: impl FnOnce(&mut dyn SliceSink<Error = E>) -> R,
 ) -> (R, Option<MinDurationStats>) {
     match min_ns {
         None => (f(out), None),
@@ -1288,23 +1288,23 @@ impl<S: OpSink> OpSink for Tap<'_, S> {
 }
 
 /// What [`Stacks::run`] returns: the decode's stats and the threads'
-/// stacks (or the first error of each).
-pub type Stacked = (
+/// stacks (or the first error of each; `E` is the sink's).
+pub type Stacked<E> = (
     Result<DecodeStats, DecodeError>,
-    Result<BTreeMap<(u32, u32), ThreadReport>, EmitError>,
+    Result<BTreeMap<(u32, u32), ThreadReport>, E>,
 );
 
 impl Stacks<'_> {
     /// Decodes `trace` and hands every thread's slices, names and marks to
     /// `out`; the origin is the trace's ([`origin`]), or the first op's
     /// when it has no TSC conversion.
-    pub fn run(
+    pub fn run<E>(
         self,
         trace: &Trace,
         images: &ImageStore,
         symbols: &SymbolCache,
-        out: &mut dyn SliceSink<Error = EmitError>,
-    ) -> Stacked {
+        out: &mut dyn SliceSink<Error = E>,
+    ) -> Stacked<E> {
         let resolver = TraceResolver::new(&trace.timeline, images, symbols);
         let mut sink = StackSink::new(&resolver, &trace.timeline, out);
         sink.origin_from_first_op = origin(trace).is_none();

@@ -8,6 +8,8 @@
 //! installed here: its steps skip without it ([`trace_processor`]).
 #![deny(unsafe_code)]
 
+pub mod modules;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

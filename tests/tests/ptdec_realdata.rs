@@ -127,7 +127,7 @@ fn ptwrite_payloads_of_the_alder_lake_recording_equal_perfs() {
     let none = decode(
         &path,
         EmitOptions {
-            marks: ptdec::events::MarkFilter {
+            marks: ptdec::model::ops::MarkFilter {
                 ptwrite: false,
                 ..Default::default()
             },

@@ -577,8 +577,8 @@ pub struct MarkArgs {
 }
 
 impl MarkArgs {
-    pub fn filter(&self) -> crate::events::MarkFilter {
-        crate::events::MarkFilter {
+    pub fn filter(&self) -> crate::model::ops::MarkFilter {
+        crate::model::ops::MarkFilter {
             ptwrite: !self.no_ptwrite,
             power: !self.no_power,
             events: !self.no_events,

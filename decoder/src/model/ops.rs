@@ -112,6 +112,18 @@ pub enum GapKind {
     NoImage { ip: u64 },
 }
 
+impl GapKind {
+    /// The name of a gap's slice, in the FTF and as `report`'s row.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GapKind::Overflow => "[gap: overflow]",
+            GapKind::LostData => "[gap: lost data]",
+            GapKind::DecodeError(_) => "[gap: decode error]",
+            GapKind::NoImage { .. } => "[gap: no image]",
+        }
+    }
+}
+
 /// Which of the `--no-ptwrite`, `--no-power`, `--no-events` options
 /// leaves a [`Mark`] out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,6 +134,44 @@ pub enum MarkClass {
     Power,
     /// Event trace (CFE/EVD): interrupts, faults, VM entries and exits.
     Event,
+}
+
+/// The classes of marks to keep, from `--no-ptwrite`, `--no-power`,
+/// `--no-events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkFilter {
+    pub ptwrite: bool,
+    pub power: bool,
+    pub events: bool,
+}
+
+impl Default for MarkFilter {
+    fn default() -> Self {
+        MarkFilter {
+            ptwrite: true,
+            power: true,
+            events: true,
+        }
+    }
+}
+
+impl MarkFilter {
+    /// Whether `mark` is written.
+    pub fn keeps(&self, mark: &Mark) -> bool {
+        match mark.class() {
+            MarkClass::Ptwrite => self.ptwrite,
+            MarkClass::Power => self.power,
+            MarkClass::Event => self.events,
+        }
+    }
+}
+
+/// The bus clock CBR ratios multiply: 100 MHz on every CPU with Intel PT.
+pub const BUS_MHZ: u64 = 100;
+
+/// The MHz a core:bus ratio stands for.
+pub fn cbr_mhz(ratio: u16) -> u64 {
+    u64::from(ratio) * BUS_MHZ
 }
 
 /// Something the trace recorded beside the control flow, at one instant of
@@ -581,6 +631,24 @@ pub(crate) fn test_op(pick: u64, at: Stamp) -> Op {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_by_class() {
+        let f = MarkFilter {
+            power: false,
+            ..MarkFilter::default()
+        };
+        assert!(!f.keeps(&Mark::Cbr {
+            ratio: 1,
+            cpu: None
+        }));
+        assert!(f.keeps(&Mark::Ptwrite {
+            ip: None,
+            payload: 0,
+            emulated: false
+        }));
+        assert_eq!(cbr_mhz(47), 4700);
+    }
 
     /// A stamp in three words (see [`Cycles`]), and a cycle count stands
     /// for the `Option` it was.

@@ -29,10 +29,10 @@ use std::sync::Arc;
 
 use ftf::hash::FastMap;
 
-use crate::emit::EmitError;
 use crate::model::ops::{Mark, Stamp};
 use crate::model::slices::SliceSink;
 use crate::model::slices::{FuncRef, Slice, SliceKind};
+use std::convert::Infallible;
 
 /// Index of a function in [`Aggregate::funcs`].
 pub type FuncId = u32;
@@ -679,7 +679,7 @@ impl Aggregator {
             SliceKind::Untraced { kernel: true, .. } => "[kernel]",
             SliceKind::Untraced { .. } if self.opts.filtered => "[filtered out]",
             SliceKind::Untraced { .. } => "[untraced]",
-            SliceKind::Gap { kind, .. } => crate::emit::gap_name(kind),
+            SliceKind::Gap { kind, .. } => kind.name(),
         };
         self.named(&Arc::from(name), &Arc::from(""), true)
     }
@@ -1166,8 +1166,9 @@ fn mark_cut(rows: &mut [FuncStats], slowest: &mut BinaryHeap<Reverse<Slow>>, end
     }
 }
 
+/// Adding up never fails: the aggregator's error is `Infallible`.
 impl SliceSink for Aggregator {
-    type Error = EmitError;
+    type Error = Infallible;
 
     fn thread(
         &mut self,
@@ -1176,12 +1177,12 @@ impl SliceSink for Aggregator {
         name: &str,
         _process: &str,
         _renames: &[(u64, String)],
-    ) -> Result<(), EmitError> {
+    ) -> Result<(), Infallible> {
         self.names.insert((pid, tid), name.to_string());
         Ok(())
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+    fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
         self.add(s, None);
         Ok(())
     }
@@ -1190,7 +1191,7 @@ impl SliceSink for Aggregator {
         self.origin = origin;
     }
 
-    fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), EmitError> {
+    fn mark(&mut self, _: u32, _: u32, _: &Stamp, _: &Mark) -> Result<(), Infallible> {
         Ok(())
     }
 }
@@ -1557,7 +1558,7 @@ mod tests {
                         self.id("[filtered out]", "", true)
                     }
                     SliceKind::Untraced { .. } => self.id("[untraced]", "", true),
-                    SliceKind::Gap { kind, .. } => self.id(crate::emit::gap_name(kind), "", true),
+                    SliceKind::Gap { kind, .. } => self.id(kind.name(), "", true),
                 };
                 let key = (s.pid, s.tid);
                 let row = self.opts.per_thread.then_some(key);

@@ -12,7 +12,6 @@ pub mod render;
 use std::cell::RefCell;
 
 use crate::decode::DecodeOptions;
-use crate::emit::EmitError;
 use crate::images::ImageStore;
 use crate::input::Trace;
 use crate::interp::RawLog;
@@ -22,6 +21,7 @@ use crate::model::slices::{Slice, SliceKind};
 use crate::pipeline::{self, Report, RunError, Stacks};
 use crate::stack::StackStats;
 use crate::symbols::SymbolCache;
+use std::convert::Infallible;
 
 pub use aggregate::{
     Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall, MAX_SLOWEST,
@@ -77,14 +77,14 @@ pub fn run(
         tap: (slowest && !opts.interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
         raw_log: (slowest && opts.interpolate).then_some(&mut log as &mut dyn RawLog),
     };
-    let out: &mut dyn SliceSink<Error = EmitError> = if slowest {
+    let out: &mut dyn SliceSink<Error = Infallible> = if slowest {
         &mut with_raw
     } else {
         with_raw.aggregator
     };
     let (decode_stats, threads) = stacks.run(trace, images, symbols, out);
     let aggregate = aggregator.finish();
-    let (decode, threads) = (decode_stats?, threads?);
+    let (decode, threads) = (decode_stats?, threads.unwrap_or_else(|e| match e {}));
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
     // same error as a decode to FTF.
     pipeline::check_decoded(&decode, &decode_opts, Some(trace))?;
@@ -178,7 +178,7 @@ struct WithRawTimes<'a> {
 }
 
 impl SliceSink for WithRawTimes<'_> {
-    type Error = EmitError;
+    type Error = Infallible;
 
     fn thread(
         &mut self,
@@ -187,11 +187,11 @@ impl SliceSink for WithRawTimes<'_> {
         name: &str,
         process: &str,
         renames: &[(u64, String)],
-    ) -> Result<(), EmitError> {
+    ) -> Result<(), Infallible> {
         self.aggregator.thread(pid, tid, name, process, renames)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+    fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
         let raw = self.raw;
         self.aggregator.add_with(s, |s| raw.borrow_mut().window(s));
         Ok(())
@@ -201,7 +201,7 @@ impl SliceSink for WithRawTimes<'_> {
         self.aggregator.set_origin(origin)
     }
 
-    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), Infallible> {
         self.aggregator.mark(pid, tid, at, mark)
     }
 }

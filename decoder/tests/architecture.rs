@@ -1,0 +1,99 @@
+//! ptdec's modules in stages along the data flow (docs/architecture.md):
+//! each stage imports only the stages below it that it is allowed, and no
+//! modules import each other in a circle. A new module must be put in a
+//! stage here; an import a stage may not make fails with both modules
+//! named. Edges are read from the sources (`pt_tests::modules`).
+
+use pt_tests::modules::{circles, graph, Stages};
+
+/// Lowest first: (stage, its modules, the stages it may import).
+const STAGES: &[(&str, &[&str], &[&str])] = &[
+    // The contracts between stages (`model`) and helpers of every stage:
+    // number formatting, the inputs opened, output files.
+    ("base", &["model", "text", "inputs", "outfile"], &[]),
+    // Opening a trace: perf.data and LLDB bundles, images and symbols, raw
+    // PT with its perf_event sideband.
+    (
+        "source",
+        &["input", "images", "symbols", "raw", "pevent"],
+        &["base"],
+    ),
+    // Trace bytes into ops per thread, through libipt or ptflow.
+    (
+        "decode",
+        &["decode", "events", "flow_diff"],
+        &["base", "source"],
+    ),
+    // Ops into call stacks and slices, time spread between timing packets.
+    ("stacks", &["interp", "stack", "stitch"], &["base"]),
+    // Slices left out before a sink.
+    ("filter", &["min_duration"], &["base"]),
+    // Sinks of slices, each on its own: the FTF emitter, the report's
+    // aggregator.
+    ("ftf", &["emit"], &["base"]),
+    ("aggregate", &["report::aggregate"], &["base"]),
+    // The pipeline assembled: FTF, report and raw runs.
+    (
+        "run",
+        &["pipeline", "report"],
+        &[
+            "base",
+            "source",
+            "decode",
+            "stacks",
+            "filter",
+            "ftf",
+            "aggregate",
+        ],
+    ),
+    // The command line, its summary and `ptdec check`.
+    (
+        "binary",
+        &["cli", "summary", "check"],
+        &[
+            "base",
+            "source",
+            "decode",
+            "stacks",
+            "filter",
+            "ftf",
+            "aggregate",
+            "run",
+        ],
+    ),
+];
+
+fn src() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn every_module_sits_in_a_stage_and_imports_only_what_its_stage_may() {
+    let g = graph(&src());
+    assert!(g.len() > 40, "the sources were not found: {g:?}");
+    let v = Stages { stages: STAGES }.violations(&g);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+#[test]
+fn no_modules_import_each_other_in_a_circle() {
+    let c = circles(&graph(&src()));
+    assert!(c.is_empty(), "import circles: {c:?}");
+}
+
+/// The check can fail: a graph with ptdec's real modules and one edge from
+/// the decode stage up to the pipeline is refused, naming both, and it
+/// closes a circle.
+#[test]
+fn an_import_up_the_stages_is_named() {
+    let mut g = graph(&src());
+    g.get_mut("decode")
+        .expect("decode is a module")
+        .insert("pipeline".into());
+    let v = Stages { stages: STAGES }.violations(&g);
+    assert_eq!(
+        v,
+        ["decode (stage decode) imports pipeline (stage run), which decode may not import"]
+    );
+    assert!(!circles(&g).is_empty(), "pipeline imports decode");
+}
