@@ -15,7 +15,7 @@
 //! bytes after it, which libipt reads ahead), and when libipt hands out that
 //! PSB+'s status update (as soon as it reads it, often before its decoding
 //! reaches the IP), decoding goes on to that IP and stops there, counting
-//! the part of a block before it ([`ChunkDecoder::stop_at`]). A transfer
+//! the part of a block before it ([`Edges::stop_at`]). A transfer
 //! pending there completes at that IP, as the next block's first IP in one
 //! decoder would. With tracing off at that PSB+, decoding stops at once.
 //! The next chunk starts with an `Op::Enabled` at the IP, which the ordering
@@ -38,6 +38,7 @@ use sideband::timeline::TaskId;
 use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
 use super::context::{Context, Owner};
+use super::edges::Edges;
 use super::runs::{OpPool, Pending, Run};
 use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
 use super::transfer::{Insns, Transfer};
@@ -314,16 +315,13 @@ fn run_chunk(
         pending: Pending::default(),
         need_enable: true,
         last_ip: 0,
-        stop_at: None,
-        warming: meta.warmup > 0,
-        start_at: None,
+        edges: Edges::new(&meta),
         emu: Default::default(),
         marked_cbr: None,
         sync_cbr: None,
         at_start: true,
         sync_task: None,
         open: false,
-        at_boundary: false,
         stall: Stall::default(),
         last_error_offset: None,
         clock: Clock::new(time, setup.cycles),
@@ -345,14 +343,14 @@ fn run_chunk(
             (f.0)(&item);
         }
     }
-    if st.warming || dec.unsupported().is_some() {
+    if st.edges.warming || dec.unsupported().is_some() {
         for r in st.runs.drain(..).chain(st.run.take()) {
             pool.give(r.ops);
         }
         // An error in the warm-up is libipt's too: it decodes the chunk
         // again without one, and so does the fast decoder.
         return Err(match dec.unsupported() {
-            Some(why) if !(st.warming && dec.stopped_at_error()) => Stopped::Unsupported(why),
+            Some(why) if !(st.edges.warming && dec.stopped_at_error()) => Stopped::Unsupported(why),
             _ => Stopped::WarmUp,
         });
     }
@@ -390,15 +388,9 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
     last_ip: u64,
-    /// Where the next chunk starts (its PSB+'s FUP), once its status update
-    /// was read: decoding stops there.
-    stop_at: Option<u64>,
-    /// Still in the warm-up before the chunk (see [`decode_chunk`]):
-    /// blocks and events are not looked at.
-    warming: bool,
-    /// After the warm-up: the chunk starts at this IP (its PSB+'s FUP);
-    /// what the decoder walks before it is the previous chunk's.
-    start_at: Option<u64>,
+    /// Where the decode is between the chunk's edges: the warm-up, the
+    /// chunk's first IP and the next chunk's (see [`decode_chunk`]).
+    edges: Edges,
     /// Where an emulated ptwrite being walked is (`crate::events`).
     emu: crate::events::EmuState,
     /// The core:bus ratio of the last CBR mark.
@@ -411,10 +403,6 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     sync_task: Option<TaskId>,
     /// Tracing was on at the end (set by `finish`).
     open: bool,
-    /// After an error, decoding synchronized at the next chunk's PSB:
-    /// its status updates are taken as one decoder takes them there (the
-    /// enable, a task switch), then decoding stops (see `sync`).
-    at_boundary: bool,
     /// Instructions since the trace offset last moved.
     stall: Stall,
     /// Where the last error was (a second one there skips to the next PSB).
@@ -463,7 +451,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let mut status = match self.sync(dec, &mut last_sync) {
             Some(s) => s,
             None => {
-                self.stats.ends_unsynced = !self.warming;
+                self.stats.ends_unsynced = !self.edges.warming;
                 return;
             }
         };
@@ -476,11 +464,11 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     match dec.event() {
                         Ok((ev, s)) => {
                             // Past the next chunk's PSB+: that chunk's.
-                            if self.at_boundary && !ev.status_update() {
+                            if self.edges.at_boundary && !ev.status_update() {
                                 return;
                             }
                             status = s;
-                            if self.warming && !self.warmed_up(dec, &ev) {
+                            if self.edges.warming && !self.warmed_up(dec, &ev) {
                                 continue;
                             }
                             self.update_time(dec, ev.tsc());
@@ -489,7 +477,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                                 self.list_notes(notes);
                                 return;
                             }
-                            if self.stop_at.is_none() {
+                            if self.edges.stop_at.is_none() {
                                 self.on_event(dec, &ev);
                             }
                             // As ptxed: the event's line, then the sideband's.
@@ -500,7 +488,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 }
                 // Synchronized at the next chunk's PSB after an error: its
                 // status updates were taken; the rest is the next chunk's.
-                if self.at_boundary {
+                if self.edges.at_boundary {
                     return;
                 }
                 // The end of the trace: libipt would otherwise follow the
@@ -530,7 +518,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
                 let next = dec.next_block(&mut blk);
-                if blk.ninsn > 0 && !self.warming {
+                if blk.ninsn > 0 && !self.edges.warming {
                     self.update_time(dec, None);
                     if let Flow::Stop = self.on_block(dec, &blk) {
                         return;
@@ -553,7 +541,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             match self.recover(dec, failure, &mut last_sync) {
                 Some(s) => status = s,
                 None => {
-                    self.stats.ends_unsynced = !self.warming;
+                    self.stats.ends_unsynced = !self.edges.warming;
                     return;
                 }
             }
@@ -562,54 +550,34 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 
     /// Decoder offsets less the warm-up: offsets in the chunk.
     fn offset(&self, dec: &impl FlowDecoder) -> Option<u64> {
-        dec.offset()
-            .ok()
-            .map(|o| o.saturating_sub(self.meta.warmup))
+        dec.offset().ok().map(|o| self.edges.in_chunk(o))
     }
 
-    /// Whether `ev` belongs to the chunk, during the warm-up: the status
-    /// updates of the chunk's own PSB+ (read past the warm-up bytes) do;
-    /// its enable or disable ends the warm-up. From then on the chunk
-    /// decodes as one synchronized at that PSB, from the IP it gives.
+    /// During the warm-up: whether `ev` belongs to the chunk
+    /// ([`Edges::warmed_up`]). When the warm-up ends, the chunk starts at
+    /// its PSB, reached without a sync of its own.
     fn warmed_up(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
-        if !ev.status_update() || !dec.offset().is_ok_and(|o| o > self.meta.warmup) {
+        if !self
+            .edges
+            .warmed_up(ev.status_update(), dec.offset().ok(), &ev.kind())
+        {
             return false;
         }
-        match ev.kind() {
-            EventKind::Enabled { ip, .. } => {
-                self.warming = false;
-                self.start_at = Some(ip);
-            }
-            EventKind::Disabled { .. } => self.warming = false,
-            _ => {}
-        }
-        // The chunk starts at its PSB, reached without a sync of its own.
-        self.stats.start_sync |= !self.warming;
+        self.stats.start_sync |= !self.edges.warming;
         self.pending.set = false;
         true
     }
 
-    /// Whether `ev` says the next chunk's PSB+ was read (a status update
-    /// read past this chunk's bytes) with tracing off: then decoding stops.
-    /// With tracing on, its IP is where the next chunk starts: decoding
-    /// goes on to it ([`ChunkDecoder::stop_at`]; libipt hands out the
-    /// status update as soon as it reads the PSB+, before its decoding has
-    /// reached that IP). Events after it belong to the next chunk.
+    /// Whether `ev` says the next chunk's PSB+ was read with tracing off:
+    /// then decoding stops ([`Edges::at_next_chunk`]). Events after it
+    /// belong to the next chunk.
     fn at_next_chunk(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
-        if self.meta.last || self.stop_at.is_some() || self.at_boundary || !ev.status_update() {
-            return false;
-        }
-        if self.offset(dec).is_none_or(|o| o <= self.meta.len) {
-            return false;
-        }
-        match ev.kind() {
-            EventKind::Enabled { ip, .. } if !self.need_enable => {
-                self.stop_at = Some(ip);
-                false
-            }
-            EventKind::Enabled { .. } | EventKind::Disabled { .. } => true,
-            _ => false,
-        }
+        self.edges.at_next_chunk(
+            ev.status_update(),
+            dec.offset().ok(),
+            &ev.kind(),
+            self.need_enable,
+        )
     }
 
     /// How many of `b`'s instructions come before `ip` (`None`: `ip` is not
@@ -664,9 +632,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 && self.images.emu.is_empty()
                 && self.end.is_none()
                 && !self.need_enable
-                && !self.warming
-                && self.start_at.is_none()
-                && self.stop_at.is_none(),
+                && !self.edges.watching(),
         );
     }
 
@@ -707,19 +673,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
             // The PSB libipt synchronized (or failed) at.
             let at = dec.sync_offset().ok();
-            let in_chunk = at.map(|o| o.saturating_sub(self.meta.warmup));
-            if !self.meta.last && in_chunk.is_some_and(|o| o >= self.meta.len) {
-                // After an error with no PSB left in the chunk, one decoder
-                // synchronizes at the next chunk's PSB and takes its status
-                // updates: the enable there, or the switch to another task
-                // that ends this one's run. So does this chunk (then it
-                // stops: `at_boundary`), so that the ops are the same for
-                // any chunk size; the next chunk's own enable is then
-                // dropped as a continuation (`order`), as at any boundary.
-                if first || self.warming || r.is_err() || in_chunk != Some(self.meta.len) {
-                    break None;
-                }
-                self.at_boundary = true;
+            // Past the chunk: the end, but at the next chunk's PSB after
+            // an error (`Edges::sync_in_reach`); the next chunk's own
+            // enable is then dropped as a continuation (`order`), as at
+            // any boundary.
+            if !self.edges.sync_in_reach(first, at, r.is_ok()) {
+                break None;
             }
             let e = match r {
                 Ok(s) => {
@@ -727,7 +686,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                         break None;
                     }
                     *last = at;
-                    if !self.warming {
+                    if !self.edges.warming {
                         // A chunk's first sync is counted as a chunk,
                         // unless it is its segment's first.
                         if !self.at_start || self.meta.first {
@@ -747,7 +706,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 break None;
             };
             failed_at = at;
-            if !self.warming {
+            if !self.edges.warming {
                 let off = self.offset(dec).unwrap_or(0);
                 self.list(ListItem::Error {
                     offset: off,
@@ -762,13 +721,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             };
             next = Some(n);
         };
-        if first && !self.warming {
-            self.stats.unsynced_bytes += match status {
-                Some(_) => last
-                    .map_or(0, |o| o.saturating_sub(self.meta.warmup))
-                    .min(self.meta.len),
-                None => self.meta.len,
-            };
+        if first && !self.edges.warming {
+            self.stats.unsynced_bytes += self.edges.unsynced_bytes(status.map(|_| *last));
         }
         status
     }
@@ -1148,10 +1102,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         // profile: 5% of the one-core run).
         let mut cut: Block;
         let mut b = b;
-        if let Some(x) = self.start_at {
+        if let Some(x) = self.edges.start_at {
             match self.insns_before(b, x) {
                 Some(n) => {
-                    self.start_at = None;
+                    self.edges.start_at = None;
                     self.update_follow(dec);
                     cut = *b;
                     cut.ninsn -= n;
@@ -1166,7 +1120,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         self.maybe_flush();
         // The next chunk starts at `stop_at`: count what comes before it.
         let mut stop = false;
-        if let Some(x) = self.stop_at {
+        if let Some(x) = self.edges.stop_at {
             match self.insns_before(b, x) {
                 Some(0) => return Flow::Stop,
                 Some(n) => {
@@ -1231,8 +1185,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     #[inline(always)]
     fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
         debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip));
-        debug_assert!(!self.warming && !self.need_enable && !self.listing && self.end.is_none());
-        debug_assert!(self.start_at.is_none() && self.stop_at.is_none());
+        debug_assert!(
+            !self.edges.warming && !self.need_enable && !self.listing && self.end.is_none()
+        );
+        debug_assert!(!self.edges.watching());
         self.set_tsc(tsc);
         self.resolve(Some(b.ip));
         self.at_start = false;
@@ -1292,7 +1248,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 
     /// [`ChunkDecoder::maybe_flush`] where there is a flush.
     fn flush_if_full(&mut self) {
-        if self.pending.set || self.warming || self.start_at.is_some() || self.stop_at.is_some() {
+        if self.pending.set || self.edges.watching() {
             return;
         }
         let held: usize = self.runs.iter().map(|r| r.ops.len()).sum::<usize>()
@@ -1344,7 +1300,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         failure: Failure,
         last_sync: &mut Option<u64>,
     ) -> Option<Status> {
-        if self.warming {
+        if self.edges.warming {
             // A decode error before the chunk: decode it again without
             // the warm-up (`decode_chunk`).
             return None;

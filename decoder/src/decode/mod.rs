@@ -113,6 +113,7 @@ mod chunk;
 mod chunks;
 mod clock;
 mod context;
+mod edges;
 mod flow_decoder;
 mod order;
 mod runs;
