@@ -9,8 +9,6 @@
 
 use ipt::EventKind;
 
-use super::chunk::ChunkMeta;
-
 /// Where a chunk's decode is between its edges (see the module doc).
 #[derive(Debug, Clone)]
 pub(super) struct Edges {
@@ -36,12 +34,14 @@ pub(super) struct Edges {
 }
 
 impl Edges {
-    pub(super) fn new(meta: &ChunkMeta) -> Self {
+    /// A chunk of `len` bytes after `warmup` bytes of warm-up; `last`: the
+    /// segment's last chunk.
+    pub(super) fn new(warmup: u64, len: u64, last: bool) -> Self {
         Edges {
-            warmup: meta.warmup,
-            len: meta.len,
-            last: meta.last,
-            warming: meta.warmup > 0,
+            warmup,
+            len,
+            last,
+            warming: warmup > 0,
             start_at: None,
             stop_at: None,
             at_boundary: false,
@@ -151,27 +151,13 @@ impl Edges {
 mod tests {
     use super::*;
 
-    fn meta(warmup: u64, len: u64, last: bool) -> ChunkMeta {
-        ChunkMeta {
-            aux_offset: 0,
-            len,
-            after_loss: false,
-            before_loss: false,
-            first: false,
-            last,
-            owner: None,
-            start_time: None,
-            warmup,
-        }
-    }
-
     fn enabled(ip: u64) -> EventKind {
         EventKind::Enabled { ip, resumed: false }
     }
 
     #[test]
     fn the_warm_up_ends_at_the_chunks_own_status_update() {
-        let mut e = Edges::new(&meta(100, 1000, false));
+        let mut e = Edges::new(100, 1000, false);
         assert!(e.warming && e.watching());
         // Before the chunk's bytes, or not a status update: the warm-up's.
         assert!(!e.warmed_up(true, Some(80), &enabled(0x10)));
@@ -183,16 +169,16 @@ mod tests {
         assert_eq!(e.start_at, Some(0x401000));
         assert_eq!(e.in_chunk(150), 50);
         // A disable ends the warm-up with no IP to look for.
-        let mut e = Edges::new(&meta(100, 1000, false));
+        let mut e = Edges::new(100, 1000, false);
         assert!(e.warmed_up(true, Some(101), &EventKind::Disabled { ip: None }));
         assert!(!e.warming && e.start_at.is_none() && !e.watching());
         // No warm-up at all: the chunk starts at its own sync.
-        assert!(!Edges::new(&meta(0, 1000, false)).warming);
+        assert!(!Edges::new(0, 1000, false).warming);
     }
 
     #[test]
     fn the_next_chunks_status_update_stops_the_decode_or_names_its_ip() {
-        let mut e = Edges::new(&meta(0, 1000, false));
+        let mut e = Edges::new(0, 1000, false);
         // Inside the chunk: its own.
         assert!(!e.at_next_chunk(true, Some(1000), &enabled(0x10), false));
         // Past it with tracing on: go on to the next chunk's first IP.
@@ -203,11 +189,11 @@ mod tests {
         assert!(!e.at_next_chunk(true, Some(1200), &enabled(0x3000), false));
         assert_eq!(e.stop_at, Some(0x2000));
         // Past it with tracing off, or an enable awaited: stop at once.
-        let mut e = Edges::new(&meta(0, 1000, false));
+        let mut e = Edges::new(0, 1000, false);
         assert!(e.at_next_chunk(true, Some(1001), &EventKind::Disabled { ip: None }, false));
         assert!(e.at_next_chunk(true, Some(1001), &enabled(0x10), true));
         // The segment's last chunk has no next one.
-        let mut e = Edges::new(&meta(0, 1000, true));
+        let mut e = Edges::new(0, 1000, true);
         assert!(!e.at_next_chunk(true, Some(5000), &enabled(0x10), false));
         assert!(e.stop_at.is_none());
     }
@@ -215,7 +201,7 @@ mod tests {
     #[test]
     fn a_sync_past_the_chunk_ends_it_but_at_the_next_psb_after_an_error() {
         // In the chunk: go on.
-        let mut e = Edges::new(&meta(10, 1000, false));
+        let mut e = Edges::new(10, 1000, false);
         assert!(e.sync_in_reach(true, Some(500), true));
         // The chunk's first sync past its end: nothing of it to decode.
         assert!(!e.sync_in_reach(true, Some(1010), true));
@@ -227,18 +213,18 @@ mod tests {
         assert!(e.sync_in_reach(false, Some(1010), true));
         assert!(e.at_boundary);
         // Further on, or a PSB+ that could not be read: end.
-        let mut e = Edges::new(&meta(10, 1000, false));
+        let mut e = Edges::new(10, 1000, false);
         e.warming = false;
         assert!(!e.sync_in_reach(false, Some(1500), true));
         assert!(!e.sync_in_reach(false, Some(1010), false));
         assert!(!e.at_boundary);
         // The last chunk reads to the end of its bytes.
-        assert!(Edges::new(&meta(0, 1000, true)).sync_in_reach(true, Some(4000), true));
+        assert!(Edges::new(0, 1000, true).sync_in_reach(true, Some(4000), true));
     }
 
     #[test]
     fn unsynced_bytes_are_those_before_the_first_sync() {
-        let e = Edges::new(&meta(10, 1000, false));
+        let e = Edges::new(10, 1000, false);
         assert_eq!(e.unsynced_bytes(Some(Some(310))), 300);
         assert_eq!(e.unsynced_bytes(Some(Some(5000))), 1000);
         assert_eq!(e.unsynced_bytes(Some(None)), 0);

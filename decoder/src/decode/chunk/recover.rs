@@ -1,0 +1,292 @@
+//! The chunk decoder's error recovery: synchronizing at the chunk's first
+//! PSB and again after an error (at the next PSB whose PSB+ libipt can
+//! read, or by libipt 2.2's resync at the next IP the trace tells), the
+//! gap each error leaves, and the bound on code that needs no trace
+//! (`NO_PROGRESS_INSNS`).
+
+use super::*;
+
+impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
+    /// Counts `n` instructions decoded: `Some(count)` when more than
+    /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
+    /// trace (code that loops through direct jumps and calls, which need
+    /// no packets: libipt would follow it forever).
+    pub(super) fn check_progress(&mut self, dec: &mut impl FlowDecoder, n: u16) -> Option<u64> {
+        self.progress(dec.offset().ok(), n);
+        (self.stall.insns > NO_PROGRESS_INSNS).then_some(self.stall.insns)
+    }
+
+    /// [`ChunkDecoder::check_progress`] for one block of `n` instructions
+    /// after which the trace offset is `off`.
+    #[inline]
+    pub(super) fn progress(&mut self, off: Option<u64>, n: u16) {
+        if off != self.stall.offset {
+            self.stall = Stall {
+                offset: off,
+                insns: 0,
+            };
+        }
+        self.stall.insns += u64::from(n);
+        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+    }
+
+    /// Synchronizes at the next PSB after the last one whose PSB+ libipt
+    /// can read; `None` at the end of the chunk's bytes, or at a PSB at or
+    /// after the chunk's end (the next chunk starts there: what follows is
+    /// its).
+    ///
+    /// PSBs whose PSB+ cannot be read (random bytes that happen to hold
+    /// the pattern, a corrupt buffer) are passed over however many there
+    /// are, each for the next PSB after it ([`next_psb`], as the chunk
+    /// cuts are found), so the search moves on and ends within the
+    /// chunk's bytes. A bound on their number would make the result depend
+    /// on how many of them one chunk holds, that is, on the chunk size.
+    /// The bytes before the chunk's first sync are counted
+    /// (`ChunkStats::unsynced_bytes`) and the PSBs passed over
+    /// (`ChunkStats::bad_psbs`).
+    pub(super) fn sync(
+        &mut self,
+        dec: &mut impl FlowDecoder,
+        last: &mut Option<u64>,
+    ) -> Option<Status> {
+        let first = last.is_none();
+        let mut failed_at: Option<u64> = None;
+        // After a PSB whose PSB+ could not be read: the next PSB after it
+        // (libipt's sync_forward would search on from where reading that
+        // PSB+ stopped, past any PSB the garbage ran into).
+        let mut next: Option<u64> = None;
+        // After a decode error inside a PSB+ that libipt read as a status
+        // update (it disagreed with the decoder's state): that PSB, which
+        // is a sync point of its own, as a chunk cut there would start.
+        if let (false, Some(prev), Ok(err_at)) = (first, *last, dec.offset()) {
+            next = psb_holding(&self.cfg, self.bytes, prev + 1, err_at);
+        }
+        let status = loop {
+            let r = match next {
+                Some(at) => dec.sync_set(at),
+                None => dec.sync_forward(),
+            };
+            if matches!(r, Err(PtError::EOS)) {
+                break None;
+            }
+            // The PSB libipt synchronized (or failed) at.
+            let at = dec.sync_offset().ok();
+            // Past the chunk: the end, but at the next chunk's PSB after
+            // an error (`Edges::sync_in_reach`); the next chunk's own
+            // enable is then dropped as a continuation (`order`), as at
+            // any boundary.
+            if !self.edges.sync_in_reach(first, at, r.is_ok()) {
+                break None;
+            }
+            let e = match r {
+                Ok(s) => {
+                    if at.is_some() && at <= *last {
+                        break None;
+                    }
+                    *last = at;
+                    if !self.edges.warming {
+                        // A chunk's first sync is counted as a chunk,
+                        // unless it is its segment's first.
+                        if !self.at_start || self.meta.first {
+                            self.stats.syncs += 1;
+                        } else {
+                            self.stats.start_sync = true;
+                        }
+                    }
+                    self.synced(dec);
+                    break Some(s);
+                }
+                Err(e) => e,
+            };
+            // No progress (no PSB offset, or the same one again): libipt
+            // cannot go on.
+            let Some(bad) = at.filter(|&a| Some(a) > failed_at) else {
+                break None;
+            };
+            failed_at = at;
+            if !self.edges.warming {
+                let off = self.offset(dec).unwrap_or(0);
+                self.list(ListItem::Error {
+                    offset: off,
+                    what: "sync error",
+                    message: ipt::message(e).to_string(),
+                });
+                self.stats.bad_psbs += 1;
+                *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
+            }
+            let Some(n) = next_psb(&self.cfg, self.bytes, bad + 1) else {
+                break None;
+            };
+            next = Some(n);
+        };
+        if first && !self.edges.warming {
+            self.stats.unsynced_bytes += self.edges.unsynced_bytes(status.map(|_| *last));
+        }
+        status
+    }
+
+    /// State after the decoder (re)synchronized: a traced stretch starts
+    /// with the next block, nothing is pending.
+    pub(super) fn synced(&mut self, dec: &mut impl FlowDecoder) {
+        self.need_enable = true;
+        self.pending.set = false;
+        self.stall = Stall::default();
+        self.update_time(dec, None);
+        self.update_follow(dec);
+    }
+
+    /// Resynchronizes at the error (libipt 2.2's `pt_blk_resync`: the next
+    /// event or PSB that tells the IP, often long before the next PSB), as
+    /// ptxed's `--resync-on-error`; falls back to the next PSB (and goes
+    /// there at once with a libipt older than 2.2). The events
+    /// libipt hands out on the way are returned for the caller to apply.
+    pub(super) fn resync(
+        &mut self,
+        dec: &mut impl FlowDecoder,
+        last: &mut Option<u64>,
+        events: &mut Vec<PtEvent>,
+    ) -> Option<Status> {
+        for _ in 0..1024 {
+            match dec.resync() {
+                Ok(s) => {
+                    self.stats.resyncs += 1;
+                    self.synced(dec);
+                    if s.ip_suppressed() {
+                        self.list(ListItem::Disabled);
+                    }
+                    return Some(s);
+                }
+                Err(PtError::EVENT_IGNORED) => match dec.event() {
+                    Ok((ev, _)) => events.push(ev),
+                    Err(_) => break,
+                },
+                Err(PtError::EOS) => return None,
+                // libipt < 2.2: no resync, only the next PSB.
+                Err(PtError::NOT_SUPPORTED) => break,
+                Err(e) => {
+                    *self
+                        .stats
+                        .errors
+                        .entry(format!("resync: {e:?}"))
+                        .or_default() += 1;
+                    break;
+                }
+            }
+        }
+        self.sync(dec, last)
+    }
+
+    /// Records a decode error as a gap and resynchronizes: at the error
+    /// (libipt errors, when the set-up says so) or at the next PSB. A
+    /// segment that ends in lost data usually ends inside a packet: an
+    /// error after which no PSB follows is that loss, reported by the
+    /// `LostData` gap [`ChunkDecoder::finish`] adds, not as a decode error.
+    pub(super) fn recover(
+        &mut self,
+        dec: &mut impl FlowDecoder,
+        failure: Failure,
+        last_sync: &mut Option<u64>,
+    ) -> Option<Status> {
+        if self.edges.warming {
+            // A decode error before the chunk: decode it again without
+            // the warm-up (`decode_chunk`).
+            return None;
+        }
+        let off = self.offset(dec).unwrap_or(0);
+        self.pending.set = false;
+        let nomap = failure == Failure::Pt(PtError::NOMAP);
+        let (kind, name, message) = match failure {
+            Failure::Pt(e) if e == PtError::NOMAP => {
+                let ip = dec.take_miss().unwrap_or(self.last_ip);
+                let pid = self.ctx.task.map_or(NO_PID, |t| t.pid);
+                if let Source::Perf { trace, images, .. } = &self.setup().src {
+                    if let Some(m) = trace.timeline.lookup(pid, ip, self.clock.time) {
+                        images.note_undecoded(&m.file, pid, m.start, m.end);
+                    }
+                }
+                (
+                    GapKind::NoImage { ip },
+                    e.name(),
+                    ipt::message(e).to_string(),
+                )
+            }
+            Failure::Pt(e) => (
+                GapKind::DecodeError(Box::new(format!(
+                    "{} at offset {:#x}",
+                    ipt::message(e),
+                    self.meta.aux_offset + off
+                ))),
+                e.name(),
+                ipt::message(e).to_string(),
+            ),
+            Failure::NoProgress(n) => (
+                GapKind::DecodeError(
+                    format!(
+                    "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
+                     (code that loops through direct jumps and calls: a corrupt trace or image)",
+                    self.meta.aux_offset + off
+                )
+                    .into(),
+                ),
+                "NoProgress".to_string(),
+                "no progress".to_string(),
+            ),
+        };
+        self.list(ListItem::Error {
+            offset: off,
+            what: "error",
+            message,
+        });
+        let at = self.stamp();
+        // Resynchronizing at the same offset twice would not progress:
+        // then (and for the no-progress bound) skip to the next PSB.
+        let again = self.last_error_offset == Some(off);
+        self.last_error_offset = Some(off);
+        let mut events = Vec::new();
+        let next = match failure {
+            Failure::Pt(_) if self.setup().resync && !again => {
+                self.resync(dec, last_sync, &mut events)
+            }
+            _ => self.sync(dec, last_sync),
+        };
+        if next.is_none() && self.meta.before_loss && !nomap {
+            return None;
+        }
+        *self.stats.errors.entry(name).or_default() += 1;
+        // Code without an image stops decoding at each resync point again:
+        // one gap for the whole stretch.
+        let repeated = nomap
+            && matches!(
+                self.run.as_ref().and_then(|r| r
+                    .ops
+                    .iter()
+                    .rev()
+                    .find(|o| !matches!(o, Op::Enabled { .. } | Op::Disabled { .. }))),
+                Some(Op::Gap {
+                    kind: GapKind::NoImage { .. },
+                    ..
+                })
+            );
+        if !repeated {
+            if nomap {
+                self.stats.no_image += 1;
+            }
+            self.push(Op::Gap {
+                at,
+                kind,
+                offset: self.meta.aux_offset + off,
+            });
+        }
+        if next.is_some() {
+            let to = self.offset(dec).unwrap_or(off);
+            self.stats.skipped_bytes += to.saturating_sub(off);
+        } else {
+            self.stats.skipped_bytes += self.meta.len.saturating_sub(off);
+        }
+        for ev in &events {
+            self.update_time(dec, ev.tsc());
+            self.on_event(dec, ev);
+        }
+        next
+    }
+}

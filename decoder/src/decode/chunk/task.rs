@@ -1,0 +1,256 @@
+//! The chunk decoder's events: who runs (a context switch, an enable on a
+//! CPU's buffer), whose image the flow decoder sees (from the perf
+//! timeline or a raw decode's sideband, through `Context`), and the
+//! events libipt hands out, turned into ops and marks.
+
+use super::*;
+
+impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
+    /// The task running at `t` on this buffer.
+    pub(super) fn task_at(&self, t: u64) -> Option<TaskId> {
+        self.ctx.task_at(self.images.setup, t)
+    }
+
+    /// Makes `task` the current one: closes the current run, starts another.
+    pub(super) fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
+        self.ctx
+            .next_switch_after(self.images.setup, self.clock.time);
+        if task == self.ctx.task && (self.run.is_some() || task.is_none()) {
+            return;
+        }
+        if let Some(mut r) = self.run.take() {
+            if !matches!(
+                r.ops.last(),
+                Some(Op::Disabled { .. }) | Some(Op::Gap { .. }) | None
+            ) {
+                let at = Stamp {
+                    time: self.clock.time,
+                    insns: r.insns,
+                    cycles: self.cycles.then_some(r.cycles).into(),
+                };
+                r.push(Op::Disabled {
+                    at,
+                    ip,
+                    kernel: true,
+                });
+            }
+            self.runs.push(r);
+        }
+        self.ctx.task = task;
+        self.run = task.map(|task| Run::new(task, self.clock.time, self.pool.take()));
+        if self.run.is_some() && std::mem::take(&mut self.lost_first) {
+            self.stats.lost_data += 1;
+            self.gap(GapKind::LostData, 0);
+        }
+    }
+
+    /// perf_event sideband: libipt-sb's `pt_sb_event` on every event.
+    /// A changed image goes into the decoder at once; what is to be listed
+    /// is returned, for [`Self::list_notes`] after the event's own line.
+    pub(super) fn on_sideband(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) -> Vec<SbNote> {
+        let Some(sb) = self.ctx.session() else {
+            return Vec::new();
+        };
+        sb.on_event(ev.time_tsc(), crate::pevent::EventPlace::of(ev));
+        let notes = sb.take_notes();
+        self.install_sb_image(dec);
+        notes
+    }
+
+    /// Lists the sideband's records, warnings and switches.
+    pub(super) fn list_notes(&self, notes: Vec<SbNote>) {
+        for n in notes {
+            self.list(ListItem::Sideband(n));
+        }
+    }
+
+    /// Puts the image the sideband says into the decoder, when it changed.
+    pub(super) fn install_sb_image(&mut self, dec: &mut impl FlowDecoder) {
+        if let Some(isids) = self.ctx.sb_image_change(self.images) {
+            self.set_image(dec, &isids);
+        }
+    }
+
+    /// Puts the image of the current task at `t` into the decoder.
+    pub(super) fn refresh_image(&mut self, dec: &mut impl FlowDecoder, t: u64) {
+        if let Some(isids) = self.ctx.image_change(self.images, t) {
+            self.set_image(dec, &isids);
+        }
+    }
+
+    /// Puts the sections `isids` into the decoder, with the patched copies
+    /// of emulated ptwrite functions among them.
+    pub(super) fn set_image(&self, dec: &mut impl FlowDecoder, isids: &[u32]) {
+        let overlays = self.images.emu.overlays(isids);
+        dec.set_image(isids, &overlays);
+    }
+
+    /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
+    /// At a chunk's PSB (`sync`) tracing was already on: the task is the
+    /// one running now, without the slack a real enable gets.
+    pub(super) fn enable(&mut self, dec: &mut impl FlowDecoder, ip: u64, sync: bool) {
+        let t = self.clock.time.saturating_add(self.setup().switch_slack);
+        let task = match self.ctx.owner {
+            Some(Owner::Cpu(_)) if !sync => self.task_at(t),
+            _ => self.task_at(self.clock.time),
+        };
+        self.switch_to(task, ip);
+        // The image of now plus the slack, or of now ([`Context::image_time`]).
+        let image_t = self
+            .ctx
+            .image_time(self.images.setup, ip, t, self.clock.time);
+        self.refresh_image(dec, image_t);
+        let at = self.stamp();
+        self.push(Op::Enabled {
+            at,
+            ip,
+            first: false,
+        });
+        self.need_enable = false;
+        self.at_start = false;
+        self.last_ip = ip;
+        self.update_follow(dec);
+    }
+
+    pub(super) fn on_event(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
+        // Status updates (libipt's state at a PSB+) change nothing; an
+        // untraced stretch starts at a real disable while tracing is on
+        // (`need_enable` is false once a traced block or enable was seen)
+        // and ends at the next enable, so its slices pair one to one.
+        let update = ev.status_update();
+        match ev.kind() {
+            EventKind::Enabled { ip, .. } => {
+                if update && !self.need_enable {
+                    return;
+                }
+                self.list(ListItem::Enabled);
+                self.resolve(Some(ip));
+                // Tracing is on at the chunk's PSB: the ordering stage may
+                // drop this enable (see the module doc).
+                let sync = update && self.at_start && !self.meta.first;
+                self.enable(dec, ip, sync);
+                if sync {
+                    self.sync_task = self.ctx.task;
+                }
+            }
+            EventKind::Disabled { ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
+                self.resolve(ip);
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: ip.unwrap_or(self.last_ip),
+                    kernel: ip.is_none_or(is_kernel_ip),
+                });
+                self.need_enable = true;
+            }
+            EventKind::AsyncDisabled { at: from, ip } => {
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                self.list(ListItem::Disabled);
+                self.resolve(Some(from));
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: from,
+                    kernel: ip.is_none_or(is_kernel_ip),
+                });
+                self.last_ip = from;
+                self.need_enable = true;
+            }
+            EventKind::AsyncBranch { from, to } => {
+                self.resolve(Some(from));
+                let to = to.unwrap_or(from);
+                let at = self.stamp();
+                // An interrupt returns to the instruction it interrupted.
+                self.push(Op::Call {
+                    at,
+                    from,
+                    to,
+                    ret: from,
+                    raw_time: at.time,
+                });
+                self.last_ip = to;
+            }
+            EventKind::Overflow { ip } => {
+                self.pending.set = false;
+                self.at_start = false;
+                self.stats.overflows += 1;
+                self.list(ListItem::Overflow);
+                // An overflow before tracing was first enabled still
+                // belongs to the buffer's task: start its run for the gap.
+                if self.run.is_none() {
+                    let task = self.task_at(self.clock.time);
+                    self.switch_to(task, ip.unwrap_or(0));
+                }
+                let off = self.offset(dec).unwrap_or(0);
+                self.gap(GapKind::Overflow, off);
+                match ip {
+                    Some(ip) => self.enable(dec, ip, false),
+                    None => self.need_enable = true,
+                }
+            }
+            EventKind::Stop => {
+                self.resolve(None);
+                if update || self.need_enable {
+                    self.need_enable = true;
+                    return;
+                }
+                let at = self.stamp();
+                self.push(Op::Disabled {
+                    at,
+                    ip: self.last_ip,
+                    kernel: false,
+                });
+                self.need_enable = true;
+            }
+            EventKind::Cbr { .. } => {
+                if let Ok(c) = dec.core_bus_ratio() {
+                    self.clock.cbr = c;
+                }
+                // Every PSB+ restates the CBR: a restatement of the ratio
+                // the chunk has already marked is no change.
+                let ratio = match ev.kind() {
+                    EventKind::Cbr { ratio } => Some(ratio),
+                    _ => None,
+                };
+                if !(update && ratio == self.marked_cbr) {
+                    if self.marked_cbr.is_none() && update {
+                        self.sync_cbr = ratio;
+                    }
+                    self.marked_cbr = ratio;
+                    self.on_mark(&ev.kind());
+                }
+            }
+            k => self.on_mark(&k),
+        }
+    }
+
+    /// PTWRITE, power and event-trace events become marks on the running
+    /// thread (also in traces without branches, which have no `Enabled`).
+    pub(super) fn on_mark(&mut self, kind: &EventKind) {
+        let cpu = match self.ctx.owner {
+            Some(Owner::Cpu(c)) => Some(c),
+            _ => None,
+        };
+        let Some(mark) = crate::events::mark_of(kind, cpu) else {
+            return;
+        };
+        if self.run.is_none() || (self.need_enable && self.clock.time >= self.ctx.next_switch) {
+            let task = self.task_at(self.clock.time);
+            self.switch_to(task, self.last_ip);
+        }
+        self.at_start = false;
+        let at = self.stamp();
+        self.push(Op::Mark {
+            at,
+            mark: Box::new(mark),
+        });
+    }
+}
