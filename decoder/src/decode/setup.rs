@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipt::{AddrFilter, Config as PtConfig, Cpu, Frequency};
-use sideband::timeline::{Mapping, TaskId, Timeline};
+use sideband::timeline::{Mapping, TaskId};
 
 use super::{DecodeOptions, RawConfig, RawSection};
 use crate::images::{is_kernel_name, ImageStore};
@@ -324,13 +324,6 @@ impl<'t> DecodeSetup<'t> {
         match &self.src {
             Source::Raw { given, .. } => *given,
             Source::Perf { .. } => 0,
-        }
-    }
-
-    pub fn timeline(&self) -> Option<&'t Timeline> {
-        match self.src {
-            Source::Perf { trace, .. } => Some(&trace.timeline),
-            Source::Raw { .. } => None,
         }
     }
 

@@ -40,7 +40,7 @@ use super::clock::Clock;
 use super::context::{Context, Owner};
 use super::edges::Edges;
 use super::runs::{OpPool, Pending, Run};
-use super::setup::{is_kernel_ip, DecodeSetup, Source, NO_PID};
+use super::setup::{is_kernel_ip, DecodeSetup};
 use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
@@ -311,10 +311,7 @@ fn run_chunk(
         meta,
         runs: Vec::new(),
         run: None,
-        ctx: Context::new(
-            meta.owner,
-            setup.sideband().map(crate::pevent::Session::new),
-        ),
+        ctx: Context::of(meta.owner, setup),
         pending: Pending::default(),
         need_enable: true,
         last_ip: 0,
@@ -739,7 +736,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     });
                 }
                 self.refresh_image(dec, self.clock.time);
-            } else if self.clock.time >= self.ctx.image_until {
+            } else if self.clock.time >= self.ctx.image_until() {
                 self.refresh_image(dec, self.clock.time);
             }
         }

@@ -198,12 +198,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
                 let ip = dec.take_miss().unwrap_or(self.last_ip);
-                let pid = self.ctx.task.map_or(NO_PID, |t| t.pid);
-                if let Source::Perf { trace, images, .. } = &self.setup().src {
-                    if let Some(m) = trace.timeline.lookup(pid, ip, self.clock.time) {
-                        images.note_undecoded(&m.file, pid, m.start, m.end);
-                    }
-                }
+                self.ctx.note_missing(ip, self.clock.time);
                 (
                     GapKind::NoImage { ip },
                     e.name(),

@@ -8,13 +8,12 @@ use super::*;
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// The task running at `t` on this buffer.
     pub(super) fn task_at(&self, t: u64) -> Option<TaskId> {
-        self.ctx.task_at(self.images.setup, t)
+        self.ctx.task_at(t)
     }
 
     /// Makes `task` the current one: closes the current run, starts another.
     pub(super) fn switch_to(&mut self, task: Option<TaskId>, ip: u64) {
-        self.ctx
-            .next_switch_after(self.images.setup, self.clock.time);
+        self.ctx.next_switch_after(self.clock.time);
         if task == self.ctx.task && (self.run.is_some() || task.is_none()) {
             return;
         }
@@ -44,16 +43,16 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
     }
 
-    /// perf_event sideband: libipt-sb's `pt_sb_event` on every event.
-    /// A changed image goes into the decoder at once; what is to be listed
-    /// is returned, for [`Self::list_notes`] after the event's own line.
+    /// perf_event sideband: libipt-sb's `pt_sb_event` on every event
+    /// ([`super::super::context::TaskContext::replay`]). A changed image
+    /// goes into the decoder at once; what is to be listed is returned, for
+    /// [`Self::list_notes`] after the event's own line.
     pub(super) fn on_sideband(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) -> Vec<SbNote> {
-        let Some(sb) = self.ctx.session() else {
+        let place = crate::pevent::EventPlace::of(ev);
+        let Some(notes) = self.ctx.replay(ev.time_tsc(), place) else {
             return Vec::new();
         };
-        sb.on_event(ev.time_tsc(), crate::pevent::EventPlace::of(ev));
-        let notes = sb.take_notes();
-        self.install_sb_image(dec);
+        self.refresh_image(dec, self.clock.time);
         notes
     }
 
@@ -61,13 +60,6 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     pub(super) fn list_notes(&self, notes: Vec<SbNote>) {
         for n in notes {
             self.list(ListItem::Sideband(n));
-        }
-    }
-
-    /// Puts the image the sideband says into the decoder, when it changed.
-    pub(super) fn install_sb_image(&mut self, dec: &mut impl FlowDecoder) {
-        if let Some(isids) = self.ctx.sb_image_change(self.images) {
-            self.set_image(dec, &isids);
         }
     }
 
@@ -96,9 +88,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         };
         self.switch_to(task, ip);
         // The image of now plus the slack, or of now ([`Context::image_time`]).
-        let image_t = self
-            .ctx
-            .image_time(self.images.setup, ip, t, self.clock.time);
+        let image_t = self.ctx.image_time(ip, t, self.clock.time);
         self.refresh_image(dec, image_t);
         let at = self.stamp();
         self.push(Op::Enabled {
