@@ -184,6 +184,21 @@ impl Chain {
         from: NO_NODE,
         slot: 0,
     };
+
+    /// The node of the run from `ip`, looked up in `image` and the code
+    /// cache and linked from the last block's node (`None`: the general
+    /// path says).
+    #[inline(always)]
+    fn look_up(self, image: &Image, code: &mut CodeCache, ip: u64) -> Option<u32> {
+        let s = image.find(ip).ok()?;
+        let cur = code.node_at(s, ip).ok()?;
+        // (The lookup may have cleared the cache: the generation is read
+        // after it.)
+        if self.gen == code.gen() && code.node(self.from).is_some_and(|n| n.isid == s.isid) {
+            code.link(self.from, usize::from(self.slot), cur);
+        }
+        Some(cur)
+    }
 }
 
 /// `pt_insn_binds_to_pip`: MOV CR3, VMLAUNCH and VMRESUME (far returns
@@ -249,6 +264,22 @@ macro_rules! refill_fast_of {
     };
 }
 
+/// The fast path's status after its event `$ev` was used up: the next
+/// one fetched, as `trailing_event_slow` would fetch it first thing
+/// (`None`: `trailing_event` says). A macro: `$ev` borrows the decoder's
+/// `event` until it is used here, and the same code after the fast
+/// path's match, for both of its arms that use it, cost 1.7% of the fast
+/// decoder's instructions.
+macro_rules! refill_status {
+    ($d:ident, $ev:expr) => {
+        if refill_fast_of!($d, $ev) {
+            Some(Ok(Status(0)))
+        } else {
+            after_refill($d.fetch_event_slow().map(|_| false))
+        }
+    };
+}
+
 /// [`BlockDecoder::refill`]'s fast path over the decoder's fields (the
 /// block decoder's fast path holds the event already): a TNT or TIP
 /// next, the event `ev` overwritten in place, its time kept as the
@@ -287,6 +318,27 @@ fn cond_branch_to(last: &Insn, taken: bool) -> (u64, usize) {
     } else {
         std::hint::black_box(());
         (last.next(), NEXT_NOT_TAKEN)
+    }
+}
+
+/// Where conditional branch or compressed return `last`, ending node
+/// `cur`, goes with TNT bit `taken`: the IP and the link to follow
+/// (`from`, `slot`); a return pops its address (`None`: nothing there).
+#[inline(always)]
+fn tnt_branch_to(
+    last: &Insn,
+    taken: bool,
+    retstack: &mut RetStack,
+    gen: u64,
+    cur: u32,
+) -> Option<(u64, u32, usize)> {
+    if last.class == Class::Return {
+        let (ip, (call_gen, call)) = retstack.pop_call().ok()?;
+        let from = if call_gen == gen { call } else { NO_NODE };
+        Some((ip, from, NEXT_RETURN))
+    } else {
+        let (ip, slot) = cond_branch_to(last, taken);
+        Some((ip, cur, slot))
     }
 }
 
@@ -575,6 +627,15 @@ impl<'a> BlockDecoder<'a> {
     #[inline]
     fn log_call_from(&mut self, insn: &Insn, gen: u64, call: u32) {
         self.retstack.log_call(insn, gen, call);
+    }
+
+    /// Follows direct call or jump `last`, ending node `cur` (no trace
+    /// needed): the IP set to its target, the call logged; the link slot.
+    #[inline(always)]
+    fn fast_direct(&mut self, last: &Insn, gen: u64, cur: u32) -> usize {
+        self.ip = last.next().wrapping_add(last.disp as u64);
+        self.log_call_from(last, gen, cur);
+        NEXT_NOT_TAKEN
     }
 
     /// Walks without trace until `ip` (`pt_blk_proceed_to_ip`), or with
@@ -869,15 +930,7 @@ impl<'a> BlockDecoder<'a> {
         let (cur, node) = match code.node(chain.next) {
             Some(n) if chain.gen == code.gen() && n.ip == start => (chain.next, n),
             _ => {
-                let s = self.image.find(start).ok()?;
-                let cur = code.node_at(s, start).ok()?;
-                // (The lookup may have cleared the cache: the generation
-                // is read after it.)
-                if chain.gen == code.gen()
-                    && code.node(chain.from).is_some_and(|n| n.isid == s.isid)
-                {
-                    code.link(chain.from, usize::from(chain.slot), cur);
-                }
+                let cur = chain.look_up(&self.image, code, start)?;
                 (cur, code.node(cur)?)
             }
         };
@@ -893,20 +946,6 @@ impl<'a> BlockDecoder<'a> {
         // after the event decoder's fast path gave the next one) no
         // event binds here: `Status(0)`.
         let status;
-        // The status after the event was used up: the next one fetched,
-        // as trailing_event_slow would fetch it first thing. (A macro:
-        // `ev` borrows `self.event` until it is used here, and the same
-        // code after the match, for both arms, cost 1.7% of the fast
-        // decoder's instructions.)
-        macro_rules! refill {
-            () => {
-                if refill_fast_of!(self, ev) {
-                    Some(Ok(Status(0)))
-                } else {
-                    after_refill(self.fetch_event_slow().map(|_| false))
-                }
-            };
-        }
         // The link to follow next: node `from`'s successor `slot`.
         let mut from = cur;
         let mut indirect = NO_NODE;
@@ -916,29 +955,24 @@ impl<'a> BlockDecoder<'a> {
             (Class::CondJump | Class::Return, Kind::Tnt { bits, size }) if *size != 0 => {
                 let left = *size - 1;
                 let taken = (*bits >> left) & 1 != 0;
-                let slot = if last.class == Class::Return {
-                    // Not taken (libipt's error) or nothing to return
-                    // to: the general path says.
-                    if !taken || self.retstack.is_empty() {
-                        return None;
-                    }
-                    *size = left;
-                    let (ip, (call_gen, call)) = self.retstack.pop_call().ok()?;
-                    self.ip = ip;
-                    from = if call_gen == gen { call } else { NO_NODE };
-                    NEXT_RETURN
-                } else {
-                    *size = left;
-                    let (ip, slot) = cond_branch_to(&last, taken);
-                    self.ip = ip;
-                    slot
-                };
+                // A return not taken (libipt's error) or with nothing to
+                // return to: the general path says. (Here, with `size`
+                // written before `cond_branch_to`'s `black_box`: both in
+                // `tnt_branch_to`, `size` after it, cost ptbench-fast
+                // 0.4-0.5% more instructions.)
+                if last.class == Class::Return && (!taken || self.retstack.is_empty()) {
+                    return None;
+                }
+                *size = left;
+                let (ip, link_from, slot) =
+                    tnt_branch_to(&last, taken, &mut self.retstack, gen, cur)?;
+                self.ip = ip;
+                from = link_from;
                 status = if left != 0 {
                     Some(Ok(Status(0)))
                 } else {
-                    // The TNT is used up: the next event now, as
-                    // trailing_event_slow would fetch it first thing.
-                    refill!()
+                    // The TNT is used up: the next event now.
+                    refill_status!(self, ev)
                 };
                 slot
             }
@@ -960,21 +994,17 @@ impl<'a> BlockDecoder<'a> {
                 // one (the next block checks its IP either way).
                 indirect = code.cached_node(node.isid, *ip);
                 self.retstack.log_call(&last, gen, cur);
-                status = refill!();
+                status = refill_status!(self, ev);
                 NEXT_INDIRECT
             }
             // A direct call or jump: no trace needed.
             (Class::Call | Class::Jump, Kind::Tnt { size, .. }) if last.direct && *size != 0 => {
-                self.ip = last.next().wrapping_add(last.disp as u64);
-                self.log_call_from(&last, gen, cur);
                 status = Some(Ok(Status(0)));
-                NEXT_NOT_TAKEN
+                self.fast_direct(&last, gen, cur)
             }
             (Class::Call | Class::Jump, Kind::Tip { .. }) if last.direct => {
-                self.ip = last.next().wrapping_add(last.disp as u64);
-                self.log_call_from(&last, gen, cur);
                 status = Some(Ok(Status(0)));
-                NEXT_NOT_TAKEN
+                self.fast_direct(&last, gen, cur)
             }
             _ => return None,
         };
@@ -990,6 +1020,7 @@ impl<'a> BlockDecoder<'a> {
             from,
             slot: slot as u8,
         };
+        // (A match: `status.unwrap_or_else` cost 2% more instructions.)
         let r = match status {
             Some(r) => r,
             None => self.trailing_event(Some(block)),

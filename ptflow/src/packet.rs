@@ -254,13 +254,6 @@ pub fn packet_size(p: &Packet, n: usize) -> usize {
 pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
     let rest = b.get(at..).ok_or(PtError::EOS)?;
     let &opc = rest.first().ok_or(PtError::EOS)?;
-    let need = |n: usize| {
-        if rest.len() < n {
-            Err(PtError::EOS)
-        } else {
-            Ok(())
-        }
-    };
     match opc {
         0x00 => Ok((Packet::Pad, 1)),
         0x02 => {
@@ -268,7 +261,7 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             decode_ext(rest, ext)
         }
         0x99 => {
-            need(2)?;
+            need(rest, 2)?;
             let p = rest[1];
             let bits = p & 0x1f;
             match p >> 5 {
@@ -291,11 +284,11 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             }
         }
         0x59 => {
-            need(2)?;
+            need(rest, 2)?;
             Ok((Packet::Mtc(rest[1]), 2))
         }
         0x19 => {
-            need(8)?;
+            need(rest, 8)?;
             Ok((Packet::Tsc(le(rest, 1, 7)), 8))
         }
         _ if opc & 0x03 == 0x03 => {
@@ -321,7 +314,7 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             };
             let ipc = opc >> 5;
             let n = ip_size(ipc)?;
-            need(1 + n)?;
+            need(rest, 1 + n)?;
             let ip = if n > 0 { le(rest, 1, n) } else { 0 };
             Ok((make(IpPayload { ipc, ip }), 1 + n))
         }
@@ -348,18 +341,24 @@ fn cyc(rest: &[u8]) -> Result<(u64, usize), PtError> {
     Ok((value, n))
 }
 
-/// The packets with the 0x02 prefix.
+/// `rest` holds at least `n` bytes (`pte_eos` if not: the packet is cut
+/// by the buffer's end).
+#[inline(always)]
+fn need(rest: &[u8], n: usize) -> Result<(), PtError> {
+    if rest.len() < n {
+        Err(PtError::EOS)
+    } else {
+        Ok(())
+    }
+}
+
+/// The packets with the 0x02 prefix. The power event, event trace and
+/// PTWRITE packets are read by their own functions, always inlined: one
+/// match over `ext` as a whole.
 fn decode_ext(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
-    let need = |n: usize| {
-        if rest.len() < n {
-            Err(PtError::EOS)
-        } else {
-            Ok(())
-        }
-    };
     match ext {
         0x82 => {
-            need(16)?;
+            need(rest, 16)?;
             if !is_psb(rest, 0) {
                 return Err(BAD_PACKET);
             }
@@ -369,11 +368,11 @@ fn decode_ext(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
         0x23 => Ok((Packet::Psbend, 2)),
         0x83 => Ok((Packet::Stop, 2)),
         0x03 => {
-            need(4)?;
+            need(rest, 4)?;
             Ok((Packet::Cbr(rest[2]), 4))
         }
         0x73 => {
-            need(7)?;
+            need(rest, 7)?;
             let ctc = u16::from_le_bytes([rest[2], rest[3]]);
             let fc = u16::from_le_bytes([rest[5], rest[6]]);
             if fc & !0x1ff != 0 || rest[4] != 0 {
@@ -382,7 +381,7 @@ fn decode_ext(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
             Ok((Packet::Tma { ctc, fc }, 7))
         }
         0x43 => {
-            need(8)?;
+            need(rest, 8)?;
             let p = le(rest, 2, 6);
             Ok((
                 Packet::Pip {
@@ -393,86 +392,25 @@ fn decode_ext(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
             ))
         }
         0xc8 => {
-            need(7)?;
+            need(rest, 7)?;
             Ok((Packet::Vmcs(le(rest, 2, 5) << 12), 7))
         }
-        0x62 | 0xe2 => Ok((
-            Packet::Exstop {
-                ip: ext & 0x80 != 0,
-            },
-            2,
-        )),
-        0xc2 => {
-            need(10)?;
-            Ok((
-                Packet::Mwait {
-                    hints: le(rest, 2, 4) as u32,
-                    ext: le(rest, 6, 4) as u32,
-                },
-                10,
-            ))
-        }
-        0x22 => {
-            need(4)?;
-            let p = le(rest, 2, 2);
-            Ok((
-                Packet::Pwre {
-                    state: ((p & 0xf000) >> 12) as u8,
-                    sub_state: ((p & 0xf00) >> 8) as u8,
-                    hw: p & 0x8 != 0,
-                },
-                4,
-            ))
-        }
-        0xa2 => {
-            need(7)?;
-            let p = le(rest, 2, 5);
-            Ok((
-                Packet::Pwrx {
-                    last: ((p & 0xf0) >> 4) as u8,
-                    deepest: (p & 0xf) as u8,
-                    interrupt: p & 0x100 != 0,
-                    store: p & 0x400 != 0,
-                    autonomous: p & 0x800 != 0,
-                },
-                7,
-            ))
-        }
+        0x62 | 0xe2 | 0xc2 | 0x22 | 0xa2 => decode_power(rest, ext),
         0xa3 => {
-            need(8)?;
+            need(rest, 8)?;
             Ok((tnt(le(rest, 2, 6))?, 8))
         }
-        0x13 => {
-            need(4)?;
-            Ok((
-                Packet::Cfe {
-                    ty: rest[2] & 0x1f,
-                    vector: rest[3],
-                    ip: rest[2] & 0x80 != 0,
-                },
-                4,
-            ))
-        }
-        0x53 => {
-            need(11)?;
-            Ok((
-                Packet::Evd {
-                    ty: rest[2] & 0x1f,
-                    payload: le(rest, 3, 8),
-                },
-                11,
-            ))
-        }
+        0x13 | 0x53 => decode_event_trace(rest, ext),
         0xc3 => {
             let &ext2 = rest.get(2).ok_or(PtError::EOS)?;
             if ext2 != 0x88 {
                 return Err(BAD_OPC);
             }
-            need(11)?;
+            need(rest, 11)?;
             Ok((Packet::Mnt(le(rest, 3, 8)), 11))
         }
         0x63 => {
-            need(3)?;
+            need(rest, 3)?;
             Ok((
                 Packet::Bbp {
                     sz: rest[2] & 0x80 != 0,
@@ -487,25 +425,110 @@ fn decode_ext(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
             },
             2,
         )),
-        _ if ext & 0x1f == 0x12 => {
-            let plc = (ext >> 5) & 0x3;
-            let n = match plc {
-                0 => 4,
-                1 => 8,
-                _ => return Err(BAD_PACKET),
-            };
-            need(2 + n)?;
+        _ if ext & 0x1f == 0x12 => decode_ptw(rest, ext),
+        _ => Err(BAD_OPC),
+    }
+}
+
+/// The power event packets (EXSTOP, MWAIT, PWRE, PWRX) of
+/// [`decode_ext`].
+#[inline(always)]
+fn decode_power(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
+    match ext {
+        0x62 | 0xe2 => Ok((
+            Packet::Exstop {
+                ip: ext & 0x80 != 0,
+            },
+            2,
+        )),
+        0xc2 => {
+            need(rest, 10)?;
             Ok((
-                Packet::Ptw {
-                    plc,
-                    ip: ext & 0x80 != 0,
-                    payload: le(rest, 2, n),
+                Packet::Mwait {
+                    hints: le(rest, 2, 4) as u32,
+                    ext: le(rest, 6, 4) as u32,
                 },
-                2 + n,
+                10,
+            ))
+        }
+        0x22 => {
+            need(rest, 4)?;
+            let p = le(rest, 2, 2);
+            Ok((
+                Packet::Pwre {
+                    state: ((p & 0xf000) >> 12) as u8,
+                    sub_state: ((p & 0xf00) >> 8) as u8,
+                    hw: p & 0x8 != 0,
+                },
+                4,
+            ))
+        }
+        0xa2 => {
+            need(rest, 7)?;
+            let p = le(rest, 2, 5);
+            Ok((
+                Packet::Pwrx {
+                    last: ((p & 0xf0) >> 4) as u8,
+                    deepest: (p & 0xf) as u8,
+                    interrupt: p & 0x100 != 0,
+                    store: p & 0x400 != 0,
+                    autonomous: p & 0x800 != 0,
+                },
+                7,
             ))
         }
         _ => Err(BAD_OPC),
     }
+}
+
+/// The event trace packets (CFE, EVD) of [`decode_ext`].
+#[inline(always)]
+fn decode_event_trace(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
+    match ext {
+        0x13 => {
+            need(rest, 4)?;
+            Ok((
+                Packet::Cfe {
+                    ty: rest[2] & 0x1f,
+                    vector: rest[3],
+                    ip: rest[2] & 0x80 != 0,
+                },
+                4,
+            ))
+        }
+        0x53 => {
+            need(rest, 11)?;
+            Ok((
+                Packet::Evd {
+                    ty: rest[2] & 0x1f,
+                    payload: le(rest, 3, 8),
+                },
+                11,
+            ))
+        }
+        _ => Err(BAD_OPC),
+    }
+}
+
+/// The PTWRITE packet of [`decode_ext`] (`ext & 0x1f` is 0x12), with 4
+/// or 8 payload bytes as PayloadBytes says (the others are reserved).
+#[inline(always)]
+fn decode_ptw(rest: &[u8], ext: u8) -> Result<(Packet, usize), PtError> {
+    let plc = (ext >> 5) & 0x3;
+    let n = match plc {
+        0 => 4,
+        1 => 8,
+        _ => return Err(BAD_PACKET),
+    };
+    need(rest, 2 + n)?;
+    Ok((
+        Packet::Ptw {
+            plc,
+            ip: ext & 0x80 != 0,
+            payload: le(rest, 2, n),
+        },
+        2 + n,
+    ))
 }
 
 #[cfg(test)]
