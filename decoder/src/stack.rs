@@ -310,6 +310,18 @@ fn rebase_slice(base: &Base, mut s: Slice, depth: i32) -> Slice {
     s
 }
 
+/// What [`ThreadStack::apply`]'s dry run found in the real stack, entry
+/// frames counted from its top (0).
+struct DryRun {
+    /// The entry frame the speculative stack ends on (its parent).
+    cursor: usize,
+    /// Per tail call out of an entry frame ([`Item::TailFrom`]): that
+    /// frame's return address.
+    rets: Vec<Option<u64>>,
+    /// Per pop to an entry frame ([`Item::PopTo`]): that frame.
+    pops: Vec<usize>,
+}
+
 /// Where [`ThreadStack::lower_frame_of`] found a function.
 enum Lower {
     /// The stack's own frame at this index.
@@ -465,59 +477,58 @@ impl ThreadStack {
         {
             return no;
         }
-        // A dry run over the entry frames it touched, top first: `cursor`
-        // is the next one (0: the top), `anchor` the one it counts from.
+        let dry = self.dry_run(&entry.items)?;
+        // The entry frame it ends on (its parent) exists.
+        if self.frames.len() <= dry.cursor {
+            return no;
+        }
+        // Its clamping and ties are this stack's: nothing here is later
+        // than its first stamp, on any axis.
+        if let Some(first) = entry.first.map(|f| base.stamp(f)) {
+            if !self.none_after(first, dry.cursor) {
+                return no;
+            }
+        }
+        let mut spec = spec;
+        let entry = spec.entry.take().expect("checked above");
+        // Its frames' depths, which its own stats count relative to anchors.
+        let mut max_depth = self.stats.max_depth;
+        let depth = self.replay(entry.items, dry.pops, &base, &mut max_depth, out);
+        self.adopt(spec, &dry.rets, &base, depth, max_depth);
+        Ok(())
+    }
+
+    /// The `i`th frame from the top (0: the top), as [`ThreadStack::apply`]
+    /// counts entry frames.
+    fn nth_from_top(&self, i: usize) -> &Frame {
+        &self.frames[self.frames.len() - 1 - i]
+    }
+
+    /// The `i`th frame from the top and those below it.
+    fn nth_and_below(&self, i: usize) -> &[Frame] {
+        &self.frames[..self.frames.len().saturating_sub(i)]
+    }
+
+    /// [`ThreadStack::apply`]'s dry run over the entry frames a speculative
+    /// stack touched (`items`, its record), top first: checks its
+    /// assumptions and finds the frames its pops and tail calls go to.
+    fn dry_run(&self, items: &[Item]) -> Result<DryRun, Declined> {
+        let no = Err(Declined::default());
         let n = self.frames.len();
-        let frame = |i: usize| &self.frames[n - 1 - i];
-        let from = |i: usize| &self.frames[..n.saturating_sub(i)];
+        // `cursor` is the next entry frame (0: the top), `anchor` the one
+        // it counts from.
         let (mut cursor, mut anchor) = (0usize, 0usize);
         let mut rets: Vec<Option<u64>> = Vec::new();
         let mut pops: Vec<usize> = Vec::new();
-        for item in &entry.items {
+        for item in items {
             match item {
-                Item::Assume(a) => {
-                    let ok = match *a {
-                        Assert::Ret { i, to } => {
-                            if anchor + i < n && frame(anchor + i).ret != Some(to) {
-                                return Err(Declined {
-                                    ret: Some(to),
-                                    ..Declined::default()
-                                });
-                            }
-                            anchor + i < n
-                        }
-                        Assert::Is { i, known, entry } => {
-                            anchor + i < n
-                                && frame(anchor + i).known == known
-                                && (!known || frame(anchor + i).func.entry == entry)
-                        }
-                        Assert::NotBelow { i, entry } => {
-                            if from(anchor + i)
-                                .iter()
-                                .any(|f| f.known && f.func.entry == entry)
-                            {
-                                return Err(Declined {
-                                    below: Some(entry),
-                                    ..Declined::default()
-                                });
-                            }
-                            true
-                        }
-                        Assert::NoRet { i, to } => {
-                            !from(anchor + i).iter().any(|f| f.ret == Some(to))
-                        }
-                        Assert::RetOf { tail, to } => rets.get(tail) == Some(&Some(to)),
-                    };
-                    if !ok {
-                        return no;
-                    }
-                }
+                Item::Assume(a) => self.check(a, anchor, &rets)?,
                 Item::CloseEntry(_) | Item::TailFrom => {
                     if cursor >= n {
                         return no;
                     }
                     if matches!(item, Item::TailFrom) {
-                        rets.push(frame(cursor).ret);
+                        rets.push(self.nth_from_top(cursor).ret);
                     } else {
                         cursor += 1;
                     }
@@ -526,9 +537,10 @@ impl ThreadStack {
                     entry, skip_top, ..
                 } => {
                     let start = cursor + usize::from(*skip_top);
-                    let Some(j) =
-                        (start..n).find(|&j| frame(j).known && frame(j).func.entry == *entry)
-                    else {
+                    let Some(j) = (start..n).find(|&j| {
+                        let f = self.nth_from_top(j);
+                        f.known && f.func.entry == *entry
+                    }) else {
                         return no;
                     };
                     pops.push(j);
@@ -537,47 +549,100 @@ impl ThreadStack {
                 Item::Slice(_) | Item::Mark(..) => {}
             }
         }
-        // The entry frame it ends on (its parent) exists.
-        if n <= cursor {
-            return no;
-        }
-        // Its clamping and ties are this stack's: nothing here is later
-        // than its first stamp, on any axis.
-        if let Some(first) = entry.first.map(|f| base.stamp(f)) {
-            let before = |a: &Stamp| {
-                a.time < first.time
-                    && a.insns < first.insns
-                    && match (a.cycles.get(), first.cycles.get()) {
-                        (Some(x), Some(y)) => x < y,
-                        _ => true,
-                    }
-            };
-            let last_ok = self.last.time <= first.time
-                && self.last.insns <= first.insns
-                && match (self.last.cycles.get(), first.cycles.get()) {
-                    (Some(x), Some(y)) => x <= y,
-                    _ => true,
-                };
-            if !last_ok
-                || !self.frames[n - 1 - cursor..]
-                    .iter()
-                    .all(|f| before(&f.start))
-            {
-                return no;
+        Ok(DryRun { cursor, rets, pops })
+    }
+
+    /// Checks one assumption of a speculative stack against this one's
+    /// frames, counted from `anchor`; `rets`: as [`DryRun::rets`] so far.
+    fn check(&self, a: &Assert, anchor: usize, rets: &[Option<u64>]) -> Result<(), Declined> {
+        let n = self.frames.len();
+        let ok = match *a {
+            Assert::Ret { i, to } => {
+                if anchor + i < n && self.nth_from_top(anchor + i).ret != Some(to) {
+                    return Err(Declined {
+                        ret: Some(to),
+                        ..Declined::default()
+                    });
+                }
+                anchor + i < n
             }
+            Assert::Is { i, known, entry } => {
+                anchor + i < n
+                    && self.nth_from_top(anchor + i).known == known
+                    && (!known || self.nth_from_top(anchor + i).func.entry == entry)
+            }
+            Assert::NotBelow { i, entry } => {
+                if self
+                    .nth_and_below(anchor + i)
+                    .iter()
+                    .any(|f| f.known && f.func.entry == entry)
+                {
+                    return Err(Declined {
+                        below: Some(entry),
+                        ..Declined::default()
+                    });
+                }
+                true
+            }
+            Assert::NoRet { i, to } => !self
+                .nth_and_below(anchor + i)
+                .iter()
+                .any(|f| f.ret == Some(to)),
+            Assert::RetOf { tail, to } => rets.get(tail) == Some(&Some(to)),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Declined::default())
         }
+    }
+
+    /// Whether nothing of this stack is later than `first` on any axis: its
+    /// latest stamp, and the starts of the frames from the `cursor`th from
+    /// the top up (those a speculative stack ends on), before it.
+    fn none_after(&self, first: Stamp, cursor: usize) -> bool {
+        let before = |a: &Stamp| {
+            a.time < first.time
+                && a.insns < first.insns
+                && match (a.cycles.get(), first.cycles.get()) {
+                    (Some(x), Some(y)) => x < y,
+                    _ => true,
+                }
+        };
+        let last_ok = self.last.time <= first.time
+            && self.last.insns <= first.insns
+            && match (self.last.cycles.get(), first.cycles.get()) {
+                (Some(x), Some(y)) => x <= y,
+                _ => true,
+            };
+        let n = self.frames.len();
+        last_ok
+            && self.frames[n - 1 - cursor..]
+                .iter()
+                .all(|f| before(&f.start))
+    }
+
+    /// Hands out a checked speculative stack's record (`items`): its slices
+    /// and marks rebased, and the ends of the entry frames it closed or
+    /// popped (`pops`: where, from the dry run). Returns the depth its own
+    /// frames are relative to; `max_depth` takes its slices'.
+    fn replay(
+        &mut self,
+        items: Vec<Item>,
+        pops: Vec<usize>,
+        base: &Base,
+        max_depth: &mut i32,
+        out: &mut dyn FnMut(Item),
+    ) -> i32 {
+        let n = self.frames.len();
         let mut depth = self.top_depth();
-        let mut spec = spec;
-        let entry = spec.entry.take().expect("checked above");
         let mut pops = pops.into_iter();
-        // Its frames' depths, which its own stats count relative to anchors.
-        let mut max_depth = self.stats.max_depth;
-        for item in entry.items {
+        for item in items {
             match item {
                 Item::Slice(s) => {
-                    let s = rebase_slice(&base, s, depth);
+                    let s = rebase_slice(base, s, depth);
                     if matches!(s.kind, SliceKind::Call { .. }) {
-                        max_depth = max_depth.max(s.depth);
+                        *max_depth = (*max_depth).max(s.depth);
                     }
                     out(Item::Slice(s));
                 }
@@ -597,6 +662,20 @@ impl ThreadStack {
                 Item::Assume(_) | Item::TailFrom => {}
             }
         }
+        depth
+    }
+
+    /// Takes over a checked speculative stack's open frames (rebased onto
+    /// `depth`, with the return addresses `rets` of the entry frames they
+    /// took over), state and stats; `max_depth`: the depth reached.
+    fn adopt(
+        &mut self,
+        spec: ThreadStack,
+        rets: &[Option<u64>],
+        base: &Base,
+        depth: i32,
+        mut max_depth: i32,
+    ) {
         for mut f in spec.frames {
             if let Some(i) = f.ret_of_entry.take() {
                 f.ret = rets[i];
@@ -606,7 +685,7 @@ impl ThreadStack {
             f.held = f
                 .held
                 .into_iter()
-                .map(|s| rebase_slice(&base, s, depth))
+                .map(|s| rebase_slice(base, s, depth))
                 .collect();
             max_depth = max_depth.max(f.depth);
             for h in &f.held {
@@ -632,7 +711,6 @@ impl ThreadStack {
             ..spec.stats
         });
         self.stats.max_depth = max_depth;
-        Ok(())
     }
 
     /// A stack whose slices come out strictly as they close (children

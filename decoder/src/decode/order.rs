@@ -27,7 +27,7 @@ use sideband::timeline::TaskId;
 use super::chunk::ChunkOutput;
 use super::runs::{OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
-use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp};
+use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp, ThreadStats};
 
 /// Per thread: what has been handed to the sink so far.
 #[derive(Debug, Default)]
@@ -251,6 +251,8 @@ impl<'o> Orderer<'o> {
         self.pool.give(ops);
     }
 
+    /// Hands a run's ops to the sink (`ops` is left drained) unless its
+    /// thread is not wanted or past the window, and counts them.
     fn emit_ops(
         &mut self,
         run: &Run,
@@ -276,16 +278,18 @@ impl<'o> Orderer<'o> {
         th.cycles += run.cycles;
         ts.insns += run.insns;
         let (start, end) = (self.opts.start, self.opts.end);
-        let mut sent = 0u64;
-        let mut span = ts.span;
-        let (from, to) = stretch
-            .as_ref()
-            .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
-        // The run's ops counted from the thread's start, not the run's.
-        let cycles = self.cycles;
-        let fix = Rebase {
-            insns: base_insns,
-            cycles: cycles.then_some(base_cycles),
+        let mut h = Handover {
+            task,
+            fix: Rebase {
+                insns: base_insns,
+                cycles: self.cycles.then_some(base_cycles),
+            },
+            span: ts.span,
+            sent: 0,
+            ahead_ops: 0,
+            ahead_declined: 0,
+            th,
+            ts,
         };
         // The skipped ops when they are the run's first ones (as at a
         // chunk's start: its enable and CBR mark).
@@ -297,140 +301,24 @@ impl<'o> Orderer<'o> {
         }
         .filter(|&p| p <= ops.len());
         let plain = stretch.is_none() && start.is_none() && end.is_none();
-        if let (true, Some(p), false, true) = (plain, prefix, th.fresh, run.tally.n == ops.len()) {
-            // Nothing cut out or put in but the run's first ops, and no
-            // first enable to mark: the decoder counted the ops as it
-            // made them (`Run::tally`), and the sink fixes their stamps
-            // as it goes over them (`OpSink::run_ops`), so no pass over
-            // them here (one was 7-10% of `ptdec` on one core).
-            // The tally leaves out the first two ops; those kept are
-            // counted here.
-            let tally = &run.tally;
-            let (mut lo, mut hi) = tally.span;
-            ts.add_counts(&tally.counts);
-            for op in &ops[p..ops.len().min(2)] {
-                ts.count(op);
-                let t = op.stamp().time;
-                (lo, hi) = (lo.min(t), hi.max(t));
-            }
-            if let Some(op) = ops.last().filter(|_| ops.len() > p) {
-                let mut last = op.stamp();
-                fix.apply(&mut last);
-                th.last = Some(last);
-                span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-            }
-            sent = (ops.len() - p) as u64;
-            run_ops(&mut self.batch, task, sink, ops, p, fix);
+        if let (true, Some(p), false, true) = (plain, prefix, h.th.fresh, run.tally.n == ops.len())
+        {
+            h.tallied(run, ops, p, &mut self.batch, sink);
         } else if plain {
-            // Nothing cut out or put in but the run's own skipped ops: the
-            // ops are fixed where they lie and go on together.
-            // One pass and one match per op; the thread's last stamp and
-            // time span are taken once (three matches and an update of
-            // each per op were 4% of `ptdec -j1`'s instructions).
-            let (mut i, mut lo, mut hi) = (0, u64::MAX, 0);
-            ops.retain_mut(|op| {
-                i += 1;
-                if run.skip.drops(i - 1) {
-                    return false;
-                }
-                let at = match op {
-                    Op::Call { at, .. } => {
-                        ts.calls += 1;
-                        at
-                    }
-                    Op::Return { at, .. } => {
-                        ts.returns += 1;
-                        at
-                    }
-                    Op::Jump { at, .. } => {
-                        ts.jumps += 1;
-                        at
-                    }
-                    Op::Gap { at, .. } => {
-                        ts.gaps += 1;
-                        at
-                    }
-                    Op::Enabled { at, first, .. } => {
-                        *first = std::mem::take(&mut th.fresh);
-                        at
-                    }
-                    Op::Disabled { at, .. } | Op::End { at } | Op::Mark { at, .. } => at,
-                };
-                fix.apply(at);
-                (lo, hi) = (lo.min(at.time), hi.max(at.time));
-                true
-            });
-            if let Some(op) = ops.last() {
-                th.last = Some(op.stamp());
-                span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-            }
-            sent = ops.len() as u64;
-            sink.ops(task.pid, task.tid, ops);
+            h.fixed_in_place(run, ops, sink);
         } else {
-            let mut stretch = stretch;
-            // Each op is moved out once (a placeholder written in its
-            // stead and a drop pass over them after showed in the profile).
-            let mut ops = ops.drain(..);
-            let mut i = 0;
-            while let Some(mut op) = ops.next() {
-                if i == from {
-                    if let Some(st) = stretch.take() {
-                        let base = Base {
-                            insns: base_insns,
-                            cycles: cycles.then_some(base_cycles),
-                        };
-                        let (counts, (a, b), last) = (st.counts.clone(), st.span, st.last);
-                        let taken = sink.stretch(task.pid, task.tid, st, base);
-                        if !taken {
-                            self.stats.stacks_ahead_declined += 1;
-                        }
-                        if taken {
-                            self.stats.stacks_ahead_ops += (to - from) as u64;
-                            ts.add_counts(&counts);
-                            sent += (to - from) as u64;
-                            span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-                            th.last = Some(base.stamp(last));
-                            // The stretch's other ops are dropped.
-                            ops.by_ref()
-                                .take((to - from).saturating_sub(1))
-                                .for_each(drop);
-                            i = to;
-                            continue;
-                        }
-                    }
-                }
-                if run.skip.drops(i) {
-                    i += 1;
-                    continue;
-                }
-                i += 1;
-                fix.apply(op.stamp_mut());
-                let fixed = op.stamp();
-                ts.count(&op);
-                if start.is_some_and(|st| fixed.time < st) {
-                    th.skipped = true;
-                    continue;
-                }
-                if end.is_some_and(|e| fixed.time > e) {
-                    th.done = true;
-                    break;
-                }
-                if !matches!(op, Op::Mark { .. })
-                    && std::mem::take(&mut th.skipped)
-                    && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
-                {
-                    let enable = Op::Enabled {
-                        at: fixed,
-                        ip: op.ip(),
-                        first: false,
-                    };
-                    send(task, th, &mut span, enable, sink);
-                    sent += 1;
-                }
-                send(task, th, &mut span, op, sink);
-                sent += 1;
-            }
+            h.one_by_one(run, ops, stretch, (start, end), sink);
         }
+        let Handover {
+            ts,
+            span,
+            sent,
+            ahead_ops,
+            ahead_declined,
+            ..
+        } = h;
+        self.stats.stacks_ahead_ops += ahead_ops;
+        self.stats.stacks_ahead_declined += ahead_declined;
         ts.span = span;
         ts.ops += sent;
         self.stats.ops += sent;
@@ -441,6 +329,200 @@ impl<'o> Orderer<'o> {
                     .map_or((a, b), |(x, y)| (x.min(a), y.max(b))),
             );
         }
+    }
+}
+
+/// One run on its way to the sink ([`Orderer::emit_ops`]): its thread's
+/// state and statistics, and what went so far, which the stats take after.
+struct Handover<'a> {
+    task: TaskId,
+    th: &'a mut ThreadOut,
+    ts: &'a mut ThreadStats,
+    /// The run's ops counted from the thread's start, not the run's.
+    fix: Rebase,
+    /// The thread's time span (`ts.span`) with the ops handed over.
+    span: Option<(u64, u64)>,
+    /// Ops handed over.
+    sent: u64,
+    /// Ops of a stretch the sink took, and stretches it declined
+    /// (`DecodeStats::stacks_ahead_*`).
+    ahead_ops: u64,
+    ahead_declined: u64,
+}
+
+impl Handover<'_> {
+    /// Hands on a run whose ops the decoder counted (`Run::tally`) and
+    /// the sink fixes (`OpSink::run_ops`), all but the first `p`.
+    #[inline]
+    fn tallied(
+        &mut self,
+        run: &Run,
+        ops: &mut Vec<Op>,
+        p: usize,
+        batch: &mut Vec<Op>,
+        sink: &mut dyn OpSink,
+    ) {
+        // Nothing cut out or put in but the run's first ops, and no
+        // first enable to mark: the decoder counted the ops as it
+        // made them (`Run::tally`), and the sink fixes their stamps
+        // as it goes over them (`OpSink::run_ops`), so no pass over
+        // them here (one was 7-10% of `ptdec` on one core).
+        // The tally leaves out the first two ops; those kept are
+        // counted here.
+        let tally = &run.tally;
+        let (mut lo, mut hi) = tally.span;
+        self.ts.add_counts(&tally.counts);
+        for op in &ops[p..ops.len().min(2)] {
+            self.ts.count(op);
+            let t = op.stamp().time;
+            (lo, hi) = (lo.min(t), hi.max(t));
+        }
+        if let Some(op) = ops.last().filter(|_| ops.len() > p) {
+            let mut last = op.stamp();
+            self.fix.apply(&mut last);
+            self.th.last = Some(last);
+            self.span = Some(self.span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        self.sent = (ops.len() - p) as u64;
+        run_ops(batch, self.task, sink, ops, p, self.fix);
+    }
+
+    /// Hands on a run's ops but its own skipped ones, fixed where they lie
+    /// and counted in one pass, together.
+    #[inline]
+    fn fixed_in_place(&mut self, run: &Run, ops: &mut Vec<Op>, sink: &mut dyn OpSink) {
+        // Nothing cut out or put in but the run's own skipped ops: the
+        // ops are fixed where they lie and go on together.
+        // One pass and one match per op; the thread's last stamp and
+        // time span are taken once (three matches and an update of
+        // each per op were 4% of `ptdec -j1`'s instructions).
+        let (th, ts, fix) = (&mut *self.th, &mut *self.ts, self.fix);
+        let (mut i, mut lo, mut hi) = (0, u64::MAX, 0);
+        ops.retain_mut(|op| {
+            i += 1;
+            if run.skip.drops(i - 1) {
+                return false;
+            }
+            let at = match op {
+                Op::Call { at, .. } => {
+                    ts.calls += 1;
+                    at
+                }
+                Op::Return { at, .. } => {
+                    ts.returns += 1;
+                    at
+                }
+                Op::Jump { at, .. } => {
+                    ts.jumps += 1;
+                    at
+                }
+                Op::Gap { at, .. } => {
+                    ts.gaps += 1;
+                    at
+                }
+                Op::Enabled { at, first, .. } => {
+                    *first = std::mem::take(&mut th.fresh);
+                    at
+                }
+                Op::Disabled { at, .. } | Op::End { at } | Op::Mark { at, .. } => at,
+            };
+            fix.apply(at);
+            (lo, hi) = (lo.min(at.time), hi.max(at.time));
+            true
+        });
+        if let Some(op) = ops.last() {
+            th.last = Some(op.stamp());
+            self.span = Some(self.span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        self.sent = ops.len() as u64;
+        sink.ops(self.task.pid, self.task.tid, ops);
+    }
+
+    /// Hands on a run's ops one at a time: cut to the window (`start`,
+    /// `end`; an enable goes first after a cut), the stretch, if any,
+    /// offered to the sink in place of its ops.
+    #[inline]
+    fn one_by_one(
+        &mut self,
+        run: &Run,
+        ops: &mut Vec<Op>,
+        mut stretch: Option<Box<Ahead>>,
+        (start, end): (Option<u64>, Option<u64>),
+        sink: &mut dyn OpSink,
+    ) {
+        let (from, to) = stretch
+            .as_ref()
+            .map_or((ops.len(), ops.len()), |st| (st.from, st.to));
+        // Each op is moved out once (a placeholder written in its
+        // stead and a drop pass over them after showed in the profile).
+        let mut ops = ops.drain(..);
+        let mut i = 0;
+        while let Some(mut op) = ops.next() {
+            if i == from {
+                if let Some(st) = stretch.take() {
+                    if self.offer(st, to - from, sink) {
+                        // The stretch's other ops are dropped.
+                        ops.by_ref()
+                            .take((to - from).saturating_sub(1))
+                            .for_each(drop);
+                        i = to;
+                        continue;
+                    }
+                }
+            }
+            if run.skip.drops(i) {
+                i += 1;
+                continue;
+            }
+            i += 1;
+            self.fix.apply(op.stamp_mut());
+            let fixed = op.stamp();
+            self.ts.count(&op);
+            if start.is_some_and(|st| fixed.time < st) {
+                self.th.skipped = true;
+                continue;
+            }
+            if end.is_some_and(|e| fixed.time > e) {
+                self.th.done = true;
+                break;
+            }
+            if !matches!(op, Op::Mark { .. })
+                && std::mem::take(&mut self.th.skipped)
+                && !matches!(op, Op::Enabled { .. } | Op::Gap { .. })
+            {
+                let enable = Op::Enabled {
+                    at: fixed,
+                    ip: op.ip(),
+                    first: false,
+                };
+                send(self.task, self.th, &mut self.span, enable, sink);
+                self.sent += 1;
+            }
+            send(self.task, self.th, &mut self.span, op, sink);
+            self.sent += 1;
+        }
+    }
+
+    /// Offers the sink a stretch of `n` ops a worker built the call stack
+    /// of ([`OpSink::stretch`]); counts them when it takes it (the answer).
+    #[inline]
+    fn offer(&mut self, st: Box<Ahead>, n: usize, sink: &mut dyn OpSink) -> bool {
+        let base = Base {
+            insns: self.fix.insns,
+            cycles: self.fix.cycles,
+        };
+        let (counts, (a, b), last) = (st.counts.clone(), st.span, st.last);
+        let taken = sink.stretch(self.task.pid, self.task.tid, st, base);
+        if !taken {
+            self.ahead_declined += 1;
+            return false;
+        }
+        self.ahead_ops += n as u64;
+        self.ts.add_counts(&counts);
+        self.sent += n as u64;
+        self.span = Some(self.span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        self.th.last = Some(base.stamp(last));
+        true
     }
 }
 
