@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 use ipt::{Config, Cpu, Frequency};
-use ptdec::images::{ImageStore, SearchPath};
-use ptdec::input::Trace;
+use ptdec_core::images::{ImageStore, SearchPath};
+use ptdec_core::input::Trace;
 
 /// The one argument of a ptbench binary, `TRACE_DIR_OR_PERF_DATA`; with
 /// `-h`/`--help` prints `about` and the usage and exits 0.

@@ -1,29 +1,20 @@
-//! ptdec, the library half: reads a trace dir or perf.data, decodes its Intel
-//! PT with libipt, rebuilds call stacks and writes FTF. main.rs only parses
-//! arguments and prints errors (`cli` holds its options and handlers). No unsafe code: files are mapped through
-//! `sideband::bytes::FileBytes` and libipt is called through the `ipt`
-//! crate.
+//! ptdec, the top of the decoder: the pipeline assembled from the stages
+//! of `ptdec-core` and a sink of `ptdec-out` (`pipeline`: FTF and raw
+//! runs; `report`: the aggregator's run and its renderings), the command
+//! line (`cli`), the run's summary (`summary`) and `ptdec check`. main.rs
+//! only parses arguments and prints errors. The core's and the sinks'
+//! modules are re-exported under their own names, so `ptdec::decode` is
+//! `ptdec_core::decode`. No unsafe code.
 #![deny(unsafe_code)]
+
+pub use ptdec_core::{
+    decode, events, flow_diff, images, input, inputs, interp, min_duration, model, outfile, pevent,
+    raw, stack, stitch, symbols, text,
+};
+pub use ptdec_out::emit;
 
 pub mod check;
 pub mod cli;
-pub mod decode;
-pub mod emit;
-pub mod events;
-pub mod flow_diff;
-pub mod images;
-pub mod input;
-pub mod inputs;
-pub mod interp;
-pub mod min_duration;
-pub mod model;
-pub mod outfile;
-pub mod pevent;
 pub mod pipeline;
-pub mod raw;
 pub mod report;
-pub mod stack;
-pub mod stitch;
 pub mod summary;
-pub mod symbols;
-pub mod text;

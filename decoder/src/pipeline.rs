@@ -627,33 +627,6 @@ impl<E> SliceSink for StopOnError<'_, E> {
     }
 }
 
-impl SliceSink for Emitter {
-    type Error = EmitError;
-
-    fn thread(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        name: &str,
-        process: &str,
-        renames: &[(u64, String)],
-    ) -> Result<(), EmitError> {
-        Emitter::thread(self, pid, tid, name, process, renames)
-    }
-
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
-        Emitter::slice(self, &s)
-    }
-
-    fn set_origin(&mut self, origin: u64) {
-        Emitter::set_origin(self, origin)
-    }
-
-    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
-        Emitter::mark(self, pid, tid, at, mark)
-    }
-}
-
 /// One call to the emitter, queued.
 enum EmitCall {
     Thread {
@@ -1591,9 +1564,12 @@ mod tap_tests {
         latest: u64,
     }
 
-    impl RawLog for &RefCell<Told> {
+    /// The log, told through a shared [`Told`].
+    struct TellTold<'a>(&'a RefCell<Told>);
+
+    impl RawLog for TellTold<'_> {
         fn latest(&mut self, _pid: u32, _tid: u32, time: u64) {
-            let mut t = self.borrow_mut();
+            let mut t = self.0.borrow_mut();
             t.latest = t.latest.max(time);
         }
     }
@@ -1655,7 +1631,7 @@ mod tap_tests {
             feed(&mut tap, &mut r);
             let want = tap.inner.finish().got;
             let told = RefCell::new(Told::default());
-            let mut log = &told;
+            let mut log = TellTold(&told);
             let mut spread = Interpolate::with_log(
                 Seen {
                     told: &told,

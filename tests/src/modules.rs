@@ -22,15 +22,25 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 /// The import graph of the crate whose sources are under `src` (its
 /// `lib.rs` and the files below it; `main.rs` and `bin/` are left out).
 pub fn graph(src: &Path) -> Graph {
+    graph_of(&[src])
+}
+
+/// The import graph of crates that re-export each other's modules under
+/// their own names (as `ptdec` does `ptdec_core::decode` as `decode`):
+/// their modules as one namespace, so that `crate::decode` in one names
+/// the module of another.
+pub fn graph_of(srcs: &[&Path]) -> Graph {
     let mut files = Vec::new();
-    collect(src, src, &mut files);
+    for src in srcs {
+        collect(src, src, &mut files);
+    }
     let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut g = Graph::new();
     for (m, path) in &files {
         let text = std::fs::read_to_string(path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let code = without_tests(&strip(&text));
-        let mut deps = BTreeSet::new();
+        let deps = g.entry(m.clone()).or_default();
         for p in paths(&code) {
             if let Some(d) = resolve(m, &p, &modules) {
                 let own = d == *m || m.is_empty() || d.starts_with(&format!("{m}::"));
@@ -39,7 +49,6 @@ pub fn graph(src: &Path) -> Graph {
                 }
             }
         }
-        g.insert(m.clone(), deps);
     }
     g
 }

@@ -6,7 +6,7 @@
 //! blocks come through `FastDecoder::next_blocks`, the decoder's way of
 //! handing out every block when nothing else is done between two of them
 //! (the same blocks as `next_block`, one by one, hands out:
-//! `ptdec::flow_diff` checks it). ptdec's chunk decoder, which does the
+//! `ptdec_core::flow_diff` checks it). ptdec's chunk decoder, which does the
 //! call stacks' work between blocks, takes them one by one. A segment
 //! where it meets something it does not follow (libipt would decode that
 //! chunk in ptdec) ends there and is counted as `unsupported`.

@@ -5,7 +5,7 @@
 //! totals, folded stacks and the longest calls ([`aggregate`]), printed as
 //! a table, CSV, JSON, folded stacks or an SVG flame graph ([`render`]).
 
-pub mod aggregate;
+pub use ptdec_out::aggregate;
 pub mod files;
 pub mod render;
 
@@ -64,7 +64,7 @@ pub fn run(
     let raw = RefCell::new(RawTimes::default());
     // Without spreading, a tap sees the ops; with it, the spreading tells.
     let mut tap = |pid: u32, tid: u32, ops: &[Op]| raw.borrow_mut().see(pid, tid, ops);
-    let mut log = &raw;
+    let mut log = RawTimesLog(&raw);
     let mut with_raw = WithRawTimes {
         raw: &raw,
         aggregator: &mut aggregator,
@@ -163,9 +163,11 @@ impl RawTimes {
 /// (as without it) had to hand them on in stretches of one time, each
 /// held and copied by the spreading: 0.07 s of the 0.72 s of CPU of
 /// `ptdec report --slowest 10` on the bench's 10 MB interpreter trace.
-impl RawLog for &RefCell<RawTimes> {
+struct RawTimesLog<'a>(&'a RefCell<RawTimes>);
+
+impl RawLog for RawTimesLog<'_> {
     fn latest(&mut self, pid: u32, tid: u32, time: u64) {
-        let mut raw = self.borrow_mut();
+        let mut raw = self.0.borrow_mut();
         let t = raw.latest_of(pid, tid);
         *t = (*t).max(time);
     }

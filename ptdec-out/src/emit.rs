@@ -100,7 +100,7 @@ use blocks::{
 
 use crate::model::ops::{cbr_mhz, MarkFilter};
 use crate::model::ops::{GapKind, Mark, Stamp};
-use crate::model::slices::{Slice, SliceKind};
+use crate::model::slices::{Slice, SliceKind, SliceSink};
 use crate::outfile::OutFile;
 use ftf::hash::FastMap;
 
@@ -1421,6 +1421,34 @@ impl Windows {
     fn get_mut(&mut self, index: u64) -> Option<&mut Window> {
         let at = self.find(index).ok()?;
         Some(&mut self.list[at].1)
+    }
+}
+
+/// The emitter as a sink of the call stacks' slices.
+impl SliceSink for Emitter {
+    type Error = EmitError;
+
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), EmitError> {
+        Emitter::thread(self, pid, tid, name, process, renames)
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
+        Emitter::slice(self, &s)
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        Emitter::set_origin(self, origin)
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), EmitError> {
+        Emitter::mark(self, pid, tid, at, mark)
     }
 }
 

@@ -590,9 +590,10 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
 
 /// One op of any kind at `at`, drawn by `pick` (0-8: enable, disable,
 /// CBR mark, return, jump, gap, and three ways a call), for the property
-/// tests of the stages.
-#[cfg(test)]
-pub(crate) fn test_op(pick: u64, at: Stamp) -> Op {
+/// tests of the stages (here, and in `ptdec` with the `test-helpers`
+/// feature).
+#[cfg(any(test, feature = "test-helpers"))]
+pub fn test_op(pick: u64, at: Stamp) -> Op {
     match pick {
         0 => Op::Enabled {
             at,

@@ -413,6 +413,7 @@ impl ThreadStack {
     }
 
     /// Hands a slice out, or records it in speculative mode.
+    #[inline]
     fn put(&mut self, slice: Slice, out: &mut dyn FnMut(Slice)) {
         match &mut self.entry {
             Some(e) => e.items.push(Item::Slice(slice)),
@@ -846,6 +847,7 @@ impl ThreadStack {
 
     /// Stamps never go backwards within a thread, so slices never end before
     /// they start.
+    #[inline]
     fn clamp(&mut self, s: Stamp) -> Stamp {
         let s = Stamp {
             time: s.time.max(self.last.time),
@@ -859,6 +861,7 @@ impl ThreadStack {
         s
     }
 
+    #[inline]
     fn resolve(&self, resolver: &dyn Resolver, addr: u64, t: u64) -> (FuncRef, bool) {
         match resolver.function_of(self.pid, addr, t) {
             Some(f) => (f, true),

@@ -1248,7 +1248,7 @@ mod tests {
     use super::*;
     use crate::model::ops::{GapKind, Op};
     use crate::model::slices::{Func, Resolver};
-    use crate::stack::{StackStats, ThreadStack};
+    use ptdec_core::stack::{StackStats, ThreadStack};
 
     /// Functions of 0x100 bytes at 0x1000 (main), 0x2000 (a), 0x3000 (b),
     /// 0x4000 (f).
