@@ -1136,7 +1136,12 @@ pub fn run(
     };
     let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
         with_min_duration(queue, opts.emit.min_duration, |out| {
-            stacks.run(trace, images, symbols, out)
+            let input = Input::Trace {
+                trace,
+                images,
+                symbols,
+            };
+            stacks.run(input, out)
         })
     });
     let ((decode_stats, threads), short) = stacked;
@@ -1267,11 +1272,46 @@ pub type Stacked<E> = (
     Result<BTreeMap<(u32, u32), ThreadReport>, E>,
 );
 
+/// What a run decodes: a trace dir, perf.data or LLDB bundle with its
+/// images and symbols, or raw PT with the code given.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    Trace {
+        trace: &'a Trace,
+        images: &'a ImageStore,
+        symbols: &'a SymbolCache,
+    },
+    Raw {
+        input: &'a RawInput,
+        cfg: &'a RawConfig,
+        symbols: &'a SymbolCache,
+    },
+}
+
 impl Stacks<'_> {
-    /// Decodes `trace` and hands every thread's slices, names and marks to
-    /// `out`; the origin is the trace's ([`origin`]), or the first op's
-    /// when it has no TSC conversion.
-    pub fn run<E>(
+    /// Decodes `input` and hands every thread's slices, names and marks to
+    /// `out`: the one place the decode, the time spreading and the call
+    /// stacks are wired to a sink, for FTF ([`run`], [`run_raw`]) and
+    /// `ptdec report` alike.
+    pub fn run<E>(self, input: Input<'_>, out: &mut dyn SliceSink<Error = E>) -> Stacked<E> {
+        match input {
+            Input::Trace {
+                trace,
+                images,
+                symbols,
+            } => self.run_trace(trace, images, symbols, out),
+            Input::Raw {
+                input,
+                cfg,
+                symbols,
+            } => self.run_raw(input, cfg, symbols, out),
+        }
+    }
+
+    /// [`Stacks::run`] of a trace: the origin is the trace's ([`origin`]),
+    /// or the first op's when it has no TSC conversion; call stacks may be
+    /// built ahead on the decode workers.
+    fn run_trace<E>(
         self,
         trace: &Trace,
         images: &ImageStore,
@@ -1328,6 +1368,38 @@ impl Stacks<'_> {
                 ),
                 None => crate::decode::decode_with(trace, images, self.decode, &mut sink, prepare),
             }
+        };
+        (decode_stats, sink.finish())
+    }
+
+    /// [`Stacks::run`] of raw PT: one thread named after the trace file,
+    /// the origin at the first op, no sideband timeline (a replayed
+    /// perf_event sideband switches images inside the decode).
+    fn run_raw<E>(
+        self,
+        input: &RawInput,
+        cfg: &RawConfig,
+        symbols: &SymbolCache,
+        out: &mut dyn SliceSink<Error = E>,
+    ) -> Stacked<E> {
+        let resolver = RawResolver::new(input, symbols);
+        let timeline = Timeline::new();
+        let file = input.pt_path.file_name().map_or_else(
+            || input.pt_path.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
+        let mut sink = StackSink::new(&resolver, &timeline, out);
+        sink.origin_from_first_op = true;
+        sink.on_op = self.on_op;
+        sink.close_order = self.close_order;
+        sink.names = Some((file, "raw PT".into()));
+        let decode_stats = if self.interpolate {
+            let mut spread = Interpolate::new(&mut sink);
+            let stats = decode_raw(&input.pt, &input.sections, cfg, self.decode, &mut spread);
+            spread.finish();
+            stats
+        } else {
+            decode_raw(&input.pt, &input.sections, cfg, self.decode, &mut sink)
         };
         (decode_stats, sink.finish())
     }
@@ -1432,30 +1504,27 @@ pub fn run_raw(
     let mut emit = opts.emit.clone();
     emit.encoders = opts.decode.workers();
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
-    let resolver = RawResolver::new(input, symbols);
-    let timeline = Timeline::new();
-    let file = input.pt_path.file_name().map_or_else(
-        || input.pt_path.display().to_string(),
-        |f| f.to_string_lossy().into_owned(),
-    );
+    let stacks = Stacks {
+        decode: &opts.decode,
+        interpolate,
+        on_op: opts.on_op,
+        close_order: false,
+        tap: None,
+        raw_log: None,
+    };
     let mut out = StopOnError {
         out: &mut emitter,
         stop: &opts.decode.stop,
     };
     let (stacked, short) = with_min_duration(&mut out, opts.emit.min_duration, |out| {
-        let mut sink = StackSink::new(&resolver, &timeline, out);
-        sink.origin_from_first_op = true;
-        sink.on_op = opts.on_op;
-        sink.names = Some((file, "raw PT".into()));
-        let decode_stats = if interpolate {
-            let mut spread = Interpolate::new(&mut sink);
-            let stats = decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut spread);
-            spread.finish();
-            stats
-        } else {
-            decode_raw(&input.pt, &input.sections, cfg, &opts.decode, &mut sink)
-        };
-        (decode_stats, sink.finish())
+        stacks.run(
+            Input::Raw {
+                input,
+                cfg,
+                symbols,
+            },
+            out,
+        )
     });
     // The output's error first: a decode stopped for it
     // (`DecodeError::Stopped`) says only that it stopped.

@@ -82,7 +82,12 @@ pub fn run(
     } else {
         with_raw.aggregator
     };
-    let (decode_stats, threads) = stacks.run(trace, images, symbols, out);
+    let input = pipeline::Input::Trace {
+        trace,
+        images,
+        symbols,
+    };
+    let (decode_stats, threads) = stacks.run(input, out);
     let aggregate = aggregator.finish();
     let (decode, threads) = (decode_stats?, threads.unwrap_or_else(|e| match e {}));
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
