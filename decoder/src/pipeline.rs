@@ -10,9 +10,7 @@ use std::sync::Arc;
 
 use sideband::timeline::{TaskId, Timeline};
 
-use crate::decode::{
-    decode, decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag,
-};
+use crate::decode::{decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag};
 use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
@@ -787,11 +785,12 @@ pub fn with_emit_thread<R>(
     })
 }
 
-/// Feeds the decoder's ops through per-thread stacks into the emitter.
+/// Feeds the decoder's ops through per-thread stacks into a sink of slices
+/// (the FTF emitter, or the report's aggregator).
 pub struct StackSink<'a, 'e, E> {
     resolver: &'a dyn Resolver,
     timeline: &'a Timeline,
-    emitter: &'e mut dyn SliceSink<Error = E>,
+    out: &'e mut dyn SliceSink<Error = E>,
     /// Each thread's stack, found through `index`, and the last one asked
     /// for: a thread's ops come in runs, so most ops find their stack
     /// without hashing (the profile showed two hash lookups per op).
@@ -799,7 +798,7 @@ pub struct StackSink<'a, 'e, E> {
     index: FastMap<(u32, u32), usize>,
     last: Option<((u32, u32), usize)>,
     threads: BTreeMap<(u32, u32), ThreadReport>,
-    /// Set the emitter's origin from the first op (no TSC conversion).
+    /// Set the sink's origin from the first op (no TSC conversion).
     origin_from_first_op: bool,
     error: Option<E>,
     /// Ops handed to the stacks so far (a plain count: nothing per op but
@@ -820,12 +819,12 @@ impl<'a, 'e, E> StackSink<'a, 'e, E> {
     pub fn new(
         resolver: &'a dyn Resolver,
         timeline: &'a Timeline,
-        emitter: &'e mut dyn SliceSink<Error = E>,
+        out: &'e mut dyn SliceSink<Error = E>,
     ) -> Self {
         Self {
             resolver,
             timeline,
-            emitter,
+            out,
             stacks: Vec::new(),
             index: FastMap::default(),
             last: None,
@@ -869,7 +868,7 @@ impl<'a, 'e, E> StackSink<'a, 'e, E> {
     fn register(&mut self, pid: u32, tid: u32, t: u64) -> Result<(), E> {
         if let Some((name, process)) = &self.names {
             self.threads.entry((pid, tid)).or_default().name = name.clone();
-            return self.emitter.thread(pid, tid, name, process, &[]);
+            return self.out.thread(pid, tid, name, process, &[]);
         }
         let tl = self.timeline;
         let name = tl.name(tid, t).map(str::to_owned).unwrap_or_else(|| {
@@ -891,7 +890,7 @@ impl<'a, 'e, E> StackSink<'a, 'e, E> {
             }
         }
         self.threads.entry((pid, tid)).or_default().name = name.clone();
-        self.emitter.thread(pid, tid, &name, &process, &renames)
+        self.out.thread(pid, tid, &name, &process, &renames)
     }
 }
 
@@ -978,22 +977,22 @@ impl<E> StackSink<'_, '_, E> {
         }
     }
 
-    /// `op` to stack `i` (thread pid, tid's), its slices to the emitter.
+    /// `op` to stack `i` (thread pid, tid's), its slices to the sink.
     #[inline(always)]
     fn push(&mut self, pid: u32, tid: u32, i: usize, op: &Op) {
         if let Op::Mark { at, mark } = op {
-            // Marks go straight to the emitter; the stack ignores them.
-            if let Err(e) = self.emitter.mark(pid, tid, at, mark) {
+            // Marks go straight to the sink; the stack ignores them.
+            if let Err(e) = self.out.mark(pid, tid, at, mark) {
                 self.error = Some(e);
             }
             return;
         }
         let stack = &mut self.stacks[i];
-        let emitter = &mut *self.emitter;
+        let out = &mut *self.out;
         let error = &mut self.error;
         stack.push(op, self.resolver, &mut |s| {
             if error.is_none() {
-                if let Err(e) = emitter.slice(s) {
+                if let Err(e) = out.slice(s) {
                     *error = Some(e);
                 }
             }
@@ -1026,15 +1025,15 @@ impl<E> StackSink<'_, '_, E> {
         };
         self.last = Some(((pid, tid), i));
         let st = *st;
-        let emitter = &mut *self.emitter;
+        let out = &mut *self.out;
         let error = &mut self.error;
         let applied = self.stacks[i].apply(st.stack, base, &mut |item| {
             if error.is_some() {
                 return;
             }
             let r = match item {
-                Item::Slice(s) => emitter.slice(s),
-                Item::Mark(at, m) => emitter.mark(pid, tid, &at, &m),
+                Item::Slice(s) => out.slice(s),
+                Item::Mark(at, m) => out.mark(pid, tid, &at, &m),
                 _ => Ok(()),
             };
             if let Err(e) = r {
@@ -1062,7 +1061,7 @@ impl<E> StackSink<'_, '_, E> {
     fn new_stack(&mut self, pid: u32, tid: u32, op: &Op) -> Option<usize> {
         let t = op.stamp().time;
         if self.origin_from_first_op {
-            self.emitter.set_origin(t);
+            self.out.set_origin(t);
             self.origin_from_first_op = false;
         }
         if let Err(e) = self.register(pid, tid, t) {
@@ -1276,11 +1275,15 @@ pub type Stacked<E> = (
 /// images and symbols, or raw PT with the code given.
 #[derive(Clone, Copy)]
 pub enum Input<'a> {
+    /// A trace dir, perf.data or LLDB bundle (`Trace::open`), with the
+    /// images and symbols of the code it ran.
     Trace {
         trace: &'a Trace,
         images: &'a ImageStore,
         symbols: &'a SymbolCache,
     },
+    /// Raw PT (`ptdec raw`): the trace and the code given, its
+    /// configuration (CPU, timing, sideband), and the code's symbols.
     Raw {
         input: &'a RawInput,
         cfg: &'a RawConfig,
@@ -1346,29 +1349,10 @@ impl Stacks<'_> {
             && self.decode.end.is_none()
             && !self.decode.sequential_stacks)
             .then_some(&ahead as &dyn crate::model::ops::Prepare);
-        let decode_stats = if self.interpolate {
-            let mut spread = match self.raw_log {
-                Some(log) => Interpolate::with_log(&mut sink, log),
-                None => Interpolate::new(&mut sink),
-            };
-            let stats =
-                crate::decode::decode_with(trace, images, self.decode, &mut spread, prepare);
-            spread.finish();
-            stats
-        } else {
-            match self.tap {
-                Some(tap) => decode(
-                    trace,
-                    images,
-                    self.decode,
-                    &mut Tap {
-                        tap,
-                        inner: &mut sink,
-                    },
-                ),
-                None => crate::decode::decode_with(trace, images, self.decode, &mut sink, prepare),
-            }
-        };
+        let opts = self.decode;
+        let decode_stats = self.feed(&mut sink, prepare, |ops, prepare| {
+            crate::decode::decode_with(trace, images, opts, ops, prepare)
+        });
         (decode_stats, sink.finish())
     }
 
@@ -1393,15 +1377,39 @@ impl Stacks<'_> {
         sink.on_op = self.on_op;
         sink.close_order = self.close_order;
         sink.names = Some((file, "raw PT".into()));
-        let decode_stats = if self.interpolate {
-            let mut spread = Interpolate::new(&mut sink);
-            let stats = decode_raw(&input.pt, &input.sections, cfg, self.decode, &mut spread);
-            spread.finish();
-            stats
-        } else {
-            decode_raw(&input.pt, &input.sections, cfg, self.decode, &mut sink)
-        };
+        let opts = self.decode;
+        let decode_stats = self.feed(&mut sink, None, |ops, _| {
+            decode_raw(&input.pt, &input.sections, cfg, opts, ops)
+        });
         (decode_stats, sink.finish())
+    }
+
+    /// Runs `decode` into the stacks' `sink`, the same for every input:
+    /// through the time spreading (which tells `raw_log` the raw times)
+    /// when times are spread, else behind the `tap` when there is one;
+    /// `prepare` goes to the decode unless a tap stands in front.
+    fn feed<E>(
+        self,
+        sink: &mut StackSink<'_, '_, E>,
+        prepare: Option<&dyn crate::model::ops::Prepare>,
+        decode: impl FnOnce(
+            &mut dyn OpSink,
+            Option<&dyn crate::model::ops::Prepare>,
+        ) -> Result<DecodeStats, DecodeError>,
+    ) -> Result<DecodeStats, DecodeError> {
+        if self.interpolate {
+            let mut spread = match self.raw_log {
+                Some(log) => Interpolate::with_log(sink, log),
+                None => Interpolate::new(sink),
+            };
+            let stats = decode(&mut spread, prepare);
+            spread.finish();
+            return stats;
+        }
+        match self.tap {
+            Some(tap) => decode(&mut Tap { tap, inner: sink }, None),
+            None => decode(sink, prepare),
+        }
     }
 }
 

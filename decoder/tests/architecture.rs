@@ -70,19 +70,25 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
     ),
 ];
 
-fn srcs() -> Vec<PathBuf> {
+/// The three crates: the name each is imported by, and its sources.
+fn crates() -> Vec<(&'static str, PathBuf)> {
     let decoder = Path::new(env!("CARGO_MANIFEST_DIR"));
     let root = decoder.parent().expect("decoder/ sits in the workspace");
     vec![
-        root.join("ptdec-core/src"),
-        root.join("ptdec-out/src"),
-        decoder.join("src"),
+        ("ptdec_core", root.join("ptdec-core/src")),
+        ("ptdec_out", root.join("ptdec-out/src")),
+        ("ptdec", decoder.join("src")),
     ]
 }
 
 fn ptdec_graph() -> Graph {
-    let srcs = srcs();
-    let g = graph_of(&srcs.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    let srcs = crates();
+    let g = graph_of(
+        &srcs
+            .iter()
+            .map(|(n, p)| (*n, p.as_path()))
+            .collect::<Vec<_>>(),
+    );
     for m in ["decode::chunk", "emit", "aggregate", "pipeline", "cli"] {
         assert!(g.contains_key(m), "{m} was not found in {srcs:?}");
     }

@@ -1,8 +1,6 @@
 //! ptdec's stages, from a trace to call slices, and the contracts between
-//! them. Where it sits in the data flow: below the sinks (`ptdec-out`:
-//! the FTF emitter, the report's aggregator) and the `ptdec` crate, which
-//! assembles the pipeline and holds the command line; above the
-//! libraries (`sideband`, `ipt`, `ptflow`, `ftf`'s hash).
+//! them: above the libraries (`sideband`, `ipt`, `ptflow`), below the
+//! sinks (`ptdec-out`) and the `ptdec` crate, which assembles the pipeline.
 //!
 //! - the contracts in [`model`] (ops, marks, slices; `OpSink`, `SliceSink`,
 //!   `Resolver`) and helpers of every stage ([`text`], [`inputs`],
@@ -15,9 +13,10 @@
 //!   ahead on the workers ([`stitch`]); the `--min-duration` filter
 //!   ([`min_duration`]).
 //!
-//! `decoder/tests/architecture.rs` keeps the stages' imports one-way. No
-//! unsafe code: files are mapped through `sideband::bytes::FileBytes` and
-//! libipt is called through the `ipt` crate.
+//! `decoder/tests/architecture.rs` checks that no module imports a stage
+//! it may not (also through `ptdec_core::` paths from the other crates).
+//! No unsafe code: files are mapped through `sideband::bytes::FileBytes`
+//! and libipt is called through the `ipt` crate.
 #![deny(unsafe_code)]
 
 pub mod decode;

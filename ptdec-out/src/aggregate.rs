@@ -2,7 +2,7 @@
 //! the place of the FTF emitter (a [`SliceSink`] on the emitter thread) and
 //! sums every slice into per-function totals instead of encoding it.
 //!
-//! The stacks run in close order ([`crate::stack::ThreadStack::close_order`]):
+//! The stacks run in close order ([`ptdec_core::stack::ThreadStack::close_order`]):
 //! every slice arrives after all of its descendants. Each thread keeps a
 //! stack of finished *items* waiting for their parent; a slice adopts the
 //! items above it that lie inside it (deeper and starting no earlier),

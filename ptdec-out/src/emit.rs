@@ -208,7 +208,7 @@ pub struct EmitOptions {
     /// the origin).
     pub split: Option<u64>,
     /// Spread branches that share a timestamp over the time to the next
-    /// timestamp by instruction count (`ns` axis only; see [`crate::interp`]).
+    /// timestamp by instruction count (`ns` axis only; see [`ptdec_core::interp`]).
     pub interpolate: bool,
     /// Which marks are written (`--no-ptwrite`, `--no-power`, `--no-events`).
     pub marks: MarkFilter,

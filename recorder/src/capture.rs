@@ -1,6 +1,6 @@
 //! Copies of the code the trace ran through, saved beside `DIR/data` so the
 //! trace decodes later and elsewhere: the vDSO (`images/`, named as
-//! `decoder/src/images.rs` documents: `vdso-<build-id hex>.so`), the mapped
+//! `ptdec-core/src/images.rs` documents: `vdso-<build-id hex>.so`), the mapped
 //! binaries with `--archive` (`sysroot/<path>`, taken through
 //! `/proc/PID/map_files` when possible so a file replaced since is still
 //! the mapped one, and checked by build-id), and the kernel with `-k`

@@ -22,18 +22,24 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 /// The import graph of the crate whose sources are under `src` (its
 /// `lib.rs` and the files below it; `main.rs` and `bin/` are left out).
 pub fn graph(src: &Path) -> Graph {
-    graph_of(&[src])
+    graph_of(&[("", src)])
 }
 
 /// The import graph of crates that re-export each other's modules under
-/// their own names (as `ptdec` does `ptdec_core::decode` as `decode`):
-/// their modules as one namespace, so that `crate::decode` in one names
-/// the module of another.
-pub fn graph_of(srcs: &[&Path]) -> Graph {
+/// their own names (as `ptdec` does `ptdec_core::decode` as `decode`),
+/// each given as (its name in paths, its sources): their modules as one
+/// namespace, so that `crate::decode` in one and `ptdec_core::decode` in
+/// another name the same module.
+pub fn graph_of(crates: &[(&str, &Path)]) -> Graph {
     let mut files = Vec::new();
-    for src in srcs {
+    for (_, src) in crates {
         collect(src, src, &mut files);
     }
+    let names: Vec<&str> = crates
+        .iter()
+        .map(|c| c.0)
+        .filter(|n| !n.is_empty())
+        .collect();
     let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut g = Graph::new();
     for (m, path) in &files {
@@ -41,7 +47,7 @@ pub fn graph_of(srcs: &[&Path]) -> Graph {
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let code = without_tests(&strip(&text));
         let deps = g.entry(m.clone()).or_default();
-        for p in paths(&code) {
+        for p in paths(&code, &names) {
             if let Some(d) = resolve(m, &p, &modules) {
                 let own = d == *m || m.is_empty() || d.starts_with(&format!("{m}::"));
                 if !own {
@@ -139,8 +145,11 @@ fn strip(text: &str) -> String {
                 i += 1;
                 out.extend_from_slice(b"\"\"");
             }
-            // A char literal ('x', '\n', '{'), not a lifetime ('a).
-            b'\'' if b.get(i + 1) == Some(&b'\\') || b.get(i + 2) == Some(&b'\'') => {
+            // A char literal ('x', '\n', '{', 'é'), not a lifetime ('a).
+            b'\''
+                if b.get(i + 1) == Some(&b'\\')
+                    || b.get(i + 1 + utf8_len(b.get(i + 1).copied())) == Some(&b'\'') =>
+            {
                 i += 1;
                 while i < b.len() && b[i] != b'\'' {
                     i += if b[i] == b'\\' { 2 } else { 1 };
@@ -157,10 +166,25 @@ fn strip(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// At `b[i] == 'r'`, a raw string's `#` count and where its body starts.
+/// The length of the UTF-8 character that starts with byte `first` (1 for
+/// none).
+fn utf8_len(first: Option<u8>) -> usize {
+    match first {
+        Some(c) if c >= 0xf0 => 4,
+        Some(c) if c >= 0xe0 => 3,
+        Some(c) if c >= 0xc0 => 2,
+        _ => 1,
+    }
+}
+
+/// At `b[i] == 'r'`, a raw string's `#` count and where its body starts
+/// (also of a byte or C string: `br"…"`, `cr#"…"#`).
 fn raw_string_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
-    // Not the end of an identifier (`for"`, `bar"`).
-    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+    let ident = |k: usize| b[k].is_ascii_alphanumeric() || b[k] == b'_';
+    // Not the end of an identifier (`for"`, `bar"`), but a `b` or `c`
+    // prefix that starts one.
+    let prefixed = i > 0 && matches!(b[i - 1], b'b' | b'c') && (i < 2 || !ident(i - 2));
+    if i > 0 && ident(i - 1) && !prefixed {
         return None;
     }
     let mut j = i + 1;
@@ -211,19 +235,26 @@ fn without_tests(code: &str) -> String {
 }
 
 /// Every path that starts with `crate::`, `super::` or `self::` in
-/// `code`, groups (`crate::{a, b::{c, d}}`) expanded, as segments.
-fn paths(code: &str) -> Vec<Vec<String>> {
+/// `code`, or with the name of one of `crates` (`ptdec_core::`, also
+/// `::ptdec_core::`: read as `crate::`), groups (`crate::{a, b::{c, d}}`)
+/// expanded, as segments.
+fn paths(code: &str, crates: &[&str]) -> Vec<Vec<String>> {
     let b = code.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
+    let names: Vec<(String, &str)> = crates
+        .iter()
+        .map(|c| (format!("{c}::"), "crate"))
+        .chain(["crate", "super", "self"].map(|h| (format!("{h}::"), h)))
+        .collect();
     while i < b.len() {
         let starts_word = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        let head = ["crate::", "super::", "self::"]
-            .into_iter()
-            .find(|h| starts_word && b[i..].starts_with(h.as_bytes()));
+        let head = names
+            .iter()
+            .find(|(h, _)| starts_word && b[i..].starts_with(h.as_bytes()));
         match head {
-            Some(h) => {
-                let root = h.trim_end_matches("::").to_string();
+            Some((h, root)) => {
+                let (h, root) = (h.as_str(), root.to_string());
                 let (mut found, end) = tree(code, i + h.len());
                 for p in &mut found {
                     p.insert(0, root.clone());
@@ -271,7 +302,11 @@ fn tree(code: &str, mut i: usize) -> (Vec<Vec<String>>, usize) {
             i += 1;
         }
         if i == start {
-            // `*`, or the path ended at `::` with something else.
+            // A glob (kept as `*`), or the path ended at `::` with
+            // something else.
+            if b.get(i) == Some(&b'*') {
+                prefix.push("*".into());
+            }
             return (vec![prefix], i.max(start + 1).min(b.len()));
         }
         prefix.push(code[start..i].to_string());
@@ -313,6 +348,10 @@ fn resolve(m: &str, path: &[String], modules: &BTreeSet<String>) -> Option<Strin
             }
         }
         _ => return None,
+    }
+    // A glob of the crate root: its names cannot be told apart.
+    if base.is_empty() && rest.len() == 1 && rest[0] == "*" {
+        return Some("*".into());
     }
     let mut best = None;
     for k in 0..=rest.len() {
@@ -429,7 +468,13 @@ impl Stages<'_> {
                 .iter()
                 .find(|s| s.0 == sm)
                 .map_or(&[][..], |s| s.2);
-            for d in deps.iter().filter(|d| !d.is_empty()) {
+            if deps.contains("*") {
+                out.push(format!(
+                    "{m} imports all of the crate root (`crate::*`): name the modules \
+                     instead, so that their stages can be checked"
+                ));
+            }
+            for d in deps.iter().filter(|d| !d.is_empty() && *d != "*") {
                 let Some(sd) = self.of(d) else { continue };
                 if sd != sm && !allowed.contains(&sd) {
                     out.push(format!(
@@ -456,12 +501,41 @@ mod tests {
         assert!(!s.contains("crate::"), "{s}");
         assert!(!s.contains('{'), "{s}");
         assert!(s.contains("'a b") && s.ends_with(" c"), "{s}");
+        // Byte and C raw strings, a non-ASCII char and a quote char.
+        let s = strip(r##"br#"a"b"# cr"\" ('é','"') crate::kept"##);
+        assert!(s.contains("crate::kept") && !s.contains('é'), "{s}");
+    }
+
+    #[test]
+    fn a_crates_own_name_reads_as_crate() {
+        let found = paths(
+            "use ptdec_core::stack::X; ::ptdec_core::decode::y(); other::z",
+            &["ptdec_core"],
+        );
+        let mods = set(&["", "stack", "decode"]);
+        let resolved: BTreeSet<String> = found
+            .iter()
+            .filter_map(|p| resolve("emit", p, &mods))
+            .collect();
+        assert_eq!(resolved, set(&["stack", "decode"]));
+        // A glob of the crate root is named as such.
+        let glob = paths("use crate::*;", &[]);
+        assert_eq!(resolve("m", &glob[0], &mods).as_deref(), Some("*"));
+        let mut g = Graph::new();
+        g.insert("m".into(), set(&["*"]));
+        let stages = Stages {
+            stages: &[("s", &["m"], &[])],
+        };
+        assert!(stages.violations(&g)[0].contains("crate::*"));
     }
 
     #[test]
     fn groups_expand_and_resolve_to_the_longest_module() {
         let mods = set(&["", "a", "a::b", "c", "d"]);
-        let found = paths("use crate::{a::b::Thing, c, d::{self, f}}; super::c::x(); self::z");
+        let found = paths(
+            "use crate::{a::b::Thing, c, d::{self, f}}; super::c::x(); self::z",
+            &[],
+        );
         let resolved: BTreeSet<String> = found
             .iter()
             .filter_map(|p| resolve("a::b", p, &mods))

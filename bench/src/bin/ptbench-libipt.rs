@@ -7,7 +7,7 @@
 //! executable mapping of the traced processes (enough for the benchmark's
 //! single-process workloads; ptdec switches images over time and by task).
 //! Single-threaded: the per-core limit. Uses the project's `ipt` wrapper
-//! (the libipt the `ipt` crate was built with), as `decoder/src/decode/` does.
+//! (the libipt the `ipt` crate was built with), as `ptdec-core/src/decode/` does.
 #![deny(unsafe_code)]
 
 use std::rc::Rc;

@@ -1,16 +1,7 @@
-//! One concern of the chunk decoder (`chunk`): its context. Who runs on
-//! the chunk's buffer (its owner: a CPU, a thread or one known task) and
-//! whose code the flow decoder sees. The chunk decoder asks a
-//! [`TaskContext`], which two sources implement, as libipt-sb's
-//! `pt_sb_event` sits beside libipt's decoder: the perf timeline of a
-//! trace dir or LLDB bundle (context switches, mappings over time:
-//! [`Timeline`]), and a raw decode's perf_event sideband replayed event by
-//! event (`crate::pevent`: [`Replay`]); a raw decode without sideband has
-//! neither ([`Timeline`] with none). [`Context`] keeps what the chunk
-//! decoder tracks of it (the owner, the current task, the next switch)
-//! and says which image to install and when; the chunk decoder installs
-//! it and builds the runs. The trait sits in the decode stage, not in
-//! `crate::model`: its images are this stage's section ids.
+//! The chunk decoder's context (`chunk`): who runs on the chunk's buffer
+//! and whose code the flow decoder sees, asked of a [`TaskContext`] that
+//! the perf timeline and a raw decode's replayed sideband implement, as
+//! libipt-sb's `pt_sb_event` sits beside libipt's decoder.
 
 use std::rc::Rc;
 
@@ -34,9 +25,13 @@ pub(super) enum Owner {
 /// An image to put into the decoder: its section ids.
 pub(super) type Isids = Rc<[u32]>;
 
-/// What the chunk decoder asks of a trace's sideband (see the module doc).
-/// Times are perf times (ns, or TSC ticks for a raw decode without a TSC
-/// frequency).
+/// What the chunk decoder asks of a trace's sideband: the perf timeline of
+/// a trace dir or LLDB bundle ([`TimelineSource`]; also a raw decode
+/// without sideband, with none), or a raw decode's perf_event sideband
+/// replayed event by event ([`ReplaySource`], `crate::pevent`). It sits in
+/// the decode stage, not in `crate::model`: its images are this stage's
+/// section ids. Times are perf times (ns, or TSC ticks for a raw decode
+/// without a TSC frequency).
 pub(super) trait TaskContext {
     /// The task on CPU `cpu` at `t`, as the context switches say; `None`
     /// when none is known.
@@ -67,7 +62,7 @@ pub(super) trait TaskContext {
 /// A trace dir's or LLDB bundle's perf timeline, or nothing (a raw decode
 /// without sideband): the image of a process changes at the times the
 /// set-up found ([`DecodeSetup::version`]).
-pub(super) struct Timeline<'i> {
+pub(super) struct TimelineSource<'i> {
     /// The timeline and the image store, for a perf.data trace.
     perf: Option<(&'i PerfTimeline, &'i crate::images::ImageStore)>,
     /// (pid, map version) of the image in the decoder, and until when
@@ -76,13 +71,13 @@ pub(super) struct Timeline<'i> {
     until: u64,
 }
 
-impl<'i> Timeline<'i> {
+impl<'i> TimelineSource<'i> {
     pub(super) fn new(setup: &'i DecodeSetup<'_>) -> Self {
         let perf = match &setup.src {
             Source::Perf { trace, images, .. } => Some((&trace.timeline, *images)),
             Source::Raw { .. } => None,
         };
-        Timeline {
+        TimelineSource {
             perf,
             image: None,
             until: 0,
@@ -90,7 +85,7 @@ impl<'i> Timeline<'i> {
     }
 }
 
-impl TaskContext for Timeline<'_> {
+impl TaskContext for TimelineSource<'_> {
     fn task_on_cpu(&self, cpu: u32, t: u64) -> Option<TaskId> {
         self.perf?.0.task_on_cpu(cpu, t)
     }
@@ -140,22 +135,22 @@ impl TaskContext for Timeline<'_> {
 /// (`crate::pevent`): it says which image the decoder should have, the
 /// given one or a context's sections. It knows no switches or mappings by
 /// time (the raw decode's one task is its owner).
-pub(super) struct Replay<'i> {
+pub(super) struct ReplaySource<'i> {
     session: Session<'i>,
     /// The image of it in the decoder (which, and how many sections).
     installed: Option<(ImageSel, usize)>,
 }
 
-impl<'i> Replay<'i> {
+impl<'i> ReplaySource<'i> {
     pub(super) fn new(session: Session<'i>) -> Self {
-        Replay {
+        ReplaySource {
             session,
             installed: None,
         }
     }
 }
 
-impl TaskContext for Replay<'_> {
+impl TaskContext for ReplaySource<'_> {
     fn task_on_cpu(&self, _: u32, _: u64) -> Option<TaskId> {
         None
     }
@@ -207,7 +202,10 @@ impl TaskContext for Replay<'_> {
     fn note_missing(&self, _: u32, _: u64, _: u64) {}
 }
 
-/// See the module doc.
+/// What the chunk decoder tracks of its context (the owner, the current
+/// task, the next switch) over a [`TaskContext`]: which task runs and
+/// which image to install, and when; the chunk decoder installs it and
+/// builds the runs.
 pub(super) struct Context<'i> {
     pub owner: Option<Owner>,
     /// The task whose code is decoded now.
@@ -222,8 +220,8 @@ impl<'i> Context<'i> {
     /// its sideband replayed, or its timeline.
     pub(super) fn of(owner: Option<Owner>, setup: &'i DecodeSetup<'_>) -> Self {
         let source: Box<dyn TaskContext + 'i> = match setup.sideband() {
-            Some(sb) => Box::new(Replay::new(Session::new(sb))),
-            None => Box::new(Timeline::new(setup)),
+            Some(sb) => Box::new(ReplaySource::new(Session::new(sb))),
+            None => Box::new(TimelineSource::new(setup)),
         };
         Context::new(owner, source)
     }

@@ -1,15 +1,14 @@
-//! One concern of the chunk decoder (`chunk`): the chunk's edges. A chunk
-//! is decoded from its PSB, or with CYC from a warm-up PSB before it (the
-//! previous chunk's last bytes), through the next chunk's PSB+; what
-//! comes before the chunk's first IP and from the next chunk's first IP on
-//! belongs to the neighbours (`chunk`'s module doc says why). [`Edges`]
-//! holds where the decode is between those edges, and decides from the
-//! decoder's offsets and status updates when the chunk starts and where it
-//! stops; the chunk decoder asks it and counts the blocks.
+//! The chunk decoder's edges (`chunk`): when the chunk starts after its
+//! warm-up and where it stops for the next chunk, decided from the
+//! decoder's offsets and status updates ([`Edges`]).
 
 use ipt::EventKind;
 
-/// Where a chunk's decode is between its edges (see the module doc).
+/// Where a chunk's decode is between its edges. A chunk is decoded from
+/// its PSB, or with CYC from a warm-up PSB before it (the previous
+/// chunk's last bytes), through the next chunk's PSB+; what comes before
+/// the chunk's first IP and from the next chunk's first IP on belongs to
+/// the neighbours (`chunk`'s module doc says why).
 #[derive(Debug, Clone)]
 pub(super) struct Edges {
     /// Bytes of warm-up before the chunk.

@@ -613,9 +613,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         );
     }
 
-    /// Out of line: inlined into the decode loop (as it was once the
-    /// loop moved to the ptdec-core crate), `ptdec report -j1` of the
-    /// bench's 10 MB interp trace took 0.2% more instructions.
+    /// Moves the clock to `tsc` (an event's), or to the decoder's time.
+    /// Out of line: inlined, it made the decode loop around it slower
+    /// (bench/RESULTS.md, 2026-12-04, twenty-second session).
     #[inline(never)]
     fn update_time(&mut self, dec: &mut impl FlowDecoder, tsc: Option<u64>) {
         let tsc = match tsc {
