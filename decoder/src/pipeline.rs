@@ -1121,18 +1121,10 @@ pub fn run(
     }
     emit.filtered = filtered(trace);
     emit.encoders = opts.decode.workers();
-    let interpolate = opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns;
     // Before the output is created: it may not be one of them.
     crate::decode::open_images(trace, images, &opts.decode);
     let emitter = Emitter::new(opts.target.clone(), emit)?;
-    let stacks = Stacks {
-        decode: &opts.decode,
-        interpolate,
-        on_op: opts.on_op,
-        close_order: false,
-        tap: None,
-        raw_log: None,
-    };
+    let stacks = Stacks::for_ftf(&opts);
     let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
         with_min_duration(queue, opts.emit.min_duration, |out| {
             let input = Input::Trace {
@@ -1289,6 +1281,22 @@ pub enum Input<'a> {
         cfg: &'a RawConfig,
         symbols: &'a SymbolCache,
     },
+}
+
+impl<'a> Stacks<'a> {
+    /// The stacks of an FTF run: times spread when `--interpolate` is on
+    /// and the axis is time (other axes count instructions or cycles, which
+    /// need no spreading), slices in Perfetto's order.
+    fn for_ftf(opts: &'a RunOptions<'a>) -> Self {
+        Stacks {
+            decode: &opts.decode,
+            interpolate: opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns,
+            on_op: opts.on_op,
+            close_order: false,
+            tap: None,
+            raw_log: None,
+        }
+    }
 }
 
 impl Stacks<'_> {
@@ -1507,19 +1515,10 @@ pub fn run_raw(
     symbols: &SymbolCache,
     opts: RunOptions,
 ) -> Result<Report, RunError> {
-    let axis = opts.emit.axis;
-    let interpolate = opts.emit.interpolate && axis == TimeAxis::Ns;
     let mut emit = opts.emit.clone();
     emit.encoders = opts.decode.workers();
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
-    let stacks = Stacks {
-        decode: &opts.decode,
-        interpolate,
-        on_op: opts.on_op,
-        close_order: false,
-        tap: None,
-        raw_log: None,
-    };
+    let stacks = Stacks::for_ftf(&opts);
     let mut out = StopOnError {
         out: &mut emitter,
         stop: &opts.decode.stop,
