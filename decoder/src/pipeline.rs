@@ -262,7 +262,7 @@ pub struct Report {
     /// Wall time of the run, set by whoever timed it (`ptdec` around
     /// [`run`]); the summary gives the decode rate from it.
     pub wall_time: Option<std::time::Duration>,
-    /// What `--min-duration` left out ([`EmitOptions::min_duration`]).
+    /// What `--min-duration` left out ([`StackOptions::min_duration`]).
     pub min_duration: Option<MinDurationStats>,
     /// The window files of an earlier `--split` into the same name that
     /// this run removed or left ([`crate::emit::stale`]).
@@ -1082,7 +1082,10 @@ impl<E> StackSink<'_, '_, E> {
 /// Everything a decode run needs besides the trace.
 pub struct RunOptions<'a> {
     pub decode: DecodeOptions,
-    /// The range and split are perf times here; the origin is filled in.
+    pub stacks: StackOptions,
+    /// The split is in perf time here; what depends on the trace and the
+    /// decode (origin, timing, filters, range, encoders) is filled in
+    /// ([`resolve_emit`]).
     pub emit: EmitOptions,
     pub target: Target,
     /// Progress: called with the number of ops handed to the stacks so
@@ -1105,6 +1108,49 @@ pub fn filtered(trace: &Trace) -> bool {
     trace.info.filter.as_ref().is_some_and(|f| !f.is_empty())
 }
 
+/// How the call stacks are built and thinned before any sink: the same
+/// for an FTF run and a report.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// Spread branches that share a timestamp over the time to the next
+    /// timestamp by instruction count (on the time axis only; see
+    /// [`crate::interp`]).
+    pub interpolate: bool,
+    /// Leave out call and untraced slices shorter than this many ns
+    /// (`--min-duration`), in front of the sink ([`crate::min_duration`]),
+    /// which never sees them.
+    pub min_duration: Option<u64>,
+}
+
+/// The emitter's options as the run resolves them, once, before anything
+/// is written: from the trace (when there is one) the origin, whether it
+/// is timed and whether it was address-filtered; from the decode the
+/// window (`--start`/`--duration`, given once, in [`DecodeOptions`]) and
+/// the threads that encode.
+pub fn resolve_emit(
+    emit: &EmitOptions,
+    trace: Option<&Trace>,
+    decode: &DecodeOptions,
+) -> EmitOptions {
+    let mut emit = emit.clone();
+    if let Some(trace) = trace {
+        emit.origin = origin(trace).unwrap_or(0);
+        if emit.timed.is_none() {
+            emit.timed = trace.config_bit(trace.info.tsc_bit);
+        }
+        emit.filtered = filtered(trace);
+    }
+    emit.range = window(decode);
+    emit.encoders = decode.workers();
+    emit
+}
+
+/// The decode's time window as a range of perf times, when it has one.
+pub fn window(decode: &DecodeOptions) -> Option<(u64, u64)> {
+    (decode.start.is_some() || decode.end.is_some())
+        .then(|| (decode.start.unwrap_or(0), decode.end.unwrap_or(u64::MAX)))
+}
+
 /// Decodes `trace` into FTF.
 pub fn run(
     trace: &Trace,
@@ -1113,20 +1159,13 @@ pub fn run(
     opts: RunOptions,
 ) -> Result<Report, RunError> {
     check_filter(trace, &opts.decode)?;
-    let origin = origin(trace);
-    let mut emit = opts.emit.clone();
-    emit.origin = origin.unwrap_or(0);
-    if emit.timed.is_none() {
-        emit.timed = trace.config_bit(trace.info.tsc_bit);
-    }
-    emit.filtered = filtered(trace);
-    emit.encoders = opts.decode.workers();
+    let emit = resolve_emit(&opts.emit, Some(trace), &opts.decode);
     // Before the output is created: it may not be one of them.
     crate::decode::open_images(trace, images, &opts.decode);
     let emitter = Emitter::new(opts.target.clone(), emit)?;
     let stacks = Stacks::for_ftf(&opts);
     let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
-        with_min_duration(queue, opts.emit.min_duration, |out| {
+        with_min_duration(queue, opts.stacks.min_duration, |out| {
             let input = Input::Trace {
                 trace,
                 images,
@@ -1158,7 +1197,7 @@ pub fn run(
 
 /// Runs `f` with `out`, behind a [`MinDuration`] filter when `min_ns` is
 /// given; returns `f`'s result and what the filter left out.
-fn with_min_duration<R, E>(
+pub(crate) fn with_min_duration<R, E>(
     out: &mut dyn SliceSink<Error = E>,
     min_ns: Option<u64>,
     f: impl FnOnce(&mut dyn SliceSink<Error = E>) -> R,
@@ -1290,7 +1329,7 @@ impl<'a> Stacks<'a> {
     fn for_ftf(opts: &'a RunOptions<'a>) -> Self {
         Stacks {
             decode: &opts.decode,
-            interpolate: opts.emit.interpolate && opts.emit.axis == TimeAxis::Ns,
+            interpolate: opts.stacks.interpolate && opts.emit.axis == TimeAxis::Ns,
             on_op: opts.on_op,
             close_order: false,
             tap: None,
@@ -1515,15 +1554,14 @@ pub fn run_raw(
     symbols: &SymbolCache,
     opts: RunOptions,
 ) -> Result<Report, RunError> {
-    let mut emit = opts.emit.clone();
-    emit.encoders = opts.decode.workers();
+    let emit = resolve_emit(&opts.emit, None, &opts.decode);
     let mut emitter = Emitter::new(opts.target.clone(), emit)?;
     let stacks = Stacks::for_ftf(&opts);
     let mut out = StopOnError {
         out: &mut emitter,
         stop: &opts.decode.stop,
     };
-    let (stacked, short) = with_min_duration(&mut out, opts.emit.min_duration, |out| {
+    let (stacked, short) = with_min_duration(&mut out, opts.stacks.min_duration, |out| {
         stacks.run(
             Input::Raw {
                 input,
@@ -1767,5 +1805,34 @@ mod resolver_tests {
         assert_eq!(name(5), "0x400010");
         assert_eq!(name(15), "libloaded.so+0x2010");
         assert_eq!(name(5), "0x400010");
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    /// The emitter's range is the decode's window, given once; with no
+    /// trace nothing of a trace is filled in, and the encoders follow the
+    /// decode's workers.
+    #[test]
+    fn the_emitters_options_are_resolved_from_the_decode() {
+        let mut decode = DecodeOptions {
+            jobs: 3,
+            ..DecodeOptions::default()
+        };
+        let given = EmitOptions {
+            origin: 7,
+            ..EmitOptions::default()
+        };
+        let e = resolve_emit(&given, None, &decode);
+        assert_eq!((e.range, e.origin, e.filtered), (None, 7, false));
+        assert_eq!(e.encoders, decode.workers());
+        decode.start = Some(100);
+        assert_eq!(window(&decode), Some((100, u64::MAX)));
+        decode.end = Some(200);
+        assert_eq!(resolve_emit(&given, None, &decode).range, Some((100, 200)));
+        decode.start = None;
+        assert_eq!(window(&decode), Some((0, 200)));
     }
 }

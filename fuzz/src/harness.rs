@@ -88,6 +88,7 @@ fn image_file() -> &'static Path {
 
 fn run_options() -> RunOptions<'static> {
     RunOptions {
+        stacks: Default::default(),
         decode: DecodeOptions {
             jobs: 1,
             ..DecodeOptions::default()

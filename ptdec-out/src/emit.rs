@@ -207,19 +207,12 @@ pub struct EmitOptions {
     /// One file per window of this many ns (counted from the range start or
     /// the origin).
     pub split: Option<u64>,
-    /// Spread branches that share a timestamp over the time to the next
-    /// timestamp by instruction count (`ns` axis only; see [`ptdec_core::interp`]).
-    pub interpolate: bool,
     /// Which marks are written (`--no-ptwrite`, `--no-power`, `--no-events`).
     pub marks: MarkFilter,
     /// The recording had address filters (AUXTRACE_INFO's filter string):
     /// tracing that stops in user space is code filtered out, written as
     /// `[filtered out]`.
     pub filtered: bool,
-    /// Leave out call and untraced slices shorter than this many ns
-    /// (`--min-duration`); applied in front of the emitter
-    /// (`crate::min_duration`), which never sees them.
-    pub min_duration: Option<u64>,
     /// Threads that encode the FTF (`blocks`); 0 or 1: the emitter's own
     /// thread does. The bytes are the same for any number.
     pub encoders: usize,

@@ -88,6 +88,7 @@ fn ftf(
         &images,
         &symbols,
         ptdec::pipeline::RunOptions {
+            stacks: Default::default(),
             decode: DecodeOptions {
                 sequential_stacks,
                 ..decode_options(kind, chunk)
@@ -123,7 +124,10 @@ fn report(
                 sequential_stacks,
                 ..decode_options(kind, chunk)
             },
-            interpolate: true,
+            stacks: ptdec::pipeline::StackOptions {
+                interpolate: true,
+                min_duration: None,
+            },
             on_op: None,
             aggregate: AggregateOptions {
                 folded: true,

@@ -319,6 +319,7 @@ fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
         &images,
         &symbols,
         RunOptions {
+            stacks: Default::default(),
             decode: DecodeOptions::default(),
             emit: EmitOptions {
                 axis,
@@ -755,6 +756,7 @@ fn deep_recursion_is_folded_within_perfettos_depth() {
             &dir,
             &[],
             DecodeOptions::default(),
+            Default::default(),
             EmitOptions {
                 axis,
                 record: true,
@@ -853,6 +855,7 @@ fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
             &ptdec::decode::RawConfig::default(),
             &symbols,
             RunOptions {
+                stacks: Default::default(),
                 decode: DecodeOptions::default(),
                 emit,
                 target: Target::File(out.to_path_buf()),

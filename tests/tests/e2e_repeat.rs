@@ -186,6 +186,7 @@ fn ftf_calls(dir: &Path) -> BTreeMap<(u32, u64), u64> {
         dir,
         &[],
         DecodeOptions::default(),
+        Default::default(),
         EmitOptions {
             axis: TimeAxis::Instructions,
             ..EmitOptions::default()
@@ -824,9 +825,12 @@ fn ftf_bytes(
         dir,
         &[],
         decode,
+        ptdec::pipeline::StackOptions {
+            interpolate: true,
+            min_duration: None,
+        },
         EmitOptions {
             axis_auto: true,
-            interpolate: true,
             record: true,
             ..EmitOptions::default()
         },

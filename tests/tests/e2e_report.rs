@@ -112,11 +112,13 @@ fn decode_ftf(dir: &Path, window: Option<(u64, u64)>, min_duration: Option<u64>)
             end: window.map(|w| w.1),
             ..DecodeOptions::default()
         },
+        ptdec::pipeline::StackOptions {
+            interpolate: true,
+            min_duration,
+        },
+        // The range is the decode's window, resolved by the run.
         EmitOptions {
             axis_auto: true,
-            interpolate: true,
-            range: window,
-            min_duration,
             ..EmitOptions::default()
         },
         Target::Memory,

@@ -37,6 +37,7 @@ fn decode(path: &Path, emit: EmitOptions) -> ptdec::pipeline::Report {
         &images,
         &symbols,
         RunOptions {
+            stacks: Default::default(),
             decode: DecodeOptions::default(),
             emit,
             target: Target::Memory,

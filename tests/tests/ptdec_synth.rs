@@ -179,6 +179,7 @@ fn try_decode_synth(
         &images,
         &symbols,
         RunOptions {
+            stacks: Default::default(),
             decode: DecodeOptions::default(),
             emit,
             target: Target::Memory,

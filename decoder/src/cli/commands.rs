@@ -107,17 +107,20 @@ pub fn report(a: ReportArgs) -> Result<()> {
     progress.message(format!("decoding {}", a.trace.display()));
     let on_op = |n: u64| progress.ops(n);
     let started = Instant::now();
+    // The filters and the range are resolved from the trace and the
+    // decode's window by the run.
     let aggregate = AggregateOptions {
         per_thread: a.per_thread,
         folded: files.wants_folded(),
         slowest: a.slowest.unwrap_or(0),
-        range: (start.is_some() || end.is_some())
-            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
-        filtered: false,
+        ..AggregateOptions::default()
     };
     let opts = ReportOptions {
         decode,
-        interpolate: !a.no_interpolate,
+        stacks: crate::pipeline::StackOptions {
+            interpolate: !a.no_interpolate,
+            min_duration: None,
+        },
         on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
         aggregate,
     };

@@ -15,7 +15,7 @@ use crate::emit::{EmitOptions, Target, TimeAxis};
 use crate::images::{ImageStore, SearchPath};
 use crate::input::Trace;
 use crate::pevent::Sideband;
-use crate::pipeline::{self, Report, RunError, RunOptions};
+use crate::pipeline::{self, Report, RunError, RunOptions, StackOptions};
 use crate::raw::RawInput;
 use crate::summary::{self, Progress};
 use crate::symbols::SymbolCache;
@@ -238,22 +238,19 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         &progress,
     );
     decode.decoder = a.flow.decoder.into();
+    let stacks = StackOptions {
+        interpolate: !a.no_interpolate,
+        min_duration,
+    };
+    // The origin, timing, filters, range and encoders are resolved from
+    // the trace and the decode by the run (`pipeline::resolve_emit`).
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
-        timed: None,
-        record: false,
-        origin: 0,
-        range: (start.is_some() || end.is_some())
-            .then(|| (start.unwrap_or(0), end.unwrap_or(u64::MAX))),
         split,
-        interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
-        filtered: false,
-        min_duration,
-        // Set from the decode's workers by `pipeline::run`.
-        encoders: 0,
         file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
+        ..EmitOptions::default()
     };
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
@@ -274,6 +271,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
                 &symbols,
                 RunOptions {
                     decode,
+                    stacks,
                     emit,
                     target,
                     on_op,
@@ -459,7 +457,6 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
             Axis::Instructions => TimeAxis::Instructions,
         },
         axis_auto: a.time_axis.is_none(),
-        interpolate: !a.no_interpolate,
         marks: a.marks.filter(),
         file_mode: Some(crate::outfile::mode_of(&a.pt.path)),
         ..EmitOptions::default()
@@ -481,6 +478,10 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 &symbols,
                 RunOptions {
                     decode,
+                    stacks: StackOptions {
+                        interpolate: !a.no_interpolate,
+                        min_duration: None,
+                    },
                     emit,
                     target,
                     on_op,

@@ -30,12 +30,13 @@ pub use aggregate::{
 /// Everything a report run needs besides the trace.
 pub struct ReportOptions<'a> {
     pub decode: DecodeOptions,
-    /// Spread times between timing packets, as the FTF output does
-    /// (`--no-interpolate` turns it off).
-    pub interpolate: bool,
+    /// As for FTF: times spread between timing packets (`--no-interpolate`
+    /// turns it off), short slices left out.
+    pub stacks: pipeline::StackOptions,
     /// See [`pipeline::RunOptions::on_op`].
     pub on_op: Option<&'a dyn Fn(u64)>,
-    /// What to collect; `filtered` is taken from the trace.
+    /// What to collect; `filtered` and `range` are resolved from the trace
+    /// and the decode's window.
     pub aggregate: AggregateOptions,
 }
 
@@ -59,6 +60,8 @@ pub fn run(
     pipeline::check_filter(trace, &decode_opts)?;
     let mut agg_opts = opts.aggregate;
     agg_opts.filtered = pipeline::filtered(trace);
+    agg_opts.range = pipeline::window(&decode_opts);
+    let interpolate = opts.stacks.interpolate;
     let slowest = agg_opts.slowest > 0;
     let mut aggregator = Aggregator::new(agg_opts, pipeline::origin(trace).unwrap_or(0));
     let raw = RefCell::new(RawTimes::default());
@@ -71,11 +74,11 @@ pub fn run(
     };
     let stacks = Stacks {
         decode: &decode_opts,
-        interpolate: opts.interpolate,
+        interpolate,
         on_op: opts.on_op,
         close_order: true,
-        tap: (slowest && !opts.interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
-        raw_log: (slowest && opts.interpolate).then_some(&mut log as &mut dyn RawLog),
+        tap: (slowest && !interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
+        raw_log: (slowest && interpolate).then_some(&mut log as &mut dyn RawLog),
     };
     let out: &mut dyn SliceSink<Error = Infallible> = if slowest {
         &mut with_raw
@@ -87,7 +90,8 @@ pub fn run(
         images,
         symbols,
     };
-    let (decode_stats, threads) = stacks.run(input, out);
+    let ((decode_stats, threads), short) =
+        pipeline::with_min_duration(out, opts.stacks.min_duration, |out| stacks.run(input, out));
     let aggregate = aggregator.finish();
     let (decode, threads) = (decode_stats?, threads.unwrap_or_else(|e| match e {}));
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
@@ -107,6 +111,7 @@ pub fn run(
         missing: images.missing(),
         warnings,
         origin: aggregate.origin,
+        min_duration: short,
         ..Report::default()
     };
     Ok((report, aggregate))

@@ -217,6 +217,7 @@ pub fn decode_to_memory(dir: &Path, sysroots: &[std::path::PathBuf]) -> ptdec::p
         dir,
         sysroots,
         ptdec::decode::DecodeOptions::default(),
+        ptdec::pipeline::StackOptions::default(),
         ptdec::emit::EmitOptions {
             record: true,
             ..ptdec::emit::EmitOptions::default()
@@ -232,6 +233,7 @@ pub fn run_pipeline(
     dir: &Path,
     sysroots: &[std::path::PathBuf],
     decode: ptdec::decode::DecodeOptions,
+    stacks: ptdec::pipeline::StackOptions,
     emit: ptdec::emit::EmitOptions,
     target: ptdec::emit::Target,
 ) -> ptdec::pipeline::Report {
@@ -249,6 +251,7 @@ pub fn run_pipeline(
         &symbols,
         ptdec::pipeline::RunOptions {
             decode,
+            stacks,
             emit,
             target,
             on_op: None,
@@ -281,7 +284,10 @@ pub fn run_report(
         &symbols,
         ReportOptions {
             decode,
-            interpolate: true,
+            stacks: ptdec::pipeline::StackOptions {
+                interpolate: true,
+                min_duration: None,
+            },
             on_op: None,
             aggregate: AggregateOptions {
                 per_thread,
