@@ -598,6 +598,10 @@ impl<E> StopOnError<'_, E> {
 impl<E> SliceSink for StopOnError<'_, E> {
     type Error = E;
 
+    fn any_interleaving(&self) -> bool {
+        self.out.any_interleaving()
+    }
+
     fn thread(
         &mut self,
         pid: u32,

@@ -47,6 +47,10 @@ impl<'o, E> MinDuration<'o, E> {
 impl<E> SliceSink for MinDuration<'_, E> {
     type Error = E;
 
+    fn any_interleaving(&self) -> bool {
+        self.inner.any_interleaving()
+    }
+
     fn thread(
         &mut self,
         pid: u32,

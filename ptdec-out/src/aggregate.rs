@@ -1170,6 +1170,12 @@ fn mark_cut(rows: &mut [FuncStats], slowest: &mut BinaryHeap<Reverse<Slow>>, end
 impl SliceSink for Aggregator {
     type Error = Infallible;
 
+    /// The totals, folded stacks and slowest calls are sorted
+    /// (`canonical`), whatever order the threads' slices came in.
+    fn any_interleaving(&self) -> bool {
+        true
+    }
+
     fn thread(
         &mut self,
         pid: u32,

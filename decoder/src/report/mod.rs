@@ -53,10 +53,6 @@ pub fn run(
     opts: ReportOptions,
 ) -> Result<(Report, Aggregate), RunError> {
     let mut decode_opts = opts.decode;
-    // The aggregate is the same however the threads' slices interleave
-    // (`aggregate::canonical`, and the slowest calls' order): per-cpu
-    // traces may take the one-CPU chunk size.
-    decode_opts.any_interleaving = true;
     pipeline::check_filter(trace, &decode_opts)?;
     let mut agg_opts = opts.aggregate;
     agg_opts.filtered = pipeline::filtered(trace);
@@ -72,6 +68,14 @@ pub fn run(
         raw: &raw,
         aggregator: &mut aggregator,
     };
+    let out: &mut dyn SliceSink<Error = Infallible> = if slowest {
+        &mut with_raw
+    } else {
+        with_raw.aggregator
+    };
+    // The aggregate is the same however the threads' slices interleave:
+    // per-cpu traces may take the one-CPU chunk size.
+    decode_opts.any_interleaving = out.any_interleaving();
     let stacks = Stacks {
         decode: &decode_opts,
         interpolate,
@@ -79,11 +83,6 @@ pub fn run(
         close_order: true,
         tap: (slowest && !interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
         raw_log: (slowest && interpolate).then_some(&mut log as &mut dyn RawLog),
-    };
-    let out: &mut dyn SliceSink<Error = Infallible> = if slowest {
-        &mut with_raw
-    } else {
-        with_raw.aggregator
     };
     let input = pipeline::Input::Trace {
         trace,
@@ -191,6 +190,10 @@ struct WithRawTimes<'a> {
 
 impl SliceSink for WithRawTimes<'_> {
     type Error = Infallible;
+
+    fn any_interleaving(&self) -> bool {
+        self.aggregator.any_interleaving()
+    }
 
     fn thread(
         &mut self,

@@ -304,9 +304,10 @@ pub struct DecodeOptions {
     /// Which flow decoder decodes (`--decoder`).
     pub decoder: DecoderKind,
     /// What the ops become does not depend on how the threads' records
-    /// interleave, only on each thread's own order (`ptdec report`: its
-    /// aggregate is the same for every interleaving). Per-cpu traces then
-    /// take [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU as well.
+    /// interleave, only on each thread's own order: the sink says so
+    /// ([`crate::model::slices::SliceSink::any_interleaving`]; `ptdec
+    /// report`'s aggregate). Per-cpu traces then take
+    /// [`DEFAULT_CHUNK_BYTES_ONE_CPU`] on one CPU as well.
     pub any_interleaving: bool,
     /// Set by whoever the ops go to when its output failed (a closed
     /// pipe): decoding stops at the next chunk, with

@@ -228,4 +228,12 @@ pub trait SliceSink {
     fn set_origin(&mut self, origin: u64);
     /// One mark of thread `tid` at `at`.
     fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), Self::Error>;
+    /// Whether this sink's output is the same byte for byte however the
+    /// threads' slices interleave: the report's aggregate is; an FTF file
+    /// holds the same slices in another order of records. The decode may
+    /// then cut per-cpu traces as it likes
+    /// ([`crate::decode::DecodeOptions::any_interleaving`]).
+    fn any_interleaving(&self) -> bool {
+        false
+    }
 }
