@@ -544,40 +544,7 @@ impl Parser {
             words,
         };
         Ok(match record_type {
-            RT_METADATA => {
-                let id = field(header, 20, 51);
-                match field(header, 16, 19) {
-                    MT_PROVIDER_INFO => {
-                        let len = field(header, 52, 59) as usize;
-                        let name = cur.utf8(len, "provider name")?;
-                        // A provider announced again starts with fresh tables.
-                        self.states.insert(id, State::default());
-                        self.current = id;
-                        RecordKind::ProviderInfo {
-                            id: id as u32,
-                            name,
-                        }
-                    }
-                    MT_PROVIDER_SECTION => {
-                        self.current = id;
-                        self.state();
-                        RecordKind::ProviderSection { id: id as u32 }
-                    }
-                    MT_PROVIDER_EVENT => RecordKind::ProviderEvent {
-                        id: id as u32,
-                        event: field(header, 52, 55) as u8,
-                    },
-                    MT_TRACE_INFO if field(header, 20, 23) == 0 => {
-                        if header != MAGIC {
-                            return Err(cur.err(format!(
-                                "magic number record is {header:#018x}, expected {MAGIC:#018x}"
-                            )));
-                        }
-                        RecordKind::Magic
-                    }
-                    _ => unknown,
-                }
-            }
+            RT_METADATA => self.metadata(header, cur, unknown)?,
             RT_INIT => RecordKind::Initialization {
                 ticks_per_second: cur.u64("ticks per second")?,
             },
@@ -600,53 +567,7 @@ impl Parser {
                 }
                 RecordKind::Thread { index, thread }
             }
-            RT_EVENT => {
-                let state = self.state();
-                let event_type = field(header, 16, 19);
-                let ts = cur.u64("timestamp")?;
-                let thread = state.thread(field(header, 24, 31), cur)?;
-                let category = state.string(field(header, 32, 47), cur, "category")?;
-                let name = state.string(field(header, 48, 63), cur, "name")?;
-                let args = state.args(field(header, 20, 23), cur)?;
-                let kind = match event_type {
-                    ET_INSTANT => EventKind::Instant,
-                    ET_COUNTER => EventKind::Counter {
-                        id: cur.u64("counter id")?,
-                    },
-                    ET_DURATION_BEGIN => EventKind::DurationBegin,
-                    ET_DURATION_END => EventKind::DurationEnd,
-                    ET_DURATION_COMPLETE => EventKind::DurationComplete {
-                        end: cur.u64("end time")?,
-                    },
-                    ET_ASYNC_BEGIN => EventKind::AsyncBegin {
-                        id: cur.u64("async id")?,
-                    },
-                    ET_ASYNC_INSTANT => EventKind::AsyncInstant {
-                        id: cur.u64("async id")?,
-                    },
-                    ET_ASYNC_END => EventKind::AsyncEnd {
-                        id: cur.u64("async id")?,
-                    },
-                    ET_FLOW_BEGIN => EventKind::FlowBegin {
-                        id: cur.u64("flow id")?,
-                    },
-                    ET_FLOW_STEP => EventKind::FlowStep {
-                        id: cur.u64("flow id")?,
-                    },
-                    ET_FLOW_END => EventKind::FlowEnd {
-                        id: cur.u64("flow id")?,
-                    },
-                    other => EventKind::Unknown(other as u8),
-                };
-                RecordKind::Event(Event {
-                    kind,
-                    ts,
-                    thread,
-                    category,
-                    name,
-                    args,
-                })
-            }
+            RT_EVENT => RecordKind::Event(self.event(header, cur)?),
             RT_KERNEL_OBJECT => {
                 let state = self.state();
                 let koid = cur.u64("koid")?;
@@ -662,6 +583,103 @@ impl Parser {
             _ => unknown,
         })
     }
+
+    /// Parses a metadata record, switching provider tables as it says;
+    /// `unknown` is what a metadata type this reader skips becomes.
+    fn metadata(
+        &mut self,
+        header: u64,
+        cur: &mut Cursor,
+        unknown: RecordKind,
+    ) -> Result<RecordKind> {
+        let id = field(header, 20, 51);
+        Ok(match field(header, 16, 19) {
+            MT_PROVIDER_INFO => {
+                let len = field(header, 52, 59) as usize;
+                let name = cur.utf8(len, "provider name")?;
+                // A provider announced again starts with fresh tables.
+                self.states.insert(id, State::default());
+                self.current = id;
+                RecordKind::ProviderInfo {
+                    id: id as u32,
+                    name,
+                }
+            }
+            MT_PROVIDER_SECTION => {
+                self.current = id;
+                self.state();
+                RecordKind::ProviderSection { id: id as u32 }
+            }
+            MT_PROVIDER_EVENT => RecordKind::ProviderEvent {
+                id: id as u32,
+                event: field(header, 52, 55) as u8,
+            },
+            MT_TRACE_INFO if field(header, 20, 23) == 0 => {
+                if header != MAGIC {
+                    return Err(cur.err(format!(
+                        "magic number record is {header:#018x}, expected {MAGIC:#018x}"
+                    )));
+                }
+                RecordKind::Magic
+            }
+            _ => unknown,
+        })
+    }
+
+    /// Parses an event record's body: timestamp, thread, category, name,
+    /// arguments, then the word its event type adds.
+    fn event(&mut self, header: u64, cur: &mut Cursor) -> Result<Event> {
+        let state = self.state();
+        let ts = cur.u64("timestamp")?;
+        let thread = state.thread(field(header, 24, 31), cur)?;
+        let category = state.string(field(header, 32, 47), cur, "category")?;
+        let name = state.string(field(header, 48, 63), cur, "name")?;
+        let args = state.args(field(header, 20, 23), cur)?;
+        let kind = event_kind(field(header, 16, 19), cur)?;
+        Ok(Event {
+            kind,
+            ts,
+            thread,
+            category,
+            name,
+            args,
+        })
+    }
+}
+
+/// Reads the word after an event's arguments that its type carries (counter,
+/// end time, async or flow id); other types carry none.
+fn event_kind(event_type: u64, cur: &mut Cursor) -> Result<EventKind> {
+    Ok(match event_type {
+        ET_INSTANT => EventKind::Instant,
+        ET_COUNTER => EventKind::Counter {
+            id: cur.u64("counter id")?,
+        },
+        ET_DURATION_BEGIN => EventKind::DurationBegin,
+        ET_DURATION_END => EventKind::DurationEnd,
+        ET_DURATION_COMPLETE => EventKind::DurationComplete {
+            end: cur.u64("end time")?,
+        },
+        ET_ASYNC_BEGIN => EventKind::AsyncBegin {
+            id: cur.u64("async id")?,
+        },
+        ET_ASYNC_INSTANT => EventKind::AsyncInstant {
+            id: cur.u64("async id")?,
+        },
+        ET_ASYNC_END => EventKind::AsyncEnd {
+            id: cur.u64("async id")?,
+        },
+        ET_FLOW_BEGIN => EventKind::FlowBegin {
+            id: cur.u64("flow id")?,
+        },
+        ET_FLOW_STEP => EventKind::FlowStep {
+            id: cur.u64("flow id")?,
+        },
+        ET_FLOW_END => EventKind::FlowEnd {
+            id: cur.u64("flow id")?,
+        },
+        other => EventKind::Unknown(other as u8),
+    })
 }
 
 impl Value {

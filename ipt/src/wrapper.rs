@@ -1059,32 +1059,60 @@ impl Packet {
     fn to_raw(self) -> Option<ffi::pt_packet> {
         // SAFETY: zero is a valid pt_packet (plain data).
         let mut p: ffi::pt_packet = unsafe { std::mem::zeroed() };
-        let ip = |p: &mut ffi::pt_packet, ip: u64, c: Compression| {
-            p.payload.ip = ffi::pt_packet_ip {
-                ipc: c.to_raw(),
-                ip,
-            };
-        };
         p.type_ = match self {
             Packet::Pad => ffi::ppt_pad,
             Packet::Psb => ffi::ppt_psb,
             Packet::Psbend => ffi::ppt_psbend,
             Packet::Ovf => ffi::ppt_ovf,
             Packet::Stop => ffi::ppt_stop,
+            Packet::Fup(..)
+            | Packet::Tip(..)
+            | Packet::TipPge(..)
+            | Packet::TipPgd(..)
+            | Packet::Tnt8 { .. }
+            | Packet::Tnt64 { .. }
+            | Packet::ModeExec { .. } => self.write_flow(&mut p),
+            Packet::Tsc(_)
+            | Packet::Tma { .. }
+            | Packet::Cbr(_)
+            | Packet::Mtc(_)
+            | Packet::Cyc(_) => self.write_timing(&mut p),
+            Packet::Ptw { .. }
+            | Packet::Exstop { .. }
+            | Packet::Mwait { .. }
+            | Packet::Pwre { .. }
+            | Packet::Pwrx { .. }
+            | Packet::Cfe { .. }
+            | Packet::Evd { .. } => self.write_power(&mut p),
+            Packet::ModeTsx | Packet::Other(_) => return None,
+        };
+        Some(p)
+    }
+
+    /// Writes a control-flow packet's (FUP, TIP*, TNT, MODE.Exec) payload
+    /// into `p` and returns its `ppt_*` type.
+    fn write_flow(self, p: &mut ffi::pt_packet) -> u32 {
+        let ip = |p: &mut ffi::pt_packet, ip: u64, c: Compression| {
+            p.payload.ip = ffi::pt_packet_ip {
+                ipc: c.to_raw(),
+                ip,
+            };
+        };
+        match self {
             Packet::Fup(a, c) => {
-                ip(&mut p, a, c);
+                ip(p, a, c);
                 ffi::ppt_fup
             }
             Packet::Tip(a, c) => {
-                ip(&mut p, a, c);
+                ip(p, a, c);
                 ffi::ppt_tip
             }
             Packet::TipPge(a, c) => {
-                ip(&mut p, a, c);
+                ip(p, a, c);
                 ffi::ppt_tip_pge
             }
             Packet::TipPgd(a, c) => {
-                ip(&mut p, a, c);
+                ip(p, a, c);
                 ffi::ppt_tip_pgd
             }
             Packet::Tnt8 { payload, bits } => {
@@ -1110,6 +1138,14 @@ impl Packet {
                 }
                 ffi::ppt_mode
             }
+            _ => unreachable!("to_raw sends only control-flow packets here"),
+        }
+    }
+
+    /// Writes a timing packet's (TSC, TMA, CBR, MTC, CYC) payload into `p`
+    /// and returns its `ppt_*` type.
+    fn write_timing(self, p: &mut ffi::pt_packet) -> u32 {
+        match self {
             Packet::Tsc(v) => {
                 p.payload.tsc = ffi::pt_packet_tsc { tsc: v };
                 ffi::ppt_tsc
@@ -1130,6 +1166,14 @@ impl Packet {
                 p.payload.cyc = ffi::pt_packet_cyc { value: v };
                 ffi::ppt_cyc
             }
+            _ => unreachable!("to_raw sends only timing packets here"),
+        }
+    }
+
+    /// Writes a PTWRITE, power (EXSTOP, MWAIT, PWRE, PWRX) or event-trace
+    /// (CFE, EVD) packet's payload into `p` and returns its `ppt_*` type.
+    fn write_power(self, p: &mut ffi::pt_packet) -> u32 {
+        match self {
             Packet::Ptw { payload, plc, fup } => {
                 // SAFETY: writing plain-data union fields.
                 unsafe {
@@ -1194,9 +1238,8 @@ impl Packet {
                 };
                 ffi::ppt_evd
             }
-            Packet::ModeTsx | Packet::Other(_) => return None,
-        };
-        Some(p)
+            _ => unreachable!("to_raw sends only PTWRITE, power and event-trace packets here"),
+        }
     }
 
     fn from_raw(p: &ffi::pt_packet) -> Packet {

@@ -418,6 +418,73 @@ fn open_events(
     is_command: bool,
 ) -> Result<Opened, Error> {
     let per_cpu = !opts.per_thread;
+    let mut event_attrs = build_attrs(pmu, pt_config, opts, is_command)?;
+    let page = sys::page_size();
+    let mut events = OpenEvents::default();
+    let rings = ring_events(target, pids, opts)?;
+    for (idx, ring_events) in rings.into_iter().enumerate() {
+        events.open_ring(&mut event_attrs, idx, ring_events, opts, page)?;
+    }
+    let EventAttrs {
+        pt: pt_attr,
+        sideband: sb_attr,
+    } = event_attrs;
+
+    let mut attrs = AttrSet::new();
+    if let Some(a) = &pt_attr {
+        attrs.push(parse_attr(a)?, events.pt_ids);
+    }
+    attrs.push(parse_attr(&sb_attr)?, events.sb_ids);
+    let info = pmu.filter(|_| pt_attr.is_some()).map(|pmu| {
+        config::intel_pt_info(
+            pmu,
+            &InfoOptions {
+                snapshot: opts.snapshot,
+                per_cpu_mmaps: per_cpu,
+                have_sched_switch: match (target, per_cpu) {
+                    (Target::SystemWide, _) => 3,
+                    (_, true) => 2,
+                    (_, false) => 0,
+                },
+                time: events.time.unwrap_or_default(),
+            },
+        )
+    });
+    let info = info.map(|mut i| {
+        i.filter = opts.filter.clone();
+        i
+    });
+    Ok(Opened {
+        buffers: events.buffers,
+        attrs,
+        pt_attr,
+        sideband_attr: sb_attr,
+        info,
+        pids: pids.to_vec(),
+        child: None,
+        pt_fds: events.pt_fds,
+        _sideband_fds: events.sb_fds,
+        enable_now: !is_command,
+    })
+}
+
+/// The attrs every ring's events are opened with.
+struct EventAttrs {
+    /// intel_pt (absent with `sideband_only`).
+    pt: Option<perf_event_attr>,
+    /// The sideband dummy event (`open_sideband` may drop its `build_id`).
+    sideband: perf_event_attr,
+}
+
+/// Builds the intel_pt and sideband attrs: inherited with per-cpu rings,
+/// enabled on exec for a command.
+fn build_attrs(
+    pmu: Option<&Pmu>,
+    pt_config: u64,
+    opts: &OpenOptions,
+    is_command: bool,
+) -> Result<EventAttrs, Error> {
+    let per_cpu = !opts.per_thread;
     let pt_attr = match (opts.sideband_only, pmu) {
         (false, Some(pmu)) => Some(config::intel_pt_attr(
             pmu,
@@ -445,78 +512,55 @@ fn open_events(
     if opts.kernel {
         sb_attr.set_exclude_kernel(0);
     }
+    Ok(EventAttrs {
+        pt: pt_attr,
+        sideband: sb_attr,
+    })
+}
 
-    let page = sys::page_size();
-    let mut buffers = Vec::new();
-    let mut pt_fds = Vec::new();
-    let mut pt_ids = Vec::new();
-    let mut sb_fds = Vec::new();
-    let mut sb_ids = Vec::new();
-    let mut time = None;
-    let rings = ring_events(target, pids, opts)?;
-    for (idx, ring_events) in rings.into_iter().enumerate() {
-        let mut owner: Option<Arc<OwnedFd>> = None;
-        let mut others = Vec::new();
-        let mut base = None;
+/// What `open_events` gathers across rings: the buffers, every event's fd
+/// and id, and the time conversion of the first ring mapped.
+#[derive(Default)]
+struct OpenEvents {
+    buffers: Vec<Buffer>,
+    pt_fds: Vec<Arc<OwnedFd>>,
+    pt_ids: Vec<u64>,
+    sb_fds: Vec<OwnedFd>,
+    sb_ids: Vec<u64>,
+    time: Option<TimeConv>,
+}
+
+/// One ring's events while they are opened: the event that owns (and
+/// mapped) the ring, the other intel_pt events writing into it, and the
+/// mappings.
+#[derive(Default)]
+struct RingGroup {
+    owner: Option<Arc<OwnedFd>>,
+    others: Vec<Arc<OwnedFd>>,
+    base: Option<(Mapping, Option<Mapping>)>,
+}
+
+impl OpenEvents {
+    /// Opens the events of one ring, maps it and adds its buffer (none when
+    /// the ring has no events).
+    fn open_ring(
+        &mut self,
+        attrs: &mut EventAttrs,
+        idx: usize,
+        ring_events: RingEvents,
+        opts: &OpenOptions,
+        page: usize,
+    ) -> Result<(), Error> {
+        let mut group = RingGroup::default();
         for &(pid, cpu) in &ring_events.pairs {
-            let who = match (pid, cpu) {
-                (-1, c) => format!("cpu {c}"),
-                (p, -1) => format!("thread {p}"),
-                (p, c) => format!("pid {p} on cpu {c}"),
-            };
-            let pid_for_err = (pid > 0).then_some(pid);
-            if let Some(attr) = &pt_attr {
-                let fd = sys::perf_event_open(attr, pid, cpu, None).map_err(|e| {
-                    Error::from_open(
-                        format!("opening the intel_pt event ({who})"),
-                        pid_for_err,
-                        e,
-                    )
-                })?;
-                pt_ids.push(event_id(&fd)?);
-                if let Some(filter) = &opts.filter {
-                    set_filter(&fd, filter, &who)?;
-                }
-                let fd = Arc::new(fd);
-                match &owner {
-                    None => {
-                        base = Some(map_rings(&fd, opts, page)?);
-                        owner = Some(fd.clone());
-                    }
-                    Some(o) => {
-                        set_output(&fd, o)?;
-                        others.push(fd.clone());
-                    }
-                }
-                pt_fds.push(fd);
-            }
-            // The sideband event, writing into the same ring (or owning it
-            // when there is no intel_pt event).
-            let sb = open_sideband(&mut sb_attr, pid, cpu).map_err(|e| {
-                Error::from_open(
-                    format!("opening the sideband event ({who})"),
-                    pid_for_err,
-                    e,
-                )
-            })?;
-            sb_ids.push(event_id(&sb)?);
-            match &owner {
-                Some(o) => {
-                    set_output(&sb, o)?;
-                    sb_fds.push(sb);
-                }
-                None => {
-                    base = Some(map_rings(&sb, opts, page)?);
-                    owner = Some(Arc::new(sb));
-                }
-            }
+            self.open_pair(attrs, &mut group, pid, cpu, opts, page)?;
         }
-        let (Some(owner), Some((base, aux))) = (owner, base) else {
-            continue;
+        let (Some(owner), Some((base, aux))) = (group.owner, group.base) else {
+            return Ok(());
         };
-        if time.is_none() {
+        if self.time.is_none() {
             let (time_shift, time_mult, time_zero, cap_user_time_zero) = sys::time_conv(&base);
-            time = Some(TimeConv {
+            self.time = Some(TimeConv {
                 time_shift,
                 time_mult,
                 time_zero,
@@ -529,53 +573,82 @@ fn open_events(
         })?;
         let control: Box<dyn BufferControl> = Box::new(GroupControl {
             owner: FdControl::new(owner),
-            others,
+            others: group.others,
         });
-        buffers.push(Buffer {
+        self.buffers.push(Buffer {
             idx: idx as u32,
             cpu: ring_events.cpu,
             tid: ring_events.tid,
             ring,
             control,
         });
+        Ok(())
     }
 
-    let mut attrs = AttrSet::new();
-    if let Some(a) = &pt_attr {
-        attrs.push(parse_attr(a)?, pt_ids);
+    /// Opens the intel_pt and sideband events of one (pid, cpu) pair into
+    /// `group`'s ring; the first event opened owns and maps the ring.
+    fn open_pair(
+        &mut self,
+        attrs: &mut EventAttrs,
+        group: &mut RingGroup,
+        pid: i32,
+        cpu: i32,
+        opts: &OpenOptions,
+        page: usize,
+    ) -> Result<(), Error> {
+        let who = match (pid, cpu) {
+            (-1, c) => format!("cpu {c}"),
+            (p, -1) => format!("thread {p}"),
+            (p, c) => format!("pid {p} on cpu {c}"),
+        };
+        let pid_for_err = (pid > 0).then_some(pid);
+        if let Some(attr) = &attrs.pt {
+            let fd = sys::perf_event_open(attr, pid, cpu, None).map_err(|e| {
+                Error::from_open(
+                    format!("opening the intel_pt event ({who})"),
+                    pid_for_err,
+                    e,
+                )
+            })?;
+            self.pt_ids.push(event_id(&fd)?);
+            if let Some(filter) = &opts.filter {
+                set_filter(&fd, filter, &who)?;
+            }
+            let fd = Arc::new(fd);
+            match &group.owner {
+                None => {
+                    group.base = Some(map_rings(&fd, opts, page)?);
+                    group.owner = Some(fd.clone());
+                }
+                Some(o) => {
+                    set_output(&fd, o)?;
+                    group.others.push(fd.clone());
+                }
+            }
+            self.pt_fds.push(fd);
+        }
+        // The sideband event, writing into the same ring (or owning it
+        // when there is no intel_pt event).
+        let sb = open_sideband(&mut attrs.sideband, pid, cpu).map_err(|e| {
+            Error::from_open(
+                format!("opening the sideband event ({who})"),
+                pid_for_err,
+                e,
+            )
+        })?;
+        self.sb_ids.push(event_id(&sb)?);
+        match &group.owner {
+            Some(o) => {
+                set_output(&sb, o)?;
+                self.sb_fds.push(sb);
+            }
+            None => {
+                group.base = Some(map_rings(&sb, opts, page)?);
+                group.owner = Some(Arc::new(sb));
+            }
+        }
+        Ok(())
     }
-    attrs.push(parse_attr(&sb_attr)?, sb_ids);
-    let info = pmu.filter(|_| pt_attr.is_some()).map(|pmu| {
-        config::intel_pt_info(
-            pmu,
-            &InfoOptions {
-                snapshot: opts.snapshot,
-                per_cpu_mmaps: per_cpu,
-                have_sched_switch: match (target, per_cpu) {
-                    (Target::SystemWide, _) => 3,
-                    (_, true) => 2,
-                    (_, false) => 0,
-                },
-                time: time.unwrap_or_default(),
-            },
-        )
-    });
-    let info = info.map(|mut i| {
-        i.filter = opts.filter.clone();
-        i
-    });
-    Ok(Opened {
-        buffers,
-        attrs,
-        pt_attr,
-        sideband_attr: sb_attr,
-        info,
-        pids: pids.to_vec(),
-        child: None,
-        pt_fds,
-        _sideband_fds: sb_fds,
-        enable_now: !is_command,
-    })
 }
 
 /// Opens the sideband event, dropping `build_id` when the kernel refuses it
