@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use crate::model::{Event, InsnClass};
+use crate::model::{Event, Executed, InsnClass};
 
 /// One `--repeat LOC=K`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,55 @@ struct ThreadRep {
     watches: Vec<Watch>,
 }
 
+/// The innermost return-address slot on `shadow` above stack pointer `sp`
+/// (`u64::MAX` when none): an arrival at `sp` is void once the stack rises
+/// above it.
+fn bound_above(shadow: &[u64], sp: u64) -> u64 {
+    shadow
+        .iter()
+        .rev()
+        .copied()
+        .find(|&s| s > sp)
+        .unwrap_or(u64::MAX)
+}
+
 impl ThreadRep {
+    /// Follows the call stack over `x` (whose `next_sp` is known): pops the
+    /// slots it returned past, pushes the one a taken call wrote, and drops
+    /// the arrivals it unwound past.
+    fn follow_stack(&mut self, x: &Executed) {
+        let sp = x.next_sp;
+        while self.shadow.last().is_some_and(|&s| s < sp) {
+            self.shadow.pop();
+        }
+        let fall = x.ip + u64::from(x.len);
+        if matches!(x.class, InsnClass::DirectCall | InsnClass::IndirectCall) && x.next_ip != fall {
+            self.shadow.push(sp);
+        }
+        let mut dropped = false;
+        for w in &mut self.watches {
+            let before = w.arrivals.len();
+            w.arrivals.retain(|a| sp <= a.bound);
+            dropped |= w.arrivals.len() != before;
+        }
+        if dropped {
+            self.trim();
+        }
+    }
+
+    /// The log grew too long to keep: forgets the oldest arrival.
+    fn forget_oldest(&mut self) {
+        let oldest = self
+            .watches
+            .iter()
+            .flat_map(|w| w.arrivals.iter().map(|a| a.at))
+            .min();
+        for w in &mut self.watches {
+            w.arrivals.retain(|a| Some(a.at) != oldest);
+        }
+        self.trim();
+    }
+
     fn open(&self) -> bool {
         self.watches.iter().any(|w| !w.arrivals.is_empty())
     }
@@ -230,26 +278,7 @@ impl Repeater {
     pub fn observe(&mut self, ev: &Event, truth_lines: u64) -> Option<Found> {
         match *ev {
             Event::ThreadBegin { pid, tid, .. } => {
-                // After an exec the thread starts over in a new image, but
-                // a LOC it repeated stays done: once per LOC per thread.
-                let done: Vec<bool> = match self.threads.get(&tid) {
-                    Some(t) => t.watches.iter().map(|w| w.done).collect(),
-                    None => vec![false; self.specs.len()],
-                };
-                self.threads.insert(
-                    tid,
-                    ThreadRep {
-                        pid,
-                        watches: done
-                            .into_iter()
-                            .map(|done| Watch {
-                                done,
-                                arrivals: Vec::new(),
-                            })
-                            .collect(),
-                        ..ThreadRep::default()
-                    },
-                );
+                self.begin_thread(pid, tid);
                 None
             }
             Event::ThreadEnd { tid, .. } => {
@@ -269,103 +298,93 @@ impl Repeater {
                 }
                 None
             }
-            Event::Insn(x) => {
-                let t = self.threads.get_mut(&x.tid)?;
-                let abs = t.seen;
-                t.seen += 1;
-                let sp = x.next_sp;
-                if sp != 0 {
-                    while t.shadow.last().is_some_and(|&s| s < sp) {
-                        t.shadow.pop();
-                    }
-                    let fall = x.ip + u64::from(x.len);
-                    if matches!(x.class, InsnClass::DirectCall | InsnClass::IndirectCall)
-                        && x.next_ip != fall
-                    {
-                        t.shadow.push(sp);
-                    }
-                    let mut dropped = false;
-                    for w in &mut t.watches {
-                        let before = w.arrivals.len();
-                        w.arrivals.retain(|a| sp <= a.bound);
-                        dropped |= w.arrivals.len() != before;
-                    }
-                    if dropped {
-                        t.trim();
-                    }
-                }
-                let mut found = None;
-                let mut arrived = false;
-                for (i, w) in t.watches.iter_mut().enumerate() {
-                    if w.done || sp == 0 || self.addrs.get(&(t.pid, i)) != Some(&x.next_ip) {
-                        continue;
-                    }
-                    if let Some(a) = w.arrivals.iter().find(|a| a.sp == sp) {
-                        if found.is_none() {
-                            found = Some((i, *a));
-                        }
-                        continue;
-                    }
-                    let bound = t
-                        .shadow
-                        .iter()
-                        .rev()
-                        .copied()
-                        .find(|&s| s > sp)
-                        .unwrap_or(u64::MAX);
-                    w.arrivals.push(Arrival {
-                        sp,
-                        bound,
-                        at: abs,
-                        lines: truth_lines,
-                    });
-                    arrived = true;
-                }
-                if t.open() || arrived {
-                    if t.log.is_empty() {
-                        t.log_base = abs;
-                    }
-                    t.log.push(ev.clone());
-                }
-                if t.log.len() > MAX_ITERATION_EVENTS {
-                    // Too long to keep: forget the oldest arrival.
-                    let oldest = t
-                        .watches
-                        .iter()
-                        .flat_map(|w| w.arrivals.iter().map(|a| a.at))
-                        .min();
-                    for w in &mut t.watches {
-                        w.arrivals.retain(|a| Some(a.at) != oldest);
-                    }
-                    t.trim();
-                }
-                let (spec, a) = found?;
-                let bound = t
-                    .shadow
-                    .iter()
-                    .rev()
-                    .copied()
-                    .find(|&s| s > sp)
-                    .unwrap_or(u64::MAX);
-                let start = (a.at + 1 - t.log_base) as usize;
-                let from_cycles = super::cycles_of(&t.log[start - 1]);
-                Some(Found {
-                    spec,
-                    tid: x.tid,
-                    pid: t.pid,
-                    events: t.log[start..].to_vec(),
-                    from_cycles,
-                    lines: truth_lines - a.lines,
-                    sp,
-                    again: Arrival {
-                        sp,
-                        bound,
-                        at: abs,
-                        lines: truth_lines,
-                    },
-                })
-            }
+            Event::Insn(x) => self.insn(ev, &x, truth_lines),
         }
+    }
+
+    /// Starts (or, after an exec, restarts) watching thread `tid` of
+    /// process `pid`.
+    fn begin_thread(&mut self, pid: u32, tid: u32) {
+        // After an exec the thread starts over in a new image, but
+        // a LOC it repeated stays done: once per LOC per thread.
+        let done: Vec<bool> = match self.threads.get(&tid) {
+            Some(t) => t.watches.iter().map(|w| w.done).collect(),
+            None => vec![false; self.specs.len()],
+        };
+        self.threads.insert(
+            tid,
+            ThreadRep {
+                pid,
+                watches: done
+                    .into_iter()
+                    .map(|done| Watch {
+                        done,
+                        arrivals: Vec::new(),
+                    })
+                    .collect(),
+                ..ThreadRep::default()
+            },
+        );
+    }
+
+    /// Follows one retired instruction `x` (the event `ev`) of its thread:
+    /// its call stack, its arrivals at the locations and its log. Returns
+    /// the iteration it closes, if any.
+    fn insn(&mut self, ev: &Event, x: &Executed, truth_lines: u64) -> Option<Found> {
+        let t = self.threads.get_mut(&x.tid)?;
+        let abs = t.seen;
+        t.seen += 1;
+        let sp = x.next_sp;
+        if sp != 0 {
+            t.follow_stack(x);
+        }
+        let mut found = None;
+        let mut arrived = false;
+        for (i, w) in t.watches.iter_mut().enumerate() {
+            if w.done || sp == 0 || self.addrs.get(&(t.pid, i)) != Some(&x.next_ip) {
+                continue;
+            }
+            if let Some(a) = w.arrivals.iter().find(|a| a.sp == sp) {
+                if found.is_none() {
+                    found = Some((i, *a));
+                }
+                continue;
+            }
+            w.arrivals.push(Arrival {
+                sp,
+                bound: bound_above(&t.shadow, sp),
+                at: abs,
+                lines: truth_lines,
+            });
+            arrived = true;
+        }
+        if t.open() || arrived {
+            if t.log.is_empty() {
+                t.log_base = abs;
+            }
+            t.log.push(ev.clone());
+        }
+        if t.log.len() > MAX_ITERATION_EVENTS {
+            t.forget_oldest();
+        }
+        let (spec, a) = found?;
+        let start = (a.at + 1 - t.log_base) as usize;
+        let from_cycles = super::cycles_of(&t.log[start - 1]);
+        Some(Found {
+            spec,
+            tid: x.tid,
+            pid: t.pid,
+            events: t.log[start..].to_vec(),
+            from_cycles,
+            lines: truth_lines - a.lines,
+            sp,
+            again: Arrival {
+                sp,
+                bound: bound_above(&t.shadow, sp),
+                at: abs,
+                lines: truth_lines,
+            },
+        })
     }
 
     /// The iteration was replayed (or refused, `why`): the spec is done for
