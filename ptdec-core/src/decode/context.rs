@@ -266,11 +266,9 @@ impl<'i> Context<'i> {
         let Some(task) = self.task else {
             return t;
         };
-        match (
-            self.source.maps(task.pid, ip, t),
-            self.source.maps(task.pid, ip, now),
-        ) {
-            (Some(false), Some(true)) => now,
+        // `now` is looked up only when `t` maps nothing.
+        match self.source.maps(task.pid, ip, t) {
+            Some(false) if self.source.maps(task.pid, ip, now) == Some(true) => now,
             _ => t,
         }
     }

@@ -779,9 +779,18 @@ fn decode_segments(
     let threads = worker_threads(opts, chunk_bytes);
     let window = opts.window.unwrap_or(2 * threads + 2);
     let mut jobs: Vec<ChunkJob> = Vec::new();
+    let cfg = setup.pt_config();
     for (si, seg) in segments.iter().enumerate() {
         stats.segments += 1;
-        segment_jobs(setup, si, seg, chunk_bytes, release, &mut stats, &mut jobs);
+        segment_jobs(
+            setup,
+            &cfg,
+            chunk_bytes,
+            (si, seg),
+            release,
+            &mut stats,
+            &mut jobs,
+        );
     }
     // Delivery order: per-thread buffers in stream order, segment after
     // segment; per-cpu buffers by chunk start time across CPUs.
@@ -858,13 +867,14 @@ fn chunk_bytes(setup: &DecodeSetup<'_>) -> u64 {
     })
 }
 
-/// Cuts segment `si` into chunks at PSBs and appends a job for each chunk
-/// the time window keeps (counting the others as skipped in `stats`).
+/// Cuts segment `si` into chunks of about `chunk_bytes` at PSBs (as
+/// libipt, configured by `cfg`, reads them) and appends a job for each
+/// chunk the time window keeps (counting the others as skipped in `stats`).
 fn segment_jobs(
     setup: &DecodeSetup<'_>,
-    si: usize,
-    seg: &SegmentPlan<'_>,
+    cfg: &PtConfig,
     chunk_bytes: u64,
+    (si, seg): (usize, &SegmentPlan<'_>),
     release: &dyn Fn(&[u8]),
     stats: &mut DecodeStats,
     jobs: &mut Vec<ChunkJob>,
@@ -879,13 +889,7 @@ fn segment_jobs(
         before: &before,
         past: &past,
     };
-    let (cuts, not_cut) = cut(
-        &seg.stream,
-        &setup.pt_config(),
-        chunk_bytes,
-        &window,
-        release,
-    );
+    let (cuts, not_cut) = cut(&seg.stream, cfg, chunk_bytes, &window, release);
     stats.chunks_skipped += not_cut;
     let len = seg.stream.len();
     let n = cuts.len();
