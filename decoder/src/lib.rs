@@ -14,5 +14,6 @@ pub use ptdec_out::{aggregate, emit};
 pub mod check;
 pub mod cli;
 pub mod pipeline;
+pub mod plan;
 pub mod report;
 pub mod summary;

@@ -11,13 +11,15 @@ use std::sync::Arc;
 use sideband::timeline::{TaskId, Timeline};
 
 use crate::decode::{decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag};
-use crate::emit::{EmitError, EmitOptions, EmitStats, Emitter, Target, TimeAxis, Written};
+use crate::emit::{EmitError, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::{Interpolate, RawLog};
 use crate::min_duration::{MinDuration, MinDurationStats};
 use crate::model::ops::{Ahead, Base, Mark, Op, OpSink, Rebase, Stamp};
 use crate::model::slices::{Func, FuncRef, Resolver, Slice, SliceSink};
+use crate::plan::{Ftf, Plan};
+pub use crate::plan::{Input, StackOptions};
 use crate::raw::RawInput;
 use crate::stack::{Item, StackStats, ThreadStack};
 use crate::stitch::Stretch;
@@ -28,7 +30,7 @@ use ftf::hash::FastMap;
 /// Cached resolutions before the cache is dropped and refilled.
 const RESOLVE_CACHE_MAX: usize = 1 << 20;
 
-/// Ops between two calls of [`RunOptions::on_op`]: a few per second at
+/// Ops between two calls of [`run`]'s `on_op`: a few per second at
 /// the stacks' speed, so a progress bar moves without costing per op.
 pub const OPS_PER_PROGRESS: u64 = 1 << 16;
 
@@ -360,6 +362,12 @@ pub enum RunError {
         /// A time window was given.
         window: bool,
     },
+    /// A run that needs a trace's sideband was planned over raw PT.
+    #[error("{what} needs a trace dir, perf.data or LLDB bundle, not raw PT")]
+    NeedsTrace {
+        /// The run: `ptdec report`.
+        what: &'static str,
+    },
 }
 
 fn no_sync_reason(bad_psbs: u64) -> String {
@@ -509,7 +517,7 @@ pub(crate) fn check_window_held_something(
     Err(RunError::EmptyWindow {
         window: (opts.start, opts.end),
         span: trace.sideband_span,
-        origin: origin(trace),
+        origin: crate::plan::origin(trace),
     })
 }
 
@@ -1083,111 +1091,47 @@ impl<E> StackSink<'_, '_, E> {
     }
 }
 
-/// Everything a decode run needs besides the trace.
-pub struct RunOptions<'a> {
-    pub decode: DecodeOptions,
-    pub stacks: StackOptions,
-    /// The split is in perf time here; what depends on the trace and the
-    /// decode (origin, timing, filters, range, encoders) is filled in
-    /// ([`resolve_emit`]).
-    pub emit: EmitOptions,
-    pub target: Target,
-    /// Progress: called with the number of ops handed to the stacks so
-    /// far, every [`OPS_PER_PROGRESS`] ops (never per op: a progress bar
-    /// takes a lock and reads the clock).
-    pub on_op: Option<&'a dyn Fn(u64)>,
-}
-
-/// The perf time shown as 0: the first sideband timestamp (the recording's
-/// start), or `None` when the trace has no TSC conversion (op times are
-/// then raw TSC and the first op sets the origin).
-pub fn origin(trace: &Trace) -> Option<u64> {
-    trace.tsc.as_ref()?;
-    trace.sideband_span.map(|s| s.0)
-}
-
-/// Whether the recording had address filters: tracing that stops in user
-/// space is code filtered out ([`EmitOptions::filtered`]).
-pub fn filtered(trace: &Trace) -> bool {
-    trace.info.filter.as_ref().is_some_and(|f| !f.is_empty())
-}
-
-/// How the call stacks are built and thinned before any sink: the same
-/// for an FTF run and a report.
-#[derive(Debug, Clone, Default)]
-pub struct StackOptions {
-    /// Spread branches that share a timestamp over the time to the next
-    /// timestamp by instruction count (on the time axis only; see
-    /// [`crate::interp`]).
-    pub interpolate: bool,
-    /// Leave out call and untraced slices shorter than this many ns
-    /// (`--min-duration`), in front of the sink ([`crate::min_duration`]),
-    /// which never sees them.
-    pub min_duration: Option<u64>,
-}
-
-/// The emitter's options as the run resolves them, once, before anything
-/// is written: from the trace (when there is one) the origin, whether it
-/// is timed and whether it was address-filtered; from the decode the
-/// window (`--start`/`--duration`, given once, in [`DecodeOptions`]) and
-/// the threads that encode.
-pub fn resolve_emit(
-    emit: &EmitOptions,
-    trace: Option<&Trace>,
-    decode: &DecodeOptions,
-) -> EmitOptions {
-    let mut emit = emit.clone();
-    if let Some(trace) = trace {
-        emit.origin = origin(trace).unwrap_or(0);
-        if emit.timed.is_none() {
-            emit.timed = trace.config_bit(trace.info.tsc_bit);
-        }
-        emit.filtered = filtered(trace);
+/// Decodes a planned FTF run: a trace into FTF, or raw PT (`ptdec raw`:
+/// one thread named after the trace file; times are TSC ticks, ns with
+/// `cfg.tsc_hz`, 0 at the first op, and the emitter's range and split are
+/// in that unit). `on_op`: progress, called with the number of ops handed
+/// to the stacks so far, every [`OPS_PER_PROGRESS`] ops (never per op: a
+/// progress bar takes a lock and reads the clock).
+pub fn run(plan: &Plan<'_, Ftf>, on_op: Option<&dyn Fn(u64)>) -> Result<Report, RunError> {
+    match plan.input {
+        Input::Trace { trace, images, .. } => run_trace(plan, trace, images, on_op),
+        Input::Raw { cfg, .. } => run_raw(plan, cfg, on_op),
     }
-    emit.range = window(decode);
-    emit.encoders = decode.workers();
-    emit
 }
 
-/// The decode's time window as a range of perf times, when it has one.
-pub fn window(decode: &DecodeOptions) -> Option<(u64, u64)> {
-    (decode.start.is_some() || decode.end.is_some())
-        .then(|| (decode.start.unwrap_or(0), decode.end.unwrap_or(u64::MAX)))
-}
-
-/// Decodes `trace` into FTF.
-pub fn run(
+/// [`run`] of a trace dir, perf.data or LLDB bundle.
+fn run_trace(
+    plan: &Plan<'_, Ftf>,
     trace: &Trace,
     images: &ImageStore,
-    symbols: &SymbolCache,
-    opts: RunOptions,
+    on_op: Option<&dyn Fn(u64)>,
 ) -> Result<Report, RunError> {
-    check_filter(trace, &opts.decode)?;
-    let emit = resolve_emit(&opts.emit, Some(trace), &opts.decode);
+    check_filter(trace, &plan.decode)?;
+    let (emit, target) = (&plan.output.emit, &plan.output.target);
     // Before the output is created: it may not be one of them.
-    crate::decode::open_images(trace, images, &opts.decode);
-    let emitter = Emitter::new(opts.target.clone(), emit)?;
-    let stacks = Stacks::for_ftf(&opts);
-    let (emitter, stacked) = with_emit_thread(emitter, &opts.decode.stop, |queue| {
-        with_min_duration(queue, opts.stacks.min_duration, |out| {
-            let input = Input::Trace {
-                trace,
-                images,
-                symbols,
-            };
-            stacks.run(input, out)
+    crate::decode::open_images(trace, images, &plan.decode);
+    let emitter = Emitter::new(target.clone(), emit.clone())?;
+    let stacks = Stacks::for_ftf(plan, on_op);
+    let (emitter, stacked) = with_emit_thread(emitter, &plan.decode.stop, |queue| {
+        with_min_duration(queue, plan.stacks.min_duration, |out| {
+            stacks.run(plan.input, out)
         })
     });
     let ((decode_stats, threads), short) = stacked;
     let mut emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
-    check_decoded(&decode_stats, &opts.decode, Some(trace))?;
+    check_decoded(&decode_stats, &plan.decode, Some(trace))?;
     // Before any file is put in place: an empty window replaces nothing.
     emitter.flush()?;
-    check_window_held_something(trace, &opts.decode, emitter.is_empty())?;
+    check_window_held_something(trace, &plan.decode, emitter.is_empty())?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
-    if let (Target::File(template), Some(_)) = (&opts.target, opts.emit.split) {
+    if let (Target::File(template), Some(_)) = (target, emit.split) {
         let written: Vec<u64> = report.written.iter().filter_map(|w| w.window).collect();
         report.stale = crate::emit::stale::remove_stale_windows(template, &written);
     }
@@ -1222,7 +1166,7 @@ pub struct Stacks<'a> {
     pub decode: &'a DecodeOptions,
     /// Spread times between timing packets ([`Interpolate`]).
     pub interpolate: bool,
-    /// See [`RunOptions::on_op`].
+    /// See [`run`]'s `on_op`.
     pub on_op: Option<&'a dyn Fn(u64)>,
     /// See [`StackSink::set_close_order`].
     pub close_order: bool,
@@ -1306,46 +1250,39 @@ pub type Stacked<E> = (
     Result<BTreeMap<(u32, u32), ThreadReport>, E>,
 );
 
-/// What a run decodes: a trace dir, perf.data or LLDB bundle with its
-/// images and symbols, or raw PT with the code given.
-#[derive(Clone, Copy)]
-pub enum Input<'a> {
-    /// A trace dir, perf.data or LLDB bundle (`Trace::open`), with the
-    /// images and symbols of the code it ran.
-    Trace {
-        trace: &'a Trace,
-        images: &'a ImageStore,
-        symbols: &'a SymbolCache,
-    },
-    /// Raw PT (`ptdec raw`): the trace and the code given, its
-    /// configuration (CPU, timing, sideband), and the code's symbols.
-    Raw {
-        input: &'a RawInput,
-        cfg: &'a RawConfig,
-        symbols: &'a SymbolCache,
-    },
-}
-
 impl<'a> Stacks<'a> {
-    /// The stacks of an FTF run: times spread when `--interpolate` is on
-    /// and the axis is time (other axes count instructions or cycles, which
-    /// need no spreading), slices in Perfetto's order.
-    fn for_ftf(opts: &'a RunOptions<'a>) -> Self {
+    /// The decode and stacks of `plan`, reporting progress to `on_op`;
+    /// `close_order`: slices in the order frames close (a report) rather
+    /// than Perfetto's.
+    pub fn planned<O>(
+        plan: &'a Plan<'_, O>,
+        on_op: Option<&'a dyn Fn(u64)>,
+        close_order: bool,
+    ) -> Self {
         Stacks {
-            decode: &opts.decode,
-            interpolate: opts.stacks.interpolate && opts.emit.axis == TimeAxis::Ns,
-            on_op: opts.on_op,
-            close_order: false,
+            decode: &plan.decode,
+            interpolate: plan.stacks.interpolate,
+            on_op,
+            close_order,
             tap: None,
             raw_log: None,
         }
+    }
+
+    /// The stacks of an FTF run: times spread only when the axis is time
+    /// (other axes count instructions or cycles, which need no spreading),
+    /// slices in Perfetto's order.
+    fn for_ftf(plan: &'a Plan<'_, Ftf>, on_op: Option<&'a dyn Fn(u64)>) -> Self {
+        let mut stacks = Stacks::planned(plan, on_op, false);
+        stacks.interpolate &= plan.output.emit.axis == TimeAxis::Ns;
+        stacks
     }
 }
 
 impl Stacks<'_> {
     /// Decodes `input` and hands every thread's slices, names and marks to
     /// `out`: the one place the decode, the time spreading and the call
-    /// stacks are wired to a sink, for FTF ([`run`], [`run_raw`]) and
+    /// stacks are wired to a sink, for FTF ([`run`]) and
     /// `ptdec report` alike.
     pub fn run<E>(self, input: Input<'_>, out: &mut dyn SliceSink<Error = E>) -> Stacked<E> {
         match input {
@@ -1374,7 +1311,7 @@ impl Stacks<'_> {
     ) -> Stacked<E> {
         let resolver = TraceResolver::new(&trace.timeline, images, symbols);
         let mut sink = StackSink::new(&resolver, &trace.timeline, out);
-        sink.origin_from_first_op = origin(trace).is_none();
+        sink.origin_from_first_op = crate::plan::origin(trace).is_none();
         sink.on_op = self.on_op;
         sink.close_order = self.close_order;
         // Call stacks built on the decode workers where the output is the
@@ -1464,7 +1401,7 @@ impl Stacks<'_> {
     }
 }
 
-/// The tail [`run`] and [`run_raw`] share, once the stacks are closed
+/// The tail [`run`]'s trace and raw runs share, once the stacks are closed
 /// ([`StackSink::finish`]): totals the threads' stack stats, flushes and
 /// finishes the FTF output, and builds the [`Report`] (no missing images,
 /// no warnings, times in ns: the callers add theirs).
@@ -1549,37 +1486,26 @@ impl Resolver for RawResolver<'_> {
     }
 }
 
-/// Decodes raw PT (`ptdec raw`) into FTF: one thread named after the trace
-/// file. Times are TSC ticks (ns with `cfg.tsc_hz`), 0 at the first op;
-/// `opts.emit`'s range and split are in that unit.
-pub fn run_raw(
-    input: &RawInput,
+/// [`run`] of raw PT.
+fn run_raw(
+    plan: &Plan<'_, Ftf>,
     cfg: &RawConfig,
-    symbols: &SymbolCache,
-    opts: RunOptions,
+    on_op: Option<&dyn Fn(u64)>,
 ) -> Result<Report, RunError> {
-    let emit = resolve_emit(&opts.emit, None, &opts.decode);
-    let mut emitter = Emitter::new(opts.target.clone(), emit)?;
-    let stacks = Stacks::for_ftf(&opts);
+    let mut emitter = Emitter::new(plan.output.target.clone(), plan.output.emit.clone())?;
+    let stacks = Stacks::for_ftf(plan, on_op);
     let mut out = StopOnError {
         out: &mut emitter,
-        stop: &opts.decode.stop,
+        stop: &plan.decode.stop,
     };
-    let (stacked, short) = with_min_duration(&mut out, opts.stacks.min_duration, |out| {
-        stacks.run(
-            Input::Raw {
-                input,
-                cfg,
-                symbols,
-            },
-            out,
-        )
+    let (stacked, short) = with_min_duration(&mut out, plan.stacks.min_duration, |out| {
+        stacks.run(plan.input, out)
     });
     // The output's error first: a decode stopped for it
     // (`DecodeError::Stopped`) says only that it stopped.
     let threads = stacked.1?;
     let decode_stats = stacked.0?;
-    check_decoded(&decode_stats, &opts.decode, None)?;
+    check_decoded(&decode_stats, &plan.decode, None)?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
     report.tsc_ticks = cfg.tsc_hz.is_none();
@@ -1809,34 +1735,5 @@ mod resolver_tests {
         assert_eq!(name(5), "0x400010");
         assert_eq!(name(15), "libloaded.so+0x2010");
         assert_eq!(name(5), "0x400010");
-    }
-}
-
-#[cfg(test)]
-mod plan_tests {
-    use super::*;
-
-    /// The emitter's range is the decode's window, given once; with no
-    /// trace nothing of a trace is filled in, and the encoders follow the
-    /// decode's workers.
-    #[test]
-    fn the_emitters_options_are_resolved_from_the_decode() {
-        let mut decode = DecodeOptions {
-            jobs: 3,
-            ..DecodeOptions::default()
-        };
-        let given = EmitOptions {
-            origin: 7,
-            ..EmitOptions::default()
-        };
-        let e = resolve_emit(&given, None, &decode);
-        assert_eq!((e.range, e.origin, e.filtered), (None, 7, false));
-        assert_eq!(e.encoders, decode.workers());
-        decode.start = Some(100);
-        assert_eq!(window(&decode), Some((100, u64::MAX)));
-        decode.end = Some(200);
-        assert_eq!(resolve_emit(&given, None, &decode).range, Some((100, 200)));
-        decode.start = None;
-        assert_eq!(window(&decode), Some((0, 200)));
     }
 }

@@ -91,7 +91,7 @@ impl Progress {
     }
 
     /// `n` ops handed to the call stacks so far
-    /// ([`crate::pipeline::RunOptions::on_op`]). Shown once every byte is
+    /// (`on_op` of [`crate::pipeline::run`]). Shown once every byte is
     /// decoded (while bytes remain, the byte bar says more).
     pub fn ops(&self, n: u64) {
         if self.is_hidden() {

@@ -39,11 +39,12 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
     // report's aggregator.
     ("ftf", &["emit"], &["base"]),
     ("aggregate", &["aggregate"], &["base"]),
-    // ptdec: the pipeline assembled (FTF, report and raw runs), then the
-    // command line, its summary and `ptdec check`.
+    // ptdec: the run's plan (every option resolved once), the pipeline
+    // assembled from it (FTF, report and raw runs), then the command line,
+    // its summary and `ptdec check`.
     (
         "run",
-        &["pipeline", "report"],
+        &["plan", "pipeline", "report"],
         &[
             "base",
             "source",

@@ -17,7 +17,8 @@ use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::model::ops::{Op, OpSink};
-use ptdec::pipeline::{self, RunOptions};
+use ptdec::pipeline::{self, Input, Report, RunError};
+use ptdec::plan::{Ftf, Plan};
 use ptdec::raw::{Module, RawInput};
 use ptdec::symbols::SymbolCache;
 use ptsim::testkit::{self, Aux, Program, Setup};
@@ -86,17 +87,32 @@ fn image_file() -> &'static Path {
     })
 }
 
-fn run_options() -> RunOptions<'static> {
-    RunOptions {
-        stacks: Default::default(),
-        decode: DecodeOptions {
-            jobs: 1,
-            ..DecodeOptions::default()
-        },
+fn decode_options() -> DecodeOptions {
+    DecodeOptions {
+        jobs: 1,
+        ..DecodeOptions::default()
+    }
+}
+
+/// `input` decoded into FTF in memory, as `ptdec` plans and runs it.
+fn run_ftf(input: Input<'_>, decode: DecodeOptions) -> Result<Report, RunError> {
+    let out = Ftf {
         emit: EmitOptions::default(),
         target: Target::Memory,
-        on_op: None,
-    }
+    };
+    let plan = Plan::new(input, decode, Default::default(), out);
+    pipeline::run(&plan, None)
+}
+
+/// A trace decoded into FTF in memory: the instructions decoded (0 when
+/// decoding failed).
+fn trace_insns(trace: &Trace, images: &ImageStore, symbols: &SymbolCache) -> u64 {
+    let input = Input::Trace {
+        trace,
+        images,
+        symbols,
+    };
+    run_ftf(input, decode_options()).map_or(0, |r| r.decode.insns)
 }
 
 /// `data` as raw PT over the fixed image at `testkit::BASE`, as
@@ -127,8 +143,13 @@ fn raw_input(data: &[u8]) -> RawInput {
 pub fn raw_pt(data: &[u8]) -> u64 {
     let input = raw_input(data);
     let symbols = SymbolCache::new();
-    pipeline::run_raw(&input, &RawConfig::default(), &symbols, run_options())
-        .map_or(0, |r| r.decode.insns)
+    let cfg = RawConfig::default();
+    let input = Input::Raw {
+        input: &input,
+        cfg: &cfg,
+        symbols: &symbols,
+    };
+    run_ftf(input, decode_options()).map_or(0, |r| r.decode.insns)
 }
 
 /// What one decoder made of raw PT: the instruction listing (`ptdec raw
@@ -145,15 +166,21 @@ fn raw_pt_with(
     let input = raw_input(data);
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l = lines.clone();
-    let mut o = run_options();
-    o.decode.decoder = decoder;
+    let mut o = decode_options();
+    o.decoder = decoder;
     if list {
-        o.decode.insn_list = Some(ListCallback::new(move |item| {
+        o.insn_list = Some(ListCallback::new(move |item| {
             l.lock().unwrap().push(item.to_string());
         }));
     }
     let symbols = SymbolCache::new();
-    let r = pipeline::run_raw(&input, &RawConfig::default(), &symbols, o);
+    let cfg = RawConfig::default();
+    let input = Input::Raw {
+        input: &input,
+        cfg: &cfg,
+        symbols: &symbols,
+    };
+    let r = run_ftf(input, o);
     let (ftf, stats) = match r {
         Ok(r) => (
             r.written.into_iter().map(|w| w.bytes).collect(),
@@ -260,7 +287,7 @@ pub fn trace_dir(data: &[u8]) -> u64 {
     let images = ImageStore::new(SearchPath::for_trace(&dir));
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let symbols = SymbolCache::for_search(images.search());
-    pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+    trace_insns(&trace, &images, &symbols)
 }
 
 /// A trace dir (as [`trace_dir`] writes it, the AUX data being `data`
@@ -294,7 +321,7 @@ pub fn decode_cut(dir: &std::path::Path, at: usize) -> u64 {
     let images = ImageStore::new(SearchPath::for_trace(dir));
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let symbols = SymbolCache::for_search(images.search());
-    pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+    trace_insns(&trace, &images, &symbols)
 }
 
 /// The bytes of a PSB (`02 82` eight times).
@@ -471,7 +498,7 @@ pub fn lldb_bundle(data: &[u8]) -> u64 {
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let symbols = SymbolCache::for_search(images.search());
     let _ = ptdec::summary::info(&trace, &images);
-    pipeline::run(&trace, &images, &symbols, run_options()).map_or(0, |r| r.decode.insns)
+    trace_insns(&trace, &images, &symbols)
 }
 
 /// The seed of `lldb_bundle`: a per-thread bundle of the seed trace over

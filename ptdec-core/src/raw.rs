@@ -3,7 +3,7 @@
 //! line in the forms libipt's `ptxed` takes. This module parses those
 //! forms and loads the files into the sections of one image
 //! ([`RawSection`]s for `decode::decode_raw`) and the modules that name
-//! functions (`pipeline::run_raw`).
+//! functions (`ptdec::pipeline::run` of a raw `Input`).
 //!
 //! * `--pt FILE[:FROM[-TO]]`: the trace, optionally a byte range of it.
 //! * `--raw FILE[:FROM[-TO]]:ADDR`: bytes of FILE (all, from FROM to its

@@ -14,8 +14,9 @@ use ptdec::decode::{DecodeOptions, DecoderKind};
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
+use ptdec::plan::{Ftf, Plan};
 use ptdec::report::render::{self, Weight};
-use ptdec::report::{AggregateOptions, ReportOptions};
+use ptdec::report::AggregateOptions;
 use ptdec::symbols::SymbolCache;
 
 fn programs(test: &str) -> Option<PathBuf> {
@@ -83,22 +84,21 @@ fn ftf(
         ..SearchPath::for_trace(dir)
     });
     let symbols = SymbolCache::for_search(images.search());
-    let r = ptdec::pipeline::run(
-        &trace,
-        &images,
-        &symbols,
-        ptdec::pipeline::RunOptions {
-            stacks: Default::default(),
-            decode: DecodeOptions {
-                sequential_stacks,
-                ..decode_options(kind, chunk)
-            },
-            emit: EmitOptions::default(),
-            target: Target::Memory,
-            on_op: None,
-        },
-    )
-    .unwrap();
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let decode = DecodeOptions {
+        sequential_stacks,
+        ..decode_options(kind, chunk)
+    };
+    let out = Ftf {
+        emit: EmitOptions::default(),
+        target: Target::Memory,
+    };
+    let plan = Plan::new(input, decode, Default::default(), out);
+    let r = ptdec::pipeline::run(&plan, None).unwrap();
     (r.written.into_iter().map(|w| w.bytes).collect(), r.decode)
 }
 
@@ -115,27 +115,25 @@ fn report(
         ..SearchPath::for_trace(dir)
     });
     let symbols = SymbolCache::for_search(images.search());
-    let (_, agg) = ptdec::report::run(
-        &trace,
-        &images,
-        &symbols,
-        ReportOptions {
-            decode: DecodeOptions {
-                sequential_stacks,
-                ..decode_options(kind, chunk)
-            },
-            stacks: ptdec::pipeline::StackOptions {
-                interpolate: true,
-                min_duration: None,
-            },
-            on_op: None,
-            aggregate: AggregateOptions {
-                folded: true,
-                ..AggregateOptions::default()
-            },
-        },
-    )
-    .unwrap();
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let decode = DecodeOptions {
+        sequential_stacks,
+        ..decode_options(kind, chunk)
+    };
+    let stacks = ptdec::pipeline::StackOptions {
+        interpolate: true,
+        min_duration: None,
+    };
+    let aggregate = AggregateOptions {
+        folded: true,
+        ..AggregateOptions::default()
+    };
+    let plan = Plan::new(input, decode, stacks, aggregate);
+    let (_, agg) = ptdec::report::run(&plan, None).unwrap();
     (
         render::csv(&agg, render::Sort::SelfTime, None),
         render::folded(&agg, Weight::Insns),

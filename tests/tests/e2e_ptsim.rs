@@ -58,7 +58,7 @@ use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::model::ops::{Op, OpSink};
-use ptdec::pipeline::{run, Report, RunOptions};
+use ptdec::pipeline::Report;
 use ptdec::symbols::SymbolCache;
 use ptsim::truth::{read_thread_file, TruthLine};
 
@@ -314,23 +314,18 @@ fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
     let trace = Trace::open(dir).unwrap();
     let images = images(dir);
     let symbols = SymbolCache::for_search(images.search());
-    run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            stacks: Default::default(),
-            decode: DecodeOptions::default(),
-            emit: EmitOptions {
-                axis,
-                record: true,
-                ..EmitOptions::default()
-            },
-            target: Target::File(out.to_path_buf()),
-            on_op: None,
-        },
-    )
-    .unwrap()
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let emit = EmitOptions {
+        axis,
+        record: true,
+        ..EmitOptions::default()
+    };
+    let (decode, stacks) = (DecodeOptions::default(), Default::default());
+    common::ftf_run(input, decode, stacks, emit, Target::File(out.to_path_buf())).unwrap()
 }
 
 /// A call slice of the FTF, with its depth recomputed from the intervals.
@@ -850,18 +845,14 @@ fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
     .unwrap();
     let symbols = SymbolCache::new();
     let decode_raw = |emit: EmitOptions, out: &Path| {
-        ptdec::pipeline::run_raw(
-            &input,
-            &ptdec::decode::RawConfig::default(),
-            &symbols,
-            RunOptions {
-                stacks: Default::default(),
-                decode: DecodeOptions::default(),
-                emit,
-                target: Target::File(out.to_path_buf()),
-                on_op: None,
-            },
-        )
+        let cfg = ptdec::decode::RawConfig::default();
+        let input = ptdec::pipeline::Input::Raw {
+            input: &input,
+            cfg: &cfg,
+            symbols: &symbols,
+        };
+        let (decode, stacks) = (DecodeOptions::default(), Default::default());
+        common::ftf_run(input, decode, stacks, emit, Target::File(out.to_path_buf()))
     };
     let out = dir.join("deep-raw.ftf");
     let report = decode_raw(

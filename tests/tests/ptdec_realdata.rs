@@ -15,7 +15,6 @@ use ptdec::decode::DecodeOptions;
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::pipeline::{run, RunOptions};
 use ptdec::symbols::SymbolCache;
 
 const FILES: [&str; 3] = [
@@ -32,19 +31,13 @@ fn decode(path: &Path, emit: EmitOptions) -> ptdec::pipeline::Report {
         ..SearchPath::default()
     });
     let symbols = SymbolCache::for_search(images.search());
-    run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            stacks: Default::default(),
-            decode: DecodeOptions::default(),
-            emit,
-            target: Target::Memory,
-            on_op: None,
-        },
-    )
-    .unwrap()
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let (decode, stacks) = (DecodeOptions::default(), Default::default());
+    common::ftf_run(input, decode, stacks, emit, Target::Memory).unwrap()
 }
 
 #[test]

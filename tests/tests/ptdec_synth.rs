@@ -20,7 +20,7 @@ use ptdec::decode::DecodeOptions;
 use ptdec::emit::{EmitOptions, Target, TimeAxis};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
-use ptdec::pipeline::{run, Report, RunOptions};
+use ptdec::pipeline::Report;
 use ptdec::symbols::SymbolCache;
 use ptsim::model::{Event, InsnClass};
 use ptsim::pt::{Config, Generator};
@@ -174,18 +174,13 @@ fn try_decode_synth(
         ..SearchPath::for_trace(dir.path())
     });
     let symbols = SymbolCache::for_search(images.search());
-    let report = run(
-        &trace,
-        &images,
-        &symbols,
-        RunOptions {
-            stacks: Default::default(),
-            decode: DecodeOptions::default(),
-            emit,
-            target: Target::Memory,
-            on_op: None,
-        },
-    );
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let (decode, stacks) = (DecodeOptions::default(), Default::default());
+    let report = common::ftf_run(input, decode, stacks, emit, Target::Memory);
     (p, events, report)
 }
 

@@ -79,7 +79,7 @@ pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 /// `ptdec report`: the decode of `ptdec TRACE` into `crate::report`'s
 /// aggregation, printed; the folded stacks and flame graph written.
 pub fn report(a: ReportArgs) -> Result<()> {
-    use crate::report::{files::ReportFiles, render, AggregateOptions, ReportOptions};
+    use crate::report::{files::ReportFiles, render, AggregateOptions};
     let trace = open_decodable(&a.trace, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration)?;
     if a.format == render::Format::Csv && a.slowest.is_some() {
@@ -108,23 +108,25 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let on_op = |n: u64| progress.ops(n);
     let started = Instant::now();
     // The filters and the range are resolved from the trace and the
-    // decode's window by the run.
+    // decode's window by the plan.
     let aggregate = AggregateOptions {
         per_thread: a.per_thread,
         folded: files.wants_folded(),
         slowest: a.slowest.unwrap_or(0),
         ..AggregateOptions::default()
     };
-    let opts = ReportOptions {
-        decode,
-        stacks: crate::pipeline::StackOptions {
-            interpolate: !a.no_interpolate,
-            min_duration: None,
-        },
-        on_op: (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64)),
-        aggregate,
+    let stacks = crate::pipeline::StackOptions {
+        interpolate: !a.no_interpolate,
+        min_duration: None,
     };
-    let result = crate::report::run(&trace, &images, &symbols, opts);
+    let input = crate::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let plan = crate::plan::Plan::new(input, decode, stacks, aggregate);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let result = crate::report::run(&plan, on_op);
     progress.finish();
     let (mut run, agg) = result.with_context(|| format!("decoding {}", a.trace.display()))?;
     run.wall_time = Some(started.elapsed());

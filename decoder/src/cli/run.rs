@@ -15,7 +15,8 @@ use crate::emit::{EmitOptions, Target, TimeAxis};
 use crate::images::{ImageStore, SearchPath};
 use crate::input::Trace;
 use crate::pevent::Sideband;
-use crate::pipeline::{self, Report, RunError, RunOptions, StackOptions};
+use crate::pipeline::{self, Report, RunError, StackOptions};
+use crate::plan::{Ftf, Plan};
 use crate::raw::RawInput;
 use crate::summary::{self, Progress};
 use crate::symbols::SymbolCache;
@@ -151,7 +152,7 @@ pub(super) fn window(
     start: Option<&str>,
     duration: Option<u64>,
 ) -> Result<(Option<u64>, Option<u64>)> {
-    let origin = pipeline::origin(trace);
+    let origin = crate::plan::origin(trace);
     let start = match start.map(parse_time).transpose() {
         Err(e) => bail!("--start {e}"),
         Ok(None) => None,
@@ -243,7 +244,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         min_duration,
     };
     // The origin, timing, filters, range and encoders are resolved from
-    // the trace and the decode by the run (`pipeline::resolve_emit`).
+    // the trace and the decode by the plan (`plan::Output::resolve`).
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -261,23 +262,16 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         quiet: a.quiet,
         check: a.check.then_some(&a.tp),
     };
+    let input = pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let plan = Plan::new(input, decode, stacks, Ftf { emit, target });
     run_and_report(
         &progress,
         &end,
-        |on_op| {
-            pipeline::run(
-                &trace,
-                &images,
-                &symbols,
-                RunOptions {
-                    decode,
-                    stacks,
-                    emit,
-                    target,
-                    on_op,
-                },
-            )
-        },
+        |on_op| pipeline::run(&plan, on_op),
         || Ok(()),
     )
 }
@@ -294,9 +288,8 @@ struct RunEnd<'a> {
     check: Option<&'a CheckArgs>,
 }
 
-/// Runs `run` (`pipeline::run` or `run_raw`, given the progress callback
-/// for `RunOptions::on_op`) under the progress bar and times it; then
-/// names the input and output in its error, completes the other outputs
+/// Runs `run` (`pipeline::run`, given the progress callback) under the
+/// progress bar and times it; then names the input and output in its error, completes the other outputs
 /// (`finish_outputs`: `--insn-list`), prints the summary with the decode
 /// rate unless `-q`, and `--check`s the files written.
 fn run_and_report(
@@ -468,26 +461,20 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         quiet: a.quiet,
         check: a.check.then_some(&a.tp),
     };
+    let input = pipeline::Input::Raw {
+        input: &input,
+        cfg: &cfg,
+        symbols: &symbols,
+    };
+    let stacks = StackOptions {
+        interpolate: !a.no_interpolate,
+        min_duration: None,
+    };
+    let plan = Plan::new(input, decode, stacks, Ftf { emit, target });
     run_and_report(
         &progress,
         &end,
-        |on_op| {
-            pipeline::run_raw(
-                &input,
-                &cfg,
-                &symbols,
-                RunOptions {
-                    decode,
-                    stacks: StackOptions {
-                        interpolate: !a.no_interpolate,
-                        min_duration: None,
-                    },
-                    emit,
-                    target,
-                    on_op,
-                },
-            )
-        },
+        |on_op| pipeline::run(&plan, on_op),
         || match (list, &a.insn_list) {
             (Some(list), Some(path)) => list
                 .finish()

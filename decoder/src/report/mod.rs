@@ -11,55 +11,38 @@ pub mod render;
 
 use std::cell::RefCell;
 
-use crate::decode::DecodeOptions;
-use crate::images::ImageStore;
-use crate::input::Trace;
 use crate::interp::RawLog;
 use crate::model::ops::{Mark, Op, PerThread, Stamp};
 use crate::model::slices::SliceSink;
 use crate::model::slices::{Slice, SliceKind};
-use crate::pipeline::{self, Report, RunError, Stacks};
+use crate::pipeline::{self, Report, RunError};
+use crate::plan::Plan;
 use crate::stack::StackStats;
-use crate::symbols::SymbolCache;
 use std::convert::Infallible;
 
 pub use aggregate::{
     Aggregate, AggregateOptions, Aggregator, FuncId, FuncName, FuncStats, SlowCall, MAX_SLOWEST,
 };
 
-/// Everything a report run needs besides the trace.
-pub struct ReportOptions<'a> {
-    pub decode: DecodeOptions,
-    /// As for FTF: times spread between timing packets (`--no-interpolate`
-    /// turns it off), short slices left out.
-    pub stacks: pipeline::StackOptions,
-    /// See [`pipeline::RunOptions::on_op`].
-    pub on_op: Option<&'a dyn Fn(u64)>,
-    /// What to collect; `filtered` and `range` are resolved from the trace
-    /// and the decode's window.
-    pub aggregate: AggregateOptions,
-}
-
-/// Decodes `trace` and aggregates its calls: the run's [`Report`] (for the
-/// summary: decode and stack statistics, threads, missing images; nothing
-/// written) and the [`Aggregate`]. The aggregation runs beside the call
-/// stacks, on their thread: it costs less than FTF encoding, and the
-/// slowest calls learn the raw timestamps of their call instructions
-/// there ([`RawTimes`]).
+/// Decodes a planned report (`plan.output`: what to collect) and
+/// aggregates its calls: the run's [`Report`] (for the summary: decode and
+/// stack statistics, threads, missing images; nothing written) and the
+/// [`Aggregate`]. The aggregation runs beside the call stacks, on their
+/// thread: it costs less than FTF encoding, and the slowest calls learn
+/// the raw timestamps of their call instructions there ([`RawTimes`]).
+/// `on_op`: progress, as for [`pipeline::run`].
 pub fn run(
-    trace: &Trace,
-    images: &ImageStore,
-    symbols: &SymbolCache,
-    opts: ReportOptions,
+    plan: &Plan<'_, AggregateOptions>,
+    on_op: Option<&dyn Fn(u64)>,
 ) -> Result<(Report, Aggregate), RunError> {
-    let mut decode_opts = opts.decode;
-    pipeline::check_filter(trace, &decode_opts)?;
-    let mut agg_opts = opts.aggregate;
-    agg_opts.filtered = pipeline::filtered(trace);
-    agg_opts.range = pipeline::window(&decode_opts);
-    let interpolate = opts.stacks.interpolate;
-    let slowest = agg_opts.slowest > 0;
-    let mut aggregator = Aggregator::new(agg_opts, pipeline::origin(trace).unwrap_or(0));
+    let pipeline::Input::Trace { trace, images, .. } = plan.input else {
+        return Err(RunError::NeedsTrace {
+            what: "ptdec report",
+        });
+    };
+    let interpolate = plan.stacks.interpolate;
+    let slowest = plan.output.slowest > 0;
+    let mut aggregator = Aggregator::new(plan.output.clone(), plan.facts.origin.unwrap_or(0));
     let raw = RefCell::new(RawTimes::default());
     // Without spreading, a tap sees the ops; with it, the spreading tells.
     let mut tap = |pid: u32, tid: u32, ops: &[Op]| raw.borrow_mut().see(pid, tid, ops);
@@ -73,30 +56,21 @@ pub fn run(
     } else {
         with_raw.aggregator
     };
-    // The aggregate is the same however the threads' slices interleave:
-    // per-cpu traces may take the one-CPU chunk size.
-    decode_opts.any_interleaving = out.any_interleaving();
-    let stacks = Stacks {
-        decode: &decode_opts,
-        interpolate,
-        on_op: opts.on_op,
-        close_order: true,
-        tap: (slowest && !interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op])),
-        raw_log: (slowest && interpolate).then_some(&mut log as &mut dyn RawLog),
-    };
-    let input = pipeline::Input::Trace {
-        trace,
-        images,
-        symbols,
-    };
+    debug_assert_eq!(out.any_interleaving(), plan.decode.any_interleaving);
+    pipeline::check_filter(trace, &plan.decode)?;
+    let mut stacks = pipeline::Stacks::planned(plan, on_op, true);
+    stacks.tap = (slowest && !interpolate).then_some(&mut tap as &mut dyn FnMut(u32, u32, &[Op]));
+    stacks.raw_log = (slowest && interpolate).then_some(&mut log as &mut dyn RawLog);
     let ((decode_stats, threads), short) =
-        pipeline::with_min_duration(out, opts.stacks.min_duration, |out| stacks.run(input, out));
+        pipeline::with_min_duration(out, plan.stacks.min_duration, |out| {
+            stacks.run(plan.input, out)
+        });
     let aggregate = aggregator.finish();
     let (decode, threads) = (decode_stats?, threads.unwrap_or_else(|e| match e {}));
     // Nothing synchronized, or a --tid/--pid that matches nothing: the
     // same error as a decode to FTF.
-    pipeline::check_decoded(&decode, &decode_opts, Some(trace))?;
-    pipeline::check_window_held_something(trace, &decode_opts, aggregate.rows.is_empty())?;
+    pipeline::check_decoded(&decode, &plan.decode, Some(trace))?;
+    pipeline::check_window_held_something(trace, &plan.decode, aggregate.rows.is_empty())?;
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);

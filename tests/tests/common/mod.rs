@@ -245,19 +245,26 @@ pub fn run_pipeline(
         ..SearchPath::for_trace(dir)
     });
     let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    ptdec::pipeline::run(
-        &trace,
-        &images,
-        &symbols,
-        ptdec::pipeline::RunOptions {
-            decode,
-            stacks,
-            emit,
-            target,
-            on_op: None,
-        },
-    )
-    .unwrap()
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    ftf_run(input, decode, stacks, emit, target).unwrap()
+}
+
+/// `input` decoded into FTF as `ptdec` plans and runs it
+/// (`ptdec::plan::Plan`, then `ptdec::pipeline::run`).
+pub fn ftf_run(
+    input: ptdec::pipeline::Input<'_>,
+    decode: ptdec::decode::DecodeOptions,
+    stacks: ptdec::pipeline::StackOptions,
+    emit: ptdec::emit::EmitOptions,
+    target: ptdec::emit::Target,
+) -> Result<ptdec::pipeline::Report, ptdec::pipeline::RunError> {
+    let out = ptdec::plan::Ftf { emit, target };
+    let plan = ptdec::plan::Plan::new(input, decode, stacks, out);
+    ptdec::pipeline::run(&plan, None)
 }
 
 /// `ptdec report`'s run on the trace dir `dir` as the CLI makes it
@@ -271,33 +278,30 @@ pub fn run_report(
     slowest: usize,
 ) -> (ptdec::pipeline::Report, ptdec::report::Aggregate) {
     use ptdec::images::{ImageStore, SearchPath};
-    use ptdec::report::{AggregateOptions, ReportOptions};
+    use ptdec::report::AggregateOptions;
     let trace = ptdec::input::Trace::open(dir).unwrap();
     let images = ImageStore::new(SearchPath {
         buildid_dir: None,
         ..SearchPath::for_trace(dir)
     });
     let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    ptdec::report::run(
-        &trace,
-        &images,
-        &symbols,
-        ReportOptions {
-            decode,
-            stacks: ptdec::pipeline::StackOptions {
-                interpolate: true,
-                min_duration: None,
-            },
-            on_op: None,
-            aggregate: AggregateOptions {
-                per_thread,
-                folded: true,
-                slowest,
-                ..AggregateOptions::default()
-            },
-        },
-    )
-    .unwrap()
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let stacks = ptdec::pipeline::StackOptions {
+        interpolate: true,
+        min_duration: None,
+    };
+    let aggregate = AggregateOptions {
+        per_thread,
+        folded: true,
+        slowest,
+        ..AggregateOptions::default()
+    };
+    let plan = ptdec::plan::Plan::new(input, decode, stacks, aggregate);
+    ptdec::report::run(&plan, None).unwrap()
 }
 
 /// Each thread's ground truth of a ptsim trace dir (`truth/TID.txt`), by tid.
