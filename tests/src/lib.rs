@@ -77,17 +77,28 @@ pub fn missing<T>(test: &str, why: &str) -> Option<T> {
 /// The Python interpreter of the test venv, with the `fxt` package importable.
 /// `PT_PYTHON` overrides the default `<root>/.venv/bin/python`.
 pub fn python_with_fxt(test: &str) -> Option<PathBuf> {
+    python_with(test, &["fxt"])
+}
+
+/// The Python interpreter of the test venv (`PT_PYTHON`, by default
+/// `<root>/.venv/bin/python`) when it imports every one of `modules`
+/// (`duckdb`, `datafusion`: scripts/requirements-test.txt); a missing one
+/// goes through the tool policy.
+pub fn python_with(test: &str, modules: &[&str]) -> Option<PathBuf> {
     let py = std::env::var_os("PT_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
     let ok = Command::new(&py)
-        .args(["-c", "import fxt"])
+        .args(["-c", &format!("import {}", modules.join(", "))])
         .output()
         .is_ok_and(|o| o.status.success());
     if ok {
         Some(py)
     } else {
-        missing(test, &format!("{} cannot import fxt", py.display()))
+        missing(
+            test,
+            &format!("{} cannot import {}", py.display(), modules.join(", ")),
+        )
     }
 }
 
