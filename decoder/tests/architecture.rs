@@ -7,6 +7,16 @@
 //! both modules named. Edges are read from the sources
 //! (`pt_tests::modules`); the crates' own dependencies (`Cargo.toml`)
 //! already keep the core below the sinks and both below `ptdec`.
+//!
+//! The stages of the core and the sinks stand beside each other over
+//! `base`: source, decode, stacks, filter, ftf and aggregate each import
+//! `base` (the contracts in `model`: `model::source` between source and
+//! decode, `model::ops` between decode and stacks, `model::slices`
+//! between stacks, filter and the sinks) and no other stage. Only `run`
+//! (the pipeline, where a trace opened by the source stage is handed to
+//! the decode stage and its ops to the stacks and a sink) imports them
+//! all, and `binary` imports `run` too (the command line builds each
+//! stage's options and prints what the stages report).
 
 use std::path::{Path, PathBuf};
 
@@ -25,12 +35,9 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
         &["input", "images", "symbols", "raw", "pevent"],
         &["base"],
     ),
-    // Trace bytes into ops per thread, through libipt or ptflow.
-    (
-        "decode",
-        &["decode", "events", "flow_diff"],
-        &["base", "source"],
-    ),
+    // Trace bytes into ops per thread, through libipt or ptflow; what it
+    // takes from the source stage comes through `model::source`.
+    ("decode", &["decode", "events", "flow_diff"], &["base"]),
     // Ops into call stacks and slices, time spread between timing packets.
     ("stacks", &["interp", "stack", "stitch"], &["base"]),
     // Slices left out before a sink.
@@ -123,4 +130,27 @@ fn an_import_up_the_stages_is_named() {
         ["decode (stage decode) imports pipeline (stage run), which decode may not import"]
     );
     assert!(!circles(&g).is_empty(), "pipeline imports decode");
+}
+
+/// Stages beside each other may not import each other: the decode stage
+/// reaching into the source stage's `input` (as it did before
+/// `model::source`) is refused, and so is the source stage reaching into
+/// decode.
+#[test]
+fn an_import_between_stages_beside_each_other_is_named() {
+    let mut g = ptdec_graph();
+    g.get_mut("decode::setup")
+        .expect("decode::setup is a module")
+        .insert("input".into());
+    g.get_mut("pevent")
+        .expect("pevent is a module")
+        .insert("decode".into());
+    let v = Stages { stages: STAGES }.violations(&g);
+    assert_eq!(
+        v,
+        [
+            "decode::setup (stage decode) imports input (stage source), which decode may not import",
+            "pevent (stage source) imports decode (stage decode), which source may not import",
+        ]
+    );
 }

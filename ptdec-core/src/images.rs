@@ -3,6 +3,7 @@
 //! between the sideband timeline (which says which file is mapped where) and
 //! the decoder and symbolizer (which read the file's bytes). One store is
 //! shared by all decode threads; each file is found, checked and mapped once.
+//! The decode stage reads it as [`CodeImages`] (`crate::model::source`).
 //!
 //! # Where a file is looked for, in order
 //!
@@ -64,6 +65,8 @@ use object::{Object, ObjectSegment, SegmentFlags};
 use sideband::bytes::FileBytes;
 use sideband::record::FileId;
 use sideband::timeline::MappedFile;
+
+use crate::model::source::{CodeFile, CodeImages, CodeSegment, KernelCode};
 
 /// Why an image could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -916,6 +919,45 @@ impl ImageStore {
         if notes.seen.insert(msg.clone()) {
             notes.warnings.push(msg);
         }
+    }
+}
+
+/// The images as the decode stage reads them.
+impl CodeImages for ImageStore {
+    fn add_known_build_ids(&self, ids: &[(String, Vec<u8>)]) {
+        ImageStore::add_known_build_ids(self, ids.iter().cloned());
+    }
+
+    fn kernel_code(&self) -> Option<KernelCode> {
+        let img = self.kernel()?;
+        Some(KernelCode {
+            path: img.path.clone(),
+            segments: img
+                .segments
+                .iter()
+                .filter(|s| s.executable)
+                .map(|s| CodeSegment {
+                    file_offset: s.file_offset,
+                    vaddr: s.vaddr,
+                    filesz: s.filesz,
+                })
+                .collect(),
+        })
+    }
+
+    fn user_code(&self, file: &MappedFile) -> Option<CodeFile> {
+        if is_kernel_name(&file.filename) {
+            return None;
+        }
+        let img = self.get(file)?;
+        Some(CodeFile {
+            path: img.path.clone(),
+            size: img.size,
+        })
+    }
+
+    fn note_undecoded(&self, file: &MappedFile, pid: u32, start: u64, end: u64) {
+        ImageStore::note_undecoded(self, file, pid, start, end);
     }
 }
 

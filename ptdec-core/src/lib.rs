@@ -2,8 +2,9 @@
 //! them: above the libraries (`sideband`, `ipt`, `ptflow`), below the
 //! sinks (`ptdec-out`) and the `ptdec` crate, which assembles the pipeline.
 //!
-//! - the contracts in [`model`] (ops, marks, slices; `OpSink`, `SliceSink`,
-//!   `Resolver`) and helpers of every stage ([`text`], [`inputs`],
+//! - the contracts in [`model`] (what decode takes from the sources:
+//!   `TraceSource`, `CodeImages`, `RawSideband`; ops, marks, slices;
+//!   `OpSink`, `SliceSink`, `Resolver`) and helpers of every stage ([`text`], [`inputs`],
 //!   [`outfile`]);
 //! - opening a trace: [`input`] (perf.data, LLDB bundles), [`images`],
 //!   [`symbols`], [`raw`] PT with its perf_event sideband ([`pevent`]);

@@ -37,6 +37,10 @@
 //! What the replay lists in `--insn-list` ([`SbNote`]: each record as
 //! ptxed's `--sb:*` options print it, warnings, context switches) is made
 //! in `pevent/print.rs` and handed out in the order ptxed prints it.
+//!
+//! The decode stage sees the sideband through `crate::model::source`:
+//! [`Sideband`] is its [`RawSideband`], a [`Session`] its
+//! [`SidebandSession`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,7 +51,10 @@ use sideband::parse::{parse_event_le, ring_records};
 use sideband::record::{aux_flags, misc, Record};
 use sideband::timeconv::TscConversion;
 
-use crate::raw::{ElfSpec, FileRange, RawSection};
+use crate::model::source::{
+    EventPlace, ImageSel, RawSection, RawSideband, SbNote, SbWarning, SidebandSession,
+};
+use crate::raw::{ElfSpec, FileRange};
 
 mod print;
 pub use print::{SbFormat, SbPrint};
@@ -535,105 +542,6 @@ impl Loc {
     }
 }
 
-/// What an event says about where the trace is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventPlace {
-    /// At this IP.
-    Ip(u64),
-    /// A disable whose IP is suppressed: the other side of where it was.
-    Suppressed,
-    /// An asynchronous disable at `at` whose next IP is suppressed.
-    SuppressedFrom(u64),
-    /// A paging event: most likely in the kernel.
-    LikelyKernel,
-    /// The event says nothing.
-    Unknown,
-}
-
-impl EventPlace {
-    /// The place of a libipt event.
-    pub fn of(ev: &ipt::Event) -> EventPlace {
-        use ipt::EventKind as K;
-        let at = |ip: Option<u64>| ip.map_or(EventPlace::Unknown, EventPlace::Ip);
-        match ev.kind() {
-            K::Enabled { ip, .. } => EventPlace::Ip(ip),
-            K::Disabled { ip: Some(ip) } => EventPlace::Ip(ip),
-            K::Disabled { ip: None } => EventPlace::Suppressed,
-            K::AsyncDisabled { ip: Some(ip), .. } => EventPlace::Ip(ip),
-            K::AsyncDisabled { at, ip: None } => EventPlace::SuppressedFrom(at),
-            K::AsyncBranch { to, .. } => EventPlace::Ip(to.unwrap_or(0)),
-            K::AsyncPaging { ip: Some(ip), .. } => EventPlace::Ip(ip),
-            K::AsyncPaging { ip: None, .. } | K::Paging { .. } => EventPlace::LikelyKernel,
-            K::Overflow { ip }
-            | K::ExecMode { ip }
-            | K::Exstop { ip }
-            | K::Mwait { ip, .. }
-            | K::Ptwrite { ip, .. }
-            | K::Interrupt { ip, .. }
-            | K::Iret { ip }
-            | K::Smi { ip }
-            | K::Rsm { ip }
-            | K::Init { ip }
-            | K::VmEntry { ip }
-            | K::VmExit { ip, .. }
-            | K::Shutdown { ip }
-            | K::Uintr { ip, .. }
-            | K::Uiret { ip } => at(ip),
-            K::Other(_) => at(ev.other_ip()),
-            _ => EventPlace::Unknown,
-        }
-    }
-}
-
-/// The image a [`Session`] wants in the decoder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageSel {
-    /// The `--raw`/`--elf` image (before the first context switch).
-    Given,
-    /// A context's sections ([`Session::sections`]).
-    Context(usize),
-}
-
-/// A sideband warning or error, as ptxed prints them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SbWarning {
-    pub file: String,
-    pub offset: u64,
-    pub error: bool,
-    pub message: &'static str,
-}
-
-/// What the replay lists, in the order ptxed prints it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SbNote {
-    /// A record, about to be applied (`--sb:compact` ...): its text.
-    Record(Arc<str>),
-    /// A warning (`--sb:warn`) or an error.
-    Warning(SbWarning),
-    /// The image changed to this process's (`--sb:switch`).
-    Switch { pid: u32 },
-}
-
-impl std::fmt::Display for SbNote {
-    /// ptxed's lines: the record's text (a verbose record spans several
-    /// lines), `[FILE:OFFSET sideband warning: MESSAGE]`, `[context: pid-N]`
-    /// (N in hex, libipt-sb's name for a process's image).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SbNote::Record(text) => f.write_str(text),
-            SbNote::Warning(w) => write!(
-                f,
-                "[{}:{:016x} sideband {}: {}]",
-                w.file,
-                w.offset,
-                if w.error { "error" } else { "warning" },
-                w.message
-            ),
-            SbNote::Switch { pid } => write!(f, "[context: pid-{pid:x}]"),
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Context {
     /// The process it is the image of.
@@ -710,61 +618,6 @@ impl<'s> Session<'s> {
             .position(|&g| t <= self.next_tsc(g))
             .unwrap_or(self.active.len());
         self.active.insert(at, f);
-    }
-
-    /// The image the decoder should have now.
-    pub fn image(&self) -> ImageSel {
-        self.image
-    }
-
-    /// The sections of a context, in the order they were added (later
-    /// ones take precedence where they overlap, as in libipt's image).
-    pub fn sections(&self, ctx: usize) -> &[usize] {
-        &self.contexts[ctx].sections
-    }
-
-    /// What to list since the last call: records, warnings, switches.
-    pub fn take_notes(&mut self) -> Vec<SbNote> {
-        std::mem::take(&mut self.notes)
-    }
-
-    /// A libipt event at time `tsc`: applies every record due, then lets
-    /// each file place a postponed context switch.
-    pub fn on_event(&mut self, tsc: u64, place: EventPlace) {
-        while let Some(&f) = self.active.first() {
-            if tsc < self.next_tsc(f) {
-                break;
-            }
-            self.active.remove(0);
-            let r = self.files[f].next;
-            // As libipt-sb: printed, then applied.
-            if let Some(text) = &self.sb.files[f].records[r].text {
-                self.notes.push(SbNote::Record(text.clone()));
-            }
-            self.apply(f, r);
-            self.files[f].next += 1;
-            if self.files[f].next < self.sb.files[f].records.len() {
-                self.insert(f);
-            } else {
-                self.retired.insert(0, f);
-            }
-        }
-        let present: Vec<usize> = self.active.iter().chain(&self.retired).copied().collect();
-        for f in present {
-            let old = self.files[f].loc;
-            let new = self.place(f, old, place);
-            self.files[f].loc = new;
-            match self.files[f].next_context {
-                None => {
-                    // Nothing left to do for a file at its end.
-                    if self.files[f].next >= self.sb.files[f].records.len() {
-                        self.retired.retain(|&g| g != f);
-                    }
-                }
-                Some(_) if old.may_switch() || new.may_switch() => self.switch(f),
-                Some(_) => {}
-            }
-        }
     }
 
     fn place(&self, f: usize, prev: Loc, p: EventPlace) -> Loc {
@@ -888,6 +741,76 @@ impl<'s> Session<'s> {
             Effect::Lost => self.warn(f, r, false, "sideband lost"),
             Effect::TraceLost if primary => self.warn(f, r, false, "trace lost"),
             _ => {}
+        }
+    }
+}
+
+/// The sideband as a raw decode reads it.
+impl RawSideband for Sideband {
+    fn sections(&self) -> &[RawSection] {
+        &self.sections
+    }
+
+    fn session(&self) -> Box<dyn SidebandSession + '_> {
+        Box::new(Session::new(self))
+    }
+}
+
+/// The replay for the decode stage: records applied at libipt's events,
+/// contexts switched where the trace may switch.
+impl SidebandSession for Session<'_> {
+    /// The image the decoder should have now.
+    fn image(&self) -> ImageSel {
+        self.image
+    }
+
+    /// The sections of a context, in the order they were added (later
+    /// ones take precedence where they overlap, as in libipt's image).
+    fn sections(&self, ctx: usize) -> &[usize] {
+        &self.contexts[ctx].sections
+    }
+
+    /// What to list since the last call: records, warnings, switches.
+    fn take_notes(&mut self) -> Vec<SbNote> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// A libipt event at time `tsc`: applies every record due, then lets
+    /// each file place a postponed context switch.
+    fn on_event(&mut self, tsc: u64, place: EventPlace) {
+        while let Some(&f) = self.active.first() {
+            if tsc < self.next_tsc(f) {
+                break;
+            }
+            self.active.remove(0);
+            let r = self.files[f].next;
+            // As libipt-sb: printed, then applied.
+            if let Some(text) = &self.sb.files[f].records[r].text {
+                self.notes.push(SbNote::Record(text.clone()));
+            }
+            self.apply(f, r);
+            self.files[f].next += 1;
+            if self.files[f].next < self.sb.files[f].records.len() {
+                self.insert(f);
+            } else {
+                self.retired.insert(0, f);
+            }
+        }
+        let present: Vec<usize> = self.active.iter().chain(&self.retired).copied().collect();
+        for f in present {
+            let old = self.files[f].loc;
+            let new = self.place(f, old, place);
+            self.files[f].loc = new;
+            match self.files[f].next_context {
+                None => {
+                    // Nothing left to do for a file at its end.
+                    if self.files[f].next >= self.sb.files[f].records.len() {
+                        self.retired.retain(|&g| g != f);
+                    }
+                }
+                Some(_) if old.may_switch() || new.may_switch() => self.switch(f),
+                Some(_) => {}
+            }
         }
     }
 }

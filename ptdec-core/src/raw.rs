@@ -2,8 +2,9 @@
 //! simple-pt or kAFL write it) and the code it ran, given on the command
 //! line in the forms libipt's `ptxed` takes. This module parses those
 //! forms and loads the files into the sections of one image
-//! ([`RawSection`]s for `decode::decode_raw`) and the modules that name
-//! functions (`ptdec::pipeline::run` of a raw `Input`).
+//! ([`RawSection`]s, defined in `crate::model::source`, for
+//! `decode::decode_raw`) and the modules that name functions
+//! (`ptdec::pipeline::run` of a raw `Input`).
 //!
 //! * `--pt FILE[:FROM[-TO]]`: the trace, optionally a byte range of it.
 //! * `--raw FILE[:FROM[-TO]]:ADDR`: bytes of FILE (all, from FROM to its
@@ -23,15 +24,7 @@ use std::sync::Arc;
 
 use crate::images::{Image, ImageError, SearchPath};
 
-/// A file section of a raw decode's image: `size` bytes at `offset` of
-/// `path`, loaded at `vaddr` (ptxed's `--raw` and `--elf` sections).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawSection {
-    pub path: std::path::PathBuf,
-    pub offset: u64,
-    pub size: u64,
-    pub vaddr: u64,
-}
+pub use crate::model::source::RawSection;
 
 /// Why a raw decode's input cannot be loaded.
 #[derive(Debug, thiserror::Error)]

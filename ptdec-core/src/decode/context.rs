@@ -9,7 +9,7 @@ use sideband::timeline::{TaskId, Timeline as PerfTimeline};
 
 use super::setup::{DecodeSetup, Source, NO_PID};
 use super::worker_images::WorkerImages;
-use crate::pevent::{EventPlace, ImageSel, SbNote, Session};
+use crate::model::source::{CodeImages, EventPlace, ImageSel, SbNote, SidebandSession};
 
 /// Whose trace a buffer holds.
 #[derive(Debug, Clone, Copy)]
@@ -28,10 +28,11 @@ pub(super) type Isids = Rc<[u32]>;
 /// What the chunk decoder asks of a trace's sideband: the perf timeline of
 /// a trace dir or LLDB bundle ([`TimelineSource`]; also a raw decode
 /// without sideband, with none), or a raw decode's perf_event sideband
-/// replayed event by event ([`ReplaySource`], `crate::pevent`). It sits in
-/// the decode stage, not in `crate::model`: its images are this stage's
-/// section ids. Times are perf times (ns, or TSC ticks for a raw decode
-/// without a TSC frequency).
+/// replayed event by event ([`ReplaySource`], over a
+/// [`SidebandSession`] of `crate::model::source`). It sits in the decode
+/// stage, not in `crate::model`: its images are this stage's section ids.
+/// Times are perf times (ns, or TSC ticks for a raw decode without a TSC
+/// frequency).
 pub(super) trait TaskContext {
     /// The task on CPU `cpu` at `t`, as the context switches say; `None`
     /// when none is known.
@@ -59,12 +60,46 @@ pub(super) trait TaskContext {
     fn note_missing(&self, pid: u32, ip: u64, t: u64);
 }
 
+/// Where libipt's event `ev` says the trace is, for the sideband
+/// replay's rule that a context switch applies outside user code only.
+pub(super) fn event_place(ev: &ipt::Event) -> EventPlace {
+    use ipt::EventKind as K;
+    let at = |ip: Option<u64>| ip.map_or(EventPlace::Unknown, EventPlace::Ip);
+    match ev.kind() {
+        K::Enabled { ip, .. } => EventPlace::Ip(ip),
+        K::Disabled { ip: Some(ip) } => EventPlace::Ip(ip),
+        K::Disabled { ip: None } => EventPlace::Suppressed,
+        K::AsyncDisabled { ip: Some(ip), .. } => EventPlace::Ip(ip),
+        K::AsyncDisabled { at, ip: None } => EventPlace::SuppressedFrom(at),
+        K::AsyncBranch { to, .. } => EventPlace::Ip(to.unwrap_or(0)),
+        K::AsyncPaging { ip: Some(ip), .. } => EventPlace::Ip(ip),
+        K::AsyncPaging { ip: None, .. } | K::Paging { .. } => EventPlace::LikelyKernel,
+        K::Overflow { ip }
+        | K::ExecMode { ip }
+        | K::Exstop { ip }
+        | K::Mwait { ip, .. }
+        | K::Ptwrite { ip, .. }
+        | K::Interrupt { ip, .. }
+        | K::Iret { ip }
+        | K::Smi { ip }
+        | K::Rsm { ip }
+        | K::Init { ip }
+        | K::VmEntry { ip }
+        | K::VmExit { ip, .. }
+        | K::Shutdown { ip }
+        | K::Uintr { ip, .. }
+        | K::Uiret { ip } => at(ip),
+        K::Other(_) => at(ev.other_ip()),
+        _ => EventPlace::Unknown,
+    }
+}
+
 /// A trace dir's or LLDB bundle's perf timeline, or nothing (a raw decode
 /// without sideband): the image of a process changes at the times the
 /// set-up found ([`DecodeSetup::version`]).
 pub(super) struct TimelineSource<'i> {
     /// The timeline and the image store, for a perf.data trace.
-    perf: Option<(&'i PerfTimeline, &'i crate::images::ImageStore)>,
+    perf: Option<(&'i PerfTimeline, &'i dyn CodeImages)>,
     /// (pid, map version) of the image in the decoder, and until when
     /// (perf time) that version holds.
     image: Option<(u32, usize)>,
@@ -74,7 +109,9 @@ pub(super) struct TimelineSource<'i> {
 impl<'i> TimelineSource<'i> {
     pub(super) fn new(setup: &'i DecodeSetup<'_>) -> Self {
         let perf = match &setup.src {
-            Source::Perf { trace, images, .. } => Some((&trace.timeline, *images)),
+            Source::Perf {
+                timeline, images, ..
+            } => Some((*timeline, *images)),
             Source::Raw { .. } => None,
         };
         TimelineSource {
@@ -131,18 +168,19 @@ impl TaskContext for TimelineSource<'_> {
     }
 }
 
-/// A raw decode's perf_event sideband, replayed at each event
-/// (`crate::pevent`): it says which image the decoder should have, the
-/// given one or a context's sections. It knows no switches or mappings by
-/// time (the raw decode's one task is its owner).
+/// A raw decode's perf_event sideband, replayed at each event (a
+/// [`SidebandSession`], `crate::pevent`'s): it says which image the
+/// decoder should have, the given one or a context's sections. It knows
+/// no switches or mappings by time (the raw decode's one task is its
+/// owner).
 pub(super) struct ReplaySource<'i> {
-    session: Session<'i>,
+    session: Box<dyn SidebandSession + 'i>,
     /// The image of it in the decoder (which, and how many sections).
     installed: Option<(ImageSel, usize)>,
 }
 
 impl<'i> ReplaySource<'i> {
-    pub(super) fn new(session: Session<'i>) -> Self {
+    pub(super) fn new(session: Box<dyn SidebandSession + 'i>) -> Self {
         ReplaySource {
             session,
             installed: None,
@@ -220,7 +258,7 @@ impl<'i> Context<'i> {
     /// its sideband replayed, or its timeline.
     pub(super) fn of(owner: Option<Owner>, setup: &'i DecodeSetup<'_>) -> Self {
         let source: Box<dyn TaskContext + 'i> = match setup.sideband() {
-            Some(sb) => Box::new(ReplaySource::new(Session::new(sb))),
+            Some(sb) => Box::new(ReplaySource::new(sb.session())),
             None => Box::new(TimelineSource::new(setup)),
         };
         Context::new(owner, source)
@@ -305,7 +343,7 @@ impl<'i> Context<'i> {
 mod tests {
     use super::*;
     use crate::decode::{DecodeOptions, RawConfig};
-    use crate::raw::RawSection;
+    use crate::model::source::RawSection;
 
     /// The worker images of a raw decode of one section (no timeline).
     fn with_raw(f: impl FnOnce(&WorkerImages<'_, '_>)) {

@@ -3,7 +3,9 @@
 //! [`DecoderKind`], `flow_decoder`) over the AUX data of a
 //! trace, with the sideband applied, producing per-thread [`Op`](crate::model::ops::Op)s for the
 //! call-stack stage, on all cores and in memory bounded by a window of
-//! chunks, not by the trace.
+//! chunks, not by the trace. It reads the trace, its images and a raw
+//! decode's sideband only through the contracts of
+//! [`crate::model::source`], which the source stage implements.
 //!
 //! # Data flow, one file per role
 //!
@@ -61,9 +63,10 @@
 //! section, and the libipt configuration the caller gives instead of
 //! AUXTRACE_INFO. `Stamp::time` is the TSC (or ns from a given TSC
 //! frequency). With an instruction listing it is decoded as one chunk, on
-//! the calling thread, so the listing is in order; with perf_event sideband
-//! (`crate::pevent`) too, since its replay is sequential: the image then
-//! changes at libipt's events as the sideband says, as in ptxed. That chunk
+//! the calling thread, so the listing is in order; with perf_event
+//! sideband ([`RawSideband`], read by `crate::pevent`) too, since its
+//! replay is sequential: the image then changes at libipt's events as the
+//! sideband says, as in ptxed. That chunk
 //! hands its runs on whenever they hold `chunk::FLUSH_OPS` ops
 //! (`chunk::decode_chunk_flushing`), so memory stays bounded however long
 //! the trace.
@@ -129,11 +132,10 @@ use std::sync::Arc;
 use ipt::{Config as PtConfig, Cpu, Error as PtError};
 use sideband::timeline::TaskId;
 
-use crate::images::ImageStore;
-use crate::input::Trace;
 use crate::model::ops::OpSink;
 pub use crate::model::ops::ThreadStats;
-pub use crate::raw::RawSection;
+pub use crate::model::source::RawSection;
+use crate::model::source::{CodeImages, RawSideband, SbNote, TraceSource};
 
 use chunk::{ChunkMeta, ChunkStats};
 use chunks::{cut, Stream};
@@ -354,7 +356,7 @@ pub enum ListItem {
     EndOfTrace,
     /// perf_event sideband (`ptdec raw --pevent:*`): a record, a warning
     /// or error, a context switch.
-    Sideband(crate::pevent::SbNote),
+    Sideband(SbNote),
 }
 
 impl std::fmt::Display for ListItem {
@@ -612,7 +614,7 @@ pub struct RawConfig {
 
 /// Shared, read sideband in a [`RawConfig`] (equal when it is the same).
 #[derive(Debug, Clone)]
-pub struct SidebandRef(pub Arc<crate::pevent::Sideband>);
+pub struct SidebandRef(pub Arc<dyn RawSideband>);
 
 impl PartialEq for SidebandRef {
     fn eq(&self, other: &Self) -> bool {
@@ -630,16 +632,16 @@ pub const RAW_TASK: TaskId = TaskId { pid: 1, tid: 1 };
 /// cost). Called before the outputs are created, so that an output that
 /// is one of them is refused at once, not after the decode
 /// (`crate::outfile`).
-pub fn open_images(trace: &Trace, images: &ImageStore, opts: &DecodeOptions) {
-    images.add_known_build_ids(trace.build_ids.iter().cloned());
+pub fn open_images(trace: &dyn TraceSource, images: &dyn CodeImages, opts: &DecodeOptions) {
+    images.add_known_build_ids(trace.build_ids());
     DecodeSetup::new(trace, images, opts);
 }
 
 /// Decodes every segment of `trace` and hands each thread's ops to `sink`
 /// (see the module doc for the order and the counters).
 pub fn decode(
-    trace: &Trace,
-    images: &ImageStore,
+    trace: &dyn TraceSource,
+    images: &dyn CodeImages,
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
 ) -> Result<DecodeStats, DecodeError> {
@@ -650,14 +652,15 @@ pub fn decode(
 /// ops they decoded (`crate::stitch`: the call stacks built ahead, which
 /// the sink takes through [`OpSink::stretch`]).
 pub fn decode_with(
-    trace: &Trace,
-    images: &ImageStore,
+    trace: &dyn TraceSource,
+    images: &dyn CodeImages,
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
     prepare: Option<&dyn crate::model::ops::Prepare>,
 ) -> Result<DecodeStats, DecodeError> {
-    images.add_known_build_ids(trace.build_ids.iter().cloned());
+    images.add_known_build_ids(trace.build_ids());
     let setup = DecodeSetup::new(trace, images, opts);
+    let buffers = trace.buffers();
     let mut stats = DecodeStats::default();
     let mut segments = Vec::new();
     for s in trace.segments() {
@@ -665,7 +668,7 @@ pub fn decode_with(
             stats.segments_skipped += 1;
             continue;
         }
-        let buf = &trace.buffers[s.buffer];
+        let buf = &buffers[s.buffer];
         let owner = if setup.per_cpu {
             buf.cpu.map(Owner::Cpu)
         } else {

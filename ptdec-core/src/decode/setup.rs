@@ -7,11 +7,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipt::{AddrFilter, Config as PtConfig, Cpu, Frequency};
-use sideband::timeline::{Mapping, TaskId};
+use sideband::timeconv::TscConversion;
+use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use super::{DecodeOptions, RawConfig, RawSection};
-use crate::images::{is_kernel_name, ImageStore};
-use crate::input::{Segment, Trace};
+use crate::model::source::{BufferOwner, CodeImages, RawSideband, Recording, Segment, TraceSource};
 
 /// A file section for libipt: `size` bytes at `offset` of `path` loaded at `vaddr`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,10 +41,14 @@ pub(super) fn is_kernel_ip(ip: u64) -> bool {
 /// not decoded), of tasks switched in on per-cpu buffers and of ITRACE_START
 /// records (all of them: a per-cpu buffer is decoded whole, and its other
 /// tasks' ops dropped).
-fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
-    let tl = &trace.timeline;
+fn traced_pids(
+    trace: &dyn TraceSource,
+    buffers: &[BufferOwner],
+    opts: &DecodeOptions,
+) -> BTreeSet<u32> {
+    let tl = trace.timeline();
     let mut pids = BTreeSet::new();
-    for b in &trace.buffers {
+    for b in buffers {
         if let Some(tid) = b.tid {
             let lifetimes = tl.thread_lifetimes(tid);
             let tasks = lifetimes
@@ -61,7 +65,7 @@ fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
             );
         }
     }
-    pids.extend(trace.itrace_starts.iter().map(|i| i.pid));
+    pids.extend(trace.itrace_start_pids());
     pids
 }
 
@@ -69,8 +73,12 @@ fn traced_pids(trace: &Trace, opts: &DecodeOptions) -> BTreeSet<u32> {
 pub(super) enum Source<'t> {
     /// A perf.data trace: the sideband timeline and the images it names.
     Perf {
-        trace: &'t Trace,
-        images: &'t ImageStore,
+        timeline: &'t Timeline,
+        images: &'t dyn CodeImages,
+        /// TSC -> perf time, when the trace has a conversion.
+        tsc: Option<TscConversion>,
+        /// Whose trace each buffer holds.
+        buffers: Vec<BufferOwner>,
         /// The sections of each mapping that has an image.
         map_specs: HashMap<MapKey, Vec<usize>>,
         /// Per pid: the times its image (or the kernel's) changes.
@@ -82,7 +90,7 @@ pub(super) enum Source<'t> {
     Raw {
         tsc_hz: Option<u64>,
         given: usize,
-        sideband: Option<Arc<crate::pevent::Sideband>>,
+        sideband: Option<Arc<dyn RawSideband>>,
     },
 }
 
@@ -122,11 +130,10 @@ pub(super) struct DecodeSetup<'t> {
 /// estimate for an enable and still apply to it, when no option says
 /// ([`DecodeOptions::switch_slack_ns`]): two MTC periods, within
 /// 100 ns..1 ms; 1 µs without MTC or a time conversion.
-fn default_switch_slack(trace: &Trace, mtc_bits: u8) -> u64 {
-    let info = &trace.info;
-    let mtc = trace.config_bit(info.mtc_bit).unwrap_or(true);
-    let (n, d) = (info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d);
-    match (&trace.tsc, mtc && n != 0 && d != 0) {
+fn default_switch_slack(rec: &Recording, mtc_bits: u8) -> u64 {
+    let mtc = rec.mtc.unwrap_or(true);
+    let (n, d) = (rec.tsc_ctc_ratio_n, rec.tsc_ctc_ratio_d);
+    match (&rec.tsc, mtc && n != 0 && d != 0) {
         (Some(tc), true) => {
             let ticks = (2u64 << mtc_bits) * n / d;
             tc.tsc_to_perf_time(ticks)
@@ -138,9 +145,14 @@ fn default_switch_slack(trace: &Trace, mtc_bits: u8) -> u64 {
 }
 
 impl<'t> DecodeSetup<'t> {
-    pub fn new(trace: &'t Trace, images: &'t ImageStore, opts: &'t DecodeOptions) -> Self {
-        let info = &trace.info;
-        let tl = &trace.timeline;
+    pub fn new(
+        trace: &'t dyn TraceSource,
+        images: &'t dyn CodeImages,
+        opts: &'t DecodeOptions,
+    ) -> Self {
+        let rec = trace.recording();
+        let tl = trace.timeline();
+        let buffers = trace.buffers();
         let mut specs = Vec::new();
         let mut spec_index: HashMap<SectionSpec, usize> = HashMap::new();
         let mut map_specs: HashMap<MapKey, Vec<usize>> = HashMap::new();
@@ -154,7 +166,7 @@ impl<'t> DecodeSetup<'t> {
         let mut kernel_changes = Vec::new();
         // Kernel code (image and modules) comes from the kernel image (kcore
         // maps the modules too), never from the module files.
-        let kernel = trace.kernel_traced().then(|| images.kernel()).flatten();
+        let kernel = rec.kernel_traced.then(|| images.kernel_code()).flatten();
         for m in kernel_history {
             kernel_changes.push(m.since);
             kernel_changes.push(m.until);
@@ -163,7 +175,7 @@ impl<'t> DecodeSetup<'t> {
             };
             let path = img.path.to_string_lossy().into_owned();
             let mut v = Vec::new();
-            for s in img.segments.iter().filter(|s| s.executable) {
+            for s in &img.segments {
                 let lo = s.vaddr.max(m.start);
                 let hi = s.vaddr.saturating_add(s.filesz).min(m.end);
                 if lo < hi {
@@ -178,16 +190,15 @@ impl<'t> DecodeSetup<'t> {
             map_specs.insert(map_key(m), v);
         }
         let mut changes = HashMap::new();
-        for pid in traced_pids(trace, opts) {
+        for pid in traced_pids(trace, &buffers, opts) {
             let mut c = kernel_changes.clone();
             if let Some(pm) = tl.process_maps(pid) {
                 for m in pm.history() {
                     c.push(m.since);
                     c.push(m.until);
-                    if is_kernel_name(&m.file.filename) {
-                        continue;
-                    }
-                    let Some(img) = images.get(&m.file) else {
+                    // None for the kernel's names too: its code comes
+                    // from the kernel image above.
+                    let Some(img) = images.user_code(&m.file) else {
                         continue;
                     };
                     let spec = SectionSpec {
@@ -213,25 +224,27 @@ impl<'t> DecodeSetup<'t> {
         changes.insert(NO_PID, kernel_changes);
 
         // perf's default when the attr is absent: mtc_period=3.
-        let mtc_bits = trace.mtc_period().unwrap_or(3).min(15);
+        let mtc_bits = rec.mtc_period.unwrap_or(3).min(15);
         let freq = Frequency {
             mtc_freq: mtc_bits,
-            nom_freq: info.max_non_turbo_ratio.min(255) as u8,
-            cpuid_15_ebx: info.tsc_ctc_ratio_n as u32,
-            cpuid_15_eax: info.tsc_ctc_ratio_d as u32,
+            nom_freq: rec.max_non_turbo_ratio.min(255) as u8,
+            cpuid_15_ebx: rec.tsc_ctc_ratio_n as u32,
+            cpuid_15_eax: rec.tsc_ctc_ratio_d as u32,
         };
-        let cpu = trace.cpu.as_ref().filter(|c| c.is_intel()).map(|c| Cpu {
-            family: c.family,
-            model: c.model,
-            stepping: c.stepping,
+        let cpu = rec.intel_cpu.map(|(family, model, stepping)| Cpu {
+            family,
+            model,
+            stepping,
         });
         let slack = opts
             .switch_slack_ns
-            .unwrap_or_else(|| default_switch_slack(trace, mtc_bits));
+            .unwrap_or_else(|| default_switch_slack(&rec, mtc_bits));
         DecodeSetup {
             src: Source::Perf {
-                trace,
+                timeline: tl,
                 images,
+                tsc: rec.tsc,
+                buffers,
                 map_specs,
                 changes,
             },
@@ -240,9 +253,9 @@ impl<'t> DecodeSetup<'t> {
             freq,
             cpu,
             switch_slack: slack,
-            cycles: trace.config_bit(info.cyc_bit).unwrap_or(false),
-            max_non_turbo: info.max_non_turbo_ratio,
-            per_cpu: info.per_cpu_mmaps,
+            cycles: rec.cyc.unwrap_or(false),
+            max_non_turbo: rec.max_non_turbo_ratio,
+            per_cpu: rec.per_cpu,
             resync: true,
             addr_filters: Default::default(),
             tick_events: false,
@@ -253,7 +266,7 @@ impl<'t> DecodeSetup<'t> {
     /// The plan of a raw decode: every section is in the one image.
     pub fn raw(sections: &[RawSection], cfg: &RawConfig, opts: &'t DecodeOptions) -> Self {
         let sideband = cfg.sideband.as_ref().map(|s| s.0.clone());
-        let sb_sections = sideband.iter().flat_map(|s| s.sections.iter());
+        let sb_sections = sideband.iter().flat_map(|s| s.sections().iter());
         let specs = sections
             .iter()
             .chain(sb_sections)
@@ -310,11 +323,11 @@ impl<'t> DecodeSetup<'t> {
     }
 
     /// A raw decode's perf_event sideband.
-    pub fn sideband(&self) -> Option<&crate::pevent::Sideband> {
+    pub fn sideband(&self) -> Option<&dyn RawSideband> {
         match &self.src {
             Source::Raw {
                 sideband: Some(sb), ..
-            } => Some(sb),
+            } => Some(&**sb),
             _ => None,
         }
     }
@@ -329,7 +342,7 @@ impl<'t> DecodeSetup<'t> {
 
     pub fn perf_time(&self, tsc: u64) -> u64 {
         match &self.src {
-            Source::Perf { trace, .. } => trace.tsc.map_or(tsc, |c| c.tsc_to_perf_time(tsc)),
+            Source::Perf { tsc: conv, .. } => conv.map_or(tsc, |c| c.tsc_to_perf_time(tsc)),
             Source::Raw { tsc_hz: None, .. } => tsc,
             Source::Raw {
                 tsc_hz: Some(hz), ..
@@ -355,7 +368,9 @@ impl<'t> DecodeSetup<'t> {
     /// The section specs of `pid`'s image at `t` (user mappings, then kernel).
     pub fn image_specs(&self, pid: u32, t: u64) -> Vec<usize> {
         let Source::Perf {
-            trace, map_specs, ..
+            timeline: tl,
+            map_specs,
+            ..
         } = &self.src
         else {
             let given = match &self.src {
@@ -364,7 +379,6 @@ impl<'t> DecodeSetup<'t> {
             };
             return (0..given).collect();
         };
-        let tl = &trace.timeline;
         let user = (pid != NO_PID)
             .then(|| tl.image_map(pid, t))
             .into_iter()
@@ -378,14 +392,18 @@ impl<'t> DecodeSetup<'t> {
 
     /// Whether the buffer of segment `s` may hold ops of wanted threads.
     pub fn wanted(&self, s: &Segment) -> bool {
-        let Source::Perf { trace, .. } = &self.src else {
+        let Source::Perf {
+            timeline: tl,
+            buffers,
+            ..
+        } = &self.src
+        else {
             return true;
         };
         if !self.opts.filtered() {
             return true;
         }
-        let b = &trace.buffers[s.buffer];
-        let tl = &trace.timeline;
+        let b = &buffers[s.buffer];
         if self.per_cpu {
             match b.cpu {
                 Some(cpu) if !tl.cpu_slots(cpu).is_empty() => tl
@@ -413,3 +431,109 @@ impl<'t> DecodeSetup<'t> {
 }
 
 // ---------------------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use sideband::timeline::MappedFile;
+
+    use super::*;
+    use crate::model::source::{CodeFile, KernelCode};
+
+    /// A trace built by hand, through the contract alone: one per-cpu
+    /// buffer, CYC and MTC, an Intel CPU, perf time equal to the TSC.
+    struct Handmade {
+        timeline: Timeline,
+        kernel_traced: bool,
+    }
+
+    impl TraceSource for Handmade {
+        fn recording(&self) -> Recording {
+            Recording {
+                per_cpu: true,
+                cyc: Some(true),
+                mtc: Some(true),
+                mtc_period: Some(3),
+                tsc_ctc_ratio_n: 100,
+                tsc_ctc_ratio_d: 2,
+                max_non_turbo_ratio: 24,
+                tsc: Some(TscConversion::new(0, 1, 0).unwrap()),
+                intel_cpu: Some((6, 78, 3)),
+                kernel_traced: self.kernel_traced,
+            }
+        }
+        fn timeline(&self) -> &Timeline {
+            &self.timeline
+        }
+        fn buffers(&self) -> Vec<BufferOwner> {
+            vec![BufferOwner {
+                cpu: Some(0),
+                tid: None,
+            }]
+        }
+        fn itrace_start_pids(&self) -> Vec<u32> {
+            Vec::new()
+        }
+        fn segments(&self) -> Vec<Segment> {
+            Vec::new()
+        }
+        fn buffer_file(&self, _: usize) -> &[u8] {
+            &[]
+        }
+        fn release(&self, _: &[u8]) {}
+        fn build_ids(&self) -> &[(String, Vec<u8>)] {
+            &[]
+        }
+    }
+
+    /// Images that have nothing, counting how often the kernel is asked for.
+    #[derive(Default)]
+    struct NoImages {
+        kernel_asked: AtomicUsize,
+    }
+
+    impl CodeImages for NoImages {
+        fn add_known_build_ids(&self, _: &[(String, Vec<u8>)]) {}
+        fn kernel_code(&self) -> Option<KernelCode> {
+            self.kernel_asked.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        fn user_code(&self, _: &MappedFile) -> Option<CodeFile> {
+            None
+        }
+        fn note_undecoded(&self, _: &MappedFile, _: u32, _: u64, _: u64) {}
+    }
+
+    #[test]
+    fn the_set_up_takes_what_the_recording_says() {
+        let trace = Handmade {
+            timeline: Timeline::new(),
+            kernel_traced: true,
+        };
+        let images = NoImages::default();
+        let opts = DecodeOptions::default();
+        let setup = DecodeSetup::new(&trace, &images, &opts);
+        assert!(setup.per_cpu && setup.cycles);
+        assert_eq!(setup.max_non_turbo, 24);
+        let cpu = Cpu {
+            family: 6,
+            model: 78,
+            stepping: 3,
+        };
+        assert_eq!(setup.cpu, Some(cpu));
+        assert_eq!((setup.freq.mtc_freq, setup.freq.nom_freq), (3, 24));
+        assert_eq!((setup.freq.cpuid_15_ebx, setup.freq.cpuid_15_eax), (100, 2));
+        // Two MTC periods: 2 << 3 CTC ticks of 100 / 2 TSC ticks, in ns.
+        assert_eq!(setup.switch_slack, 800);
+        assert_eq!(setup.perf_time(1234), 1234);
+        assert_eq!(images.kernel_asked.load(Ordering::Relaxed), 1);
+        // Not traced: the kernel image is not looked for.
+        let user_only = Handmade {
+            kernel_traced: false,
+            ..trace
+        };
+        DecodeSetup::new(&user_only, &images, &opts);
+        assert_eq!(images.kernel_asked.load(Ordering::Relaxed), 1);
+    }
+}

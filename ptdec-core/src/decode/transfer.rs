@@ -188,7 +188,7 @@ mod tests {
     use super::*;
     use crate::decode::setup::DecodeSetup;
     use crate::decode::{DecodeOptions, RawConfig};
-    use crate::raw::RawSection;
+    use crate::model::source::RawSection;
     use ipt::iclass;
 
     const BASE: u64 = 0x40_0000;

@@ -4,7 +4,9 @@
 //! needs is collected here in one pass over the records: the Intel PT
 //! configuration, the TSC conversion, the CPU (for libipt's errata), the
 //! sideband replayed into a [`Timeline`], and the AUXTRACE chunks grouped into
-//! buffers and split into independently decodable [`Segment`]s.
+//! buffers and split into independently decodable [`Segment`]s. The
+//! decode stage reads a [`Trace`] as a [`TraceSource`], the contract in
+//! `crate::model::source`.
 //!
 //! The file is memory-mapped through `sideband::bytes::FileBytes` (that
 //! crate's one unsafe block); this module has no unsafe code. AUXTRACE
@@ -31,6 +33,8 @@ use sideband::parse::RawRecord;
 use sideband::record::{aux_flags, Event, Record, TimeConv};
 use sideband::timeconv::TscConversion;
 use sideband::timeline::Timeline;
+
+use crate::model::source::{BufferOwner, Recording, TraceSource};
 
 /// `u32` -1 as perf writes "no cpu" / "no thread" in AUXTRACE records.
 const NONE32: u32 = u32::MAX;
@@ -195,33 +199,7 @@ pub struct AuxFiles {
     pub buffers: Vec<(usize, Option<u32>, Option<u32>)>,
 }
 
-/// A stretch of one buffer's bytes that is decoded with one libipt decoder:
-/// contiguous chunks concatenated, split where data was lost (and, in
-/// snapshot mode, one per snapshot).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Segment {
-    /// Index into [`Trace::buffers`].
-    pub buffer: usize,
-    /// Stream offset of the first byte.
-    pub aux_offset: u64,
-    /// File ranges `(offset, len)` whose concatenation is the segment.
-    pub pieces: Vec<(usize, usize)>,
-    /// Data was lost just before this segment (a gap in the offsets, or an
-    /// AUX record flagged truncated/partial/collision).
-    pub after_loss: bool,
-    /// Data was lost just after this segment.
-    pub before_loss: bool,
-}
-
-impl Segment {
-    pub fn len(&self) -> usize {
-        self.pieces.iter().map(|p| p.1).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub use crate::model::source::Segment;
 
 /// ITRACE_START: tracing of a task started (on a cpu, for per-cpu buffers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -577,6 +555,63 @@ impl Trace {
             .flat_map(|b| &b.chunks)
             .map(|c| c.len as u64)
             .sum()
+    }
+}
+
+/// The trace as the decode stage reads it.
+impl TraceSource for Trace {
+    fn recording(&self) -> Recording {
+        let info = &self.info;
+        Recording {
+            per_cpu: info.per_cpu_mmaps,
+            cyc: self.config_bit(info.cyc_bit),
+            mtc: self.config_bit(info.mtc_bit),
+            mtc_period: self.mtc_period(),
+            tsc_ctc_ratio_n: info.tsc_ctc_ratio_n,
+            tsc_ctc_ratio_d: info.tsc_ctc_ratio_d,
+            max_non_turbo_ratio: info.max_non_turbo_ratio,
+            tsc: self.tsc,
+            intel_cpu: self
+                .cpu
+                .as_ref()
+                .filter(|c| c.is_intel())
+                .map(|c| (c.family, c.model, c.stepping)),
+            kernel_traced: self.kernel_traced(),
+        }
+    }
+
+    fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    fn buffers(&self) -> Vec<BufferOwner> {
+        self.buffers
+            .iter()
+            .map(|b| BufferOwner {
+                cpu: b.cpu,
+                tid: b.tid,
+            })
+            .collect()
+    }
+
+    fn itrace_start_pids(&self) -> Vec<u32> {
+        self.itrace_starts.iter().map(|i| i.pid).collect()
+    }
+
+    fn segments(&self) -> Vec<Segment> {
+        Trace::segments(self)
+    }
+
+    fn buffer_file(&self, buffer: usize) -> &[u8] {
+        Trace::buffer_file(self, buffer)
+    }
+
+    fn release(&self, part: &[u8]) {
+        Trace::release(self, part)
+    }
+
+    fn build_ids(&self) -> &[(String, Vec<u8>)] {
+        &self.build_ids
     }
 }
 

@@ -37,7 +37,7 @@ use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
-use super::context::{Context, Owner};
+use super::context::{event_place, Context, Owner};
 use super::edges::Edges;
 use super::runs::{OpPool, Pending, Run};
 use super::setup::{is_kernel_ip, DecodeSetup};
@@ -45,7 +45,7 @@ use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
 use crate::model::ops::{GapKind, Op, Stamp};
-use crate::pevent::SbNote;
+use crate::model::source::SbNote;
 
 mod recover;
 mod task;

@@ -48,7 +48,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// goes into the decoder at once; what is to be listed is returned, for
     /// [`Self::list_notes`] after the event's own line.
     pub(super) fn on_sideband(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) -> Vec<SbNote> {
-        let place = crate::pevent::EventPlace::of(ev);
+        let place = event_place(ev);
         let Some(notes) = self.ctx.replay(ev.time_tsc(), place) else {
             return Vec::new();
         };

@@ -1,0 +1,93 @@
+"""Runs SQL over ptdec Parquet datasets with a real engine, for the tests.
+
+    python sql.py ENGINE ROOT < queries.json > results.json
+
+ENGINE is `duckdb` or `datafusion`. ROOT is a dataset folder as
+`ptdec TRACE -o ROOT --format parquet` writes it (one folder per table,
+each trace in its own `trace=NAME` folder below). The tables `calls`,
+`marks`, `threads` and `trace` are registered over every Parquet file below
+their folder, the way docs/sql.md tells a user to read them: DuckDB with
+`read_parquet('ROOT/calls/**/*.parquet')`, DataFusion with
+`register_parquet('calls', 'ROOT/calls/')`.
+
+stdin: a JSON list of SQL queries. stdout: a JSON list with, per query,
+{"columns": [...], "rows": [[...], ...]} or {"error": "..."}. Floats are
+rounded to 6 significant digits, so that the engines' results compare.
+"""
+
+import json
+import math
+import os
+import sys
+
+TABLES = ["calls", "marks", "threads", "trace"]
+
+
+def plain(v):
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return float(f"{v:.6g}")
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    return v
+
+
+def tables(root):
+    return [t for t in TABLES if os.path.isdir(os.path.join(root, t))]
+
+
+def run_duckdb(root, queries):
+    import duckdb
+
+    con = duckdb.connect()
+    for t in tables(root):
+        path = os.path.join(root, t, "**", "*.parquet").replace("'", "''")
+        # The files carry their trace's name; the folders' `trace=NAME`
+        # is not read again as a column.
+        con.execute(
+            f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{path}', "
+            "hive_partitioning = false, union_by_name = true)"
+        )
+    out = []
+    for q in queries:
+        try:
+            cur = con.execute(q)
+            cols = [d[0] for d in cur.description]
+            out.append({"columns": cols, "rows": [plain(list(r)) for r in cur.fetchall()]})
+        except Exception as e:  # the test prints the engine's message
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    return out
+
+
+def run_datafusion(root, queries):
+    import datafusion
+
+    ctx = datafusion.SessionContext()
+    for t in tables(root):
+        ctx.register_parquet(t, os.path.join(root, t) + "/")
+    out = []
+    for q in queries:
+        try:
+            table = ctx.sql(q).to_arrow_table()
+            cols = table.column_names
+            rows = [plain([r[c] for c in cols]) for r in table.to_pylist()]
+            out.append({"columns": cols, "rows": rows})
+        except Exception as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    return out
+
+
+def main():
+    engine, root = sys.argv[1], sys.argv[2]
+    queries = json.load(sys.stdin)
+    run = {"duckdb": run_duckdb, "datafusion": run_datafusion}[engine]
+    json.dump(run(root, queries), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
