@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -77,7 +77,12 @@ pub fn abandon() -> Vec<PathBuf> {
     let mut unfinished = Vec::new();
     for (_, path, named) in p.outputs.drain(..) {
         if let Some(tmp) = named {
-            let _ = std::fs::remove_file(tmp);
+            // A folder's temporary ([`OutDir`]) goes with what it holds.
+            if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_dir_all(tmp);
+            } else {
+                let _ = std::fs::remove_file(tmp);
+            }
         }
         unfinished.push(path);
     }
@@ -99,6 +104,16 @@ pub enum OutFileError {
     /// The run was interrupted ([`abandon`]).
     #[error("{} was not written: ptdec was interrupted", path.display())]
     Abandoned { path: PathBuf },
+    /// An output folder would replace a folder that holds an input.
+    #[error(
+        "{} holds the input {}; replacing it would destroy the input. Give the output another name",
+        path.display(),
+        input.display()
+    )]
+    HoldsInput { path: PathBuf, input: PathBuf },
+    /// The output folder exists and the caller did not say to replace it.
+    #[error("{} exists; give --force to replace it, or another name", path.display())]
+    Exists { path: PathBuf },
     /// Creating, writing or renaming failed.
     #[error("cannot write {}: {source}", path.display())]
     Io {
@@ -402,6 +417,153 @@ impl Drop for OutFile {
         p.outputs.retain(|o| o.0 != self.id);
         if let Temp::Named(tmp) = &self.temp {
             let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// An output folder being written (a Parquet dataset): its files go into
+/// a temporary folder `.NAME.ptdec-PID-N.tmp` beside it, renamed into place
+/// by [`OutDir::commit`] once all are whole. Until then the temporary is
+/// removed when the `OutDir` is dropped and by [`abandon`]; SIGKILL leaves
+/// it. A folder in the way is replaced only when the caller says so
+/// (`force`), and never when an input of the run lies inside it.
+#[derive(Debug)]
+pub struct OutDir {
+    /// The temporary folder; `None` once committed.
+    tmp: Option<PathBuf>,
+    path: PathBuf,
+    force: bool,
+    /// This output's entry in [`PENDING`].
+    id: u64,
+}
+
+impl OutDir {
+    /// Starts writing folder `path`: refuses an existing one unless
+    /// `force`, a file, or a folder holding an input; makes the temporary
+    /// with the permission bits `mode` of a file plus the search bits of
+    /// its read bits.
+    pub fn create(path: &Path, force: bool, mode: u32) -> Result<OutDir, OutFileError> {
+        let err = |source| OutFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        Self::check_place(path, force)?;
+        let name = path.file_name().ok_or_else(|| {
+            err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the path has no folder name",
+            ))
+        })?;
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned {
+                path: path.to_path_buf(),
+            });
+        }
+        let tmp = path.with_file_name(temp_name(name));
+        let mode = (mode & 0o777) | ((mode & 0o444) >> 2);
+        std::fs::DirBuilder::new()
+            .mode(mode)
+            .create(&tmp)
+            .map_err(err)?;
+        let id = SEQ.fetch_add(1, Ordering::Relaxed);
+        p.outputs.push((id, path.to_path_buf(), Some(tmp.clone())));
+        Ok(OutDir {
+            tmp: Some(tmp),
+            path: path.to_path_buf(),
+            force,
+            id,
+        })
+    }
+
+    /// Refuses what is at `path`: a file, a folder without `force`, a
+    /// folder holding an input.
+    fn check_place(path: &Path, force: bool) -> Result<(), OutFileError> {
+        let Ok(m) = std::fs::metadata(path) else {
+            return Ok(());
+        };
+        if !m.is_dir() {
+            return Err(OutFileError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "it is a file, not a folder; give a folder name",
+                ),
+            });
+        }
+        if let Some(input) = crate::inputs::under(path) {
+            return Err(OutFileError::HoldsInput {
+                path: path.to_path_buf(),
+                input,
+            });
+        }
+        if !force {
+            return Err(OutFileError::Exists {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The temporary folder the files go into.
+    pub fn temp(&self) -> &Path {
+        self.tmp.as_deref().expect("not yet committed")
+    }
+
+    /// The folder's final name.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Puts the folder in place (its files synced by the writer), after
+    /// checking again what it replaces: a folder in the way is renamed
+    /// aside, the new one renamed into place, the old one removed.
+    pub fn commit(mut self) -> Result<(), OutFileError> {
+        let path = self.path.clone();
+        let err = |source| OutFileError::Io {
+            path: path.clone(),
+            source,
+        };
+        let tmp = self.tmp.clone().expect("not yet committed");
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned { path });
+        }
+        Self::check_place(&path, self.force)?;
+        let old = path.with_file_name(temp_name(path.file_name().unwrap_or_default()));
+        let replaced = match std::fs::rename(&path, &old) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(err(e)),
+        };
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            if replaced {
+                let _ = std::fs::rename(&old, &path);
+            }
+            return Err(err(e));
+        }
+        p.outputs.retain(|o| o.0 != self.id);
+        self.tmp = None;
+        drop(p);
+        if let Some(parent) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // The renames durable; only a hint where the folder cannot be opened.
+            if let Ok(d) = File::open(parent) {
+                let _ = d.sync_all();
+            }
+        }
+        if replaced {
+            std::fs::remove_dir_all(&old).map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let mut p = pending();
+            p.outputs.retain(|o| o.0 != self.id);
+            let _ = std::fs::remove_dir_all(tmp);
         }
     }
 }
