@@ -197,7 +197,7 @@ pub struct ThreadStack {
     /// Slices go out as they close; nothing is held back.
     close_order: bool,
     /// The next [`Slice::id`] (see [`ThreadStack::placing_roots`]).
-    next_id: u64,
+    next_id: NonZeroU64,
     /// While a retroactive frame's id is known and it is not open yet:
     /// the parent of the slices that close below every open frame.
     below: Option<NonZeroU64>,
@@ -406,7 +406,7 @@ impl ThreadStack {
             base_held: VecDeque::new(),
             base_tied: false,
             close_order: false,
-            next_id: 1,
+            next_id: NonZeroU64::MIN,
             below: None,
             place_roots: false,
             unplaced: Vec::new(),
@@ -459,8 +459,9 @@ impl ThreadStack {
     /// The next slice id.
     #[inline]
     fn alloc_id(&mut self) -> NonZeroU64 {
-        let id = NonZeroU64::new(self.next_id).expect("ids start at 1");
-        self.next_id += 1;
+        let id = self.next_id;
+        // Past 2^64 ids (never: one per call) the last one repeats.
+        self.next_id = id.saturating_add(1);
         id
     }
 
@@ -574,7 +575,7 @@ impl ThreadStack {
         // Its ids follow this stack's so far: numbered as they would be
         // had this stack run its ops (it opens the same frames in the
         // same order, or the stitch declines).
-        let ids = self.next_id - 1;
+        let ids = self.next_id.get() - 1;
         let depth = self.replay(entry.items, dry.pops, &base, ids, &mut max_depth, out);
         self.adopt(spec, &dry.rets, &base, ids, depth, max_depth);
         Ok(())
@@ -764,7 +765,7 @@ impl ThreadStack {
         mut max_depth: i32,
     ) {
         let rebase = Rebase { base, depth, ids };
-        self.next_id += spec.next_id - 1;
+        self.next_id = self.next_id.saturating_add(spec.next_id.get() - 1);
         for mut f in spec.frames {
             if let Some(i) = f.ret_of_entry.take() {
                 f.ret = rets[i];

@@ -75,11 +75,14 @@ use ftf::hash::FastMap;
 /// and engines skip whole row groups by their statistics.
 pub const ROWS_PER_GROUP: usize = 1 << 20;
 
-/// The zstd level. Measured on the bench's 10 MB traces (bench/RESULTS.md,
-/// twenty-third session): zstd at level 1 makes the dataset about half
-/// snappy's size for a few percent more CPU; higher levels cost more CPU
-/// than they save bytes.
-pub const ZSTD_LEVEL: i32 = 1;
+/// zstd at its default level. Measured on the bench's 10 MB traces, one
+/// core (`taskset -c 0`, dataset bytes and user+sys seconds): snappy
+/// 5.68 MB / 1.24 s (interp), 12.97 MB / 0.94 s (shapes); zstd 1 4.59 MB
+/// / 1.34 s, 11.09 MB / 0.97 s; zstd 3 4.26 MB / 1.21 s, 10.58 MB / 0.98 s;
+/// zstd 6 3.75 MB / 1.32 s, 10.08 MB / 1.15 s. zstd 3 is a quarter
+/// smaller than snappy for CPU within the runs' noise; higher levels
+/// cost more CPU than they save bytes.
+pub const ZSTD_LEVEL: i32 = 3;
 
 /// Bits of `call_id` below the thread's ordinal.
 const ID_BITS: u32 = 40;
