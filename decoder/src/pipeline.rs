@@ -1080,7 +1080,10 @@ impl<E> StackSink<'_, '_, E> {
             self.error = Some(e);
             return None;
         }
-        let stack = if self.close_order {
+        let stack = if self.out.needs_parents() {
+            // Close order, each slice's parent exact (the dataset's ids).
+            ThreadStack::new(pid, tid).placing_roots()
+        } else if self.close_order {
             ThreadStack::close_order(pid, tid)
         } else {
             ThreadStack::new(pid, tid)

@@ -11,6 +11,7 @@
 //! by [`crate::report::run`]), from a trace or from raw PT ([`Input`]).
 
 use ptdec_out::aggregate::AggregateOptions;
+use ptdec_out::parquet::{DatasetOptions, TraceFacts};
 
 use crate::decode::{DecodeOptions, RawConfig};
 use crate::emit::{EmitOptions, Target};
@@ -148,6 +149,27 @@ impl Output for Ftf {
         emit.filtered = facts.filtered;
         emit.range = facts.window;
         emit.encoders = facts.encoders;
+    }
+}
+
+/// A Parquet run's output (`--format parquet`): the dataset folder, how
+/// slices become rows, and the `trace` table's row (its CPU and TSC
+/// conversion are filled from the trace by the run).
+#[derive(Debug, Clone)]
+pub struct Parquet {
+    pub dataset: DatasetOptions,
+    pub folder: std::path::PathBuf,
+    pub facts: TraceFacts,
+}
+
+impl Output for Parquet {
+    fn resolve(&mut self, facts: &Facts) {
+        let d = &mut self.dataset;
+        if let Some(origin) = facts.origin {
+            d.origin = origin;
+        }
+        d.filtered = facts.filtered;
+        d.range = facts.window;
     }
 }
 

@@ -1,6 +1,6 @@
 //! ptdec's modules in stages along the data flow (docs/architecture.md),
 //! over its three crates: `ptdec-core` (base, source, decode, stacks,
-//! filter), `ptdec-out` (the sinks: ftf, aggregate) and `ptdec` (run,
+//! filter), `ptdec-out` (the sinks: ftf, parquet, aggregate) and `ptdec` (run,
 //! binary). Each stage imports only the stages below it that it is
 //! allowed, and no modules import each other in a circle. A new module
 //! must be put in a stage here; an import a stage may not make fails with
@@ -43,15 +43,16 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
     // Slices left out before a sink.
     ("filter", &["min_duration"], &["base"]),
     // ptdec-out: sinks of slices, each on its own: the FTF emitter, the
-    // report's aggregator.
+    // Parquet dataset, the report's aggregator.
     ("ftf", &["emit"], &["base"]),
+    ("parquet", &["parquet"], &["base"]),
     ("aggregate", &["aggregate"], &["base"]),
     // ptdec: the run's plan (every option resolved once), the pipeline
     // assembled from it (FTF, report and raw runs), then the command line,
     // its summary and `ptdec check`.
     (
         "run",
-        &["plan", "pipeline", "report"],
+        &["plan", "pipeline", "report", "dataset"],
         &[
             "base",
             "source",
@@ -59,6 +60,7 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
             "stacks",
             "filter",
             "ftf",
+            "parquet",
             "aggregate",
         ],
     ),
@@ -72,6 +74,7 @@ const STAGES: &[(&str, &[&str], &[&str])] = &[
             "stacks",
             "filter",
             "ftf",
+            "parquet",
             "aggregate",
             "run",
         ],

@@ -102,6 +102,19 @@ pub fn same_as_meta(m: &std::fs::Metadata) -> Option<PathBuf> {
         .map(|i| i.path.clone())
 }
 
+/// An input of this run that lies inside folder `dir` (through any link
+/// to it), if any: replacing `dir` as a whole (a Parquet dataset) would
+/// remove it.
+pub fn under(dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    INPUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|i| std::fs::canonicalize(&i.path).is_ok_and(|p| p.starts_with(&dir)))
+        .map(|i| i.path.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

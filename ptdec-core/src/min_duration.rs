@@ -51,6 +51,10 @@ impl<E> SliceSink for MinDuration<'_, E> {
         self.inner.any_interleaving()
     }
 
+    fn needs_parents(&self) -> bool {
+        self.inner.needs_parents()
+    }
+
     fn thread(
         &mut self,
         pid: u32,
@@ -124,6 +128,8 @@ mod tests {
             pid: 1,
             tid: 1,
             depth: 0,
+            id: std::num::NonZeroU64::MIN,
+            parent: None,
             start: at(start),
             end: at(end),
             kind,

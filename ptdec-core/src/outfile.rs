@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -77,7 +77,12 @@ pub fn abandon() -> Vec<PathBuf> {
     let mut unfinished = Vec::new();
     for (_, path, named) in p.outputs.drain(..) {
         if let Some(tmp) = named {
-            let _ = std::fs::remove_file(tmp);
+            // A folder's temporary ([`OutDir`]) goes with what it holds.
+            if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_dir_all(tmp);
+            } else {
+                let _ = std::fs::remove_file(tmp);
+            }
         }
         unfinished.push(path);
     }
@@ -99,6 +104,16 @@ pub enum OutFileError {
     /// The run was interrupted ([`abandon`]).
     #[error("{} was not written: ptdec was interrupted", path.display())]
     Abandoned { path: PathBuf },
+    /// An output folder would replace a folder that holds an input.
+    #[error(
+        "{} holds the input {}; replacing it would destroy the input. Give the output another name",
+        path.display(),
+        input.display()
+    )]
+    HoldsInput { path: PathBuf, input: PathBuf },
+    /// The output folder exists and the caller did not say to replace it.
+    #[error("{} exists; give --force to replace it, or another name", path.display())]
+    Exists { path: PathBuf },
     /// Creating, writing or renaming failed.
     #[error("cannot write {}: {source}", path.display())]
     Io {
@@ -402,6 +417,250 @@ impl Drop for OutFile {
         p.outputs.retain(|o| o.0 != self.id);
         if let Temp::Named(tmp) = &self.temp {
             let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// One part of a dataset folder being written: a Parquet dataset's
+/// trace, whose tables go to `ROOT/TABLE/PART/` (`PART` is `trace=NAME`),
+/// so that one folder holds many traces and engines read each table as
+/// one. The tables are written into a temporary folder
+/// `ROOT/.PART.ptdec-PID-N.tmp` and renamed into place by
+/// [`OutDir::commit`] once all are whole, under the lock [`abandon`]
+/// takes, so Ctrl-C never leaves some of the tables. Until then the
+/// temporary is removed when the `OutDir` is dropped and by [`abandon`];
+/// SIGKILL leaves it (hidden: engines read `ROOT/TABLE/**`). A part already
+/// there is replaced only when the caller says so (`force`), and never
+/// when an input of the run lies inside it; a folder that holds other
+/// things than a dataset's tables is refused.
+#[derive(Debug)]
+pub struct OutDir {
+    /// The temporary folder; `None` once committed.
+    tmp: Option<PathBuf>,
+    root: PathBuf,
+    part: String,
+    tables: Vec<String>,
+    force: bool,
+    /// The root was made for this output: removed again if it stays empty.
+    made_root: bool,
+    mode: u32,
+    /// This output's entry in [`PENDING`].
+    id: u64,
+}
+
+impl OutDir {
+    /// Starts writing part `part` of the tables `tables` of the dataset
+    /// folder `root` (made when missing): refuses a file at `root`, a
+    /// folder there that is not a dataset, and a part already there unless
+    /// `force` (never one holding an input); makes the temporary folder
+    /// with the permission bits `mode` of a file plus the search bits of
+    /// its read bits.
+    pub fn create(
+        root: &Path,
+        part: &str,
+        tables: &[&str],
+        force: bool,
+        mode: u32,
+    ) -> Result<OutDir, OutFileError> {
+        let err = |source| OutFileError::Io {
+            path: root.to_path_buf(),
+            source,
+        };
+        let tables: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+        let mode = (mode & 0o777) | ((mode & 0o444) >> 2);
+        Self::check_root(root, &tables)?;
+        for t in &tables {
+            Self::check_place(&root.join(t).join(part), force)?;
+        }
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned {
+                path: root.to_path_buf(),
+            });
+        }
+        let made_root = match std::fs::DirBuilder::new().mode(mode).create(root) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            Err(e) => return Err(err(e)),
+        };
+        let tmp = root.join(temp_name(std::ffi::OsStr::new(part)));
+        if let Err(e) = std::fs::DirBuilder::new().mode(mode).create(&tmp) {
+            if made_root {
+                let _ = std::fs::remove_dir(root);
+            }
+            return Err(err(e));
+        }
+        let id = SEQ.fetch_add(1, Ordering::Relaxed);
+        p.outputs.push((id, root.to_path_buf(), Some(tmp.clone())));
+        Ok(OutDir {
+            tmp: Some(tmp),
+            root: root.to_path_buf(),
+            part: part.to_string(),
+            tables,
+            force,
+            made_root,
+            mode,
+            id,
+        })
+    }
+
+    /// Refuses a file at `root`, and a folder there that holds anything
+    /// but the dataset's `tables` and hidden entries (temporaries): the
+    /// tables would be added to a folder of other things.
+    fn check_root(root: &Path, tables: &[String]) -> Result<(), OutFileError> {
+        let refuse = |why: &str| OutFileError::Io {
+            path: root.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::AlreadyExists, why.to_string()),
+        };
+        let Ok(m) = std::fs::metadata(root) else {
+            return Ok(());
+        };
+        if !m.is_dir() {
+            return Err(refuse("it is a file, not a folder; give a folder name"));
+        }
+        let entries = std::fs::read_dir(root).map_err(|source| OutFileError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !name.starts_with('.') && !tables.iter().any(|t| *t == name) {
+                return Err(refuse(&format!(
+                    "it holds {name}, so it is not a dataset folder (one that holds only the \
+                     tables {}); give a new or empty folder, or a dataset folder",
+                    tables.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses what is at a part's `path`: a part without `force`, or one
+    /// holding an input.
+    fn check_place(path: &Path, force: bool) -> Result<(), OutFileError> {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(());
+        }
+        if let Some(input) = crate::inputs::under(path) {
+            return Err(OutFileError::HoldsInput {
+                path: path.to_path_buf(),
+                input,
+            });
+        }
+        if !force {
+            return Err(OutFileError::Exists {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The temporary folder the tables go into (`TEMP/TABLE/`).
+    pub fn temp(&self) -> &Path {
+        self.tmp.as_deref().expect("not yet committed")
+    }
+
+    /// The dataset folder.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Puts the part in place (its files synced by the writer), after
+    /// checking again what it replaces: for each table, a part in the way
+    /// is renamed aside, the new one renamed into place; the old ones are
+    /// removed once all are.
+    pub fn commit(mut self) -> Result<(), OutFileError> {
+        let tmp = self.tmp.clone().expect("not yet committed");
+        let mut p = pending();
+        if p.abandoned {
+            return Err(OutFileError::Abandoned {
+                path: self.root.clone(),
+            });
+        }
+        for t in &self.tables {
+            Self::check_place(&self.root.join(t).join(&self.part), self.force)?;
+        }
+        let mut aside = Vec::new();
+        let mut placed = Vec::new();
+        let result = self.place_all(&tmp, &mut aside, &mut placed);
+        if let Err(e) = result {
+            // Back as it was: the new parts out, the old ones in.
+            for (dst, src) in placed.iter().rev() {
+                let _ = std::fs::rename(dst, src);
+            }
+            for (old, dst) in aside.iter().rev() {
+                let _ = std::fs::rename(old, dst);
+            }
+            return Err(e);
+        }
+        p.outputs.retain(|o| o.0 != self.id);
+        self.tmp = None;
+        drop(p);
+        for dir in
+            std::iter::once(self.root.clone()).chain(self.tables.iter().map(|t| self.root.join(t)))
+        {
+            // The renames durable; only a hint where the folder cannot be opened.
+            if let Ok(d) = File::open(&dir) {
+                let _ = d.sync_all();
+            }
+        }
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OutFileError::Io { path, source }
+        };
+        for (old, _) in &aside {
+            std::fs::remove_dir_all(old).map_err(err(old))?;
+        }
+        std::fs::remove_dir_all(&tmp).map_err(err(&tmp))
+    }
+
+    /// The renames of [`OutDir::commit`]: each table's folder made when
+    /// missing, an old part moved aside into the temporary (`aside`: (where
+    /// it is now, where it was)), the new one moved in (`placed`: (where it
+    /// is now, where it was)).
+    fn place_all(
+        &self,
+        tmp: &Path,
+        aside: &mut Vec<(PathBuf, PathBuf)>,
+        placed: &mut Vec<(PathBuf, PathBuf)>,
+    ) -> Result<(), OutFileError> {
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OutFileError::Io { path, source }
+        };
+        for t in &self.tables {
+            let table = self.root.join(t);
+            match std::fs::DirBuilder::new().mode(self.mode).create(&table) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(err(&table)(e)),
+            }
+            let dst = table.join(&self.part);
+            let old = tmp.join(format!(".old-{t}"));
+            match std::fs::rename(&dst, &old) {
+                Ok(()) => aside.push((old, dst.clone())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(err(&dst)(e)),
+            }
+            let src = tmp.join(t);
+            std::fs::rename(&src, &dst).map_err(err(&dst))?;
+            placed.push((dst, src));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let mut p = pending();
+            p.outputs.retain(|o| o.0 != self.id);
+            let _ = std::fs::remove_dir_all(tmp);
+            if self.made_root {
+                // Only when empty: another run may have added its part.
+                let _ = std::fs::remove_dir(&self.root);
+            }
         }
     }
 }

@@ -74,6 +74,7 @@
 //! and applies the outcome (`crate::stitch` says when and why).
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 
 use crate::model::ops::{Base, Cycles, GapKind, Mark, Op, Stamp};
 
@@ -108,6 +109,9 @@ pub struct StackStats {
     /// (resumed straight into a gap): not written.
     pub empty_frames: u64,
     pub max_depth: i32,
+    /// The most slices held at once for their parent
+    /// ([`ThreadStack::placing_roots`]).
+    pub max_unplaced: u64,
 }
 
 impl StackStats {
@@ -127,11 +131,14 @@ impl StackStats {
         self.gaps += o.gaps;
         self.empty_frames += o.empty_frames;
         self.max_depth = self.max_depth.max(o.max_depth);
+        self.max_unplaced = self.max_unplaced.max(o.max_unplaced);
     }
 }
 
 #[derive(Debug)]
 struct Frame {
+    /// Its slice's [`Slice::id`].
+    id: NonZeroU64,
     func: FuncRef,
     /// Whether `func` came from a symbol (only then is it compared).
     known: bool,
@@ -189,6 +196,16 @@ pub struct ThreadStack {
     base_tied: bool,
     /// Slices go out as they close; nothing is held back.
     close_order: bool,
+    /// The next [`Slice::id`] (see [`ThreadStack::placing_roots`]).
+    next_id: NonZeroU64,
+    /// While a retroactive frame's id is known and it is not open yet:
+    /// the parent of the slices that close below every open frame.
+    below: Option<NonZeroU64>,
+    /// Hold the slices that close below every open frame until their
+    /// parent is known ([`ThreadStack::placing_roots`]).
+    place_roots: bool,
+    /// Those slices, held.
+    unplaced: Vec<Slice>,
     state: State,
     last: Stamp,
     stats: StackStats,
@@ -301,13 +318,38 @@ pub enum Item {
     },
 }
 
-/// `s` with its counters offset by `base` and its depth by `depth` (a
-/// speculative stack's slices, applied).
-fn rebase_slice(base: &Base, mut s: Slice, depth: i32) -> Slice {
-    s.start = base.stamp(s.start);
-    s.end = base.stamp(s.end);
-    s.depth += depth;
-    s
+/// The parent a speculative stack gives a slice whose parent is an entry
+/// frame, whose id it does not know: [`ThreadStack::apply`] puts the
+/// real one in.
+const ENTRY_PARENT: NonZeroU64 = NonZeroU64::MAX;
+
+/// Where a speculative stack's slices and frames go when applied: their
+/// counters offset by `base`, their depths by `depth`, their ids by `ids`
+/// (the real stack's ids so far).
+struct Rebase<'b> {
+    base: &'b Base,
+    depth: i32,
+    ids: u64,
+}
+
+impl Rebase<'_> {
+    fn id(&self, id: NonZeroU64) -> NonZeroU64 {
+        id.saturating_add(self.ids)
+    }
+
+    /// A speculative stack's slice, applied; `entry`: the id of the real
+    /// frame an [`ENTRY_PARENT`] stands for.
+    fn slice(&self, mut s: Slice, entry: Option<NonZeroU64>) -> Slice {
+        s.start = self.base.stamp(s.start);
+        s.end = self.base.stamp(s.end);
+        s.depth += self.depth;
+        s.id = self.id(s.id);
+        s.parent = match s.parent {
+            Some(ENTRY_PARENT) => entry,
+            p => p.map(|p| self.id(p)),
+        };
+        s
+    }
 }
 
 /// What [`ThreadStack::apply`]'s dry run found in the real stack, entry
@@ -364,6 +406,10 @@ impl ThreadStack {
             base_held: VecDeque::new(),
             base_tied: false,
             close_order: false,
+            next_id: NonZeroU64::MIN,
+            below: None,
+            place_roots: false,
+            unplaced: Vec::new(),
             state: State::Idle,
             last: Stamp::default(),
             stats: StackStats::default(),
@@ -393,6 +439,38 @@ impl ThreadStack {
     pub fn in_close_order(mut self) -> Self {
         self.close_order = true;
         self
+    }
+
+    /// This stack in close order, with every slice's [`Slice::parent`]
+    /// exact: a slice that closes below every open frame of its segment
+    /// (the segment's first frame, the frames that tail calls put in its
+    /// place) may yet get a parent, a frame found later above the
+    /// segment's first one (a return above the known stack); it is held
+    /// until one opens (its parent) or the segment ends (none). Only such
+    /// slices are held, never the children of an open frame: they are as
+    /// many as the tail calls at the bottom of a segment before its first
+    /// return above it ([`StackStats::max_unplaced`]).
+    pub fn placing_roots(mut self) -> Self {
+        self.close_order = true;
+        self.place_roots = true;
+        self
+    }
+
+    /// The next slice id.
+    #[inline]
+    fn alloc_id(&mut self) -> NonZeroU64 {
+        let id = self.next_id;
+        // Past 2^64 ids (never: one per call) the last one repeats.
+        self.next_id = id.saturating_add(1);
+        id
+    }
+
+    /// Hands out the slices held for their parent, which is `parent`.
+    fn place(&mut self, parent: Option<NonZeroU64>, out: &mut dyn FnMut(Slice)) {
+        for mut s in std::mem::take(&mut self.unplaced) {
+            s.parent = parent;
+            out(s);
+        }
     }
 
     /// Whether a speculative stack gave up.
@@ -494,8 +572,12 @@ impl ThreadStack {
         let entry = spec.entry.take().expect("checked above");
         // Its frames' depths, which its own stats count relative to anchors.
         let mut max_depth = self.stats.max_depth;
-        let depth = self.replay(entry.items, dry.pops, &base, &mut max_depth, out);
-        self.adopt(spec, &dry.rets, &base, depth, max_depth);
+        // Its ids follow this stack's so far: numbered as they would be
+        // had this stack run its ops (it opens the same frames in the
+        // same order, or the stitch declines).
+        let ids = self.next_id.get() - 1;
+        let depth = self.replay(entry.items, dry.pops, &base, ids, &mut max_depth, out);
+        self.adopt(spec, &dry.rets, &base, ids, depth, max_depth);
         Ok(())
     }
 
@@ -632,6 +714,7 @@ impl ThreadStack {
         items: Vec<Item>,
         pops: Vec<usize>,
         base: &Base,
+        ids: u64,
         max_depth: &mut i32,
         out: &mut dyn FnMut(Item),
     ) -> i32 {
@@ -641,7 +724,10 @@ impl ThreadStack {
         for item in items {
             match item {
                 Item::Slice(s) => {
-                    let s = rebase_slice(base, s, depth);
+                    // Its own frames are not on this stack yet: the top
+                    // one is the entry frame it ran above.
+                    let entry = self.frames.last().map(|f| f.id);
+                    let s = Rebase { base, depth, ids }.slice(s, entry);
                     if matches!(s.kind, SliceKind::Call { .. }) {
                         *max_depth = (*max_depth).max(s.depth);
                     }
@@ -674,20 +760,21 @@ impl ThreadStack {
         spec: ThreadStack,
         rets: &[Option<u64>],
         base: &Base,
+        ids: u64,
         depth: i32,
         mut max_depth: i32,
     ) {
+        let rebase = Rebase { base, depth, ids };
+        self.next_id = self.next_id.saturating_add(spec.next_id.get() - 1);
         for mut f in spec.frames {
             if let Some(i) = f.ret_of_entry.take() {
                 f.ret = rets[i];
             }
+            f.id = rebase.id(f.id);
             f.start = base.stamp(f.start);
             f.depth += depth;
-            f.held = f
-                .held
-                .into_iter()
-                .map(|s| rebase_slice(base, s, depth))
-                .collect();
+            // Held behind one of its own frames: no entry frame's child.
+            f.held = f.held.into_iter().map(|s| rebase.slice(s, None)).collect();
             max_depth = max_depth.max(f.depth);
             for h in &f.held {
                 if matches!(h.kind, SliceKind::Call { .. }) {
@@ -888,8 +975,26 @@ impl ThreadStack {
         unknown_start: bool,
         depth: i32,
     ) -> &mut Frame {
+        let id = self.alloc_id();
+        self.open_as(id, func, known, start, ret, unknown_start, depth)
+    }
+
+    /// [`ThreadStack::open`] with its id given.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn open_as(
+        &mut self,
+        id: NonZeroU64,
+        func: FuncRef,
+        known: bool,
+        start: Stamp,
+        ret: Option<u64>,
+        unknown_start: bool,
+        depth: i32,
+    ) -> &mut Frame {
         self.stats.max_depth = self.stats.max_depth.max(depth);
         crate::model::ops::push_made(&mut self.frames, || Frame {
+            id,
             func,
             known,
             start,
@@ -907,7 +1012,18 @@ impl ThreadStack {
     }
 
     /// Starts a segment at `at` inside the function containing `ip`.
-    fn start_segment(&mut self, at: Stamp, ip: u64, resolver: &dyn Resolver) {
+    fn start_segment(
+        &mut self,
+        at: Stamp,
+        ip: u64,
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
+        // Slices of an earlier stretch without frames (its frames ended
+        // empty): no frame of this segment encloses them.
+        if !self.unplaced.is_empty() {
+            self.place(None, out);
+        }
         let (func, known) = self.resolve(resolver, ip, at.time);
         let unknown_start = !(known && func.entry == ip);
         self.base = Some(at);
@@ -923,17 +1039,20 @@ impl ThreadStack {
             return;
         }
         match std::mem::replace(&mut self.state, State::Running) {
-            State::Idle => self.start_segment(at, ip, resolver),
+            State::Idle => self.start_segment(at, ip, resolver, out),
             State::InGap {
                 at: gap_at,
                 kind,
                 offset,
             } => {
+                let id = self.alloc_id();
                 self.finish(
                     Slice {
                         pid: self.pid,
                         tid: self.tid,
                         depth: 0,
+                        id,
+                        parent: None,
                         start: gap_at,
                         end: at,
                         kind: SliceKind::Gap { kind, offset },
@@ -941,7 +1060,7 @@ impl ThreadStack {
                     VecDeque::new(),
                     out,
                 );
-                self.start_segment(at, ip, resolver);
+                self.start_segment(at, ip, resolver, out);
             }
             State::Disabled {
                 at: off_at,
@@ -952,6 +1071,8 @@ impl ThreadStack {
                     pid: self.pid,
                     tid: self.tid,
                     depth: self.top_depth() + 1,
+                    id: self.alloc_id(),
+                    parent: None,
                     start: off_at,
                     end: at,
                     kind: SliceKind::Untraced { kernel, ip: off_ip },
@@ -973,7 +1094,7 @@ impl ThreadStack {
                 }
                 if self.frames.is_empty() && self.entry.is_none() {
                     self.finish(untraced, VecDeque::new(), out);
-                    self.start_segment(at, ip, resolver);
+                    self.start_segment(at, ip, resolver, out);
                     return;
                 }
                 let (func, known) = self.resolve(resolver, ip, at.time);
@@ -1032,7 +1153,7 @@ impl ThreadStack {
         self.close_segment(off_at, out);
         untraced.depth = 0;
         self.finish(untraced, VecDeque::new(), out);
-        self.start_segment(at, ip, resolver);
+        self.start_segment(at, ip, resolver, out);
     }
 
     #[inline]
@@ -1215,11 +1336,25 @@ impl ThreadStack {
             }
         }
         let depth = self.frames.first().map_or(0, |f| f.depth) - 1;
+        // Numbered before the frames below it end, so that the lowest
+        // names it as its parent.
+        let id = self.alloc_id();
+        // Those held go first: in the order they closed, before the frame
+        // that ends now and its children.
+        if !self.unplaced.is_empty() {
+            self.place(Some(id), out);
+        }
+        self.below = Some(id);
         self.pop_to(0, at, out);
+        self.below = None;
         let base = self.base.unwrap_or(at);
         self.stats.retroactive_frames += 1;
-        self.open(func, known, base, None, true, depth);
-        let held = std::mem::take(&mut self.base_held);
+        self.open_as(id, func, known, base, None, true, depth);
+        let mut held = std::mem::take(&mut self.base_held);
+        for s in held.iter_mut().filter(|s| s.parent.is_none()) {
+            // Held at the bottom (Perfetto's order): its parent now.
+            s.parent = Some(id);
+        }
         let tied = std::mem::take(&mut self.base_tied);
         let frame = self.frames.last_mut().expect("just opened");
         frame.held = held;
@@ -1332,6 +1467,8 @@ impl ThreadStack {
             pid: self.pid,
             tid: self.tid,
             depth: frame.depth,
+            id: frame.id,
+            parent: None,
             start: frame.start,
             end,
             kind: SliceKind::Call {
@@ -1347,8 +1484,9 @@ impl ThreadStack {
     /// Emits `slice` and the slices held behind it, or holds them all behind
     /// the parent they tie with.
     #[inline]
-    fn finish(&mut self, slice: Slice, held: VecDeque<Slice>, out: &mut dyn FnMut(Slice)) {
+    fn finish(&mut self, mut slice: Slice, held: VecDeque<Slice>, out: &mut dyn FnMut(Slice)) {
         if let Some(parent) = self.frames.last_mut() {
+            slice.parent = Some(parent.id);
             if ties(&parent.start, &slice.start) {
                 parent.tied = true;
                 if !self.close_order {
@@ -1359,12 +1497,25 @@ impl ThreadStack {
         } else if self.entry.is_some() {
             // The parent is an entry frame, which began before any stamp
             // here (checked by `apply`): no tie.
+            slice.parent = Some(ENTRY_PARENT);
         } else if matches!(self.state, State::Running | State::Disabled { .. })
-            && self.base.is_some_and(|b| ties(&b, &slice.start))
+            && self.base.is_some()
         {
-            self.base_tied = true;
-            if !self.close_order {
-                hold(&mut self.base_held, slice, held);
+            // The frame just found above the segment's first one, if any.
+            slice.parent = self.below;
+            if self.base.is_some_and(|b| ties(&b, &slice.start)) {
+                self.base_tied = true;
+                if !self.close_order {
+                    hold(&mut self.base_held, slice, held);
+                    return;
+                }
+            }
+            if self.place_roots && self.below.is_none() {
+                // Its parent is not known yet (close order: nothing held
+                // behind it).
+                self.unplaced.push(slice);
+                let n = self.unplaced.len() as u64;
+                self.stats.max_unplaced = self.stats.max_unplaced.max(n);
                 return;
             }
         }
@@ -1381,6 +1532,10 @@ impl ThreadStack {
     /// Ends every frame at `at` and releases what waited for a retroactive parent.
     fn close_segment(&mut self, at: Stamp, out: &mut dyn FnMut(Slice)) {
         self.pop_to(0, at, out);
+        // No frame above the segment's first one comes any more.
+        if !self.unplaced.is_empty() {
+            self.place(None, out);
+        }
         self.base_held.drain(..).for_each(&mut *out);
         self.base_tied = false;
         self.base = None;
@@ -1399,6 +1554,8 @@ impl ThreadStack {
                     pid: self.pid,
                     tid: self.tid,
                     depth: self.top_depth() + 1,
+                    id: self.alloc_id(),
+                    parent: None,
                     start: off_at,
                     end: at,
                     kind: SliceKind::Untraced { kernel, ip },
@@ -1411,11 +1568,14 @@ impl ThreadStack {
                 offset,
             } => {
                 self.state = State::Idle;
+                let id = self.alloc_id();
                 self.finish(
                     Slice {
                         pid: self.pid,
                         tid: self.tid,
                         depth: 0,
+                        id,
+                        parent: None,
                         start: gap_at,
                         end: at,
                         kind: SliceKind::Gap { kind, offset },
@@ -1611,7 +1771,57 @@ mod tests {
         let (got, stats) = run(ops);
         assert_eq!(got, want, "\ngot:  {got:#?}\nwant: {want:#?}");
         assert_any_split_agrees(ops);
+        assert_parents_exact(ops);
         stats
+    }
+
+    /// A stack placing roots over `ops`: its slices, in order.
+    fn placed(ops: &[Op]) -> Vec<Slice> {
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2).placing_roots();
+        let mut slices = Vec::new();
+        for op in ops {
+            stack.push(op, &map, &mut |sl: Slice| slices.push(sl));
+        }
+        slices
+    }
+
+    /// Every id once; every parent a slice that came after its children,
+    /// one level down, enclosing it on the time and instruction axes; and
+    /// no parent exactly where a slice one level down encloses it.
+    fn assert_parents_exact(ops: &[Op]) {
+        let slices = placed(ops);
+        let at: std::collections::HashMap<NonZeroU64, usize> =
+            slices.iter().enumerate().map(|(i, s)| (s.id, i)).collect();
+        assert_eq!(at.len(), slices.len(), "ids repeat: {slices:#?}");
+        let encloses = |p: &Slice, c: &Slice| {
+            p.start.time <= c.start.time
+                && p.end.time >= c.end.time
+                && p.start.insns <= c.start.insns
+                && p.end.insns >= c.end.insns
+        };
+        for (i, c) in slices.iter().enumerate() {
+            match c.parent {
+                Some(pid) => {
+                    let j = *at.get(&pid).unwrap_or_else(|| panic!("no parent: {c:?}"));
+                    let p = &slices[j];
+                    assert!(j > i, "parent before child: {p:?} {c:?}");
+                    assert_eq!(p.depth, c.depth - 1, "{p:?} {c:?}");
+                    assert!(encloses(p, c), "{p:?} does not enclose {c:?}");
+                }
+                None => {
+                    // A slice one level down enclosing it strictly (not
+                    // only touching it at an end) would be its parent.
+                    let strict = |p: &Slice| {
+                        p.depth == c.depth - 1
+                            && encloses(p, c)
+                            && p.start.insns < c.end.insns
+                            && p.end.insns > c.start.insns
+                    };
+                    assert!(!slices.iter().any(strict), "a root inside a slice: {c:?}");
+                }
+            }
+        }
     }
 
     /// Every slice (all fields) and the stats of one stack over `ops`, or
@@ -1622,11 +1832,12 @@ mod tests {
         ops: &[Op],
         k: Option<usize>,
         below: &Learned,
-        close_order: bool,
+        (close_order, place_roots): (bool, bool),
     ) -> (Vec<String>, StackStats, bool) {
         let map = Map::new();
         let mut real = ThreadStack::new(1, 2);
         real.close_order = close_order;
+        real.place_roots = place_roots;
         let mut slices = Vec::new();
         let k = k.unwrap_or(ops.len());
         // The speculative stack takes ops k.. up to the last End (which a
@@ -1667,13 +1878,14 @@ mod tests {
     /// ops it applied.
     fn assert_any_split_agrees(ops: &[Op]) -> usize {
         let mut applied = 0;
-        for close_order in [false, true] {
-            applied += splits_agree(ops, close_order);
+        // Perfetto's order, close order, and close order with exact parents.
+        for order in [(false, false), (true, false), (true, true)] {
+            applied += splits_agree(ops, order);
         }
         applied
     }
 
-    fn splits_agree(ops: &[Op], close_order: bool) -> usize {
+    fn splits_agree(ops: &[Op], close_order: (bool, bool)) -> usize {
         let (want, want_stats, _) = run_split(ops, None, &Learned::default(), close_order);
         let mut applied = 0;
         // Without hints, and with every function assumed in an entry frame
@@ -1787,7 +1999,8 @@ mod tests {
         for seed in 0..200 {
             let ops = random_ops(seed, 60);
             applied += assert_any_split_agrees(&ops);
-            splits += 4 * ops.len();
+            assert_parents_exact(&ops);
+            splits += 6 * ops.len();
         }
         // Many splits apply; the others (an entry frame that is not what was
         // assumed, a tie with one, a gap) take the ops one by one.
@@ -2006,6 +2219,97 @@ mod tests {
             ],
         );
         assert_eq!(stats.retroactive_frames, 2);
+    }
+
+    /// (slice, its parent's) as rendered, in the order placed.
+    fn parents(ops: &[Op]) -> Vec<(String, Option<String>)> {
+        let slices = placed(ops);
+        let name = |id: NonZeroU64| {
+            let p = slices.iter().find(|p| p.id == id).expect("parent placed");
+            render(p)
+        };
+        slices
+            .iter()
+            .map(|s| (render(s), s.parent.map(name)))
+            .collect()
+    }
+
+    fn pairs(want: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+        want.iter()
+            .map(|(c, p)| (c.to_string(), p.map(str::to_string)))
+            .collect()
+    }
+
+    /// Tail calls at the bottom of a segment, then a return above it: the
+    /// frame found there is the parent of every frame at the bottom so
+    /// far, held until it opens.
+    #[test]
+    fn a_frame_found_above_the_stack_is_the_parent_of_the_bottom_so_far() {
+        let ops = [
+            enabled(0, B + 0x10),        // inside b
+            jump(10, B + 0x20, C),       // b tail-calls c
+            call(12, C + 0x10, D),       // c calls d
+            ret(14, D + 0x10, C + 0x10), // d returns
+            jump(16, C + 0x20, X),       // c tail-calls x
+            ret(20, X + 0x30, A + 0x30), // x returns into a: a was running
+            call(22, A + 0x40, D),       // a calls d
+            ret(24, D + 0x10, A + 0x40),
+            end(30),
+        ];
+        assert_eq!(
+            parents(&ops),
+            pairs(&[
+                ("1 d 12-14 i20", Some("0 c 10-16 i60")),
+                // Held until a opened, then handed out in order.
+                ("0 b? 0-10 i100", Some("-1 a? 0-30 i300")),
+                ("0 c 10-16 i60", Some("-1 a? 0-30 i300")),
+                ("0 x 16-20 i40", Some("-1 a? 0-30 i300")),
+                ("0 d 22-24 i20", Some("-1 a? 0-30 i300")),
+                ("-1 a? 0-30 i300", None),
+            ])
+        );
+        assert_parents_exact(&ops);
+        assert_any_split_agrees(&ops);
+    }
+
+    /// Without a return above it, the bottom of a segment is roots: at a
+    /// gap, and at the end; the gap itself is one.
+    #[test]
+    fn the_bottom_of_a_segment_that_ends_is_roots() {
+        let ops = [
+            enabled(0, B + 0x10),
+            jump(10, B + 0x20, C),
+            call(12, C + 0x10, D),
+            Op::Gap {
+                at: s(14),
+                kind: GapKind::Overflow,
+                offset: 0,
+            },
+            enabled(20, A + 0x10),
+            jump(22, A + 0x20, C),
+            end(30),
+        ];
+        assert_eq!(
+            parents(&ops),
+            pairs(&[
+                ("1 d 12-14 i20", Some("0 c 10-14 i40")),
+                ("0 b? 0-10 i100", None),
+                ("0 c 10-14 i40", None),
+                ("0 [gap Overflow] 14-20 i60", None),
+                ("0 a? 20-22 i20", None),
+                ("0 c 22-30 i80", None),
+            ])
+        );
+        let stack = {
+            let map = Map::new();
+            let mut st = ThreadStack::new(1, 2).placing_roots();
+            for op in &ops {
+                st.push(op, &map, &mut |_| {});
+            }
+            st
+        };
+        assert_eq!(stack.stats().max_unplaced, 2);
+        assert_any_split_agrees(&ops);
     }
 
     #[test]

@@ -1463,6 +1463,8 @@ mod tests {
             pid: 10,
             tid: 11,
             depth,
+            id: std::num::NonZeroU64::MIN,
+            parent: None,
             start: st(t0),
             end: st(t1),
             kind: SliceKind::Call {
@@ -1535,6 +1537,8 @@ mod tests {
                 pid: 10,
                 tid: 11 + (t % 2) as u32,
                 depth: (t % 5) as i32,
+                id: std::num::NonZeroU64::MIN,
+                parent: None,
                 start: st(t),
                 end: st(t + 1),
                 kind,

@@ -1,6 +1,7 @@
 //! ptdec's sinks of call slices, after the call stacks (`ptdec-core`) and
 //! below the `ptdec` crate, which feeds one of them: the FTF emitter
-//! ([`emit`]) and the report's aggregator ([`aggregate`]), each a
+//! ([`emit`]), the Parquet dataset ([`parquet`]) and the report's
+//! aggregator ([`aggregate`]), each a
 //! `ptdec_core::model::slices::SliceSink` with its own error type. They do
 //! not know each other.
 #![deny(unsafe_code)]
@@ -11,3 +12,4 @@ use ptdec_core::{model, outfile};
 
 pub mod aggregate;
 pub mod emit;
+pub mod parquet;

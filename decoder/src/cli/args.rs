@@ -593,9 +593,21 @@ pub struct DecodeArgs {
     #[arg(required = true)]
     pub trace: Option<PathBuf>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
-    /// Example: -o out.ftf
+    /// With --format parquet, a folder. Example: -o out.ftf
     #[arg(short, long, value_name = "OUT", required = true)]
     pub output: Option<PathBuf>,
+    /// What -o gets: ftf (a file for Perfetto) or parquet (a folder of
+    /// tables for SQL engines: calls/, marks/, threads/, trace/, each
+    /// part-0.parquet). Example: --format parquet
+    #[arg(long, value_enum, default_value_t = OutputFormat::Ftf)]
+    pub format: OutputFormat,
+    /// With --format parquet: the trace's name in the `trace` table
+    /// (default: the trace's file name). Example: --trace-name build-42
+    #[arg(long, value_name = "NAME")]
+    pub trace_name: Option<String>,
+    /// With --format parquet: replace the folder -o names if it exists.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub images: ImageArgs,
     /// What the output's timestamps count: ns (perf time from the first
@@ -664,6 +676,13 @@ pub struct DecodeArgs {
     pub flow: FlowArgs,
     #[command(flatten)]
     pub marks: MarkArgs,
+}
+
+/// `ptdec TRACE --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Ftf,
+    Parquet,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::args::{ArgOrder, Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, RawArgs};
+use super::args::{
+    ArgOrder, Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, OutputFormat, RawArgs,
+};
 use super::insn_list::{same_output, InsnList};
 use super::parse::{parse_duration, parse_time, TimeArg};
 use crate::decode::{DecodeOptions, RawConfig, SidebandRef};
@@ -186,6 +188,12 @@ pub(super) fn window(
 
 /// `ptdec TRACE -o OUT`: the trace decoded into FTF.
 pub fn decode(a: DecodeArgs) -> Result<()> {
+    if a.format == OutputFormat::Parquet {
+        return decode_dataset(a);
+    }
+    if a.trace_name.is_some() || a.force {
+        bail!("--trace-name and --force go with --format parquet");
+    }
     let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
         bail!("give a trace and -o OUT (see --help)");
     };
@@ -274,6 +282,113 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         |on_op| pipeline::run(&plan, on_op),
         || Ok(()),
     )
+}
+
+/// `ptdec TRACE -o DIR --format parquet`: the trace decoded into a
+/// Parquet dataset (`crate::dataset`).
+fn decode_dataset(a: DecodeArgs) -> Result<()> {
+    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
+        bail!("give a trace and -o DIR (see --help)");
+    };
+    for (given, opt) in [
+        (a.split.is_some(), "--split"),
+        (a.time_axis.is_some(), "--time-axis"),
+        (a.check, "--check"),
+    ] {
+        if given {
+            bail!("{opt} goes with FTF output, not --format parquet (its tables hold every axis)");
+        }
+    }
+    if output == Path::new("-") {
+        bail!("--format parquet writes a folder; give -o a folder name, not -");
+    }
+    let trace_name = match a.trace_name {
+        Some(n) => n,
+        None => {
+            let p = std::fs::canonicalize(&trace_path).unwrap_or_else(|_| trace_path.clone());
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        }
+    };
+    crate::parquet::check_trace_name(&trace_name)?;
+    let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
+    let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
+    let min_duration = a
+        .min_duration
+        .as_deref()
+        .map(|d| parse_duration("--min-duration", d))
+        .transpose()?;
+    let progress = Progress::new(a.quiet);
+    let mut decode = selected(
+        &trace,
+        a.tid,
+        a.pid,
+        (start, end),
+        a.jobs,
+        a.chunk_size,
+        &progress,
+    );
+    decode.decoder = a.flow.decoder.into();
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    progress.message(format!("decoding {}", trace_path.display()));
+    let on_op = |n: u64| progress.ops(n);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let started = Instant::now();
+    let input = pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let stacks = StackOptions {
+        interpolate: !a.no_interpolate,
+        min_duration,
+    };
+    let out = crate::plan::Parquet {
+        dataset: crate::parquet::DatasetOptions {
+            marks: a.marks.filter(),
+            force: a.force,
+            file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
+            ..Default::default()
+        },
+        folder: output.clone(),
+        facts: crate::parquet::TraceFacts {
+            trace_name,
+            source: trace_path.display().to_string(),
+            ptdec_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        },
+    };
+    let plan = Plan::new(input, decode, stacks, out);
+    let result = crate::dataset::run(&plan, on_op);
+    let wall_time = started.elapsed();
+    progress.finish();
+    let (mut report, stats) = result.with_context(|| {
+        format!(
+            "decoding {} into {}",
+            trace_path.display(),
+            output.display()
+        )
+    })?;
+    report.wall_time = Some(wall_time);
+    if !a.quiet {
+        eprint!("{}", summary::render(&report));
+        let rows = stats.calls + stats.untraced + stats.gaps;
+        eprintln!(
+            "dataset {}: {} calls, {} untraced, {} gaps, {} marks, {} threads; {} bytes ({:.1} per row of calls)",
+            output.display(),
+            stats.calls,
+            stats.untraced,
+            stats.gaps,
+            stats.marks,
+            stats.threads,
+            stats.bytes,
+            stats.bytes as f64 / rows.max(1) as f64
+        );
+    }
+    Ok(())
 }
 
 /// What a decode run (`ptdec TRACE` or `ptdec raw`) does after its

@@ -3,6 +3,7 @@
 //! the code's symbols ([`Resolver`]). The stacks stage (`crate::stack`)
 //! makes them; the sinks (the FTF writer, the report) take them.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::ops::{GapKind, Mark, Stamp};
@@ -182,6 +183,19 @@ pub struct Slice {
     /// Nesting level relative to the segment's base frame (0); negative for
     /// frames created retroactively above it. Gaps have depth 0.
     pub depth: i32,
+    /// Its number on its thread, from 1: a call's when its frame opened,
+    /// untraced time's and a gap's when they ended. The same however the
+    /// decode was cut into chunks (stacks built ahead number their frames
+    /// from their stretch's start, renumbered when stitched).
+    pub id: NonZeroU64,
+    /// The `id` of the slice one level below that encloses it (the
+    /// caller's frame; for untraced time, the frame it interrupted), or
+    /// `None` at a root. Exact when the sink asks for it
+    /// ([`SliceSink::needs_parents`]); otherwise a slice at the bottom of
+    /// its segment says `None` even where a frame found later above the
+    /// segment's first one encloses it (`crate::stack`'s retroactive
+    /// frames).
+    pub parent: Option<NonZeroU64>,
     pub start: Stamp,
     pub end: Stamp,
     pub kind: SliceKind,
@@ -234,6 +248,15 @@ pub trait SliceSink {
     /// then cut per-cpu traces as it likes
     /// ([`crate::decode::DecodeOptions::any_interleaving`]).
     fn any_interleaving(&self) -> bool {
+        false
+    }
+    /// Whether this sink reads [`Slice::parent`] and needs it exact. The
+    /// stacks then hand out slices in close order
+    /// (`crate::stack::ThreadStack::close_order`) and hold each slice at
+    /// the bottom of a segment until they know its parent: a frame found
+    /// later above the segment's first one, or none when the segment ends
+    /// first (`crate::stack::ThreadStack::placing_roots`).
+    fn needs_parents(&self) -> bool {
         false
     }
 }

@@ -1,0 +1,83 @@
+//! `ptdec TRACE -o DIR --format parquet`: the same decode and call stacks
+//! as an FTF run (`pipeline::Stacks`, so every option that selects what
+//! is decoded works unchanged), the slices going to the Parquet dataset
+//! (`ptdec_out::parquet`) on the stacks' own thread, in close order with
+//! exact parents (`SliceSink::needs_parents`).
+
+use crate::model::slices::SliceSink;
+use crate::parquet::{Dataset, DatasetError, DatasetStats, TscFacts};
+use crate::pipeline::{self, Input, Report, RunError, Stacks};
+use crate::plan::{Parquet, Plan};
+use crate::stack::StackStats;
+
+/// Why a dataset run failed: the decode's errors, or the dataset's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatasetRunError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+}
+
+/// Decodes a planned dataset run into its folder: the run's [`Report`]
+/// (for the summary; nothing in its FTF fields) and what the dataset
+/// holds. Nothing is put in place unless the whole run succeeds. `on_op`:
+/// progress, as for [`pipeline::run`].
+pub fn run(
+    plan: &Plan<'_, Parquet>,
+    on_op: Option<&dyn Fn(u64)>,
+) -> Result<(Report, DatasetStats), DatasetRunError> {
+    let Input::Trace { trace, images, .. } = plan.input else {
+        return Err(RunError::NeedsTrace {
+            what: "ptdec --format parquet",
+        }
+        .into());
+    };
+    pipeline::check_filter(trace, &plan.decode)?;
+    // Before the output is created: it may not be one of them.
+    crate::decode::open_images(trace, images, &plan.decode);
+    let mut facts = plan.output.facts.clone();
+    facts.cpu = trace
+        .cpu
+        .as_ref()
+        .map(|c| format!("{}/{}/{}", c.family, c.model, c.stepping));
+    facts.tsc = trace.tsc.as_ref().map(|t| TscFacts {
+        time_mult: t.time_mult(),
+        time_shift: t.time_shift(),
+        time_zero: t.time_zero(),
+    });
+    let mut dataset = Dataset::create(&plan.output.folder, plan.output.dataset.clone(), facts)?;
+    // The dataset asks for exact parents, which the stacks give in close
+    // order (`ThreadStack::placing_roots`).
+    let stacks = Stacks::planned(plan, on_op, dataset.needs_parents());
+    let ((decode_stats, threads), short) =
+        pipeline::with_min_duration(&mut dataset, plan.stacks.min_duration, |out| {
+            stacks.run(plan.input, out)
+        });
+    let (decode, threads) = (decode_stats.map_err(RunError::from)?, threads?);
+    pipeline::check_decoded(&decode, &plan.decode, Some(trace))?;
+    dataset.end_threads()?;
+    // Before the folder is put in place: an empty window replaces nothing.
+    let s = dataset.stats();
+    let empty = s.calls + s.untraced + s.gaps + s.marks == 0;
+    pipeline::check_window_held_something(trace, &plan.decode, empty)?;
+    let stats = dataset.finish()?;
+    let mut stack = StackStats::default();
+    for t in threads.values() {
+        stack.add(&t.stack);
+    }
+    let mut warnings = images.warnings();
+    warnings.extend(images.changed_code_hint(&decode.errors));
+    let report = Report {
+        decode,
+        stack,
+        threads,
+        missing: images.missing(),
+        warnings,
+        origin: plan.facts.origin.unwrap_or(0),
+        min_duration: short,
+        ..Report::default()
+    };
+    Ok((report, stats))
+}

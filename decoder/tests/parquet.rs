@@ -1,0 +1,320 @@
+//! `ptdec TRACE -o DIR --format parquet` (issue 46) on a ptsim trace of
+//! `fixtures/programs/interp`, read back with the Arrow project's Parquet
+//! reader: every parent exists and encloses its child, depths and times
+//! are the FTF's for the same decode, per-function calls, tail calls and
+//! self instructions are `ptdec report --format csv`'s, and the tables are
+//! the same for `-j1`, `-j2` with stacks built ahead and a small chunk
+//! size. gcc (for the fixture) follows `pt_tests`' tool policy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, Int8Type};
+use arrow_array::Array;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+fn ptdec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ptdec"))
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = ptdec()
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "ptdec {args:?}: {err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A ptsim trace of the interpreter, its loop run 5 more times; `None`
+/// without gcc (the tool policy).
+fn interp_trace(test: &str, dir: &Path) -> Option<PathBuf> {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
+    let progs = pt_tests::fixture_programs(test, &out)?;
+    let trace = dir.join("interp.dir");
+    let mut o = ptsim::sim::Options::new(progs.join("interp"), Vec::new(), &trace);
+    o.env = Some(Vec::new());
+    o.repeat = vec!["interp_run=5".parse().unwrap()];
+    ptsim::sim::run(o).unwrap();
+    Some(trace)
+}
+
+/// A row of `calls`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Row {
+    call_id: i64,
+    parent_id: Option<i64>,
+    depth: i32,
+    pid: i32,
+    tid: i32,
+    start_ns: i64,
+    dur_ns: i64,
+    start_insn: i64,
+    insns: i64,
+    self_insns: i64,
+    function: String,
+    module: Option<String>,
+    kind: String,
+    cut_end: bool,
+}
+
+fn calls(dir: &Path) -> Vec<Row> {
+    let file = std::fs::File::open(dir.join("calls/trace=interp/part-0.parquet")).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut rows = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let col = |n: &str| b.column_by_name(n).unwrap().clone();
+        let i64s = |n: &str| col(n).as_primitive::<Int64Type>().clone();
+        let i32s = |n: &str| col(n).as_primitive::<Int32Type>().clone();
+        let strs = |n: &str| {
+            let d = col(n).as_dictionary::<Int32Type>().clone();
+            let v = d.values().as_string::<i32>().clone();
+            (0..d.len())
+                .map(|i| (!d.is_null(i)).then(|| v.value(d.keys().value(i) as usize).to_string()))
+                .collect::<Vec<_>>()
+        };
+        let kind = col("kind").as_dictionary::<Int8Type>().clone();
+        let kinds = kind.values().as_string::<i32>().clone();
+        let (id, parent, start, dur, start_insn, insns, self_insns) = (
+            i64s("call_id"),
+            i64s("parent_id"),
+            i64s("start_ns"),
+            i64s("dur_ns"),
+            i64s("start_insn"),
+            i64s("insns"),
+            i64s("self_insns"),
+        );
+        let (depth, pid, tid) = (i32s("depth"), i32s("pid"), i32s("tid"));
+        let (function, module) = (strs("function"), strs("module"));
+        let cut_end = col("cut_end").as_boolean().clone();
+        for i in 0..b.num_rows() {
+            rows.push(Row {
+                call_id: id.value(i),
+                parent_id: (!parent.is_null(i)).then(|| parent.value(i)),
+                depth: depth.value(i),
+                pid: pid.value(i),
+                tid: tid.value(i),
+                start_ns: start.value(i),
+                dur_ns: dur.value(i),
+                start_insn: start_insn.value(i),
+                insns: insns.value(i),
+                self_insns: self_insns.value(i),
+                function: function[i].clone().unwrap(),
+                module: module[i].clone(),
+                kind: kinds.value(kind.keys().value(i) as usize).to_string(),
+                cut_end: cut_end.value(i),
+            });
+        }
+    }
+    rows
+}
+
+/// Every id once; every parent a row of the same thread one level down
+/// enclosing its child; the roots only where no such row could be.
+fn assert_parents_exact(rows: &[Row]) {
+    let by_id: HashMap<i64, &Row> = rows.iter().map(|r| (r.call_id, r)).collect();
+    assert_eq!(by_id.len(), rows.len(), "call_id repeats");
+    let mut roots = 0;
+    for c in rows {
+        let Some(p) = c.parent_id else {
+            roots += 1;
+            continue;
+        };
+        let p = by_id
+            .get(&p)
+            .unwrap_or_else(|| panic!("no parent row: {c:?}"));
+        assert_eq!(
+            (p.pid, p.tid, p.depth),
+            (c.pid, c.tid, c.depth - 1),
+            "{p:?} {c:?}"
+        );
+        assert!(
+            p.start_ns <= c.start_ns && p.start_ns + p.dur_ns >= c.start_ns + c.dur_ns,
+            "{p:?} does not enclose {c:?} in time"
+        );
+        assert!(
+            p.start_insn <= c.start_insn && p.start_insn + p.insns >= c.start_insn + c.insns,
+            "{p:?} does not enclose {c:?} in instructions"
+        );
+    }
+    assert!((1..10).contains(&roots), "{roots} roots");
+}
+
+#[test]
+fn the_dataset_agrees_with_the_ftf_and_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(trace) = interp_trace("the_dataset_agrees_with_the_ftf_and_the_report", tmp.path())
+    else {
+        return;
+    };
+    let t = trace.to_str().unwrap();
+    let ds = tmp.path().join("ds");
+    let d = ds.to_str().unwrap();
+    run(
+        &[
+            t,
+            "-q",
+            "-j1",
+            "-o",
+            d,
+            "--format",
+            "parquet",
+            "--trace-name",
+            "interp",
+        ],
+        &[],
+    );
+    let rows = calls(&ds);
+    assert!(rows.len() > 1000, "{} rows", rows.len());
+    assert_parents_exact(&rows);
+
+    // Self instructions are the row's less its children's.
+    let mut children: HashMap<i64, i64> = HashMap::new();
+    for r in &rows {
+        if let Some(p) = r.parent_id {
+            *children.entry(p).or_default() += r.insns;
+        }
+    }
+    for r in &rows {
+        assert_eq!(
+            r.self_insns,
+            r.insns - children.get(&r.call_id).unwrap_or(&0),
+            "{r:?}"
+        );
+    }
+
+    // The same tables however the decode is cut and wherever the stacks
+    // are built.
+    for (args, env) in [
+        (vec!["-j2"], vec![("PTDEC_STACKS_AHEAD", "1")]),
+        (
+            vec!["-j2", "--chunk-size", "4K"],
+            vec![("PTDEC_STACKS_AHEAD", "1")],
+        ),
+        (vec!["-j1", "--chunk-size", "4K"], vec![]),
+    ] {
+        let other = tmp.path().join("other");
+        let o = other.to_str().unwrap();
+        let mut a = vec![
+            t,
+            "-q",
+            "-o",
+            o,
+            "--format",
+            "parquet",
+            "--force",
+            "--trace-name",
+            "interp",
+        ];
+        a.extend(args.iter().copied());
+        run(&a, &env);
+        assert!(calls(&other) == rows, "{args:?} {env:?}: other rows");
+    }
+
+    // Depths and times are the FTF's, slice for slice (the emitter's own
+    // record of what it wrote, with the stack's depth).
+    let ftf = ftf_slices(&trace);
+    let mut ours: Vec<(i32, String, i64, i64, i32)> = rows
+        .iter()
+        .map(|r| {
+            let name = r.function.clone();
+            (r.tid, name, r.start_ns, r.start_ns + r.dur_ns, r.depth)
+        })
+        .collect();
+    ours.sort();
+    assert_eq!(ours.len(), ftf.len());
+    assert!(ours == ftf, "the dataset's slices are not the FTF's");
+
+    // Per function: calls, tail calls and self instructions are the
+    // report's.
+    let csv = run(&["report", t, "--format", "csv"], &[]);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (fi, ci, si, ti) = (
+        at("function"),
+        at("calls"),
+        at("self_insns"),
+        at("tail_calls"),
+    );
+    let mut report: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[fi].starts_with('[') {
+            continue;
+        }
+        let e = report.entry(f[fi].to_string()).or_default();
+        e.0 += f[ci].parse::<u64>().unwrap();
+        e.1 += f[si].parse::<u64>().unwrap();
+        e.2 += f[ti].parse::<u64>().unwrap();
+    }
+    let mut sql: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.kind == "call" || r.kind == "tail call")
+    {
+        let e = sql.entry(r.function.clone()).or_default();
+        e.0 += 1;
+        e.1 += r.self_insns as u64;
+        e.2 += u64::from(r.kind == "tail call");
+    }
+    assert_eq!(sql, report);
+}
+
+/// The FTF's slices for the same decode: (tid, name, start, end, the
+/// stack's depth), sorted.
+fn ftf_slices(trace: &Path) -> Vec<(i32, String, i64, i64, i32)> {
+    use ptdec::images::{ImageStore, SearchPath};
+    let t = ptdec::input::Trace::open(trace).unwrap();
+    let images = ImageStore::new(SearchPath {
+        buildid_dir: None,
+        ..SearchPath::for_trace(trace)
+    });
+    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &t,
+        images: &images,
+        symbols: &symbols,
+    };
+    let decode = ptdec::decode::DecodeOptions {
+        jobs: 1,
+        ..Default::default()
+    };
+    let stacks = ptdec::pipeline::StackOptions {
+        interpolate: true,
+        min_duration: None,
+    };
+    let out = ptdec::plan::Ftf {
+        emit: ptdec::emit::EmitOptions {
+            record: true,
+            ..Default::default()
+        },
+        target: ptdec::emit::Target::Memory,
+    };
+    let plan = ptdec::plan::Plan::new(input, decode, stacks, out);
+    let report = ptdec::pipeline::run(&plan, None).unwrap();
+    let mut v: Vec<_> = report
+        .written
+        .iter()
+        .flat_map(|w| &w.slices)
+        .map(|p| {
+            (
+                p.tid as i32,
+                p.name.clone(),
+                p.start as i64,
+                p.end as i64,
+                p.depth,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}

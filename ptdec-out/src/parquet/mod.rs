@@ -1,0 +1,1186 @@
+//! The Parquet dataset: the call stacks' slices, the marks and the threads
+//! as tables any SQL engine reads (DuckDB, Polars, DataFusion, Spark), a
+//! sink of slices beside the FTF emitter ([`crate::emit`]) that writes
+//! `DIR/calls/part-0.parquet`, `DIR/marks/…`, `DIR/threads/…` and
+//! `DIR/trace/…` (one folder per table, as Hive-style layouts expect).
+//!
+//! # Tables
+//!
+//! * `calls`: one row per call, untraced slice and gap: `call_id` (unique
+//!   in the trace), `parent_id` (null at a root), `depth` (the FTF's: 0 at
+//!   a segment's first frame, negative above it), `pid`, `tid`,
+//!   `start_ns`, `dur_ns` (ns from the origin, cut to `--start`/`--duration`),
+//!   `start_insn`, `insns` (callees included), `self_insns`, `cycles`
+//!   (null without CYC), `function`, `module` (null for untraced time and
+//!   gaps), `addr` (the function's entry; where tracing stopped for
+//!   untraced time), `kind` (`call`, `tail call`, `untraced`, `gap`),
+//!   `cut_start`, `cut_end` (cut by the window, or still running when a
+//!   gap, a restart or the trace's end ended it: the FTF's `cut`),
+//!   `unknown_start`.
+//! * `marks`: PTWRITE payloads, power events, frequency changes and
+//!   event-trace instants: `pid`, `tid`, `time_ns`, `insn`, `category`
+//!   (`ptwrite`, `power`, `event`: the FTF's), `name`, `value` (the
+//!   payload; MHz for a frequency), `ip`, `cpu`, `emulated`, `args`.
+//! * `threads`: `pid`, `tid`, `name`, `process`, and the later names with
+//!   their times (`rename_ns`, `rename_to`).
+//! * `trace`: one row of the trace's own facts ([`TraceFacts`]).
+//!
+//! Signed integers throughout (Spark reads no unsigned ones): an address
+//! of the kernel's half reads negative. Addresses, times and counters of
+//! the FTF; strings dictionary-encoded; column statistics on, so engines
+//! skip row groups by time and thread.
+//!
+//! # Ids
+//!
+//! The stacks number each thread's slices (`Slice::id`, `Slice::parent`,
+//! exact because this sink asks: [`SliceSink::needs_parents`]); a call's
+//! `call_id` is its thread's ordinal (threads in the order the decode
+//! meets them, which is the same for any `-j` and chunk size) above its
+//! number (`thread << 40 | id`).
+//!
+//! # Memory and files
+//!
+//! Rows are written in row groups of [`ROWS_PER_GROUP`] as the decode goes;
+//! per thread only the calls that ended at its latest instant wait for
+//! the next slice (which tells whether they were cut, as the FTF's `Tail`),
+//! and the instructions of closed children wait for their parent (one sum
+//! per open frame). The folder is written beside `DIR` and put in place
+//! whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
+//! writer does the format.
+
+use std::fs::File;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ::parquet::arrow::ArrowWriter;
+use ::parquet::basic::{Compression, Encoding, ZstdLevel};
+use ::parquet::errors::ParquetError;
+use ::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use ::parquet::schema::types::ColumnPath;
+use arrow_array::builder::{
+    BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+};
+use arrow_array::types::{Int32Type, Int8Type};
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int8Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
+use crate::model::slices::{FuncRef, Slice, SliceKind, SliceSink};
+use crate::outfile::{OutDir, OutFileError};
+use ftf::hash::FastMap;
+
+/// Rows of `calls` per row group: a row group's columns are held in
+/// memory until written (about 50 bytes a row before encoding, so ~50 MB),
+/// and engines skip whole row groups by their statistics.
+pub const ROWS_PER_GROUP: usize = 1 << 20;
+
+/// zstd at its default level. Measured on the bench's 10 MB traces, one
+/// core (`taskset -c 0`, dataset bytes and user+sys seconds): snappy
+/// 5.68 MB / 1.24 s (interp), 12.97 MB / 0.94 s (shapes); zstd 1 4.59 MB
+/// / 1.34 s, 11.09 MB / 0.97 s; zstd 3 4.26 MB / 1.21 s, 10.58 MB / 0.98 s;
+/// zstd 6 3.75 MB / 1.32 s, 10.08 MB / 1.15 s. zstd 3 is a quarter
+/// smaller than snappy for CPU within the runs' noise; higher levels
+/// cost more CPU than they save bytes.
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// The tables, each a folder of the dataset.
+pub const TABLES: [&str; 4] = ["calls", "marks", "threads", "trace"];
+
+/// Refuses a trace name that cannot be a folder's (`trace=NAME`): empty,
+/// with a `/` or a NUL, longer than 200 bytes.
+pub fn check_trace_name(name: &str) -> Result<(), DatasetError> {
+    let why = if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains(['/', '\0']) {
+        Some("it holds a / or a NUL")
+    } else if name.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(DatasetError::TraceName {
+            name: name.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Bits of `call_id` below the thread's ordinal.
+const ID_BITS: u32 = 40;
+
+/// The trace's own facts, for the `trace` table: given by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct TraceFacts {
+    /// `--trace-name` (by default the trace dir's name).
+    pub trace_name: String,
+    /// The trace decoded, as given.
+    pub source: String,
+    /// The CPU that recorded it (`family/model/stepping`), when known.
+    pub cpu: Option<String>,
+    /// perf's TSC ⇄ perf time conversion, when the trace has one.
+    pub tsc: Option<TscFacts>,
+    /// The ptdec that wrote the dataset.
+    pub ptdec_version: String,
+}
+
+/// perf's TSC conversion (`time = zero + (tsc * mult) >> shift`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TscFacts {
+    pub time_mult: u64,
+    pub time_shift: u32,
+    pub time_zero: u64,
+}
+
+/// How slices become rows.
+#[derive(Debug, Clone, Default)]
+pub struct DatasetOptions {
+    /// Perf time (ns) written as 0.
+    pub origin: u64,
+    /// Only slices and marks overlapping `[start, end)` (perf time), cut to it.
+    pub range: Option<(u64, u64)>,
+    /// Which marks are written.
+    pub marks: MarkFilter,
+    /// The recording had address filters: user-space untraced time is
+    /// `[filtered out]` (the FTF's naming).
+    pub filtered: bool,
+    /// Replace an existing folder.
+    pub force: bool,
+    /// Permission bits of the files (`outfile::mode_of` the trace);
+    /// `None`: `outfile::PRIVATE_MODE`.
+    pub file_mode: Option<u32>,
+    /// Rows per row group of `calls` (0: [`ROWS_PER_GROUP`]).
+    pub rows_per_group: usize,
+}
+
+/// What the dataset holds, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatasetStats {
+    pub calls: u64,
+    pub untraced: u64,
+    pub gaps: u64,
+    pub marks: u64,
+    pub threads: u64,
+    /// Slices and marks outside `--start`/`--duration`.
+    pub dropped: u64,
+    /// Marks left out by `--no-ptwrite`, `--no-power`, `--no-events`.
+    pub marks_dropped: u64,
+    /// Calls still running when their segment or the trace ended.
+    pub ended_open: u64,
+    /// Bytes of the four files.
+    pub bytes: u64,
+}
+
+/// Why the dataset could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DatasetError {
+    /// The folder could not be started or put in place.
+    #[error(transparent)]
+    Output(#[from] OutFileError),
+    /// A file of the dataset could not be created or written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Parquet writer failed.
+    #[error("writing {path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: ParquetError,
+    },
+    /// More threads or slices than `call_id` numbers.
+    #[error("too many threads or slices for call_id (thread {ordinal}, slice {id})")]
+    IdRange { ordinal: u64, id: u64 },
+    /// `--trace-name` cannot name the trace's folder (`trace=NAME`).
+    #[error("--trace-name {name:?}: {why}; give a name that can be a folder's")]
+    TraceName { name: String, why: &'static str },
+}
+
+/// One table's file, written row group by row group.
+struct Part {
+    path: PathBuf,
+    schema: SchemaRef,
+    writer: ArrowWriter<File>,
+}
+
+impl Part {
+    fn create(
+        dir: &Path,
+        table: &str,
+        schema: SchemaRef,
+        props: WriterProperties,
+        mode: u32,
+    ) -> Result<Part, DatasetError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let folder = dir.join(table);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| DatasetError::Io { path, source }
+        };
+        std::fs::DirBuilder::new()
+            .mode((mode & 0o777) | ((mode & 0o444) >> 2))
+            .create(&folder)
+            .map_err(io(&folder))?;
+        let path = folder.join("part-0.parquet");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&path)
+            .map_err(io(&path))?;
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|source| {
+            DatasetError::Parquet {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        Ok(Part {
+            path,
+            schema,
+            writer,
+        })
+    }
+
+    /// Writes `columns` as one row group.
+    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
+        let path = &self.path;
+        let pq = |source| DatasetError::Parquet {
+            path: path.clone(),
+            source,
+        };
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)
+            .map_err(|e| pq(ParquetError::ArrowError(e.to_string())))?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.writer.write(&batch).map_err(pq)?;
+        self.writer.flush().map_err(pq)
+    }
+
+    /// Ends the file (its footer) and syncs it; returns its size.
+    fn close(self) -> Result<u64, DatasetError> {
+        let path = self.path;
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|source| DatasetError::Parquet {
+                path: path.clone(),
+                source,
+            })?;
+        let io = |source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        };
+        file.sync_all().map_err(io)?;
+        Ok(file.metadata().map_err(io)?.len())
+    }
+}
+
+fn field(name: &str, t: DataType, nullable: bool) -> Field {
+    Field::new(name, t, nullable)
+}
+
+fn dict(name: &str, key: DataType, nullable: bool) -> Field {
+    Field::new_dictionary(name, key, DataType::Utf8, nullable)
+}
+
+fn calls_schema() -> SchemaRef {
+    use DataType::{Boolean, Int32, Int64, Int8};
+    Arc::new(Schema::new(vec![
+        dict("trace", Int32, false),
+        field("call_id", Int64, false),
+        field("parent_id", Int64, true),
+        field("depth", Int32, false),
+        field("pid", Int32, false),
+        field("tid", Int32, false),
+        field("start_ns", Int64, false),
+        field("dur_ns", Int64, false),
+        field("start_insn", Int64, false),
+        field("insns", Int64, false),
+        field("self_insns", Int64, false),
+        field("self_ns", Int64, false),
+        field("cycles", Int64, true),
+        dict("function", Int32, false),
+        dict("module", Int32, true),
+        field("addr", Int64, false),
+        dict("kind", Int8, false),
+        field("cut_start", Boolean, false),
+        field("cut_end", Boolean, false),
+        field("unknown_start", Boolean, false),
+    ]))
+}
+
+fn marks_schema() -> SchemaRef {
+    use DataType::{Boolean, Int32, Int64, Utf8};
+    Arc::new(Schema::new(vec![
+        dict("trace", Int32, false),
+        field("pid", Int32, false),
+        field("tid", Int32, false),
+        field("time_ns", Int64, false),
+        field("insn", Int64, false),
+        field("category", Utf8, false),
+        field("name", Utf8, false),
+        field("value", Int64, true),
+        field("ip", Int64, true),
+        field("cpu", Int32, true),
+        field("emulated", Boolean, false),
+        field("args", Utf8, true),
+    ]))
+}
+
+fn threads_schema() -> SchemaRef {
+    use DataType::{Int32, Int64, Utf8};
+    let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
+    Arc::new(Schema::new(vec![
+        field("trace", Utf8, false),
+        field("pid", Int32, false),
+        field("tid", Int32, false),
+        field("name", Utf8, false),
+        field("process", Utf8, false),
+        field("rename_ns", list(Int64), false),
+        field("rename_to", list(Utf8), false),
+    ]))
+}
+
+fn trace_schema() -> SchemaRef {
+    use DataType::{Int32, Int64, Utf8};
+    Arc::new(Schema::new(vec![
+        field("trace", Utf8, false),
+        field("source", Utf8, false),
+        field("cpu", Utf8, true),
+        field("origin_ns", Int64, false),
+        field("tsc_time_mult", Int64, true),
+        field("tsc_time_shift", Int32, true),
+        field("tsc_time_zero", Int64, true),
+        field("window_start_ns", Int64, true),
+        field("window_end_ns", Int64, true),
+        field("ptdec_version", Utf8, false),
+    ]))
+}
+
+/// The writer's settings for a table; `delta`: columns of growing
+/// integers (ids, times, counters), stored as differences.
+fn props(rows: usize, delta: &[&str]) -> Result<WriterProperties, ParquetError> {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(rows.max(1)));
+    for c in delta {
+        let c = ColumnPath::from(*c);
+        b = b
+            .set_column_dictionary_enabled(c.clone(), false)
+            .set_column_encoding(c, Encoding::DELTA_BINARY_PACKED);
+    }
+    Ok(b.build())
+}
+
+/// The values of a row of `calls`.
+#[derive(Debug, Clone)]
+struct Row {
+    call_id: i64,
+    parent_id: Option<i64>,
+    depth: i32,
+    pid: u32,
+    tid: u32,
+    start: Stamp,
+    end: Stamp,
+    self_insns: u64,
+    self_ns: u64,
+    /// Function and module keys in the row group's dictionaries.
+    name: Name,
+    addr: u64,
+    kind: Kind,
+    unknown_start: bool,
+    /// Ended by a gap, a restart or the trace's end.
+    ended_open: bool,
+}
+
+/// What a row names: a function (by [`FuncRef`]) or a pseudo-slice.
+#[derive(Debug, Clone)]
+enum Name {
+    Func(FuncRef),
+    Pseudo(&'static str),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+enum Kind {
+    Call = 0,
+    Tail = 1,
+    Untraced = 2,
+    Gap = 3,
+}
+
+const KIND_NAMES: [&str; 4] = ["call", "tail call", "untraced", "gap"];
+
+/// A string dictionary for one row group's column.
+#[derive(Default)]
+struct Dict {
+    keys: FastMap<Arc<str>, i32>,
+    values: Vec<Arc<str>>,
+}
+
+impl Dict {
+    fn key(&mut self, s: &Arc<str>) -> i32 {
+        if let Some(&k) = self.keys.get(s) {
+            return k;
+        }
+        let k = self.values.len() as i32;
+        self.values.push(s.clone());
+        self.keys.insert(s.clone(), k);
+        k
+    }
+
+    fn take(&mut self) -> ArrayRef {
+        self.keys.clear();
+        let values = std::mem::take(&mut self.values);
+        Arc::new(StringArray::from_iter_values(values.iter().map(|s| &**s)))
+    }
+}
+
+/// The columns of `calls` being filled for one row group.
+#[derive(Default)]
+struct CallColumns {
+    rows: usize,
+    call_id: Vec<i64>,
+    parent_id: Int64Builder,
+    depth: Vec<i32>,
+    pid: Vec<i32>,
+    tid: Vec<i32>,
+    start_ns: Vec<i64>,
+    dur_ns: Vec<i64>,
+    start_insn: Vec<i64>,
+    insns: Vec<i64>,
+    self_insns: Vec<i64>,
+    self_ns: Vec<i64>,
+    cycles: Int64Builder,
+    function: Vec<i32>,
+    module: Int32Builder,
+    addr: Vec<i64>,
+    kind: Vec<i8>,
+    cut_start: BooleanBuilder,
+    cut_end: BooleanBuilder,
+    unknown_start: BooleanBuilder,
+    /// Function (by `FuncRef::addr`: held here, so not freed and reused
+    /// while the row group fills) → its (function, module) keys.
+    funcs: FastMap<usize, (i32, i32)>,
+    held: Vec<FuncRef>,
+    names: Dict,
+    modules: Dict,
+    pseudo: FastMap<&'static str, i32>,
+}
+
+impl CallColumns {
+    fn name_keys(&mut self, name: &Name) -> (i32, Option<i32>) {
+        match name {
+            Name::Func(f) => {
+                if let Some(&(n, m)) = self.funcs.get(&f.addr()) {
+                    return (n, Some(m));
+                }
+                let keys = (self.names.key(&f.name), self.modules.key(&f.module));
+                self.funcs.insert(f.addr(), keys);
+                self.held.push(f.clone());
+                (keys.0, Some(keys.1))
+            }
+            Name::Pseudo(p) => {
+                if let Some(&k) = self.pseudo.get(p) {
+                    return (k, None);
+                }
+                let k = self.names.key(&Arc::from(*p));
+                self.pseudo.insert(p, k);
+                (k, None)
+            }
+        }
+    }
+
+    /// Takes the columns filled so far; every row's `trace` is `trace`.
+    fn take(&mut self, trace: &str) -> Vec<ArrayRef> {
+        fn vec<T: Default>(v: &mut T) -> T {
+            std::mem::take(v)
+        }
+        let trace = trace_column(trace, self.rows);
+        self.rows = 0;
+        self.funcs.clear();
+        self.held.clear();
+        self.pseudo.clear();
+        let function = DictionaryArray::<Int32Type>::new(
+            Int32Array::from(vec(&mut self.function)),
+            self.names.take(),
+        );
+        let module = DictionaryArray::<Int32Type>::new(self.module.finish(), self.modules.take());
+        let kinds: ArrayRef = Arc::new(StringArray::from_iter_values(KIND_NAMES));
+        let kind = DictionaryArray::<Int8Type>::new(Int8Array::from(vec(&mut self.kind)), kinds);
+        vec![
+            trace,
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.call_id))),
+            Arc::new(self.parent_id.finish()),
+            Arc::new(Int32Array::from(vec(&mut self.depth))),
+            Arc::new(Int32Array::from(vec(&mut self.pid))),
+            Arc::new(Int32Array::from(vec(&mut self.tid))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_ns))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.dur_ns))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_insn))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.insns))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_insns))),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_ns))),
+            Arc::new(self.cycles.finish()),
+            Arc::new(function),
+            Arc::new(module),
+            Arc::new(arrow_array::Int64Array::from(vec(&mut self.addr))),
+            Arc::new(kind),
+            Arc::new(self.cut_start.finish()),
+            Arc::new(self.cut_end.finish()),
+            Arc::new(self.unknown_start.finish()),
+        ]
+    }
+}
+
+/// The columns of `marks` being filled.
+#[derive(Default)]
+struct MarkColumns {
+    rows: usize,
+    pid: Int32Builder,
+    tid: Int32Builder,
+    time_ns: Int64Builder,
+    insn: Int64Builder,
+    category: StringBuilder,
+    name: StringBuilder,
+    value: Int64Builder,
+    ip: Int64Builder,
+    cpu: Int32Builder,
+    emulated: BooleanBuilder,
+    args: StringBuilder,
+}
+
+impl MarkColumns {
+    fn take(&mut self, trace: &str) -> Vec<ArrayRef> {
+        let trace = trace_column(trace, self.rows);
+        self.rows = 0;
+        vec![
+            trace,
+            Arc::new(self.pid.finish()),
+            Arc::new(self.tid.finish()),
+            Arc::new(self.time_ns.finish()),
+            Arc::new(self.insn.finish()),
+            Arc::new(self.category.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.value.finish()),
+            Arc::new(self.ip.finish()),
+            Arc::new(self.cpu.finish()),
+            Arc::new(self.emulated.finish()),
+            Arc::new(self.args.finish()),
+        ]
+    }
+}
+
+/// The `trace` column of `rows` rows: one dictionary value, `trace`.
+fn trace_column(trace: &str, rows: usize) -> ArrayRef {
+    let values: ArrayRef = Arc::new(StringArray::from(vec![trace]));
+    Arc::new(DictionaryArray::<Int32Type>::new(
+        Int32Array::from(vec![0; rows]),
+        values,
+    ))
+}
+
+/// A thread as the `threads` table names it.
+struct ThreadRow {
+    pid: u32,
+    tid: u32,
+    name: String,
+    process: String,
+    renames: Vec<(u64, String)>,
+}
+
+/// The ns of slice `s` inside the window `range` (all of them without
+/// one; 0 for a slice outside it, which is not written): what its row's
+/// `dur_ns` says ([`Dataset::push_row`]).
+fn window_ns(range: Option<(u64, u64)>, s: &Slice) -> u64 {
+    let (rs, re) = range.unwrap_or((0, u64::MAX));
+    let (t0, t1) = (s.start.time, s.end.time);
+    if !(t0 < re && (t1 > rs || t0 >= rs)) {
+        return 0;
+    }
+    let lo = t0.max(rs);
+    t1.min(re).max(lo) - lo
+}
+
+/// Whether stamp `a` lies before `b` (equal on no axis after it).
+fn earlier(a: &Stamp, b: &Stamp) -> bool {
+    a != b
+        && a.time <= b.time
+        && a.insns <= b.insns
+        && match (a.cycles.get(), b.cycles.get()) {
+            (Some(x), Some(y)) => x <= y,
+            _ => true,
+        }
+}
+
+/// The latest slice closed at one depth of a thread, for telling tail
+/// calls (see [`Dataset::kind`]).
+#[derive(Debug, Clone, Copy)]
+struct Closed {
+    depth: i32,
+    parent: Option<NonZeroU64>,
+    end: Stamp,
+    call: bool,
+}
+
+/// What the sink keeps per thread.
+#[derive(Default)]
+struct ThreadState {
+    /// `call_id`'s high bits.
+    ordinal: u64,
+    /// The instructions and (window-cut) ns of closed children, per
+    /// parent id, until it comes.
+    children: FastMap<u64, (u64, u64)>,
+    /// The latest slice closed at each depth, shallowest first.
+    closed: Vec<Closed>,
+    /// Calls that ended at `tail_at`, the latest end so far, waiting for
+    /// the next slice to tell whether they were cut (the FTF's `Tail`,
+    /// `aggregate`'s `mark_cut`).
+    tail: Vec<Row>,
+    tail_at: Option<Stamp>,
+}
+
+/// Writes the dataset; see the module doc.
+pub struct Dataset {
+    dir: OutDir,
+    opts: DatasetOptions,
+    facts: TraceFacts,
+    calls: Part,
+    marks: Part,
+    call_cols: CallColumns,
+    mark_cols: MarkColumns,
+    rows_per_group: usize,
+    threads: Vec<ThreadRow>,
+    state: Vec<ThreadState>,
+    index: FastMap<(u32, u32), usize>,
+    last: Option<((u32, u32), usize)>,
+    stats: DatasetStats,
+}
+
+impl Dataset {
+    /// Starts the dataset `path` (a folder): see [`OutDir::create`].
+    pub fn create(
+        path: &Path,
+        opts: DatasetOptions,
+        facts: TraceFacts,
+    ) -> Result<Dataset, DatasetError> {
+        let mode = opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
+        check_trace_name(&facts.trace_name)?;
+        let part = format!("trace={}", facts.trace_name);
+        let dir = OutDir::create(path, &part, &TABLES, opts.force, mode)?;
+        let rows_per_group = if opts.rows_per_group == 0 {
+            ROWS_PER_GROUP
+        } else {
+            opts.rows_per_group
+        };
+        let pq = |source| DatasetError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        };
+        let calls_props = props(
+            rows_per_group,
+            &["call_id", "parent_id", "start_ns", "start_insn"],
+        )
+        .map_err(pq)?;
+        let marks_props = props(rows_per_group, &["time_ns", "insn"]).map_err(pq)?;
+        let calls = Part::create(dir.temp(), "calls", calls_schema(), calls_props, mode)?;
+        let marks = Part::create(dir.temp(), "marks", marks_schema(), marks_props, mode)?;
+        Ok(Dataset {
+            dir,
+            opts,
+            facts,
+            calls,
+            marks,
+            call_cols: CallColumns::default(),
+            mark_cols: MarkColumns::default(),
+            rows_per_group,
+            threads: Vec::new(),
+            state: Vec::new(),
+            index: FastMap::default(),
+            last: None,
+            stats: DatasetStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &DatasetStats {
+        &self.stats
+    }
+
+    /// The folder's final name.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The index of thread (pid, tid)'s state, made when new.
+    #[inline]
+    fn thread_index(&mut self, key: (u32, u32)) -> usize {
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return i;
+            }
+        }
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let ordinal = self.state.len() as u64;
+                self.state.push(ThreadState {
+                    ordinal,
+                    ..ThreadState::default()
+                });
+                self.index.insert(key, self.state.len() - 1);
+                self.state.len() - 1
+            }
+        };
+        self.last = Some((key, i));
+        i
+    }
+
+    /// `thread << 40 | id`.
+    fn call_id(ordinal: u64, id: NonZeroU64) -> Result<i64, DatasetError> {
+        let id = id.get();
+        if id >> ID_BITS != 0 || ordinal >> (63 - ID_BITS) != 0 {
+            return Err(DatasetError::IdRange { ordinal, id });
+        }
+        Ok(((ordinal << ID_BITS) | id) as i64)
+    }
+
+    /// How `s` was entered, from the thread's latest slice at its depth
+    /// under the same parent. The stacks say whether a call instruction
+    /// opened a frame (`call_time`) but not whether a jump did: a tail
+    /// call ends the frame it leaves and opens its own at that very stamp,
+    /// depth and parent, where a root frame or a signal handler follows
+    /// nothing, a gap or untraced time (`aggregate`'s rule).
+    fn kind(th: &mut ThreadState, s: &Slice) -> Kind {
+        let mut before = None;
+        while let Some(c) = th.closed.last() {
+            if c.depth < s.depth {
+                break;
+            }
+            if c.depth == s.depth {
+                before = Some(*c);
+            }
+            th.closed.pop();
+        }
+        let kind = match &s.kind {
+            SliceKind::Call {
+                call_time: None,
+                unknown_start: false,
+                ..
+            } if before.is_some_and(|b| b.call && b.end == s.start && b.parent == s.parent) => {
+                Kind::Tail
+            }
+            SliceKind::Call { .. } => Kind::Call,
+            SliceKind::Untraced { .. } => Kind::Untraced,
+            SliceKind::Gap { .. } => Kind::Gap,
+        };
+        th.closed.push(Closed {
+            depth: s.depth,
+            parent: s.parent,
+            end: s.end,
+            call: matches!(s.kind, SliceKind::Call { .. }),
+        });
+        kind
+    }
+
+    /// The pseudo-slice names of the FTF.
+    fn pseudo_name(&self, kind: &SliceKind) -> &'static str {
+        match kind {
+            SliceKind::Untraced { kernel: true, .. } => "[kernel]",
+            SliceKind::Untraced { .. } if self.opts.filtered => "[filtered out]",
+            SliceKind::Untraced { .. } => "[untraced]",
+            SliceKind::Gap { kind, .. } => kind.name(),
+            SliceKind::Call { .. } => "",
+        }
+    }
+
+    /// Adds one row to the row group, writing it when full.
+    fn push_row(&mut self, r: Row) -> Result<(), DatasetError> {
+        let (rs, re) = self.opts.range.unwrap_or((0, u64::MAX));
+        let (t0, t1) = (r.start.time, r.end.time);
+        if !(t0 < re && (t1 > rs || t0 >= rs)) {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
+        match r.kind {
+            Kind::Call | Kind::Tail => self.stats.calls += 1,
+            Kind::Untraced => self.stats.untraced += 1,
+            Kind::Gap => self.stats.gaps += 1,
+        }
+        self.stats.ended_open += u64::from(r.ended_open);
+        let lo = t0.max(rs);
+        let hi = t1.min(re).max(lo);
+        let origin = self.opts.origin;
+        let c = &mut self.call_cols;
+        let (fkey, mkey) = c.name_keys(&r.name);
+        c.call_id.push(r.call_id);
+        c.parent_id.append_option(r.parent_id);
+        c.depth.push(r.depth);
+        c.pid.push(r.pid as i32);
+        c.tid.push(r.tid as i32);
+        c.start_ns.push(lo.saturating_sub(origin) as i64);
+        c.dur_ns.push((hi - lo) as i64);
+        c.start_insn.push(r.start.insns as i64);
+        c.insns
+            .push(r.end.insns.saturating_sub(r.start.insns) as i64);
+        c.self_insns.push(r.self_insns as i64);
+        c.self_ns.push(r.self_ns as i64);
+        c.cycles.append_option(
+            r.start
+                .cycles
+                .get()
+                .zip(r.end.cycles.get())
+                .map(|(a, b)| b.saturating_sub(a) as i64),
+        );
+        c.function.push(fkey);
+        c.module.append_option(mkey);
+        c.addr.push(r.addr as i64);
+        c.kind.push(r.kind as i8);
+        c.cut_start.append_value(t0 < rs);
+        c.cut_end.append_value(t1 > re || r.ended_open);
+        c.unknown_start.append_value(r.unknown_start);
+        c.rows += 1;
+        if c.rows >= self.rows_per_group {
+            self.flush_calls()?;
+        }
+        Ok(())
+    }
+
+    fn flush_calls(&mut self) -> Result<(), DatasetError> {
+        if self.call_cols.rows == 0 {
+            return Ok(());
+        }
+        let cols = self.call_cols.take(&self.facts.trace_name);
+        self.calls.write(cols)
+    }
+
+    fn flush_marks(&mut self) -> Result<(), DatasetError> {
+        if self.mark_cols.rows == 0 {
+            return Ok(());
+        }
+        let cols = self.mark_cols.take(&self.facts.trace_name);
+        self.marks.write(cols)
+    }
+
+    /// Writes thread `ti`'s held calls; `cut`: a gap, a restart or the
+    /// trace's end ended them.
+    fn release_tail(&mut self, ti: usize, cut: bool) -> Result<(), DatasetError> {
+        let mut tail = std::mem::take(&mut self.state[ti].tail);
+        self.state[ti].tail_at = None;
+        for mut r in tail.drain(..) {
+            r.ended_open = cut;
+            self.push_row(r)?;
+        }
+        // The buffer back, to be filled again without allocating.
+        self.state[ti].tail = tail;
+        Ok(())
+    }
+
+    /// Ends the dataset: the calls still held were cut by the trace's end;
+    /// writes the last row groups, the `threads` and `trace` tables, and
+    /// puts the folder in place.
+    pub fn finish(mut self) -> Result<DatasetStats, DatasetError> {
+        self.end_threads()?;
+        let mode = self.opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
+        let mut bytes = 0;
+        let rows = self.rows_per_group;
+        let pq = |source| DatasetError::Parquet {
+            path: self.dir.path().to_path_buf(),
+            source,
+        };
+        let mut threads = Part::create(
+            self.dir.temp(),
+            "threads",
+            threads_schema(),
+            props(rows, &[]).map_err(pq)?,
+            mode,
+        )?;
+        threads.write(self.thread_columns())?;
+        let mut trace = Part::create(
+            self.dir.temp(),
+            "trace",
+            trace_schema(),
+            props(rows, &[]).map_err(pq)?,
+            mode,
+        )?;
+        trace.write(self.trace_columns())?;
+        for part in [self.calls, self.marks, threads, trace] {
+            bytes += part.close()?;
+        }
+        self.stats.bytes = bytes;
+        self.stats.threads = self.threads.len() as u64;
+        self.dir.commit()?;
+        Ok(self.stats)
+    }
+
+    /// Writes what waits: the calls still held, cut by the trace's end,
+    /// and the rows of the row groups begun. After it, [`Dataset::stats`]
+    /// counts every row (before [`Dataset::finish`] puts anything in place).
+    pub fn end_threads(&mut self) -> Result<(), DatasetError> {
+        for ti in 0..self.state.len() {
+            self.release_tail(ti, true)?;
+        }
+        self.flush_calls()?;
+        self.flush_marks()
+    }
+
+    fn thread_columns(&self) -> Vec<ArrayRef> {
+        let mut trace = StringBuilder::new();
+        let mut pid = Int32Builder::new();
+        let mut tid = Int32Builder::new();
+        let mut name = StringBuilder::new();
+        let mut process = StringBuilder::new();
+        let mut rename_ns = ListBuilder::new(Int64Builder::new());
+        let mut rename_to = ListBuilder::new(StringBuilder::new());
+        let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
+        rows.sort_by_key(|t| (t.pid, t.tid));
+        for t in rows {
+            trace.append_value(&self.facts.trace_name);
+            pid.append_value(t.pid as i32);
+            tid.append_value(t.tid as i32);
+            name.append_value(&t.name);
+            process.append_value(&t.process);
+            for (at, to) in &t.renames {
+                rename_ns
+                    .values()
+                    .append_value(at.saturating_sub(self.opts.origin) as i64);
+                rename_to.values().append_value(to);
+            }
+            rename_ns.append(true);
+            rename_to.append(true);
+        }
+        vec![
+            Arc::new(trace.finish()),
+            Arc::new(pid.finish()),
+            Arc::new(tid.finish()),
+            Arc::new(name.finish()),
+            Arc::new(process.finish()),
+            Arc::new(rename_ns.finish()),
+            Arc::new(rename_to.finish()),
+        ]
+    }
+
+    fn trace_columns(&self) -> Vec<ArrayRef> {
+        let f = &self.facts;
+        let one_str = |s: &str| Arc::new(StringArray::from(vec![s])) as ArrayRef;
+        let opt_i64 = |v: Option<i64>| Arc::new(arrow_array::Int64Array::from(vec![v])) as ArrayRef;
+        vec![
+            one_str(&f.trace_name),
+            one_str(&f.source),
+            Arc::new(StringArray::from(vec![f.cpu.as_deref()])),
+            opt_i64(Some(self.opts.origin as i64)),
+            opt_i64(f.tsc.map(|t| t.time_mult as i64)),
+            Arc::new(Int32Array::from(vec![f.tsc.map(|t| t.time_shift as i32)])),
+            opt_i64(f.tsc.map(|t| t.time_zero as i64)),
+            opt_i64(
+                self.opts
+                    .range
+                    .map(|r| r.0.saturating_sub(self.opts.origin) as i64),
+            ),
+            opt_i64(
+                self.opts
+                    .range
+                    .filter(|r| r.1 != u64::MAX)
+                    .map(|r| r.1.saturating_sub(self.opts.origin) as i64),
+            ),
+            one_str(&f.ptdec_version),
+        ]
+    }
+
+    /// The name, value and other fields of a mark's row.
+    fn mark_row(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) {
+        let c = &mut self.mark_cols;
+        c.pid.append_value(pid as i32);
+        c.tid.append_value(tid as i32);
+        c.time_ns
+            .append_value(at.time.saturating_sub(self.opts.origin) as i64);
+        c.insn.append_value(at.insns as i64);
+        let args_text = |args: &[(&'static str, u64)]| {
+            args.iter()
+                .map(|(n, v)| format!("{n}={v:#x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let (category, name, value, ip, cpu, emulated, args) = match mark {
+            Mark::Ptwrite {
+                ip,
+                payload,
+                emulated,
+            } => (
+                "ptwrite",
+                "ptwrite",
+                Some(*payload),
+                *ip,
+                None,
+                *emulated,
+                None,
+            ),
+            Mark::Cbr { ratio, cpu } => (
+                "power",
+                "frequency",
+                Some(cbr_mhz(*ratio)),
+                None,
+                *cpu,
+                false,
+                None,
+            ),
+            Mark::Power { name, ip, args } => (
+                "power",
+                *name,
+                None,
+                *ip,
+                None,
+                false,
+                Some(args_text(args)),
+            ),
+            Mark::Event { name, ip, args } => (
+                "event",
+                *name,
+                None,
+                *ip,
+                None,
+                false,
+                Some(args_text(args)),
+            ),
+        };
+        c.category.append_value(category);
+        c.name.append_value(name);
+        c.value.append_option(value.map(|v| v as i64));
+        c.ip.append_option(ip.map(|v| v as i64));
+        c.cpu.append_option(cpu.map(|v| v as i32));
+        c.emulated.append_value(emulated);
+        c.args.append_option(args);
+        c.rows += 1;
+    }
+}
+
+impl SliceSink for Dataset {
+    type Error = DatasetError;
+
+    fn needs_parents(&self) -> bool {
+        true
+    }
+
+    fn thread(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        process: &str,
+        renames: &[(u64, String)],
+    ) -> Result<(), DatasetError> {
+        // The thread's ordinal: in the order named.
+        self.thread_index((pid, tid));
+        self.threads.push(ThreadRow {
+            pid,
+            tid,
+            name: name.to_owned(),
+            process: process.to_owned(),
+            renames: renames.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn slice(&mut self, s: Slice) -> Result<(), DatasetError> {
+        let ti = self.thread_index((s.pid, s.tid));
+        let th = &mut self.state[ti];
+        let kind = Self::kind(th, &s);
+        let insns = s.insns();
+        let ns = window_ns(self.opts.range, &s);
+        let (child_insns, child_ns) = th.children.remove(&s.id.get()).unwrap_or((0, 0));
+        let (self_insns, self_ns) = (
+            insns.saturating_sub(child_insns),
+            ns.saturating_sub(child_ns),
+        );
+        if let Some(p) = s.parent {
+            let c = th.children.entry(p.get()).or_insert((0, 0));
+            *c = (c.0 + insns, c.1 + ns);
+        }
+        let ordinal = th.ordinal;
+        // Whether the calls held were cut: a gap starting where they
+        // ended, or a restart's untraced time at depth 0 there.
+        let call = matches!(s.kind, SliceKind::Call { .. });
+        if let Some(at) = th.tail_at {
+            if call && s.end == at {
+                // Ended with them: held with them.
+            } else if call && earlier(&s.end, &at) {
+                // Held for its parent by the stacks and let go at its
+                // segment's end (`ThreadStack::placing_roots`): it ended
+                // before, so not with them.
+            } else {
+                let cut = !call
+                    && s.start == at
+                    && (matches!(s.kind, SliceKind::Gap { .. })
+                        || (s.depth == 0 && th.tail.iter().any(|r| r.depth <= 0)));
+                self.release_tail(ti, cut)?;
+            }
+        }
+        let parent_id = s.parent.map(|p| Self::call_id(ordinal, p)).transpose()?;
+        let call_id = Self::call_id(ordinal, s.id)?;
+        let (name, addr, unknown_start) = match &s.kind {
+            SliceKind::Call {
+                func,
+                unknown_start,
+                ..
+            } => (Name::Func(func.clone()), func.entry, *unknown_start),
+            SliceKind::Untraced { ip, .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), *ip, false),
+            SliceKind::Gap { .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), 0, false),
+        };
+        let row = Row {
+            call_id,
+            parent_id,
+            depth: s.depth,
+            pid: s.pid,
+            tid: s.tid,
+            start: s.start,
+            end: s.end,
+            self_insns,
+            self_ns,
+            name,
+            addr,
+            kind,
+            unknown_start,
+            ended_open: false,
+        };
+        let th = &mut self.state[ti];
+        if call && th.tail_at.is_none_or(|at| at == s.end) {
+            th.tail_at = Some(s.end);
+            th.tail.push(row);
+            return Ok(());
+        }
+        self.push_row(row)
+    }
+
+    fn set_origin(&mut self, origin: u64) {
+        self.opts.origin = origin;
+    }
+
+    fn mark(&mut self, pid: u32, tid: u32, at: &Stamp, mark: &Mark) -> Result<(), DatasetError> {
+        if !self.opts.marks.keeps(mark) {
+            self.stats.marks_dropped += 1;
+            return Ok(());
+        }
+        if let Some((rs, re)) = self.opts.range {
+            if !(rs..re).contains(&at.time) {
+                self.stats.dropped += 1;
+                return Ok(());
+            }
+        }
+        self.stats.marks += 1;
+        self.mark_row(pid, tid, at, mark);
+        if self.mark_cols.rows >= self.rows_per_group {
+            self.flush_marks()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
