@@ -259,7 +259,7 @@ fn the_dataset_agrees_with_the_ftf_and_the_report() {
     let mut sql: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
     for r in rows
         .iter()
-        .filter(|r| r.kind == "call" || r.kind == "tail call")
+        .filter(|r| r.kind == "call" || r.kind == "tail call" || r.kind == "root")
     {
         let e = sql.entry(r.function.clone()).or_default();
         e.0 += 1;

@@ -13,7 +13,9 @@
 //!   `start_insn`, `insns` (callees included), `self_insns`, `cycles`
 //!   (null without CYC), `function`, `module` (null for untraced time and
 //!   gaps), `addr` (the function's entry; where tracing stopped for
-//!   untraced time), `kind` (`call`, `tail call`, `untraced`, `gap`),
+//!   untraced time), `kind` (`call`: a call instruction, or a call whose
+//!   start was not traced, `unknown_start`; `tail call`; `root`: a root
+//!   frame or a signal handler, entered with neither; `untraced`, `gap`),
 //!   `cut_start`, `cut_end` (cut by the window, or still running when a
 //!   gap, a restart or the trace's end ended it: the FTF's `cut`),
 //!   `unknown_start`.
@@ -415,9 +417,12 @@ enum Kind {
     Tail = 1,
     Untraced = 2,
     Gap = 3,
+    /// Entered at the function's entry with neither a call nor a jump: a
+    /// root frame or a signal handler (`aggregate`'s `Entry::Root`).
+    Root = 4,
 }
 
-const KIND_NAMES: [&str; 4] = ["call", "tail call", "untraced", "gap"];
+const KIND_NAMES: [&str; 5] = ["call", "tail call", "untraced", "gap", "root"];
 
 /// A string dictionary for one row group's column.
 #[derive(Default)]
@@ -777,6 +782,11 @@ impl Dataset {
             } if before.is_some_and(|b| b.call && b.end == s.start && b.parent == s.parent) => {
                 Kind::Tail
             }
+            SliceKind::Call {
+                call_time: None,
+                unknown_start: false,
+                ..
+            } => Kind::Root,
             SliceKind::Call { .. } => Kind::Call,
             SliceKind::Untraced { .. } => Kind::Untraced,
             SliceKind::Gap { .. } => Kind::Gap,
@@ -810,7 +820,7 @@ impl Dataset {
             return Ok(());
         }
         match r.kind {
-            Kind::Call | Kind::Tail => self.stats.calls += 1,
+            Kind::Call | Kind::Tail | Kind::Root => self.stats.calls += 1,
             Kind::Untraced => self.stats.untraced += 1,
             Kind::Gap => self.stats.gaps += 1,
         }

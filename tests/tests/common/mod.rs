@@ -3,6 +3,7 @@
 //! ptdec wrote, as comparable text: one line per kernel object and per event
 //! (class, pid, tid, category, name, timestamp, sorted argument names).
 
+pub mod dataset;
 pub mod oracle;
 
 use std::path::Path;
