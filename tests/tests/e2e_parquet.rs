@@ -299,7 +299,9 @@ fn traces_side_by_side_are_one_table() {
         symbols: &symbols,
     };
     let plan = ptdec::plan::Plan::new(input, DecodeOptions::default(), Default::default(), out);
-    let e = ptdec::dataset::run(&plan, None).err().expect("refused");
+    let Err(e) = ptdec::dataset::run(&plan, None) else {
+        panic!("a trace name already in the folder was not refused");
+    };
     assert!(e.to_string().contains("exists; give --force"), "{e}");
 
     // One table: each trace its own rows.
