@@ -30,6 +30,9 @@
 //!    No depth offset is allowed. `NAME.stripped` and `NAME.minidebug` are
 //!    the programs without symbols (`strip`), and stripped with
 //!    MiniDebugInfo as Fedora ships them (fixtures/programs/build.sh).
+//!    The Parquet dataset of the same decode (`--format parquet`) has the
+//!    FTF's call slices as rows, and each row's level in its `parent_id`
+//!    chain is the oracle's depth, checked the same way.
 //! 4. The `fxt` Python reader parses every FTF file written here, event for
 //!    event as our own reader does.
 //! 5. Perfetto's own importer (`trace_processor_shell`) loads every FTF
@@ -598,6 +601,55 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
         oracle.mismatches[..oracle.mismatches.len().min(12)].join("\n")
     );
     let checked = oracle.frames;
+
+    // 3b: the Parquet dataset of the same decode: its call rows are the
+    // FTF's call slices (instruction counts and names), and each row's
+    // level in its `parent_id` chain is the oracle's depth, frame for
+    // frame (the chain, not the FTF's intervals, says who called whom).
+    let root = dir.with_file_name("dataset");
+    common::dataset::write(&dir, &root, "t", DecodeOptions::default());
+    let rows = common::dataset::calls(&root, "t");
+    let levels = common::dataset::levels(&rows);
+    let mut pslices: BTreeMap<u32, Vec<common::oracle::Slice>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_call()) {
+        pslices
+            .entry(r.tid as u32)
+            .or_default()
+            .push(common::oracle::Slice {
+                name: r.function.clone(),
+                addr: r.addr as u64,
+                start: r.start_insn as u64,
+                end: (r.start_insn + r.insns) as u64,
+                depth: levels[&r.call_id],
+            });
+    }
+    let key = |v: &[common::oracle::Slice]| {
+        let mut k: Vec<(u64, u64, String, i32)> = v
+            .iter()
+            .map(|s| (s.start, s.end, s.name.clone(), s.depth))
+            .collect();
+        k.sort();
+        k
+    };
+    for (tid, v) in &oslices {
+        let got = pslices.get(tid).map_or_else(Vec::new, |p| key(p));
+        assert_eq!(
+            got,
+            key(v),
+            "{what}: tid {tid}: the dataset's calls vs the FTF's"
+        );
+    }
+    let by_parents = common::oracle::check_all(&truth, &pslices, &name_ok);
+    assert!(
+        by_parents.mismatches.is_empty(),
+        "{what}: the dataset's parent chains differ from the stack oracle in {} places:\n{}",
+        by_parents.mismatches.len(),
+        by_parents.mismatches[..by_parents.mismatches.len().min(12)].join("\n")
+    );
+    assert_eq!(
+        by_parents.frames, checked,
+        "{what}: frames checked via parents"
+    );
     assert_eq!(
         (
             report.stack.unmatched_unwinds,
@@ -620,7 +672,7 @@ fn check(test: &str, progs: &Path, prog: &str, v: Variant) {
     common::perfetto_agrees_with_report(&format!("{test}: {what} (ns)"), &ns);
     let total: u64 = insns.values().sum();
     eprintln!(
-        "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  oracle frames {checked}, other slices {}, max depth {} = oracle",
+        "{prog:<10} {:<12} threads {:>2}  insns {total:>6} = truth = ptdec  calls {calls:>4} returns {returns:>4} = truth = ptdec{}  oracle frames {checked} (FTF and dataset parents), other slices {}, max depth {} = oracle",
         v.name,
         truth.len(),
         if perf.is_some() { " = perf" } else { "" },
