@@ -5,10 +5,11 @@
 ENGINE is `duckdb` or `datafusion`. ROOT is a dataset folder as
 `ptdec TRACE -o ROOT --format parquet` writes it (one folder per table,
 each trace in its own `trace=NAME` folder below). The tables `calls`,
-`marks`, `threads` and `trace` are registered over every Parquet file below
-their folder, the way docs/sql.md tells a user to read them: DuckDB with
-`read_parquet('ROOT/calls/**/*.parquet')`, DataFusion with
-`register_parquet('calls', 'ROOT/calls/')`.
+`marks`, `threads` and `trace` are registered over their folders the way
+docs/sql.md tells a user to read them, with `trace` a column from the
+folder names: DuckDB with `read_parquet('ROOT/calls/*/*.parquet',
+hive_partitioning = true)`, DataFusion with `register_parquet('calls',
+'ROOT/calls/', table_partition_cols=[('trace', pyarrow.string())])`.
 
 stdin: a JSON list of SQL queries. stdout: a JSON list with, per query,
 {"columns": [...], "rows": [[...], ...]} or {"error": "..."}. Floats are
@@ -46,12 +47,11 @@ def run_duckdb(root, queries):
 
     con = duckdb.connect()
     for t in tables(root):
-        path = os.path.join(root, t, "**", "*.parquet").replace("'", "''")
-        # The files carry their trace's name; the folders' `trace=NAME`
-        # is not read again as a column.
+        path = os.path.join(root, t, "*", "*.parquet").replace("'", "''")
+        # `trace` is a column from the folders' `trace=NAME`.
         con.execute(
             f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{path}', "
-            "hive_partitioning = false, union_by_name = true)"
+            "hive_partitioning = true, union_by_name = true)"
         )
     out = []
     for q in queries:
@@ -67,9 +67,14 @@ def run_duckdb(root, queries):
 def run_datafusion(root, queries):
     import datafusion
 
+    import pyarrow
+
     ctx = datafusion.SessionContext()
     for t in tables(root):
-        ctx.register_parquet(t, os.path.join(root, t) + "/")
+        # `trace` is a column from the folders' `trace=NAME`.
+        ctx.register_parquet(
+            t, os.path.join(root, t) + "/", table_partition_cols=[("trace", pyarrow.string())]
+        )
     out = []
     for q in queries:
         try:

@@ -1,8 +1,12 @@
 //! The Parquet dataset: the call stacks' slices, the marks and the threads
 //! as tables any SQL engine reads (DuckDB, Polars, DataFusion, Spark), a
-//! sink of slices beside the FTF emitter ([`crate::emit`]) that writes
-//! `DIR/calls/part-0.parquet`, `DIR/marks/…`, `DIR/threads/…` and
-//! `DIR/trace/…` (one folder per table, as Hive-style layouts expect).
+//! sink of slices beside the FTF emitter ([`crate::emit`]) that writes a
+//! trace as `DIR/calls/trace=NAME/part-0.parquet`, `DIR/marks/trace=NAME/…`,
+//! `DIR/threads/…` and `DIR/trace/…`: one folder per table, and in it one
+//! Hive-style partition per trace, so that one folder holds many traces and
+//! engines read each table as one, with `trace` as a column taken from the
+//! folder names (the files do not repeat it: a column of one value costs
+//! the writer a dictionary lookup per row).
 //!
 //! # Tables
 //!
@@ -10,7 +14,9 @@
 //!   in the trace), `parent_id` (null at a root), `depth` (the FTF's: 0 at
 //!   a segment's first frame, negative above it), `pid`, `tid`,
 //!   `start_ns`, `dur_ns` (ns from the origin, cut to `--start`/`--duration`),
-//!   `start_insn`, `insns` (callees included), `self_insns`, `cycles`
+//!   `start_insn`, `insns` (callees included), `self_insns`, `self_ns`
+//!   (the row's less its children's: the rows whose `parent_id` it is),
+//!   `cycles`
 //!   (null without CYC), `function`, `module` (null for untraced time and
 //!   gaps), `addr` (the function's entry; where tracing stopped for
 //!   untraced time), `kind` (`call`: a call instruction, or a call whose
@@ -46,8 +52,8 @@
 //! per thread only the calls that ended at its latest instant wait for
 //! the next slice (which tells whether they were cut, as the FTF's `Tail`),
 //! and the instructions of closed children wait for their parent (one sum
-//! per open frame). The folder is written beside `DIR` and put in place
-//! whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
+//! per open frame). A trace's tables are written into a temporary folder
+//! in `DIR` and put in place whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
 //! writer does the format.
 
 use std::fs::File;
@@ -295,7 +301,6 @@ fn dict(name: &str, key: DataType, nullable: bool) -> Field {
 fn calls_schema() -> SchemaRef {
     use DataType::{Boolean, Int32, Int64, Int8};
     Arc::new(Schema::new(vec![
-        dict("trace", Int32, false),
         field("call_id", Int64, false),
         field("parent_id", Int64, true),
         field("depth", Int32, false),
@@ -321,7 +326,6 @@ fn calls_schema() -> SchemaRef {
 fn marks_schema() -> SchemaRef {
     use DataType::{Boolean, Int32, Int64, Utf8};
     Arc::new(Schema::new(vec![
-        dict("trace", Int32, false),
         field("pid", Int32, false),
         field("tid", Int32, false),
         field("time_ns", Int64, false),
@@ -340,7 +344,6 @@ fn threads_schema() -> SchemaRef {
     use DataType::{Int32, Int64, Utf8};
     let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
     Arc::new(Schema::new(vec![
-        field("trace", Utf8, false),
         field("pid", Int32, false),
         field("tid", Int32, false),
         field("name", Utf8, false),
@@ -353,7 +356,6 @@ fn threads_schema() -> SchemaRef {
 fn trace_schema() -> SchemaRef {
     use DataType::{Int32, Int64, Utf8};
     Arc::new(Schema::new(vec![
-        field("trace", Utf8, false),
         field("source", Utf8, false),
         field("cpu", Utf8, true),
         field("origin_ns", Int64, false),
@@ -504,12 +506,11 @@ impl CallColumns {
         }
     }
 
-    /// Takes the columns filled so far; every row's `trace` is `trace`.
-    fn take(&mut self, trace: &str) -> Vec<ArrayRef> {
+    /// Takes the columns filled so far.
+    fn take(&mut self) -> Vec<ArrayRef> {
         fn vec<T: Default>(v: &mut T) -> T {
             std::mem::take(v)
         }
-        let trace = trace_column(trace, self.rows);
         self.rows = 0;
         self.funcs.clear();
         self.held.clear();
@@ -522,7 +523,6 @@ impl CallColumns {
         let kinds: ArrayRef = Arc::new(StringArray::from_iter_values(KIND_NAMES));
         let kind = DictionaryArray::<Int8Type>::new(Int8Array::from(vec(&mut self.kind)), kinds);
         vec![
-            trace,
             Arc::new(arrow_array::Int64Array::from(vec(&mut self.call_id))),
             Arc::new(self.parent_id.finish()),
             Arc::new(Int32Array::from(vec(&mut self.depth))),
@@ -564,11 +564,9 @@ struct MarkColumns {
 }
 
 impl MarkColumns {
-    fn take(&mut self, trace: &str) -> Vec<ArrayRef> {
-        let trace = trace_column(trace, self.rows);
+    fn take(&mut self) -> Vec<ArrayRef> {
         self.rows = 0;
         vec![
-            trace,
             Arc::new(self.pid.finish()),
             Arc::new(self.tid.finish()),
             Arc::new(self.time_ns.finish()),
@@ -582,15 +580,6 @@ impl MarkColumns {
             Arc::new(self.args.finish()),
         ]
     }
-}
-
-/// The `trace` column of `rows` rows: one dictionary value, `trace`.
-fn trace_column(trace: &str, rows: usize) -> ArrayRef {
-    let values: ArrayRef = Arc::new(StringArray::from(vec![trace]));
-    Arc::new(DictionaryArray::<Int32Type>::new(
-        Int32Array::from(vec![0; rows]),
-        values,
-    ))
 }
 
 /// A thread as the `threads` table names it.
@@ -867,7 +856,7 @@ impl Dataset {
         if self.call_cols.rows == 0 {
             return Ok(());
         }
-        let cols = self.call_cols.take(&self.facts.trace_name);
+        let cols = self.call_cols.take();
         self.calls.write(cols)
     }
 
@@ -875,7 +864,7 @@ impl Dataset {
         if self.mark_cols.rows == 0 {
             return Ok(());
         }
-        let cols = self.mark_cols.take(&self.facts.trace_name);
+        let cols = self.mark_cols.take();
         self.marks.write(cols)
     }
 
@@ -942,7 +931,6 @@ impl Dataset {
     }
 
     fn thread_columns(&self) -> Vec<ArrayRef> {
-        let mut trace = StringBuilder::new();
         let mut pid = Int32Builder::new();
         let mut tid = Int32Builder::new();
         let mut name = StringBuilder::new();
@@ -952,7 +940,6 @@ impl Dataset {
         let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
         rows.sort_by_key(|t| (t.pid, t.tid));
         for t in rows {
-            trace.append_value(&self.facts.trace_name);
             pid.append_value(t.pid as i32);
             tid.append_value(t.tid as i32);
             name.append_value(&t.name);
@@ -967,7 +954,6 @@ impl Dataset {
             rename_to.append(true);
         }
         vec![
-            Arc::new(trace.finish()),
             Arc::new(pid.finish()),
             Arc::new(tid.finish()),
             Arc::new(name.finish()),
@@ -982,7 +968,6 @@ impl Dataset {
         let one_str = |s: &str| Arc::new(StringArray::from(vec![s])) as ArrayRef;
         let opt_i64 = |v: Option<i64>| Arc::new(arrow_array::Int64Array::from(vec![v])) as ArrayRef;
         vec![
-            one_str(&f.trace_name),
             one_str(&f.source),
             Arc::new(StringArray::from(vec![f.cpu.as_deref()])),
             opt_i64(Some(self.opts.origin as i64)),
