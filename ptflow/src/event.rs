@@ -1150,7 +1150,11 @@ impl<'a> EventDecoder<'a> {
                 self.enqueue(EVB_EXSTOP, Ev::new(kind))?;
                 Ok(true)
             }
-            Packet::Pwre { state, sub_state, hw } => {
+            Packet::Pwre {
+                state,
+                sub_state,
+                hw,
+            } => {
                 self.standalone(Kind::Pwre {
                     state,
                     sub_state,
