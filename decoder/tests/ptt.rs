@@ -14,6 +14,12 @@
 //! block decoder, configured as ptdec configures it, differs from ptxed's
 //! in [`LIBIPT_DEFECTS`].
 
+mod ptxed;
+
+use ptxed::{
+    compare, expects_unknown_cpu, is_sideband_note, is_sideband_print, map_options, ptdec_raw,
+    sideband_options, squeeze,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -37,32 +43,6 @@ const LIBIPT_DEFECTS: &[(&str, &str)] = &[(
      TIP.PGD without payload is bound after the first jump: ptdec lists 0x1000 and \
      not the second jump at 0x1003",
 )];
-
-/// ptxed's sideband options for the `.sb` files pttc wrote, as libipt's
-/// `script/test.bash` makes them from each file's name
-/// (`NAME-pevent-primary,sample-type=0x4,time-zero=0x0.sb`: the settings,
-/// then `--pevent:primary FILE`). The files are named relative to the
-/// directory ptdec runs in, as ptxed's are.
-fn sideband_options(name: &str, files: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for f in files.iter().filter(|f| f.ends_with(".sb")) {
-        let part = f
-            .strip_suffix(".sb")
-            .and_then(|b| b.strip_prefix(&format!("{name}-")))
-            .unwrap_or_else(|| panic!("{name}: unexpected sideband file name {f}"));
-        let (prefix, settings) = part.split_once(',').unwrap_or((part, ""));
-        let (format_part, prio) = prefix.rsplit_once('-').expect("FORMAT-PRIO");
-        let format = format_part.rsplit('-').next().unwrap();
-        for kv in settings.split(',').filter(|kv| !kv.is_empty()) {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            out.push(format!("--{format}:{k}"));
-            out.push(v.to_string());
-        }
-        out.push(format!("--{format}:{prio}"));
-        out.push(f.clone());
-    }
-    out
-}
 
 /// The libipt source tree ptdec was built from: `LIBIPT_SRC`, else the copy
 /// `scripts/setup` fetched from Debian's source package. Its pttc, tests and
@@ -149,146 +129,6 @@ fn org(text: &str) -> Option<String> {
         let lower = l.to_ascii_lowercase();
         lower.strip_prefix("org").map(|_| l[3..].trim().to_string())
     })
-}
-
-/// ptxed's expectation reduced to what is compared: instruction
-/// addresses, errors as `[OFFSET: KIND: MESSAGE]`, overflows; and the
-/// instruction count of `--stat` output.
-fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
-    let mut lines = Vec::new();
-    let mut count = None;
-    for l in exp.lines() {
-        let l = l.trim();
-        if let Some(n) = l.strip_prefix("insn:") {
-            count = n.trim().trim_end_matches('.').parse().ok();
-            continue;
-        }
-        let addr = l.strip_prefix("? ").unwrap_or(l);
-        if addr.len() == 16 && addr.bytes().all(|b| b.is_ascii_hexdigit()) {
-            lines.push(addr.to_string());
-        } else if is_sideband_note(l) {
-            lines.push(l.to_string());
-        } else if is_sideband_print(l) {
-            lines.push(squeeze(l));
-        } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
-            // `[overflow]`, or with --event:time `[TIME  overflow]`.
-            lines.push("[overflow]".to_string());
-        } else if let Some(inner) = l.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-            // [OFFSET, IP: KIND: MESSAGE]
-            if let Some((pos, rest)) = inner.split_once(", ") {
-                if let Some((_ip, kind_msg)) = rest.split_once(": ") {
-                    if kind_msg.starts_with("error: ") || kind_msg.starts_with("sync error: ") {
-                        lines.push(format!("[{pos}: {kind_msg}]"));
-                    }
-                }
-            }
-        }
-    }
-    (lines, count)
-}
-
-/// A sideband warning or error: `[FILE:OFFSET sideband warning: MESSAGE]`.
-fn is_sideband_note(l: &str) -> bool {
-    l.starts_with('[') && (l.contains(" sideband warning: ") || l.contains(" sideband error: "))
-}
-
-/// A sideband record as `--sb:compact` prints it
-/// (`[FILE:][OFFSET  ][TSC  ]PERF_RECORD_... { SAMPLES }`), or a context
-/// switch as `--sb:switch` prints it (`[context: pid-1]`).
-fn is_sideband_print(l: &str) -> bool {
-    l.starts_with("[context: ")
-        || l.split_whitespace()
-            .any(|w| w.starts_with("PERF_RECORD_") || w == "UNKNOWN")
-}
-
-/// A line with its runs of blanks made one space: the `.exp` files align
-/// the records' fields, and libipt's `test.bash` compares with `diff -b`.
-fn squeeze(l: &str) -> String {
-    l.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// ptdec's listing reduced the same way.
-fn normalize_list(list: &str) -> Vec<String> {
-    list.lines()
-        .filter_map(|l| {
-            if (l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit()))
-                || l == "[overflow]"
-                || l.contains(": error: ")
-                || l.contains(": sync error: ")
-                || is_sideband_note(l)
-            {
-                Some(l.to_string())
-            } else if is_sideband_print(l) {
-                Some(squeeze(l))
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// `ptdec raw` options for ptxed's, or why they cannot be given.
-/// `dir`: where pttc wrote its files (ptxed runs there).
-fn map_options(opts: &[String], dir: &Path) -> Result<(Vec<String>, bool), String> {
-    let mut out = Vec::new();
-    let mut resync = false;
-    for line in opts {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let mut i = 0;
-        while i < words.len() {
-            let w = words[i];
-            let value = || words.get(i + 1).map(|v| v.to_string());
-            match w {
-                "--resync-on-error" => resync = true,
-                // More code, relative to where ptxed runs.
-                "--raw" => {
-                    let v = value().ok_or("--raw without a value")?;
-                    out.push(w.to_string());
-                    out.push(dir.join(v).display().to_string());
-                    i += 1;
-                }
-                "--cpu" | "--mtc-freq" | "--nom-freq" | "--cpuid-0x15.eax" | "--cpuid-0x15.ebx" => {
-                    out.push(w.to_string());
-                    out.push(value().ok_or(format!("{w} without a value"))?);
-                    i += 1;
-                }
-                // ptdec raw takes ptxed's address-filter and sideband
-                // options as they are.
-                _ if w.starts_with("--filter:addr") || w.starts_with("--pevent:") => {
-                    out.push(w.to_string());
-                    out.push(value().ok_or(format!("{w} without a value"))?);
-                    i += 1;
-                }
-                // Events that change when sideband is applied, and what
-                // of the sideband is listed: ptdec raw takes them as ptxed.
-                "--event:tick" | "--event:iflags" | "--sb:warn" | "--sb:compact" | "--sb"
-                | "--sb:verbose" | "--sb:filename" | "--sb:offset" | "--sb:time"
-                | "--sb:switch" => out.push(w.to_string()),
-                // Output only: which events are printed, statistics, block
-                // boundaries, the decoder kind (block and instruction
-                // decoders decode the same flow), timing calibration.
-                "--quiet"
-                | "--stat"
-                | "--stat:insn"
-                | "--stat:blocks"
-                | "--event:ip"
-                | "--event:time"
-                | "--block-decoder"
-                | "--insn-decoder"
-                | "--block:show-blocks"
-                | "--block:end-on-call"
-                | "--block:end-on-jump"
-                | "--insn:keep-tcal-on-ovf"
-                | "--block:keep-tcal-on-ovf" => {}
-                other => return Err(format!("ptxed option {other}")),
-            }
-            i += 1;
-        }
-    }
-    if !resync {
-        out.extend(["--on-error".to_string(), "next-psb".to_string()]);
-    }
-    Ok((out, resync))
 }
 
 struct Outcome {
@@ -461,31 +301,16 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
         }
         let exp_text = std::fs::read_to_string(dir.join(exp)).unwrap();
         let list = dir.join("ptdec.list");
-        let out = Command::new(env!("CARGO_BIN_EXE_ptdec"))
-            .arg("raw")
-            .arg("--pt")
-            .arg(dir.join(format!("{name}.pt")))
-            .arg("--raw")
-            .arg(format!(
-                "{}:{org}",
-                dir.join(format!("{name}.bin")).display()
-            ))
+        let out = ptdec_raw(&dir, &name, &org, &list, &dir.join("out.ftf"))
             .args(&args)
             .args(sideband_options(&name, &files))
-            .current_dir(&dir)
-            .arg("--insn-list")
-            .arg(&list)
             .arg("-q")
-            .arg("--time-axis")
-            .arg("instructions")
-            .arg("-o")
-            .arg(dir.join("out.ftf"))
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         // ptxed reports a CPU it knows no errata for as a configuration
         // error; ptdec refuses it.
-        if exp_text.contains("config error: unknown cpu") {
+        if expects_unknown_cpu(&exp_text) {
             if !out.status.success() && stderr.contains("knows no CPU") {
                 o.equal += 1;
             } else {
@@ -504,26 +329,11 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
         // The same run with ptdec's own flow decoder (issue 23): the
         // same listing and FTF, whichever chunks it hands to libipt.
         let fast_list = dir.join("fast.list");
-        let fast = Command::new(env!("CARGO_BIN_EXE_ptdec"))
-            .arg("raw")
+        let fast = ptdec_raw(&dir, &name, &org, &fast_list, &dir.join("fast.ftf"))
             .arg("--decoder")
             .arg("fast")
-            .arg("--pt")
-            .arg(dir.join(format!("{name}.pt")))
-            .arg("--raw")
-            .arg(format!(
-                "{}:{org}",
-                dir.join(format!("{name}.bin")).display()
-            ))
             .args(&args)
             .args(sideband_options(&name, &files))
-            .current_dir(&dir)
-            .arg("--insn-list")
-            .arg(&fast_list)
-            .arg("--time-axis")
-            .arg("instructions")
-            .arg("-o")
-            .arg(dir.join("fast.ftf"))
             .output()
             .unwrap();
         let fast_err = String::from_utf8_lossy(&fast.stderr);
@@ -540,15 +350,8 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
             Some(l) => o.fallback.push(format!("{name}: {}", l.trim())),
             None => o.fallback.push(format!("{name}: nothing decoded")),
         }
-        let got = normalize_list(&got_text);
-        let (want, count) = normalize_exp(&exp_text);
-        let insns = got.iter().filter(|l| !l.starts_with('[')).count() as u64;
-        let same = match count {
-            // --quiet: only the statistics.
-            Some(n) if want.is_empty() => insns == n,
-            Some(n) => insns == n && got == want,
-            None => got == want,
-        };
+        let c = compare(&got_text, &exp_text);
+        let same = c.same;
         if let Some((_, why)) = LIBIPT_DEFECTS.iter().find(|(n, _)| *n == name) {
             if same {
                 o.failures.push(format!(
@@ -562,13 +365,15 @@ fn run_ptt(pttc: &Path, ptt: &Path, work: &Path, o: &mut Outcome) {
         } else if same {
             o.equal += 1;
             o.sideband_equal += usize::from(sideband);
-            o.sideband_lines += want
+            o.sideband_lines += c
+                .want
                 .iter()
                 .filter(|l| is_sideband_print(l) || is_sideband_note(l))
                 .count();
         } else {
             o.failures.push(format!(
-                "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {want:?} (insn count {count:?})\n  ptdec: {got:?}"
+                "{name} (cpu {cpu:?}, {args:?}):\n  ptxed: {:?} (insn count {:?})\n  ptdec: {:?}",
+                c.want, c.count, c.got
             ));
         }
     }

@@ -1261,6 +1261,12 @@ impl<'a> BlockDecoder<'a> {
                     return self.postpone(insn);
                 }
             }
+            Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
+                if self.enabled && !ev.ip_suppressed && !to(self, code, block, ip)? {
+                    return Ok(Status(0));
+                }
+            }
+            Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt | Kind::Stop => {}
             Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => {
                 return Err(Fail::Pt(PtError::INTERNAL))
             }
@@ -1393,6 +1399,15 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     !self.enabled || ev.ip_suppressed || self.ip == ip
                 }
+                // Bound to no instruction.
+                Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt | Kind::Stop => {
+                    self.proceed_postponed()?;
+                    true
+                }
+                Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
+                    self.proceed_postponed()?;
+                    ev.ip_suppressed || !self.enabled || self.ip == ip
+                }
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };
             if pending {
@@ -1494,6 +1509,18 @@ impl<'a> BlockDecoder<'a> {
                 self.speculative = false;
                 self.ip = if ev.ip_suppressed { 0 } else { ip };
             }
+            Kind::Stop => {
+                // Tracing is disabled before it stops.
+                if ev.status_update || self.enabled {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+            }
+            Kind::Exstop { ip } | Kind::Mwait { ip, .. } => {
+                if !ev.ip_suppressed && self.enabled && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+            }
+            Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt => {}
             Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
         }
         self.fetch_event()?;

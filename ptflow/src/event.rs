@@ -10,9 +10,11 @@
 //! else a standalone event) and PTW (bound to the next FUP with its IP
 //! bit, else standalone without an IP) are followed too. What this does
 //! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
-//! decodes the chunk with libipt instead): MNT, TraceStop, power events, event
-//! trace (CFE/EVD), iflags events, and the overflow errata SKD010, APL11
-//! and APL12 where they could apply.
+//! decodes the chunk with libipt instead): event trace (CFE/EVD), iflags
+//! events, and the overflow errata SKD010, APL11 and APL12 where they
+//! could apply. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
+//! PWRX) are followed as libipt follows them: standalone, but for an
+//! EXSTOP with its IP bit and the MWAIT before it, bound to the next FUP.
 
 use std::collections::VecDeque;
 
@@ -31,6 +33,7 @@ const EVB_PSBEND: u8 = 1;
 const EVB_TIP: u8 = 2;
 const EVB_FUP: u8 = 4;
 const EVB_FUP_BOUND: u8 = 8;
+const EVB_EXSTOP: u8 = 16;
 
 /// libipt's queue holds 16 slots, one kept free.
 const EVQ_MAX: usize = 14;
@@ -119,6 +122,37 @@ pub enum Kind {
         size: u8,
         payload: u64,
     },
+    /// Execution stopped (EXSTOP): with EXSTOP.IP the next FUP gives the
+    /// `ip` (`ptev_exstop`), else standalone with the IP suppressed.
+    Exstop {
+        ip: u64,
+    },
+    /// An MWAIT (`ptev_mwait`), waiting for the EXSTOP that follows it:
+    /// it binds to that EXSTOP's FUP when it has one.
+    Mwait {
+        ip: u64,
+        hints: u32,
+        ext: u32,
+    },
+    /// A C-state entered (PWRE, `ptev_pwre`); standalone.
+    Pwre {
+        state: u8,
+        sub_state: u8,
+        hw: bool,
+    },
+    /// A C-state left (PWRX, `ptev_pwrx`); standalone.
+    Pwrx {
+        last: u8,
+        deepest: u8,
+        interrupt: bool,
+        store: bool,
+        autonomous: bool,
+    },
+    /// A maintenance packet (MNT, `ptev_mnt`): in PSB+ at PSBEND, else
+    /// standalone. It binds to no instruction.
+    Mnt,
+    /// TraceStop (`ptev_stop`); standalone, after tracing was disabled.
+    Stop,
 }
 
 impl Kind {
@@ -131,7 +165,9 @@ impl Kind {
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
             | Kind::AsyncVmcs { ip, .. }
-            | Kind::Ptwrite { ip, .. } => *ip = to,
+            | Kind::Ptwrite { ip, .. }
+            | Kind::Exstop { ip }
+            | Kind::Mwait { ip, .. } => *ip = to,
             _ => {}
         }
     }
@@ -607,7 +643,7 @@ impl<'a> EventDecoder<'a> {
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
                 }
-                Packet::Mnt(_) => return Err(Fail::Unsupported(&"MNT")),
+                Packet::Mnt(_) => self.enqueue(EVB_PSBEND, Ev::new(Kind::Mnt))?,
                 Packet::Tsc(t) => self.apply_tsc(t, true)?,
                 Packet::Cbr(r) => {
                     self.apply_cbr(r, true)?;
@@ -662,7 +698,7 @@ impl<'a> EventDecoder<'a> {
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
             }
-            Kind::Disabled { .. } | Kind::Cbr { .. } => {}
+            Kind::Disabled { .. } | Kind::Cbr { .. } | Kind::Mnt => {}
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
         }
         self.event_time(&mut ev);
@@ -713,7 +749,7 @@ impl<'a> EventDecoder<'a> {
                 self.event = Some(ev);
                 Ok(false)
             }
-            Kind::Ptwrite { .. } => {
+            Kind::Ptwrite { .. } | Kind::Exstop { .. } | Kind::Mwait { .. } => {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
@@ -1004,6 +1040,31 @@ impl<'a> EventDecoder<'a> {
         self.fetch_packet();
     }
 
+    /// EXSTOP (`pt_evt_decode_exstop`): an MWAIT before it binds to the
+    /// same FUP when EXSTOP.IP is set, else both are standalone, the MWAIT
+    /// handed out first (this packet is decoded again for the EXSTOP).
+    fn decode_exstop(&mut self, has_ip: bool) -> Step {
+        if let Some(mut ev) = self.dequeue(EVB_EXSTOP) {
+            if !matches!(ev.kind, Kind::Mwait { .. }) {
+                return Err(Fail::Pt(PtError::INTERNAL));
+            }
+            if !has_ip {
+                ev.kind.set_ip(0);
+                ev.ip_suppressed = true;
+                self.event_time(&mut ev);
+                self.event = Some(ev);
+                return Ok(false);
+            }
+            self.enqueue(EVB_FUP_BOUND, ev)?;
+        }
+        if has_ip {
+            self.enqueue(EVB_FUP_BOUND, Ev::new(Kind::Exstop { ip: 0 }))?;
+            return Ok(true);
+        }
+        self.standalone_suppressed(Kind::Exstop { ip: 0 });
+        Ok(false)
+    }
+
     #[inline]
     fn decode_packet(&mut self) -> Step {
         let Some((p, _)) = self.packet else {
@@ -1073,14 +1134,50 @@ impl<'a> EventDecoder<'a> {
             }
             Packet::Pip { cr3, nr } => self.decode_pip(cr3, nr),
             Packet::Vmcs(base) => self.decode_vmcs(base),
-            Packet::Mnt(_) => Err(Fail::Unsupported(&"MNT")),
+            Packet::Mnt(_) => {
+                self.standalone(Kind::Mnt);
+                Ok(false)
+            }
             Packet::Ovf => self.decode_ovf(),
-            Packet::Stop => Err(Fail::Unsupported(&"TraceStop")),
+            Packet::Stop => {
+                self.standalone(Kind::Stop);
+                Ok(false)
+            }
             Packet::Ptw { plc, ip, payload } => self.decode_ptw(plc, ip, payload),
-            Packet::Exstop { .. }
-            | Packet::Mwait { .. }
-            | Packet::Pwre { .. }
-            | Packet::Pwrx { .. } => Err(Fail::Unsupported(&"power events")),
+            Packet::Exstop { ip } => self.decode_exstop(ip),
+            Packet::Mwait { hints, ext } => {
+                let kind = Kind::Mwait { ip: 0, hints, ext };
+                self.enqueue(EVB_EXSTOP, Ev::new(kind))?;
+                Ok(true)
+            }
+            Packet::Pwre {
+                state,
+                sub_state,
+                hw,
+            } => {
+                self.standalone(Kind::Pwre {
+                    state,
+                    sub_state,
+                    hw,
+                });
+                Ok(false)
+            }
+            Packet::Pwrx {
+                last,
+                deepest,
+                interrupt,
+                store,
+                autonomous,
+            } => {
+                self.standalone(Kind::Pwrx {
+                    last,
+                    deepest,
+                    interrupt,
+                    store,
+                    autonomous,
+                });
+                Ok(false)
+            }
             Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported(&"event trace")),
             Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
         }

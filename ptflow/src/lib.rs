@@ -55,12 +55,12 @@
 //! blocks, aborts), OVF, PIP and VMCS (paging and VMCS events, bound to
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
+//! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
 //! CYC; SKD022 checked at VMLAUNCH/VMRESUME;
-//! SKL168, which libipt's event decoder never arms). Anything else (MNT,
-//! power and event-trace packets, TraceStop,
-//! code in another mode than 64-bit, tick/iflags events, errata
+//! SKL168, which libipt's event decoder never arms). Anything else (event-trace
+//! packets, code in another mode than 64-bit, tick/iflags events, errata
 //! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
 //! decode error) makes it stop with
@@ -385,6 +385,36 @@ fn to_event(ev: &Ev) -> Option<Event> {
             size,
             payload,
         },
+        Kind::Exstop { ip: i } => EventKind::Exstop { ip: ip(i) },
+        Kind::Mwait { ip: i, hints, ext } => EventKind::Mwait {
+            ip: ip(i),
+            hints,
+            ext,
+        },
+        Kind::Pwre {
+            state,
+            sub_state,
+            hw,
+        } => EventKind::Pwre {
+            state,
+            sub_state,
+            hw,
+        },
+        Kind::Pwrx {
+            last,
+            deepest,
+            interrupt,
+            store,
+            autonomous,
+        } => EventKind::Pwrx {
+            last,
+            deepest,
+            interrupt,
+            store,
+            autonomous,
+        },
+        Kind::Mnt => EventKind::Other(event_type::MNT),
+        Kind::Stop => EventKind::Stop,
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {

@@ -530,7 +530,8 @@ impl PartialEq for Event {
 impl Event {
     /// An event of the kinds a decoder of ptdec's own produces (enabled,
     /// disabled, async disabled, async branch, overflow, exec mode, stop,
-    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite); `None`
+    /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite, exstop,
+    /// mwait, pwre, pwrx, mnt); `None`
     /// for any other kind. It reads back as libipt's event with these
     /// parts would: an IP the parts leave out but do not suppress reads
     /// as 0.
@@ -583,6 +584,18 @@ impl Event {
                 },
                 event_type::PTWRITE,
             ),
+            EventKind::Exstop { ip: i } => (EventKind::Exstop { ip: ip(i) }, event_type::EXSTOP),
+            EventKind::Mwait { ip: i, hints, ext } => (
+                EventKind::Mwait {
+                    ip: ip(i),
+                    hints,
+                    ext,
+                },
+                event_type::MWAIT,
+            ),
+            k @ EventKind::Pwre { .. } => (k, event_type::PWRE),
+            k @ EventKind::Pwrx { .. } => (k, event_type::PWRX),
+            k @ EventKind::Other(event_type::MNT) => (k, event_type::MNT),
             _ => return None,
         };
         let other_ip = match (raw_type, p.tsx) {

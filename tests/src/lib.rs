@@ -29,6 +29,15 @@ pub fn realdata_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("../shared/realdata"))
 }
 
+/// libipt's newest test suite as test vectors (`../shared/libipt-tests`,
+/// see its README.md): `PT_LIBIPT_TESTS`, else beside the clone. Read at
+/// run time, never copied into the repository.
+pub fn libipt_tests_dir() -> PathBuf {
+    std::env::var_os("PT_LIBIPT_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/libipt-tests"))
+}
+
 /// One file of the real recordings (see `../shared/realdata/README.md`).
 pub fn realdata(name: &str) -> PathBuf {
     realdata_dir().join(name)

@@ -589,7 +589,9 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     run_and_report(
         &progress,
         &end,
-        |on_op| pipeline::run(&plan, on_op),
+        // The plan holds the listing's callback: moved in, it is dropped
+        // when the run ends, so the listing below is the one owner left.
+        move |on_op| pipeline::run(&plan, on_op),
         || match (list, &a.insn_list) {
             (Some(list), Some(path)) => list
                 .finish()

@@ -1,0 +1,363 @@
+//! libipt's newest test suite, as test vectors, against `ptdec raw`: every
+//! test of `../shared/libipt-tests/manifest.tsv` that has a ptxed
+//! expectation (`X-ptxed.exp`) is decoded once per CPU it names, as
+//! libipt's `test.bash` runs ptxed (`--raw X.bin:ORG --cpu F/M OPTIONS
+//! --pt X.pt` and its sideband files), by ptdec's default flow decoder (the
+//! fast one, which hands a chunk it does not handle to libipt 2.1.2), and
+//! its `--insn-list` must equal ptxed's output as `ptt.rs` compares them
+//! (the shared `ptxed` module). The vectors come from a newer libipt than
+//! the one ptdec is built with, so they hold what 2.1.2 does not know;
+//! runs that differ are in [`EXPECTED`] with the reason, and a listed run
+//! that starts to pass fails the test, so the list stays true. The tally
+//! line counts the chunks the fast decoder handed to libipt, by reason.
+//!
+//! `PT_VECTORS_DECODER=libipt` decodes with libipt alone instead and only
+//! prints the tally (the list is the fast decoder's).
+
+mod ptxed;
+
+use ptxed::{compare, expects_unknown_cpu, map_options, ptdec_raw, sideband_options};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// libipt 2.2's TRIG packet, which the vectors place among the others.
+const TRIG: &str = "libipt 2.2's TRIG packet (trigger tracing): libipt 2.1.2, whose packet \
+    decoder ptdec uses to find PSBs and to report errors, does not know it (an unknown \
+    opcode, or a PSB+ it cannot read)";
+const ERET: &str = "FRED's ERETU/ERETS (libipt 2.2): libipt 2.1.2 and iced-x86 take them \
+    for no branch, so the return's TIP finds no far branch and the decode runs on into \
+    unmapped code";
+const RESYNC: &str = "libipt 2.2's pt_blk_resync: ptdec resyncs at an error where libipt \
+    can, and 2.1.2 can only go on at the next PSB, so what ptxed decodes between the \
+    error and that PSB is missing";
+const NEW_CPU: &str = "a CPU libipt 2.1.2 knows no errata for: ptdec refuses it \
+    ('knows no CPU')";
+const SKL014: &str = "libipt's SKL014 workaround (pt_blk_proceed_skl014, 2.1.2 and 2.2 \
+    alike) ends the block at a direct jump when the decoder ends blocks at jumps, as ptdec \
+    configures it, and binds the TIP.PGD without payload after the first jump: ptxed's \
+    expectation (its instruction decoder) has the second jump at 0x1003 too";
+
+/// Runs that differ from ptxed's expectation, and why: `"TEST"` for every
+/// CPU the test names, `"TEST F/M"` for one run.
+const EXPECTED: &[(&str, &str)] = &[
+    ("apl11 18/1", NEW_CPU),
+    ("apl11 18/3", NEW_CPU),
+    ("apl11 6/213", NEW_CPU),
+    ("bdm70-psb_fup-tip_pge 18/1", NEW_CPU),
+    ("bdm70-psb_fup-tip_pge 18/3", NEW_CPU),
+    ("bdm70-psb_fup-tip_pge 6/213", NEW_CPU),
+    ("bdm70-tip_pgd-psb_fup-tip_pge 18/1", NEW_CPU),
+    ("bdm70-tip_pgd-psb_fup-tip_pge 18/3", NEW_CPU),
+    ("bdm70-tip_pgd-psb_fup-tip_pge 6/213", NEW_CPU),
+    ("skd022 18/1", NEW_CPU),
+    ("skd022 18/3", NEW_CPU),
+    ("skd022 6/213", NEW_CPU),
+    ("exstop-trig", TRIG),
+    ("fup-tip-trig", TRIG),
+    ("mode-trig-trig", TRIG),
+    ("psb-fup-ptw-trig", TRIG),
+    ("psb-fup-trig", TRIG),
+    ("tip-trig", TRIG),
+    ("tip_pge-trig", TRIG),
+    ("tnt-trig", TRIG),
+    ("trig-fup", TRIG),
+    ("trig", TRIG),
+    ("int-eretu-cpl_0", ERET),
+    ("int-eretu", ERET),
+    ("ptet-int-eretu", ERET),
+    ("ptet-int-int-erets-eretu", ERET),
+    ("ptxed-resync-bad_query-fup-tip", RESYNC),
+    ("ptxed-resync-bad_query-ovf", RESYNC),
+    ("ptxed-resync-bad_query-tip", RESYNC),
+    ("ptxed-resync-nomap-fup-tip", RESYNC),
+    ("ptxed-resync-nomap-mode_exec-fup", RESYNC),
+    ("ptxed-resync-nomap-mode_tsx-eos", RESYNC),
+    ("ptxed-resync-nomap-mode_tsx-fup-tip", RESYNC),
+    ("ptxed-resync-nomap-mode_tsx-tip_pgd", RESYNC),
+    ("ptxed-resync-nomap-ovf-fup", RESYNC),
+    ("ptxed-resync-nomap-ptw-fup", RESYNC),
+    ("ptxed-resync-nomap-ptw-tip", RESYNC),
+    ("ptxed-resync-nomap-tip", RESYNC),
+    ("ptxed-resync-nomap-tip_pgd", RESYNC),
+    ("ptxed-resync-nomap-tip_pge", RESYNC),
+    ("ptxed-resync-psb-bad_status-psb", RESYNC),
+    ("tip-jmpabs", "APX's JMPABS (libipt 2.2): neither libipt 2.1.2 nor iced-x86 decodes it, so the trace runs into unmapped code"),
+    ("skl014-jmp-jmp", SKL014),
+];
+
+/// One test of the manifest.
+struct Vector {
+    name: String,
+    org: String,
+    /// One run per CPU; none: one run without `--cpu`.
+    cpus: Vec<String>,
+    ptxed_options: String,
+    sideband_files: Vec<String>,
+}
+
+/// `manifest.tsv`: a header line, then per test its name, org, CPUs,
+/// ptxed's and ptdump's options and its sideband files (tab-separated,
+/// lists space-separated).
+fn manifest(dir: &Path) -> Vec<Vector> {
+    let path = dir.join("manifest.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    assert_eq!(
+        header.split('\t').collect::<Vec<_>>(),
+        [
+            "test",
+            "org",
+            "cpus",
+            "ptxed_options",
+            "ptdump_options",
+            "sideband_files"
+        ],
+        "{}: unexpected columns",
+        path.display()
+    );
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 6, "{}: {l}", path.display());
+            let words = |s: &str| s.split_whitespace().map(str::to_string).collect();
+            Vector {
+                name: f[0].to_string(),
+                org: f[1].to_string(),
+                cpus: words(f[2]),
+                ptxed_options: f[3].to_string(),
+                sideband_files: words(f[5]),
+            }
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    vectors: usize,
+    /// Vectors whose every run equals ptxed.
+    vectors_equal: usize,
+    runs: usize,
+    equal: usize,
+    listed: usize,
+    /// Chunks the fast decoder decoded, and those it handed to libipt.
+    own_chunks: u64,
+    libipt_chunks: u64,
+    /// Chunks handed to libipt, by the reason the summary gives, and the
+    /// tests where that happened.
+    reasons: BTreeMap<String, (u64, Vec<String>)>,
+    failures: Vec<String>,
+    /// Listed runs that equal ptxed now.
+    stale: Vec<String>,
+    /// Runs that differ (listed or not): per test, its CPUs.
+    differ: Vec<(String, Vec<String>)>,
+}
+
+/// The summary's `flow decoder  ptdec's own for N chunks, libipt for M
+/// (K REASON, ...)` line, added to the tally.
+fn count_chunks(stderr: &str, name: &str, t: &mut Tally) {
+    let Some(line) = stderr.lines().find(|l| l.contains("flow decoder")) else {
+        return;
+    };
+    let num = |s: &str| -> u64 {
+        s.chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0)
+    };
+    if let Some(rest) = line.split("ptdec's own for ").nth(1) {
+        t.own_chunks += num(rest);
+    }
+    if let Some(rest) = line.split(", libipt for ").nth(1) {
+        t.libipt_chunks += num(rest);
+        // `(K REASON, K REASON)`; a reason may hold commas and brackets
+        // itself, so a part that does not start with a count goes on the
+        // reason before it.
+        if let Some(by) = rest.split_once(" (").and_then(|(_, b)| b.strip_suffix(')')) {
+            let mut parts: Vec<(u64, String)> = Vec::new();
+            for part in by.split(", ") {
+                match (part.split_once(' '), parts.last_mut()) {
+                    (Some((n, why)), _)
+                        if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == ',') =>
+                    {
+                        parts.push((num(n), why.to_string()));
+                    }
+                    (_, Some(last)) => {
+                        last.1.push_str(", ");
+                        last.1.push_str(part);
+                    }
+                    (_, None) => {}
+                }
+            }
+            for (n, why) in parts {
+                let e = t.reasons.entry(why).or_default();
+                e.0 += n;
+                if e.1.last().map(String::as_str) != Some(name) {
+                    e.1.push(name.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// The entry of [`EXPECTED`] for a run, if any.
+fn listed(name: &str, cpu: Option<&str>) -> Option<&'static str> {
+    EXPECTED.iter().find_map(|(key, why)| {
+        let (n, c) = key
+            .split_once(' ')
+            .map_or((*key, None), |(n, c)| (n, Some(c)));
+        (n == name && (c.is_none() || c == cpu)).then_some(*why)
+    })
+}
+
+/// Notes a run that differs, beside the test's other such runs.
+fn differs(t: &mut Tally, name: &str, cpu: Option<&str>, note: &str) {
+    let cpu = format!("{}{note}", cpu.unwrap_or("no cpu"));
+    match t.differ.last_mut() {
+        Some((n, cpus)) if n == name => cpus.push(cpu),
+        _ => t.differ.push((name.to_string(), vec![cpu])),
+    }
+}
+
+fn run(dir: &Path, work: &Path, v: &Vector, cpu: Option<&str>, decoder: &str, t: &mut Tally) {
+    let name = &v.name;
+    let exp = std::fs::read_to_string(dir.join(format!("{name}-ptxed.exp"))).unwrap();
+    let opts = [v.ptxed_options.clone()];
+    let (mut args, _resync) = match map_options(&opts, dir) {
+        Ok(a) => a,
+        Err(why) => {
+            t.failures.push(format!("{name}: unmapped {why}"));
+            return;
+        }
+    };
+    if let Some(cpu) = cpu {
+        args.extend(["--cpu".to_string(), cpu.to_string()]);
+    }
+    t.runs += 1;
+    let tag = format!("{name}-{}", cpu.unwrap_or("none").replace('/', "_"));
+    let list = work.join(format!("{tag}.list"));
+    let out = ptdec_raw(dir, name, &v.org, &list, &work.join(format!("{tag}.ftf")))
+        .arg("--decoder")
+        .arg(decoder)
+        .args(&args)
+        .args(sideband_options(name, &v.sideband_files))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    count_chunks(&stderr, name, t);
+    let (same, detail) = if expects_unknown_cpu(&exp) {
+        // ptxed reports a CPU it knows no errata for as a configuration
+        // error; ptdec refuses it.
+        let refused = !out.status.success() && stderr.contains("knows no CPU");
+        (refused, format!("an unknown CPU was not refused: {stderr}"))
+    } else if !out.status.success() {
+        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        (false, format!("ptdec raw failed: {first}"))
+    } else {
+        let c = compare(&std::fs::read_to_string(&list).unwrap(), &exp);
+        let detail = format!(
+            "\n  ptxed: {:?} (insn count {:?})\n  ptdec: {:?}",
+            c.want, c.count, c.got
+        );
+        (c.same, detail)
+    };
+    let run = format!("{name} (cpu {})", cpu.unwrap_or("none"));
+    match (listed(name, cpu), same) {
+        (Some(why), true) => {
+            t.equal += 1;
+            t.stale.push(format!(
+                "{run}: equals ptxed now; remove it from EXPECTED ({why})"
+            ));
+        }
+        (Some(_), false) => {
+            t.listed += 1;
+            differs(t, name, cpu, " (listed)");
+        }
+        (None, true) => t.equal += 1,
+        (None, false) => {
+            differs(t, name, cpu, "");
+            t.failures.push(format!("{run}, {args:?}: {detail}"));
+        }
+    }
+}
+
+#[test]
+fn libipt_vectors_match_ptxed() {
+    let test = "libipt_vectors_match_ptxed";
+    let dir = pt_tests::libipt_tests_dir();
+    if !dir.join("manifest.tsv").is_file() {
+        pt_tests::skipped(
+            test,
+            &format!(
+                "{} holds no manifest.tsv (libipt's test vectors, ../shared beside the clone; \
+                 PT_LIBIPT_TESTS names another place)",
+                dir.display()
+            ),
+        );
+        return;
+    }
+    let decoder = std::env::var("PT_VECTORS_DECODER").unwrap_or_else(|_| "fast".to_string());
+    let vectors = manifest(&dir);
+    let work = tempfile::tempdir().unwrap();
+    let mut t = Tally::default();
+    for v in &vectors {
+        if !dir.join(format!("{}-ptxed.exp", v.name)).is_file() {
+            // A ptdump-only test.
+            continue;
+        }
+        t.vectors += 1;
+        let before = t.equal;
+        if v.cpus.is_empty() {
+            run(&dir, work.path(), v, None, &decoder, &mut t);
+        }
+        for cpu in &v.cpus {
+            run(&dir, work.path(), v, Some(cpu), &decoder, &mut t);
+        }
+        t.vectors_equal += usize::from(t.equal - before == v.cpus.len().max(1));
+    }
+    let reasons: Vec<String> = t
+        .reasons
+        .iter()
+        .map(|(why, (n, _))| format!("{n} {why}"))
+        .collect();
+    eprintln!(
+        "libipt vectors (--decoder {decoder}): {} vectors ({} equal in every run), {} runs, \
+         {} equal, {} listed; chunks: ptdec's own {}, libipt {} ({})",
+        t.vectors,
+        t.vectors_equal,
+        t.runs,
+        t.equal,
+        t.listed,
+        t.own_chunks,
+        t.libipt_chunks,
+        reasons.join(", ")
+    );
+    let differ: Vec<String> = t
+        .differ
+        .iter()
+        .map(|(name, cpus)| format!("{name}: {}", cpus.join(" ")))
+        .collect();
+    for (why, (n, tests)) in &t.reasons {
+        eprintln!("{n} chunks to libipt for {why}: {}", tests.join(" "));
+    }
+    eprintln!("runs that differ from ptxed:\n  {}", differ.join("\n  "));
+    if decoder != "fast" {
+        return;
+    }
+    assert!(
+        t.vectors > 150,
+        "only {} vectors in {}",
+        t.vectors,
+        dir.display()
+    );
+    t.failures.extend(t.stale.iter().cloned());
+    assert!(
+        t.failures.is_empty(),
+        "{} runs differ from what EXPECTED says:\n{}",
+        t.failures.len(),
+        t.failures.join("\n")
+    );
+}
