@@ -91,7 +91,8 @@ def settle_output(argv, digests, keep):
     filled a 64 GB disk."""
     if "-o" in argv[:-1]:
         out = argv[argv.index("-o") + 1]
-        if os.path.exists(out):
+        # A Parquet dataset (a folder) stays for its size (`tree_bytes`).
+        if os.path.isfile(out):
             digests[out] = (sha(out), os.path.getsize(out))
             if out not in keep:
                 os.remove(out)
@@ -164,6 +165,13 @@ def remove_output(argv):
         out = argv[argv.index("-o") + 1]
         if out != "-" and os.path.isfile(out):
             os.remove(out)
+        elif "parquet" in argv and os.path.isdir(out):
+            shutil.rmtree(out)
+
+
+def tree_bytes(path):
+    """The bytes of the files under `path` (a Parquet dataset)."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def truth_totals(trace):
@@ -264,6 +272,8 @@ def main():
         ftf_lib = os.path.join(BENCH, "out-libipt.ftf")
         ftf_fast = os.path.join(BENCH, "out-fast.ftf")
         ftf_seq = os.path.join(BENCH, "out-seq.ftf")
+        pq_one = os.path.join(BENCH, "out-parquet-1core")
+        pq_jn = os.path.join(BENCH, "out-parquet-jn")
         alt, alt_env = other_stacks(ncpu)
         tools = [
             ("ptdec -j1", [os.path.join(REL, "ptdec"), trace, "-q", "-j1", "-o", ftfs[1]], True),
@@ -273,6 +283,12 @@ def main():
             ("ptdec 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), trace, "-q", "-o", ftf], True),
             ("ptdec -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q", "-o", ftfs[ncpu]], True),
             ("ptdec -j8", [os.path.join(REL, "ptdec"), trace, "-q", "-j8", "-o", ftfs[8]], True),
+            # The same decode as a Parquet dataset (issue 46): no more CPU
+            # than FTF on one core and on all, at most 12 bytes per call.
+            ("ptdec parquet 1 core", ["taskset", "-c", "0", os.path.join(REL, "ptdec"), trace, "-q",
+                                      "--format", "parquet", "--trace-name", "bench", "-o", pq_one], True),
+            ("ptdec parquet -j%d" % ncpu, [os.path.join(REL, "ptdec"), trace, "-q",
+                                           "--format", "parquet", "--trace-name", "bench", "-o", pq_jn], True),
             # The call stacks built the other way than the default here
             # (docs/decoding.md: on the decode workers with more than 2
             # CPUs, on the output thread with 2 or fewer): the same FTF,
@@ -450,6 +466,15 @@ def main():
             res[seq]["ratio"] = "wall: %s x 1 core; -j%d (stacks %s) is %s x this" % (
                 ratio(wall(seq), wall(one)), ncpu,
                 "on the workers" if ncpu > 2 else "on the output thread", ratio(wall(jn), wall(seq)))
+        pq1, pqn = "ptdec parquet 1 core", "ptdec parquet -j%d" % ncpu
+        if pq1 in res and res[pq1].get("state") == "ok" and calls:
+            per = tree_bytes(pq_one) / calls
+            ftf_per = digests[ftfs[1]][1] / calls if ftfs[1] in digests else None
+            res[pq1]["ratio"] = "CPU: %s x FTF 1 core (target <= 1); %.1f B/call (target <= 12; FTF %s)" % (
+                ratio(cpu(pq1), cpu(one)), per, fmt(ftf_per, 1))
+        if pqn in res:
+            res[pqn]["ratio"] = "CPU: %s x FTF -j%d (target <= 1); wall: %s x parquet 1 core" % (
+                ratio(cpu(pqn), cpu(jn)), ncpu, ratio(wall(pqn), wall(pq1)))
         if "ptdec -j8" in res and ncpu != 8:
             res["ptdec -j8"]["ratio"] = "wall: %s x -j%d" % (ratio(wall("ptdec -j8"), wall(jn)), ncpu)
         fast, lib = "ptdec --decoder fast -j1", "ptdec --decoder libipt -j1"

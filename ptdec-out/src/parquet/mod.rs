@@ -81,7 +81,7 @@ use ftf::hash::FastMap;
 /// Rows of `calls` per row group: a row group's columns are held in
 /// memory until written (about 50 bytes a row before encoding, so ~50 MB),
 /// and engines skip whole row groups by their statistics.
-pub const ROWS_PER_GROUP: usize = 1 << 20;
+pub const ROWS_PER_GROUP: usize = 1 << 17;
 
 /// zstd at its default level. Measured on the bench's 10 MB traces, one
 /// core (`taskset -c 0`, dataset bytes and user+sys seconds): snappy
