@@ -56,7 +56,6 @@
 //! in `DIR` and put in place whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
 //! writer does the format.
 
-use std::fs::File;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -210,12 +209,20 @@ pub enum DatasetError {
     TraceName { name: String, why: &'static str },
 }
 
-/// One table's file, written row group by row group.
+/// One table's file, written row group by row group on a thread of its
+/// own: the Arrow writer's encoding (dictionaries, delta packing, zstd) is
+/// about half of a dataset's cost after the stacks, and it runs beside
+/// them there, as the FTF emitter's block encoders do. At most
+/// [`BATCHES_IN_FLIGHT`] row groups wait for it.
 struct Part {
     path: PathBuf,
     schema: SchemaRef,
-    writer: ArrowWriter<File>,
+    to_writer: Option<crossbeam_channel::Sender<RecordBatch>>,
+    writer: Option<std::thread::JoinHandle<Result<u64, DatasetError>>>,
 }
+
+/// Row groups handed to a table's writer thread and not yet written.
+const BATCHES_IN_FLIGHT: usize = 2;
 
 impl Part {
     fn create(
@@ -242,51 +249,87 @@ impl Part {
             .mode(mode)
             .open(&path)
             .map_err(io(&path))?;
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|source| {
-            DatasetError::Parquet {
-                path: path.clone(),
-                source,
-            }
-        })?;
+        let pq = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| DatasetError::Parquet { path, source }
+        };
+        let mut writer =
+            ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq(&path))?;
+        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(BATCHES_IN_FLIGHT);
+        let at = path.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("ptdec-{table}"))
+            .spawn(move || {
+                for batch in rx {
+                    writer.write(&batch).map_err(pq(&at))?;
+                    writer.flush().map_err(pq(&at))?;
+                }
+                let file = writer.into_inner().map_err(pq(&at))?;
+                file.sync_all().map_err(io(&at))?;
+                Ok(file.metadata().map_err(io(&at))?.len())
+            })
+            .map_err(io(&path))?;
         Ok(Part {
             path,
             schema,
-            writer,
+            to_writer: Some(tx),
+            writer: Some(thread),
         })
     }
 
-    /// Writes `columns` as one row group.
+    /// Hands `columns` to the writer thread as one row group.
     fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
-        let path = &self.path;
-        let pq = |source| DatasetError::Parquet {
-            path: path.clone(),
-            source,
-        };
-        let batch = RecordBatch::try_new(self.schema.clone(), columns)
-            .map_err(|e| pq(ParquetError::ArrowError(e.to_string())))?;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
+            DatasetError::Parquet {
+                path: self.path.clone(),
+                source: ParquetError::ArrowError(e.to_string()),
+            }
+        })?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        self.writer.write(&batch).map_err(pq)?;
-        self.writer.flush().map_err(pq)
+        let sent = self.to_writer.as_ref().map(|tx| tx.send(batch));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The writer stopped: its error.
+            _ => Err(self.join().err().unwrap_or_else(|| self.stopped())),
+        }
+    }
+
+    fn stopped(&self) -> DatasetError {
+        DatasetError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other("its writer thread stopped"),
+        }
+    }
+
+    /// Ends the writer thread: the file's footer written and synced; its
+    /// size.
+    fn join(&mut self) -> Result<u64, DatasetError> {
+        self.to_writer = None;
+        match self.writer.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(DatasetError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other("its writer thread panicked"),
+            }),
+            None => Err(self.stopped()),
+        }
     }
 
     /// Ends the file (its footer) and syncs it; returns its size.
-    fn close(self) -> Result<u64, DatasetError> {
-        let path = self.path;
-        let file = self
-            .writer
-            .into_inner()
-            .map_err(|source| DatasetError::Parquet {
-                path: path.clone(),
-                source,
-            })?;
-        let io = |source| DatasetError::Io {
-            path: path.clone(),
-            source,
-        };
-        file.sync_all().map_err(io)?;
-        Ok(file.metadata().map_err(io)?.len())
+    fn close(mut self) -> Result<u64, DatasetError> {
+        self.join()
+    }
+}
+
+impl Drop for Part {
+    /// A dataset left unfinished (an error, Ctrl-C): the thread ends before
+    /// the temporary folder it writes into is removed.
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.join();
+        }
     }
 }
 
@@ -604,6 +647,59 @@ fn window_ns(range: Option<(u64, u64)>, s: &Slice) -> u64 {
     t1.min(re).max(lo) - lo
 }
 
+/// The children's sums of slice `id` at `depth`, taken off `sums` ((0,
+/// 0) when it had none). Its sums are on top, or (a slice held for a
+/// parent found later) below others of its depth or deeper, never below
+/// a shallower one: the search stops there, so a leaf looks at one entry.
+#[inline]
+fn take_sum(sums: &mut Vec<Sum>, id: u64, depth: i32) -> (u64, u64) {
+    let at = sums
+        .iter()
+        .rev()
+        .take_while(|t| t.depth >= depth)
+        .position(|t| t.id == id);
+    match at {
+        Some(back) => {
+            let t = sums.remove(sums.len() - 1 - back);
+            (t.insns, t.ns)
+        }
+        None => (0, 0),
+    }
+}
+
+/// Adds a child's instructions and ns to the sums of its parent `id` at
+/// `depth`, found as [`take_sum`] finds them or put on top.
+#[inline]
+fn add_sum(sums: &mut Vec<Sum>, id: u64, depth: i32, insns: u64, ns: u64) {
+    let at = sums
+        .iter()
+        .rev()
+        .take_while(|t| t.depth >= depth)
+        .position(|t| t.id == id);
+    match at {
+        Some(back) => {
+            let i = sums.len() - 1 - back;
+            sums[i].insns += insns;
+            sums[i].ns += ns;
+        }
+        None => sums.push(Sum {
+            id,
+            depth,
+            insns,
+            ns,
+        }),
+    }
+}
+
+/// The instructions and ns of a slice's closed children, until it comes.
+#[derive(Debug, Clone, Copy)]
+struct Sum {
+    id: u64,
+    depth: i32,
+    insns: u64,
+    ns: u64,
+}
+
 /// Whether stamp `a` lies before `b` (equal on no axis after it).
 fn earlier(a: &Stamp, b: &Stamp) -> bool {
     a != b
@@ -631,8 +727,13 @@ struct ThreadState {
     /// `call_id`'s high bits.
     ordinal: u64,
     /// The instructions and (window-cut) ns of closed children, per
-    /// parent id, until it comes.
-    children: FastMap<u64, (u64, u64)>,
+    /// parent, until it comes. In close order a parent comes after its
+    /// children and before its siblings' parents, so the sums are a stack:
+    /// the one a slice takes is on top, and so is the one its parent's sum
+    /// adds to (or goes on). Slices held for a parent found later
+    /// (`ThreadStack::placing_roots`) may find theirs below the top, which
+    /// [`take_sum`] and [`add_sum`] look for.
+    children: Vec<Sum>,
     /// The latest slice closed at each depth, shallowest first.
     closed: Vec<Closed>,
     /// Calls that ended at `tail_at`, the latest end so far, waiting for
@@ -1089,14 +1190,13 @@ impl SliceSink for Dataset {
         let kind = Self::kind(th, &s);
         let insns = s.insns();
         let ns = window_ns(self.opts.range, &s);
-        let (child_insns, child_ns) = th.children.remove(&s.id.get()).unwrap_or((0, 0));
+        let (child_insns, child_ns) = take_sum(&mut th.children, s.id.get(), s.depth);
         let (self_insns, self_ns) = (
             insns.saturating_sub(child_insns),
             ns.saturating_sub(child_ns),
         );
         if let Some(p) = s.parent {
-            let c = th.children.entry(p.get()).or_insert((0, 0));
-            *c = (c.0 + insns, c.1 + ns);
+            add_sum(&mut th.children, p.get(), s.depth - 1, insns, ns);
         }
         let ordinal = th.ordinal;
         // Whether the calls held were cut: a gap starting where they

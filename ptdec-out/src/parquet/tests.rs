@@ -9,6 +9,7 @@ use arrow_array::types::{Int32Type, Int64Type, Int8Type};
 use arrow_array::{Array, RecordBatch};
 
 use super::*;
+use std::fs::File;
 use crate::model::ops::{Cycles, GapKind};
 use crate::model::slices::Func;
 
