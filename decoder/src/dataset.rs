@@ -1,4 +1,5 @@
-//! `ptdec TRACE -o DIR --format parquet`: the same decode and call stacks
+//! `ptdec TRACE -o DIR --format parquet` (and `ptdec raw ... --format
+//! parquet`): the same decode and call stacks
 //! as an FTF run (`pipeline::Stacks`, so every option that selects what
 //! is decoded works unchanged), the slices going to the Parquet dataset
 //! (`ptdec_out::parquet`) on the stacks' own thread, in close order with
@@ -28,25 +29,30 @@ pub fn run(
     plan: &Plan<'_, Parquet>,
     on_op: Option<&dyn Fn(u64)>,
 ) -> Result<(Report, DatasetStats), DatasetRunError> {
-    let Input::Trace { trace, images, .. } = plan.input else {
-        return Err(RunError::NeedsTrace {
-            what: "ptdec --format parquet",
-        }
-        .into());
-    };
-    pipeline::check_filter(trace, &plan.decode)?;
-    // Before the output is created: it may not be one of them.
-    crate::decode::open_images(trace, images, &plan.decode);
     let mut facts = plan.output.facts.clone();
-    facts.cpu = trace
-        .cpu
-        .as_ref()
-        .map(|c| format!("{}/{}/{}", c.family, c.model, c.stepping));
-    facts.tsc = trace.tsc.as_ref().map(|t| TscFacts {
-        time_mult: t.time_mult(),
-        time_shift: t.time_shift(),
-        time_zero: t.time_zero(),
-    });
+    let trace = match plan.input {
+        Input::Trace { trace, images, .. } => {
+            pipeline::check_filter(trace, &plan.decode)?;
+            // Before the output is created: it may not be one of them.
+            crate::decode::open_images(trace, images, &plan.decode);
+            facts.cpu = trace
+                .cpu
+                .as_ref()
+                .map(|c| format!("{}/{}/{}", c.family, c.model, c.stepping));
+            facts.tsc = trace.tsc.as_ref().map(|t| TscFacts {
+                time_mult: t.time_mult(),
+                time_shift: t.time_shift(),
+                time_zero: t.time_zero(),
+            });
+            Some((trace, images))
+        }
+        Input::Raw { cfg, .. } => {
+            facts.cpu = cfg.cpu.map(|(f, m, st)| format!("{f}/{m}/{st}"));
+            // Times are TSC ticks unless --tsc-freq converts them.
+            facts.time_unit = if cfg.tsc_hz.is_some() { "ns" } else { "tsc" }.into();
+            None
+        }
+    };
     let mut dataset = Dataset::create(&plan.output.folder, plan.output.dataset.clone(), facts)?;
     // The dataset asks for exact parents, which the stacks give in close
     // order (`ThreadStack::placing_roots`).
@@ -56,28 +62,37 @@ pub fn run(
             stacks.run(plan.input, out)
         });
     let (decode, threads) = (decode_stats.map_err(RunError::from)?, threads?);
-    pipeline::check_decoded(&decode, &plan.decode, Some(trace))?;
+    pipeline::check_decoded(&decode, &plan.decode, trace.map(|t| t.0))?;
     dataset.end_threads()?;
-    // Before the folder is put in place: an empty window replaces nothing.
-    let s = dataset.stats();
-    let empty = s.calls + s.untraced + s.gaps + s.marks == 0;
-    pipeline::check_window_held_something(trace, &plan.decode, empty)?;
+    if let Some((trace, _)) = trace {
+        // Before the folder is put in place: an empty window replaces nothing.
+        let s = dataset.stats();
+        let empty = s.calls + s.untraced + s.gaps + s.marks == 0;
+        pipeline::check_window_held_something(trace, &plan.decode, empty)?;
+    }
     let stats = dataset.finish()?;
     let mut stack = StackStats::default();
     for t in threads.values() {
         stack.add(&t.stack);
     }
-    let mut warnings = images.warnings();
-    warnings.extend(images.changed_code_hint(&decode.errors));
-    let report = Report {
+    let mut report = Report {
         decode,
         stack,
         threads,
-        missing: images.missing(),
-        warnings,
         origin: plan.facts.origin.unwrap_or(0),
         min_duration: short,
         ..Report::default()
     };
+    match (trace, plan.input) {
+        (Some((_, images)), _) => {
+            report.missing = images.missing();
+            report.warnings = images.warnings();
+            report
+                .warnings
+                .extend(images.changed_code_hint(&report.decode.errors));
+        }
+        (None, Input::Raw { cfg, .. }) => report.tsc_ticks = cfg.tsc_hz.is_none(),
+        (None, Input::Trace { .. }) => {}
+    }
     Ok((report, stats))
 }

@@ -317,6 +317,82 @@ fn elf_with_symbols_gives_the_exact_call_tree() {
     assert_eq!(got, want);
 }
 
+/// `ptdec raw --format parquet`: the dataset's rows are the same exact
+/// call tree, each row's level in its `parent_id` chain its depth, and
+/// the `trace` table says its times are TSC ticks.
+#[test]
+fn the_dataset_of_raw_pt_is_the_exact_call_tree() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    use arrow_array::Array;
+    let s = Setup::new();
+    let funcs: Vec<_> = s.p.funcs.iter().map(|&(o, z, n)| (o, z, n)).collect();
+    std::fs::write(s.path("prog"), elf64(2, &s.p.code, BASE, &funcs)).unwrap();
+    let (pt, folder, prog) = (s.path("trace.pt"), s.path("dataset"), s.path("prog"));
+    let args = [
+        "--pt", &pt, "--cpu", "6/85/4", "--elf", &prog, "-o", &folder, "--format", "parquet",
+    ];
+    let out = s.run(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let read = |table: &str| {
+        let path = Path::new(&folder)
+            .join(table)
+            .join("trace=trace.pt/part-0.parquet");
+        let file = std::fs::File::open(path).unwrap();
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let mut rows = Vec::new();
+    for b in read("calls") {
+        let col = |n: &str| b.column_by_name(n).unwrap().clone();
+        let i64s = |n: &str| col(n).as_primitive::<Int64Type>().clone();
+        let f = col("function").as_dictionary::<Int32Type>().clone();
+        let names = f.values().as_string::<i32>().clone();
+        let (id, parent, start, insns) = (
+            i64s("call_id"),
+            i64s("parent_id"),
+            i64s("start_insn"),
+            i64s("insns"),
+        );
+        for i in 0..b.num_rows() {
+            rows.push((
+                id.value(i),
+                (!parent.is_null(i)).then(|| parent.value(i)),
+                names.value(f.keys().value(i) as usize).to_string(),
+                start.value(i) as u64,
+                (start.value(i) + insns.value(i)) as u64,
+            ));
+        }
+    }
+    let level = |r: &(i64, Option<i64>, String, u64, u64)| {
+        let (mut l, mut parent) = (0, r.1);
+        while let Some(p) = parent {
+            parent = rows.iter().find(|x| x.0 == p).expect("the parent is a row").1;
+            l += 1;
+        }
+        l
+    };
+    let mut got: Vec<(i32, String, u64, u64)> = rows
+        .iter()
+        .map(|r| (level(r), r.2.clone(), r.3, r.4))
+        .collect();
+    got.sort_by_key(|s| (s.2, s.0));
+    let want = truth(&s.events, &|a| s.p.func_at(a).unwrap().to_string());
+    assert_eq!(got, want, "\ngot  {got:#?}\nwant {want:#?}");
+    let trace = &read("trace")[0];
+    let unit = trace
+        .column_by_name("time_unit")
+        .unwrap()
+        .as_string::<i32>()
+        .value(0)
+        .to_string();
+    assert_eq!(unit, "tsc");
+}
+
 #[test]
 fn raw_bytes_name_functions_by_file_offset() {
     let s = Setup::new();

@@ -163,8 +163,11 @@ pub struct RawArgs {
     #[arg(long, value_name = "HZ", value_parser = parse_hz)]
     pub tsc_freq: Option<u64>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
+    /// With --format parquet, a dataset folder.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
     /// What the output's timestamps count: ns (TSC ticks, or ns with
     /// --tsc-freq), cycles (needs CYC packets) or instructions. Default: ns,
     /// or instructions when the trace has no timing packets.
@@ -593,21 +596,11 @@ pub struct DecodeArgs {
     #[arg(required = true)]
     pub trace: Option<PathBuf>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
-    /// With --format parquet, a folder. Example: -o out.ftf
+    /// With --format parquet, a dataset folder. Example: -o out.ftf
     #[arg(short, long, value_name = "OUT", required = true)]
     pub output: Option<PathBuf>,
-    /// What -o gets: ftf (a file for Perfetto) or parquet (a folder of
-    /// tables for SQL engines: calls/, marks/, threads/, trace/, each
-    /// part-0.parquet). Example: --format parquet
-    #[arg(long, value_enum, default_value_t = OutputFormat::Ftf)]
-    pub format: OutputFormat,
-    /// With --format parquet: the trace's name in the `trace` table
-    /// (default: the trace's file name). Example: --trace-name build-42
-    #[arg(long, value_name = "NAME")]
-    pub trace_name: Option<String>,
-    /// With --format parquet: replace the folder -o names if it exists.
-    #[arg(long)]
-    pub force: bool,
+    #[command(flatten)]
+    pub dataset: DatasetArgs,
     #[command(flatten)]
     pub images: ImageArgs,
     /// What the output's timestamps count: ns (perf time from the first
@@ -676,6 +669,26 @@ pub struct DecodeArgs {
     pub flow: FlowArgs,
     #[command(flatten)]
     pub marks: MarkArgs,
+}
+
+/// What -o gets, and a dataset's trace name (`ptdec TRACE` and `ptdec raw`).
+#[derive(Args)]
+pub struct DatasetArgs {
+    /// What -o gets: ftf (a file for Perfetto) or parquet (a dataset folder
+    /// of tables for SQL engines: calls/, marks/, threads/, trace/, this
+    /// trace in each as trace=NAME/part-0.parquet; docs/sql.md).
+    /// Example: --format parquet
+    #[arg(long, value_enum, default_value_t = OutputFormat::Ftf)]
+    pub format: OutputFormat,
+    /// With --format parquet: the trace's name, its folder in each table
+    /// and its `trace` column; another name adds a trace beside those in
+    /// the folder (default: the trace's file name). Example: --trace-name build-42
+    #[arg(long, value_name = "NAME")]
+    pub trace_name: Option<String>,
+    /// With --format parquet: replace the trace of that name if the folder
+    /// holds it already (the other traces stay).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `ptdec TRACE --format`.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::args::{
-    ArgOrder, Axis, CheckArgs, DecodeArgs, ImageArgs, OnError, OutputFormat, RawArgs,
+    ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, OnError, OutputFormat, RawArgs,
 };
 use super::insn_list::{same_output, InsnList};
 use super::parse::{parse_duration, parse_time, TimeArg};
@@ -186,14 +186,37 @@ pub(super) fn window(
     Ok((start, end))
 }
 
-/// `ptdec TRACE -o OUT`: the trace decoded into FTF.
-pub fn decode(a: DecodeArgs) -> Result<()> {
-    if a.format == OutputFormat::Parquet {
-        return decode_dataset(a);
-    }
+/// Refuses the dataset's options without --format parquet.
+fn check_ftf_args(a: &DatasetArgs) -> Result<()> {
     if a.trace_name.is_some() || a.force {
         bail!("--trace-name and --force go with --format parquet");
     }
+    Ok(())
+}
+
+/// The dataset's name for the trace at `path`: `--trace-name`, or the
+/// file's name; checked (it names a folder).
+fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
+    let name = match &a.trace_name {
+        Some(n) => n.clone(),
+        None => {
+            let p = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        }
+    };
+    crate::parquet::check_trace_name(&name)?;
+    Ok(name)
+}
+
+/// `ptdec TRACE -o OUT`: the trace decoded into FTF.
+pub fn decode(a: DecodeArgs) -> Result<()> {
+    if a.dataset.format == OutputFormat::Parquet {
+        return decode_dataset(a);
+    }
+    check_ftf_args(&a.dataset)?;
     let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
         bail!("give a trace and -o OUT (see --help)");
     };
@@ -290,29 +313,8 @@ fn decode_dataset(a: DecodeArgs) -> Result<()> {
     let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
         bail!("give a trace and -o DIR (see --help)");
     };
-    for (given, opt) in [
-        (a.split.is_some(), "--split"),
-        (a.time_axis.is_some(), "--time-axis"),
-        (a.check, "--check"),
-    ] {
-        if given {
-            bail!("{opt} goes with FTF output, not --format parquet (its tables hold every axis)");
-        }
-    }
-    if output == Path::new("-") {
-        bail!("--format parquet writes a folder; give -o a folder name, not -");
-    }
-    let trace_name = match a.trace_name {
-        Some(n) => n,
-        None => {
-            let p = std::fs::canonicalize(&trace_path).unwrap_or_else(|_| trace_path.clone());
-            p.file_name().map_or_else(
-                || p.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            )
-        }
-    };
-    crate::parquet::check_trace_name(&trace_name)?;
+    check_dataset_args(&output, a.split.is_some(), a.time_axis.is_some(), a.check)?;
+    let trace_name = trace_name(&a.dataset, &trace_path)?;
     let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
     let min_duration = a
@@ -334,9 +336,6 @@ fn decode_dataset(a: DecodeArgs) -> Result<()> {
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", trace_path.display()));
-    let on_op = |n: u64| progress.ops(n);
-    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
-    let started = Instant::now();
     let input = pipeline::Input::Trace {
         trace: &trace,
         images: &images,
@@ -349,7 +348,7 @@ fn decode_dataset(a: DecodeArgs) -> Result<()> {
     let out = crate::plan::Parquet {
         dataset: crate::parquet::DatasetOptions {
             marks: a.marks.filter(),
-            force: a.force,
+            force: a.dataset.force,
             file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
             ..Default::default()
         },
@@ -362,18 +361,51 @@ fn decode_dataset(a: DecodeArgs) -> Result<()> {
         },
     };
     let plan = Plan::new(input, decode, stacks, out);
+    run_dataset(&progress, plan, &trace_path, a.quiet, || Ok(()))
+}
+
+/// Refuses what goes with FTF output only, and `-o -`.
+fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) -> Result<()> {
+    for (given, opt) in [
+        (split, "--split"),
+        (time_axis, "--time-axis"),
+        (check, "--check"),
+    ] {
+        if given {
+            bail!("{opt} goes with FTF output, not --format parquet (its tables hold every axis)");
+        }
+    }
+    if output == Path::new("-") {
+        bail!("--format parquet writes a folder; give -o a folder name, not -");
+    }
+    Ok(())
+}
+
+/// Runs a planned dataset (`ptdec TRACE` or `ptdec raw` with --format
+/// parquet) under the progress bar, names the input and the folder in its
+/// error, completes the other outputs (`finish_outputs`: `--insn-list`,
+/// once the plan, which holds the listing's callback, is gone) and prints
+/// the summary unless `quiet`.
+fn run_dataset(
+    progress: &Progress,
+    plan: Plan<'_, crate::plan::Parquet>,
+    input: &Path,
+    quiet: bool,
+    finish_outputs: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let on_op = |n: u64| progress.ops(n);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let output = plan.output.folder.clone();
+    let started = Instant::now();
     let result = crate::dataset::run(&plan, on_op);
+    drop(plan);
     let wall_time = started.elapsed();
     progress.finish();
-    let (mut report, stats) = result.with_context(|| {
-        format!(
-            "decoding {} into {}",
-            trace_path.display(),
-            output.display()
-        )
-    })?;
+    let (mut report, stats) = result
+        .with_context(|| format!("decoding {} into {}", input.display(), output.display()))?;
     report.wall_time = Some(wall_time);
-    if !a.quiet {
+    finish_outputs()?;
+    if !quiet {
         eprint!("{}", summary::render(&report));
         let rows = stats.calls + stats.untraced + stats.gaps;
         eprintln!(
@@ -491,6 +523,11 @@ fn print_option(a: &RawArgs) -> Option<&'static str> {
 /// `order`: where the sideband options were on the command line (each
 /// setting applies to the files after it); `None`: to every file.
 pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
+    if a.dataset.format == OutputFormat::Parquet {
+        check_dataset_args(&a.output, false, a.time_axis.is_some(), a.check)?;
+    } else {
+        check_ftf_args(&a.dataset)?;
+    }
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let specs = a.pevent.specs(order).map_err(anyhow::Error::msg)?;
@@ -558,6 +595,38 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         decoder: a.flow.decoder.into(),
         ..DecodeOptions::default()
     };
+    if a.dataset.format == OutputFormat::Parquet {
+        let trace_name = trace_name(&a.dataset, &a.pt.path)?;
+        let symbols = SymbolCache::new();
+        let input = pipeline::Input::Raw {
+            input: &input,
+            cfg: &cfg,
+            symbols: &symbols,
+        };
+        let out = crate::plan::Parquet {
+            dataset: crate::parquet::DatasetOptions {
+                marks: a.marks.filter(),
+                force: a.dataset.force,
+                file_mode: Some(crate::outfile::mode_of(&a.pt.path)),
+                ..Default::default()
+            },
+            folder: a.output.clone(),
+            facts: crate::parquet::TraceFacts {
+                trace_name,
+                source: a.pt.path.display().to_string(),
+                ptdec_version: env!("CARGO_PKG_VERSION").to_string(),
+                ..Default::default()
+            },
+        };
+        let stacks = StackOptions {
+            interpolate: !a.no_interpolate,
+            min_duration: None,
+        };
+        let plan = Plan::new(input, decode, stacks, out);
+        return run_dataset(&progress, plan, &a.pt.path, a.quiet, || {
+            finish_list(list, a.insn_list.as_deref())
+        });
+    }
     let emit = EmitOptions {
         axis: match a.time_axis.unwrap_or(Axis::Ns) {
             Axis::Ns => TimeAxis::Ns,
@@ -592,13 +661,18 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         // The plan holds the listing's callback: moved in, it is dropped
         // when the run ends, so the listing below is the one owner left.
         move |on_op| pipeline::run(&plan, on_op),
-        || match (list, &a.insn_list) {
-            (Some(list), Some(path)) => list
-                .finish()
-                .with_context(|| format!("cannot write the instruction list {}", path.display())),
-            _ => Ok(()),
-        },
+        || finish_list(list, a.insn_list.as_deref()),
     )
+}
+
+/// Completes `--insn-list` at `path`, once the run is over.
+fn finish_list(list: Option<InsnList>, path: Option<&Path>) -> Result<()> {
+    match (list, path) {
+        (Some(list), Some(path)) => list
+            .finish()
+            .with_context(|| format!("cannot write the instruction list {}", path.display())),
+        _ => Ok(()),
+    }
 }
 
 /// The decode options that select what is decoded, as `ptdec TRACE` and

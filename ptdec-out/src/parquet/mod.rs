@@ -131,6 +131,10 @@ pub struct TraceFacts {
     pub tsc: Option<TscFacts>,
     /// The ptdec that wrote the dataset.
     pub ptdec_version: String,
+    /// What `start_ns`, `dur_ns` and `time_ns` count: `ns` (perf time),
+    /// or `tsc` for raw PT decoded without `--tsc-freq` (TSC ticks from
+    /// the first timestamp); empty means `ns`.
+    pub time_unit: String,
 }
 
 /// perf's TSC conversion (`time = zero + (tsc * mult) >> shift`).
@@ -408,6 +412,7 @@ fn trace_schema() -> SchemaRef {
         field("window_start_ns", Int64, true),
         field("window_end_ns", Int64, true),
         field("ptdec_version", Utf8, false),
+        field("time_unit", Utf8, false),
     ]))
 }
 
@@ -1087,6 +1092,11 @@ impl Dataset {
                     .map(|r| r.1.saturating_sub(self.opts.origin) as i64),
             ),
             one_str(&f.ptdec_version),
+            one_str(if f.time_unit.is_empty() {
+                "ns"
+            } else {
+                &f.time_unit
+            }),
         ]
     }
 

@@ -9,9 +9,9 @@ use arrow_array::types::{Int32Type, Int64Type, Int8Type};
 use arrow_array::{Array, RecordBatch};
 
 use super::*;
-use std::fs::File;
 use crate::model::ops::{Cycles, GapKind};
 use crate::model::slices::Func;
+use std::fs::File;
 
 fn st(t: u64) -> Stamp {
     Stamp {
