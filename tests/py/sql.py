@@ -2,14 +2,15 @@
 
     python sql.py ENGINE ROOT < queries.json > results.json
 
-ENGINE is `duckdb` or `datafusion`. ROOT is a dataset folder as
+ENGINE is `duckdb`, `datafusion` or `polars`. ROOT is a dataset folder as
 `ptdec TRACE -o ROOT --format parquet` writes it (one folder per table,
 each trace in its own `trace=NAME` folder below). The tables `calls`,
 `marks`, `threads` and `trace` are registered over their folders the way
 docs/sql.md tells a user to read them, with `trace` a column from the
 folder names: DuckDB with `read_parquet('ROOT/calls/*/*.parquet',
 hive_partitioning = true)`, DataFusion with `register_parquet('calls',
-'ROOT/calls/', table_partition_cols=[('trace', pyarrow.string())])`.
+'ROOT/calls/', table_partition_cols=[('trace', pyarrow.string())])`,
+Polars with `scan_parquet('ROOT/calls/*/*.parquet', hive_partitioning=True)`.
 
 stdin: a JSON list of SQL queries. stdout: a JSON list with, per query,
 {"columns": [...], "rows": [[...], ...]} or {"error": "..."}. Floats are
@@ -87,10 +88,27 @@ def run_datafusion(root, queries):
     return out
 
 
+def run_polars(root, queries):
+    import polars
+
+    ctx = polars.SQLContext()
+    for t in tables(root):
+        path = os.path.join(root, t, "*", "*.parquet")
+        ctx.register(t, polars.scan_parquet(path, hive_partitioning=True))
+    out = []
+    for q in queries:
+        try:
+            df = ctx.execute(q).collect()
+            out.append({"columns": df.columns, "rows": [plain(list(r)) for r in df.rows()]})
+        except Exception as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    return out
+
+
 def main():
     engine, root = sys.argv[1], sys.argv[2]
     queries = json.load(sys.stdin)
-    run = {"duckdb": run_duckdb, "datafusion": run_datafusion}[engine]
+    run = {"duckdb": run_duckdb, "datafusion": run_datafusion, "polars": run_polars}[engine]
     json.dump(run(root, queries), sys.stdout)
 
 

@@ -167,7 +167,12 @@ pub struct Answer {
 }
 
 /// The engines the dataset is queried with.
-pub const ENGINES: [&str; 2] = ["duckdb", "datafusion"];
+pub const ENGINES: [&str; 3] = ["duckdb", "datafusion", "polars"];
+
+/// Whether `engine` runs `query`: Polars's SQL has no `percentile_cont`.
+pub fn runs(engine: &str, query: &str) -> bool {
+    engine != "polars" || !query.contains("percentile_cont")
+}
 
 /// Runs `queries` over the dataset `root` with `engine` (`duckdb` or
 /// `datafusion`) in the test venv's `python`: one answer each, or a panic
