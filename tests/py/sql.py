@@ -2,7 +2,8 @@
 
     python sql.py ENGINE ROOT < queries.json > results.json
 
-ENGINE is `duckdb`, `datafusion` or `polars`. ROOT is a dataset folder as
+ENGINE is `duckdb`, `datafusion`, `polars` or `spark` (with `PT_SPARK`
+naming a Spark installation). ROOT is a dataset folder as
 `ptdec TRACE -o ROOT --format parquet` writes it (one folder per table,
 each trace in its own `trace=NAME` folder below). The tables `calls`,
 `marks`, `threads` and `trace` are registered over their folders the way
@@ -105,10 +106,54 @@ def run_polars(root, queries):
     return out
 
 
+def run_spark(root, queries):
+    # PT_SPARK: a Spark installation (SPARK_HOME, with python/ and its
+    # py4j), or the `pyspark` folder of a pip-installed PySpark.
+    home = os.environ["PT_SPARK"]
+    py = os.path.join(home, "python")
+    if os.path.isdir(os.path.join(py, "pyspark", "sql")):
+        sys.path[:0] = [py] + [
+            os.path.join(py, "lib", z) for z in os.listdir(os.path.join(py, "lib")) if z.startswith("py4j")
+        ]
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(home)))
+    os.environ.setdefault("SPARK_HOME", home)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # `trace=123` stays the string "123".
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    for t in tables(root):
+        # `trace` is a partition column from the folders' `trace=NAME`.
+        spark.read.parquet(os.path.join(root, t)).createOrReplaceTempView(t)
+    out = []
+    for q in queries:
+        try:
+            df = spark.sql(q)
+            cols = df.columns
+            rows = [plain([r[c] for c in range(len(cols))]) for r in df.collect()]
+            out.append({"columns": cols, "rows": rows})
+        except Exception as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    spark.stop()
+    return out
+
+
 def main():
     engine, root = sys.argv[1], sys.argv[2]
     queries = json.load(sys.stdin)
-    run = {"duckdb": run_duckdb, "datafusion": run_datafusion, "polars": run_polars}[engine]
+    run = {
+        "duckdb": run_duckdb,
+        "datafusion": run_datafusion,
+        "polars": run_polars,
+        "spark": run_spark,
+    }[engine]
     json.dump(run(root, queries), sys.stdout)
 
 

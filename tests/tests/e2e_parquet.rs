@@ -13,7 +13,9 @@
 //!   the self instructions add up to the truth's instructions;
 //! - the slowest calls are `ptdec report --slowest`'s;
 //! - every query of docs/sql.md runs on every engine with the same answer
-//!   (Polars: all but the one with `percentile_cont`, which it lacks);
+//!   (Polars: all but the one with `percentile_cont`, which it lacks), and
+//!   on Spark too where `PT_SPARK` names an installation (skipped
+//!   visibly otherwise);
 //! - two traces of one program (one with `--repeat`) in one folder: the
 //!   docs' comparison finds the functions whose calls grew, by as much as
 //!   the truth says; three traces side by side are one table, each
@@ -26,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::dataset::{self, Answer, ENGINES};
+use common::dataset::{self, Answer};
 use ptdec::decode::DecodeOptions;
 use ptsim::sim::repeat::RepeatSpec;
 use serde_json::Value;
@@ -69,9 +71,9 @@ fn text(v: &Value) -> String {
 
 /// The same answer from every engine that runs the query
 /// ([`dataset::runs`]); returns DuckDB's.
-fn agreed(python: &Path, root: &Path, queries: &[String]) -> Vec<Answer> {
+fn agreed(python: &Path, root: &Path, queries: &[String], engines: &[&str]) -> Vec<Answer> {
     let mut first: Option<Vec<Answer>> = None;
-    for engine in ENGINES {
+    for &engine in engines {
         let mine: Vec<(usize, String)> = queries
             .iter()
             .enumerate()
@@ -87,7 +89,7 @@ fn agreed(python: &Path, root: &Path, queries: &[String]) -> Vec<Answer> {
                     assert_eq!(
                         got.rows, want[*i].rows,
                         "{engine} and {} answer differently:\n{q}",
-                        ENGINES[0]
+                        engines[0]
                     );
                 }
             }
@@ -139,6 +141,7 @@ fn engines_answer_as_the_report_and_the_truth() {
     let Some(python) = pt_tests::python_with(test, &["duckdb", "datafusion", "polars"]) else {
         return;
     };
+    let engines = dataset::engines(test);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ds");
     for (prog, spec) in [("interp", "interp_run=30"), ("loopmix", "step=20")] {
@@ -148,7 +151,12 @@ fn engines_answer_as_the_report_and_the_truth() {
         assert!(run.decode.errors.is_empty(), "{:?}", run.decode.errors);
         let (_, agg) = common::run_report(&dir, DecodeOptions::default(), false, 10);
         let q = |s: &str| s.replace("'T'", &format!("'{prog}'"));
-        let a = agreed(&python, &root, &[q(PER_FUNCTION), q(BROKEN), q(SLOWEST)]);
+        let a = agreed(
+            &python,
+            &root,
+            &[q(PER_FUNCTION), q(BROKEN), q(SLOWEST)],
+            &engines,
+        );
 
         // Per function: the report's row.
         let mut want = BTreeMap::new();
@@ -236,8 +244,9 @@ fn engines_answer_as_the_report_and_the_truth() {
             assert!(slow.contains(c), "{prog}: {c:?} not in SQL's {slow:?}");
         }
         eprintln!(
-            "{prog} {spec}: {} functions' rows = report on DuckDB, DataFusion and Polars; {} functions' call instructions = truth; {} rows, parents exact",
+            "{prog} {spec}: {} functions' rows = report on {}; {} functions' call instructions = truth; {} rows, parents exact",
             got.len(),
+            engines.join(", "),
             truth_calls.len(),
             stats.calls + stats.untraced + stats.gaps
         );
@@ -247,7 +256,7 @@ fn engines_answer_as_the_report_and_the_truth() {
     let docs = dataset::doc_queries();
     assert!(docs.len() >= 8, "{docs:?}");
     let queries: Vec<String> = docs.iter().map(|(_, q)| q.clone()).collect();
-    let answers = agreed(&python, &root, &queries);
+    let answers = agreed(&python, &root, &queries, &engines);
     for ((name, _), a) in docs.iter().zip(&answers) {
         // The comparison needs traces named before and after (the next test).
         if name != "two-builds" {
@@ -279,6 +288,7 @@ fn traces_side_by_side_are_one_table() {
     let Some(python) = pt_tests::python_with(test, &["duckdb", "datafusion", "polars"]) else {
         return;
     };
+    let engines = dataset::engines(test);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ds");
     let before = tmp.path().join("before");
@@ -343,7 +353,7 @@ fn traces_side_by_side_are_one_table() {
              INTERSECT SELECT function FROM calls WHERE trace = 'after')
         GROUP BY function ORDER BY more_calls DESC, function"
         .to_string();
-    let a = agreed(&python, &root, &[per_trace, two, grown]);
+    let a = agreed(&python, &root, &[per_trace, two, grown], &engines);
     let got: BTreeMap<String, u64> = a[0]
         .rows
         .iter()

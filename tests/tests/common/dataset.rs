@@ -166,8 +166,26 @@ pub struct Answer {
     pub rows: Vec<Vec<serde_json::Value>>,
 }
 
-/// The engines the dataset is queried with.
+/// The engines the dataset is queried with, from the test venv; Spark too
+/// where `PT_SPARK` names an installation ([`engines`]).
 pub const ENGINES: [&str; 3] = ["duckdb", "datafusion", "polars"];
+
+/// The engines this run queries with: [`ENGINES`], and Spark when
+/// `PT_SPARK` names a Spark installation (SPARK_HOME, or a pip-installed
+/// `pyspark` folder); without it the test says, once, that Spark was
+/// skipped.
+pub fn engines(test: &str) -> Vec<&'static str> {
+    let mut v = ENGINES.to_vec();
+    match std::env::var_os("PT_SPARK") {
+        Some(home) if Path::new(&home).is_dir() => v.push("spark"),
+        Some(home) => panic!("PT_SPARK={}: not a folder", Path::new(&home).display()),
+        None => pt_tests::skipped(
+            &format!("{test} (Spark)"),
+            "PT_SPARK does not name a Spark installation; the queries ran on DuckDB, DataFusion and Polars only",
+        ),
+    }
+    v
+}
 
 /// Whether `engine` runs `query`: Polars's SQL has no `percentile_cont`.
 pub fn runs(engine: &str, query: &str) -> bool {
