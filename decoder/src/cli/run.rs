@@ -211,17 +211,95 @@ fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
     Ok(name)
 }
 
-/// `ptdec TRACE -o OUT`: the trace decoded into FTF.
+/// `ptdec TRACE -o OUT`: the trace decoded into FTF, or with `--format
+/// parquet` into a Parquet dataset (`crate::dataset`).
 pub fn decode(a: DecodeArgs) -> Result<()> {
-    if a.dataset.format == OutputFormat::Parquet {
-        return decode_dataset(a);
-    }
-    check_ftf_args(&a.dataset)?;
-    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
+    let (Some(trace_path), Some(output)) = (a.trace.clone(), a.output.clone()) else {
         bail!("give a trace and -o OUT (see --help)");
+    };
+    let parquet = a.dataset.format == OutputFormat::Parquet;
+    let trace_name = if parquet {
+        check_dataset_args(&output, a.split.is_some(), a.time_axis.is_some(), a.check)?;
+        Some(trace_name(&a.dataset, &trace_path)?)
+    } else {
+        check_ftf_args(&a.dataset)?;
+        None
     };
     let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
+    // What goes to FTF only, checked before anything is decoded.
+    let ftf = match trace_name {
+        Some(_) => None,
+        None => Some(ftf_output(&a, &trace, &trace_path, &output)?),
+    };
+    let min_duration = a
+        .min_duration
+        .as_deref()
+        .map(|d| parse_duration("--min-duration", d))
+        .transpose()?;
+    let progress = Progress::new(a.quiet);
+    let mut decode = selected(
+        &trace,
+        a.tid.clone(),
+        a.pid.clone(),
+        (start, end),
+        a.jobs,
+        a.chunk_size,
+        &progress,
+    );
+    decode.decoder = a.flow.decoder.into();
+    let stacks = StackOptions {
+        interpolate: !a.no_interpolate,
+        min_duration,
+    };
+    let images = ImageStore::new(search_path(&trace, &a.images));
+    let symbols = SymbolCache::for_search(images.search());
+    progress.message(format!("decoding {}", trace_path.display()));
+    let input = pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let Some(ftf) = ftf else {
+        let out = crate::plan::Parquet {
+            dataset: crate::parquet::DatasetOptions {
+                marks: a.marks.filter(),
+                force: a.dataset.force,
+                file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
+                ..Default::default()
+            },
+            folder: output.clone(),
+            facts: crate::parquet::TraceFacts {
+                trace_name: trace_name.unwrap_or_default(),
+                source: trace_path.display().to_string(),
+                ptdec_version: env!("CARGO_PKG_VERSION").to_string(),
+                ..Default::default()
+            },
+        };
+        let plan = Plan::new(input, decode, stacks, out);
+        return run_dataset(&progress, plan, &trace_path, a.quiet, || Ok(()));
+    };
+    let end = RunEnd {
+        input: &trace_path,
+        output: &output,
+        quiet: a.quiet,
+        check: a.check.then_some(&a.tp),
+    };
+    let plan = Plan::new(input, decode, stacks, ftf);
+    run_and_report(
+        &progress,
+        &end,
+        |on_op| pipeline::run(&plan, on_op),
+        || Ok(()),
+    )
+}
+
+/// The FTF output `ptdec TRACE` writes: `--split`, `--time-axis` (cycles
+/// only where the trace has CYC), `-o` (`-` for stdout, which neither
+/// `--split` nor `--check` can read back) and the marks. The origin,
+/// timing, filters, range and encoders are resolved from the trace and the
+/// decode by the plan (`plan::Output::resolve`).
+fn ftf_output(a: &DecodeArgs, trace: &Trace, trace_path: &Path, output: &Path) -> Result<Ftf> {
     let split = a
         .split
         .as_deref()
@@ -230,11 +308,6 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     if split == Some(0) {
         bail!("--split must be longer than 0");
     }
-    let min_duration = a
-        .min_duration
-        .as_deref()
-        .map(|d| parse_duration("--min-duration", d))
-        .transpose()?;
     let axis = match a.time_axis.unwrap_or(Axis::Ns) {
         Axis::Ns => TimeAxis::Ns,
         Axis::Cycles => {
@@ -257,25 +330,8 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         }
         Target::Stdout
     } else {
-        Target::File(output.clone())
+        Target::File(output.to_path_buf())
     };
-    let progress = Progress::new(a.quiet);
-    let mut decode = selected(
-        &trace,
-        a.tid,
-        a.pid,
-        (start, end),
-        a.jobs,
-        a.chunk_size,
-        &progress,
-    );
-    decode.decoder = a.flow.decoder.into();
-    let stacks = StackOptions {
-        interpolate: !a.no_interpolate,
-        min_duration,
-    };
-    // The origin, timing, filters, range and encoders are resolved from
-    // the trace and the decode by the plan (`plan::Output::resolve`).
     let emit = EmitOptions {
         axis,
         axis_auto: a.time_axis.is_none(),
@@ -284,84 +340,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
         ..EmitOptions::default()
     };
-    let images = ImageStore::new(search_path(&trace, &a.images));
-    let symbols = SymbolCache::for_search(images.search());
-    progress.message(format!("decoding {}", trace_path.display()));
-    let end = RunEnd {
-        input: &trace_path,
-        output: &output,
-        quiet: a.quiet,
-        check: a.check.then_some(&a.tp),
-    };
-    let input = pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
-    let plan = Plan::new(input, decode, stacks, Ftf { emit, target });
-    run_and_report(
-        &progress,
-        &end,
-        |on_op| pipeline::run(&plan, on_op),
-        || Ok(()),
-    )
-}
-
-/// `ptdec TRACE -o DIR --format parquet`: the trace decoded into a
-/// Parquet dataset (`crate::dataset`).
-fn decode_dataset(a: DecodeArgs) -> Result<()> {
-    let (Some(trace_path), Some(output)) = (a.trace, a.output) else {
-        bail!("give a trace and -o DIR (see --help)");
-    };
-    check_dataset_args(&output, a.split.is_some(), a.time_axis.is_some(), a.check)?;
-    let trace_name = trace_name(&a.dataset, &trace_path)?;
-    let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
-    let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
-    let min_duration = a
-        .min_duration
-        .as_deref()
-        .map(|d| parse_duration("--min-duration", d))
-        .transpose()?;
-    let progress = Progress::new(a.quiet);
-    let mut decode = selected(
-        &trace,
-        a.tid,
-        a.pid,
-        (start, end),
-        a.jobs,
-        a.chunk_size,
-        &progress,
-    );
-    decode.decoder = a.flow.decoder.into();
-    let images = ImageStore::new(search_path(&trace, &a.images));
-    let symbols = SymbolCache::for_search(images.search());
-    progress.message(format!("decoding {}", trace_path.display()));
-    let input = pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
-    let stacks = StackOptions {
-        interpolate: !a.no_interpolate,
-        min_duration,
-    };
-    let out = crate::plan::Parquet {
-        dataset: crate::parquet::DatasetOptions {
-            marks: a.marks.filter(),
-            force: a.dataset.force,
-            file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
-            ..Default::default()
-        },
-        folder: output.clone(),
-        facts: crate::parquet::TraceFacts {
-            trace_name,
-            source: trace_path.display().to_string(),
-            ptdec_version: env!("CARGO_PKG_VERSION").to_string(),
-            ..Default::default()
-        },
-    };
-    let plan = Plan::new(input, decode, stacks, out);
-    run_dataset(&progress, plan, &trace_path, a.quiet, || Ok(()))
+    Ok(Ftf { emit, target })
 }
 
 /// Refuses what goes with FTF output only, and `-o -`.
