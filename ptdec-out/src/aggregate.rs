@@ -21,7 +21,7 @@
 //! How each call's frame was entered (a call instruction, a tail call, a
 //! root frame or signal handler, or not traced) is counted per function, so
 //! that the report's calls reconcile with tools that count call
-//! instructions only ([`Entry`]).
+//! instructions only (`model::slices::Entry`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -31,7 +31,7 @@ use ftf::hash::FastMap;
 
 use crate::model::ops::{Mark, Stamp};
 use crate::model::slices::SliceSink;
-use crate::model::slices::{FuncRef, Slice, SliceKind};
+use crate::model::slices::{Entry, FuncRef, Siblings, Slice, SliceKind};
 use std::convert::Infallible;
 
 /// Index of a function in [`Aggregate::funcs`].
@@ -398,116 +398,29 @@ struct ThreadAgg {
     /// With a window: the latest slice to close at each depth that may
     /// still be the sibling before a slice to come, shallowest first
     /// ([`ThreadAgg::entry`]).
-    closed: Vec<Closed>,
+    closed: Siblings,
 }
 
-/// A closed slice as [`ThreadAgg::entry`] remembers it.
-#[derive(Debug, Clone, Copy)]
-struct Closed {
-    depth: i32,
-    end: Stamp,
-    call: bool,
-}
-
-/// How a slice's frame was entered. The stacks say whether a call
-/// instruction opened a frame (`call_time`) and whether its start was
-/// traced; a frame that neither a call nor an untraced start explains was
-/// entered by a tail call, or is a root frame or a signal handler. A tail
-/// call ends the frame it leaves and opens its own at that very stamp and
-/// depth; a signal handler starts where the untraced time before it (one
-/// level below the interrupted frame) ends, a root frame where its
-/// segment begins (after nothing, a gap or the untraced time of a
-/// restart). So: a tail call when the sibling before it, at its depth, is
-/// a call that ended at its start. In close order only deeper slices (its
-/// own children) come between the two, and the top item once they are
-/// adopted is that sibling's, merged with the siblings before it
-/// ([`Entry::after`]); with a window, which keeps the slices outside it
-/// from the items, [`ThreadAgg::entry`] remembers the latest slice at
-/// each depth instead.
-///
-/// One case reads as a root that the stacks count as a tail call: a
-/// segment that begins on a jump to a function's entry, its first frame
-/// ending at the instant it began (and so dropped as empty). The jump's
-/// target is then the segment's first frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
-    /// Untraced time or a gap.
-    NotACall,
-    /// A call instruction.
-    Call,
-    /// The start was not traced.
-    UnknownStart,
-    Tail,
-    /// A root frame or a signal handler.
-    Root,
-}
-
-impl Entry {
-    /// How slice `s` was entered, `top` being the thread's top item once
-    /// `s`'s children are adopted (the sibling before it, if any).
-    #[inline]
-    fn after(s: &Slice, top: Option<&Item>) -> Entry {
-        match &s.kind {
-            SliceKind::Call {
-                unknown_start: true,
-                ..
-            } => Entry::UnknownStart,
-            SliceKind::Call {
-                call_time: Some(_), ..
-            } => Entry::Call,
-            SliceKind::Call { .. } => {
-                if top.is_some_and(|t| t.depth == s.depth && !t.sep && t.end == s.start) {
-                    Entry::Tail
-                } else {
-                    Entry::Root
-                }
-            }
-            _ => Entry::NotACall,
-        }
-    }
+/// How the report tells a slice's entry without a window: the thread's
+/// top item once `s`'s children are adopted is the sibling before it
+/// (merged with the siblings before that), so it says what
+/// [`Siblings`] would. With a window, which keeps the slices outside it
+/// from the items, [`ThreadAgg::closed`] remembers them instead.
+#[inline]
+fn entry_after(s: &Slice, top: Option<&Item>) -> Entry {
+    Entry::of(
+        s,
+        top.is_some_and(|t| t.depth == s.depth && !t.sep && t.end == s.start),
+    )
 }
 
 impl ThreadAgg {
     /// How slice `s` (the thread's next in close order) was entered; notes
     /// it as the latest slice at its depth. For a window only (see
-    /// [`Entry`]).
+    /// [`entry_after`]).
     #[inline]
     fn entry(&mut self, s: &Slice) -> Entry {
-        // Deeper slices were `s`'s children: no later slice follows them
-        // as a sibling.
-        let mut before = None;
-        while let Some(c) = self.closed.last() {
-            if c.depth < s.depth {
-                break;
-            }
-            if c.depth == s.depth {
-                before = Some(*c);
-            }
-            self.closed.pop();
-        }
-        let entry = match &s.kind {
-            SliceKind::Call {
-                unknown_start: true,
-                ..
-            } => Entry::UnknownStart,
-            SliceKind::Call {
-                call_time: Some(_), ..
-            } => Entry::Call,
-            SliceKind::Call { .. } => {
-                if before.is_some_and(|b| b.call && b.end == s.start) {
-                    Entry::Tail
-                } else {
-                    Entry::Root
-                }
-            }
-            _ => Entry::NotACall,
-        };
-        self.closed.push(Closed {
-            depth: s.depth,
-            end: s.end,
-            call: entry != Entry::NotACall,
-        });
-        entry
+        self.closed.entry(s)
     }
 }
 
@@ -704,7 +617,7 @@ impl Aggregator {
                     ended: Vec::new(),
                     ended_at: None,
                     rows: Vec::new(),
-                    closed: Vec::new(),
+                    closed: Siblings::default(),
                 });
                 self.thread_index.insert(key, self.threads.len() - 1);
                 self.threads.len() - 1
@@ -776,7 +689,7 @@ impl Aggregator {
         ti: usize,
     ) {
         let insns = s.insns();
-        let entry = entry.unwrap_or_else(|| Entry::after(s, self.threads[ti].items.last()));
+        let entry = entry.unwrap_or_else(|| entry_after(s, self.threads[ti].items.last()));
         self.count(s, window, entry, func, ti, (ns, insns), (ns, insns), (0, 0));
         let leaf_path = self.opts.folded.then(|| self.paths.leaf(func));
         let th = &mut self.threads[ti];
@@ -826,7 +739,7 @@ impl Aggregator {
         let insns = s.insns();
         let th = &mut self.threads[ti];
         let mut below = adopt(&mut th.items, s, func, &mut self.paths);
-        let entry = entry.unwrap_or_else(|| Entry::after(s, th.items.last()));
+        let entry = entry.unwrap_or_else(|| entry_after(s, th.items.last()));
         let self_ns = ns.saturating_sub(below.ns);
         let self_insns = insns.saturating_sub(below.insns);
         let inner = below.outer.replace(func, ns, insns);

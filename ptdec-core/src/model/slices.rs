@@ -218,6 +218,83 @@ impl Slice {
     }
 }
 
+/// How a slice's frame was entered. The stacks say whether a call
+/// instruction opened a frame (`call_time`) and whether its start was
+/// traced; a frame that neither a call nor an untraced start explains was
+/// entered by a tail call, or is a root frame or a signal handler. A tail
+/// call ends the frame it leaves and opens its own at that very stamp and
+/// depth; a signal handler starts where the untraced time before it (one
+/// level below the interrupted frame) ends, a root frame where its
+/// segment begins (after nothing, a gap or the untraced time of a
+/// restart). So: a tail call when the sibling before it, at its depth, is
+/// a call that ended at its start ([`Siblings`] remembers it in close
+/// order). The report's counts and the Parquet dataset's `kind` both come
+/// from here.
+///
+/// One case reads as a root that the stacks count as a tail call: a
+/// segment that begins on a jump to a function's entry, its first frame
+/// ending at the instant it began (and so dropped as empty). The jump's
+/// target is then the segment's first frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// Untraced time or a gap.
+    NotACall,
+    /// A call instruction.
+    Call,
+    /// The start was not traced.
+    UnknownStart,
+    Tail,
+    /// A root frame or a signal handler.
+    Root,
+}
+
+impl Entry {
+    /// How slice `s` was entered, `follows_call` saying whether the
+    /// sibling before it at its depth is a call that ended at its start.
+    #[inline]
+    pub fn of(s: &Slice, follows_call: bool) -> Entry {
+        match &s.kind {
+            SliceKind::Call {
+                unknown_start: true,
+                ..
+            } => Entry::UnknownStart,
+            SliceKind::Call {
+                call_time: Some(_), ..
+            } => Entry::Call,
+            SliceKind::Call { .. } if follows_call => Entry::Tail,
+            SliceKind::Call { .. } => Entry::Root,
+            _ => Entry::NotACall,
+        }
+    }
+}
+
+/// A thread's latest slice closed at each depth, shallowest first, for
+/// telling how the next one was entered ([`Entry`]) in close order.
+#[derive(Debug, Clone, Default)]
+pub struct Siblings(Vec<(i32, Stamp, bool)>);
+
+impl Siblings {
+    /// How slice `s` (the thread's next in close order) was entered; notes
+    /// it as the latest slice at its depth. Deeper slices were its
+    /// children: no later slice follows them as a sibling.
+    #[inline]
+    pub fn entry(&mut self, s: &Slice) -> Entry {
+        let mut before = None;
+        while let Some(&(depth, end, call)) = self.0.last() {
+            if depth < s.depth {
+                break;
+            }
+            if depth == s.depth {
+                before = Some((end, call));
+            }
+            self.0.pop();
+        }
+        let entry = Entry::of(s, before.is_some_and(|(end, call)| call && end == s.start));
+        self.0.push((s.depth, s.end, entry != Entry::NotACall));
+        entry
+    }
+}
+
 /// Where the stacks' slices, thread names and marks go: the FTF writer
 /// (`crate::emit::Emitter`, or a queue to it on its own thread), the
 /// report's aggregation, or a filter in front of either

@@ -73,7 +73,7 @@ use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int8Array, RecordBatch,
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
-use crate::model::slices::{FuncRef, Slice, SliceKind, SliceSink};
+use crate::model::slices::{Entry, FuncRef, Siblings, Slice, SliceKind, SliceSink};
 use crate::outfile::{OutDir, OutFileError};
 use ftf::hash::FastMap;
 
@@ -716,16 +716,6 @@ fn earlier(a: &Stamp, b: &Stamp) -> bool {
         }
 }
 
-/// The latest slice closed at one depth of a thread, for telling tail
-/// calls (see [`Dataset::kind`]).
-#[derive(Debug, Clone, Copy)]
-struct Closed {
-    depth: i32,
-    parent: Option<NonZeroU64>,
-    end: Stamp,
-    call: bool,
-}
-
 /// What the sink keeps per thread.
 #[derive(Default)]
 struct ThreadState {
@@ -739,8 +729,8 @@ struct ThreadState {
     /// (`ThreadStack::placing_roots`) may find theirs below the top, which
     /// [`take_sum`] and [`add_sum`] look for.
     children: Vec<Sum>,
-    /// The latest slice closed at each depth, shallowest first.
-    closed: Vec<Closed>,
+    /// The latest slice closed at each depth, for telling tail calls.
+    closed: Siblings,
     /// Calls that ended at `tail_at`, the latest end so far, waiting for
     /// the next slice to tell whether they were cut (the FTF's `Tail`,
     /// `aggregate`'s `mark_cut`).
@@ -852,47 +842,19 @@ impl Dataset {
         Ok(((ordinal << ID_BITS) | id) as i64)
     }
 
-    /// How `s` was entered, from the thread's latest slice at its depth
-    /// under the same parent. The stacks say whether a call instruction
-    /// opened a frame (`call_time`) but not whether a jump did: a tail
-    /// call ends the frame it leaves and opens its own at that very stamp,
-    /// depth and parent, where a root frame or a signal handler follows
-    /// nothing, a gap or untraced time (`aggregate`'s rule).
+    /// How `s` was entered, as `ptdec report` counts it
+    /// ([`Entry`]: a call instruction, a tail call, a root frame or signal
+    /// handler, or not traced).
     fn kind(th: &mut ThreadState, s: &Slice) -> Kind {
-        let mut before = None;
-        while let Some(c) = th.closed.last() {
-            if c.depth < s.depth {
-                break;
-            }
-            if c.depth == s.depth {
-                before = Some(*c);
-            }
-            th.closed.pop();
+        match th.closed.entry(s) {
+            Entry::Call | Entry::UnknownStart => Kind::Call,
+            Entry::Tail => Kind::Tail,
+            Entry::Root => Kind::Root,
+            Entry::NotACall => match s.kind {
+                SliceKind::Gap { .. } => Kind::Gap,
+                _ => Kind::Untraced,
+            },
         }
-        let kind = match &s.kind {
-            SliceKind::Call {
-                call_time: None,
-                unknown_start: false,
-                ..
-            } if before.is_some_and(|b| b.call && b.end == s.start && b.parent == s.parent) => {
-                Kind::Tail
-            }
-            SliceKind::Call {
-                call_time: None,
-                unknown_start: false,
-                ..
-            } => Kind::Root,
-            SliceKind::Call { .. } => Kind::Call,
-            SliceKind::Untraced { .. } => Kind::Untraced,
-            SliceKind::Gap { .. } => Kind::Gap,
-        };
-        th.closed.push(Closed {
-            depth: s.depth,
-            parent: s.parent,
-            end: s.end,
-            call: matches!(s.kind, SliceKind::Call { .. }),
-        });
-        kind
     }
 
     /// The pseudo-slice names of the FTF.
