@@ -371,7 +371,11 @@ fn the_dataset_of_raw_pt_is_the_exact_call_tree() {
     let level = |r: &(i64, Option<i64>, String, u64, u64)| {
         let (mut l, mut parent) = (0, r.1);
         while let Some(p) = parent {
-            parent = rows.iter().find(|x| x.0 == p).expect("the parent is a row").1;
+            parent = rows
+                .iter()
+                .find(|x| x.0 == p)
+                .expect("the parent is a row")
+                .1;
             l += 1;
         }
         l
