@@ -625,6 +625,13 @@ impl OutDir {
                     tables.join(", ")
                 )));
             }
+            // Found only when the tables are put in place, after the decode.
+            if !name.starts_with('.') && !std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()) {
+                return Err(refuse(&format!(
+                    "it holds {name}, which is not a folder, where the table {name} goes; \
+                     give a new or empty folder, or a dataset folder"
+                )));
+            }
         }
         Ok(())
     }
@@ -632,8 +639,19 @@ impl OutDir {
     /// Refuses what is at a part's `path`: a part without `force`, or one
     /// holding an input.
     fn check_place(path: &Path, force: bool) -> Result<(), OutFileError> {
-        if std::fs::symlink_metadata(path).is_err() {
+        let Ok(m) = std::fs::symlink_metadata(path) else {
             return Ok(());
+        };
+        if !m.is_dir() {
+            // Not a part this writes: --force does not replace it.
+            return Err(OutFileError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "it is not a folder, so not a trace of the dataset; remove it, or give \
+                     another --trace-name",
+                ),
+            });
         }
         if let Some(input) = crate::inputs::under(path) {
             return Err(OutFileError::HoldsInput {
@@ -714,14 +732,13 @@ impl OutDir {
                 let _ = d.sync_all();
             }
         }
-        let err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| OutFileError::Io { path, source }
-        };
         for (old, _) in &aside {
-            std::fs::remove_dir_all(old).map_err(err(old))?;
+            // The trace is in place: what it replaced goes with the
+            // temporary (the next run's sweep removes what stays).
+            let _ = std::fs::remove_dir_all(old);
         }
-        std::fs::remove_dir_all(&tmp).map_err(err(&tmp))
+        let _ = std::fs::remove_dir_all(&tmp);
+        Ok(())
     }
 
     /// The renames of [`OutDir::commit`]: each table's folder made when
@@ -945,6 +962,31 @@ mod tests {
             assert!(e.to_string().contains(what), "{e}");
         }
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+
+    /// What is not a folder where a table or a part goes is refused when
+    /// the output is created, before the decode: a file `calls` failed
+    /// only when the tables were put in place ("Not a directory"), and a
+    /// file at a part's place was replaced with --force, the run then
+    /// failing with the new part in place and its temporary left.
+    #[test]
+    fn a_file_where_a_table_or_a_part_goes_is_refused_up_front() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ds");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("calls"), b"x").unwrap();
+        let e = OutDir::create(&root, "trace=a", &["calls"], true, PRIVATE_MODE).unwrap_err();
+        assert!(
+            e.to_string().contains("calls, which is not a folder"),
+            "{e}"
+        );
+        std::fs::remove_file(root.join("calls")).unwrap();
+        std::fs::create_dir(root.join("calls")).unwrap();
+        std::fs::write(root.join("calls/trace=a"), b"x").unwrap();
+        let e = OutDir::create(&root, "trace=a", &["calls"], true, PRIVATE_MODE).unwrap_err();
+        assert!(e.to_string().contains("it is not a folder"), "{e}");
+        assert_eq!(std::fs::read(root.join("calls/trace=a")).unwrap(), b"x");
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "no temporary");
     }
 
     /// This process's umask, as /proc/self/status gives it.
