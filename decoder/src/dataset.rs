@@ -44,6 +44,12 @@ pub fn run(
                 time_shift: t.time_shift(),
                 time_zero: t.time_zero(),
             });
+            // Without perf's conversion (an LLDB bundle without
+            // tscPerfZeroConversion, a perf.data without TIME_CONV) times
+            // stay TSC ticks, as `setup::perf_time` gives them.
+            if trace.tsc.is_none() {
+                facts.time_unit = "tsc".into();
+            }
             Some((trace, images))
         }
         Input::Raw { cfg, .. } => {

@@ -33,12 +33,18 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> String {
 /// A ptsim trace of the interpreter, its loop run 5 more times; `None`
 /// without gcc (the tool policy).
 fn interp_trace(test: &str, dir: &Path) -> Option<PathBuf> {
+    interp_trace_repeat(test, dir, 5)
+}
+
+/// As [`interp_trace`], the loop run `k` more times (about 4.6 KB of PT
+/// each).
+fn interp_trace_repeat(test: &str, dir: &Path, k: u64) -> Option<PathBuf> {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixture-programs");
     let progs = pt_tests::fixture_programs(test, &out)?;
     let trace = dir.join("interp.dir");
     let mut o = ptsim::sim::Options::new(progs.join("interp"), Vec::new(), &trace);
     o.env = Some(Vec::new());
-    o.repeat = vec!["interp_run=5".parse().unwrap()];
+    o.repeat = vec![format!("interp_run={k}").parse().unwrap()];
     ptsim::sim::run(o).unwrap();
     Some(trace)
 }
@@ -317,4 +323,246 @@ fn ftf_slices(trace: &Path) -> Vec<(i32, String, i64, i64, i32)> {
         .collect();
     v.sort();
     v
+}
+
+/// The names of `dir`'s entries, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every file under `dir` with its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                all.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    all
+}
+
+/// Starts ptdec writing `trace` into the dataset `ds` as `name`, and
+/// waits until its temporary folder is there (the decode has begun).
+fn start_writing(trace: &Path, ds: &Path, name: &str) -> std::process::Child {
+    let child = ptdec()
+        .arg(trace)
+        .args([
+            "-q",
+            "-j1",
+            "--format",
+            "parquet",
+            "--trace-name",
+            name,
+            "-o",
+        ])
+        .arg(ds)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!(".trace={name}.ptdec-{}-", child.id());
+    let started = std::time::Instant::now();
+    while !ds.is_dir() || !names(ds).iter().any(|n| n.starts_with(&prefix)) {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "ptdec never began {name}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    child
+}
+
+/// Around a dataset's other traces: a run killed by SIGKILL leaves only
+/// a hidden temporary, which the next run into the folder removes (it
+/// stayed for good before); SIGINT leaves nothing and names the trace's
+/// parts, not the folder, as not written (it said "DIR not written",
+/// as if the other traces had gone); a write that fails (a file size
+/// limit here, as a full disk) names the part where it goes, not the
+/// temporary (it named `DIR/.trace=NAME.ptdec-PID-N.tmp/calls/...`, gone
+/// when read, after the writer's "External:"). The other trace is kept
+/// byte for byte throughout.
+#[test]
+fn killed_interrupted_and_failed_runs_leave_the_other_traces_and_no_temporary() {
+    let test = "killed_interrupted_and_failed_runs_leave_the_other_traces_and_no_temporary";
+    if ptdec::cli::ignored_signals() & (1 << (libc_sigint() - 1)) != 0 {
+        pt_tests::skipped(
+            test,
+            "SIGINT is ignored here (nohup, setsid or a background job)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // About 2 MB of PT: a few tenths of a second to decode in a release build.
+    let Some(trace) = interp_trace_repeat(test, tmp.path(), 450) else {
+        return;
+    };
+    let ds = tmp.path().join("ds");
+    let (t, d) = (trace.to_str().unwrap(), ds.to_str().unwrap());
+    let small = interp_trace(test, &tmp.path().join("small")).unwrap();
+    run(
+        &[
+            small.to_str().unwrap(),
+            "-q",
+            "-o",
+            d,
+            "--format",
+            "parquet",
+            "--trace-name",
+            "keep",
+        ],
+        &[],
+    );
+    let kept = files(&ds);
+    let tables = ["calls", "marks", "threads", "trace"];
+
+    let mut child = start_writing(&trace, &ds, "killed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = names(&ds);
+    assert_eq!(left.len(), 5, "{left:?}");
+    assert!(left[0].starts_with(".trace=killed.ptdec-"), "{left:?}");
+
+    let child = start_writing(&trace, &ds, "int");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{d}/{{calls,marks,threads,trace}}/trace=int not written"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        names(&ds),
+        tables,
+        "the killed run's temporary went with the next run"
+    );
+    assert_eq!(files(&ds), kept);
+
+    // A file size limit, its signal ignored: the write fails with EFBIG.
+    let o = Command::new("bash")
+        .args(["-c", "trap '' XFSZ; ulimit -f 16; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .args([
+            t,
+            "-q",
+            "-o",
+            d,
+            "--format",
+            "parquet",
+            "--trace-name",
+            "big",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot write {d}/calls/trace=big/part-0.parquet: File too large"
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains(".ptdec-") && !err.contains("External"),
+        "{err}"
+    );
+    assert_eq!(names(&ds), tables);
+    assert_eq!(files(&ds), kept);
+}
+
+fn libc_sigint() -> i32 {
+    nix::sys::signal::Signal::SIGINT as i32
+}
+
+/// Names the SQL engines misread in a `trace=NAME` folder (DuckDB refused
+/// the whole dataset for one trace named `run=3`) are refused before
+/// anything is written, and so is a trace's file name that is one, with
+/// a message saying the name came from the file (it said `--trace-name
+/// "x=1.data"`, an option not given).
+#[test]
+fn names_the_engines_misread_are_refused_before_anything_is_written() {
+    let test = "names_the_engines_misread_are_refused_before_anything_is_written";
+    let Some(src) = pt_tests::realdata_file(test, "tmon-alderlake-ptw.perf.data") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    for name in [
+        "run=3",
+        "a%20b",
+        "a\nb",
+        "a?b",
+        "__HIVE_DEFAULT_PARTITION__",
+    ] {
+        let o = ptdec()
+            .arg(&src)
+            .args(["-q", "--format", "parquet", "--trace-name", name, "-o"])
+            .arg(&ds)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name:?}: {err}");
+        assert!(err.contains("--trace-name"), "{err}");
+        assert!(!ds.exists(), "{name:?}");
+    }
+    let file = tmp.path().join("x=1.data");
+    std::fs::copy(&src, &file).unwrap();
+    let o = ptdec()
+        .arg(&file)
+        .args(["-q", "--format", "parquet", "-o"])
+        .arg(&ds)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("its file's name, \"x=1.data\"") && err.contains("give one with --trace-name"),
+        "{err}"
+    );
+    assert!(!ds.exists());
+}
+
+/// An LLDB bundle without tscPerfZeroConversion: its times are TSC ticks
+/// (ptdec warns so), and the trace table says `tsc` (it said `ns`).
+#[test]
+fn a_bundle_without_a_conversion_says_its_times_are_tsc_ticks() {
+    let test = "a_bundle_without_a_conversion_says_its_times_are_tsc_ticks";
+    let bundle = pt_tests::realdata("lldb").join("intelpt-trace");
+    if !bundle.exists() {
+        let _: Option<()> = pt_tests::missing(test, &format!("{} is not there", bundle.display()));
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    let o = ptdec()
+        .arg(&bundle)
+        .args(["-q", "--format", "parquet", "-o"])
+        .arg(&ds)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = std::fs::File::open(ds.join("trace/trace=intelpt-trace/part-0.parquet")).unwrap();
+    let batch = ParquetRecordBatchReaderBuilder::try_new(f)
+        .unwrap()
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let unit = batch.column_by_name("time_unit").unwrap();
+    assert_eq!(unit.as_string::<i32>().value(0), "tsc");
 }

@@ -23,7 +23,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -429,7 +429,10 @@ impl Drop for OutFile {
 /// [`OutDir::commit`] once all are whole, under the lock [`abandon`]
 /// takes, so Ctrl-C never leaves some of the tables. Until then the
 /// temporary is removed when the `OutDir` is dropped and by [`abandon`];
-/// SIGKILL leaves it (hidden: engines read `ROOT/TABLE/**`). A part already
+/// SIGKILL leaves it (hidden: engines read `ROOT/TABLE/**`), and the next
+/// run into `ROOT` removes it: a temporary holds a file `.lock` its run
+/// keeps locked (`flock`) from before the temporary gets its name, so one
+/// whose lock can be taken belongs to no live run. A part already
 /// there is replaced only when the caller says so (`force`), and never
 /// when an input of the run lies inside it; a folder that holds other
 /// things than a dataset's tables is refused.
@@ -446,7 +449,13 @@ pub struct OutDir {
     mode: u32,
     /// This output's entry in [`PENDING`].
     id: u64,
+    /// `TEMP/.lock`, locked while this run lives (see [`OutDir::sweep`]);
+    /// `None` where the filesystem has no locks.
+    _lock: Option<nix::fcntl::Flock<File>>,
 }
+
+/// The file in a dataset temporary that its run keeps locked.
+const LOCK: &str = ".lock";
 
 impl OutDir {
     /// Starts writing part `part` of the tables `tables` of the dataset
@@ -472,6 +481,7 @@ impl OutDir {
         for t in &tables {
             Self::check_place(&root.join(t).join(part), force)?;
         }
+        Self::sweep(root);
         let mut p = pending();
         if p.abandoned {
             return Err(OutFileError::Abandoned {
@@ -484,14 +494,20 @@ impl OutDir {
             Err(e) => return Err(err(e)),
         };
         let tmp = root.join(temp_name(std::ffi::OsStr::new(part)));
-        if let Err(e) = std::fs::DirBuilder::new().mode(mode).create(&tmp) {
-            if made_root {
-                let _ = std::fs::remove_dir(root);
+        let lock = match Self::make_locked(&tmp, mode) {
+            Ok(lock) => lock,
+            Err(e) => {
+                if made_root {
+                    let _ = std::fs::remove_dir(root);
+                }
+                return Err(err(e));
             }
-            return Err(err(e));
-        }
+        };
         let id = SEQ.fetch_add(1, Ordering::Relaxed);
-        p.outputs.push((id, root.to_path_buf(), Some(tmp.clone())));
+        // Named by the parts it would have put in place: the folder's
+        // other traces stay.
+        let shown = root.join(format!("{{{}}}", tables.join(","))).join(part);
+        p.outputs.push((id, shown, Some(tmp.clone())));
         Ok(OutDir {
             tmp: Some(tmp),
             root: root.to_path_buf(),
@@ -501,7 +517,71 @@ impl OutDir {
             made_root,
             mode,
             id,
+            _lock: lock,
         })
+    }
+
+    /// Makes the temporary folder `tmp` with `.lock` in it locked: made
+    /// as `tmp` with `.new` for `.tmp` (which [`OutDir::sweep`] leaves
+    /// alone), locked, then renamed to `tmp`, so no sweep ever sees it
+    /// unlocked. The lock is `None` where the filesystem has none (its
+    /// temporaries are then never swept).
+    fn make_locked(tmp: &Path, mode: u32) -> io::Result<Option<nix::fcntl::Flock<File>>> {
+        use nix::fcntl::{Flock, FlockArg};
+        let mut new = tmp.as_os_str().to_owned();
+        // `temp_name` ends in `.tmp`.
+        new = std::ffi::OsString::from_vec(
+            new.as_bytes()[..new.len() - 4]
+                .iter()
+                .chain(b".new")
+                .copied()
+                .collect(),
+        );
+        let new = PathBuf::from(new);
+        std::fs::DirBuilder::new().mode(mode).create(&new)?;
+        let made = (|| {
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(mode & 0o666)
+                .open(new.join(LOCK))?;
+            let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok();
+            std::fs::rename(&new, tmp)?;
+            Ok(lock)
+        })();
+        if made.is_err() {
+            let _ = std::fs::remove_dir_all(&new);
+        }
+        made
+    }
+
+    /// Removes the temporaries in `root` that no live run holds: those
+    /// of runs killed by SIGKILL (or a crash). One whose `.lock` cannot
+    /// be opened or locked (a live run, a filesystem without locks, or
+    /// one made by a ptdec without them) is left.
+    fn sweep(root: &Path) {
+        use nix::fcntl::{Flock, FlockArg};
+        let Ok(entries) = std::fs::read_dir(root) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.as_bytes();
+            let ours = name.starts_with(b".")
+                && name.ends_with(b".tmp")
+                && name.windows(7).any(|w| w == b".ptdec-");
+            if !ours || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = e.path();
+            let Ok(file) = File::options().read(true).write(true).open(path.join(LOCK)) else {
+                continue;
+            };
+            if let Ok(_held) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
     }
 
     /// Refuses a file at `root`, and a folder there that holds anything
@@ -516,7 +596,20 @@ impl OutDir {
             return Ok(());
         };
         if !m.is_dir() {
-            return Err(refuse("it is a file, not a folder; give a folder name"));
+            use std::os::unix::fs::FileTypeExt;
+            let t = m.file_type();
+            let what = if t.is_file() {
+                "a file"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_fifo() {
+                "a pipe"
+            } else {
+                "a socket"
+            };
+            return Err(refuse(&format!(
+                "it is {what}, not a folder; give a folder name"
+            )));
         }
         let entries = std::fs::read_dir(root).map_err(|source| OutFileError::Io {
             path: root.to_path_buf(),
@@ -532,6 +625,13 @@ impl OutDir {
                     tables.join(", ")
                 )));
             }
+            // Found only when the tables are put in place, after the decode.
+            if !name.starts_with('.') && !std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()) {
+                return Err(refuse(&format!(
+                    "it holds {name}, which is not a folder, where the table {name} goes; \
+                     give a new or empty folder, or a dataset folder"
+                )));
+            }
         }
         Ok(())
     }
@@ -539,8 +639,19 @@ impl OutDir {
     /// Refuses what is at a part's `path`: a part without `force`, or one
     /// holding an input.
     fn check_place(path: &Path, force: bool) -> Result<(), OutFileError> {
-        if std::fs::symlink_metadata(path).is_err() {
+        let Ok(m) = std::fs::symlink_metadata(path) else {
             return Ok(());
+        };
+        if !m.is_dir() {
+            // Not a part this writes: --force does not replace it.
+            return Err(OutFileError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "it is not a folder, so not a trace of the dataset; remove it, or give \
+                     another --trace-name",
+                ),
+            });
         }
         if let Some(input) = crate::inputs::under(path) {
             return Err(OutFileError::HoldsInput {
@@ -566,12 +677,27 @@ impl OutDir {
         &self.root
     }
 
+    /// Where table `table`'s part goes (`ROOT/TABLE/PART`), to name in
+    /// errors.
+    pub fn part_path(&self, table: &str) -> PathBuf {
+        self.root.join(table).join(&self.part)
+    }
+
     /// Puts the part in place (its files synced by the writer), after
     /// checking again what it replaces: for each table, a part in the way
     /// is renamed aside, the new one renamed into place; the old ones are
     /// removed once all are.
     pub fn commit(mut self) -> Result<(), OutFileError> {
+        use nix::fcntl::{Flock, FlockArg};
         let tmp = self.tmp.clone().expect("not yet committed");
+        // One commit into the folder at a time, across processes (`flock`
+        // on the folder; none where the filesystem has no locks): two runs
+        // replacing the same part with --force otherwise interleave their
+        // renames, one's calls beside the other's marks. Taken before
+        // [`PENDING`], so a signal is not held up by another process.
+        let one_at_a_time = File::open(&self.root)
+            .ok()
+            .and_then(|f| Flock::lock(f, FlockArg::LockExclusive).ok());
         let mut p = pending();
         if p.abandoned {
             return Err(OutFileError::Abandoned {
@@ -597,6 +723,7 @@ impl OutDir {
         p.outputs.retain(|o| o.0 != self.id);
         self.tmp = None;
         drop(p);
+        drop(one_at_a_time);
         for dir in
             std::iter::once(self.root.clone()).chain(self.tables.iter().map(|t| self.root.join(t)))
         {
@@ -605,14 +732,13 @@ impl OutDir {
                 let _ = d.sync_all();
             }
         }
-        let err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| OutFileError::Io { path, source }
-        };
         for (old, _) in &aside {
-            std::fs::remove_dir_all(old).map_err(err(old))?;
+            // The trace is in place: what it replaced goes with the
+            // temporary (the next run's sweep removes what stays).
+            let _ = std::fs::remove_dir_all(old);
         }
-        std::fs::remove_dir_all(&tmp).map_err(err(&tmp))
+        let _ = std::fs::remove_dir_all(&tmp);
+        Ok(())
     }
 
     /// The renames of [`OutDir::commit`]: each table's folder made when
@@ -747,6 +873,120 @@ mod tests {
             assert_eq!(std::fs::read(&fresh).unwrap(), b"first");
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
         }
+    }
+
+    /// A dataset's temporary left by a killed run (its `.lock` not held)
+    /// is removed by the next run into the folder; a live run's (locked),
+    /// and one without a `.lock` (not known to be dead), are kept.
+    #[test]
+    fn the_next_dataset_run_removes_what_a_killed_one_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ds");
+        let tables = ["calls", "marks"];
+        let live = OutDir::create(&root, "trace=live", &tables, false, PRIVATE_MODE).unwrap();
+        for t in tables {
+            std::fs::create_dir(live.temp().join(t)).unwrap();
+        }
+        let dead = root.join(".trace=dead.ptdec-4194304-0.tmp");
+        std::fs::create_dir_all(dead.join("calls")).unwrap();
+        std::fs::write(dead.join("calls/part-0.parquet"), b"half").unwrap();
+        std::fs::write(dead.join(LOCK), b"").unwrap();
+        let unknown = root.join(".trace=old.ptdec-4194305-0.tmp");
+        std::fs::create_dir(&unknown).unwrap();
+        let other = root.join(".notes");
+        std::fs::write(&other, b"x").unwrap();
+        let next = OutDir::create(&root, "trace=next", &tables, false, PRIVATE_MODE).unwrap();
+        assert!(!dead.exists(), "the dead run's temporary is removed");
+        assert!(live.temp().join("calls").is_dir(), "the live run's is kept");
+        assert!(unknown.is_dir() && other.is_file());
+        // Each run's temporary is locked from before it has its name: no
+        // `.new` is left, and the live ones' locks are held.
+        let mut hidden: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        hidden.sort();
+        assert_eq!(hidden.len(), 4, "{hidden:?}");
+        assert!(hidden.iter().all(|h| h.ends_with(".tmp") || h == ".notes"));
+        for d in [live.temp(), next.temp()] {
+            let f = File::options()
+                .read(true)
+                .write(true)
+                .open(d.join(LOCK))
+                .unwrap();
+            assert!(
+                nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
+            );
+        }
+        live.commit().unwrap();
+        drop(next);
+        assert_eq!(
+            std::fs::read_dir(&root).unwrap().count(),
+            4,
+            "calls, marks, .notes and the unknown temporary"
+        );
+    }
+
+    /// A commit waits while another process commits into the same
+    /// folder (its `flock` on the folder, taken here by another open of
+    /// it), so two runs replacing one part never mix their tables.
+    #[test]
+    fn a_commit_waits_for_another_into_the_same_folder() {
+        use nix::fcntl::{Flock, FlockArg};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ds");
+        let d = OutDir::create(&root, "trace=a", &["calls"], true, PRIVATE_MODE).unwrap();
+        std::fs::create_dir(d.temp().join("calls")).unwrap();
+        let other = Flock::lock(File::open(&root).unwrap(), FlockArg::LockExclusive).unwrap();
+        let committing = std::thread::spawn(move || d.commit());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!committing.is_finished(), "committed beside another commit");
+        assert!(!root.join("calls/trace=a").exists());
+        drop(other);
+        committing.join().unwrap().unwrap();
+        assert!(root.join("calls/trace=a").is_dir());
+    }
+
+    /// A dataset folder that is a file or a device is refused saying
+    /// which (`-o /dev/null` said "it is a file").
+    #[test]
+    fn a_dataset_folder_that_is_no_folder_is_refused_saying_what_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        for (root, what) in [
+            (file.as_path(), "it is a file, not a folder"),
+            (Path::new("/dev/null"), "it is a device, not a folder"),
+        ] {
+            let e = OutDir::create(root, "trace=a", &["calls"], false, PRIVATE_MODE).unwrap_err();
+            assert!(e.to_string().contains(what), "{e}");
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+
+    /// What is not a folder where a table or a part goes is refused when
+    /// the output is created, before the decode: a file `calls` failed
+    /// only when the tables were put in place ("Not a directory"), and a
+    /// file at a part's place was replaced with --force, the run then
+    /// failing with the new part in place and its temporary left.
+    #[test]
+    fn a_file_where_a_table_or_a_part_goes_is_refused_up_front() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ds");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("calls"), b"x").unwrap();
+        let e = OutDir::create(&root, "trace=a", &["calls"], true, PRIVATE_MODE).unwrap_err();
+        assert!(
+            e.to_string().contains("calls, which is not a folder"),
+            "{e}"
+        );
+        std::fs::remove_file(root.join("calls")).unwrap();
+        std::fs::create_dir(root.join("calls")).unwrap();
+        std::fs::write(root.join("calls/trace=a"), b"x").unwrap();
+        let e = OutDir::create(&root, "trace=a", &["calls"], true, PRIVATE_MODE).unwrap_err();
+        assert!(e.to_string().contains("it is not a folder"), "{e}");
+        assert_eq!(std::fs::read(root.join("calls/trace=a")).unwrap(), b"x");
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "no temporary");
     }
 
     /// This process's umask, as /proc/self/status gives it.

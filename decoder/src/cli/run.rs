@@ -201,10 +201,20 @@ fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
         Some(n) => n.clone(),
         None => {
             let p = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            p.file_name().map_or_else(
+            let name = p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
-            )
+            );
+            // Not given: the error says where the name came from.
+            if let Err(crate::parquet::DatasetError::TraceName { name, why }) =
+                crate::parquet::check_trace_name(&name)
+            {
+                bail!(
+                    "the trace's name in the dataset would be its file's name, {name:?}, but {why}; \
+                     give one with --trace-name NAME"
+                );
+            }
+            name
         }
     };
     crate::parquet::check_trace_name(&name)?;

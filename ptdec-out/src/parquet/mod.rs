@@ -94,15 +94,29 @@ pub const ZSTD_LEVEL: i32 = 3;
 /// The tables, each a folder of the dataset.
 pub const TABLES: [&str; 4] = ["calls", "marks", "threads", "trace"];
 
-/// Refuses a trace name that cannot be a folder's (`trace=NAME`): empty,
-/// with a `/` or a NUL, longer than 200 bytes.
+/// Refuses a trace name that cannot be a folder's (`trace=NAME`), or
+/// that the engines cannot read back from one: empty, longer than 200
+/// bytes, with a `/`, a control character (a NUL, a newline: DataFusion
+/// refuses the path, DuckDB the whole dataset), a `\`, `=` or `?` (DuckDB
+/// finds no `trace` column in a folder so named, and refuses the whole
+/// dataset), a `%` (DuckDB and DataFusion URL-decode the name: `a%20b`
+/// reads `a b`), or Hive's name for a null.
 pub fn check_trace_name(name: &str) -> Result<(), DatasetError> {
     let why = if name.is_empty() {
         Some("it is empty")
-    } else if name.contains(['/', '\0']) {
-        Some("it holds a / or a NUL")
     } else if name.len() > 200 {
         Some("it is longer than 200 bytes")
+    } else if name.contains('/') {
+        Some("it holds a /")
+    } else if name.chars().any(char::is_control) {
+        Some("it holds a control character (a NUL, a newline, a tab, ...)")
+    } else if name.contains(['\\', '=', '?', '%']) {
+        Some(
+            "it holds one of \\ = ? %, which SQL engines misread in a folder's name \
+             (DuckDB then cannot read the dataset)",
+        )
+    } else if name == "__HIVE_DEFAULT_PARTITION__" {
+        Some("engines read it as a null name")
     } else {
         None
     };
@@ -209,7 +223,7 @@ pub enum DatasetError {
     #[error("too many threads or slices for call_id (thread {ordinal}, slice {id})")]
     IdRange { ordinal: u64, id: u64 },
     /// `--trace-name` cannot name the trace's folder (`trace=NAME`).
-    #[error("--trace-name {name:?}: {why}; give a name that can be a folder's")]
+    #[error("--trace-name {name:?}: {why}; give another name")]
     TraceName { name: String, why: &'static str },
 }
 
@@ -229,8 +243,12 @@ struct Part {
 const BATCHES_IN_FLIGHT: usize = 2;
 
 impl Part {
+    /// The file `part-0.parquet` of `table` in the temporary folder `dir`;
+    /// errors name it where it goes, `shown` (`ROOT/TABLE/trace=NAME`):
+    /// the temporary is gone when they are read.
     fn create(
         dir: &Path,
+        shown: &Path,
         table: &str,
         schema: SchemaRef,
         props: WriterProperties,
@@ -238,6 +256,7 @@ impl Part {
     ) -> Result<Part, DatasetError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let folder = dir.join(table);
+        let path = shown.join("part-0.parquet");
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| DatasetError::Io { path, source }
@@ -245,17 +264,16 @@ impl Part {
         std::fs::DirBuilder::new()
             .mode((mode & 0o777) | ((mode & 0o444) >> 2))
             .create(&folder)
-            .map_err(io(&folder))?;
-        let path = folder.join("part-0.parquet");
+            .map_err(io(&path))?;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(mode)
-            .open(&path)
+            .open(folder.join("part-0.parquet"))
             .map_err(io(&path))?;
         let pq = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| DatasetError::Parquet { path, source }
+            move |source| parquet_error(&path, source)
         };
         let mut writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq(&path))?;
@@ -334,6 +352,28 @@ impl Drop for Part {
         if self.writer.is_some() {
             let _ = self.join();
         }
+    }
+}
+
+/// The writer's error on `path`: a failed write (a full disk) as the
+/// file's I/O error, as an FTF output's reads, not as the writer's
+/// `External: ...`.
+fn parquet_error(path: &Path, source: ParquetError) -> DatasetError {
+    match source {
+        ParquetError::External(e) => match e.downcast::<std::io::Error>() {
+            Ok(e) => DatasetError::Io {
+                path: path.to_path_buf(),
+                source: *e,
+            },
+            Err(e) => DatasetError::Parquet {
+                path: path.to_path_buf(),
+                source: ParquetError::External(e),
+            },
+        },
+        source => DatasetError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
@@ -781,8 +821,22 @@ impl Dataset {
         )
         .map_err(pq)?;
         let marks_props = props(rows_per_group, &["time_ns", "insn"]).map_err(pq)?;
-        let calls = Part::create(dir.temp(), "calls", calls_schema(), calls_props, mode)?;
-        let marks = Part::create(dir.temp(), "marks", marks_schema(), marks_props, mode)?;
+        let calls = Part::create(
+            dir.temp(),
+            &dir.part_path("calls"),
+            "calls",
+            calls_schema(),
+            calls_props,
+            mode,
+        )?;
+        let marks = Part::create(
+            dir.temp(),
+            &dir.part_path("marks"),
+            "marks",
+            marks_schema(),
+            marks_props,
+            mode,
+        )?;
         Ok(Dataset {
             dir,
             opts,
@@ -964,6 +1018,7 @@ impl Dataset {
         };
         let mut threads = Part::create(
             self.dir.temp(),
+            &self.dir.part_path("threads"),
             "threads",
             threads_schema(),
             props(rows, &[]).map_err(pq)?,
@@ -972,6 +1027,7 @@ impl Dataset {
         threads.write(self.thread_columns())?;
         let mut trace = Part::create(
             self.dir.temp(),
+            &self.dir.part_path("trace"),
             "trace",
             trace_schema(),
             props(rows, &[]).map_err(pq)?,
