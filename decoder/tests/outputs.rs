@@ -748,8 +748,12 @@ fn a_closed_pipe_stops_the_decode_promptly() {
     let after = closed.elapsed();
     assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
     assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    // Half the whole decode: what stops at its next chunk takes a small
+    // part of it, and what decodes on takes all of it. (A quarter failed
+    // once on a machine busy with two builds beside the tests: 0.75 s of
+    // 2.0 s.)
     assert!(
-        after * 4 < whole,
+        after * 2 < whole,
         "ran {after:?} after the pipe closed; the whole decode takes {whole:?}"
     );
 
