@@ -1217,8 +1217,10 @@ impl<'a> BlockDecoder<'a> {
                 if !to(self, code, block, at)? {
                     return Ok(Status(0));
                 }
-                if self.errata.skd022 && (self.mode != mode::BITS64 || self.image.is_vm_entry(at)) {
-                    return Err(Fail::Unsupported(&"erratum SKD022"));
+                if self.errata.skd022 && self.skd022_applies(at)? {
+                    // Retried as the synchronous disable it became.
+                    let ev = self.skd022_disable(ev);
+                    return self.proceed_event(code, block, ev);
                 }
             }
             Kind::AsyncBranch { from, .. } => {
@@ -1351,10 +1353,11 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     if self.ip != at {
                         false
-                    } else if self.errata.skd022
-                        && (self.mode != mode::BITS64 || self.image.is_vm_entry(at))
-                    {
-                        return Err(Fail::Unsupported(&"erratum SKD022"));
+                    } else if self.errata.skd022 && self.skd022_applies(at)? {
+                        // The synchronous disable it became is proceeded
+                        // to at the next call.
+                        self.skd022_disable(ev);
+                        false
                     } else {
                         true
                     }
@@ -1526,6 +1529,31 @@ impl<'a> BlockDecoder<'a> {
         self.fetch_event()?;
         let s = self.trailing_event(None)?;
         Ok((ev, s))
+    }
+
+    /// Erratum SKD022 (Skylake: "VM Entry That Clears TraceEn May
+    /// Generate a FUP"): an asynchronous disable at a VMLAUNCH or
+    /// VMRESUME may really be the synchronous disable of the VM entry,
+    /// and libipt takes it for one (`pt_blk_handle_erratum_skd022`).
+    /// Code in an unknown mode cannot be decoded there: it does not apply.
+    fn skd022_applies(&self, at: u64) -> Result<bool, Fail> {
+        let bitness = match self.mode {
+            mode::BITS64 => 64,
+            mode::BITS32 => 32,
+            mode::BITS16 => 16,
+            _ => return Ok(false),
+        };
+        self.image.is_vm_entry(at, bitness)
+    }
+
+    /// The asynchronous disable `ev` turned into a synchronous disable at
+    /// its IP, as the pending event.
+    fn skd022_disable(&mut self, mut ev: Ev) -> Ev {
+        if let Kind::AsyncDisabled { ip, .. } = ev.kind {
+            ev.kind = Kind::Disabled { ip };
+        }
+        self.event = Some(ev);
+        ev
     }
 
     fn process_disabled(&mut self, ev: &Ev) -> Result<(), Fail> {

@@ -161,22 +161,33 @@ impl Image {
         }
     }
 
-    /// Whether the instruction at `ip` is VMLAUNCH or VMRESUME, where
-    /// erratum SKD022 may turn an asynchronous disable into a synchronous
-    /// one (libipt's `pt_blk_handle_erratum_skd022`; code it cannot read
-    /// does not apply).
-    pub fn is_vm_entry(&self, ip: u64) -> bool {
-        let Ok(s) = self.find(ip) else {
-            return false;
+    /// Whether the instruction at `ip`, decoded as `bitness`-bit code, is
+    /// VMLAUNCH or VMRESUME, where erratum SKD022 may turn an asynchronous
+    /// disable into a synchronous one (libipt's
+    /// `pt_blk_handle_erratum_skd022`; code it cannot read does not apply).
+    /// `Err` where libipt might read what this image cannot: overlapping
+    /// sections, or an instruction cut by its section's end.
+    pub fn is_vm_entry(&self, ip: u64, bitness: u32) -> Result<bool, Fail> {
+        let s = match self.find(ip) {
+            Ok(s) => s,
+            Err(Fail::Pt(_)) => return Ok(false),
+            Err(e) => return Err(e),
         };
         let code = s.code();
         let off = (ip - s.vaddr) as usize;
         let bytes = &code[off..code.len().min(off + 15)];
-        let i = iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE).decode();
-        matches!(
+        let mut dec =
+            iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
+        let i = dec.decode();
+        if dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
+            return Err(Fail::Unsupported(
+                &"an instruction cut by its section's end",
+            ));
+        }
+        Ok(matches!(
             i.mnemonic(),
             iced_x86::Mnemonic::Vmlaunch | iced_x86::Mnemonic::Vmresume
-        )
+        ))
     }
 
     /// The section holding `ip`.
