@@ -1075,6 +1075,106 @@ impl<'a> EventDecoder<'a> {
         handled
     }
 
+    /// Erratum APL11 (Apollo Lake and its kin: "Intel PT OVF May Be
+    /// Followed By An Unexpected TIP.PGD"): after an OVF whose search for
+    /// a FUP met a TIP.PGD (or TIP, TNT, PSBEND), as
+    /// `pt_evt_handle_apl11`: a TIP.PGD met before any packet that says
+    /// tracing is disabled (or one it leaves to the decode to diagnose)
+    /// is the extra one; tracing resumes disabled after it, time kept
+    /// across the timing packets before it. `Ok(true)`: the overflow event
+    /// is ready; an error (the end of the trace too) ends the decode
+    /// there, as in libipt.
+    #[cold]
+    #[inline(never)]
+    fn handle_apl11(&mut self) -> Result<bool, Fail> {
+        let (time, tcal) = (self.time, self.tcal);
+        let mut pos = self.pos.unwrap_or(0);
+        let handled = loop {
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
+                Ok(x) => x,
+                Err(e) => break Err(Fail::Pt(e)),
+            };
+            pos += n;
+            match p {
+                Packet::TipPgd(_) => {
+                    self.recover_ovf_disabled(time, (p, packet::packet_size(&p, n), pos));
+                    break Ok(true);
+                }
+                Packet::Pad | Packet::Mnt(_) | Packet::Cfe { .. } | Packet::Evd { .. } => {}
+                Packet::Tsc(_)
+                | Packet::Cbr(_)
+                | Packet::Tma { .. }
+                | Packet::Mtc(_)
+                | Packet::Cyc(_) => {
+                    if let Err(e) = self.apply_timing(&p) {
+                        break Err(e);
+                    }
+                }
+                // The erratum does not apply, or the decode diagnoses it.
+                _ => break Ok(false),
+            }
+        };
+        if handled != Ok(true) {
+            self.time = time;
+            self.tcal = tcal;
+        }
+        handled
+    }
+
+    /// Erratum APL12 (Apollo Lake and its kin: "Intel PT OVF Packet May Be
+    /// Followed by An Unexpected FUP"): the FUP after an OVF (ending `n`
+    /// bytes ahead) may come though the overflow resolved with tracing
+    /// disabled. As `pt_evt_handle_apl12`, the packets after the FUP say
+    /// which: TNT, TIP or TIP.PGD (or a PSB+ with a FUP) are traced code,
+    /// the FUP is real; a TIP.PGE, TraceStop or a PSB+ without FUP mean
+    /// tracing was disabled: the overflow resumes disabled after the FUP,
+    /// the timing packets before it applied (a CBR's event dropped).
+    /// `Ok(true)`: the overflow event is ready.
+    #[cold]
+    #[inline(never)]
+    fn handle_apl12(&mut self, n: usize) -> Result<bool, Fail> {
+        let fup_end = self.pos.unwrap_or(0) + n;
+        let mut pos = fup_end;
+        loop {
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
+                Ok(x) => x,
+                Err(e) if e == PtError::EOS => return Ok(false),
+                Err(e) => return Err(Fail::Pt(e)),
+            };
+            pos += n;
+            match p {
+                Packet::Tnt { .. } | Packet::Tip(_) | Packet::TipPgd(_) => return Ok(false),
+                Packet::Psb => match self.find_header_fup(pos) {
+                    Ok(None) => break,
+                    Ok(Some(_)) => return Ok(false),
+                    Err(e) if e == PtError::EOS => return Ok(false),
+                    Err(e) => return Err(Fail::Pt(e)),
+                },
+                Packet::Stop | Packet::TipPge(_) => break,
+                Packet::Psbend | Packet::Ovf => return Ok(false),
+                _ => {}
+            }
+        }
+        // `pt_evt_recover_ovf_at_offset`: on to the FUP, keeping time.
+        let mut pos = self.pos.unwrap_or(0);
+        loop {
+            let (p, n) =
+                packet::decode_known(self.buf, pos, self.errata.skd007).map_err(Fail::Pt)?;
+            pos += n;
+            if pos >= fup_end {
+                if pos > fup_end {
+                    return Err(Fail::Pt(PtError::INTERNAL));
+                }
+                self.pos = Some(pos);
+                self.packet = Some((p, packet::packet_size(&p, n)));
+                break;
+            }
+            self.apply_timing(&p)?;
+        }
+        self.standalone_suppressed(Kind::Overflow { ip: 0 });
+        Ok(true)
+    }
+
     /// OVF: the state is reset but for time; tracing resumes at the next
     /// FUP's IP, or disabled.
     fn decode_ovf(&mut self) -> Step {
@@ -1094,9 +1194,9 @@ impl<'a> EventDecoder<'a> {
             self.tcal.update_ovf();
         }
         match self.find_ovf_fup() {
-            Ok(Some(_)) => {
-                if self.errata.apl12 {
-                    return Err(Fail::Unsupported(&"erratum APL12"));
+            Ok(Some(n)) => {
+                if self.errata.apl12 && self.handle_apl12(n)? {
+                    return Ok(false);
                 }
                 let mut ev = Ev::new(Kind::Overflow { ip: 0 });
                 self.event_time(&mut ev);
@@ -1107,8 +1207,8 @@ impl<'a> EventDecoder<'a> {
                 if self.errata.skd010 && self.handle_skd010()? {
                     return Ok(false);
                 }
-                if self.errata.apl11 && r == Err(BAD_CONTEXT) {
-                    return Err(Fail::Unsupported(&"erratum APL11"));
+                if self.errata.apl11 && r == Err(BAD_CONTEXT) && self.handle_apl11()? {
+                    return Ok(false);
                 }
                 if let Err(e) = r {
                     if e != PtError::EOS {
