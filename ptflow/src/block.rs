@@ -1386,15 +1386,14 @@ impl<'a> BlockDecoder<'a> {
                             suppressed && is_ptwrite(i)
                         })
                 }
-                Kind::Tsx { ip, .. } => {
+                Kind::Tsx { ip, aborted, .. } => {
                     self.proceed_postponed()?;
                     if ev.ip_suppressed {
                         true
-                    } else if block.is_some() && self.errata.bdm64 {
-                        // libipt's BDM64 workaround looks back at the
-                        // block; not followed.
-                        return Err(Fail::Unsupported(&"erratum BDM64"));
                     } else {
+                        if let Some(b) = block.filter(|_| self.errata.bdm64 && aborted) {
+                            self.handle_bdm64(b, ip)?;
+                        }
                         self.ip == ip
                     }
                 }
@@ -1529,6 +1528,46 @@ impl<'a> BlockDecoder<'a> {
         self.fetch_event()?;
         let s = self.trailing_event(None)?;
         Ok((ev, s))
+    }
+
+    /// Erratum BDM64 (Broadwell: "An Incorrect LBR or Intel PT Record
+    /// May Follow a Transactional Abort"): the trace of a branch right
+    /// before a TSX abort may be corrupt. As `pt_blk_handle_erratum_bdm64`:
+    /// when the block just handed out ends at a branch and the abort's IP
+    /// cannot be reached from the decoder's IP by at most 256
+    /// instructions that need no trace, the branch is taken to have gone
+    /// to the abort's IP. Code it cannot read does not apply; what libipt
+    /// might read and this image cannot is unsupported.
+    #[cold]
+    #[inline(never)]
+    fn handle_bdm64(&mut self, block: &Block, abort_ip: u64) -> Result<(), Fail> {
+        let read = |r: Result<Insn, Fail>| match r {
+            Ok(i) => Ok(Some(i)),
+            Err(Fail::Pt(_)) => Ok(None),
+            Err(e) => Err(e),
+        };
+        if block.ninsn == 0 {
+            return Ok(());
+        }
+        match read(self.image.insn_at(block.end_ip))? {
+            Some(i) if i.class.is_branch() => {}
+            _ => return Ok(()),
+        }
+        // `pt_insn_range_is_contiguous`, 0x100 steps.
+        let mut ip = self.ip;
+        for _ in 0..0x100 {
+            if ip == abort_ip {
+                return Ok(());
+            }
+            match read(self.image.insn_at(ip))?.and_then(|i| i.next_ip()) {
+                Some(next) => ip = next,
+                None => break,
+            }
+        }
+        if ip != abort_ip {
+            self.ip = abort_ip;
+        }
+        Ok(())
     }
 
     /// Erratum SKD022 (Skylake: "VM Entry That Clears TraceEn May

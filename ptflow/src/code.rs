@@ -190,6 +190,12 @@ impl Image {
         ))
     }
 
+    /// The instruction at `ip`, decoded without the cache (for the
+    /// errata's rare looks at code off the decoder's path).
+    pub fn insn_at(&self, ip: u64) -> Result<Insn, Fail> {
+        decode(self.find(ip)?, ip)
+    }
+
     /// The section holding `ip`.
     #[inline]
     pub fn find(&self, ip: u64) -> Result<&Section, Fail> {

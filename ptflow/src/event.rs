@@ -10,9 +10,9 @@
 //! else a standalone event) and PTW (bound to the next FUP with its IP
 //! bit, else standalone without an IP) are followed too. What this does
 //! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
-//! decodes the chunk with libipt instead): event trace (CFE/EVD), iflags
-//! events, and the overflow errata SKD010, APL11 and APL12 where they
-//! could apply. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
+//! decodes the chunk with libipt instead): event trace (CFE/EVD) and
+//! iflags events. The overflow errata SKD010, APL11 and APL12 are
+//! handled as libipt handles them, by scanning the packets ahead. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
 //! PWRX) are followed as libipt follows them: standalone, but for an
 //! EXSTOP with its IP bit and the MWAIT before it, bound to the next FUP.
 

@@ -58,10 +58,11 @@
 //! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
-//! CYC; SKD022 checked at VMLAUNCH/VMRESUME;
+//! CYC; SKD022 at VMLAUNCH/VMRESUME; SKD010, APL11 and APL12 after an
+//! OVF; BDM64 at a TSX abort;
 //! SKL168, which libipt's event decoder never arms). Anything else (event-trace
-//! packets, code in another mode than 64-bit, tick/iflags events, errata
-//! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
+//! packets, code in another mode than 64-bit, tick/iflags events, erratum
+//! SKL014 where it could apply, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
 //! decode error) makes it stop with
 //! [`Fail::Unsupported`] or the error libipt gives there, and ptdec decodes
