@@ -7,8 +7,8 @@
 
 use crate::ffi;
 pub use pttypes::{
-    event_type, iclass, mode, Block, Errata, Error, Event, EventFields, EventKind, EventParts,
-    Frequency, Result, Settings, Status,
+    event_type, iclass, mode, AddrRange, Block, Errata, Error, Event, EventFields, EventKind,
+    EventParts, Frequency, Result, Settings, Status,
 };
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr, CString};
@@ -201,7 +201,26 @@ impl Config {
             iflags_events,
             keep_tcal_on_ovf,
             addr_filter: self.has_addr_filter(),
+            addr_ranges: self.addr_ranges(),
         }
+    }
+
+    /// The address filter ranges set by [`Config::set_addr_filters`].
+    pub fn addr_ranges(&self) -> [AddrRange; 4] {
+        let af = &self.raw.addr_filter;
+        // SAFETY: the union holds an integer and its bitfield view.
+        let cfg = unsafe { af.config.addr_cfg };
+        let bounds = [
+            (af.addr0_a, af.addr0_b),
+            (af.addr1_a, af.addr1_b),
+            (af.addr2_a, af.addr2_b),
+            (af.addr3_a, af.addr3_b),
+        ];
+        std::array::from_fn(|n| AddrRange {
+            cfg: ((cfg >> (4 * n)) & 0xf) as u32,
+            a: bounds[n].0,
+            b: bounds[n].1,
+        })
     }
 
     /// The timing parameters set by [`Config::set_freq`].

@@ -12,7 +12,7 @@
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 
-use pttypes::{mode, Block, Errata, Error as PtError, Status};
+use pttypes::{filter_allows, mode, AddrRange, Block, Errata, Error as PtError, Status};
 
 use super::code::{
     Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
@@ -127,7 +127,9 @@ enum Reach {
 pub struct BlockDecoder<'a> {
     pub evdec: EventDecoder<'a>,
     errata: Errata,
-    addr_filter: bool,
+    /// The address filter ranges, when some range is configured (boxed:
+    /// only SKL014's workaround reads them, off the hot path).
+    addr_filter: Option<Box<[AddrRange; 4]>>,
     /// The current event; `None` after the event decoder failed (libipt
     /// fills it with all-ones then).
     event: Option<Ev>,
@@ -377,11 +379,15 @@ fn pt(e: PtError) -> Fail {
 }
 
 impl<'a> BlockDecoder<'a> {
-    pub fn new(evdec: EventDecoder<'a>, errata: Errata, addr_filter: bool) -> Self {
+    pub fn new(
+        evdec: EventDecoder<'a>,
+        errata: Errata,
+        addr_filter: Option<[AddrRange; 4]>,
+    ) -> Self {
         BlockDecoder {
             evdec,
             errata,
-            addr_filter,
+            addr_filter: addr_filter.map(Box::new),
             event: None,
             status: Err(PtError::NOSYNC),
             tsc: 0,
@@ -669,6 +675,44 @@ impl<'a> BlockDecoder<'a> {
                     Reach::Stopped
                 });
             }
+        }
+    }
+
+    /// [`Self::proceed_to`] for a synchronous disable without an IP under
+    /// erratum SKL014 (Skylake: "Intel PT TIP.PGD May Not Have Target IP
+    /// Payload"): a direct call or jump that leaves the address filter's
+    /// traced region may disable tracing without giving an IP, so the
+    /// disable binds to the first MOV CR3 or the first direct call or jump
+    /// whose target tracing does not reach (outside every FilterEn range,
+    /// or in a TraceStop range), as `pt_blk_proceed_skl014` finds it.
+    /// Unlike libipt, a direct call or jump that stays traced ends the
+    /// block with the event not reached yet, and the next block goes on
+    /// looking from its target: libipt (2.1.2 and 2.2) says "reached"
+    /// there when blocks end at calls and jumps, binding the disable to
+    /// the first branch, where ptxed's instruction flow (and the
+    /// `skl014-jmp-jmp` vector) has it at the one that leaves.
+    #[cold]
+    #[inline(never)]
+    fn proceed_skl014(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Reach, Fail> {
+        loop {
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(Reach::Stopped);
+            };
+            if insn.mov_cr3 {
+                return Ok(Reach::Reached);
+            }
+            let Some(next) = insn.next_ip() else {
+                return Ok(Reach::NeedTrace(insn));
+            };
+            if matches!(insn.class, Class::Call | Class::Jump) {
+                let ranges = self.addr_filter.as_deref().map_or(&[][..], |r| &r[..]);
+                if !filter_allows(ranges, next) {
+                    return Ok(Reach::Reached);
+                }
+                self.ip = next;
+                return Ok(Reach::Stopped);
+            }
+            self.ip = next;
         }
     }
 
@@ -1192,10 +1236,11 @@ impl<'a> BlockDecoder<'a> {
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
-                        if self.addr_filter && self.errata.skl014 {
-                            return Err(Fail::Unsupported(&"erratum SKL014"));
+                        if self.errata.skl014 && self.addr_filter.is_some() {
+                            self.proceed_skl014(code, block)?
+                        } else {
+                            self.proceed_to(code, block, None)?
                         }
-                        self.proceed_to(code, block, None)?
                     } else {
                         self.proceed_to(code, block, Some(ip))?
                     };

@@ -139,7 +139,7 @@ impl<'a> FastDecoder<'a> {
         let errata = cfg.errata;
         let evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
         Ok(FastDecoder {
-            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter),
+            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
             unsupported: None,
             error: None,
             follow: false,
