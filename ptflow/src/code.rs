@@ -126,7 +126,7 @@ impl Section {
 pub struct Image {
     sections: Vec<Section>,
     /// The section the last lookup found (most lookups hit it again).
-    last: std::cell::Cell<usize>,
+    last: std::cell::Cell<u32>,
     /// Two sections overlap: libipt's rule for which bytes show is not
     /// followed.
     overlap: bool,
@@ -199,7 +199,7 @@ impl Image {
     /// The section holding `ip`.
     #[inline]
     pub fn find(&self, ip: u64) -> Result<&Section, Fail> {
-        if let Some(s) = self.sections.get(self.last.get()) {
+        if let Some(s) = self.sections.get(self.last.get() as usize) {
             if s.contains(ip) && !self.overlap {
                 return Ok(s);
             }
@@ -214,7 +214,7 @@ impl Image {
         let i = self.sections.partition_point(|s| s.vaddr <= ip);
         match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
             Some((i, s)) if s.contains(ip) => {
-                self.last.set(i);
+                self.last.set(i as u32);
                 Ok(s)
             }
             _ if self.missing => Err(Fail::Unsupported(&"an image file could not be mapped")),
