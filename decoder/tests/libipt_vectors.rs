@@ -30,28 +30,9 @@ const ERET: &str = "FRED's ERETU/ERETS (libipt 2.2): libipt 2.1.2 and iced-x86 t
 const RESYNC: &str = "libipt 2.2's pt_blk_resync: ptdec resyncs at an error where libipt \
     can, and 2.1.2 can only go on at the next PSB, so what ptxed decodes between the \
     error and that PSB is missing";
-const NEW_CPU: &str = "a CPU libipt 2.1.2 knows no errata for: ptdec refuses it \
-    ('knows no CPU')";
-const SKL014: &str = "libipt's SKL014 workaround (pt_blk_proceed_skl014, 2.1.2 and 2.2 \
-    alike) ends the block at a direct jump when the decoder ends blocks at jumps, as ptdec \
-    configures it, and binds the TIP.PGD without payload after the first jump: ptxed's \
-    expectation (its instruction decoder) has the second jump at 0x1003 too";
-
 /// Runs that differ from ptxed's expectation, and why: `"TEST"` for every
 /// CPU the test names, `"TEST F/M"` for one run.
 const EXPECTED: &[(&str, &str)] = &[
-    ("apl11 18/1", NEW_CPU),
-    ("apl11 18/3", NEW_CPU),
-    ("apl11 6/213", NEW_CPU),
-    ("bdm70-psb_fup-tip_pge 18/1", NEW_CPU),
-    ("bdm70-psb_fup-tip_pge 18/3", NEW_CPU),
-    ("bdm70-psb_fup-tip_pge 6/213", NEW_CPU),
-    ("bdm70-tip_pgd-psb_fup-tip_pge 18/1", NEW_CPU),
-    ("bdm70-tip_pgd-psb_fup-tip_pge 18/3", NEW_CPU),
-    ("bdm70-tip_pgd-psb_fup-tip_pge 6/213", NEW_CPU),
-    ("skd022 18/1", NEW_CPU),
-    ("skd022 18/3", NEW_CPU),
-    ("skd022 6/213", NEW_CPU),
     ("exstop-trig", TRIG),
     ("fup-tip-trig", TRIG),
     ("mode-trig-trig", TRIG),
@@ -82,7 +63,6 @@ const EXPECTED: &[(&str, &str)] = &[
     ("ptxed-resync-nomap-tip_pge", RESYNC),
     ("ptxed-resync-psb-bad_status-psb", RESYNC),
     ("tip-jmpabs", "APX's JMPABS (libipt 2.2): neither libipt 2.1.2 nor iced-x86 decodes it, so the trace runs into unmapped code"),
-    ("skl014-jmp-jmp", SKL014),
 ];
 
 /// One test of the manifest.

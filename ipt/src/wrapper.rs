@@ -7,8 +7,8 @@
 
 use crate::ffi;
 pub use pttypes::{
-    event_type, iclass, mode, Block, Errata, Error, Event, EventFields, EventKind, EventParts,
-    Frequency, Result, Settings, Status,
+    event_type, iclass, mode, AddrRange, Block, Errata, Error, Event, EventFields, EventKind,
+    EventParts, Frequency, Result, Settings, Status,
 };
 use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr, CString};
@@ -74,6 +74,33 @@ pub struct AddrFilter {
     pub b: u64,
 }
 
+/// CPUs libipt 2.1.2 knows no errata for, and the workarounds libipt's
+/// newer releases apply to them: (family, model, errata). Taken from
+/// libipt's test vectors (`../shared/libipt-tests`), whose CPU lists name
+/// 18/1, 18/3 and 6/213 with exactly the tests of 6/198 (BDM70's, SKD022's
+/// and APL11's, not SKD010's, SKL014's, APL12's or SKZ84's), and whose
+/// ptxed expectations for those runs are the decodes with these
+/// workarounds; 6/198 is among the CPUs libipt 2.1.2 gives BDM70, SKD022
+/// and APL11.
+pub const NEWER_CPUS: &[(u16, u8, Errata)] = &[
+    (18, 1, BDM70_SKD022_APL11),
+    (18, 3, BDM70_SKD022_APL11),
+    (6, 213, BDM70_SKD022_APL11),
+];
+
+const BDM70_SKD022_APL11: Errata = Errata {
+    bdm70: true,
+    bdm64: false,
+    skd007: false,
+    skd022: true,
+    skd010: false,
+    skl014: false,
+    apl12: false,
+    apl11: true,
+    skl168: false,
+    skz84: false,
+};
+
 /// A decoder (or encoder) configuration, without the trace buffer, which
 /// each constructor takes as a borrowed slice.
 #[derive(Clone, Copy)]
@@ -103,8 +130,10 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Applies `cpu`'s errata workarounds. An unknown CPU (family 0, or
-    /// one libipt refuses) is an error, as in ptxed.
+    /// Applies `cpu`'s errata workarounds: libipt's, or for a CPU newer
+    /// than libipt 2.1.2 knows, [`NEWER_CPUS`]'s (libipt 2.1.2 has every
+    /// workaround they need). Any other CPU (family 0, or one neither
+    /// knows) is an error, as in ptxed.
     pub fn set_cpu(&mut self, cpu: Cpu) -> Result<()> {
         self.raw.cpu = ffi::pt_cpu {
             vendor: ffi::pcv_intel,
@@ -114,7 +143,34 @@ impl Config {
         };
         // SAFETY: both pointers are to fields of `self.raw`, valid for the call.
         let r = unsafe { ffi::pt_cpu_errata(&mut self.raw.errata, &self.raw.cpu) };
-        check(r).map(|_| ())
+        match check(r) {
+            Err(e) if e == Error::BAD_CPU => {
+                let Some(&(.., errata)) = NEWER_CPUS
+                    .iter()
+                    .find(|(f, m, _)| (*f, *m) == (cpu.family, cpu.model))
+                else {
+                    return Err(e);
+                };
+                self.set_errata(errata);
+                Ok(())
+            }
+            r => r.map(|_| ()),
+        }
+    }
+
+    /// Sets libipt's errata bits to `e`.
+    fn set_errata(&mut self, e: Errata) {
+        let r = &mut self.raw.errata;
+        r.set_bdm70(e.bdm70.into());
+        r.set_bdm64(e.bdm64.into());
+        r.set_skd007(e.skd007.into());
+        r.set_skd022(e.skd022.into());
+        r.set_skd010(e.skd010.into());
+        r.set_skl014(e.skl014.into());
+        r.set_apl12(e.apl12.into());
+        r.set_apl11(e.apl11.into());
+        r.set_skl168(e.skl168.into());
+        r.set_skz84(e.skz84.into());
     }
 
     pub fn set_freq(&mut self, f: Frequency) {
@@ -201,7 +257,26 @@ impl Config {
             iflags_events,
             keep_tcal_on_ovf,
             addr_filter: self.has_addr_filter(),
+            addr_ranges: self.addr_ranges(),
         }
+    }
+
+    /// The address filter ranges set by [`Config::set_addr_filters`].
+    pub fn addr_ranges(&self) -> [AddrRange; 4] {
+        let af = &self.raw.addr_filter;
+        // SAFETY: the union holds an integer and its bitfield view.
+        let cfg = unsafe { af.config.addr_cfg };
+        let bounds = [
+            (af.addr0_a, af.addr0_b),
+            (af.addr1_a, af.addr1_b),
+            (af.addr2_a, af.addr2_b),
+            (af.addr3_a, af.addr3_b),
+        ];
+        std::array::from_fn(|n| AddrRange {
+            cfg: ((cfg >> (4 * n)) & 0xf) as u32,
+            a: bounds[n].0,
+            b: bounds[n].1,
+        })
     }
 
     /// The timing parameters set by [`Config::set_freq`].
@@ -1544,6 +1619,30 @@ mod tests {
             stepping: 4,
         })
         .unwrap();
+    }
+
+    #[test]
+    fn newer_cpus_get_their_errata_from_the_table() {
+        for (family, model) in [(18, 1), (18, 3), (6, 213)] {
+            let mut c = Config::default();
+            c.set_cpu(Cpu {
+                family,
+                model,
+                stepping: 0,
+            })
+            .unwrap();
+            assert_eq!(c.errata(), BDM70_SKD022_APL11, "{family}/{model}");
+        }
+        // The same set as libipt 2.1.2's for 6/198, which the vectors
+        // name with the same tests.
+        let mut c = Config::default();
+        c.set_cpu(Cpu {
+            family: 6,
+            model: 198,
+            stepping: 0,
+        })
+        .unwrap();
+        assert_eq!(c.errata(), BDM70_SKD022_APL11);
     }
 
     #[test]

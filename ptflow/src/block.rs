@@ -12,7 +12,7 @@
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 
-use pttypes::{mode, Block, Errata, Error as PtError, Status};
+use pttypes::{filter_allows, mode, AddrRange, Block, Errata, Error as PtError, Status};
 
 use super::code::{
     Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
@@ -127,7 +127,9 @@ enum Reach {
 pub struct BlockDecoder<'a> {
     pub evdec: EventDecoder<'a>,
     errata: Errata,
-    addr_filter: bool,
+    /// The address filter ranges, when some range is configured (boxed:
+    /// only SKL014's workaround reads them, off the hot path).
+    addr_filter: Option<Box<[AddrRange; 4]>>,
     /// The current event; `None` after the event decoder failed (libipt
     /// fills it with all-ones then).
     event: Option<Ev>,
@@ -377,11 +379,15 @@ fn pt(e: PtError) -> Fail {
 }
 
 impl<'a> BlockDecoder<'a> {
-    pub fn new(evdec: EventDecoder<'a>, errata: Errata, addr_filter: bool) -> Self {
+    pub fn new(
+        evdec: EventDecoder<'a>,
+        errata: Errata,
+        addr_filter: Option<[AddrRange; 4]>,
+    ) -> Self {
         BlockDecoder {
             evdec,
             errata,
-            addr_filter,
+            addr_filter: addr_filter.map(Box::new),
             event: None,
             status: Err(PtError::NOSYNC),
             tsc: 0,
@@ -669,6 +675,44 @@ impl<'a> BlockDecoder<'a> {
                     Reach::Stopped
                 });
             }
+        }
+    }
+
+    /// [`Self::proceed_to`] for a synchronous disable without an IP under
+    /// erratum SKL014 (Skylake: "Intel PT TIP.PGD May Not Have Target IP
+    /// Payload"): a direct call or jump that leaves the address filter's
+    /// traced region may disable tracing without giving an IP, so the
+    /// disable binds to the first MOV CR3 or the first direct call or jump
+    /// whose target tracing does not reach (outside every FilterEn range,
+    /// or in a TraceStop range), as `pt_blk_proceed_skl014` finds it.
+    /// Unlike libipt, a direct call or jump that stays traced ends the
+    /// block with the event not reached yet, and the next block goes on
+    /// looking from its target: libipt (2.1.2 and 2.2) says "reached"
+    /// there when blocks end at calls and jumps, binding the disable to
+    /// the first branch, where ptxed's instruction flow (and the
+    /// `skl014-jmp-jmp` vector) has it at the one that leaves.
+    #[cold]
+    #[inline(never)]
+    fn proceed_skl014(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Reach, Fail> {
+        loop {
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(Reach::Stopped);
+            };
+            if insn.mov_cr3 {
+                return Ok(Reach::Reached);
+            }
+            let Some(next) = insn.next_ip() else {
+                return Ok(Reach::NeedTrace(insn));
+            };
+            if matches!(insn.class, Class::Call | Class::Jump) {
+                let ranges = self.addr_filter.as_deref().map_or(&[][..], |r| &r[..]);
+                if !filter_allows(ranges, next) {
+                    return Ok(Reach::Reached);
+                }
+                self.ip = next;
+                return Ok(Reach::Stopped);
+            }
+            self.ip = next;
         }
     }
 
@@ -1192,10 +1236,11 @@ impl<'a> BlockDecoder<'a> {
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
-                        if self.addr_filter && self.errata.skl014 {
-                            return Err(Fail::Unsupported(&"erratum SKL014"));
+                        if self.errata.skl014 && self.addr_filter.is_some() {
+                            self.proceed_skl014(code, block)?
+                        } else {
+                            self.proceed_to(code, block, None)?
                         }
-                        self.proceed_to(code, block, None)?
                     } else {
                         self.proceed_to(code, block, Some(ip))?
                     };
@@ -1217,8 +1262,10 @@ impl<'a> BlockDecoder<'a> {
                 if !to(self, code, block, at)? {
                     return Ok(Status(0));
                 }
-                if self.errata.skd022 && (self.mode != mode::BITS64 || self.image.is_vm_entry(at)) {
-                    return Err(Fail::Unsupported(&"erratum SKD022"));
+                if self.errata.skd022 && self.skd022_applies(at)? {
+                    // Retried as the synchronous disable it became.
+                    let ev = self.skd022_disable(ev);
+                    return self.proceed_event(code, block, ev);
                 }
             }
             Kind::AsyncBranch { from, .. } => {
@@ -1351,10 +1398,11 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     if self.ip != at {
                         false
-                    } else if self.errata.skd022
-                        && (self.mode != mode::BITS64 || self.image.is_vm_entry(at))
-                    {
-                        return Err(Fail::Unsupported(&"erratum SKD022"));
+                    } else if self.errata.skd022 && self.skd022_applies(at)? {
+                        // The synchronous disable it became is proceeded
+                        // to at the next call.
+                        self.skd022_disable(ev);
+                        false
                     } else {
                         true
                     }
@@ -1383,15 +1431,14 @@ impl<'a> BlockDecoder<'a> {
                             suppressed && is_ptwrite(i)
                         })
                 }
-                Kind::Tsx { ip, .. } => {
+                Kind::Tsx { ip, aborted, .. } => {
                     self.proceed_postponed()?;
                     if ev.ip_suppressed {
                         true
-                    } else if block.is_some() && self.errata.bdm64 {
-                        // libipt's BDM64 workaround looks back at the
-                        // block; not followed.
-                        return Err(Fail::Unsupported(&"erratum BDM64"));
                     } else {
+                        if let Some(b) = block.filter(|_| self.errata.bdm64 && aborted) {
+                            self.handle_bdm64(b, ip)?;
+                        }
                         self.ip == ip
                     }
                 }
@@ -1526,6 +1573,71 @@ impl<'a> BlockDecoder<'a> {
         self.fetch_event()?;
         let s = self.trailing_event(None)?;
         Ok((ev, s))
+    }
+
+    /// Erratum BDM64 (Broadwell: "An Incorrect LBR or Intel PT Record
+    /// May Follow a Transactional Abort"): the trace of a branch right
+    /// before a TSX abort may be corrupt. As `pt_blk_handle_erratum_bdm64`:
+    /// when the block just handed out ends at a branch and the abort's IP
+    /// cannot be reached from the decoder's IP by at most 256
+    /// instructions that need no trace, the branch is taken to have gone
+    /// to the abort's IP. Code it cannot read does not apply; what libipt
+    /// might read and this image cannot is unsupported.
+    #[cold]
+    #[inline(never)]
+    fn handle_bdm64(&mut self, block: &Block, abort_ip: u64) -> Result<(), Fail> {
+        let read = |r: Result<Insn, Fail>| match r {
+            Ok(i) => Ok(Some(i)),
+            Err(Fail::Pt(_)) => Ok(None),
+            Err(e) => Err(e),
+        };
+        if block.ninsn == 0 {
+            return Ok(());
+        }
+        match read(self.image.insn_at(block.end_ip))? {
+            Some(i) if i.class.is_branch() => {}
+            _ => return Ok(()),
+        }
+        // `pt_insn_range_is_contiguous`, 0x100 steps.
+        let mut ip = self.ip;
+        for _ in 0..0x100 {
+            if ip == abort_ip {
+                return Ok(());
+            }
+            match read(self.image.insn_at(ip))?.and_then(|i| i.next_ip()) {
+                Some(next) => ip = next,
+                None => break,
+            }
+        }
+        if ip != abort_ip {
+            self.ip = abort_ip;
+        }
+        Ok(())
+    }
+
+    /// Erratum SKD022 (Skylake: "VM Entry That Clears TraceEn May
+    /// Generate a FUP"): an asynchronous disable at a VMLAUNCH or
+    /// VMRESUME may really be the synchronous disable of the VM entry,
+    /// and libipt takes it for one (`pt_blk_handle_erratum_skd022`).
+    /// Code in an unknown mode cannot be decoded there: it does not apply.
+    fn skd022_applies(&self, at: u64) -> Result<bool, Fail> {
+        let bitness = match self.mode {
+            mode::BITS64 => 64,
+            mode::BITS32 => 32,
+            mode::BITS16 => 16,
+            _ => return Ok(false),
+        };
+        self.image.is_vm_entry(at, bitness)
+    }
+
+    /// The asynchronous disable `ev` turned into a synchronous disable at
+    /// its IP, as the pending event.
+    fn skd022_disable(&mut self, mut ev: Ev) -> Ev {
+        if let Kind::AsyncDisabled { ip, .. } = ev.kind {
+            ev.kind = Kind::Disabled { ip };
+        }
+        self.event = Some(ev);
+        ev
     }
 
     fn process_disabled(&mut self, ev: &Ev) -> Result<(), Fail> {

@@ -126,7 +126,7 @@ impl Section {
 pub struct Image {
     sections: Vec<Section>,
     /// The section the last lookup found (most lookups hit it again).
-    last: std::cell::Cell<usize>,
+    last: std::cell::Cell<u32>,
     /// Two sections overlap: libipt's rule for which bytes show is not
     /// followed.
     overlap: bool,
@@ -161,28 +161,45 @@ impl Image {
         }
     }
 
-    /// Whether the instruction at `ip` is VMLAUNCH or VMRESUME, where
-    /// erratum SKD022 may turn an asynchronous disable into a synchronous
-    /// one (libipt's `pt_blk_handle_erratum_skd022`; code it cannot read
-    /// does not apply).
-    pub fn is_vm_entry(&self, ip: u64) -> bool {
-        let Ok(s) = self.find(ip) else {
-            return false;
+    /// Whether the instruction at `ip`, decoded as `bitness`-bit code, is
+    /// VMLAUNCH or VMRESUME, where erratum SKD022 may turn an asynchronous
+    /// disable into a synchronous one (libipt's
+    /// `pt_blk_handle_erratum_skd022`; code it cannot read does not apply).
+    /// `Err` where libipt might read what this image cannot: overlapping
+    /// sections, or an instruction cut by its section's end.
+    pub fn is_vm_entry(&self, ip: u64, bitness: u32) -> Result<bool, Fail> {
+        let s = match self.find(ip) {
+            Ok(s) => s,
+            Err(Fail::Pt(_)) => return Ok(false),
+            Err(e) => return Err(e),
         };
         let code = s.code();
         let off = (ip - s.vaddr) as usize;
         let bytes = &code[off..code.len().min(off + 15)];
-        let i = iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE).decode();
-        matches!(
+        let mut dec =
+            iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
+        let i = dec.decode();
+        if dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
+            return Err(Fail::Unsupported(
+                &"an instruction cut by its section's end",
+            ));
+        }
+        Ok(matches!(
             i.mnemonic(),
             iced_x86::Mnemonic::Vmlaunch | iced_x86::Mnemonic::Vmresume
-        )
+        ))
+    }
+
+    /// The instruction at `ip`, decoded without the cache (for the
+    /// errata's rare looks at code off the decoder's path).
+    pub fn insn_at(&self, ip: u64) -> Result<Insn, Fail> {
+        decode(self.find(ip)?, ip)
     }
 
     /// The section holding `ip`.
     #[inline]
     pub fn find(&self, ip: u64) -> Result<&Section, Fail> {
-        if let Some(s) = self.sections.get(self.last.get()) {
+        if let Some(s) = self.sections.get(self.last.get() as usize) {
             if s.contains(ip) && !self.overlap {
                 return Ok(s);
             }
@@ -197,7 +214,7 @@ impl Image {
         let i = self.sections.partition_point(|s| s.vaddr <= ip);
         match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
             Some((i, s)) if s.contains(ip) => {
-                self.last.set(i);
+                self.last.set(i as u32);
                 Ok(s)
             }
             _ if self.missing => Err(Fail::Unsupported(&"an image file could not be mapped")),

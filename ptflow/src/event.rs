@@ -10,9 +10,9 @@
 //! else a standalone event) and PTW (bound to the next FUP with its IP
 //! bit, else standalone without an IP) are followed too. What this does
 //! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
-//! decodes the chunk with libipt instead): event trace (CFE/EVD), iflags
-//! events, and the overflow errata SKD010, APL11 and APL12 where they
-//! could apply. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
+//! decodes the chunk with libipt instead): event trace (CFE/EVD) and
+//! iflags events. The overflow errata SKD010, APL11 and APL12 are
+//! handled as libipt handles them, by scanning the packets ahead. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
 //! PWRX) are followed as libipt follows them: standalone, but for an
 //! EXSTOP with its IP bit and the MWAIT before it, bound to the next FUP.
 
@@ -908,6 +908,273 @@ impl<'a> EventDecoder<'a> {
         }
     }
 
+    /// A timing packet met while scanning past an overflow, applied to
+    /// the decoder's time as outside PSB+ (`pt_evt_apply_*`); other
+    /// packets change nothing.
+    fn apply_timing(&mut self, p: &Packet) -> Result<(), Fail> {
+        match *p {
+            Packet::Tsc(t) => self.apply_tsc(t, false),
+            Packet::Cbr(r) => self.apply_cbr(r, false),
+            Packet::Tma { ctc, fc } => self.apply_tma(ctc, fc),
+            Packet::Mtc(c) => self.apply_mtc(c),
+            Packet::Cyc(v) => self.apply_cyc(v),
+            _ => Ok(()),
+        }
+    }
+
+    /// The FUP of the PSB+ whose PSB ends at `pos`, if it has one
+    /// (`pt_evt_find_header_fup`): `Ok(None)` at its PSBEND or an OVF.
+    fn find_header_fup(&self, mut pos: usize) -> Result<Option<IpPayload>, PtError> {
+        loop {
+            let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007)?;
+            pos += n;
+            match p {
+                Packet::Fup(ip) => return Ok(Some(ip)),
+                Packet::ModeExec { .. }
+                | Packet::ModeTsx { .. }
+                | Packet::Pip { .. }
+                | Packet::Vmcs(_)
+                | Packet::Mnt(_)
+                | Packet::Tsc(_)
+                | Packet::Cbr(_)
+                | Packet::Tma { .. }
+                | Packet::Mtc(_)
+                | Packet::Cyc(_)
+                | Packet::Pad => {}
+                Packet::Psbend | Packet::Ovf => return Ok(None),
+                _ => return Err(BAD_CONTEXT),
+            }
+        }
+    }
+
+    /// The overflow event of a recovery, with the time the decoder had at
+    /// the OVF (`time`; the decoder's own is the scan's by now).
+    /// Its IP is suppressed until the caller sets one.
+    fn overflow_at(&mut self, time: Time) -> Ev {
+        let mut ev = Ev::new(Kind::Overflow { ip: 0 });
+        ev.ip_suppressed = true;
+        let scanned = std::mem::replace(&mut self.time, time);
+        self.event_time(&mut ev);
+        self.time = scanned;
+        ev
+    }
+
+    /// Recovery from an overflow at `ip` (`pt_evt_recover_ovf_at_ip`):
+    /// the overflow event resumes there, tracing is enabled, and decoding
+    /// goes on at packet `p` (of `size` bytes, ending at `pos`), which the
+    /// next call decodes.
+    fn recover_ovf_at_ip(
+        &mut self,
+        time: Time,
+        (p, size, pos): (Packet, usize, usize),
+        ip: IpPayload,
+    ) -> Result<(), Fail> {
+        self.ip.update(ip).map_err(Fail::Pt)?;
+        let mut ev = self.overflow_at(time);
+        ev.ip_suppressed = false;
+        let at = self.event_ip(&mut ev);
+        ev.kind = Kind::Overflow { ip: at };
+        self.event = Some(ev);
+        self.pos = Some(pos);
+        self.packet = Some((p, size));
+        self.enabled = true;
+        Ok(())
+    }
+
+    /// Recovery from an overflow with tracing disabled after packet `p`
+    /// (a TIP.PGD; `pt_evt_recover_ovf_disabled`, then the next packet).
+    fn recover_ovf_disabled(&mut self, time: Time, (p, size, pos): (Packet, usize, usize)) {
+        self.event = Some(self.overflow_at(time));
+        self.pos = Some(pos);
+        self.packet = Some((p, size));
+        self.fetch_packet();
+    }
+
+    /// Erratum SKD010 (Skylake, Kaby Lake and their kin: "Intel PT FUP May
+    /// Be Dropped After OVF"): an OVF without a FUP normally means the
+    /// overflow resolved while tracing was disabled, but the FUP may have
+    /// been dropped. As `pt_evt_handle_skd010`, the packets ahead say
+    /// which: a TIP.PGE, TNT, OVF, TraceStop or a packet bound to a FUP
+    /// leaves it a plain overflow (`Ok(false)`); a TIP.PGD resumes
+    /// disabled after it; a FUP (with a MODE.TSX before it bound to it),
+    /// a TIP, or a PSB+ with a FUP resumes enabled at that IP, the
+    /// packets between skipped but for time. `Ok(true)`: the overflow
+    /// event is ready. Cold: real Skylake traces meet it at every OVF,
+    /// which is rare next to the packets around it.
+    #[cold]
+    #[inline(never)]
+    fn handle_skd010(&mut self) -> Result<bool, Fail> {
+        let (time, tcal) = (self.time, self.tcal);
+        let mut pos = self.pos.unwrap_or(0);
+        let mut tsx = None;
+        let handled = loop {
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
+                Ok(x) => x,
+                Err(e) if e == PtError::EOS => break Ok(false),
+                Err(e) => break Err(Fail::Pt(e)),
+            };
+            pos += n;
+            let here = (p, packet::packet_size(&p, n), pos);
+            match p {
+                Packet::TipPge(_)
+                | Packet::Tnt { .. }
+                | Packet::Ovf
+                | Packet::Stop
+                | Packet::Mwait { .. }
+                | Packet::Exstop { ip: true }
+                | Packet::Ptw { ip: true, .. }
+                | Packet::Cfe { ip: true, .. } => break Ok(false),
+                Packet::TipPgd(_) => {
+                    self.recover_ovf_disabled(time, here);
+                    break Ok(true);
+                }
+                // A second MODE.TSX: tracing is disabled.
+                Packet::ModeTsx { .. } if tsx.is_some() => break Ok(false),
+                Packet::ModeTsx { intx, abrt } => tsx = Some((intx, abrt)),
+                Packet::Fup(ip) => {
+                    if let Some((speculative, aborted)) = tsx {
+                        let kind = Kind::Tsx {
+                            ip: 0,
+                            speculative,
+                            aborted,
+                        };
+                        self.enqueue(EVB_FUP_BOUND, Ev::new(kind))?;
+                    }
+                    // The FUP is decoded next, for the MODE.TSX or as the
+                    // start of an asynchronous branch.
+                    break self.recover_ovf_at_ip(time, here, ip).map(|()| true);
+                }
+                Packet::Tip(ip) => {
+                    let r = self.recover_ovf_at_ip(time, here, ip);
+                    if r.is_ok() {
+                        self.fetch_packet();
+                    }
+                    break r.map(|()| true);
+                }
+                Packet::Psb => match self.find_header_fup(pos) {
+                    Err(e) if e == PtError::EOS => break Ok(false),
+                    Err(e) => break Err(Fail::Pt(e)),
+                    Ok(None) => break Ok(false),
+                    // The PSB+ is decoded next, as after any PSB.
+                    Ok(Some(ip)) => break self.recover_ovf_at_ip(time, here, ip).map(|()| true),
+                },
+                Packet::Psbend => break Err(Fail::Pt(BAD_CONTEXT)),
+                // MODE.Exec, PIP and VMCS are dropped: more such changes
+                // were lost in the overflow anyway (libipt's reasoning).
+                _ => {
+                    if let Err(e) = self.apply_timing(&p) {
+                        break Err(e);
+                    }
+                }
+            }
+        };
+        if handled != Ok(true) {
+            self.time = time;
+            self.tcal = tcal;
+        }
+        handled
+    }
+
+    /// Erratum APL11 (Apollo Lake and its kin: "Intel PT OVF May Be
+    /// Followed By An Unexpected TIP.PGD"): after an OVF whose search for
+    /// a FUP met a TIP.PGD (or TIP, TNT, PSBEND), as
+    /// `pt_evt_handle_apl11`: a TIP.PGD met before any packet that says
+    /// tracing is disabled (or one it leaves to the decode to diagnose)
+    /// is the extra one; tracing resumes disabled after it, time kept
+    /// across the timing packets before it. `Ok(true)`: the overflow event
+    /// is ready; an error (the end of the trace too) ends the decode
+    /// there, as in libipt.
+    #[cold]
+    #[inline(never)]
+    fn handle_apl11(&mut self) -> Result<bool, Fail> {
+        let (time, tcal) = (self.time, self.tcal);
+        let mut pos = self.pos.unwrap_or(0);
+        let handled = loop {
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
+                Ok(x) => x,
+                Err(e) => break Err(Fail::Pt(e)),
+            };
+            pos += n;
+            match p {
+                Packet::TipPgd(_) => {
+                    self.recover_ovf_disabled(time, (p, packet::packet_size(&p, n), pos));
+                    break Ok(true);
+                }
+                Packet::Pad | Packet::Mnt(_) | Packet::Cfe { .. } | Packet::Evd { .. } => {}
+                Packet::Tsc(_)
+                | Packet::Cbr(_)
+                | Packet::Tma { .. }
+                | Packet::Mtc(_)
+                | Packet::Cyc(_) => {
+                    if let Err(e) = self.apply_timing(&p) {
+                        break Err(e);
+                    }
+                }
+                // The erratum does not apply, or the decode diagnoses it.
+                _ => break Ok(false),
+            }
+        };
+        if handled != Ok(true) {
+            self.time = time;
+            self.tcal = tcal;
+        }
+        handled
+    }
+
+    /// Erratum APL12 (Apollo Lake and its kin: "Intel PT OVF Packet May Be
+    /// Followed by An Unexpected FUP"): the FUP after an OVF (ending `n`
+    /// bytes ahead) may come though the overflow resolved with tracing
+    /// disabled. As `pt_evt_handle_apl12`, the packets after the FUP say
+    /// which: TNT, TIP or TIP.PGD (or a PSB+ with a FUP) are traced code,
+    /// the FUP is real; a TIP.PGE, TraceStop or a PSB+ without FUP mean
+    /// tracing was disabled: the overflow resumes disabled after the FUP,
+    /// the timing packets before it applied (a CBR's event dropped).
+    /// `Ok(true)`: the overflow event is ready.
+    #[cold]
+    #[inline(never)]
+    fn handle_apl12(&mut self, n: usize) -> Result<bool, Fail> {
+        let fup_end = self.pos.unwrap_or(0) + n;
+        let mut pos = fup_end;
+        loop {
+            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
+                Ok(x) => x,
+                Err(e) if e == PtError::EOS => return Ok(false),
+                Err(e) => return Err(Fail::Pt(e)),
+            };
+            pos += n;
+            match p {
+                Packet::Tnt { .. } | Packet::Tip(_) | Packet::TipPgd(_) => return Ok(false),
+                Packet::Psb => match self.find_header_fup(pos) {
+                    Ok(None) => break,
+                    Ok(Some(_)) => return Ok(false),
+                    Err(e) if e == PtError::EOS => return Ok(false),
+                    Err(e) => return Err(Fail::Pt(e)),
+                },
+                Packet::Stop | Packet::TipPge(_) => break,
+                Packet::Psbend | Packet::Ovf => return Ok(false),
+                _ => {}
+            }
+        }
+        // `pt_evt_recover_ovf_at_offset`: on to the FUP, keeping time.
+        let mut pos = self.pos.unwrap_or(0);
+        loop {
+            let (p, n) =
+                packet::decode_known(self.buf, pos, self.errata.skd007).map_err(Fail::Pt)?;
+            pos += n;
+            if pos >= fup_end {
+                if pos > fup_end {
+                    return Err(Fail::Pt(PtError::INTERNAL));
+                }
+                self.pos = Some(pos);
+                self.packet = Some((p, packet::packet_size(&p, n)));
+                break;
+            }
+            self.apply_timing(&p)?;
+        }
+        self.standalone_suppressed(Kind::Overflow { ip: 0 });
+        Ok(true)
+    }
+
     /// OVF: the state is reset but for time; tracing resumes at the next
     /// FUP's IP, or disabled.
     fn decode_ovf(&mut self) -> Step {
@@ -927,9 +1194,9 @@ impl<'a> EventDecoder<'a> {
             self.tcal.update_ovf();
         }
         match self.find_ovf_fup() {
-            Ok(Some(_)) => {
-                if self.errata.apl12 {
-                    return Err(Fail::Unsupported(&"erratum APL12"));
+            Ok(Some(n)) => {
+                if self.errata.apl12 && self.handle_apl12(n)? {
+                    return Ok(false);
                 }
                 let mut ev = Ev::new(Kind::Overflow { ip: 0 });
                 self.event_time(&mut ev);
@@ -937,11 +1204,11 @@ impl<'a> EventDecoder<'a> {
                 Ok(true)
             }
             r => {
-                if self.errata.skd010 {
-                    return Err(Fail::Unsupported(&"erratum SKD010"));
+                if self.errata.skd010 && self.handle_skd010()? {
+                    return Ok(false);
                 }
-                if self.errata.apl11 && r == Err(BAD_CONTEXT) {
-                    return Err(Fail::Unsupported(&"erratum APL11"));
+                if self.errata.apl11 && r == Err(BAD_CONTEXT) && self.handle_apl11()? {
+                    return Ok(false);
                 }
                 if let Err(e) = r {
                     if e != PtError::EOS {

@@ -58,14 +58,17 @@
 //! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
 //! return compression, 64-bit code, and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
-//! CYC; SKD022 checked at VMLAUNCH/VMRESUME;
+//! CYC; SKD022 at VMLAUNCH/VMRESUME; SKD010, APL11 and APL12 after an
+//! OVF; BDM64 at a TSX abort; SKL014 at a direct branch leaving the
+//! address filter, bound where libipt's instruction flow binds it, which
+//! its block decoder does not: see [`block`]);
 //! SKL168, which libipt's event decoder never arms). Anything else (event-trace
-//! packets, code in another mode than 64-bit, tick/iflags events, errata
-//! SKD010/APL11/APL12/BDM64/SKL014 where they could apply, code
+//! packets, code in another mode than 64-bit, tick/iflags events, code
 //! outside the image, overlapping sections, perf's emulated ptwrite, any
 //! decode error) makes it stop with
 //! [`Fail::Unsupported`] or the error libipt gives there, and ptdec decodes
-//! that chunk with libipt instead: the output is the same either way, and
+//! that chunk with libipt instead: the output is the same either way (but
+//! for libipt's SKL014 defect), and
 //! ptdec's summary counts those chunks by reason. ptdec's `flow_diff`
 //! runs both side by side for the tests and the `flow_lockstep` fuzz
 //! target.
@@ -138,7 +141,7 @@ impl<'a> FastDecoder<'a> {
         let errata = cfg.errata;
         let evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
         Ok(FastDecoder {
-            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter),
+            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
             unsupported: None,
             error: None,
             follow: false,

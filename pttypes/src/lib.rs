@@ -239,6 +239,37 @@ pub struct Frequency {
     pub cpuid_15_ebx: u32,
 }
 
+/// An address filter range (IA32_RTIT_ADDRn_A/B, both inclusive, and its
+/// ADDRn_CFG: [`AddrRange::FILTER`] or [`AddrRange::STOP`]; 0 unused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AddrRange {
+    pub cfg: u32,
+    pub a: u64,
+    pub b: u64,
+}
+
+impl AddrRange {
+    /// FilterEn: tracing only inside the configured such ranges.
+    pub const FILTER: u32 = 1;
+    /// TraceStop: tracing stops inside it.
+    pub const STOP: u32 = 2;
+
+    fn holds(&self, cfg: u32, addr: u64) -> bool {
+        self.cfg == cfg && self.a <= addr && addr <= self.b
+    }
+}
+
+/// Whether tracing is enabled at `addr` under `ranges`
+/// (`pt_filter_addr_check`): in no TraceStop range, and in a FilterEn
+/// range when there is one.
+pub fn filter_allows(ranges: &[AddrRange], addr: u64) -> bool {
+    if ranges.iter().any(|r| r.holds(AddrRange::STOP, addr)) {
+        return false;
+    }
+    ranges.iter().any(|r| r.holds(AddrRange::FILTER, addr))
+        || !ranges.iter().any(|r| r.cfg == AddrRange::FILTER)
+}
+
 /// The errata workarounds of a configuration (`struct pt_errata`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Errata {
@@ -272,6 +303,8 @@ pub struct Settings {
     pub keep_tcal_on_ovf: bool,
     /// Some address filter range is configured.
     pub addr_filter: bool,
+    /// The address filter ranges 0 to 3 (erratum SKL014 needs them).
+    pub addr_ranges: [AddrRange; 4],
 }
 
 /// A block of sequential instructions (`struct pt_block`).
