@@ -31,7 +31,7 @@ use ftf::hash::FastMap;
 
 use crate::model::ops::{Mark, Stamp};
 use crate::model::slices::SliceSink;
-use crate::model::slices::{Entry, FuncRef, Siblings, Slice, SliceKind};
+use crate::model::slices::{cut_to_window, Entry, FuncRef, Siblings, Slice, SliceKind};
 use std::convert::Infallible;
 
 /// Index of a function in [`Aggregate::funcs`].
@@ -629,17 +629,7 @@ impl Aggregator {
 
     /// The slice's ns inside the range, or `None` outside it.
     fn ns(&self, s: &Slice) -> Option<u64> {
-        let (t0, t1) = (s.start.time, s.end.time);
-        match self.opts.range {
-            None => Some(t1.saturating_sub(t0)),
-            Some((rs, re)) => {
-                if !(t0 < re && (t1 > rs || t0 >= rs)) {
-                    return None;
-                }
-                let lo = t0.max(rs);
-                Some(t1.min(re).max(lo) - lo)
-            }
-        }
+        cut_to_window(self.opts.range, s.start.time, s.end.time).map(|(lo, hi)| hi - lo)
     }
 
     /// Adds one slice; `window` is its [`SlowCall::window`] when known.
@@ -1458,17 +1448,11 @@ mod tests {
                     }
                     _ => (false, false),
                 };
-                let (t0, t1) = (s.start.time, s.end.time);
-                let ns = match self.opts.range {
-                    None => t1.saturating_sub(t0),
-                    Some((rs, re)) => {
-                        if !(t0 < re && (t1 > rs || t0 >= rs)) {
-                            return;
-                        }
-                        let lo = t0.max(rs);
-                        t1.min(re).max(lo) - lo
-                    }
+                let Some((lo, hi)) = cut_to_window(self.opts.range, s.start.time, s.end.time)
+                else {
+                    return;
                 };
+                let ns = hi - lo;
                 let insns = s.insns();
                 let func = match &s.kind {
                     SliceKind::Call { func, .. } => self.id(&func.name, &func.module, false),

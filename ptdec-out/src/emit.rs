@@ -100,7 +100,7 @@ use blocks::{
 
 use crate::model::ops::{cbr_mhz, MarkFilter};
 use crate::model::ops::{GapKind, Mark, Stamp};
-use crate::model::slices::{Slice, SliceKind, SliceSink};
+use crate::model::slices::{cut_to_window, Slice, SliceKind, SliceSink};
 use crate::outfile::OutFile;
 use ftf::hash::FastMap;
 
@@ -612,10 +612,7 @@ impl Emitter {
     }
 
     fn in_range(&self, start: u64, end: u64) -> bool {
-        match self.opts.range {
-            None => true,
-            Some((rs, re)) => start < re && (end > rs || start >= rs),
-        }
+        cut_to_window(self.opts.range, start, end).is_some()
     }
 
     /// The window start used for `--split` numbering.

@@ -218,6 +218,24 @@ impl Slice {
     }
 }
 
+/// The part of a span from `t0` to `t1` (perf time) inside the window
+/// `range` (`[start, end)`: `--start`/`--duration`), as every sink cuts
+/// slices to it: `None` when the span lies outside (a span of no length
+/// at the window's start is inside, one at its end outside), else its
+/// start and end cut to the window. Without a window, the span itself (an
+/// end before the start read as the start).
+#[inline]
+pub fn cut_to_window(range: Option<(u64, u64)>, t0: u64, t1: u64) -> Option<(u64, u64)> {
+    let Some((rs, re)) = range else {
+        return Some((t0, t1.max(t0)));
+    };
+    if !(t0 < re && (t1 > rs || t0 >= rs)) {
+        return None;
+    }
+    let lo = t0.max(rs);
+    Some((lo, t1.min(re).max(lo)))
+}
+
 /// How a slice's frame was entered. The stacks say whether a call
 /// instruction opened a frame (`call_time`) and whether its start was
 /// traced; a frame that neither a call nor an untraced start explains was

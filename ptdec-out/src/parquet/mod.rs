@@ -73,7 +73,7 @@ use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int8Array, RecordBatch,
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
-use crate::model::slices::{Entry, FuncRef, Siblings, Slice, SliceKind, SliceSink};
+use crate::model::slices::{cut_to_window, Entry, FuncRef, Siblings, Slice, SliceKind, SliceSink};
 use crate::outfile::{OutDir, OutFileError};
 use ftf::hash::FastMap;
 
@@ -683,13 +683,7 @@ struct ThreadRow {
 /// one; 0 for a slice outside it, which is not written): what its row's
 /// `dur_ns` says ([`Dataset::push_row`]).
 fn window_ns(range: Option<(u64, u64)>, s: &Slice) -> u64 {
-    let (rs, re) = range.unwrap_or((0, u64::MAX));
-    let (t0, t1) = (s.start.time, s.end.time);
-    if !(t0 < re && (t1 > rs || t0 >= rs)) {
-        return 0;
-    }
-    let lo = t0.max(rs);
-    t1.min(re).max(lo) - lo
+    cut_to_window(range, s.start.time, s.end.time).map_or(0, |(lo, hi)| hi - lo)
 }
 
 /// The children's sums of slice `id` at `depth`, taken off `sums` ((0,
@@ -698,32 +692,33 @@ fn window_ns(range: Option<(u64, u64)>, s: &Slice) -> u64 {
 /// a shallower one: the search stops there, so a leaf looks at one entry.
 #[inline]
 fn take_sum(sums: &mut Vec<Sum>, id: u64, depth: i32) -> (u64, u64) {
-    let at = sums
-        .iter()
-        .rev()
-        .take_while(|t| t.depth >= depth)
-        .position(|t| t.id == id);
-    match at {
-        Some(back) => {
-            let t = sums.remove(sums.len() - 1 - back);
+    match find_sum(sums, id, depth) {
+        Some(i) => {
+            let t = sums.remove(i);
             (t.insns, t.ns)
         }
         None => (0, 0),
     }
 }
 
+/// Where slice `id`'s sums lie in `sums`, searched from the top no deeper
+/// than `depth` (see [`take_sum`]).
+#[inline]
+fn find_sum(sums: &[Sum], id: u64, depth: i32) -> Option<usize> {
+    let back = sums
+        .iter()
+        .rev()
+        .take_while(|t| t.depth >= depth)
+        .position(|t| t.id == id)?;
+    Some(sums.len() - 1 - back)
+}
+
 /// Adds a child's instructions and ns to the sums of its parent `id` at
 /// `depth`, found as [`take_sum`] finds them or put on top.
 #[inline]
 fn add_sum(sums: &mut Vec<Sum>, id: u64, depth: i32, insns: u64, ns: u64) {
-    let at = sums
-        .iter()
-        .rev()
-        .take_while(|t| t.depth >= depth)
-        .position(|t| t.id == id);
-    match at {
-        Some(back) => {
-            let i = sums.len() - 1 - back;
+    match find_sum(sums, id, depth) {
+        Some(i) => {
             sums[i].insns += insns;
             sums[i].ns += ns;
         }
@@ -924,20 +919,18 @@ impl Dataset {
 
     /// Adds one row to the row group, writing it when full.
     fn push_row(&mut self, r: Row) -> Result<(), DatasetError> {
-        let (rs, re) = self.opts.range.unwrap_or((0, u64::MAX));
         let (t0, t1) = (r.start.time, r.end.time);
-        if !(t0 < re && (t1 > rs || t0 >= rs)) {
+        let Some((lo, hi)) = cut_to_window(self.opts.range, t0, t1) else {
             self.stats.dropped += 1;
             return Ok(());
-        }
+        };
+        let (rs, re) = self.opts.range.unwrap_or((0, u64::MAX));
         match r.kind {
             Kind::Call | Kind::Tail | Kind::Root => self.stats.calls += 1,
             Kind::Untraced => self.stats.untraced += 1,
             Kind::Gap => self.stats.gaps += 1,
         }
         self.stats.ended_open += u64::from(r.ended_open);
-        let lo = t0.max(rs);
-        let hi = t1.min(re).max(lo);
         let origin = self.opts.origin;
         let c = &mut self.call_cols;
         let (fkey, mkey) = c.name_keys(&r.name);
