@@ -610,6 +610,10 @@ impl<E> SliceSink for StopOnError<'_, E> {
         self.out.any_interleaving()
     }
 
+    fn needs_parents(&self) -> bool {
+        self.out.needs_parents()
+    }
+
     fn thread(
         &mut self,
         pid: u32,
