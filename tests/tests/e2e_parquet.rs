@@ -304,12 +304,7 @@ fn traces_side_by_side_are_one_table() {
     }
 
     // A name that is there already is refused without --force.
-    let trace = ptdec::input::Trace::open(&before).unwrap();
-    let images = ptdec::images::ImageStore::new(ptdec::images::SearchPath {
-        buildid_dir: None,
-        ..ptdec::images::SearchPath::for_trace(&before)
-    });
-    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+    let opened = common::Opened::new(&before, &[]);
     let out = ptdec::plan::Parquet {
         dataset: ptdec::parquet::DatasetOptions::default(),
         folder: root.clone(),
@@ -318,11 +313,7 @@ fn traces_side_by_side_are_one_table() {
             ..Default::default()
         },
     };
-    let input = ptdec::pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
+    let input = opened.input();
     let plan = ptdec::plan::Plan::new(input, DecodeOptions::default(), Default::default(), out);
     let Err(e) = ptdec::dataset::run(&plan, None) else {
         panic!("a trace name already in the folder was not refused");

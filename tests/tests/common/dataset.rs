@@ -21,18 +21,7 @@ pub fn write(
     name: &str,
     decode: ptdec::decode::DecodeOptions,
 ) -> (ptdec::pipeline::Report, ptdec::parquet::DatasetStats) {
-    use ptdec::images::{ImageStore, SearchPath};
-    let trace = ptdec::input::Trace::open(dir).unwrap();
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    let input = ptdec::pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
+    let opened = super::Opened::new(dir, &[]);
     let stacks = ptdec::pipeline::StackOptions {
         interpolate: true,
         min_duration: None,
@@ -47,7 +36,7 @@ pub fn write(
             ..Default::default()
         },
     };
-    let plan = ptdec::plan::Plan::new(input, decode, stacks, out);
+    let plan = ptdec::plan::Plan::new(opened.input(), decode, stacks, out);
     ptdec::dataset::run(&plan, None).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 

@@ -238,20 +238,44 @@ pub fn run_pipeline(
     emit: ptdec::emit::EmitOptions,
     target: ptdec::emit::Target,
 ) -> ptdec::pipeline::Report {
-    use ptdec::images::{ImageStore, SearchPath};
-    let trace = ptdec::input::Trace::open(dir).unwrap();
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        sysroots: sysroots.to_vec(),
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    let input = ptdec::pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
-    ftf_run(input, decode, stacks, emit, target).unwrap()
+    let opened = Opened::new(dir, sysroots);
+    ftf_run(opened.input(), decode, stacks, emit, target).unwrap()
+}
+
+/// A trace dir opened as the tests decode it: binaries from their
+/// recorded paths, the trace dir's vDSO and the `sysroots` given, never
+/// ~/.debug.
+pub struct Opened {
+    pub trace: ptdec::input::Trace,
+    pub images: ptdec::images::ImageStore,
+    pub symbols: ptdec::symbols::SymbolCache,
+}
+
+impl Opened {
+    pub fn new(dir: &Path, sysroots: &[std::path::PathBuf]) -> Opened {
+        use ptdec::images::{ImageStore, SearchPath};
+        let trace = ptdec::input::Trace::open(dir).unwrap();
+        let images = ImageStore::new(SearchPath {
+            buildid_dir: None,
+            sysroots: sysroots.to_vec(),
+            ..SearchPath::for_trace(dir)
+        });
+        let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
+        Opened {
+            trace,
+            images,
+            symbols,
+        }
+    }
+
+    /// What a run decodes.
+    pub fn input(&self) -> ptdec::pipeline::Input<'_> {
+        ptdec::pipeline::Input::Trace {
+            trace: &self.trace,
+            images: &self.images,
+            symbols: &self.symbols,
+        }
+    }
 }
 
 /// `input` decoded into FTF as `ptdec` plans and runs it
@@ -278,19 +302,8 @@ pub fn run_report(
     per_thread: bool,
     slowest: usize,
 ) -> (ptdec::pipeline::Report, ptdec::report::Aggregate) {
-    use ptdec::images::{ImageStore, SearchPath};
     use ptdec::report::AggregateOptions;
-    let trace = ptdec::input::Trace::open(dir).unwrap();
-    let images = ImageStore::new(SearchPath {
-        buildid_dir: None,
-        ..SearchPath::for_trace(dir)
-    });
-    let symbols = ptdec::symbols::SymbolCache::for_search(images.search());
-    let input = ptdec::pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
+    let opened = Opened::new(dir, &[]);
     let stacks = ptdec::pipeline::StackOptions {
         interpolate: true,
         min_duration: None,
@@ -301,7 +314,7 @@ pub fn run_report(
         slowest,
         ..AggregateOptions::default()
     };
-    let plan = ptdec::plan::Plan::new(input, decode, stacks, aggregate);
+    let plan = ptdec::plan::Plan::new(opened.input(), decode, stacks, aggregate);
     ptdec::report::run(&plan, None).unwrap()
 }
 
