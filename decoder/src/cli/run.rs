@@ -371,10 +371,9 @@ fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) 
 }
 
 /// Runs a planned dataset (`ptdec TRACE` or `ptdec raw` with --format
-/// parquet) under the progress bar, names the input and the folder in its
-/// error, completes the other outputs (`finish_outputs`: `--insn-list`,
-/// once the plan, which holds the listing's callback, is gone) and prints
-/// the summary unless `quiet`.
+/// parquet) as [`run_timed`] does, then says what the dataset holds
+/// unless `quiet`. The plan, which holds `--insn-list`'s callback, is gone
+/// before `finish_outputs` completes the listing.
 fn run_dataset(
     progress: &Progress,
     plan: Plan<'_, crate::plan::Parquet>,
@@ -382,20 +381,16 @@ fn run_dataset(
     quiet: bool,
     finish_outputs: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let on_op = |n: u64| progress.ops(n);
-    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
     let output = plan.output.folder.clone();
-    let started = Instant::now();
-    let result = crate::dataset::run(&plan, on_op);
-    drop(plan);
-    let wall_time = started.elapsed();
-    progress.finish();
-    let (mut report, stats) = result
-        .with_context(|| format!("decoding {} into {}", input.display(), output.display()))?;
-    report.wall_time = Some(wall_time);
-    finish_outputs()?;
+    let end = RunEnd {
+        input,
+        output: &output,
+        quiet,
+        check: None,
+    };
+    let run = move |on_op: Option<&dyn Fn(u64)>| crate::dataset::run(&plan, on_op);
+    let (_, stats) = run_timed(progress, &end, run, finish_outputs)?;
     if !quiet {
-        eprint!("{}", summary::render(&report));
         let rows = stats.calls + stats.untraced + stats.gaps;
         eprintln!(
             "dataset {}: {} calls, {} untraced, {} gaps, {} marks, {} threads; {} bytes ({:.1} per row of calls)",
@@ -413,9 +408,9 @@ fn run_dataset(
 }
 
 /// What a decode run (`ptdec TRACE` or `ptdec raw`) does after its
-/// options are set up: see [`run_and_report`].
+/// options are set up: see [`run_timed`].
 struct RunEnd<'a> {
-    /// The trace decoded and the FTF written, to name in an error.
+    /// The trace decoded and the FTF or dataset written, to name in an error.
     input: &'a Path,
     output: &'a Path,
     /// `-q`: no progress bar, no summary.
@@ -424,34 +419,17 @@ struct RunEnd<'a> {
     check: Option<&'a CheckArgs>,
 }
 
-/// Runs `run` (`pipeline::run`, given the progress callback) under the
-/// progress bar and times it; then names the input and output in its error, completes the other outputs
-/// (`finish_outputs`: `--insn-list`), prints the summary with the decode
-/// rate unless `-q`, and `--check`s the files written.
+/// Runs `run` (`pipeline::run`, given the progress callback) as
+/// [`run_timed`] does; then warns of the `--split` windows it left, and
+/// `--check`s the files written.
 fn run_and_report(
     progress: &Progress,
     end: &RunEnd,
     run: impl FnOnce(Option<&dyn Fn(u64)>) -> Result<Report, RunError>,
     finish_outputs: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let on_op = |n: u64| progress.ops(n);
-    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
-    let started = Instant::now();
-    let result = run(on_op);
-    let wall_time = started.elapsed();
-    progress.finish();
-    let mut report = result.with_context(|| {
-        format!(
-            "decoding {} into {}",
-            end.input.display(),
-            end.output.display()
-        )
-    })?;
-    report.wall_time = Some(wall_time);
-    finish_outputs()?;
-    if !end.quiet {
-        eprint!("{}", summary::render(&report));
-    }
+    let run = |on_op: Option<&dyn Fn(u64)>| run(on_op).map(|r| (r, ()));
+    let (report, ()) = run_timed(progress, end, run, finish_outputs)?;
     // Whatever -q says: the folder holds files that look like this run's.
     for (path, why) in &report.stale.kept {
         eprintln!(
@@ -465,6 +443,41 @@ fn run_and_report(
         check_written(&report, tp)?;
     }
     Ok(())
+}
+
+/// Runs `run` (given the progress callback) under the progress bar and
+/// times it; then names the input and output in its error, completes the
+/// other outputs (`finish_outputs`: `--insn-list`, once `run`, which may
+/// own the plan, is gone) and prints the summary with the decode rate
+/// unless `-q`. Returns the run's report and what else it returned.
+fn run_timed<T, E>(
+    progress: &Progress,
+    end: &RunEnd,
+    run: impl FnOnce(Option<&dyn Fn(u64)>) -> Result<(Report, T), E>,
+    finish_outputs: impl FnOnce() -> Result<()>,
+) -> Result<(Report, T)>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let on_op = |n: u64| progress.ops(n);
+    let on_op = (!progress.is_hidden()).then_some(&on_op as &dyn Fn(u64));
+    let started = Instant::now();
+    let result = run(on_op);
+    let wall_time = started.elapsed();
+    progress.finish();
+    let (mut report, more) = result.with_context(|| {
+        format!(
+            "decoding {} into {}",
+            end.input.display(),
+            end.output.display()
+        )
+    })?;
+    report.wall_time = Some(wall_time);
+    finish_outputs()?;
+    if !end.quiet {
+        eprint!("{}", summary::render(&report));
+    }
+    Ok((report, more))
 }
 
 /// `--check`: each file just written, through Perfetto's importer.
