@@ -9,7 +9,6 @@ use crate::model::slices::SliceSink;
 use crate::parquet::{Dataset, DatasetError, DatasetStats, TscFacts};
 use crate::pipeline::{self, Input, Report, RunError, Stacks};
 use crate::plan::{Parquet, Plan};
-use crate::stack::StackStats;
 
 /// Why a dataset run failed: the decode's errors, or the dataset's.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +49,7 @@ pub fn run(
             if trace.tsc.is_none() {
                 facts.time_unit = "tsc".into();
             }
-            Some((trace, images))
+            Some(trace)
         }
         Input::Raw { cfg, .. } => {
             facts.cpu = cfg.cpu.map(|(f, m, st)| format!("{f}/{m}/{st}"));
@@ -68,37 +67,23 @@ pub fn run(
             stacks.run(plan.input, out)
         });
     let (decode, threads) = (decode_stats.map_err(RunError::from)?, threads?);
-    pipeline::check_decoded(&decode, &plan.decode, trace.map(|t| t.0))?;
+    pipeline::check_decoded(&decode, &plan.decode, trace)?;
     dataset.end_threads()?;
-    if let Some((trace, _)) = trace {
+    if let Some(trace) = trace {
         // Before the folder is put in place: an empty window replaces nothing.
         let s = dataset.stats();
         let empty = s.calls + s.untraced + s.gaps + s.marks == 0;
         pipeline::check_window_held_something(trace, &plan.decode, empty)?;
     }
     let stats = dataset.finish()?;
-    let mut stack = StackStats::default();
-    for t in threads.values() {
-        stack.add(&t.stack);
-    }
     let mut report = Report {
-        decode,
-        stack,
-        threads,
         origin: plan.facts.origin.unwrap_or(0),
         min_duration: short,
-        ..Report::default()
+        ..Report::of(decode, threads)
     };
-    match (trace, plan.input) {
-        (Some((_, images)), _) => {
-            report.missing = images.missing();
-            report.warnings = images.warnings();
-            report
-                .warnings
-                .extend(images.changed_code_hint(&report.decode.errors));
-        }
-        (None, Input::Raw { cfg, .. }) => report.tsc_ticks = cfg.tsc_hz.is_none(),
-        (None, Input::Trace { .. }) => {}
+    match plan.input {
+        Input::Trace { images, .. } => report.note_images(images),
+        Input::Raw { cfg, .. } => report.tsc_ticks = cfg.tsc_hz.is_none(),
     }
     Ok((report, stats))
 }

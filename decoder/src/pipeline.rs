@@ -271,6 +271,33 @@ pub struct Report {
     pub stale: crate::emit::stale::StaleWindows,
 }
 
+impl Report {
+    /// The report of a run whose stacks are closed: the decode, the
+    /// threads, and their stack totals; what the output adds is the
+    /// caller's.
+    pub fn of(decode: DecodeStats, threads: BTreeMap<(u32, u32), ThreadReport>) -> Report {
+        let mut stack = StackStats::default();
+        for t in threads.values() {
+            stack.add(&t.stack);
+        }
+        Report {
+            decode,
+            stack,
+            threads,
+            ..Report::default()
+        }
+    }
+
+    /// What the images of a trace's run say: the ones missing, their
+    /// warnings, and whether changed code may explain the decode errors.
+    pub fn note_images(&mut self, images: &ImageStore) {
+        self.missing = images.missing();
+        self.warnings = images.warnings();
+        self.warnings
+            .extend(images.changed_code_hint(&self.decode.errors));
+    }
+}
+
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -1142,11 +1169,7 @@ fn run_trace(
         let written: Vec<u64> = report.written.iter().filter_map(|w| w.window).collect();
         report.stale = crate::emit::stale::remove_stale_windows(template, &written);
     }
-    report.missing = images.missing();
-    report.warnings = images.warnings();
-    report
-        .warnings
-        .extend(images.changed_code_hint(&report.decode.errors));
+    report.note_images(images);
     Ok(report)
 }
 
@@ -1409,35 +1432,23 @@ impl Stacks<'_> {
 }
 
 /// The tail [`run`]'s trace and raw runs share, once the stacks are closed
-/// ([`StackSink::finish`]): totals the threads' stack stats, flushes and
-/// finishes the FTF output, and builds the [`Report`] (no missing images,
-/// no warnings, times in ns: the callers add theirs).
+/// ([`StackSink::finish`]): flushes and finishes the FTF output, and builds
+/// the [`Report`] ([`Report::of`]; no missing images, no warnings, times
+/// in ns: the callers add theirs).
 fn finish_run(
     mut emitter: Emitter,
     threads: BTreeMap<(u32, u32), ThreadReport>,
     decode: DecodeStats,
 ) -> Result<Report, RunError> {
-    let mut stack = StackStats::default();
-    for t in threads.values() {
-        stack.add(&t.stack);
-    }
     emitter.flush()?;
     let emit = emitter.stats().clone();
     let origin = emitter.origin();
     let written = emitter.finish()?;
     Ok(Report {
-        decode,
-        stack,
-        threads,
         emit,
         written,
-        missing: Vec::new(),
-        warnings: Vec::new(),
         origin,
-        tsc_ticks: false,
-        wall_time: None,
-        min_duration: None,
-        stale: Default::default(),
+        ..Report::of(decode, threads)
     })
 }
 

@@ -17,7 +17,6 @@ use crate::model::slices::SliceSink;
 use crate::model::slices::{Slice, SliceKind};
 use crate::pipeline::{self, Report, RunError};
 use crate::plan::Plan;
-use crate::stack::StackStats;
 use std::convert::Infallible;
 
 pub use aggregate::{
@@ -71,22 +70,12 @@ pub fn run(
     // same error as a decode to FTF.
     pipeline::check_decoded(&decode, &plan.decode, Some(trace))?;
     pipeline::check_window_held_something(trace, &plan.decode, aggregate.rows.is_empty())?;
-    let mut stack = StackStats::default();
-    for t in threads.values() {
-        stack.add(&t.stack);
-    }
-    let mut warnings = images.warnings();
-    warnings.extend(images.changed_code_hint(&decode.errors));
-    let report = Report {
-        decode,
-        stack,
-        threads,
-        missing: images.missing(),
-        warnings,
+    let mut report = Report {
         origin: aggregate.origin,
         min_duration: short,
-        ..Report::default()
+        ..Report::of(decode, threads)
     };
+    report.note_images(images);
     Ok((report, aggregate))
 }
 
