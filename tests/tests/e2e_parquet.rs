@@ -191,20 +191,11 @@ fn engines_answer_as_the_report_and_the_truth() {
         );
 
         // The truth's call instructions per function, by symbol.
-        let truth = common::thread_truths(&dir);
-        let symbols = text_symbols(&progs.join(prog));
-        let mut truth_calls: BTreeMap<&str, u64> = BTreeMap::new();
-        for t in truth.values() {
-            for ((kind, to), n) in t.totals() {
-                if let (true, Some(name)) = (kind == "call", symbols.get(&to)) {
-                    *truth_calls.entry(name).or_default() += n;
-                }
-            }
-        }
+        let truth_calls = truth_calls(&dir, &text_symbols(&progs.join(prog)));
         assert!(truth_calls.len() >= 5, "{prog}: {truth_calls:?}");
         for (name, n) in &truth_calls {
             assert_eq!(
-                call_insns.get(*name),
+                call_insns.get(name),
                 Some(n),
                 "{prog}: call instructions to {name}"
             );
@@ -263,6 +254,20 @@ fn engines_answer_as_the_report_and_the_truth() {
             assert!(!a.rows.is_empty(), "docs/sql.md's {name}: no rows");
         }
     }
+}
+
+/// The truth's call instructions per function of the ptsim trace dir
+/// `dir`, over all threads, by the `symbols` of their targets.
+fn truth_calls(dir: &Path, symbols: &BTreeMap<u64, String>) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for t in common::thread_truths(dir).values() {
+        for ((kind, to), n) in t.totals() {
+            if let (true, Some(name)) = (kind == "call", symbols.get(&to)) {
+                *m.entry(name.clone()).or_default() += n;
+            }
+        }
+    }
+    m
 }
 
 /// The text symbols of a non-PIE program by address (`nm`).
@@ -354,23 +359,19 @@ fn traces_side_by_side_are_one_table() {
 
     // The call instructions that grew, per function, are the truth's.
     let symbols = text_symbols(&progs.join("interp"));
-    let calls_of = |dir: &Path| -> BTreeMap<String, i64> {
-        let mut m = BTreeMap::new();
-        for t in common::thread_truths(dir).values() {
-            for ((kind, to), n) in t.totals() {
-                if let (true, Some(name)) = (kind == "call", symbols.get(&to)) {
-                    *m.entry(name.clone()).or_default() += n as i64;
-                }
-            }
-        }
-        m
-    };
-    let (b, f) = (calls_of(&before), calls_of(&after));
+    let (b, f) = (
+        truth_calls(&before, &symbols),
+        truth_calls(&after, &symbols),
+    );
     let mut checked = 0;
     for r in &a[2].rows {
         let name = text(&r[0]);
         if let (Some(x), Some(y)) = (b.get(&name), f.get(&name)) {
-            assert_eq!(int(&r[1]), y - x, "{name}: more call instructions");
+            assert_eq!(
+                int(&r[1]),
+                *y as i64 - *x as i64,
+                "{name}: more call instructions"
+            );
             checked += 1;
         }
     }
