@@ -69,7 +69,12 @@ struct Row {
 }
 
 fn calls(dir: &Path) -> Vec<Row> {
-    let file = std::fs::File::open(dir.join("calls/trace=interp/part-0.parquet")).unwrap();
+    calls_of(&dir.join("calls/trace=interp/part-0.parquet"))
+}
+
+/// The rows of a file of `calls` (a dataset's, or a single file).
+fn calls_of(path: &Path) -> Vec<Row> {
+    let file = std::fs::File::open(path).unwrap();
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .unwrap()
         .build()
@@ -565,4 +570,173 @@ fn a_bundle_without_a_conversion_says_its_times_are_tsc_ticks() {
         .unwrap();
     let unit = batch.column_by_name("time_unit").unwrap();
     assert_eq!(unit.as_string::<i32>().value(0), "tsc");
+}
+
+/// The key-value metadata of a Parquet file.
+fn footer(path: &Path) -> BTreeMap<String, String> {
+    let file = std::fs::File::open(path).unwrap();
+    let b = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    b.metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// The rows of a table of the dataset `ds` as JSON objects, by the
+/// column names (the strings and integers a footer's JSON holds).
+fn table_json(path: &Path) -> Vec<serde_json::Value> {
+    use arrow_array::types::Int64Type as I64;
+    let file = std::fs::File::open(path).unwrap();
+    let mut rows = Vec::new();
+    for b in ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+    {
+        let b = b.unwrap();
+        for i in 0..b.num_rows() {
+            let mut row = serde_json::Map::new();
+            for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+                let v = if c.is_null(i) {
+                    serde_json::Value::Null
+                } else {
+                    match c.data_type() {
+                        arrow_schema::DataType::Int32 => {
+                            c.as_primitive::<Int32Type>().value(i).into()
+                        }
+                        arrow_schema::DataType::Int64 => c.as_primitive::<I64>().value(i).into(),
+                        arrow_schema::DataType::Utf8 => c.as_string::<i32>().value(i).into(),
+                        arrow_schema::DataType::List(_) => {
+                            let l = c.as_list::<i32>().value(i);
+                            let items: Vec<serde_json::Value> = (0..l.len())
+                                .map(|j| match l.data_type() {
+                                    arrow_schema::DataType::Int64 => {
+                                        l.as_primitive::<I64>().value(j).into()
+                                    }
+                                    _ => l.as_string::<i32>().value(j).into(),
+                                })
+                                .collect();
+                            items.into()
+                        }
+                        t => panic!("{}: {t}", f.name()),
+                    }
+                };
+                row.insert(f.name().clone(), v);
+            }
+            rows.push(serde_json::Value::Object(row));
+        }
+    }
+    rows
+}
+
+/// `-o X.parquet` writes one file, the calls table: its rows are the
+/// dataset folder's `calls`, its footer holds the `threads` rows and the
+/// `trace` row (with the trace's name) as JSON, the marks a folder would
+/// hold are counted in a warning, and it is written as an FTF file is:
+/// replaced whole when it exists, never over an input. A folder named
+/// `X.parquet` that is there already is a dataset folder, and gets the
+/// trace as one.
+#[test]
+fn a_single_file_holds_the_calls_and_the_facts_in_its_footer() {
+    let test = "a_single_file_holds_the_calls_and_the_facts_in_its_footer";
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(trace) = interp_trace(test, tmp.path()) else {
+        return;
+    };
+    let ds = tmp.path().join("ds");
+    let file = tmp.path().join("calls.parquet");
+    let t = trace.to_str().unwrap();
+    run(
+        &[
+            t,
+            "-q",
+            "--trace-name",
+            "interp",
+            "--format",
+            "parquet",
+            "-o",
+            ds.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // Without --format: the name says parquet.
+    let o = ptdec()
+        .args([t, "-o", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(file.is_file());
+    let rows = calls_of(&file);
+    assert!(rows.len() > 1000, "{} rows", rows.len());
+    assert_eq!(rows, calls(&ds));
+    let meta = footer(&file);
+    let threads: serde_json::Value = serde_json::from_str(&meta["ptdec.threads"]).unwrap();
+    let want = table_json(&ds.join("threads/trace=interp/part-0.parquet"));
+    assert_eq!(threads, serde_json::Value::Array(want));
+    let facts: serde_json::Value = serde_json::from_str(&meta["ptdec.trace"]).unwrap();
+    let mut want = table_json(&ds.join("trace/trace=interp/part-0.parquet"))
+        .pop()
+        .unwrap();
+    want["trace"] = "interp.dir".into();
+    assert_eq!(facts, want);
+    // The marks: the trace's frequency, which a folder's marks table holds.
+    let marks = ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(ds.join("marks/trace=interp/part-0.parquet")).unwrap(),
+    )
+    .unwrap()
+    .metadata()
+    .file_metadata()
+    .num_rows();
+    assert!(marks > 0);
+    assert!(
+        err.contains(&format!(
+            "{marks} marks (PTWRITE, power, frequency, events) are not in"
+        )),
+        "{err}"
+    );
+
+    // Replaced whole, its mode kept, as an FTF output.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(&file, b"not parquet").unwrap();
+    run(
+        &[t, "-q", "--format", "parquet", "-o", file.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(calls_of(&file), rows);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640);
+
+    // Never over an input (a link to the trace's data), and the input kept.
+    let data = trace.join("data");
+    let before = std::fs::read(&data).unwrap();
+    let link = tmp.path().join("link.parquet");
+    std::os::unix::fs::symlink(&data, &link).unwrap();
+    let o = ptdec()
+        .args([t, "-q", "-o", link.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("input"), "{err}");
+    assert_eq!(std::fs::read(&data).unwrap(), before);
+
+    // A folder named X.parquet already there: a dataset folder.
+    let folder = tmp.path().join("many.parquet");
+    std::fs::create_dir(&folder).unwrap();
+    run(
+        &[
+            t,
+            "-q",
+            "--trace-name",
+            "interp",
+            "-o",
+            folder.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(calls(&folder), rows);
 }

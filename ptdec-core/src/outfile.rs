@@ -281,6 +281,11 @@ impl OutFile {
         })
     }
 
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
     /// Makes the file durable and puts it in place, unless an input
     /// opened since [`OutFile::create`] is the file it would replace.
     pub fn commit(mut self) -> Result<(), OutFileError> {

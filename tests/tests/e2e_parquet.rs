@@ -394,3 +394,72 @@ fn traces_side_by_side_are_one_table() {
         int(&grew[0][3])
     );
 }
+
+/// `-o X.parquet`: one file of `calls` whose rows answer as the folder's,
+/// and whose footer names the threads. The queries of docs/sql.md's "One
+/// file" section run on the file with DuckDB and must answer as the same
+/// questions asked of the dataset folder's tables.
+#[test]
+fn a_single_file_answers_as_the_folder() {
+    let test = "a_single_file_answers_as_the_folder";
+    let Some(progs) = programs(test) else { return };
+    let Some(python) = pt_tests::python_with(test, &["duckdb"]) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("threads");
+    simulate(&progs, "threads", None, &dir);
+    let root = tmp.path().join("ds");
+    dataset::write(&dir, &root, "T", DecodeOptions::default());
+    let file = tmp.path().join("x.parquet");
+    let opened = common::Opened::new(&dir, &[]);
+    let out = ptdec::plan::Parquet {
+        dataset: ptdec::parquet::DatasetOptions {
+            single_file: true,
+            ..Default::default()
+        },
+        folder: file.clone(),
+        facts: ptdec::parquet::TraceFacts {
+            trace_name: "T".into(),
+            ..Default::default()
+        },
+    };
+    let plan = ptdec::plan::Plan::new(
+        opened.input(),
+        DecodeOptions::default(),
+        Default::default(),
+        out,
+    );
+    let (_, stats) = ptdec::dataset::run(&plan, None).unwrap();
+    assert!(stats.threads >= 4, "{stats:?}");
+    assert!(!root.join("x.parquet").exists());
+
+    let queries = dataset::doc_file_queries();
+    assert_eq!(queries.len(), 2, "docs/sql.md's file queries");
+    let path = file.display().to_string();
+    let on_file: Vec<String> = queries
+        .iter()
+        .map(|(_, q)| q.replace("'x.parquet'", &format!("'{path}'")))
+        .collect();
+    let empty = tmp.path().join("no-tables");
+    std::fs::create_dir(&empty).unwrap();
+    let got = dataset::sql(&python, "duckdb", &empty, &on_file);
+    let want = dataset::sql(
+        &python,
+        "duckdb",
+        &root,
+        &[
+            "SELECT function, count(*) AS calls FROM calls WHERE trace = 'T' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5".into(),
+            "SELECT t.name, count(*) AS rows FROM calls c JOIN threads t USING (trace, pid, tid) \
+             WHERE trace = 'T' GROUP BY 1 ORDER BY 1"
+                .into(),
+        ],
+    );
+    for (((name, _), g), w) in queries.iter().zip(&got).zip(&want) {
+        assert_eq!(g.rows, w.rows, "{name}");
+        assert!(!g.rows.is_empty(), "{name}");
+    }
+    // Every thread has its name from the footer.
+    let named: i64 = got[1].rows.iter().map(|r| int(&r[1])).sum();
+    assert_eq!(named as u64, stats.calls + stats.untraced + stats.gaps);
+}

@@ -674,19 +674,23 @@ pub struct DecodeArgs {
 /// What -o gets, and a dataset's trace name (`ptdec TRACE` and `ptdec raw`).
 #[derive(Args)]
 pub struct DatasetArgs {
-    /// What -o gets: ftf (a file for Perfetto) or parquet (a dataset folder
-    /// of tables for SQL engines: calls/, marks/, threads/, trace/, this
-    /// trace in each as trace=NAME/part-0.parquet; docs/sql.md).
+    /// What -o gets: ftf (a file for Perfetto) or parquet: a dataset folder
+    /// of tables for SQL engines (calls/, marks/, threads/, trace/, this
+    /// trace in each as trace=NAME/part-0.parquet; docs/sql.md), or, when
+    /// -o names a file X.parquet, that one file holding the calls table.
+    /// Default: parquet when -o ends in .parquet, else ftf.
     /// Example: --format parquet
-    #[arg(long, value_enum, default_value_t = OutputFormat::Ftf)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum)]
+    pub format: Option<OutputFormat>,
     /// With --format parquet: the trace's name, its folder in each table
     /// and its `trace` column; another name adds a trace beside those in
-    /// the folder (default: the trace's file name). Example: --trace-name build-42
+    /// the folder (default: the trace's file name). A single file keeps it
+    /// in its footer. Example: --trace-name build-42
     #[arg(long, value_name = "NAME")]
     pub trace_name: Option<String>,
     /// With --format parquet: replace the trace of that name if the folder
-    /// holds it already (the other traces stay).
+    /// holds it already (the other traces stay). A single file is replaced
+    /// as an FTF file is, without it.
     #[arg(long)]
     pub force: bool,
 }
@@ -696,6 +700,36 @@ pub struct DatasetArgs {
 pub enum OutputFormat {
     Ftf,
     Parquet,
+}
+
+/// How a Parquet run writes `-o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParquetLayout {
+    /// A dataset folder of four tables.
+    Folder,
+    /// One file, the calls table (`-o X.parquet`, not a folder).
+    File,
+}
+
+impl DatasetArgs {
+    /// What `-o output` gets: `None` for FTF, else the Parquet layout.
+    /// `--format parquet` writes a folder unless `output` ends in
+    /// `.parquet` and is not a folder already (a dataset folder so named
+    /// gets more traces); without `--format`, a name ending in `.parquet`
+    /// means parquet, as DuckDB's `COPY ... TO 'x.parquet'` does.
+    pub fn parquet(&self, output: &std::path::Path) -> Option<ParquetLayout> {
+        let named = output.extension().is_some_and(|e| e == "parquet");
+        let layout = if named && !output.is_dir() {
+            ParquetLayout::File
+        } else {
+            ParquetLayout::Folder
+        };
+        match self.format {
+            Some(OutputFormat::Ftf) => None,
+            Some(OutputFormat::Parquet) => Some(layout),
+            None => named.then_some(layout),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

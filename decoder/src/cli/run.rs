@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::args::{
-    ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, OnError, OutputFormat, RawArgs,
+    ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, OnError, ParquetLayout, RawArgs,
 };
 use super::insn_list::{same_output, InsnList};
 use super::parse::{parse_duration, parse_time, TimeArg};
@@ -195,8 +195,8 @@ fn check_ftf_args(a: &DatasetArgs) -> Result<()> {
 }
 
 /// The dataset's name for the trace at `path`: `--trace-name`, or the
-/// file's name; checked (it names a folder).
-fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
+/// file's name; checked when it names a folder (`layout`).
+fn trace_name(a: &DatasetArgs, path: &Path, layout: ParquetLayout) -> Result<String> {
     let name = match &a.trace_name {
         Some(n) => n.clone(),
         None => {
@@ -205,6 +205,9 @@ fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
             );
+            if layout == ParquetLayout::File {
+                return Ok(name);
+            }
             // Not given: the error says where the name came from.
             if let Err(crate::parquet::DatasetError::TraceName { name, why }) =
                 crate::parquet::check_trace_name(&name)
@@ -217,7 +220,9 @@ fn trace_name(a: &DatasetArgs, path: &Path) -> Result<String> {
             name
         }
     };
-    crate::parquet::check_trace_name(&name)?;
+    if layout == ParquetLayout::Folder {
+        crate::parquet::check_trace_name(&name)?;
+    }
     Ok(name)
 }
 
@@ -227,10 +232,10 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let (Some(trace_path), Some(output)) = (a.trace.clone(), a.output.clone()) else {
         bail!("give a trace and -o OUT (see --help)");
     };
-    let parquet = a.dataset.format == OutputFormat::Parquet;
-    let trace_name = if parquet {
+    let layout = a.dataset.parquet(&output);
+    let trace_name = if let Some(layout) = layout {
         check_dataset_args(&output, a.split.is_some(), a.time_axis.is_some(), a.check)?;
-        Some(trace_name(&a.dataset, &trace_path)?)
+        Some(trace_name(&a.dataset, &trace_path, layout)?)
     } else {
         check_ftf_args(&a.dataset)?;
         None
@@ -276,6 +281,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
                 marks: a.marks.filter(),
                 force: a.dataset.force,
                 file_mode: Some(crate::outfile::mode_of(&trace.data_path)),
+                single_file: layout == Some(ParquetLayout::File),
                 ..Default::default()
             },
             folder: output.clone(),
@@ -365,7 +371,9 @@ fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) 
         }
     }
     if output == Path::new("-") {
-        bail!("--format parquet writes a folder; give -o a folder name, not -");
+        bail!(
+            "--format parquet writes a folder or a file; give -o a folder name or X.parquet, not -"
+        );
     }
     Ok(())
 }
@@ -402,6 +410,15 @@ fn run_dataset(
             stats.threads,
             stats.bytes,
             stats.bytes as f64 / rows.max(1) as f64
+        );
+    }
+    // Whatever -q says: what was asked for is not in the file.
+    if stats.marks_unwritten > 0 {
+        eprintln!(
+            "ptdec: warning: {} marks (PTWRITE, power, frequency, events) are not in {}: a single \
+             file holds the calls; write a dataset folder (-o DIR --format parquet) for the marks table",
+            stats.marks_unwritten,
+            output.display()
         );
     }
     Ok(())
@@ -525,7 +542,8 @@ fn print_option(a: &RawArgs) -> Option<&'static str> {
 /// `order`: where the sideband options were on the command line (each
 /// setting applies to the files after it); `None`: to every file.
 pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
-    if a.dataset.format == OutputFormat::Parquet {
+    let layout = a.dataset.parquet(&a.output);
+    if layout.is_some() {
         check_dataset_args(&a.output, false, a.time_axis.is_some(), a.check)?;
     } else {
         check_ftf_args(&a.dataset)?;
@@ -597,8 +615,8 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         decoder: a.flow.decoder.into(),
         ..DecodeOptions::default()
     };
-    if a.dataset.format == OutputFormat::Parquet {
-        let trace_name = trace_name(&a.dataset, &a.pt.path)?;
+    if let Some(layout) = layout {
+        let trace_name = trace_name(&a.dataset, &a.pt.path, layout)?;
         let symbols = SymbolCache::new();
         let input = pipeline::Input::Raw {
             input: &input,
@@ -610,6 +628,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 marks: a.marks.filter(),
                 force: a.dataset.force,
                 file_mode: Some(crate::outfile::mode_of(&a.pt.path)),
+                single_file: layout == ParquetLayout::File,
                 ..Default::default()
             },
             folder: a.output.clone(),

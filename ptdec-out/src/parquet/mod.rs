@@ -63,6 +63,7 @@ use std::sync::Arc;
 use ::parquet::arrow::ArrowWriter;
 use ::parquet::basic::{Compression, Encoding, ZstdLevel};
 use ::parquet::errors::ParquetError;
+use ::parquet::file::metadata::KeyValue;
 use ::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use ::parquet::schema::types::ColumnPath;
 use arrow_array::builder::{
@@ -74,7 +75,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
 use crate::model::slices::{cut_to_window, Entry, FuncRef, Siblings, Slice, SliceKind, SliceSink};
-use crate::outfile::{OutDir, OutFileError};
+use crate::outfile::{OutDir, OutFile, OutFileError};
 use ftf::hash::FastMap;
 
 /// Rows of `calls` per row group: a row group's columns are held in
@@ -178,6 +179,9 @@ pub struct DatasetOptions {
     pub file_mode: Option<u32>,
     /// Rows per row group of `calls` (0: [`ROWS_PER_GROUP`]).
     pub rows_per_group: usize,
+    /// Write one file, the `calls` table, instead of a folder of tables
+    /// (`-o X.parquet`): see [`Dataset::create`].
+    pub single_file: bool,
 }
 
 /// What the dataset holds, for the summary.
@@ -192,9 +196,11 @@ pub struct DatasetStats {
     pub dropped: u64,
     /// Marks left out by `--no-ptwrite`, `--no-power`, `--no-events`.
     pub marks_dropped: u64,
+    /// Marks a single file (`-o X.parquet`) has no table for.
+    pub marks_unwritten: u64,
     /// Calls still running when their segment or the trace ended.
     pub ended_open: u64,
-    /// Bytes of the four files.
+    /// Bytes of the four files (of the one, for a single file).
     pub bytes: u64,
 }
 
@@ -227,6 +233,38 @@ pub enum DatasetError {
     TraceName { name: String, why: &'static str },
 }
 
+/// Where a table's file is written: a file in the dataset's temporary
+/// folder, or the single file `-o X.parquet` ([`OutFile`], put in place by
+/// its commit).
+enum Sink {
+    File(std::fs::File),
+    Out(OutFile),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Out(f) => f.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Out(f) => f.flush(),
+        }
+    }
+}
+
+/// What a table's writer thread is handed.
+enum ToWriter {
+    /// A row group.
+    Rows(RecordBatch),
+    /// A key-value pair for the file's footer (a single file's threads and
+    /// trace facts).
+    Meta(KeyValue),
+}
+
 /// One table's file, written row group by row group on a thread of its
 /// own: the Arrow writer's encoding (dictionaries, delta packing, zstd) is
 /// about half of a dataset's cost after the stacks, and it runs beside
@@ -235,8 +273,8 @@ pub enum DatasetError {
 struct Part {
     path: PathBuf,
     schema: SchemaRef,
-    to_writer: Option<crossbeam_channel::Sender<RecordBatch>>,
-    writer: Option<std::thread::JoinHandle<Result<u64, DatasetError>>>,
+    to_writer: Option<crossbeam_channel::Sender<ToWriter>>,
+    writer: Option<std::thread::JoinHandle<Result<Sink, DatasetError>>>,
 }
 
 /// Row groups handed to a table's writer thread and not yet written.
@@ -271,26 +309,44 @@ impl Part {
             .mode(mode)
             .open(folder.join("part-0.parquet"))
             .map_err(io(&path))?;
+        Self::start(path, table, schema, props, Sink::File(file))
+    }
+
+    /// The table's writer on its thread, writing into `sink`; `path` names
+    /// the file in errors.
+    fn start(
+        path: PathBuf,
+        table: &str,
+        schema: SchemaRef,
+        props: WriterProperties,
+        sink: Sink,
+    ) -> Result<Part, DatasetError> {
         let pq = |path: &Path| {
             let path = path.to_path_buf();
             move |source| parquet_error(&path, source)
         };
         let mut writer =
-            ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq(&path))?;
-        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(BATCHES_IN_FLIGHT);
+            ArrowWriter::try_new(sink, schema.clone(), Some(props)).map_err(pq(&path))?;
+        let (tx, rx) = crossbeam_channel::bounded::<ToWriter>(BATCHES_IN_FLIGHT);
         let at = path.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ptdec-{table}"))
             .spawn(move || {
-                for batch in rx {
-                    writer.write(&batch).map_err(pq(&at))?;
-                    writer.flush().map_err(pq(&at))?;
+                for msg in rx {
+                    match msg {
+                        ToWriter::Rows(batch) => {
+                            writer.write(&batch).map_err(pq(&at))?;
+                            writer.flush().map_err(pq(&at))?;
+                        }
+                        ToWriter::Meta(kv) => writer.append_key_value_metadata(kv),
+                    }
                 }
-                let file = writer.into_inner().map_err(pq(&at))?;
-                file.sync_all().map_err(io(&at))?;
-                Ok(file.metadata().map_err(io(&at))?.len())
+                writer.into_inner().map_err(pq(&at))
             })
-            .map_err(io(&path))?;
+            .map_err(|source| DatasetError::Io {
+                path: path.clone(),
+                source,
+            })?;
         Ok(Part {
             path,
             schema,
@@ -310,7 +366,16 @@ impl Part {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let sent = self.to_writer.as_ref().map(|tx| tx.send(batch));
+        self.send(ToWriter::Rows(batch))
+    }
+
+    /// Adds `key` = `value` to the file's footer.
+    fn meta(&mut self, key: &str, value: String) -> Result<(), DatasetError> {
+        self.send(ToWriter::Meta(KeyValue::new(key.to_string(), value)))
+    }
+
+    fn send(&mut self, msg: ToWriter) -> Result<(), DatasetError> {
+        let sent = self.to_writer.as_ref().map(|tx| tx.send(msg));
         match sent {
             Some(Ok(())) => Ok(()),
             // The writer stopped: its error.
@@ -325,9 +390,8 @@ impl Part {
         }
     }
 
-    /// Ends the writer thread: the file's footer written and synced; its
-    /// size.
-    fn join(&mut self) -> Result<u64, DatasetError> {
+    /// Ends the writer thread: the file's footer written; the file.
+    fn join(&mut self) -> Result<Sink, DatasetError> {
         self.to_writer = None;
         match self.writer.take().map(|t| t.join()) {
             Some(Ok(r)) => r,
@@ -339,9 +403,21 @@ impl Part {
         }
     }
 
-    /// Ends the file (its footer) and syncs it; returns its size.
-    fn close(mut self) -> Result<u64, DatasetError> {
-        self.join()
+    /// Ends the file (its footer) and syncs it if it is one of a
+    /// folder's; returns its size, and the single file to commit.
+    fn close(mut self) -> Result<(u64, Option<OutFile>), DatasetError> {
+        let path = self.path.clone();
+        let io = |source| DatasetError::Io {
+            path: path.clone(),
+            source,
+        };
+        match self.join()? {
+            Sink::File(file) => {
+                file.sync_all().map_err(io)?;
+                Ok((file.metadata().map_err(io)?.len(), None))
+            }
+            Sink::Out(out) => Ok((out.written(), Some(out))),
+        }
     }
 }
 
@@ -775,11 +851,15 @@ struct ThreadState {
 
 /// Writes the dataset; see the module doc.
 pub struct Dataset {
-    dir: OutDir,
+    /// The folder's part being written; `None` for a single file.
+    dir: Option<OutDir>,
+    /// The folder or the single file, as it will be named.
+    path: PathBuf,
     opts: DatasetOptions,
     facts: TraceFacts,
     calls: Part,
-    marks: Part,
+    /// `None` for a single file.
+    marks: Option<Part>,
     call_cols: CallColumns,
     mark_cols: MarkColumns,
     rows_per_group: usize,
@@ -791,16 +871,24 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Starts the dataset `path` (a folder): see [`OutDir::create`].
+    /// Starts the dataset `path`: a folder (see [`OutDir::create`]), or
+    /// with [`DatasetOptions::single_file`] the one file `path` holding the
+    /// `calls` table, as DuckDB's `COPY ... TO 'x.parquet'` writes one: the
+    /// `threads` and `trace` tables' rows go in its footer as JSON
+    /// (key-value metadata `ptdec.threads`, `ptdec.trace`), and the marks
+    /// are left out (counted in [`DatasetStats::marks_unwritten`]: a folder
+    /// has their table). The file is written as an FTF output is
+    /// ([`OutFile`]): an existing file is replaced, whole, and an input
+    /// never.
     pub fn create(
         path: &Path,
         opts: DatasetOptions,
         facts: TraceFacts,
     ) -> Result<Dataset, DatasetError> {
         let mode = opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
-        check_trace_name(&facts.trace_name)?;
-        let part = format!("trace={}", facts.trace_name);
-        let dir = OutDir::create(path, &part, &TABLES, opts.force, mode)?;
+        if !opts.single_file {
+            check_trace_name(&facts.trace_name)?;
+        }
         let rows_per_group = if opts.rows_per_group == 0 {
             ROWS_PER_GROUP
         } else {
@@ -815,24 +903,42 @@ impl Dataset {
             &["call_id", "parent_id", "start_ns", "start_insn"],
         )
         .map_err(pq)?;
-        let marks_props = props(rows_per_group, &["time_ns", "insn"]).map_err(pq)?;
-        let calls = Part::create(
-            dir.temp(),
-            &dir.part_path("calls"),
-            "calls",
-            calls_schema(),
-            calls_props,
-            mode,
-        )?;
-        let marks = Part::create(
-            dir.temp(),
-            &dir.part_path("marks"),
-            "marks",
-            marks_schema(),
-            marks_props,
-            mode,
-        )?;
+        let (dir, calls, marks) = if opts.single_file {
+            let out = OutFile::create(path, mode)?;
+            let calls = Part::start(
+                path.to_path_buf(),
+                "calls",
+                calls_schema(),
+                calls_props,
+                Sink::Out(out),
+            )?;
+            (None, calls, None)
+        } else {
+            let part = format!("trace={}", facts.trace_name);
+            let dir = OutDir::create(path, &part, &TABLES, opts.force, mode)?;
+            let marks_props = props(rows_per_group, &["time_ns", "insn"]).map_err(pq)?;
+            let calls = Part::create(
+                dir.temp(),
+                &dir.part_path("calls"),
+                "calls",
+                calls_schema(),
+                calls_props,
+                mode,
+            )?;
+            let marks = Part::create(
+                dir.temp(),
+                &dir.part_path("marks"),
+                "marks",
+                marks_schema(),
+                marks_props,
+                mode,
+            )?;
+            (Some(dir), calls, Some(marks))
+        };
         Ok(Dataset {
+            path: dir
+                .as_ref()
+                .map_or_else(|| path.to_path_buf(), |d| d.path().to_path_buf()),
             dir,
             opts,
             facts,
@@ -853,9 +959,9 @@ impl Dataset {
         &self.stats
     }
 
-    /// The folder's final name.
+    /// The folder's or the single file's final name.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 
     /// The index of thread (pid, tid)'s state, made when new.
@@ -980,7 +1086,10 @@ impl Dataset {
             return Ok(());
         }
         let cols = self.mark_cols.take();
-        self.marks.write(cols)
+        match self.marks.as_mut() {
+            Some(marks) => marks.write(cols),
+            None => Ok(()),
+        }
     }
 
     /// Writes thread `ti`'s held calls; `cut`: a gap, a restart or the
@@ -1002,16 +1111,20 @@ impl Dataset {
     /// puts the folder in place.
     pub fn finish(mut self) -> Result<DatasetStats, DatasetError> {
         self.end_threads()?;
+        self.stats.threads = self.threads.len() as u64;
+        let Some(dir) = self.dir.take() else {
+            return self.finish_file();
+        };
         let mode = self.opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
         let mut bytes = 0;
         let rows = self.rows_per_group;
         let pq = |source| DatasetError::Parquet {
-            path: self.dir.path().to_path_buf(),
+            path: dir.path().to_path_buf(),
             source,
         };
         let mut threads = Part::create(
-            self.dir.temp(),
-            &self.dir.part_path("threads"),
+            dir.temp(),
+            &dir.part_path("threads"),
             "threads",
             threads_schema(),
             props(rows, &[]).map_err(pq)?,
@@ -1019,21 +1132,101 @@ impl Dataset {
         )?;
         threads.write(self.thread_columns())?;
         let mut trace = Part::create(
-            self.dir.temp(),
-            &self.dir.part_path("trace"),
+            dir.temp(),
+            &dir.part_path("trace"),
             "trace",
             trace_schema(),
             props(rows, &[]).map_err(pq)?,
             mode,
         )?;
         trace.write(self.trace_columns())?;
-        for part in [self.calls, self.marks, threads, trace] {
-            bytes += part.close()?;
+        let marks = self.marks.take().expect("a folder's dataset has marks");
+        for part in [self.calls, marks, threads, trace] {
+            bytes += part.close()?.0;
         }
         self.stats.bytes = bytes;
-        self.stats.threads = self.threads.len() as u64;
-        self.dir.commit()?;
+        dir.commit()?;
         Ok(self.stats)
+    }
+
+    /// [`Dataset::finish`] for a single file: the threads and the trace's
+    /// facts in its footer, the file put in place.
+    fn finish_file(mut self) -> Result<DatasetStats, DatasetError> {
+        let threads = self.threads_json();
+        let trace = self.trace_json();
+        self.calls.meta("ptdec.threads", threads)?;
+        self.calls.meta("ptdec.trace", trace)?;
+        let (bytes, out) = self.calls.close()?;
+        self.stats.bytes = bytes;
+        if let Some(out) = out {
+            out.commit()?;
+        }
+        Ok(self.stats)
+    }
+
+    /// The `threads` table's rows as a JSON array of objects (the table's
+    /// columns), for a single file's footer.
+    fn threads_json(&self) -> String {
+        let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
+        rows.sort_by_key(|t| (t.pid, t.tid));
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "pid": t.pid as i32,
+                    "tid": t.tid as i32,
+                    "name": t.name,
+                    "process": t.process,
+                    "rename_ns": t.renames.iter()
+                        .map(|(at, _)| at.saturating_sub(self.opts.origin) as i64)
+                        .collect::<Vec<_>>(),
+                    "rename_to": t.renames.iter().map(|(_, to)| to).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::Value::Array(rows).to_string()
+    }
+
+    /// The `trace` table's row as a JSON object (with the trace's name,
+    /// which a folder holds in its partition's name), for a single file's
+    /// footer.
+    fn trace_json(&self) -> String {
+        let f = &self.facts;
+        let (start, end) = self.window_columns();
+        serde_json::json!({
+            "trace": f.trace_name,
+            "source": f.source,
+            "cpu": f.cpu,
+            "origin_ns": self.opts.origin as i64,
+            "tsc_time_mult": f.tsc.map(|t| t.time_mult as i64),
+            "tsc_time_shift": f.tsc.map(|t| t.time_shift as i32),
+            "tsc_time_zero": f.tsc.map(|t| t.time_zero as i64),
+            "window_start_ns": start,
+            "window_end_ns": end,
+            "ptdec_version": f.ptdec_version,
+            "time_unit": self.time_unit(),
+        })
+        .to_string()
+    }
+
+    /// The window's start and end from the origin, for the `trace` row.
+    fn window_columns(&self) -> (Option<i64>, Option<i64>) {
+        let range = self.opts.range;
+        let origin = self.opts.origin;
+        (
+            range.map(|r| r.0.saturating_sub(origin) as i64),
+            range
+                .filter(|r| r.1 != u64::MAX)
+                .map(|r| r.1.saturating_sub(origin) as i64),
+        )
+    }
+
+    fn time_unit(&self) -> &str {
+        if self.facts.time_unit.is_empty() {
+            "ns"
+        } else {
+            &self.facts.time_unit
+        }
     }
 
     /// Writes what waits: the calls still held, cut by the trace's end,
@@ -1084,6 +1277,7 @@ impl Dataset {
         let f = &self.facts;
         let one_str = |s: &str| Arc::new(StringArray::from(vec![s])) as ArrayRef;
         let opt_i64 = |v: Option<i64>| Arc::new(arrow_array::Int64Array::from(vec![v])) as ArrayRef;
+        let (start, end) = self.window_columns();
         vec![
             one_str(&f.source),
             Arc::new(StringArray::from(vec![f.cpu.as_deref()])),
@@ -1091,23 +1285,10 @@ impl Dataset {
             opt_i64(f.tsc.map(|t| t.time_mult as i64)),
             Arc::new(Int32Array::from(vec![f.tsc.map(|t| t.time_shift as i32)])),
             opt_i64(f.tsc.map(|t| t.time_zero as i64)),
-            opt_i64(
-                self.opts
-                    .range
-                    .map(|r| r.0.saturating_sub(self.opts.origin) as i64),
-            ),
-            opt_i64(
-                self.opts
-                    .range
-                    .filter(|r| r.1 != u64::MAX)
-                    .map(|r| r.1.saturating_sub(self.opts.origin) as i64),
-            ),
+            opt_i64(start),
+            opt_i64(end),
             one_str(&f.ptdec_version),
-            one_str(if f.time_unit.is_empty() {
-                "ns"
-            } else {
-                &f.time_unit
-            }),
+            one_str(self.time_unit()),
         ]
     }
 
@@ -1288,6 +1469,10 @@ impl SliceSink for Dataset {
                 self.stats.dropped += 1;
                 return Ok(());
             }
+        }
+        if self.marks.is_none() {
+            self.stats.marks_unwritten += 1;
+            return Ok(());
         }
         self.stats.marks += 1;
         self.mark_row(pid, tid, at, mark);

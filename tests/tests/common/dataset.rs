@@ -233,13 +233,23 @@ pub fn sql(python: &Path, engine: &str, root: &Path, queries: &[String]) -> Vec<
 /// The queries of docs/sql.md, by name: each ```sql block after a
 /// `<!-- query: NAME -->` line.
 pub fn doc_queries() -> Vec<(String, String)> {
+    marked_queries("<!-- query:")
+}
+
+/// The queries of docs/sql.md's "One file" section, each after a
+/// `<!-- file-query: NAME -->` line, over `'x.parquet'`.
+pub fn doc_file_queries() -> Vec<(String, String)> {
+    marked_queries("<!-- file-query:")
+}
+
+fn marked_queries(marker: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(pt_tests::workspace_root().join("docs/sql.md")).unwrap();
     let mut out = Vec::new();
     let mut lines = text.lines();
     while let Some(l) = lines.next() {
         let Some(name) = l
             .trim()
-            .strip_prefix("<!-- query:")
+            .strip_prefix(marker)
             .and_then(|r| r.strip_suffix("-->"))
         else {
             continue;
