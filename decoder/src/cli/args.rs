@@ -677,7 +677,8 @@ pub struct DatasetArgs {
     /// What -o gets: ftf (a file for Perfetto) or parquet: a dataset folder
     /// of tables for SQL engines (calls/, marks/, threads/, trace/, this
     /// trace in each as trace=NAME/part-0.parquet; docs/sql.md), or, when
-    /// -o names a file X.parquet, that one file holding the calls table.
+    /// -o names a file (X.parquet, or a file or device already there), that
+    /// one file holding the calls table.
     /// Default: parquet when -o ends in .parquet, else ftf.
     /// Example: --format parquet
     #[arg(long, value_enum)]
@@ -713,13 +714,16 @@ pub enum ParquetLayout {
 
 impl DatasetArgs {
     /// What `-o output` gets: `None` for FTF, else the Parquet layout.
-    /// `--format parquet` writes a folder unless `output` ends in
-    /// `.parquet` and is not a folder already (a dataset folder so named
-    /// gets more traces); without `--format`, a name ending in `.parquet`
-    /// means parquet, as DuckDB's `COPY ... TO 'x.parquet'` does.
+    /// `--format parquet` writes a folder unless `output` is not a folder
+    /// and either ends in `.parquet` or is there already (a file, or a
+    /// device such as /dev/null); a dataset folder of any name gets more
+    /// traces. Without `--format`, a name ending in `.parquet` means
+    /// parquet, as DuckDB's `COPY ... TO 'x.parquet'` does.
     pub fn parquet(&self, output: &std::path::Path) -> Option<ParquetLayout> {
         let named = output.extension().is_some_and(|e| e == "parquet");
-        let layout = if named && !output.is_dir() {
+        let meta = std::fs::metadata(output);
+        let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
+        let layout = if !is_dir && (named || meta.is_ok()) {
             ParquetLayout::File
         } else {
             ParquetLayout::Folder
