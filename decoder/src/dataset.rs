@@ -69,11 +69,23 @@ pub fn run(
     let (decode, threads) = (decode_stats.map_err(RunError::from)?, threads?);
     pipeline::check_decoded(&decode, &plan.decode, trace)?;
     dataset.end_threads()?;
+    let s = dataset.stats();
+    let rows = s.calls + s.untraced + s.gaps;
+    let left_out = short.as_ref().map_or(0, |m| m.calls + m.untraced);
     if let Some(trace) = trace {
-        // Before the folder is put in place: an empty window replaces nothing.
-        let s = dataset.stats();
-        let empty = s.calls + s.untraced + s.gaps + s.marks == 0;
+        // Before the folder is put in place: an empty window replaces
+        // nothing. What --min-duration left out, or a single file's marks,
+        // were in it all the same.
+        let empty = rows + s.marks + s.marks_unwritten + left_out == 0;
         pipeline::check_window_held_something(trace, &plan.decode, empty)?;
+    }
+    if rows + left_out == 0 && s.marks_unwritten > 0 {
+        // A single file of no rows: all the decode found was marks.
+        return Err(DatasetError::OnlyMarks {
+            path: plan.output.folder.clone(),
+            marks: s.marks_unwritten,
+        }
+        .into());
     }
     let stats = dataset.finish()?;
     let mut report = Report {

@@ -724,19 +724,72 @@ fn a_single_file_holds_the_calls_and_the_facts_in_its_footer() {
     assert!(!o.status.success() && err.contains("input"), "{err}");
     assert_eq!(std::fs::read(&data).unwrap(), before);
 
-    // A folder named X.parquet already there: a dataset folder.
+    // A folder named X.parquet already there: a dataset folder; so is a
+    // name with a trailing /. The suffix in any case.
     let folder = tmp.path().join("many.parquet");
     std::fs::create_dir(&folder).unwrap();
-    run(
-        &[
-            t,
-            "-q",
-            "--trace-name",
-            "interp",
-            "-o",
-            folder.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let named = |o: &str| run(&[t, "-q", "--trace-name", "interp", "-o", o], &[]);
+    named(folder.to_str().unwrap());
     assert_eq!(calls(&folder), rows);
+    let slash = format!("{}/", tmp.path().join("slash.parquet").display());
+    named(&slash);
+    assert_eq!(calls(Path::new(&slash)), rows);
+    let upper = tmp.path().join("UP.PARQUET");
+    named(upper.to_str().unwrap());
+    assert_eq!(calls_of(&upper), rows);
+
+    // --min-duration leaving out every call: an empty file, as FTF's, not
+    // "nothing was traced in the window" (it said so: the window had
+    // calls, and the frequency mark that made a folder's run succeed
+    // is not in a file).
+    let none = tmp.path().join("none.parquet");
+    let o = ptdec()
+        .args([t, "-q", "--duration", "1ms", "--min-duration", "1s", "-o"])
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(calls_of(&none).is_empty());
+}
+
+/// A single file of raw PT whose decode found only PTWRITE marks: no
+/// file, an error saying the marks need a folder (it wrote a file of no
+/// rows with status 0, the marks dropped).
+#[test]
+fn a_single_file_of_only_marks_is_refused() {
+    let test = "a_single_file_of_only_marks_is_refused";
+    let dir = pt_tests::libipt_tests_dir();
+    let (pt, bin) = (dir.join("ptw.pt"), dir.join("ptw.bin"));
+    if !pt.exists() {
+        let _: Option<()> = pt_tests::missing(test, &format!("{} is not there", pt.display()));
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let raw = |out: &Path, extra: &[&str]| {
+        ptdec()
+            .arg("raw")
+            .arg("--pt")
+            .arg(&pt)
+            .arg("--raw")
+            .arg(format!("{}:0x100000", bin.display()))
+            .args(extra)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let file = tmp.path().join("ptw.parquet");
+    let o = raw(&file, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("only 2 marks") && err.contains("-o DIR --format parquet"),
+        "{err}"
+    );
+    assert!(!file.exists());
+    // A folder holds them.
+    let ds = tmp.path().join("ds");
+    let o = raw(&ds, &["-q", "--format", "parquet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(ds.join("marks/trace=ptw.pt/part-0.parquet").is_file());
 }

@@ -163,6 +163,7 @@ pub struct RawArgs {
     #[arg(long, value_name = "HZ", value_parser = parse_hz)]
     pub tsc_freq: Option<u64>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
+    /// X.parquet: the calls as one Parquet file (see --format).
     /// With --format parquet, a dataset folder.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
@@ -596,6 +597,7 @@ pub struct DecodeArgs {
     #[arg(required = true)]
     pub trace: Option<PathBuf>,
     /// Output FTF file; gzip-compressed when it ends in .gz; `-` for stdout.
+    /// X.parquet: the calls as one Parquet file (see --format).
     /// With --format parquet, a dataset folder. Example: -o out.ftf
     #[arg(short, long, value_name = "OUT", required = true)]
     pub output: Option<PathBuf>,
@@ -719,10 +721,19 @@ impl DatasetArgs {
     /// device such as /dev/null); a dataset folder of any name gets more
     /// traces. Without `--format`, a name ending in `.parquet` means
     /// parquet, as DuckDB's `COPY ... TO 'x.parquet'` does.
+    /// The name is matched in any case (`X.PARQUET`); a trailing `/` names
+    /// a folder.
     pub fn parquet(&self, output: &std::path::Path) -> Option<ParquetLayout> {
-        let named = output.extension().is_some_and(|e| e == "parquet");
+        let text = output.as_os_str().as_encoded_bytes();
+        let suffix = b".parquet";
+        let named = text.len() >= suffix.len()
+            && text[text.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+            || text.ends_with(b"/")
+                && text[..text.len() - 1]
+                    .to_ascii_lowercase()
+                    .ends_with(suffix);
         let meta = std::fs::metadata(output);
-        let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
+        let is_dir = text.ends_with(b"/") || meta.as_ref().is_ok_and(|m| m.is_dir());
         let layout = if !is_dir && (named || meta.is_ok()) {
             ParquetLayout::File
         } else {

@@ -361,13 +361,13 @@ fn ftf_output(a: &DecodeArgs, trace: &Trace, trace_path: &Path, output: &Path) -
 
 /// Refuses what goes with FTF output only, and `-o -`.
 fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) -> Result<()> {
-    for (given, opt) in [
-        (split, "--split"),
-        (time_axis, "--time-axis"),
-        (check, "--check"),
+    for (given, opt, why) in [
+        (split, "--split", "select rows by start_ns instead"),
+        (time_axis, "--time-axis", "its tables hold every axis"),
+        (check, "--check", "it loads FTF into Perfetto"),
     ] {
         if given {
-            bail!("{opt} goes with FTF output, not --format parquet (its tables hold every axis)");
+            bail!("{opt} goes with FTF output, not Parquet ({why})");
         }
     }
     if output == Path::new("-") {
@@ -390,6 +390,7 @@ fn run_dataset(
     finish_outputs: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let output = plan.output.folder.clone();
+    let single = plan.output.dataset.single_file;
     let end = RunEnd {
         input,
         output: &output,
@@ -401,7 +402,8 @@ fn run_dataset(
     if !quiet {
         let rows = stats.calls + stats.untraced + stats.gaps;
         eprintln!(
-            "dataset {}: {} calls, {} untraced, {} gaps, {} marks, {} threads; {} bytes ({:.1} per row of calls)",
+            "{} {}: {} calls, {} untraced, {} gaps, {} marks, {} threads; {} bytes ({:.1} per row of calls)",
+            if single { "file" } else { "dataset" },
             output.display(),
             stats.calls,
             stats.untraced,

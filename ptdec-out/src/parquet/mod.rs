@@ -228,6 +228,14 @@ pub enum DatasetError {
     /// More threads or slices than `call_id` numbers.
     #[error("too many threads or slices for call_id (thread {ordinal}, slice {id})")]
     IdRange { ordinal: u64, id: u64 },
+    /// A single file would hold no row: the decode found only marks,
+    /// which it has no table for.
+    #[error(
+        "{path}: the decode found no calls, only {marks} marks (PTWRITE, power, frequency, \
+         events), and a single file has no marks table; write a dataset folder instead \
+         (-o DIR --format parquet)"
+    )]
+    OnlyMarks { path: PathBuf, marks: u64 },
     /// `--trace-name` cannot name the trace's folder (`trace=NAME`).
     #[error("--trace-name {name:?}: {why}; give another name")]
     TraceName { name: String, why: &'static str },
