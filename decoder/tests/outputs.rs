@@ -504,6 +504,27 @@ fn no_file_the_decode_reads_is_written_by_any_name() {
     assert_refused(&decode(&data), &data, &data_bytes);
     assert_eq!(names(&trace.join("images")), [name.to_string_lossy()]);
     assert_eq!(names(in_sysroot.parent().unwrap()), ["vdso"]);
+    // A --vmlinux and a --kcore dir's files the decode never opens (no
+    // kernel code in this trace) are inputs all the same, for FTF and a
+    // Parquet file (they were overwritten).
+    let vmlinux = tmp.path().join("vmlinux");
+    std::fs::copy(&prog, &vmlinux).unwrap();
+    let kcore = tmp.path().join("kcore_dir");
+    std::fs::create_dir(&kcore).unwrap();
+    std::fs::write(kcore.join("kcore"), b"kcore").unwrap();
+    std::fs::write(kcore.join("kallsyms"), b"kallsyms").unwrap();
+    let kernel = |out: &Path| -> Vec<OsString> {
+        let mut a = decode(out);
+        a.extend(["--vmlinux".into(), vmlinux.clone().into()]);
+        a.extend(["--kcore".into(), kcore.clone().into()]);
+        a
+    };
+    let linked = tmp.path().join("vmlinux.parquet");
+    std::os::unix::fs::symlink(&vmlinux, &linked).unwrap();
+    assert_refused(&kernel(&vmlinux), &vmlinux, &prog_bytes);
+    assert_refused(&kernel(&linked), &vmlinux, &prog_bytes);
+    let kcore_file = kcore.join("kcore");
+    assert_refused(&kernel(&kcore_file), &kcore_file, b"kcore");
     // And it does decode with an output of its own, reading both.
     let out = tmp.path().join("out.ftf");
     let o = Command::new(EXE).args(decode(&out)).output().unwrap();

@@ -101,6 +101,17 @@ fn check_image_args(a: &ImageArgs) -> Result<()> {
             Err(e) => bail!("--vmlinux {}: cannot read it: {e}", f.display()),
         }
     }
+    // Inputs even when the decode never opens them (no kernel code
+    // traced): an output over one of them is refused as over any input.
+    // Opened and closed here only to be recorded.
+    let named = a.vmlinux.iter().cloned().chain(
+        a.kcore
+            .iter()
+            .flat_map(|d| [d.join("kcore"), d.join("kallsyms")]),
+    );
+    for f in named {
+        let _ = crate::inputs::open(&f);
+    }
     Ok(())
 }
 
