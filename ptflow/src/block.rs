@@ -492,6 +492,12 @@ impl<'a> BlockDecoder<'a> {
         (self.tsc, self.lost_mtc, self.lost_cyc)
     }
 
+    /// The decoder's IP: after a `NOMAP` error, the address no section
+    /// holds (the one libipt's image was asked for).
+    pub fn ip(&self) -> u64 {
+        self.ip
+    }
+
     pub fn cbr(&self) -> u32 {
         self.cbr
     }
