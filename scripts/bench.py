@@ -23,6 +23,13 @@ then runs these tools on each trace:
                                  ptdec's own flow decoder (issue 23): the
                                  same FTF, and alone against bare libipt
 
+A real-hardware row (REAL: LLDB's multi-core bundle from
+../shared/realdata, its cores' PT tiled to 30 MB under target/bench/, time
+moved on from copy to copy) runs
+the decoders alone, FTF and report on one core and both flow decoders, and
+says how many chunks the fast decoder handed to libipt (target: none):
+`--only lldb-multicore` runs it alone.
+
 Each child's wall time, CPU time (user+sys) and peak RSS come from the
 kernel (os.wait4). A ptdec run's output file is removed before it starts,
 outside its timing (remove_output says why). Cells run `--runs` times (1
@@ -62,6 +69,25 @@ WORKLOADS = {
     "interp2-percpu": ("interp", ["2"], "interp_run", 4770, 2, 2),
 }
 SIZES = [("10MB", 10), ("100MB", 100), ("1GB", 1024)]
+
+# Real hardware: the project's own real recordings (../shared/realdata,
+# see its README), their PT tiled to REAL_MB (ptbench-tile): each core's
+# trace from its first PSB on, repeated, each copy's TSC packets and its
+# core's context switches moved REAL_SHIFT later than the copy before, so
+# that time goes on through the copies as in a longer recording and the
+# switches still say whose code each copy is. name: (bundle under
+# realdata, its cores). LLDB's multi-core bundle comes with its binary
+# (modules/m.out); Skylake server 6/85: the decode meets missing code (the
+# loader), a bad context and erratum SKZ84.
+REAL = {
+    "lldb-multicore": ("lldb/intelpt-multi-core-trace", ["45", "51"]),
+}
+REAL_MB = 30
+# 8 << 31 TSC ticks: with the bundle's tscPerfZeroConversion (time_shift
+# 31) exactly 8 * time_mult ns (8.6 s) of perf time, longer than the
+# switch records span (4.6 s), so the copies' switches do not overlap.
+REAL_SHIFT_TSC = 8 << 31
+REALDATA = os.environ.get("PT_REALDATA", os.path.join(ROOT, "..", "shared", "realdata"))
 
 
 def other_stacks(ncpu):
@@ -175,8 +201,12 @@ def tree_bytes(path):
 
 
 def truth_totals(trace):
+    """ptsim's truth: instructions and calls (None for a real trace)."""
     insns = calls = 0
-    with open(os.path.join(trace, "truth", "summary.txt")) as f:
+    summary = os.path.join(trace, "truth", "summary.txt")
+    if not os.path.exists(summary):
+        return None, None
+    with open(summary) as f:
         for line in f:
             w = line.split()
             if w and w[0] == "total":
@@ -213,6 +243,108 @@ def generate(name, size_name, mb, args):
     return trace, r
 
 
+def tile_real(name):
+    """The real recording `name` (REAL) as an LLDB bundle in target/bench/
+    whose cores' traces are tiled to REAL_MB in all (kept until the
+    recording changes); None when ../shared/realdata is not there."""
+    bundle, cores = REAL[name]
+    src = os.path.join(REALDATA, bundle)
+    if not os.path.isfile(os.path.join(src, "trace.json")):
+        print("bench: %s: %s is not there: no real-hardware row" % (name, src), file=sys.stderr)
+        return None
+    trace = os.path.join(BENCH, "%s-%dMB" % (name, REAL_MB))
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs)
+    tiler = os.path.join(REL, "ptbench-tile")
+    key = json.dumps([REAL_MB, REAL_SHIFT_TSC, cores, sha(tiler),
+                      [(os.path.relpath(f, src), sha(f)) for f in files]])
+    stamp = trace + ".bench-stamp.json"
+    if os.path.exists(stamp) and open(stamp).read() == key and os.path.isdir(trace):
+        return trace
+    shutil.rmtree(trace, ignore_errors=True)
+    shutil.copytree(src, trace)
+    # realdata is read-only; the bench's copy is its own.
+    for d, _, fs in os.walk(trace):
+        os.chmod(d, 0o755)
+        for f in fs:
+            os.chmod(os.path.join(d, f), 0o644)
+    with open(os.path.join(src, "trace.json")) as f:
+        conv = json.load(f)["tscPerfZeroConversion"]
+    if conv["timeShift"] > 31:
+        sys.exit("bench: %s: time_shift %d: REAL_SHIFT_TSC is not a whole number of ns" % (src, conv["timeShift"]))
+    shift_ns = (REAL_SHIFT_TSC >> conv["timeShift"]) * conv["timeMult"]
+    psb = b"\x02\x82" * 8
+    for core in cores:
+        path = os.path.join(trace, "cores", "%s.intelpt_trace" % core)
+        with open(path, "rb") as f:
+            data = f.read()
+        copies = -(-REAL_MB * MB // len(cores) // len(data[data.index(psb):]))
+        r = subprocess.run([tiler, os.path.join(src, "cores", "%s.intelpt_trace" % core),
+                            path, str(copies), str(REAL_SHIFT_TSC)], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("bench: ptbench-tile failed for %s: %s" % (path, r.stderr.strip()))
+        first, last = (perf_time(int(x), conv) for x in r.stdout.split()[1:3])
+        # The core's context switches (perf SWITCH_CPU_WIDE records with
+        # TID | TIME: the time is each record's last 8 bytes) around the
+        # trace's time span (two before it and two after: the recording's
+        # switches span 4.6 s, its PT 71 us), once per copy.
+        path = os.path.join(trace, "cores", "%s.perf_context_switch_trace" % core)
+        with open(path, "rb") as f:
+            records = f.read()
+        recs, pos = [], 0
+        while pos + 8 <= len(records):
+            size = int.from_bytes(records[pos + 6:pos + 8], "little")
+            if size < 16 or pos + size > len(records):
+                break
+            recs.append(records[pos:pos + size])
+            pos += size
+        times = [int.from_bytes(x[-8:], "little") for x in recs]
+        lo = max([i for i, t in enumerate(times) if t <= first] or [0])
+        hi = min([i for i, t in enumerate(times) if t >= last] or [len(recs) - 1])
+        recs = recs[max(0, lo - 1):hi + 2]
+        out = bytearray()
+        for i in range(copies):
+            for rec in recs:
+                t = int.from_bytes(rec[-8:], "little")
+                out += rec[:-8] + ((t + i * shift_ns) % (1 << 64)).to_bytes(8, "little")
+        with open(path, "wb") as f:
+            f.write(out)
+    with open(stamp, "w") as f:
+        f.write(key)
+    print("bench: tiled %s to %s" % (src, trace), file=sys.stderr, flush=True)
+    return trace
+
+
+def perf_time(tsc, conv):
+    """perf time of `tsc` by an LLDB bundle's tscPerfZeroConversion (as
+    perf's tsc_to_perf_time)."""
+    shift, mult = conv["timeShift"], conv["timeMult"]
+    quot, rem = tsc >> shift, tsc & ((1 << shift) - 1)
+    return (conv["timeZero"] + quot * mult + ((rem * mult) >> shift)) % (1 << 64)
+
+
+def pt_bytes(trace):
+    """Bytes of PT in a trace dir, or in an LLDB bundle's cores."""
+    data = os.path.join(trace, "data")
+    if os.path.exists(data):
+        return os.path.getsize(data)
+    cores = os.path.join(trace, "cores")
+    return sum(os.path.getsize(os.path.join(cores, f)) for f in os.listdir(cores) if f.endswith(".intelpt_trace"))
+
+
+def fallbacks(trace, env):
+    """What `ptdec report --decoder fast` says of the chunks it handed to
+    libipt (its summary's flow decoder line)."""
+    # /dev/null opened write-only, as run_child opens it (ptdec refuses a
+    # standard output opened read-write, as a closed one looks).
+    with open(os.devnull, "wb") as null:
+        r = subprocess.run([os.path.join(REL, "ptdec"), "report", trace, "--decoder", "fast", "-j1"],
+                           stdout=null, stderr=subprocess.PIPE, text=True, env=env)
+    for line in r.stderr.splitlines():
+        if line.strip().startswith("flow decoder"):
+            return line.strip()[len("flow decoder"):].strip()
+    return "no summary (exit %d)" % r.returncode
+
+
 def fmt(x, digits=2):
     return ("%." + str(digits) + "f") % x if x is not None else "–"
 
@@ -247,9 +379,17 @@ def main():
         if unknown:
             ap.error("unknown size %s (known: %s)" % (", ".join(unknown), ", ".join(s[0] for s in SIZES)))
         sizes = [s for s in sizes if s[0] in wanted]
-    names = args.only.split(",") if args.only else list(WORKLOADS)
+    names = args.only.split(",") if args.only else list(WORKLOADS) + list(REAL)
+    unknown = [n for n in names if n not in WORKLOADS and n not in REAL]
+    if unknown:
+        ap.error("unknown workload %s (known: %s)" % (", ".join(unknown), ", ".join(list(WORKLOADS) + list(REAL))))
     traces = []
     for name in names:
+        if name in REAL:
+            trace = tile_real(name)
+            if trace:
+                traces.append((name, "%dMB" % REAL_MB, REAL_MB, trace, None))
+            continue
         for size_name, mb in sizes:
             if name == "interp2-percpu" and mb != 100:
                 continue  # the per-cpu trace: one size
@@ -261,8 +401,9 @@ def main():
     rss_by_tool = {}
     checks = []
     for name, size_name, mb, trace, gen in traces:
-        pt_mb = os.path.getsize(os.path.join(trace, "data")) / MB
+        pt_mb = pt_bytes(trace) / MB
         insns, calls = truth_totals(trace)
+        real = name in REAL
         runs = 1 if mb >= 1024 else args.runs
         # perf's build-id cache with the trace's vDSO (as perf record fills it)
         shutil.rmtree(home, ignore_errors=True)
@@ -313,6 +454,13 @@ def main():
             ("bare libipt", ["taskset", "-c", "0", os.path.join(REL, "ptbench-libipt"), trace], False),
             ("bare fast", ["taskset", "-c", "0", os.path.join(REL, "ptbench-fast"), trace], False),
         ]
+        if real:
+            # A real recording (an LLDB bundle, which perf does not
+            # read): the decoders alone, FTF and report on one core, and
+            # both flow decoders' FTF (the same bytes).
+            keep = {"ptdec 1 core", "ptdec --decoder libipt -j1", "ptdec --decoder fast -j1",
+                    "ptdec report --decoder fast, 1 core, no --slowest", "bare libipt", "bare fast"}
+            tools = [t for t in tools if t[0] in keep]
         seen = set()
         tools = [t for t in tools if not (t[0] in seen or seen.add(t[0]))]
         res = {}
@@ -492,6 +640,11 @@ def main():
         if "bare fast" in res:
             res["bare fast"]["ratio"] = "speed: %s x bare libipt (target >= 4)" % (
                 ratio(cpu("bare libipt"), cpu("bare fast")))
+        if real:
+            if one in res:
+                res[one]["ratio"] = "CPU: %s x bare libipt (FTF, 1 core)" % ratio(cpu(one), cpu("bare libipt"))
+            # The issue's target on real rows: no chunk handed to libipt.
+            checks.append((name, size_name, "chunks of `ptdec report --decoder fast`", fallbacks(trace, env)))
         if "ptdec report -j1" in res:
             res["ptdec report -j1"]["ratio"] = "CPU: %s x ptdec -j1 (FTF)" % (
                 fmt(cpu("ptdec report -j1") / cpu(j1)) if cpu("ptdec report -j1") and cpu(j1) else "–")
@@ -500,13 +653,14 @@ def main():
     print("| trace | PT MB | instructions | calls | tool | wall s | CPU s | peak RSS MB | MB/s | M insn/s | ratio |")
     print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, size_name, pt_mb, insns, calls, tool, c in rows:
-        head = "| %s %s | %.0f | %d | %d | %s |" % (name, size_name, pt_mb, insns, calls, tool)
+        head = "| %s %s | %.0f | %s | %s | %s |" % (name, size_name, pt_mb, "–" if insns is None else insns,
+                                                 "–" if calls is None else calls, tool)
         if c["state"] != "ok":
             print("%s %s | | | | | |" % (head, c["state"]))
             continue
         print("%s %s | %s | %.0f | %s | %s | %s |" % (
             head, fmt(c["wall"]), fmt(c["cpu"]), c["rss_mb"],
-            fmt(pt_mb / c["wall"], 1), fmt(insns / 1e6 / c["wall"], 1), c.get("ratio", "")))
+            fmt(pt_mb / c["wall"], 1), fmt(insns / 1e6 / c["wall"] if insns else None, 1), c.get("ratio", "")))
     print()
     # peak RSS at 1 GB over peak RSS at 10 MB, per workload and tool
     for name in names:

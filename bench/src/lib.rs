@@ -42,7 +42,7 @@ pub struct Setup {
     pub cfg: Config,
 }
 
-/// Opens the trace dir or perf.data at `path`.
+/// Opens the trace dir, perf.data or LLDB bundle at `path`.
 pub fn setup(path: &Path) -> anyhow::Result<Setup> {
     // The error names the path and its cause already (its source repeats
     // the cause).
@@ -51,6 +51,11 @@ pub fn setup(path: &Path) -> anyhow::Result<Setup> {
     let images = ImageStore::new(SearchPath::for_trace(dir));
     let mut sections = Vec::new();
     let mut pids: Vec<u32> = trace.itrace_starts.iter().map(|s| s.pid).collect();
+    // An LLDB bundle has no ITRACE_START: its processes are the traced
+    // ones.
+    if pids.is_empty() {
+        pids = trace.timeline.pids();
+    }
     pids.sort_unstable();
     pids.dedup();
     for pid in pids {

@@ -16,6 +16,11 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::rc::Rc;
 
+/// Whether the libipt built with has `pt_blk_resync` (2.2 and later):
+/// [`BlockDecoder::resync`] answers `NOT_SUPPORTED` without it. A
+/// constant, so code that only resyncs with it folds away without it.
+pub const HAS_RESYNC: bool = cfg!(libipt_2_2);
+
 /// libipt's version numbers, as built.
 pub fn version() -> (u8, u8, u16) {
     // SAFETY: a plain function returning a struct by value.

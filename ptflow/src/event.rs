@@ -455,7 +455,7 @@ impl<'a> EventDecoder<'a> {
     #[inline(never)]
     fn fetch_packet_slow(&mut self, mut pos: usize) {
         loop {
-            match packet::decode_known(self.buf, pos, self.errata.skd007) {
+            match packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84) {
                 Ok((p, n)) => {
                     pos += n;
                     self.pos = Some(pos);
@@ -551,7 +551,7 @@ impl<'a> EventDecoder<'a> {
     fn check_bdm70(&self) -> Result<bool, Fail> {
         let mut pos = self.pos.unwrap_or(0);
         loop {
-            match packet::decode_known(self.buf, pos, self.errata.skd007) {
+            match packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84) {
                 Err(e) if e == PtError::EOS => return Ok(false),
                 Err(e) => return Err(Fail::Pt(e)),
                 Ok((p, n)) => {
@@ -679,7 +679,9 @@ impl<'a> EventDecoder<'a> {
                     }
                     return Ok(true);
                 }
-                Packet::Pad => {}
+                // SKZ84's corrupt TMA (`pt_evt_decode_psb` takes the
+                // decoder's status, which is fine).
+                Packet::Pad | Packet::Invalid => {}
                 _ => return Err(Fail::Pt(BAD_CONTEXT)),
             }
         }
@@ -889,7 +891,8 @@ impl<'a> EventDecoder<'a> {
         let mut pos = self.pos.unwrap_or(0);
         let start = pos;
         loop {
-            let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007)?;
+            let (p, n) =
+                packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84)?;
             pos += n;
             match p {
                 Packet::Fup(_) => return Ok(Some(pos - start)),
@@ -899,7 +902,8 @@ impl<'a> EventDecoder<'a> {
                 | Packet::Tsc(_)
                 | Packet::Tma { .. }
                 | Packet::Mtc(_)
-                | Packet::Cyc(_) => {}
+                | Packet::Cyc(_)
+                | Packet::Invalid => {}
                 Packet::Psbend | Packet::Tip(_) | Packet::TipPgd(_) | Packet::Tnt { .. } => {
                     return Err(BAD_CONTEXT)
                 }
@@ -926,7 +930,8 @@ impl<'a> EventDecoder<'a> {
     /// (`pt_evt_find_header_fup`): `Ok(None)` at its PSBEND or an OVF.
     fn find_header_fup(&self, mut pos: usize) -> Result<Option<IpPayload>, PtError> {
         loop {
-            let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007)?;
+            let (p, n) =
+                packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84)?;
             pos += n;
             match p {
                 Packet::Fup(ip) => return Ok(Some(ip)),
@@ -940,7 +945,8 @@ impl<'a> EventDecoder<'a> {
                 | Packet::Tma { .. }
                 | Packet::Mtc(_)
                 | Packet::Cyc(_)
-                | Packet::Pad => {}
+                | Packet::Pad
+                | Packet::Invalid => {}
                 Packet::Psbend | Packet::Ovf => return Ok(None),
                 _ => return Err(BAD_CONTEXT),
             }
@@ -1008,11 +1014,12 @@ impl<'a> EventDecoder<'a> {
         let mut pos = self.pos.unwrap_or(0);
         let mut tsx = None;
         let handled = loop {
-            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
-                Ok(x) => x,
-                Err(e) if e == PtError::EOS => break Ok(false),
-                Err(e) => break Err(Fail::Pt(e)),
-            };
+            let (p, n) =
+                match packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84) {
+                    Ok(x) => x,
+                    Err(e) if e == PtError::EOS => break Ok(false),
+                    Err(e) => break Err(Fail::Pt(e)),
+                };
             pos += n;
             let here = (p, packet::packet_size(&p, n), pos);
             match p {
@@ -1023,7 +1030,8 @@ impl<'a> EventDecoder<'a> {
                 | Packet::Mwait { .. }
                 | Packet::Exstop { ip: true }
                 | Packet::Ptw { ip: true, .. }
-                | Packet::Cfe { ip: true, .. } => break Ok(false),
+                | Packet::Cfe { ip: true, .. }
+                | Packet::Invalid => break Ok(false),
                 Packet::TipPgd(_) => {
                     self.recover_ovf_disabled(time, here);
                     break Ok(true);
@@ -1090,10 +1098,11 @@ impl<'a> EventDecoder<'a> {
         let (time, tcal) = (self.time, self.tcal);
         let mut pos = self.pos.unwrap_or(0);
         let handled = loop {
-            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
-                Ok(x) => x,
-                Err(e) => break Err(Fail::Pt(e)),
-            };
+            let (p, n) =
+                match packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84) {
+                    Ok(x) => x,
+                    Err(e) => break Err(Fail::Pt(e)),
+                };
             pos += n;
             match p {
                 Packet::TipPgd(_) => {
@@ -1136,11 +1145,12 @@ impl<'a> EventDecoder<'a> {
         let fup_end = self.pos.unwrap_or(0) + n;
         let mut pos = fup_end;
         loop {
-            let (p, n) = match packet::decode_known(self.buf, pos, self.errata.skd007) {
-                Ok(x) => x,
-                Err(e) if e == PtError::EOS => return Ok(false),
-                Err(e) => return Err(Fail::Pt(e)),
-            };
+            let (p, n) =
+                match packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84) {
+                    Ok(x) => x,
+                    Err(e) if e == PtError::EOS => return Ok(false),
+                    Err(e) => return Err(Fail::Pt(e)),
+                };
             pos += n;
             match p {
                 Packet::Tnt { .. } | Packet::Tip(_) | Packet::TipPgd(_) => return Ok(false),
@@ -1151,15 +1161,15 @@ impl<'a> EventDecoder<'a> {
                     Err(e) => return Err(Fail::Pt(e)),
                 },
                 Packet::Stop | Packet::TipPge(_) => break,
-                Packet::Psbend | Packet::Ovf => return Ok(false),
+                Packet::Psbend | Packet::Ovf | Packet::Invalid => return Ok(false),
                 _ => {}
             }
         }
         // `pt_evt_recover_ovf_at_offset`: on to the FUP, keeping time.
         let mut pos = self.pos.unwrap_or(0);
         loop {
-            let (p, n) =
-                packet::decode_known(self.buf, pos, self.errata.skd007).map_err(Fail::Pt)?;
+            let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84)
+                .map_err(Fail::Pt)?;
             pos += n;
             if pos >= fup_end {
                 if pos > fup_end {
@@ -1168,6 +1178,9 @@ impl<'a> EventDecoder<'a> {
                 self.pos = Some(pos);
                 self.packet = Some((p, packet::packet_size(&p, n)));
                 break;
+            }
+            if p == Packet::Invalid {
+                return Err(Fail::Pt(PtError::INTERNAL));
             }
             self.apply_timing(&p)?;
         }
@@ -1349,7 +1362,8 @@ impl<'a> EventDecoder<'a> {
                 Ok(false)
             }
             Packet::Cyc(v) => self.apply_cyc(v).map(|_| true),
-            Packet::Pad => Ok(true),
+            // SKZ84's corrupt TMA, skipped (`pt_evt_decode_packet`).
+            Packet::Pad | Packet::Invalid => Ok(true),
             Packet::Fup(ip) => self.decode_fup(ip),
             Packet::Tip(ip) => self.decode_tip(ip),
             Packet::Mtc(c) => self.apply_mtc(c).map(|_| true),

@@ -56,22 +56,27 @@
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
-//! return compression, 64-bit code, and the errata workarounds these need
+//! return compression, 64-bit code (16- and 32-bit code too, an
+//! instruction at a time), and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
 //! CYC; SKD022 at VMLAUNCH/VMRESUME; SKD010, APL11 and APL12 after an
 //! OVF; BDM64 at a TSX abort; SKL014 at a direct branch leaving the
 //! address filter, bound where libipt's instruction flow binds it, which
 //! its block decoder does not: see [`block`]);
-//! SKL168, which libipt's event decoder never arms). Anything else (event-trace
-//! packets, code in another mode than 64-bit, tick/iflags events, code
-//! outside the image, overlapping sections, perf's emulated ptwrite, any
-//! decode error) makes it stop with
-//! [`Fail::Unsupported`] or the error libipt gives there, and ptdec decodes
-//! that chunk with libipt instead: the output is the same either way (but
-//! for libipt's SKL014 defect), and
-//! ptdec's summary counts those chunks by reason. ptdec's `flow_diff`
-//! runs both side by side for the tests and the `flow_lockstep` fuzz
-//! target.
+//! SKL168, which libipt's event decoder never arms; SKZ84, a TMA with
+//! reserved bits skipped as libipt's packet decoder skips it). At a
+//! decode error (no code mapped at an address, a packet that does not fit
+//! the code, a bad packet) it reports libipt's error, with the
+//! instructions before it in the block and the trace offset libipt has
+//! there, and synchronizes again as libipt does (`sync_forward`,
+//! `sync_set`). Anything else (event-trace packets, code in an unknown
+//! mode, tick/iflags events, an instruction cut by its section's end,
+//! overlapping sections, perf's emulated ptwrite) makes it stop
+//! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
+//! instead: the output is the same either way (but for libipt's SKL014
+//! defect), and ptdec's summary counts those chunks by reason. ptdec's
+//! `flow_diff` runs both side by side for the tests and the
+//! `flow_lockstep` fuzz target.
 //!
 //! Dependencies: [`pttypes`] (the shared vocabulary), iced-x86 (decoding
 //! instructions) and rustc-hash (the code cache's maps); no libipt, no
@@ -117,11 +122,14 @@ pub enum Fail {
 /// interface in libipt's types.
 pub struct FastDecoder<'a> {
     dec: BlockDecoder<'a>,
-    /// Set once something it does not follow was met (or an error, whose
-    /// handling libipt's path owns): every call fails from then on.
+    /// Set once something it does not follow was met: every call fails
+    /// from then on.
     unsupported: Option<&'static str>,
-    /// It stopped at this error, which libipt reports there too.
+    /// The last error it reported (libipt reports it there too).
     error: Option<PtError>,
+    /// The address it found no code at, after a `NOMAP` error
+    /// ([`Self::take_miss`]).
+    miss: Option<u64>,
     /// Whether [`FastDecoder::follow`] hands out blocks
     /// ([`FastDecoder::set_follow`]).
     follow: bool,
@@ -144,6 +152,7 @@ impl<'a> FastDecoder<'a> {
             dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
             unsupported: None,
             error: None,
+            miss: None,
             follow: false,
         })
     }
@@ -160,20 +169,22 @@ impl<'a> FastDecoder<'a> {
         self.unsupported
     }
 
-    /// Whether it stopped at an error libipt reports there too (rather
-    /// than at something it does not follow).
-    pub fn stopped_at_error(&self) -> bool {
-        self.error.is_some()
-    }
-
-    /// The error it stopped at (libipt's error there), if it did.
+    /// The last error it reported, if any (libipt's error there).
     pub fn error(&self) -> Option<PtError> {
         self.error
     }
 
-    /// libipt's error for a failure; an unsupported one is noted (and
-    /// the block decoder's fast path is off for good: every call fails
-    /// from then on).
+    /// The address it found no code at, after a `NOMAP` error: the one
+    /// libipt's image read callback is asked for there (ptdec's gap
+    /// names it).
+    pub fn take_miss(&mut self) -> Option<u64> {
+        self.miss.take()
+    }
+
+    /// libipt's error for a failure: a decode error is returned as it
+    /// is (the caller synchronizes again, as after libipt's); an
+    /// unsupported one is noted (every call fails from then on). Either
+    /// way the block decoder's fast path is off until the next sync.
     #[cold]
     #[inline(never)]
     fn fail(&mut self, f: Fail) -> PtError {
@@ -181,14 +192,14 @@ impl<'a> FastDecoder<'a> {
             self.dec.stop_fast();
         }
         match f {
-            Fail::Pt(e) if e == PtError::EOS => e,
             Fail::Pt(e) => {
-                if self.unsupported.is_none() {
+                if e != PtError::EOS {
                     self.error = Some(e);
+                    if e == PtError::NOMAP {
+                        self.miss = Some(self.dec.ip());
+                    }
                 }
-                self.unsupported
-                    .get_or_insert("a decode error (libipt reports it)");
-                PtError::EOS
+                e
             }
             Fail::Unsupported(why) => {
                 self.unsupported.get_or_insert(*why);

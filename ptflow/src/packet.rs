@@ -128,6 +128,12 @@ pub enum Packet {
     Bep {
         ip: bool,
     },
+    /// A TMA with reserved bits set, under erratum SKZ84 (Skylake server
+    /// and its kin: "Use of VMX TSC Scaling or TSC Offsetting Will Result
+    /// in Corrupted Intel PT Packets"): libipt's packet decoder reads it
+    /// as an invalid packet one byte longer than a TMA, which the event
+    /// decoder skips ([`decode_known`]).
+    Invalid,
 }
 
 impl Packet {
@@ -209,9 +215,17 @@ pub fn tip_at(b: &[u8], at: usize) -> Option<(IpPayload, usize)> {
 /// [`decode`] as libipt 2.1.2 reads the packet: what it does not know
 /// (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
 /// length is known, so a BBP cut by the end of the trace is `BAD_OPC`
-/// there too, not `EOS`.
+/// there too, not `EOS`. Under erratum SKZ84 (`errata_skz84`) a TMA
+/// with reserved bits set is [`Packet::Invalid`], of 8 bytes (a TMA's 7
+/// and one: `pt_pkt_decode_tma`), which may end past the buffer's end
+/// (the next packet is then `EOS`, as in libipt).
 #[inline(always)]
-pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize), PtError> {
+pub fn decode_known(
+    b: &[u8],
+    at: usize,
+    errata_skd007: bool,
+    errata_skz84: bool,
+) -> Result<(Packet, usize), PtError> {
     // The most common packet first: a short TNT (an even opcode but PAD
     // and the 0x02 prefix), whose payload has its stop bit (bit 1 or
     // above, as the opcode is at least 4).
@@ -232,6 +246,14 @@ pub fn decode_known(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet,
         Ok((p, _)) if !p.known_to_libipt() => Err(BAD_OPC),
         Err(e) if e == PtError::EOS && b.get(at) == Some(&0x02) && b.get(at + 1) == Some(&0x63) => {
             Err(BAD_OPC)
+        }
+        Err(e)
+            if e == BAD_PACKET
+                && errata_skz84
+                && b.get(at) == Some(&0x02)
+                && b.get(at + 1) == Some(&0x73) =>
+        {
+            Ok((Packet::Invalid, 8))
         }
         r => r,
     }

@@ -87,6 +87,7 @@ pub fn same_as_libipt(ours: &Packet, theirs: &ipt::Packet) -> bool {
         }
         // PIP, VMCS and MNT, which the wrapper does not spell out.
         (Packet::Pip { .. } | Packet::Vmcs(_) | Packet::Mnt(_), L::Other(_)) => true,
+        (Packet::Invalid, L::Other(t)) => *t == ipt::ffi::ppt_invalid,
         _ => false,
     }
 }
@@ -101,12 +102,12 @@ pub fn compare_with_libipt(cfg: &ipt::Config, buf: &[u8]) -> Result<u64, String>
     if dec.sync_forward().is_err() {
         return Ok(0);
     }
-    let skd007 = cfg.errata().skd007;
+    let (skd007, skz84) = (cfg.errata().skd007, cfg.errata().skz84);
     let mut n = 0u64;
     loop {
         let at = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
         let theirs = dec.next_packet();
-        let ours = decode_known(buf, at, skd007);
+        let ours = decode_known(buf, at, skd007, skz84);
         match (ours, theirs) {
             (Ok((p, size)), Ok(l)) => {
                 let next = dec.offset().map_err(|e| format!("libipt offset: {e}"))? as usize;
@@ -355,4 +356,34 @@ fn agrees_with_libipt_on_noise() {
         }
         compare_with_libipt(&cfg, &buf).unwrap();
     }
+}
+
+/// Erratum SKZ84: a TMA with its reserved byte or bits set is an invalid
+/// packet of 8 bytes for libipt on the CPUs it applies to (Skylake
+/// server, 6/85), `BAD_PACKET` elsewhere; both decoders read it alike,
+/// also where its eighth byte is past the buffer's end.
+#[test]
+fn skz84_corrupt_tma_is_libipts_invalid_packet() {
+    let mut skx = ipt::Config::default();
+    skx.set_cpu(ipt::Cpu {
+        family: 6,
+        model: 85,
+        stepping: 4,
+    })
+    .unwrap();
+    assert!(skx.errata().skz84);
+    let mut buf = [0x02u8, 0x82].repeat(8);
+    buf.extend_from_slice(&[0x02, 0x23]);
+    // Reserved byte set, then a FastCounter above 9 bits.
+    buf.extend_from_slice(&[0x02, 0x73, 0x01, 0x01, 0x01, 0x01, 0x00, 0x00]);
+    buf.extend_from_slice(&[0x02, 0x73, 0x01, 0x01, 0x00, 0xff, 0xff, 0x00]);
+    buf.extend_from_slice(&[0x02, 0x73, 0x01, 0x01, 0x01, 0x01, 0x00]);
+    // PSB, PSBEND, two invalid packets, then the end inside the third.
+    assert_eq!(compare_with_libipt(&skx, &buf), Ok(5));
+    assert_eq!(
+        decode_known(&buf, 18, false, true),
+        Ok((Packet::Invalid, 8))
+    );
+    assert_eq!(decode_known(&buf, 18, false, false), Err(BAD_PACKET));
+    assert_eq!(compare_with_libipt(&ipt::Config::default(), &buf), Ok(2));
 }

@@ -350,8 +350,8 @@ fn run_chunk(
         // An error in the warm-up is libipt's too: it decodes the chunk
         // again without one, and so does the fast decoder.
         return Err(match dec.unsupported() {
-            Some(why) if !(st.edges.warming && dec.stopped_at_error()) => Stopped::Unsupported(why),
-            _ => Stopped::WarmUp,
+            Some(why) => Stopped::Unsupported(why),
+            None => Stopped::WarmUp,
         });
     }
     st.finish();
