@@ -53,29 +53,35 @@
 //! the next slice (which tells whether they were cut, as the FTF's `Tail`),
 //! and the instructions of closed children wait for their parent (one sum
 //! per open frame). A trace's tables are written into a temporary folder
-//! in `DIR` and put in place whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
-//! writer does the format.
+//! in `DIR` and put in place whole by `outfile::OutDir`. The Arrow
+//! project's Parquet crate writes the files; `calls`'s column chunks are
+//! encoded by [`pages`] (its doc says why), the other tables' by the
+//! crate's Arrow writer.
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ::parquet::arrow::ArrowWriter;
+use ::parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter, ArrowWriter};
 use ::parquet::basic::{Compression, Encoding, ZstdLevel};
 use ::parquet::errors::ParquetError;
 use ::parquet::file::properties::{EnabledStatistics, WriterProperties};
-use ::parquet::schema::types::ColumnPath;
+use ::parquet::file::writer::SerializedFileWriter;
+use ::parquet::schema::types::{ColumnDescPtr, ColumnPath};
 use arrow_array::builder::{
     BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
 };
-use arrow_array::types::{Int32Type, Int8Type};
-use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int8Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
 use crate::model::slices::{cut_to_window, Entry, FuncRef, Siblings, Slice, SliceKind, SliceSink};
 use crate::outfile::{OutDir, OutFileError};
 use ftf::hash::FastMap;
+
+mod pages;
 
 /// Rows of `calls` per row group: a row group's columns are held in
 /// memory until written (about 50 bytes a row before encoding, so ~50 MB),
@@ -227,33 +233,60 @@ pub enum DatasetError {
     TraceName { name: String, why: &'static str },
 }
 
+/// What a table's writer thread does with the row groups it is handed.
+trait TableWriter: Send + 'static {
+    /// One row group's columns.
+    type Group: Send + 'static;
+    /// Writes one row group; gives back what the sink can fill again.
+    fn write_group(&mut self, group: Self::Group) -> Result<Option<Self::Group>, ParquetError>;
+    /// Writes the footer; the file.
+    fn finish(self) -> Result<File, ParquetError>;
+}
+
+impl TableWriter for ArrowWriter<File> {
+    type Group = RecordBatch;
+
+    fn write_group(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>, ParquetError> {
+        self.write(&batch)?;
+        self.flush()?;
+        Ok(None)
+    }
+
+    fn finish(self) -> Result<File, ParquetError> {
+        self.into_inner()
+    }
+}
+
 /// One table's file, written row group by row group on a thread of its
-/// own: the Arrow writer's encoding (dictionaries, delta packing, zstd) is
-/// about half of a dataset's cost after the stacks, and it runs beside
-/// them there, as the FTF emitter's block encoders do. At most
-/// [`BATCHES_IN_FLIGHT`] row groups wait for it.
-struct Part {
+/// own: encoding (dictionaries, delta packing, zstd) is about half of a
+/// dataset's cost after the stacks, and it runs beside them there, as the
+/// FTF emitter's block encoders do. At most [`BATCHES_IN_FLIGHT`] row
+/// groups wait for it; the columns it has written come back to be filled
+/// again (not freed and allocated, page by page, per row group).
+struct Part<W: TableWriter> {
     path: PathBuf,
     schema: SchemaRef,
-    to_writer: Option<crossbeam_channel::Sender<RecordBatch>>,
+    to_writer: Option<crossbeam_channel::Sender<W::Group>>,
+    back: crossbeam_channel::Receiver<W::Group>,
     writer: Option<std::thread::JoinHandle<Result<u64, DatasetError>>>,
 }
 
 /// Row groups handed to a table's writer thread and not yet written.
 const BATCHES_IN_FLIGHT: usize = 2;
 
-impl Part {
-    /// The file `part-0.parquet` of `table` in the temporary folder `dir`;
-    /// errors name it where it goes, `shown` (`ROOT/TABLE/trace=NAME`):
-    /// the temporary is gone when they are read.
+impl<W: TableWriter> Part<W> {
+    /// The file `part-0.parquet` of `table` in the temporary folder `dir`,
+    /// written by the writer `make` makes of it; errors name it where it
+    /// goes, `shown` (`ROOT/TABLE/trace=NAME`): the temporary is gone when
+    /// they are read.
     fn create(
         dir: &Path,
         shown: &Path,
         table: &str,
         schema: SchemaRef,
-        props: WriterProperties,
         mode: u32,
-    ) -> Result<Part, DatasetError> {
+        make: impl FnOnce(File) -> Result<W, ParquetError>,
+    ) -> Result<Part<W>, DatasetError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let folder = dir.join(table);
         let path = shown.join("part-0.parquet");
@@ -275,18 +308,19 @@ impl Part {
             let path = path.to_path_buf();
             move |source| parquet_error(&path, source)
         };
-        let mut writer =
-            ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq(&path))?;
-        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(BATCHES_IN_FLIGHT);
+        let mut writer = make(file).map_err(pq(&path))?;
+        let (tx, rx) = crossbeam_channel::bounded::<W::Group>(BATCHES_IN_FLIGHT);
+        let (give_back, back) = crossbeam_channel::bounded::<W::Group>(BATCHES_IN_FLIGHT);
         let at = path.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ptdec-{table}"))
             .spawn(move || {
-                for batch in rx {
-                    writer.write(&batch).map_err(pq(&at))?;
-                    writer.flush().map_err(pq(&at))?;
+                for group in rx {
+                    if let Some(empty) = writer.write_group(group).map_err(pq(&at))? {
+                        let _ = give_back.try_send(empty);
+                    }
                 }
-                let file = writer.into_inner().map_err(pq(&at))?;
+                let file = writer.finish().map_err(pq(&at))?;
                 file.sync_all().map_err(io(&at))?;
                 Ok(file.metadata().map_err(io(&at))?.len())
             })
@@ -295,27 +329,24 @@ impl Part {
             path,
             schema,
             to_writer: Some(tx),
+            back,
             writer: Some(thread),
         })
     }
 
-    /// Hands `columns` to the writer thread as one row group.
-    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
-        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
-            DatasetError::Parquet {
-                path: self.path.clone(),
-                source: ParquetError::ArrowError(e.to_string()),
-            }
-        })?;
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        let sent = self.to_writer.as_ref().map(|tx| tx.send(batch));
+    /// Hands `group` to the writer thread.
+    fn send(&mut self, group: W::Group) -> Result<(), DatasetError> {
+        let sent = self.to_writer.as_ref().map(|tx| tx.send(group));
         match sent {
             Some(Ok(())) => Ok(()),
             // The writer stopped: its error.
             _ => Err(self.join().err().unwrap_or_else(|| self.stopped())),
         }
+    }
+
+    /// A row group's columns the writer is done with, if one is back.
+    fn recycled(&self) -> Option<W::Group> {
+        self.back.try_recv().ok()
     }
 
     fn stopped(&self) -> DatasetError {
@@ -345,7 +376,40 @@ impl Part {
     }
 }
 
-impl Drop for Part {
+/// A table written by the Arrow writer.
+type ArrowPart = Part<ArrowWriter<File>>;
+
+impl ArrowPart {
+    fn arrow(
+        dir: &Path,
+        shown: &Path,
+        table: &str,
+        schema: SchemaRef,
+        props: WriterProperties,
+        mode: u32,
+    ) -> Result<ArrowPart, DatasetError> {
+        let s = schema.clone();
+        Part::create(dir, shown, table, schema, mode, move |file| {
+            ArrowWriter::try_new(file, s, Some(props))
+        })
+    }
+
+    /// Hands `columns` to the writer thread as one row group.
+    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
+            DatasetError::Parquet {
+                path: self.path.clone(),
+                source: ParquetError::ArrowError(e.to_string()),
+            }
+        })?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.send(batch)
+    }
+}
+
+impl<W: TableWriter> Drop for Part<W> {
     /// A dataset left unfinished (an error, Ctrl-C): the thread ends before
     /// the temporary folder it writes into is removed.
     fn drop(&mut self) {
@@ -501,7 +565,7 @@ enum Name {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i8)]
+#[repr(u8)]
 enum Kind {
     Call = 0,
     Tail = 1,
@@ -514,37 +578,34 @@ enum Kind {
 
 const KIND_NAMES: [&str; 5] = ["call", "tail call", "untraced", "gap", "root"];
 
-/// A string dictionary for one row group's column.
+/// A string dictionary for one row group's column: the keys here, the
+/// strings in the row group's columns ([`CallColumns`]).
 #[derive(Default)]
 struct Dict {
-    keys: FastMap<Arc<str>, i32>,
-    values: Vec<Arc<str>>,
+    keys: FastMap<Arc<str>, u32>,
 }
 
 impl Dict {
-    fn key(&mut self, s: &Arc<str>) -> i32 {
+    fn key(&mut self, s: &Arc<str>, values: &mut Vec<Arc<str>>) -> u32 {
         if let Some(&k) = self.keys.get(s) {
             return k;
         }
-        let k = self.values.len() as i32;
-        self.values.push(s.clone());
+        let k = values.len() as u32;
+        values.push(s.clone());
         self.keys.insert(s.clone(), k);
         k
     }
-
-    fn take(&mut self) -> ArrayRef {
-        self.keys.clear();
-        let values = std::mem::take(&mut self.values);
-        Arc::new(StringArray::from_iter_values(values.iter().map(|s| &**s)))
-    }
 }
 
-/// The columns of `calls` being filled for one row group.
+/// The columns of one row group of `calls`, as [`pages`] encodes them:
+/// a nullable column's values are those of the rows its `has_` says
+/// have one; strings are keys into the row group's dictionaries.
 #[derive(Default)]
 struct CallColumns {
     rows: usize,
     call_id: Vec<i64>,
-    parent_id: Int64Builder,
+    has_parent: Vec<bool>,
+    parent_id: Vec<i64>,
     depth: Vec<i32>,
     pid: Vec<i32>,
     tid: Vec<i32>,
@@ -554,31 +615,76 @@ struct CallColumns {
     insns: Vec<i64>,
     self_insns: Vec<i64>,
     self_ns: Vec<i64>,
-    cycles: Int64Builder,
-    function: Vec<i32>,
-    module: Int32Builder,
+    has_cycles: Vec<bool>,
+    cycles: Vec<i64>,
+    function: Vec<u32>,
+    has_module: Vec<bool>,
+    module: Vec<u32>,
     addr: Vec<i64>,
-    kind: Vec<i8>,
-    cut_start: BooleanBuilder,
-    cut_end: BooleanBuilder,
-    unknown_start: BooleanBuilder,
-    /// Function (by `FuncRef::addr`: held here, so not freed and reused
-    /// while the row group fills) → its (function, module) keys.
-    funcs: FastMap<usize, (i32, i32)>,
-    held: Vec<FuncRef>,
-    names: Dict,
-    modules: Dict,
-    pseudo: FastMap<&'static str, i32>,
+    kind: Vec<u8>,
+    cut_start: Vec<bool>,
+    cut_end: Vec<bool>,
+    unknown_start: Vec<bool>,
+    /// The dictionaries of `function` and `module`.
+    names: Vec<Arc<str>>,
+    modules: Vec<Arc<str>>,
 }
 
 impl CallColumns {
-    fn name_keys(&mut self, name: &Name) -> (i32, Option<i32>) {
+    /// Empties the columns, keeping their memory.
+    fn clear(&mut self) {
+        self.rows = 0;
+        self.call_id.clear();
+        self.has_parent.clear();
+        self.parent_id.clear();
+        self.depth.clear();
+        self.pid.clear();
+        self.tid.clear();
+        self.start_ns.clear();
+        self.dur_ns.clear();
+        self.start_insn.clear();
+        self.insns.clear();
+        self.self_insns.clear();
+        self.self_ns.clear();
+        self.has_cycles.clear();
+        self.cycles.clear();
+        self.function.clear();
+        self.has_module.clear();
+        self.module.clear();
+        self.addr.clear();
+        self.kind.clear();
+        self.cut_start.clear();
+        self.cut_end.clear();
+        self.unknown_start.clear();
+        self.names.clear();
+        self.modules.clear();
+    }
+}
+
+/// The row group being filled and its dictionaries' keys.
+#[derive(Default)]
+struct CallRows {
+    cols: CallColumns,
+    /// Function (by `FuncRef::addr`: held here, so not freed and reused
+    /// while the row group fills) → its (function, module) keys.
+    funcs: FastMap<usize, (u32, u32)>,
+    held: Vec<FuncRef>,
+    names: Dict,
+    modules: Dict,
+    pseudo: FastMap<&'static str, u32>,
+}
+
+impl CallRows {
+    fn name_keys(&mut self, name: &Name) -> (u32, Option<u32>) {
         match name {
             Name::Func(f) => {
                 if let Some(&(n, m)) = self.funcs.get(&f.addr()) {
                     return (n, Some(m));
                 }
-                let keys = (self.names.key(&f.name), self.modules.key(&f.module));
+                let keys = (
+                    self.names.key(&f.name, &mut self.cols.names),
+                    self.modules.key(&f.module, &mut self.cols.modules),
+                );
                 self.funcs.insert(f.addr(), keys);
                 self.held.push(f.clone());
                 (keys.0, Some(keys.1))
@@ -587,50 +693,115 @@ impl CallColumns {
                 if let Some(&k) = self.pseudo.get(p) {
                     return (k, None);
                 }
-                let k = self.names.key(&Arc::from(*p));
+                let k = self.names.key(&Arc::from(*p), &mut self.cols.names);
                 self.pseudo.insert(p, k);
                 (k, None)
             }
         }
     }
 
-    /// Takes the columns filled so far.
-    fn take(&mut self) -> Vec<ArrayRef> {
-        fn vec<T: Default>(v: &mut T) -> T {
-            std::mem::take(v)
-        }
-        self.rows = 0;
+    /// Takes the row group filled so far, leaving `empty` (cleared) to
+    /// fill.
+    fn take(&mut self, empty: CallColumns) -> CallColumns {
         self.funcs.clear();
         self.held.clear();
         self.pseudo.clear();
-        let function = DictionaryArray::<Int32Type>::new(
-            Int32Array::from(vec(&mut self.function)),
-            self.names.take(),
-        );
-        let module = DictionaryArray::<Int32Type>::new(self.module.finish(), self.modules.take());
-        let kinds: ArrayRef = Arc::new(StringArray::from_iter_values(KIND_NAMES));
-        let kind = DictionaryArray::<Int8Type>::new(Int8Array::from(vec(&mut self.kind)), kinds);
-        vec![
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.call_id))),
-            Arc::new(self.parent_id.finish()),
-            Arc::new(Int32Array::from(vec(&mut self.depth))),
-            Arc::new(Int32Array::from(vec(&mut self.pid))),
-            Arc::new(Int32Array::from(vec(&mut self.tid))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_ns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.dur_ns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_insn))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.insns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_insns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_ns))),
-            Arc::new(self.cycles.finish()),
-            Arc::new(function),
-            Arc::new(module),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.addr))),
-            Arc::new(kind),
-            Arc::new(self.cut_start.finish()),
-            Arc::new(self.cut_end.finish()),
-            Arc::new(self.unknown_start.finish()),
-        ]
+        self.names.keys.clear();
+        self.modules.keys.clear();
+        std::mem::replace(&mut self.cols, empty)
+    }
+}
+
+/// Writes `calls`: each row group's column chunks encoded by [`pages`],
+/// the file (page headers, footer, the Arrow schema for readers that
+/// take it) by the Parquet crate.
+struct CallsWriter {
+    file: SerializedFileWriter<BufWriter<File>>,
+    columns: Vec<ColumnDescPtr>,
+    encoder: pages::ChunkEncoder,
+}
+
+impl CallsWriter {
+    fn new(file: File, schema: &Schema) -> Result<CallsWriter, ParquetError> {
+        let descr = ArrowSchemaConverter::new().convert(schema)?;
+        let mut props = WriterProperties::builder().build();
+        add_encoded_arrow_schema_to_metadata(schema, &mut props);
+        let columns = descr.columns().to_vec();
+        let file = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            descr.root_schema_ptr(),
+            Arc::new(props),
+        )?;
+        Ok(CallsWriter {
+            file,
+            columns,
+            encoder: pages::ChunkEncoder::new(ZSTD_LEVEL)?,
+        })
+    }
+}
+
+impl TableWriter for CallsWriter {
+    type Group = CallColumns;
+
+    fn write_group(&mut self, mut g: CallColumns) -> Result<Option<CallColumns>, ParquetError> {
+        let rows = g.rows;
+        // `kind`'s dictionary: the kinds of the row group.
+        let mut used = [false; KIND_NAMES.len()];
+        for &k in &g.kind {
+            used[usize::from(k)] = true;
+        }
+        let mut kind_key = [0u32; KIND_NAMES.len()];
+        let mut kinds = Vec::new();
+        for (i, name) in KIND_NAMES.iter().enumerate() {
+            if used[i] {
+                kind_key[i] = kinds.len() as u32;
+                kinds.push(*name);
+            }
+        }
+        let kind: Vec<u32> = g.kind.iter().map(|&k| kind_key[usize::from(k)]).collect();
+        let c = &self.columns;
+        let e = &mut self.encoder;
+        let chunks = [
+            e.ints(c[0].clone(), rows, None, &g.call_id)?,
+            e.ints(c[1].clone(), rows, Some(&g.has_parent), &g.parent_id)?,
+            e.ints(c[2].clone(), rows, None, &g.depth)?,
+            e.ints(c[3].clone(), rows, None, &g.pid)?,
+            e.ints(c[4].clone(), rows, None, &g.tid)?,
+            e.ints(c[5].clone(), rows, None, &g.start_ns)?,
+            e.ints(c[6].clone(), rows, None, &g.dur_ns)?,
+            e.ints(c[7].clone(), rows, None, &g.start_insn)?,
+            e.ints(c[8].clone(), rows, None, &g.insns)?,
+            e.ints(c[9].clone(), rows, None, &g.self_insns)?,
+            e.ints(c[10].clone(), rows, None, &g.self_ns)?,
+            e.ints(c[11].clone(), rows, Some(&g.has_cycles), &g.cycles)?,
+            e.dict(c[12].clone(), rows, None, &g.function, &g.names)?,
+            e.dict(
+                c[13].clone(),
+                rows,
+                Some(&g.has_module),
+                &g.module,
+                &g.modules,
+            )?,
+            e.ints(c[14].clone(), rows, None, &g.addr)?,
+            e.dict(c[15].clone(), rows, None, &kind, &kinds)?,
+            e.bools(c[16].clone(), &g.cut_start)?,
+            e.bools(c[17].clone(), &g.cut_end)?,
+            e.bools(c[18].clone(), &g.unknown_start)?,
+        ];
+        let mut group = self.file.next_row_group()?;
+        for chunk in chunks {
+            group.append_column(&chunk.bytes, chunk.close)?;
+        }
+        group.close()?;
+        g.clear();
+        Ok(Some(g))
+    }
+
+    fn finish(self) -> Result<File, ParquetError> {
+        self.file
+            .into_inner()?
+            .into_inner()
+            .map_err(|e| ParquetError::External(Box::new(e.into_error())))
     }
 }
 
@@ -778,9 +949,9 @@ pub struct Dataset {
     dir: OutDir,
     opts: DatasetOptions,
     facts: TraceFacts,
-    calls: Part,
-    marks: Part,
-    call_cols: CallColumns,
+    calls: Part<CallsWriter>,
+    marks: ArrowPart,
+    call_cols: CallRows,
     mark_cols: MarkColumns,
     rows_per_group: usize,
     threads: Vec<ThreadRow>,
@@ -810,21 +981,17 @@ impl Dataset {
             path: path.to_path_buf(),
             source,
         };
-        let calls_props = props(
-            rows_per_group,
-            &["call_id", "parent_id", "start_ns", "start_insn"],
-        )
-        .map_err(pq)?;
         let marks_props = props(rows_per_group, &["time_ns", "insn"]).map_err(pq)?;
+        let schema = calls_schema();
         let calls = Part::create(
             dir.temp(),
             &dir.part_path("calls"),
             "calls",
-            calls_schema(),
-            calls_props,
+            schema.clone(),
             mode,
+            |file| CallsWriter::new(file, &schema),
         )?;
-        let marks = Part::create(
+        let marks = Part::arrow(
             dir.temp(),
             &dir.part_path("marks"),
             "marks",
@@ -838,7 +1005,7 @@ impl Dataset {
             facts,
             calls,
             marks,
-            call_cols: CallColumns::default(),
+            call_cols: CallRows::default(),
             mark_cols: MarkColumns::default(),
             rows_per_group,
             threads: Vec::new(),
@@ -918,7 +1085,7 @@ impl Dataset {
     }
 
     /// Adds one row to the row group, writing it when full.
-    fn push_row(&mut self, r: Row) -> Result<(), DatasetError> {
+    fn push_row(&mut self, r: &Row) -> Result<(), DatasetError> {
         let (t0, t1) = (r.start.time, r.end.time);
         let Some((lo, hi)) = cut_to_window(self.opts.range, t0, t1) else {
             self.stats.dropped += 1;
@@ -932,10 +1099,13 @@ impl Dataset {
         }
         self.stats.ended_open += u64::from(r.ended_open);
         let origin = self.opts.origin;
-        let c = &mut self.call_cols;
-        let (fkey, mkey) = c.name_keys(&r.name);
+        let (fkey, mkey) = self.call_cols.name_keys(&r.name);
+        let c = &mut self.call_cols.cols;
         c.call_id.push(r.call_id);
-        c.parent_id.append_option(r.parent_id);
+        c.has_parent.push(r.parent_id.is_some());
+        if let Some(p) = r.parent_id {
+            c.parent_id.push(p);
+        }
         c.depth.push(r.depth);
         c.pid.push(r.pid as i32);
         c.tid.push(r.tid as i32);
@@ -946,20 +1116,26 @@ impl Dataset {
             .push(r.end.insns.saturating_sub(r.start.insns) as i64);
         c.self_insns.push(r.self_insns as i64);
         c.self_ns.push(r.self_ns as i64);
-        c.cycles.append_option(
-            r.start
-                .cycles
-                .get()
-                .zip(r.end.cycles.get())
-                .map(|(a, b)| b.saturating_sub(a) as i64),
-        );
+        let cycles = r
+            .start
+            .cycles
+            .get()
+            .zip(r.end.cycles.get())
+            .map(|(a, b)| b.saturating_sub(a) as i64);
+        c.has_cycles.push(cycles.is_some());
+        if let Some(n) = cycles {
+            c.cycles.push(n);
+        }
         c.function.push(fkey);
-        c.module.append_option(mkey);
+        c.has_module.push(mkey.is_some());
+        if let Some(m) = mkey {
+            c.module.push(m);
+        }
         c.addr.push(r.addr as i64);
-        c.kind.push(r.kind as i8);
-        c.cut_start.append_value(t0 < rs);
-        c.cut_end.append_value(t1 > re || r.ended_open);
-        c.unknown_start.append_value(r.unknown_start);
+        c.kind.push(r.kind as u8);
+        c.cut_start.push(t0 < rs);
+        c.cut_end.push(t1 > re || r.ended_open);
+        c.unknown_start.push(r.unknown_start);
         c.rows += 1;
         if c.rows >= self.rows_per_group {
             self.flush_calls()?;
@@ -968,11 +1144,12 @@ impl Dataset {
     }
 
     fn flush_calls(&mut self) -> Result<(), DatasetError> {
-        if self.call_cols.rows == 0 {
+        if self.call_cols.cols.rows == 0 {
             return Ok(());
         }
-        let cols = self.call_cols.take();
-        self.calls.write(cols)
+        let empty = self.calls.recycled().unwrap_or_default();
+        let cols = self.call_cols.take(empty);
+        self.calls.send(cols)
     }
 
     fn flush_marks(&mut self) -> Result<(), DatasetError> {
@@ -988,10 +1165,11 @@ impl Dataset {
     fn release_tail(&mut self, ti: usize, cut: bool) -> Result<(), DatasetError> {
         let mut tail = std::mem::take(&mut self.state[ti].tail);
         self.state[ti].tail_at = None;
-        for mut r in tail.drain(..) {
+        for r in tail.iter_mut() {
             r.ended_open = cut;
             self.push_row(r)?;
         }
+        tail.clear();
         // The buffer back, to be filled again without allocating.
         self.state[ti].tail = tail;
         Ok(())
@@ -1009,7 +1187,7 @@ impl Dataset {
             path: self.dir.path().to_path_buf(),
             source,
         };
-        let mut threads = Part::create(
+        let mut threads = Part::arrow(
             self.dir.temp(),
             &self.dir.part_path("threads"),
             "threads",
@@ -1018,7 +1196,7 @@ impl Dataset {
             mode,
         )?;
         threads.write(self.thread_columns())?;
-        let mut trace = Part::create(
+        let mut trace = Part::arrow(
             self.dir.temp(),
             &self.dir.part_path("trace"),
             "trace",
@@ -1027,7 +1205,8 @@ impl Dataset {
             mode,
         )?;
         trace.write(self.trace_columns())?;
-        for part in [self.calls, self.marks, threads, trace] {
+        bytes += self.calls.close()?;
+        for part in [self.marks, threads, trace] {
             bytes += part.close()?;
         }
         self.stats.bytes = bytes;
@@ -1271,7 +1450,7 @@ impl SliceSink for Dataset {
             th.tail.push(row);
             return Ok(());
         }
-        self.push_row(row)
+        self.push_row(&row)
     }
 
     fn set_origin(&mut self, origin: u64) {
