@@ -539,16 +539,15 @@ fn props(rows: usize, delta: &[&str]) -> Result<WriterProperties, ParquetError> 
 /// The values of a row of `calls`.
 #[derive(Debug, Clone)]
 struct Row {
+    /// Its thread's ordinal above its number (the thread's `pid` and
+    /// `tid`: [`Dataset::thread_ids`]).
     call_id: i64,
     parent_id: Option<i64>,
     depth: i32,
-    pid: u32,
-    tid: u32,
     start: Stamp,
     end: Stamp,
     self_insns: u64,
     self_ns: u64,
-    /// Function and module keys in the row group's dictionaries.
     name: Name,
     addr: u64,
     kind: Kind,
@@ -597,67 +596,136 @@ impl Dict {
     }
 }
 
-/// The columns of one row group of `calls`, as [`pages`] encodes them:
-/// a nullable column's values are those of the rows its `has_` says
-/// have one; strings are keys into the row group's dictionaries.
+/// Rows of `calls` per [`RowBlock`].
+const BLOCK_ROWS: usize = 1024;
+
+/// A column of a [`RowBlock`].
+type Col<T> = Box<[T; BLOCK_ROWS]>;
+
+fn col<T: Copy + Default>() -> Col<T> {
+    match vec![T::default(); BLOCK_ROWS].into_boxed_slice().try_into() {
+        Ok(c) => c,
+        Err(_) => unreachable!("a vector of BLOCK_ROWS values"),
+    }
+}
+
+/// [`BLOCK_ROWS`] rows of `calls`, column by column, in arrays of that
+/// length: the sink stores a row's values behind one bounds check, not
+/// one per column as vectors would (a quarter of its cost per row). A
+/// nullable column holds a value (0) at its null rows too.
+struct RowBlock {
+    rows: usize,
+    call_id: Col<i64>,
+    parent_id: Col<i64>,
+    has_parent: Col<bool>,
+    depth: Col<i32>,
+    /// The thread's ordinal: `pid` and `tid` are keys into the row
+    /// group's dictionary of threads.
+    thread: Col<u32>,
+    start_ns: Col<i64>,
+    dur_ns: Col<i64>,
+    start_insn: Col<i64>,
+    insns: Col<i64>,
+    self_insns: Col<i64>,
+    self_ns: Col<i64>,
+    cycles: Col<i64>,
+    has_cycles: Col<bool>,
+    function: Col<u32>,
+    module: Col<u32>,
+    has_module: Col<bool>,
+    /// Keys into the row group's dictionary of addresses.
+    addr: Col<u32>,
+    kind: Col<u32>,
+    cut_start: Col<bool>,
+    cut_end: Col<bool>,
+    unknown_start: Col<bool>,
+}
+
+impl RowBlock {
+    fn new() -> RowBlock {
+        RowBlock {
+            rows: 0,
+            call_id: col(),
+            parent_id: col(),
+            has_parent: col(),
+            depth: col(),
+            thread: col(),
+            start_ns: col(),
+            dur_ns: col(),
+            start_insn: col(),
+            insns: col(),
+            self_insns: col(),
+            self_ns: col(),
+            cycles: col(),
+            has_cycles: col(),
+            function: col(),
+            module: col(),
+            has_module: col(),
+            addr: col(),
+            kind: col(),
+            cut_start: col(),
+            cut_end: col(),
+            unknown_start: col(),
+        }
+    }
+}
+
+/// One row group of `calls`: its rows in blocks, and the dictionaries
+/// their keys index.
 #[derive(Default)]
 struct CallColumns {
     rows: usize,
-    call_id: Vec<i64>,
-    has_parent: Vec<bool>,
-    parent_id: Vec<i64>,
-    depth: Vec<i32>,
-    pid: Vec<i32>,
-    tid: Vec<i32>,
-    start_ns: Vec<i64>,
-    dur_ns: Vec<i64>,
-    start_insn: Vec<i64>,
-    insns: Vec<i64>,
-    self_insns: Vec<i64>,
-    self_ns: Vec<i64>,
-    has_cycles: Vec<bool>,
-    cycles: Vec<i64>,
-    function: Vec<u32>,
-    has_module: Vec<bool>,
-    module: Vec<u32>,
-    addr: Vec<i64>,
-    kind: Vec<u8>,
-    cut_start: Vec<bool>,
-    cut_end: Vec<bool>,
-    unknown_start: Vec<bool>,
+    /// Blocks `..=filling` hold the rows; the others are empty, kept to
+    /// be filled.
+    blocks: Vec<RowBlock>,
+    filling: usize,
     /// The dictionaries of `function` and `module`.
     names: Vec<Arc<str>>,
     modules: Vec<Arc<str>>,
+    /// The dictionary of `addr`.
+    addrs: Vec<i64>,
+    /// (pid, tid) by thread ordinal.
+    threads: Vec<(i32, i32)>,
 }
 
 impl CallColumns {
-    /// Empties the columns, keeping their memory.
+    /// The block to store the next row in, and its index there.
+    #[inline]
+    fn next_row(&mut self) -> (&mut RowBlock, usize) {
+        if self
+            .blocks
+            .get(self.filling)
+            .is_some_and(|b| b.rows == BLOCK_ROWS)
+        {
+            self.filling += 1;
+        }
+        if self.filling == self.blocks.len() {
+            self.blocks.push(RowBlock::new());
+        }
+        let b = &mut self.blocks[self.filling];
+        // `min`: what the arrays' indexing sees as in bounds.
+        let i = b.rows.min(BLOCK_ROWS - 1);
+        b.rows += 1;
+        self.rows += 1;
+        (b, i)
+    }
+
+    /// The blocks holding rows.
+    fn filled(&self) -> &[RowBlock] {
+        &self.blocks[..self.blocks.len().min(self.filling + 1)]
+    }
+
+    /// Empties the row group, keeping its blocks.
     fn clear(&mut self) {
         self.rows = 0;
-        self.call_id.clear();
-        self.has_parent.clear();
-        self.parent_id.clear();
-        self.depth.clear();
-        self.pid.clear();
-        self.tid.clear();
-        self.start_ns.clear();
-        self.dur_ns.clear();
-        self.start_insn.clear();
-        self.insns.clear();
-        self.self_insns.clear();
-        self.self_ns.clear();
-        self.has_cycles.clear();
-        self.cycles.clear();
-        self.function.clear();
-        self.has_module.clear();
-        self.module.clear();
-        self.addr.clear();
-        self.kind.clear();
-        self.cut_start.clear();
-        self.cut_end.clear();
-        self.unknown_start.clear();
+        self.filling = 0;
+        for b in &mut self.blocks {
+            b.rows = 0;
+        }
         self.names.clear();
         self.modules.clear();
+        self.addrs.clear();
+        self.threads.clear();
     }
 }
 
@@ -666,49 +734,64 @@ impl CallColumns {
 struct CallRows {
     cols: CallColumns,
     /// Function (by `FuncRef::addr`: held here, so not freed and reused
-    /// while the row group fills) → its (function, module) keys.
-    funcs: FastMap<usize, (u32, u32)>,
+    /// while the row group fills) → its (function, module, addr) keys.
+    funcs: FastMap<usize, (u32, u32, u32)>,
     held: Vec<FuncRef>,
     names: Dict,
     modules: Dict,
     pseudo: FastMap<&'static str, u32>,
+    addrs: FastMap<u64, u32>,
 }
 
 impl CallRows {
-    fn name_keys(&mut self, name: &Name) -> (u32, Option<u32>) {
+    /// The keys of a row's function, module and address (`addr`).
+    fn keys(&mut self, name: &Name, addr: u64) -> (u32, Option<u32>, u32) {
         match name {
             Name::Func(f) => {
-                if let Some(&(n, m)) = self.funcs.get(&f.addr()) {
-                    return (n, Some(m));
+                if let Some(&(n, m, a)) = self.funcs.get(&f.addr()) {
+                    return (n, Some(m), a);
                 }
                 let keys = (
                     self.names.key(&f.name, &mut self.cols.names),
                     self.modules.key(&f.module, &mut self.cols.modules),
+                    self.addr_key(addr),
                 );
                 self.funcs.insert(f.addr(), keys);
                 self.held.push(f.clone());
-                (keys.0, Some(keys.1))
+                (keys.0, Some(keys.1), keys.2)
             }
             Name::Pseudo(p) => {
+                let a = self.addr_key(addr);
                 if let Some(&k) = self.pseudo.get(p) {
-                    return (k, None);
+                    return (k, None, a);
                 }
                 let k = self.names.key(&Arc::from(*p), &mut self.cols.names);
                 self.pseudo.insert(p, k);
-                (k, None)
+                (k, None, a)
             }
         }
     }
 
+    fn addr_key(&mut self, addr: u64) -> u32 {
+        let addrs = &mut self.cols.addrs;
+        *self.addrs.entry(addr).or_insert_with(|| {
+            addrs.push(addr as i64);
+            addrs.len() as u32 - 1
+        })
+    }
+
     /// Takes the row group filled so far, leaving `empty` (cleared) to
-    /// fill.
-    fn take(&mut self, empty: CallColumns) -> CallColumns {
+    /// fill; `threads`: (pid, tid) by ordinal.
+    fn take(&mut self, empty: CallColumns, threads: &[(i32, i32)]) -> CallColumns {
         self.funcs.clear();
         self.held.clear();
         self.pseudo.clear();
         self.names.keys.clear();
         self.modules.keys.clear();
-        std::mem::replace(&mut self.cols, empty)
+        self.addrs.clear();
+        let mut full = std::mem::replace(&mut self.cols, empty);
+        full.threads.extend_from_slice(threads);
+        full
     }
 }
 
@@ -719,6 +802,12 @@ struct CallsWriter {
     file: SerializedFileWriter<BufWriter<File>>,
     columns: Vec<ColumnDescPtr>,
     encoder: pages::ChunkEncoder,
+    /// A column gathered from the blocks, and its rows with a value.
+    i64s: Vec<i64>,
+    i32s: Vec<i32>,
+    keys: Vec<u32>,
+    bools: Vec<bool>,
+    present: Vec<bool>,
 }
 
 impl CallsWriter {
@@ -736,8 +825,64 @@ impl CallsWriter {
             file,
             columns,
             encoder: pages::ChunkEncoder::new(ZSTD_LEVEL)?,
+            i64s: Vec::new(),
+            i32s: Vec::new(),
+            keys: Vec::new(),
+            bools: Vec::new(),
+            present: Vec::new(),
         })
     }
+}
+
+/// `column` of the blocks, one after the other, into `out`.
+fn gather<T: Copy>(out: &mut Vec<T>, blocks: &[RowBlock], column: impl Fn(&RowBlock) -> &Col<T>) {
+    out.clear();
+    for b in blocks {
+        out.extend_from_slice(&column(b)[..b.rows]);
+    }
+}
+
+/// The values of a nullable column into `out`, whether each row has one
+/// into `present`.
+fn gather_some<T: Copy>(
+    out: &mut Vec<T>,
+    present: &mut Vec<bool>,
+    blocks: &[RowBlock],
+    column: impl Fn(&RowBlock) -> (&Col<T>, &Col<bool>),
+) {
+    out.clear();
+    present.clear();
+    for b in blocks {
+        let (values, has) = column(b);
+        present.extend_from_slice(&has[..b.rows]);
+        out.extend(
+            values[..b.rows]
+                .iter()
+                .zip(&has[..b.rows])
+                .filter(|(_, &h)| h)
+                .map(|(&v, _)| v),
+        );
+    }
+}
+
+/// Keys into `values` (few: kinds, threads) made keys into a dictionary
+/// of the values used, each once; that dictionary.
+fn used_dict<V: Copy + Eq + std::hash::Hash>(keys: &mut [u32], values: &[V]) -> Vec<V> {
+    let mut key = vec![u32::MAX; values.len()];
+    let mut dict = Vec::new();
+    let mut index = FastMap::default();
+    for k in keys {
+        let to = &mut key[*k as usize];
+        if *to == u32::MAX {
+            let v = values[*k as usize];
+            *to = *index.entry(v).or_insert_with(|| {
+                dict.push(v);
+                dict.len() as u32 - 1
+            });
+        }
+        *k = *to;
+    }
+    dict
 }
 
 impl TableWriter for CallsWriter {
@@ -745,49 +890,66 @@ impl TableWriter for CallsWriter {
 
     fn write_group(&mut self, mut g: CallColumns) -> Result<Option<CallColumns>, ParquetError> {
         let rows = g.rows;
-        // `kind`'s dictionary: the kinds of the row group.
-        let mut used = [false; KIND_NAMES.len()];
-        for &k in &g.kind {
-            used[usize::from(k)] = true;
-        }
-        let mut kind_key = [0u32; KIND_NAMES.len()];
-        let mut kinds = Vec::new();
-        for (i, name) in KIND_NAMES.iter().enumerate() {
-            if used[i] {
-                kind_key[i] = kinds.len() as u32;
-                kinds.push(*name);
-            }
-        }
-        let kind: Vec<u32> = g.kind.iter().map(|&k| kind_key[usize::from(k)]).collect();
+        let blocks = g.filled();
         let c = &self.columns;
         let e = &mut self.encoder;
-        let chunks = [
-            e.ints(c[0].clone(), rows, None, &g.call_id)?,
-            e.ints(c[1].clone(), rows, Some(&g.has_parent), &g.parent_id)?,
-            e.ints(c[2].clone(), rows, None, &g.depth)?,
-            e.ints(c[3].clone(), rows, None, &g.pid)?,
-            e.ints(c[4].clone(), rows, None, &g.tid)?,
-            e.ints(c[5].clone(), rows, None, &g.start_ns)?,
-            e.ints(c[6].clone(), rows, None, &g.dur_ns)?,
-            e.ints(c[7].clone(), rows, None, &g.start_insn)?,
-            e.ints(c[8].clone(), rows, None, &g.insns)?,
-            e.ints(c[9].clone(), rows, None, &g.self_insns)?,
-            e.ints(c[10].clone(), rows, None, &g.self_ns)?,
-            e.ints(c[11].clone(), rows, Some(&g.has_cycles), &g.cycles)?,
-            e.dict(c[12].clone(), rows, None, &g.function, &g.names)?,
-            e.dict(
-                c[13].clone(),
-                rows,
-                Some(&g.has_module),
-                &g.module,
-                &g.modules,
-            )?,
-            e.ints(c[14].clone(), rows, None, &g.addr)?,
-            e.dict(c[15].clone(), rows, None, &kind, &kinds)?,
-            e.bools(c[16].clone(), &g.cut_start)?,
-            e.bools(c[17].clone(), &g.cut_end)?,
-            e.bools(c[18].clone(), &g.unknown_start)?,
+        let mut chunks = Vec::with_capacity(c.len());
+        gather(&mut self.i64s, blocks, |b| &b.call_id);
+        chunks.push(e.ints(c[0].clone(), rows, None, &self.i64s)?);
+        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
+            (&b.parent_id, &b.has_parent)
+        });
+        chunks.push(e.ints(c[1].clone(), rows, Some(&self.present), &self.i64s)?);
+        gather(&mut self.i32s, blocks, |b| &b.depth);
+        chunks.push(e.ints(c[2].clone(), rows, None, &self.i32s)?);
+        for (i, part) in [|t: &(i32, i32)| t.0, |t: &(i32, i32)| t.1]
+            .iter()
+            .enumerate()
+        {
+            gather(&mut self.keys, blocks, |b| &b.thread);
+            let ids: Vec<i32> = g.threads.iter().map(part).collect();
+            let dict = used_dict(&mut self.keys, &ids);
+            chunks.push(e.int_dict(c[3 + i].clone(), rows, &self.keys, &dict)?);
+        }
+        let ints: [fn(&RowBlock) -> &Col<i64>; 6] = [
+            |b| &b.start_ns,
+            |b| &b.dur_ns,
+            |b| &b.start_insn,
+            |b| &b.insns,
+            |b| &b.self_insns,
+            |b| &b.self_ns,
         ];
+        for (i, column) in ints.into_iter().enumerate() {
+            gather(&mut self.i64s, blocks, column);
+            chunks.push(e.ints(c[5 + i].clone(), rows, None, &self.i64s)?);
+        }
+        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
+            (&b.cycles, &b.has_cycles)
+        });
+        chunks.push(e.ints(c[11].clone(), rows, Some(&self.present), &self.i64s)?);
+        gather(&mut self.keys, blocks, |b| &b.function);
+        chunks.push(e.dict(c[12].clone(), rows, None, &self.keys, &g.names)?);
+        gather_some(&mut self.keys, &mut self.present, blocks, |b| {
+            (&b.module, &b.has_module)
+        });
+        chunks.push(e.dict(
+            c[13].clone(),
+            rows,
+            Some(&self.present),
+            &self.keys,
+            &g.modules,
+        )?);
+        gather(&mut self.keys, blocks, |b| &b.addr);
+        chunks.push(e.int_dict(c[14].clone(), rows, &self.keys, &g.addrs)?);
+        gather(&mut self.keys, blocks, |b| &b.kind);
+        let kinds = used_dict(&mut self.keys, &KIND_NAMES);
+        chunks.push(e.dict(c[15].clone(), rows, None, &self.keys, &kinds)?);
+        let flags: [fn(&RowBlock) -> &Col<bool>; 3] =
+            [|b| &b.cut_start, |b| &b.cut_end, |b| &b.unknown_start];
+        for (i, column) in flags.into_iter().enumerate() {
+            gather(&mut self.bools, blocks, column);
+            chunks.push(e.bools(c[16 + i].clone(), &self.bools)?);
+        }
         let mut group = self.file.next_row_group()?;
         for chunk in chunks {
             group.append_column(&chunk.bytes, chunk.close)?;
@@ -957,6 +1119,8 @@ pub struct Dataset {
     threads: Vec<ThreadRow>,
     state: Vec<ThreadState>,
     index: FastMap<(u32, u32), usize>,
+    /// (pid, tid) by thread ordinal.
+    thread_ids: Vec<(i32, i32)>,
     last: Option<((u32, u32), usize)>,
     stats: DatasetStats,
 }
@@ -1011,6 +1175,7 @@ impl Dataset {
             threads: Vec::new(),
             state: Vec::new(),
             index: FastMap::default(),
+            thread_ids: Vec::new(),
             last: None,
             stats: DatasetStats::default(),
         })
@@ -1042,6 +1207,7 @@ impl Dataset {
                     ..ThreadState::default()
                 });
                 self.index.insert(key, self.state.len() - 1);
+                self.thread_ids.push((key.0 as i32, key.1 as i32));
                 self.state.len() - 1
             }
         };
@@ -1099,44 +1265,31 @@ impl Dataset {
         }
         self.stats.ended_open += u64::from(r.ended_open);
         let origin = self.opts.origin;
-        let (fkey, mkey) = self.call_cols.name_keys(&r.name);
+        let (fkey, mkey, akey) = self.call_cols.keys(&r.name, r.addr);
+        let cycles = r.start.cycles.get().zip(r.end.cycles.get());
         let c = &mut self.call_cols.cols;
-        c.call_id.push(r.call_id);
-        c.has_parent.push(r.parent_id.is_some());
-        if let Some(p) = r.parent_id {
-            c.parent_id.push(p);
-        }
-        c.depth.push(r.depth);
-        c.pid.push(r.pid as i32);
-        c.tid.push(r.tid as i32);
-        c.start_ns.push(lo.saturating_sub(origin) as i64);
-        c.dur_ns.push((hi - lo) as i64);
-        c.start_insn.push(r.start.insns as i64);
-        c.insns
-            .push(r.end.insns.saturating_sub(r.start.insns) as i64);
-        c.self_insns.push(r.self_insns as i64);
-        c.self_ns.push(r.self_ns as i64);
-        let cycles = r
-            .start
-            .cycles
-            .get()
-            .zip(r.end.cycles.get())
-            .map(|(a, b)| b.saturating_sub(a) as i64);
-        c.has_cycles.push(cycles.is_some());
-        if let Some(n) = cycles {
-            c.cycles.push(n);
-        }
-        c.function.push(fkey);
-        c.has_module.push(mkey.is_some());
-        if let Some(m) = mkey {
-            c.module.push(m);
-        }
-        c.addr.push(r.addr as i64);
-        c.kind.push(r.kind as u8);
-        c.cut_start.push(t0 < rs);
-        c.cut_end.push(t1 > re || r.ended_open);
-        c.unknown_start.push(r.unknown_start);
-        c.rows += 1;
+        let (b, i) = c.next_row();
+        b.call_id[i] = r.call_id;
+        b.has_parent[i] = r.parent_id.is_some();
+        b.parent_id[i] = r.parent_id.unwrap_or(0);
+        b.depth[i] = r.depth;
+        b.thread[i] = (r.call_id >> ID_BITS) as u32;
+        b.start_ns[i] = lo.saturating_sub(origin) as i64;
+        b.dur_ns[i] = (hi - lo) as i64;
+        b.start_insn[i] = r.start.insns as i64;
+        b.insns[i] = r.end.insns.saturating_sub(r.start.insns) as i64;
+        b.self_insns[i] = r.self_insns as i64;
+        b.self_ns[i] = r.self_ns as i64;
+        b.has_cycles[i] = cycles.is_some();
+        b.cycles[i] = cycles.map_or(0, |(a, b)| b.saturating_sub(a) as i64);
+        b.function[i] = fkey;
+        b.has_module[i] = mkey.is_some();
+        b.module[i] = mkey.unwrap_or(0);
+        b.addr[i] = akey;
+        b.kind[i] = r.kind as u32;
+        b.cut_start[i] = t0 < rs;
+        b.cut_end[i] = t1 > re || r.ended_open;
+        b.unknown_start[i] = r.unknown_start;
         if c.rows >= self.rows_per_group {
             self.flush_calls()?;
         }
@@ -1148,7 +1301,7 @@ impl Dataset {
             return Ok(());
         }
         let empty = self.calls.recycled().unwrap_or_default();
-        let cols = self.call_cols.take(empty);
+        let cols = self.call_cols.take(empty, &self.thread_ids);
         self.calls.send(cols)
     }
 
@@ -1432,8 +1585,6 @@ impl SliceSink for Dataset {
             call_id,
             parent_id,
             depth: s.depth,
-            pid: s.pid,
-            tid: s.tid,
             start: s.start,
             end: s.end,
             self_insns,

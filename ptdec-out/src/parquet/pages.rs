@@ -47,6 +47,8 @@ pub(super) trait Int: Copy + Ord {
     /// `d - min` wrapped at the type's width, as unsigned.
     fn above(d: i64, min: i64) -> u64;
     fn widen(self) -> i64;
+    /// PLAIN: little-endian.
+    fn plain(self, out: &mut Vec<u8>);
     fn statistics(min_max: Option<(Self, Self)>, nulls: u64) -> Statistics;
 }
 
@@ -62,6 +64,9 @@ impl Int for i64 {
     #[inline]
     fn widen(self) -> i64 {
         self
+    }
+    fn plain(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
     fn statistics(min_max: Option<(i64, i64)>, nulls: u64) -> Statistics {
         Statistics::int64(
@@ -86,6 +91,9 @@ impl Int for i32 {
     #[inline]
     fn widen(self) -> i64 {
         i64::from(self)
+    }
+    fn plain(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
     fn statistics(min_max: Option<(i32, i32)>, nulls: u64) -> Statistics {
         Statistics::int32(
@@ -165,18 +173,13 @@ impl ChunkEncoder {
         keys: &[u32],
         dict: &[S],
     ) -> Result<Chunk, ParquetError> {
-        self.body.clear();
-        self.levels(present);
         let nulls = (rows - keys.len()) as u64;
-        if dict.is_empty() {
+        let Some(first) = dict.first() else {
             let stats = Statistics::byte_array(None, None, None, Some(nulls), false);
-            return self.chunk(descr, rows, None, Encoding::PLAIN, stats);
-        }
-        let width = bits(dict.len() as u64 - 1).max(1);
-        self.body.push(width as u8);
-        hybrid(keys, width, &mut self.body);
+            return self.keyed(descr, rows, present, keys, None, stats);
+        };
         let mut page = Vec::new();
-        let (mut lo, mut hi) = (dict[0].as_ref(), dict[0].as_ref());
+        let (mut lo, mut hi) = (first.as_ref(), first.as_ref());
         for s in dict {
             let s = s.as_ref();
             page.extend_from_slice(&(s.len() as u32).to_le_bytes());
@@ -185,11 +188,56 @@ impl ChunkEncoder {
             hi = hi.max(s);
         }
         let stats = string_statistics(lo, hi, nulls);
-        let dict_page = (page, dict.len() as u32);
+        let page = (page, dict.len() as u32);
+        self.keyed(descr, rows, present, keys, Some(page), stats)
+    }
+
+    /// An integer column of repeated values without nulls,
+    /// RLE_DICTIONARY: `keys` index `dict` (each value used at least
+    /// once).
+    pub fn int_dict<T: Int>(
+        &mut self,
+        descr: ColumnDescPtr,
+        rows: usize,
+        keys: &[u32],
+        dict: &[T],
+    ) -> Result<Chunk, ParquetError> {
+        let min_max = dict.iter().min().zip(dict.iter().max());
+        let stats = T::statistics(min_max.map(|(lo, hi)| (*lo, *hi)), 0);
+        let page = (!dict.is_empty()).then(|| {
+            let mut bytes = Vec::new();
+            for v in dict {
+                v.plain(&mut bytes);
+            }
+            (bytes, dict.len() as u32)
+        });
+        self.keyed(descr, rows, None, keys, page, stats)
+    }
+
+    /// A dictionary-encoded chunk: its dictionary page (PLAIN values,
+    /// how many), its data page of keys; without a dictionary (no row
+    /// has a value), a PLAIN page of no values.
+    fn keyed(
+        &mut self,
+        descr: ColumnDescPtr,
+        rows: usize,
+        present: Option<&[bool]>,
+        keys: &[u32],
+        dict: Option<(Vec<u8>, u32)>,
+        stats: Statistics,
+    ) -> Result<Chunk, ParquetError> {
+        self.body.clear();
+        self.levels(present);
+        let Some((page, n)) = dict else {
+            return self.chunk(descr, rows, None, Encoding::PLAIN, stats);
+        };
+        let width = bits(u64::from(n) - 1).max(1);
+        self.body.push(width as u8);
+        hybrid(keys, width, &mut self.body);
         self.chunk(
             descr,
             rows,
-            Some(dict_page),
+            Some((page, n)),
             Encoding::RLE_DICTIONARY,
             stats,
         )
@@ -364,7 +412,7 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
     uleb(out, zigzag(values[0].widen()));
     let (mut lo, mut hi, mut prev) = (values[0], values[0], values[0]);
     let mut deltas = [0i64; BLOCK];
-    let mut above = [0u64; BLOCK];
+    let mut above = [[0u64; MINI]; MINIBLOCKS];
     for block in values[1..].chunks(BLOCK) {
         let mut min = i64::MAX;
         for (d, &v) in deltas.iter_mut().zip(block) {
@@ -381,7 +429,7 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
         let mut widths = [0u32; MINIBLOCKS];
         for (width, (a, d)) in widths
             .iter_mut()
-            .zip(above.chunks_exact_mut(MINI).zip(deltas.chunks_exact(MINI)))
+            .zip(above.iter_mut().zip(deltas.chunks_exact(MINI)))
         {
             let mut or = 0;
             for (a, &d) in a.iter_mut().zip(d) {
@@ -392,7 +440,7 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
         }
         out.extend(widths.iter().map(|&w| w as u8));
         let used = block.len().div_ceil(MINI);
-        for (&width, a) in widths.iter().zip(above.chunks_exact(MINI)).take(used) {
+        for (&width, a) in widths.iter().zip(&above).take(used) {
             pack32(a, width, out);
         }
     }
@@ -400,63 +448,72 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
 }
 
 /// 32 values bit-packed at `width` (little-endian bit order): 4 × width
-/// bytes.
-#[inline]
-fn pack32(values: &[u64], width: u32, out: &mut Vec<u8>) {
-    if width == 0 {
-        return;
+/// bytes. One function per width, so that each value's shifts and where
+/// it crosses a word are constants.
+fn pack32(values: &[u64; MINI], width: u32, out: &mut Vec<u8>) {
+    macro_rules! widths {
+        ($($w:literal)*) => {
+            match width {
+                $($w => pack32_at::<$w>(values, out),)*
+                _ => {}
+            }
+        };
     }
-    let mut words = [0u64; MINI];
-    let mut n = 0;
-    let mut acc = 0u64;
-    let mut held = 0u32;
-    for &v in values {
-        acc |= v << held;
-        held += width;
-        if held >= 64 {
-            words[n] = acc;
-            n += 1;
-            held -= 64;
-            // The bits of `v` that did not fit.
-            acc = if held == 0 { 0 } else { v >> (width - held) };
-        }
-    }
-    // 32 × width bits: a half word may be left.
-    if held > 0 {
-        words[n] = acc;
-        n += 1;
-    }
-    let at = out.len();
-    for w in &words[..n] {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
-    out.truncate(at + 4 * width as usize);
+    widths!(
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63 64
+    );
 }
 
-/// Values as the RLE/bit-packing hybrid at `width` (at most 32): runs of
-/// 8 or more equal values as RLE runs, the rest bit-packed in groups of
-/// 8 (a run lends the values before it what makes their count a multiple
-/// of 8; the last group is padded with zeros, which readers do not read).
+#[inline(always)]
+fn pack32_at<const W: u32>(values: &[u64; MINI], out: &mut Vec<u8>) {
+    // Written out per value: every position is a constant.
+    let mut words = [0u64; MINI + 1];
+    macro_rules! values {
+        ($($i:literal)*) => {$({
+            let (v, bit) = (values[$i], $i * W);
+            let (word, shift) = ((bit / 64) as usize, bit % 64);
+            words[word] |= v << shift;
+            if shift + W > 64 {
+                words[word + 1] |= v >> (64 - shift);
+            }
+        })*};
+    }
+    values!(
+        0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    );
+    let at = out.len();
+    for w in &words[..(W as usize).div_ceil(2)] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out.truncate(at + 4 * W as usize);
+}
+
+/// Values as the RLE/bit-packing hybrid at `width` (1 to 32), looked at
+/// in groups of 8: a group of equal values starts an RLE run (as long as
+/// the value repeats), the others are bit-packed (the last group padded
+/// with zeros, which readers do not read).
 fn hybrid(values: &[u32], width: u32, out: &mut Vec<u8>) {
     let n = values.len();
     let (mut i, mut literal) = (0, 0);
-    while i < n {
+    while i + 8 <= n {
         let v = values[i];
-        let mut j = i + 1;
-        while j < n && values[j] == v {
-            j += 1;
-        }
-        if j - i >= 8 {
-            let lend = (8 - (i - literal) % 8) % 8;
-            if j - i - lend >= 8 {
-                bit_packed(&values[literal..i + lend], width, out);
-                uleb(out, ((j - i - lend) as u64) << 1);
-                let bytes = width.div_ceil(8) as usize;
-                out.extend_from_slice(&v.to_le_bytes()[..bytes]);
-                literal = j;
+        // Not `all`: no early exit, so the compiler compares 8 at once.
+        let same = values[i..i + 8].iter().fold(true, |s, &x| s & (x == v));
+        if same {
+            let mut j = i + 8;
+            while j < n && values[j] == v {
+                j += 1;
             }
+            bit_packed(&values[literal..i], width, out);
+            uleb(out, ((j - i) as u64) << 1);
+            let bytes = width.div_ceil(8) as usize;
+            out.extend_from_slice(&v.to_le_bytes()[..bytes]);
+            (i, literal) = (j, j);
+        } else {
+            i += 8;
         }
-        i = j;
     }
     bit_packed(&values[literal..], width, out);
 }
@@ -465,22 +522,21 @@ fn hybrid(values: &[u32], width: u32, out: &mut Vec<u8>) {
 fn hybrid_bits(values: &[bool], out: &mut Vec<u8>) {
     let n = values.len();
     let (mut i, mut literal) = (0, 0);
-    while i < n {
+    while i + 8 <= n {
         let v = values[i];
-        let mut j = i + 1;
-        while j < n && values[j] == v {
-            j += 1;
-        }
-        if j - i >= 8 {
-            let lend = (8 - (i - literal) % 8) % 8;
-            if j - i - lend >= 8 {
-                bit_packed_bits(&values[literal..i + lend], out);
-                uleb(out, ((j - i - lend) as u64) << 1);
-                out.push(u8::from(v));
-                literal = j;
+        let same = values[i..i + 8].iter().fold(true, |s, &x| s & (x == v));
+        if same {
+            let mut j = i + 8;
+            while j < n && values[j] == v {
+                j += 1;
             }
+            bit_packed_bits(&values[literal..i], out);
+            uleb(out, ((j - i) as u64) << 1);
+            out.push(u8::from(v));
+            (i, literal) = (j, j);
+        } else {
+            i += 8;
         }
-        i = j;
     }
     bit_packed_bits(&values[literal..], out);
 }
@@ -493,23 +549,53 @@ fn bit_packed(values: &[u32], width: u32, out: &mut Vec<u8>) {
     }
     let groups = values.len().div_ceil(8);
     uleb(out, ((groups as u64) << 1) | 1);
-    let mut at = out.len();
-    out.resize(at + groups * width as usize, 0);
-    let mut acc = 0u64;
-    let mut held = 0u32;
-    for &v in values {
-        acc |= u64::from(v) << held;
-        held += width;
-        if held >= 32 {
-            out[at..at + 4].copy_from_slice(&(acc as u32).to_le_bytes());
-            at += 4;
-            acc >>= 32;
-            held -= 32;
-        }
+    macro_rules! widths {
+        ($($w:literal)*) => {
+            match width {
+                $($w => bit_packed_at::<$w>(values, out),)*
+                _ => {}
+            }
+        };
     }
-    // The padding's zeros are already there.
-    let rest = held.div_ceil(8) as usize;
-    out[at..at + rest].copy_from_slice(&acc.to_le_bytes()[..rest]);
+    widths!(
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+    );
+}
+
+fn bit_packed_at<const W: u32>(values: &[u32], out: &mut Vec<u8>) {
+    let mut groups = values.chunks_exact(8);
+    for g in &mut groups {
+        pack8::<W>(std::array::from_fn(|i| g[i]), out);
+    }
+    let rest = groups.remainder();
+    if !rest.is_empty() {
+        pack8::<W>(
+            std::array::from_fn(|i| rest.get(i).copied().unwrap_or(0)),
+            out,
+        );
+    }
+}
+
+/// 8 values at width `W`: `W` bytes.
+#[inline(always)]
+fn pack8<const W: u32>(values: [u32; 8], out: &mut Vec<u8>) {
+    let mut words = [0u64; 5];
+    macro_rules! values {
+        ($($i:literal)*) => {$({
+            let (v, bit) = (u64::from(values[$i]), $i * W);
+            let (word, shift) = ((bit / 64) as usize, bit % 64);
+            words[word] |= v << shift;
+            if shift + W > 64 {
+                words[word + 1] |= v >> (64 - shift);
+            }
+        })*};
+    }
+    values!(0 1 2 3 4 5 6 7);
+    let at = out.len();
+    for w in &words[..(W as usize).div_ceil(8)] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    out.truncate(at + W as usize);
 }
 
 fn bit_packed_bits(values: &[bool], out: &mut Vec<u8>) {
@@ -534,13 +620,146 @@ mod tests {
     #[test]
     fn hybrid_runs_and_literals() {
         let mut out = Vec::new();
-        // 3 literals, then 20 sevens: 5 lent to the literals, 15 a run.
-        let v: Vec<u32> = [1, 2, 3].into_iter().chain([7; 20]).collect();
+        // A group of 8 with 3 literals, then 15 sevens: 5 in the
+        // literals' group, 10 a run.
+        let v: Vec<u32> = [1, 2, 3].into_iter().chain([7; 15]).collect();
         hybrid(&v, 3, &mut out);
-        assert_eq!(out[0], (1 << 1) | 1);
-        assert_eq!(out[4], 15 << 1);
-        assert_eq!(out[5], 7);
-        assert_eq!(out.len(), 6);
+        // 1 group, 3 bytes at width 3: 1 2 3 7 7 7 7 7.
+        assert_eq!(
+            out[..4],
+            [(1 << 1) | 1, 0b11_010_001, 0b1_111_111_0, 0b111_111_11]
+        );
+        assert_eq!(out[4..], [10 << 1, 7]);
+    }
+
+    #[test]
+    fn packing_is_little_endian_bit_order() {
+        let mut out = Vec::new();
+        bit_packed(&[1, 0, 1, 1, 0, 0, 0, 1, 1], 1, &mut out);
+        assert_eq!(out, [(2 << 1) | 1, 0b1000_1101, 0b1]);
+        let mut out = Vec::new();
+        let mut values = [0u64; MINI];
+        values[0] = 5;
+        values[31] = 7;
+        pack32(&values, 3, &mut out);
+        assert_eq!(out.len(), 12);
+        assert_eq!(out[0], 5);
+        assert_eq!(out[11], 7 << 5);
+    }
+
+    /// Random columns (nulls, any widths, wrapping deltas, runs) through
+    /// the encoder, the Parquet crate's file writer and its Arrow reader.
+    #[test]
+    fn chunks_read_back_as_written() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int32Type as I32, Int64Type as I64};
+        use arrow_array::Array;
+        use arrow_schema::{DataType, Field, Schema};
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use parquet::arrow::ArrowSchemaConverter;
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        use std::sync::Arc;
+
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Int32, false),
+            Field::new("c", DataType::Utf8, true),
+            Field::new("d", DataType::Int64, false),
+            Field::new("e", DataType::Boolean, false),
+        ]);
+        let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let cols = descr.columns().to_vec();
+        let mut rng = fastrand::Rng::with_seed(46);
+        for rows in [1usize, 2, 7, 8, 9, 31, 33, 128, 129, 300, 1000, 5000] {
+            let mut file = SerializedFileWriter::new(
+                Vec::new(),
+                descr.root_schema_ptr(),
+                Arc::new(WriterProperties::builder().build()),
+            )
+            .unwrap();
+            let mut e = ChunkEncoder::new(3).unwrap();
+            // Values of every magnitude, runs of one value, nulls.
+            let any_i64 = |rng: &mut fastrand::Rng| match rng.u8(0..4) {
+                0 => rng.i64(..),
+                1 => rng.i64(-3..3),
+                2 => [i64::MIN, i64::MAX, 0][rng.usize(0..3)],
+                _ => {
+                    let bits = rng.u32(0..63);
+                    rng.i64(0..1 << bits)
+                }
+            };
+            let mut a = Vec::new();
+            for _ in 0..rows {
+                let v = (rng.u8(0..5) != 0).then(|| any_i64(&mut rng));
+                let run = if rng.bool() { rng.usize(1..20) } else { 1 };
+                a.extend(std::iter::repeat_n(v, run));
+            }
+            a.truncate(rows);
+            let b: Vec<i32> = (0..rows)
+                .map(|_| match rng.u8(0..3) {
+                    0 => rng.i32(..),
+                    1 => [i32::MIN, i32::MAX][rng.usize(0..2)],
+                    _ => rng.i32(-100..100),
+                })
+                .collect();
+            let words = ["x", "yy", "", "zzz"];
+            let c: Vec<Option<u32>> = (0..rows)
+                .map(|i| (i % 5 != 1).then(|| if i % 40 < 20 { 2 } else { rng.u32(0..4) }))
+                .collect();
+            let d_dict = [i64::MIN, -1, 7, i64::MAX];
+            let d: Vec<u32> = (0..rows)
+                .map(|i| if i % 3 == 0 { 1 } else { rng.u32(0..4) })
+                .collect();
+            let flags: Vec<bool> = (0..rows).map(|i| i % 13 < 9 || rng.bool()).collect();
+
+            let present: Vec<bool> = a.iter().map(Option::is_some).collect();
+            let values: Vec<i64> = a.iter().flatten().copied().collect();
+            let c_present: Vec<bool> = c.iter().map(Option::is_some).collect();
+            let c_keys: Vec<u32> = c.iter().flatten().copied().collect();
+            // Dictionaries of the values used, as the sink makes them.
+            let mut c_used: Vec<u32> = c_keys.clone();
+            let c_dict = super::super::used_dict(&mut c_used, &words);
+            let mut d_used = d.clone();
+            let d_dict_used = super::super::used_dict(&mut d_used, &d_dict);
+            let chunks = [
+                e.ints(cols[0].clone(), rows, Some(&present), &values)
+                    .unwrap(),
+                e.ints(cols[1].clone(), rows, None, &b).unwrap(),
+                e.dict(cols[2].clone(), rows, Some(&c_present), &c_used, &c_dict)
+                    .unwrap(),
+                e.int_dict(cols[3].clone(), rows, &d_used, &d_dict_used)
+                    .unwrap(),
+                e.bools(cols[4].clone(), &flags).unwrap(),
+            ];
+            let mut group = file.next_row_group().unwrap();
+            for chunk in chunks {
+                group.append_column(&chunk.bytes, chunk.close).unwrap();
+            }
+            group.close().unwrap();
+            let bytes = Bytes::from(file.into_inner().unwrap());
+
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .unwrap()
+                .with_batch_size(1 << 20)
+                .build()
+                .unwrap();
+            let batch = reader.map(|b| b.unwrap()).next().unwrap();
+            let got_a: Vec<Option<i64>> = batch.column(0).as_primitive::<I64>().iter().collect();
+            assert_eq!(got_a, a, "{rows} rows");
+            let got_b: Vec<i32> = batch.column(1).as_primitive::<I32>().values().to_vec();
+            assert_eq!(got_b, b, "{rows} rows");
+            let got_c: Vec<Option<&str>> = batch.column(2).as_string::<i32>().iter().collect();
+            let want_c: Vec<Option<&str>> =
+                c.iter().map(|k| k.map(|k| words[k as usize])).collect();
+            assert_eq!(got_c, want_c, "{rows} rows");
+            let got_d: Vec<i64> = batch.column(3).as_primitive::<I64>().values().to_vec();
+            let want_d: Vec<i64> = d.iter().map(|&k| d_dict[k as usize]).collect();
+            assert_eq!(got_d, want_d, "{rows} rows");
+            let got_e: Vec<bool> = batch.column(4).as_boolean().iter().flatten().collect();
+            assert_eq!(got_e, flags, "{rows} rows");
+            assert_eq!(batch.column(4).null_count(), 0);
+        }
     }
 
     #[test]
