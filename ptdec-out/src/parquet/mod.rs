@@ -35,8 +35,8 @@
 //!
 //! Signed integers throughout (Spark reads no unsigned ones): an address
 //! of the kernel's half reads negative. Addresses, times and counters of
-//! the FTF; strings dictionary-encoded; column statistics on, so engines
-//! skip row groups by time and thread.
+//! the FTF; strings, `pid`, `tid` and `addr` dictionary-encoded; column
+//! statistics on, so engines skip row groups by time and thread.
 //!
 //! # Ids
 //!
@@ -84,8 +84,9 @@ use ftf::hash::FastMap;
 mod pages;
 
 /// Rows of `calls` per row group: a row group's columns are held in
-/// memory until written (about 50 bytes a row before encoding, so ~50 MB),
-/// and engines skip whole row groups by their statistics.
+/// memory until written (about 100 bytes a row before encoding, so 13 MB,
+/// and up to four of them: filling, queued, being written), and engines
+/// skip whole row groups by their statistics.
 pub const ROWS_PER_GROUP: usize = 1 << 17;
 
 /// zstd at its default level. Measured on the bench's 10 MB traces, one
@@ -258,11 +259,11 @@ impl TableWriter for ArrowWriter<File> {
 }
 
 /// One table's file, written row group by row group on a thread of its
-/// own: encoding (dictionaries, delta packing, zstd) is about half of a
-/// dataset's cost after the stacks, and it runs beside them there, as the
-/// FTF emitter's block encoders do. At most [`BATCHES_IN_FLIGHT`] row
-/// groups wait for it; the columns it has written come back to be filled
-/// again (not freed and allocated, page by page, per row group).
+/// own: encoding (delta packing, dictionary keys, zstd) runs beside the
+/// stacks there, as the FTF emitter's block encoders do. At most
+/// [`BATCHES_IN_FLIGHT`] row groups wait for it; the columns it has
+/// written come back to be filled again (not freed and allocated, page by
+/// page, per row group).
 struct Part<W: TableWriter> {
     path: PathBuf,
     schema: SchemaRef,
@@ -1572,14 +1573,20 @@ impl SliceSink for Dataset {
         }
         let parent_id = s.parent.map(|p| Self::call_id(ordinal, p)).transpose()?;
         let call_id = Self::call_id(ordinal, s.id)?;
-        let (name, addr, unknown_start) = match &s.kind {
+        let pseudo = self.pseudo_name(&s.kind);
+        // The function moved out of the slice, not cloned: a clone and its
+        // drop are two atomic operations a row.
+        let (name, addr, unknown_start) = match s.kind {
             SliceKind::Call {
                 func,
                 unknown_start,
                 ..
-            } => (Name::Func(func.clone()), func.entry, *unknown_start),
-            SliceKind::Untraced { ip, .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), *ip, false),
-            SliceKind::Gap { .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), 0, false),
+            } => {
+                let entry = func.entry;
+                (Name::Func(func), entry, unknown_start)
+            }
+            SliceKind::Untraced { ip, .. } => (Name::Pseudo(pseudo), ip, false),
+            SliceKind::Gap { .. } => (Name::Pseudo(pseudo), 0, false),
         };
         let row = Row {
             call_id,

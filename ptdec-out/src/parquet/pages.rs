@@ -1,12 +1,12 @@
-//! The `calls` table's column chunks, encoded here and handed whole to the
-//! Parquet crate's file writer (`SerializedRowGroupWriter::append_column`),
-//! which writes the page headers, the footer and the schema. The Arrow
-//! writer hashed every row's value of every dictionary column again (the
-//! sink already holds each string's key) and cost, with its delta packing,
-//! levels and statistics, as much CPU as the whole decode: see `Part`'s
-//! doc in the parent module. Only the encodings used are written, each as
-//! the format's spec says: PLAIN, DELTA_BINARY_PACKED, RLE_DICTIONARY over
-//! the RLE/bit-packing hybrid, in data pages v1, compressed with zstd.
+//! The `calls` table's column chunks, encoded here from the sink's
+//! columns and handed whole to the Parquet crate's file writer
+//! (`SerializedRowGroupWriter::append_column`), which writes the page
+//! headers, the footer and the schema. Hand-written because the Arrow
+//! writer re-hashed every row's strings, whose keys the sink already
+//! holds, and with its delta packing and statistics cost as much CPU as
+//! the decode (issue 46). Only what the spec needs is written: PLAIN,
+//! DELTA_BINARY_PACKED and RLE_DICTIONARY over the RLE/bit-packing
+//! hybrid, one data page v1 per chunk, zstd, chunk statistics.
 
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -142,17 +142,24 @@ impl ChunkEncoder {
     /// A BOOLEAN column without nulls, PLAIN (one bit a row).
     pub fn bools(&mut self, descr: ColumnDescPtr, values: &[bool]) -> Result<Chunk, ParquetError> {
         self.body.clear();
-        let (mut lo, mut hi) = (true, false);
-        for bits in values.chunks(8) {
-            let mut byte = 0u8;
-            for (i, &b) in bits.iter().enumerate() {
-                byte |= u8::from(b) << i;
-                lo &= b;
-                hi |= b;
-            }
+        let (mut all, mut any) = (true, false);
+        let mut groups = values.chunks_exact(8);
+        for g in &mut groups {
+            let byte = pack_bools(std::array::from_fn(|i| g[i]));
+            all &= byte == 0xFF;
+            any |= byte != 0;
             self.body.push(byte);
         }
-        let min_max = (!values.is_empty()).then_some((lo, hi));
+        let rest = groups.remainder();
+        if !rest.is_empty() {
+            let byte = pack_bools(std::array::from_fn(|i| {
+                rest.get(i).copied().unwrap_or(false)
+            }));
+            all &= rest.iter().all(|&b| b);
+            any |= byte != 0;
+            self.body.push(byte);
+        }
+        let min_max = (!values.is_empty()).then_some((all, any));
         let stats = Statistics::boolean(
             min_max.map(|m| m.0),
             min_max.map(|m| m.1),
@@ -299,7 +306,6 @@ impl ChunkEncoder {
         };
         let data_spec = pages.write_page(CompressedPage::new(page, self.body.len()))?;
         pages.close()?;
-        drop(pages);
         if !encodings.contains(&encoding) {
             encodings.push(encoding);
         }
@@ -604,13 +610,20 @@ fn bit_packed_bits(values: &[bool], out: &mut Vec<u8>) {
     }
     let groups = values.len().div_ceil(8);
     uleb(out, ((groups as u64) << 1) | 1);
-    for bits in values.chunks(8) {
-        let mut byte = 0u8;
-        for (i, &b) in bits.iter().enumerate() {
-            byte |= u8::from(b) << i;
-        }
-        out.push(byte);
+    for g in values.chunks(8) {
+        out.push(pack_bools(std::array::from_fn(|i| {
+            g.get(i).copied().unwrap_or(false)
+        })));
     }
+}
+
+/// 8 booleans as the bits of a byte, the first the lowest: each of the
+/// 8 bytes (0 or 1) times the constant lands its bit in the top byte,
+/// byte i at bit i, and no two products overlap (so nothing carries).
+#[inline]
+fn pack_bools(b: [bool; 8]) -> u8 {
+    let bytes = u64::from_le_bytes(b.map(u8::from));
+    (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
 }
 
 #[cfg(test)]
@@ -624,10 +637,11 @@ mod tests {
         // literals' group, 10 a run.
         let v: Vec<u32> = [1, 2, 3].into_iter().chain([7; 15]).collect();
         hybrid(&v, 3, &mut out);
-        // 1 group, 3 bytes at width 3: 1 2 3 7 7 7 7 7.
+        // 1 group, 3 bytes at width 3: 1 2 3 7 7 7 7 7, the first value
+        // in the lowest bits (001, 010, 011, 111, ...).
         assert_eq!(
             out[..4],
-            [(1 << 1) | 1, 0b11_010_001, 0b1_111_111_0, 0b111_111_11]
+            [(1 << 1) | 1, 0b1101_0001, 0b1111_1110, 0b1111_1111]
         );
         assert_eq!(out[4..], [10 << 1, 7]);
     }
@@ -759,6 +773,13 @@ mod tests {
             let got_e: Vec<bool> = batch.column(4).as_boolean().iter().flatten().collect();
             assert_eq!(got_e, flags, "{rows} rows");
             assert_eq!(batch.column(4).null_count(), 0);
+        }
+    }
+
+    #[test]
+    fn booleans_pack_lowest_first() {
+        for v in 0..=255u8 {
+            assert_eq!(pack_bools(std::array::from_fn(|i| v >> i & 1 == 1)), v);
         }
     }
 
