@@ -35,8 +35,8 @@
 //!
 //! Signed integers throughout (Spark reads no unsigned ones): an address
 //! of the kernel's half reads negative. Addresses, times and counters of
-//! the FTF; strings dictionary-encoded; column statistics on, so engines
-//! skip row groups by time and thread.
+//! the FTF; strings, `pid`, `tid` and `addr` dictionary-encoded; column
+//! statistics on, so engines skip row groups by time and thread.
 //!
 //! # Ids
 //!
@@ -53,24 +53,28 @@
 //! the next slice (which tells whether they were cut, as the FTF's `Tail`),
 //! and the instructions of closed children wait for their parent (one sum
 //! per open frame). A trace's tables are written into a temporary folder
-//! in `DIR` and put in place whole by `outfile::OutDir`. Nothing is hand-written: the Arrow project's
-//! writer does the format.
+//! in `DIR` and put in place whole by `outfile::OutDir`. The Arrow
+//! project's Parquet crate writes the files; `calls`'s column chunks are
+//! encoded by [`pages`] (its doc says why), the other tables' by the
+//! crate's Arrow writer.
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ::parquet::arrow::ArrowWriter;
+use ::parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter, ArrowWriter};
 use ::parquet::basic::{Compression, Encoding, ZstdLevel};
 use ::parquet::errors::ParquetError;
 use ::parquet::file::metadata::KeyValue;
 use ::parquet::file::properties::{EnabledStatistics, WriterProperties};
-use ::parquet::schema::types::ColumnPath;
+use ::parquet::file::writer::SerializedFileWriter;
+use ::parquet::schema::types::{ColumnDescPtr, ColumnPath};
 use arrow_array::builder::{
     BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
 };
-use arrow_array::types::{Int32Type, Int8Type};
-use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int8Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::model::ops::{cbr_mhz, Mark, MarkFilter, Stamp};
@@ -78,9 +82,12 @@ use crate::model::slices::{cut_to_window, Entry, FuncRef, Siblings, Slice, Slice
 use crate::outfile::{OutDir, OutFile, OutFileError};
 use ftf::hash::FastMap;
 
+mod pages;
+
 /// Rows of `calls` per row group: a row group's columns are held in
-/// memory until written (about 50 bytes a row before encoding, so ~50 MB),
-/// and engines skip whole row groups by their statistics.
+/// memory until written (about 100 bytes a row before encoding, so 13 MB,
+/// and up to four of them: filling, queued, being written), and engines
+/// skip whole row groups by their statistics.
 pub const ROWS_PER_GROUP: usize = 1 << 17;
 
 /// zstd at its default level. Measured on the bench's 10 MB traces, one
@@ -245,7 +252,7 @@ pub enum DatasetError {
 /// folder, or the single file `-o X.parquet` ([`OutFile`], put in place by
 /// its commit).
 enum Sink {
-    File(std::fs::File),
+    File(File),
     Out(OutFile),
 }
 
@@ -265,41 +272,74 @@ impl std::io::Write for Sink {
 }
 
 /// What a table's writer thread is handed.
-enum ToWriter {
+enum ToWriter<G> {
     /// A row group.
-    Rows(RecordBatch),
+    Group(G),
     /// A key-value pair for the file's footer (a single file's threads and
     /// trace facts).
     Meta(KeyValue),
 }
 
+/// What a table's writer thread does with the row groups it is handed.
+trait TableWriter: Send + 'static {
+    /// One row group's columns.
+    type Group: Send + 'static;
+    /// Writes one row group; gives back what the sink can fill again.
+    fn write_group(&mut self, group: Self::Group) -> Result<Option<Self::Group>, ParquetError>;
+    /// Adds a key-value pair to the footer.
+    fn meta(&mut self, kv: KeyValue);
+    /// Writes the footer; the file.
+    fn finish(self) -> Result<Sink, ParquetError>;
+}
+
+impl TableWriter for ArrowWriter<Sink> {
+    type Group = RecordBatch;
+
+    fn write_group(&mut self, batch: RecordBatch) -> Result<Option<RecordBatch>, ParquetError> {
+        self.write(&batch)?;
+        self.flush()?;
+        Ok(None)
+    }
+
+    fn meta(&mut self, kv: KeyValue) {
+        self.append_key_value_metadata(kv);
+    }
+
+    fn finish(self) -> Result<Sink, ParquetError> {
+        self.into_inner()
+    }
+}
+
 /// One table's file, written row group by row group on a thread of its
-/// own: the Arrow writer's encoding (dictionaries, delta packing, zstd) is
-/// about half of a dataset's cost after the stacks, and it runs beside
-/// them there, as the FTF emitter's block encoders do. At most
-/// [`BATCHES_IN_FLIGHT`] row groups wait for it.
-struct Part {
+/// own: encoding (delta packing, dictionary keys, zstd) runs beside the
+/// stacks there, as the FTF emitter's block encoders do. At most
+/// [`BATCHES_IN_FLIGHT`] row groups wait for it; the columns it has
+/// written come back to be filled again (not freed and allocated, page by
+/// page, per row group).
+struct Part<W: TableWriter> {
     path: PathBuf,
     schema: SchemaRef,
-    to_writer: Option<crossbeam_channel::Sender<ToWriter>>,
+    to_writer: Option<crossbeam_channel::Sender<ToWriter<W::Group>>>,
+    back: crossbeam_channel::Receiver<W::Group>,
     writer: Option<std::thread::JoinHandle<Result<Sink, DatasetError>>>,
 }
 
 /// Row groups handed to a table's writer thread and not yet written.
 const BATCHES_IN_FLIGHT: usize = 2;
 
-impl Part {
-    /// The file `part-0.parquet` of `table` in the temporary folder `dir`;
-    /// errors name it where it goes, `shown` (`ROOT/TABLE/trace=NAME`):
-    /// the temporary is gone when they are read.
+impl<W: TableWriter> Part<W> {
+    /// The file `part-0.parquet` of `table` in the temporary folder `dir`,
+    /// written by the writer `make` makes of it; errors name it where it
+    /// goes, `shown` (`ROOT/TABLE/trace=NAME`): the temporary is gone when
+    /// they are read.
     fn create(
         dir: &Path,
         shown: &Path,
         table: &str,
         schema: SchemaRef,
-        props: WriterProperties,
         mode: u32,
-    ) -> Result<Part, DatasetError> {
+        make: impl FnOnce(Sink) -> Result<W, ParquetError>,
+    ) -> Result<Part<W>, DatasetError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let folder = dir.join(table);
         let path = shown.join("part-0.parquet");
@@ -317,39 +357,40 @@ impl Part {
             .mode(mode)
             .open(folder.join("part-0.parquet"))
             .map_err(io(&path))?;
-        Self::start(path, table, schema, props, Sink::File(file))
+        Self::start(path, table, schema, Sink::File(file), make)
     }
 
-    /// The table's writer on its thread, writing into `sink`; `path` names
-    /// the file in errors.
+    /// The table's writer `make` makes of `sink`, on its thread; `path`
+    /// names the file in errors.
     fn start(
         path: PathBuf,
         table: &str,
         schema: SchemaRef,
-        props: WriterProperties,
         sink: Sink,
-    ) -> Result<Part, DatasetError> {
+        make: impl FnOnce(Sink) -> Result<W, ParquetError>,
+    ) -> Result<Part<W>, DatasetError> {
         let pq = |path: &Path| {
             let path = path.to_path_buf();
             move |source| parquet_error(&path, source)
         };
-        let mut writer =
-            ArrowWriter::try_new(sink, schema.clone(), Some(props)).map_err(pq(&path))?;
-        let (tx, rx) = crossbeam_channel::bounded::<ToWriter>(BATCHES_IN_FLIGHT);
+        let mut writer = make(sink).map_err(pq(&path))?;
+        let (tx, rx) = crossbeam_channel::bounded::<ToWriter<W::Group>>(BATCHES_IN_FLIGHT);
+        let (give_back, back) = crossbeam_channel::bounded::<W::Group>(BATCHES_IN_FLIGHT);
         let at = path.clone();
         let thread = std::thread::Builder::new()
             .name(format!("ptdec-{table}"))
             .spawn(move || {
                 for msg in rx {
                     match msg {
-                        ToWriter::Rows(batch) => {
-                            writer.write(&batch).map_err(pq(&at))?;
-                            writer.flush().map_err(pq(&at))?;
+                        ToWriter::Group(group) => {
+                            if let Some(empty) = writer.write_group(group).map_err(pq(&at))? {
+                                let _ = give_back.try_send(empty);
+                            }
                         }
-                        ToWriter::Meta(kv) => writer.append_key_value_metadata(kv),
+                        ToWriter::Meta(kv) => writer.meta(kv),
                     }
                 }
-                writer.into_inner().map_err(pq(&at))
+                writer.finish().map_err(pq(&at))
             })
             .map_err(|source| DatasetError::Io {
                 path: path.clone(),
@@ -359,36 +400,33 @@ impl Part {
             path,
             schema,
             to_writer: Some(tx),
+            back,
             writer: Some(thread),
         })
     }
 
-    /// Hands `columns` to the writer thread as one row group.
-    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
-        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
-            DatasetError::Parquet {
-                path: self.path.clone(),
-                source: ParquetError::ArrowError(e.to_string()),
-            }
-        })?;
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        self.send(ToWriter::Rows(batch))
+    /// Hands `group` to the writer thread.
+    fn send(&mut self, group: W::Group) -> Result<(), DatasetError> {
+        self.send_msg(ToWriter::Group(group))
     }
 
     /// Adds `key` = `value` to the file's footer.
     fn meta(&mut self, key: &str, value: String) -> Result<(), DatasetError> {
-        self.send(ToWriter::Meta(KeyValue::new(key.to_string(), value)))
+        self.send_msg(ToWriter::Meta(KeyValue::new(key.to_string(), value)))
     }
 
-    fn send(&mut self, msg: ToWriter) -> Result<(), DatasetError> {
+    fn send_msg(&mut self, msg: ToWriter<W::Group>) -> Result<(), DatasetError> {
         let sent = self.to_writer.as_ref().map(|tx| tx.send(msg));
         match sent {
             Some(Ok(())) => Ok(()),
             // The writer stopped: its error.
             _ => Err(self.join().err().unwrap_or_else(|| self.stopped())),
         }
+    }
+
+    /// A row group's columns the writer is done with, if one is back.
+    fn recycled(&self) -> Option<W::Group> {
+        self.back.try_recv().ok()
     }
 
     fn stopped(&self) -> DatasetError {
@@ -429,7 +467,40 @@ impl Part {
     }
 }
 
-impl Drop for Part {
+/// A table written by the Arrow writer.
+type ArrowPart = Part<ArrowWriter<Sink>>;
+
+impl ArrowPart {
+    fn arrow(
+        dir: &Path,
+        shown: &Path,
+        table: &str,
+        schema: SchemaRef,
+        props: WriterProperties,
+        mode: u32,
+    ) -> Result<ArrowPart, DatasetError> {
+        let s = schema.clone();
+        Part::create(dir, shown, table, schema, mode, move |file| {
+            ArrowWriter::try_new(file, s, Some(props))
+        })
+    }
+
+    /// Hands `columns` to the writer thread as one row group.
+    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DatasetError> {
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| {
+            DatasetError::Parquet {
+                path: self.path.clone(),
+                source: ParquetError::ArrowError(e.to_string()),
+            }
+        })?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.send(batch)
+    }
+}
+
+impl<W: TableWriter> Drop for Part<W> {
     /// A dataset left unfinished (an error, Ctrl-C): the thread ends before
     /// the temporary folder it writes into is removed.
     fn drop(&mut self) {
@@ -559,16 +630,15 @@ fn props(rows: usize, delta: &[&str]) -> Result<WriterProperties, ParquetError> 
 /// The values of a row of `calls`.
 #[derive(Debug, Clone)]
 struct Row {
+    /// Its thread's ordinal above its number (the thread's `pid` and
+    /// `tid`: [`Dataset::thread_ids`]).
     call_id: i64,
     parent_id: Option<i64>,
     depth: i32,
-    pid: u32,
-    tid: u32,
     start: Stamp,
     end: Stamp,
     self_insns: u64,
     self_ns: u64,
-    /// Function and module keys in the row group's dictionaries.
     name: Name,
     addr: u64,
     kind: Kind,
@@ -585,7 +655,7 @@ enum Name {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i8)]
+#[repr(u8)]
 enum Kind {
     Call = 0,
     Tail = 1,
@@ -598,123 +668,397 @@ enum Kind {
 
 const KIND_NAMES: [&str; 5] = ["call", "tail call", "untraced", "gap", "root"];
 
-/// A string dictionary for one row group's column.
+/// A string dictionary for one row group's column: the keys here, the
+/// strings in the row group's columns ([`CallColumns`]).
 #[derive(Default)]
 struct Dict {
-    keys: FastMap<Arc<str>, i32>,
-    values: Vec<Arc<str>>,
+    keys: FastMap<Arc<str>, u32>,
 }
 
 impl Dict {
-    fn key(&mut self, s: &Arc<str>) -> i32 {
+    fn key(&mut self, s: &Arc<str>, values: &mut Vec<Arc<str>>) -> u32 {
         if let Some(&k) = self.keys.get(s) {
             return k;
         }
-        let k = self.values.len() as i32;
-        self.values.push(s.clone());
+        let k = values.len() as u32;
+        values.push(s.clone());
         self.keys.insert(s.clone(), k);
         k
     }
+}
 
-    fn take(&mut self) -> ArrayRef {
-        self.keys.clear();
-        let values = std::mem::take(&mut self.values);
-        Arc::new(StringArray::from_iter_values(values.iter().map(|s| &**s)))
+/// Rows of `calls` per [`RowBlock`].
+const BLOCK_ROWS: usize = 1024;
+
+/// A column of a [`RowBlock`].
+type Col<T> = Box<[T; BLOCK_ROWS]>;
+
+fn col<T: Copy + Default>() -> Col<T> {
+    match vec![T::default(); BLOCK_ROWS].into_boxed_slice().try_into() {
+        Ok(c) => c,
+        Err(_) => unreachable!("a vector of BLOCK_ROWS values"),
     }
 }
 
-/// The columns of `calls` being filled for one row group.
+/// [`BLOCK_ROWS`] rows of `calls`, column by column, in arrays of that
+/// length: the sink stores a row's values behind one bounds check, not
+/// one per column as vectors would (a quarter of its cost per row). A
+/// nullable column holds a value (0) at its null rows too.
+struct RowBlock {
+    rows: usize,
+    call_id: Col<i64>,
+    parent_id: Col<i64>,
+    has_parent: Col<bool>,
+    depth: Col<i32>,
+    /// The thread's ordinal: `pid` and `tid` are keys into the row
+    /// group's dictionary of threads.
+    thread: Col<u32>,
+    start_ns: Col<i64>,
+    dur_ns: Col<i64>,
+    start_insn: Col<i64>,
+    insns: Col<i64>,
+    self_insns: Col<i64>,
+    self_ns: Col<i64>,
+    cycles: Col<i64>,
+    has_cycles: Col<bool>,
+    function: Col<u32>,
+    module: Col<u32>,
+    has_module: Col<bool>,
+    /// Keys into the row group's dictionary of addresses.
+    addr: Col<u32>,
+    kind: Col<u32>,
+    cut_start: Col<bool>,
+    cut_end: Col<bool>,
+    unknown_start: Col<bool>,
+}
+
+impl RowBlock {
+    fn new() -> RowBlock {
+        RowBlock {
+            rows: 0,
+            call_id: col(),
+            parent_id: col(),
+            has_parent: col(),
+            depth: col(),
+            thread: col(),
+            start_ns: col(),
+            dur_ns: col(),
+            start_insn: col(),
+            insns: col(),
+            self_insns: col(),
+            self_ns: col(),
+            cycles: col(),
+            has_cycles: col(),
+            function: col(),
+            module: col(),
+            has_module: col(),
+            addr: col(),
+            kind: col(),
+            cut_start: col(),
+            cut_end: col(),
+            unknown_start: col(),
+        }
+    }
+}
+
+/// One row group of `calls`: its rows in blocks, and the dictionaries
+/// their keys index.
 #[derive(Default)]
 struct CallColumns {
     rows: usize,
-    call_id: Vec<i64>,
-    parent_id: Int64Builder,
-    depth: Vec<i32>,
-    pid: Vec<i32>,
-    tid: Vec<i32>,
-    start_ns: Vec<i64>,
-    dur_ns: Vec<i64>,
-    start_insn: Vec<i64>,
-    insns: Vec<i64>,
-    self_insns: Vec<i64>,
-    self_ns: Vec<i64>,
-    cycles: Int64Builder,
-    function: Vec<i32>,
-    module: Int32Builder,
-    addr: Vec<i64>,
-    kind: Vec<i8>,
-    cut_start: BooleanBuilder,
-    cut_end: BooleanBuilder,
-    unknown_start: BooleanBuilder,
-    /// Function (by `FuncRef::addr`: held here, so not freed and reused
-    /// while the row group fills) → its (function, module) keys.
-    funcs: FastMap<usize, (i32, i32)>,
-    held: Vec<FuncRef>,
-    names: Dict,
-    modules: Dict,
-    pseudo: FastMap<&'static str, i32>,
+    /// Blocks `..=filling` hold the rows; the others are empty, kept to
+    /// be filled.
+    blocks: Vec<RowBlock>,
+    filling: usize,
+    /// The dictionaries of `function` and `module`.
+    names: Vec<Arc<str>>,
+    modules: Vec<Arc<str>>,
+    /// The dictionary of `addr`.
+    addrs: Vec<i64>,
+    /// (pid, tid) by thread ordinal.
+    threads: Vec<(i32, i32)>,
 }
 
 impl CallColumns {
-    fn name_keys(&mut self, name: &Name) -> (i32, Option<i32>) {
+    /// The block to store the next row in, and its index there.
+    #[inline]
+    fn next_row(&mut self) -> (&mut RowBlock, usize) {
+        if self
+            .blocks
+            .get(self.filling)
+            .is_some_and(|b| b.rows == BLOCK_ROWS)
+        {
+            self.filling += 1;
+        }
+        if self.filling == self.blocks.len() {
+            self.blocks.push(RowBlock::new());
+        }
+        let b = &mut self.blocks[self.filling];
+        // `min`: what the arrays' indexing sees as in bounds.
+        let i = b.rows.min(BLOCK_ROWS - 1);
+        b.rows += 1;
+        self.rows += 1;
+        (b, i)
+    }
+
+    /// The blocks holding rows.
+    fn filled(&self) -> &[RowBlock] {
+        &self.blocks[..self.blocks.len().min(self.filling + 1)]
+    }
+
+    /// Empties the row group, keeping its blocks.
+    fn clear(&mut self) {
+        self.rows = 0;
+        self.filling = 0;
+        for b in &mut self.blocks {
+            b.rows = 0;
+        }
+        self.names.clear();
+        self.modules.clear();
+        self.addrs.clear();
+        self.threads.clear();
+    }
+}
+
+/// The row group being filled and its dictionaries' keys.
+#[derive(Default)]
+struct CallRows {
+    cols: CallColumns,
+    /// Function (by `FuncRef::addr`: held here, so not freed and reused
+    /// while the row group fills) → its (function, module, addr) keys.
+    funcs: FastMap<usize, (u32, u32, u32)>,
+    held: Vec<FuncRef>,
+    names: Dict,
+    modules: Dict,
+    pseudo: FastMap<&'static str, u32>,
+    addrs: FastMap<u64, u32>,
+}
+
+impl CallRows {
+    /// The keys of a row's function, module and address (`addr`).
+    fn keys(&mut self, name: &Name, addr: u64) -> (u32, Option<u32>, u32) {
         match name {
             Name::Func(f) => {
-                if let Some(&(n, m)) = self.funcs.get(&f.addr()) {
-                    return (n, Some(m));
+                if let Some(&(n, m, a)) = self.funcs.get(&f.addr()) {
+                    return (n, Some(m), a);
                 }
-                let keys = (self.names.key(&f.name), self.modules.key(&f.module));
+                let keys = (
+                    self.names.key(&f.name, &mut self.cols.names),
+                    self.modules.key(&f.module, &mut self.cols.modules),
+                    self.addr_key(addr),
+                );
                 self.funcs.insert(f.addr(), keys);
                 self.held.push(f.clone());
-                (keys.0, Some(keys.1))
+                (keys.0, Some(keys.1), keys.2)
             }
             Name::Pseudo(p) => {
+                let a = self.addr_key(addr);
                 if let Some(&k) = self.pseudo.get(p) {
-                    return (k, None);
+                    return (k, None, a);
                 }
-                let k = self.names.key(&Arc::from(*p));
+                let k = self.names.key(&Arc::from(*p), &mut self.cols.names);
                 self.pseudo.insert(p, k);
-                (k, None)
+                (k, None, a)
             }
         }
     }
 
-    /// Takes the columns filled so far.
-    fn take(&mut self) -> Vec<ArrayRef> {
-        fn vec<T: Default>(v: &mut T) -> T {
-            std::mem::take(v)
-        }
-        self.rows = 0;
+    fn addr_key(&mut self, addr: u64) -> u32 {
+        let addrs = &mut self.cols.addrs;
+        *self.addrs.entry(addr).or_insert_with(|| {
+            addrs.push(addr as i64);
+            addrs.len() as u32 - 1
+        })
+    }
+
+    /// Takes the row group filled so far, leaving `empty` (cleared) to
+    /// fill; `threads`: (pid, tid) by ordinal.
+    fn take(&mut self, empty: CallColumns, threads: &[(i32, i32)]) -> CallColumns {
         self.funcs.clear();
         self.held.clear();
         self.pseudo.clear();
-        let function = DictionaryArray::<Int32Type>::new(
-            Int32Array::from(vec(&mut self.function)),
-            self.names.take(),
+        self.names.keys.clear();
+        self.modules.keys.clear();
+        self.addrs.clear();
+        let mut full = std::mem::replace(&mut self.cols, empty);
+        full.threads.extend_from_slice(threads);
+        full
+    }
+}
+
+/// Writes `calls`: each row group's column chunks encoded by [`pages`],
+/// the file (page headers, footer, the Arrow schema for readers that
+/// take it) by the Parquet crate.
+struct CallsWriter {
+    file: SerializedFileWriter<BufWriter<Sink>>,
+    columns: Vec<ColumnDescPtr>,
+    encoder: pages::ChunkEncoder,
+    /// A column gathered from the blocks, and its rows with a value.
+    i64s: Vec<i64>,
+    i32s: Vec<i32>,
+    keys: Vec<u32>,
+    bools: Vec<bool>,
+    present: Vec<bool>,
+}
+
+impl CallsWriter {
+    fn new(file: Sink, schema: &Schema) -> Result<CallsWriter, ParquetError> {
+        let descr = ArrowSchemaConverter::new().convert(schema)?;
+        let mut props = WriterProperties::builder().build();
+        add_encoded_arrow_schema_to_metadata(schema, &mut props);
+        let columns = descr.columns().to_vec();
+        let file = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            descr.root_schema_ptr(),
+            Arc::new(props),
+        )?;
+        Ok(CallsWriter {
+            file,
+            columns,
+            encoder: pages::ChunkEncoder::new(ZSTD_LEVEL)?,
+            i64s: Vec::new(),
+            i32s: Vec::new(),
+            keys: Vec::new(),
+            bools: Vec::new(),
+            present: Vec::new(),
+        })
+    }
+}
+
+/// `column` of the blocks, one after the other, into `out`.
+fn gather<T: Copy>(out: &mut Vec<T>, blocks: &[RowBlock], column: impl Fn(&RowBlock) -> &Col<T>) {
+    out.clear();
+    for b in blocks {
+        out.extend_from_slice(&column(b)[..b.rows]);
+    }
+}
+
+/// The values of a nullable column into `out`, whether each row has one
+/// into `present`.
+fn gather_some<T: Copy>(
+    out: &mut Vec<T>,
+    present: &mut Vec<bool>,
+    blocks: &[RowBlock],
+    column: impl Fn(&RowBlock) -> (&Col<T>, &Col<bool>),
+) {
+    out.clear();
+    present.clear();
+    for b in blocks {
+        let (values, has) = column(b);
+        present.extend_from_slice(&has[..b.rows]);
+        out.extend(
+            values[..b.rows]
+                .iter()
+                .zip(&has[..b.rows])
+                .filter(|(_, &h)| h)
+                .map(|(&v, _)| v),
         );
-        let module = DictionaryArray::<Int32Type>::new(self.module.finish(), self.modules.take());
-        let kinds: ArrayRef = Arc::new(StringArray::from_iter_values(KIND_NAMES));
-        let kind = DictionaryArray::<Int8Type>::new(Int8Array::from(vec(&mut self.kind)), kinds);
-        vec![
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.call_id))),
-            Arc::new(self.parent_id.finish()),
-            Arc::new(Int32Array::from(vec(&mut self.depth))),
-            Arc::new(Int32Array::from(vec(&mut self.pid))),
-            Arc::new(Int32Array::from(vec(&mut self.tid))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_ns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.dur_ns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.start_insn))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.insns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_insns))),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.self_ns))),
-            Arc::new(self.cycles.finish()),
-            Arc::new(function),
-            Arc::new(module),
-            Arc::new(arrow_array::Int64Array::from(vec(&mut self.addr))),
-            Arc::new(kind),
-            Arc::new(self.cut_start.finish()),
-            Arc::new(self.cut_end.finish()),
-            Arc::new(self.unknown_start.finish()),
-        ]
+    }
+}
+
+/// Keys into `values` (few: kinds, threads) made keys into a dictionary
+/// of the values used, each once; that dictionary.
+fn used_dict<V: Copy + Eq + std::hash::Hash>(keys: &mut [u32], values: &[V]) -> Vec<V> {
+    let mut key = vec![u32::MAX; values.len()];
+    let mut dict = Vec::new();
+    let mut index = FastMap::default();
+    for k in keys {
+        let to = &mut key[*k as usize];
+        if *to == u32::MAX {
+            let v = values[*k as usize];
+            *to = *index.entry(v).or_insert_with(|| {
+                dict.push(v);
+                dict.len() as u32 - 1
+            });
+        }
+        *k = *to;
+    }
+    dict
+}
+
+impl TableWriter for CallsWriter {
+    type Group = CallColumns;
+
+    fn write_group(&mut self, mut g: CallColumns) -> Result<Option<CallColumns>, ParquetError> {
+        let rows = g.rows;
+        let blocks = g.filled();
+        let c = &self.columns;
+        let e = &mut self.encoder;
+        let mut chunks = Vec::with_capacity(c.len());
+        gather(&mut self.i64s, blocks, |b| &b.call_id);
+        chunks.push(e.ints(c[0].clone(), rows, None, &self.i64s)?);
+        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
+            (&b.parent_id, &b.has_parent)
+        });
+        chunks.push(e.ints(c[1].clone(), rows, Some(&self.present), &self.i64s)?);
+        gather(&mut self.i32s, blocks, |b| &b.depth);
+        chunks.push(e.ints(c[2].clone(), rows, None, &self.i32s)?);
+        for (i, part) in [|t: &(i32, i32)| t.0, |t: &(i32, i32)| t.1]
+            .iter()
+            .enumerate()
+        {
+            gather(&mut self.keys, blocks, |b| &b.thread);
+            let ids: Vec<i32> = g.threads.iter().map(part).collect();
+            let dict = used_dict(&mut self.keys, &ids);
+            chunks.push(e.int_dict(c[3 + i].clone(), rows, &self.keys, &dict)?);
+        }
+        let ints: [fn(&RowBlock) -> &Col<i64>; 6] = [
+            |b| &b.start_ns,
+            |b| &b.dur_ns,
+            |b| &b.start_insn,
+            |b| &b.insns,
+            |b| &b.self_insns,
+            |b| &b.self_ns,
+        ];
+        for (i, column) in ints.into_iter().enumerate() {
+            gather(&mut self.i64s, blocks, column);
+            chunks.push(e.ints(c[5 + i].clone(), rows, None, &self.i64s)?);
+        }
+        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
+            (&b.cycles, &b.has_cycles)
+        });
+        chunks.push(e.ints(c[11].clone(), rows, Some(&self.present), &self.i64s)?);
+        gather(&mut self.keys, blocks, |b| &b.function);
+        chunks.push(e.dict(c[12].clone(), rows, None, &self.keys, &g.names)?);
+        gather_some(&mut self.keys, &mut self.present, blocks, |b| {
+            (&b.module, &b.has_module)
+        });
+        chunks.push(e.dict(
+            c[13].clone(),
+            rows,
+            Some(&self.present),
+            &self.keys,
+            &g.modules,
+        )?);
+        gather(&mut self.keys, blocks, |b| &b.addr);
+        chunks.push(e.int_dict(c[14].clone(), rows, &self.keys, &g.addrs)?);
+        gather(&mut self.keys, blocks, |b| &b.kind);
+        let kinds = used_dict(&mut self.keys, &KIND_NAMES);
+        chunks.push(e.dict(c[15].clone(), rows, None, &self.keys, &kinds)?);
+        let flags: [fn(&RowBlock) -> &Col<bool>; 3] =
+            [|b| &b.cut_start, |b| &b.cut_end, |b| &b.unknown_start];
+        for (i, column) in flags.into_iter().enumerate() {
+            gather(&mut self.bools, blocks, column);
+            chunks.push(e.bools(c[16 + i].clone(), &self.bools)?);
+        }
+        let mut group = self.file.next_row_group()?;
+        for chunk in chunks {
+            group.append_column(&chunk.bytes, chunk.close)?;
+        }
+        group.close()?;
+        g.clear();
+        Ok(Some(g))
+    }
+
+    fn meta(&mut self, kv: KeyValue) {
+        self.file.append_key_value_metadata(kv);
+    }
+
+    fn finish(self) -> Result<Sink, ParquetError> {
+        self.file
+            .into_inner()?
+            .into_inner()
+            .map_err(|e| ParquetError::External(Box::new(e.into_error())))
     }
 }
 
@@ -865,15 +1209,17 @@ pub struct Dataset {
     path: PathBuf,
     opts: DatasetOptions,
     facts: TraceFacts,
-    calls: Part,
+    calls: Part<CallsWriter>,
     /// `None` for a single file.
-    marks: Option<Part>,
-    call_cols: CallColumns,
+    marks: Option<ArrowPart>,
+    call_cols: CallRows,
     mark_cols: MarkColumns,
     rows_per_group: usize,
     threads: Vec<ThreadRow>,
     state: Vec<ThreadState>,
     index: FastMap<(u32, u32), usize>,
+    /// (pid, tid) by thread ordinal.
+    thread_ids: Vec<(i32, i32)>,
     last: Option<((u32, u32), usize)>,
     stats: DatasetStats,
 }
@@ -906,19 +1252,15 @@ impl Dataset {
             path: path.to_path_buf(),
             source,
         };
-        let calls_props = props(
-            rows_per_group,
-            &["call_id", "parent_id", "start_ns", "start_insn"],
-        )
-        .map_err(pq)?;
+        let schema = calls_schema();
         let (dir, calls, marks) = if opts.single_file {
             let out = OutFile::create(path, mode)?;
             let calls = Part::start(
                 path.to_path_buf(),
                 "calls",
-                calls_schema(),
-                calls_props,
+                schema.clone(),
                 Sink::Out(out),
+                |file| CallsWriter::new(file, &schema),
             )?;
             (None, calls, None)
         } else {
@@ -929,11 +1271,11 @@ impl Dataset {
                 dir.temp(),
                 &dir.part_path("calls"),
                 "calls",
-                calls_schema(),
-                calls_props,
+                schema.clone(),
                 mode,
+                |file| CallsWriter::new(file, &schema),
             )?;
-            let marks = Part::create(
+            let marks = Part::arrow(
                 dir.temp(),
                 &dir.part_path("marks"),
                 "marks",
@@ -952,12 +1294,13 @@ impl Dataset {
             facts,
             calls,
             marks,
-            call_cols: CallColumns::default(),
+            call_cols: CallRows::default(),
             mark_cols: MarkColumns::default(),
             rows_per_group,
             threads: Vec::new(),
             state: Vec::new(),
             index: FastMap::default(),
+            thread_ids: Vec::new(),
             last: None,
             stats: DatasetStats::default(),
         })
@@ -989,6 +1332,7 @@ impl Dataset {
                     ..ThreadState::default()
                 });
                 self.index.insert(key, self.state.len() - 1);
+                self.thread_ids.push((key.0 as i32, key.1 as i32));
                 self.state.len() - 1
             }
         };
@@ -1032,7 +1376,7 @@ impl Dataset {
     }
 
     /// Adds one row to the row group, writing it when full.
-    fn push_row(&mut self, r: Row) -> Result<(), DatasetError> {
+    fn push_row(&mut self, r: &Row) -> Result<(), DatasetError> {
         let (t0, t1) = (r.start.time, r.end.time);
         let Some((lo, hi)) = cut_to_window(self.opts.range, t0, t1) else {
             self.stats.dropped += 1;
@@ -1046,35 +1390,31 @@ impl Dataset {
         }
         self.stats.ended_open += u64::from(r.ended_open);
         let origin = self.opts.origin;
-        let c = &mut self.call_cols;
-        let (fkey, mkey) = c.name_keys(&r.name);
-        c.call_id.push(r.call_id);
-        c.parent_id.append_option(r.parent_id);
-        c.depth.push(r.depth);
-        c.pid.push(r.pid as i32);
-        c.tid.push(r.tid as i32);
-        c.start_ns.push(lo.saturating_sub(origin) as i64);
-        c.dur_ns.push((hi - lo) as i64);
-        c.start_insn.push(r.start.insns as i64);
-        c.insns
-            .push(r.end.insns.saturating_sub(r.start.insns) as i64);
-        c.self_insns.push(r.self_insns as i64);
-        c.self_ns.push(r.self_ns as i64);
-        c.cycles.append_option(
-            r.start
-                .cycles
-                .get()
-                .zip(r.end.cycles.get())
-                .map(|(a, b)| b.saturating_sub(a) as i64),
-        );
-        c.function.push(fkey);
-        c.module.append_option(mkey);
-        c.addr.push(r.addr as i64);
-        c.kind.push(r.kind as i8);
-        c.cut_start.append_value(t0 < rs);
-        c.cut_end.append_value(t1 > re || r.ended_open);
-        c.unknown_start.append_value(r.unknown_start);
-        c.rows += 1;
+        let (fkey, mkey, akey) = self.call_cols.keys(&r.name, r.addr);
+        let cycles = r.start.cycles.get().zip(r.end.cycles.get());
+        let c = &mut self.call_cols.cols;
+        let (b, i) = c.next_row();
+        b.call_id[i] = r.call_id;
+        b.has_parent[i] = r.parent_id.is_some();
+        b.parent_id[i] = r.parent_id.unwrap_or(0);
+        b.depth[i] = r.depth;
+        b.thread[i] = (r.call_id >> ID_BITS) as u32;
+        b.start_ns[i] = lo.saturating_sub(origin) as i64;
+        b.dur_ns[i] = (hi - lo) as i64;
+        b.start_insn[i] = r.start.insns as i64;
+        b.insns[i] = r.end.insns.saturating_sub(r.start.insns) as i64;
+        b.self_insns[i] = r.self_insns as i64;
+        b.self_ns[i] = r.self_ns as i64;
+        b.has_cycles[i] = cycles.is_some();
+        b.cycles[i] = cycles.map_or(0, |(a, b)| b.saturating_sub(a) as i64);
+        b.function[i] = fkey;
+        b.has_module[i] = mkey.is_some();
+        b.module[i] = mkey.unwrap_or(0);
+        b.addr[i] = akey;
+        b.kind[i] = r.kind as u32;
+        b.cut_start[i] = t0 < rs;
+        b.cut_end[i] = t1 > re || r.ended_open;
+        b.unknown_start[i] = r.unknown_start;
         if c.rows >= self.rows_per_group {
             self.flush_calls()?;
         }
@@ -1082,11 +1422,12 @@ impl Dataset {
     }
 
     fn flush_calls(&mut self) -> Result<(), DatasetError> {
-        if self.call_cols.rows == 0 {
+        if self.call_cols.cols.rows == 0 {
             return Ok(());
         }
-        let cols = self.call_cols.take();
-        self.calls.write(cols)
+        let empty = self.calls.recycled().unwrap_or_default();
+        let cols = self.call_cols.take(empty, &self.thread_ids);
+        self.calls.send(cols)
     }
 
     fn flush_marks(&mut self) -> Result<(), DatasetError> {
@@ -1105,10 +1446,11 @@ impl Dataset {
     fn release_tail(&mut self, ti: usize, cut: bool) -> Result<(), DatasetError> {
         let mut tail = std::mem::take(&mut self.state[ti].tail);
         self.state[ti].tail_at = None;
-        for mut r in tail.drain(..) {
+        for r in tail.iter_mut() {
             r.ended_open = cut;
             self.push_row(r)?;
         }
+        tail.clear();
         // The buffer back, to be filled again without allocating.
         self.state[ti].tail = tail;
         Ok(())
@@ -1130,7 +1472,7 @@ impl Dataset {
             path: dir.path().to_path_buf(),
             source,
         };
-        let mut threads = Part::create(
+        let mut threads = Part::arrow(
             dir.temp(),
             &dir.part_path("threads"),
             "threads",
@@ -1139,7 +1481,7 @@ impl Dataset {
             mode,
         )?;
         threads.write(self.thread_columns())?;
-        let mut trace = Part::create(
+        let mut trace = Part::arrow(
             dir.temp(),
             &dir.part_path("trace"),
             "trace",
@@ -1148,8 +1490,9 @@ impl Dataset {
             mode,
         )?;
         trace.write(self.trace_columns())?;
+        bytes += self.calls.close()?.0;
         let marks = self.marks.take().expect("a folder's dataset has marks");
-        for part in [self.calls, marks, threads, trace] {
+        for part in [marks, threads, trace] {
             bytes += part.close()?.0;
         }
         self.stats.bytes = bytes;
@@ -1429,21 +1772,25 @@ impl SliceSink for Dataset {
         }
         let parent_id = s.parent.map(|p| Self::call_id(ordinal, p)).transpose()?;
         let call_id = Self::call_id(ordinal, s.id)?;
-        let (name, addr, unknown_start) = match &s.kind {
+        let pseudo = self.pseudo_name(&s.kind);
+        // The function moved out of the slice, not cloned: a clone and its
+        // drop are two atomic operations a row.
+        let (name, addr, unknown_start) = match s.kind {
             SliceKind::Call {
                 func,
                 unknown_start,
                 ..
-            } => (Name::Func(func.clone()), func.entry, *unknown_start),
-            SliceKind::Untraced { ip, .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), *ip, false),
-            SliceKind::Gap { .. } => (Name::Pseudo(self.pseudo_name(&s.kind)), 0, false),
+            } => {
+                let entry = func.entry;
+                (Name::Func(func), entry, unknown_start)
+            }
+            SliceKind::Untraced { ip, .. } => (Name::Pseudo(pseudo), ip, false),
+            SliceKind::Gap { .. } => (Name::Pseudo(pseudo), 0, false),
         };
         let row = Row {
             call_id,
             parent_id,
             depth: s.depth,
-            pid: s.pid,
-            tid: s.tid,
             start: s.start,
             end: s.end,
             self_insns,
@@ -1460,7 +1807,7 @@ impl SliceSink for Dataset {
             th.tail.push(row);
             return Ok(());
         }
-        self.push_row(row)
+        self.push_row(&row)
     }
 
     fn set_origin(&mut self, origin: u64) {
