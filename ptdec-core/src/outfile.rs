@@ -233,6 +233,7 @@ impl OutFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        sweep_dead_temps(dir, name);
         let mut p = pending();
         if p.abandoned {
             return Err(OutFileError::Abandoned { path: real });
@@ -339,6 +340,41 @@ fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     tmp_name
+}
+
+/// Removes the temporaries of `name` in `dir` (`.NAME.ptdec-PID-N.tmp`,
+/// [`temp_name`]) whose run is gone: a SIGKILL while [`place_unnamed`]
+/// renamed one, or any time a named temporary was written, leaves it, and
+/// nothing else would ever remove it. A temporary of a live process
+/// (another ptdec writing the same output, or a PID since reused) is left.
+fn sweep_dead_temps(dir: &Path, name: &std::ffi::OsStr) {
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(&name.as_bytes()[..name.len().min(200)]);
+    prefix.extend_from_slice(b".ptdec-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(rest) = file.as_bytes().strip_prefix(prefix.as_slice()) else {
+            continue;
+        };
+        let Some(rest) = rest.strip_suffix(b".tmp") else {
+            continue;
+        };
+        let pid = std::str::from_utf8(rest)
+            .ok()
+            .and_then(|r| r.split_once('-'))
+            .filter(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty())
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+            .filter(|&pid| pid > 0);
+        let Some(pid) = pid else { continue };
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH);
+        if gone && e.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// A file without a name in `dir` (`O_TMPFILE`) with the permission bits
@@ -878,6 +914,41 @@ mod tests {
             assert_eq!(std::fs::read(&fresh).unwrap(), b"first");
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
         }
+    }
+
+    /// A file's temporary left by a run killed as it put the file in
+    /// place (`.NAME.ptdec-PID-N.tmp` of a PID that is gone) is removed by
+    /// the next run writing NAME; a live process's, another output's and
+    /// other files are kept.
+    #[test]
+    fn the_next_run_removes_a_killed_runs_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let names = [
+            format!(".out.ftf.ptdec-{dead}-3.tmp"),
+            format!(".out.ftf.ptdec-{me}-3.tmp"),
+            format!(".other.ftf.ptdec-{dead}-3.tmp"),
+            format!(".out.ftf.ptdec-{dead}-x.tmp"),
+            "out.ftf.ptdec-1-1.tmp".to_string(),
+        ];
+        for n in &names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        let mut f = OutFile::create(&dir.path().join("out.ftf"), PRIVATE_MODE).unwrap();
+        f.write_all(b"new").unwrap();
+        f.commit().unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = names[1..].to_vec();
+        want.push("out.ftf".into());
+        want.sort();
+        assert_eq!(left, want);
     }
 
     /// A dataset's temporary left by a killed run (its `.lock` not held)
