@@ -60,7 +60,8 @@ trait Dec {
     fn time(&mut self) -> (u64, u32, u32);
     /// The address the image had no code at, after a `NOMAP` error.
     fn take_miss(&mut self) -> Option<u64>;
-    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction>;
+    /// The instruction at `ip`, decoded as code of `bits` (16, 32, 64).
+    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction>;
     /// The fast decoder stopped (its log ends here).
     fn stopped(&self) -> bool;
 }
@@ -90,7 +91,7 @@ impl Dec for Lib<'_> {
     fn take_miss(&mut self) -> Option<u64> {
         self.dec.image().take_miss()
     }
-    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
         let &(isid, _, _) = self
             .isids
             .iter()
@@ -99,7 +100,7 @@ impl Dec for Lib<'_> {
         let mut buf = [0u8; 15];
         let n = self.cache.read(&mut buf, isid, ip).ok()?;
         let i =
-            iced_x86::Decoder::with_ip(64, &buf[..n], ip, iced_x86::DecoderOptions::NONE).decode();
+            iced_x86::Decoder::with_ip(bits, &buf[..n], ip, iced_x86::DecoderOptions::NONE).decode();
         (!i.is_invalid()).then_some(i)
     }
     fn stopped(&self) -> bool {
@@ -134,7 +135,7 @@ impl Dec for Fast<'_> {
     fn take_miss(&mut self) -> Option<u64> {
         self.dec.take_miss()
     }
-    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
         let s = self
             .sections
             .iter()
@@ -142,7 +143,7 @@ impl Dec for Fast<'_> {
         let off = s.offset + (ip - s.vaddr) as usize;
         let end = (s.offset + s.len).min(off + 15);
         let i = iced_x86::Decoder::with_ip(
-            64,
+            bits,
             &(*s.bytes).as_ref()[off..end],
             ip,
             iced_x86::DecoderOptions::NONE,
@@ -203,8 +204,8 @@ impl Dec for Batch<'_> {
     fn take_miss(&mut self) -> Option<u64> {
         self.fast.take_miss()
     }
-    fn code_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
-        self.fast.code_at(ip)
+    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
+        self.fast.code_at(ip, bits)
     }
     fn stopped(&self) -> bool {
         self.queue.is_empty() && self.fast.stopped()
@@ -253,7 +254,7 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                 if i + 1 == b.ninsn {
                     break;
                 }
-                let Some(insn) = d.code_at(ip) else {
+                let Some(insn) = d.code_at(ip, b.bitness()) else {
                     log.push(Line::Insn(b.end_ip));
                     break;
                 };
@@ -266,7 +267,7 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                 };
             }
             if b.ninsn > 0 && b.size != 0 && !b.truncated {
-                let len = d.code_at(b.end_ip).map(|i| i.len());
+                let len = d.code_at(b.end_ip, b.bitness()).map(|i| i.len());
                 if len != Some(usize::from(b.size)) {
                     log.push(Line::WrongSize(b.end_ip, b.size));
                 }
