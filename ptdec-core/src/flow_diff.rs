@@ -99,8 +99,8 @@ impl Dec for Lib<'_> {
             .find(|(_, a, n)| ip >= *a && ip - a < *n)?;
         let mut buf = [0u8; 15];
         let n = self.cache.read(&mut buf, isid, ip).ok()?;
-        let i =
-            iced_x86::Decoder::with_ip(bits, &buf[..n], ip, iced_x86::DecoderOptions::NONE).decode();
+        let i = iced_x86::Decoder::with_ip(bits, &buf[..n], ip, iced_x86::DecoderOptions::NONE)
+            .decode();
         (!i.is_invalid()).then_some(i)
     }
     fn stopped(&self) -> bool {
