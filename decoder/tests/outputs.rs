@@ -18,14 +18,7 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use pt_tests::names;
 
 /// A trace dir `tmp/t` holding a copy of a real recording as `data`.
 fn trace_dir(test: &str, tmp: &Path) -> Option<PathBuf> {

@@ -330,15 +330,7 @@ fn ftf_slices(trace: &Path) -> Vec<(i32, String, i64, i64, i32)> {
     v
 }
 
-/// The names of `dir`'s entries, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use pt_tests::names;
 
 /// Every file under `dir` with its bytes.
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {

@@ -38,6 +38,16 @@ pub fn libipt_tests_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("../shared/libipt-tests"))
 }
 
+/// The names of `dir`'s entries, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 /// One file of the real recordings (see `../shared/realdata/README.md`).
 pub fn realdata(name: &str) -> PathBuf {
     realdata_dir().join(name)

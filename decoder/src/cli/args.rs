@@ -725,15 +725,13 @@ impl DatasetArgs {
     /// a folder.
     pub fn parquet(&self, output: &std::path::Path) -> Option<ParquetLayout> {
         let text = output.as_os_str().as_encoded_bytes();
+        let slash = text.ends_with(b"/");
+        let name = text.strip_suffix(b"/").unwrap_or(text);
         let suffix = b".parquet";
-        let named = text.len() >= suffix.len()
-            && text[text.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-            || text.ends_with(b"/")
-                && text[..text.len() - 1]
-                    .to_ascii_lowercase()
-                    .ends_with(suffix);
+        let named = name.len() >= suffix.len()
+            && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
         let meta = std::fs::metadata(output);
-        let is_dir = text.ends_with(b"/") || meta.as_ref().is_ok_and(|m| m.is_dir());
+        let is_dir = slash || meta.as_ref().is_ok_and(|m| m.is_dir());
         let layout = if !is_dir && (named || meta.is_ok()) {
             ParquetLayout::File
         } else {

@@ -1518,10 +1518,9 @@ impl Dataset {
     /// The `threads` table's rows as a JSON array of objects (the table's
     /// columns), for a single file's footer.
     fn threads_json(&self) -> String {
-        let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
-        rows.sort_by_key(|t| (t.pid, t.tid));
-        let rows: Vec<serde_json::Value> = rows
-            .iter()
+        let rows: Vec<serde_json::Value> = self
+            .sorted_threads()
+            .into_iter()
             .map(|t| {
                 serde_json::json!({
                     "pid": t.pid as i32,
@@ -1591,6 +1590,13 @@ impl Dataset {
         self.flush_marks()
     }
 
+    /// The `threads` table's rows, in its order (pid, tid).
+    fn sorted_threads(&self) -> Vec<&ThreadRow> {
+        let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
+        rows.sort_by_key(|t| (t.pid, t.tid));
+        rows
+    }
+
     fn thread_columns(&self) -> Vec<ArrayRef> {
         let mut pid = Int32Builder::new();
         let mut tid = Int32Builder::new();
@@ -1598,9 +1604,7 @@ impl Dataset {
         let mut process = StringBuilder::new();
         let mut rename_ns = ListBuilder::new(Int64Builder::new());
         let mut rename_to = ListBuilder::new(StringBuilder::new());
-        let mut rows: Vec<&ThreadRow> = self.threads.iter().collect();
-        rows.sort_by_key(|t| (t.pid, t.tid));
-        for t in rows {
+        for t in self.sorted_threads() {
             pid.append_value(t.pid as i32);
             tid.append_value(t.tid as i32);
             name.append_value(&t.name);
