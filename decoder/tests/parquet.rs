@@ -742,6 +742,20 @@ fn a_single_file_holds_the_calls_and_the_facts_in_its_footer() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(calls_of(&none).is_empty());
+
+    // `--format parquet -o -`: the same file on standard output (it was
+    // refused); the summary names it.
+    let o = ptdec()
+        .args([t, "--format", "parquet", "-o", "-"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("file standard output:"), "{err}");
+    let piped = tmp.path().join("piped.parquet");
+    std::fs::write(&piped, &o.stdout).unwrap();
+    assert_eq!(calls_of(&piped), rows);
+    assert_eq!(footer(&piped), footer(&file));
 }
 
 /// A single file of raw PT whose decode found only PTWRITE marks: no

@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -188,7 +188,12 @@ impl OutFile {
         };
         let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
         let real = if is_link {
-            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+            match std::fs::canonicalize(path) {
+                Ok(real) => real,
+                // A link to a file not there yet: the file is made where it
+                // points, as a shell's `>` makes it, and the link kept.
+                Err(_) => dangling_target(path).map_err(err)?,
+            }
         } else {
             path.to_path_buf()
         };
@@ -205,6 +210,13 @@ impl OutFile {
                 return Err(err(io::Error::new(
                     io::ErrorKind::IsADirectory,
                     "it is a directory; give a file name",
+                )))
+            }
+            Ok(m) if m.file_type().is_block_device() => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "it is a block device (a disk); ptdec writes files, FIFOs and \
+                     character devices only. Give a file name",
                 )))
             }
             Ok(m) if !m.is_file() => {
@@ -282,6 +294,23 @@ impl OutFile {
         })
     }
 
+    /// Standard output as an output ([`stdout`]): written in place, as a
+    /// FIFO or device given by name is.
+    pub fn stdout() -> Result<OutFile, OutFileError> {
+        let file = stdout().map_err(|source| OutFileError::Io {
+            path: PathBuf::from("standard output"),
+            source,
+        })?;
+        Ok(OutFile {
+            file: Some(file),
+            temp: Temp::InPlace,
+            path: PathBuf::from("-"),
+            id: u64::MAX,
+            written: 0,
+            started: 0,
+        })
+    }
+
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
@@ -329,6 +358,46 @@ impl OutFile {
 
 /// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
 /// within NAME_MAX (255) whenever NAME does.
+/// Where the dangling symbolic link `link` points, through further
+/// dangling links, with the folder it names resolved: the file an output
+/// given as `link` becomes. Its folder must exist.
+fn dangling_target(link: &Path) -> io::Result<PathBuf> {
+    let mut at = link.to_path_buf();
+    // As the kernel's limit on links followed in one lookup (ELOOP).
+    for _ in 0..40 {
+        let to = std::fs::read_link(&at)?;
+        let to = match at.parent() {
+            Some(dir) if to.is_relative() => dir.join(to),
+            _ => to,
+        };
+        if std::fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_symlink()) {
+            at = to;
+            continue;
+        }
+        let no_folder = || {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "it is a symbolic link to {}, whose folder does not exist; \
+                     make the folder or give another name",
+                    to.display()
+                ),
+            )
+        };
+        let name = to.file_name().ok_or_else(no_folder)?;
+        let dir = match to.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir = std::fs::canonicalize(dir).map_err(|_| no_folder())?;
+        return Ok(dir.join(name));
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "it is a symbolic link in a loop of links; give another name",
+    ))
+}
+
 fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(std::ffi::OsStr::from_bytes(
@@ -637,7 +706,6 @@ impl OutDir {
             return Ok(());
         };
         if !m.is_dir() {
-            use std::os::unix::fs::FileTypeExt;
             let t = m.file_type();
             let what = if t.is_file() {
                 "a file"
@@ -1274,6 +1342,66 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains(".ptdec-"))
             .collect();
         assert!(names.is_empty(), "{names:?}");
+    }
+
+    #[test]
+    fn a_dangling_link_output_makes_the_file_it_points_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |link: &Path| -> Result<(), OutFileError> {
+            let mut f = OutFile::create(link, PRIVATE_MODE)?;
+            f.write_all(b"new").unwrap();
+            f.commit()
+        };
+        // Relative to the link's folder, through a second dangling link;
+        // the links stay links (the link was replaced by a file).
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let first = dir.path().join("out.ftf");
+        std::os::unix::fs::symlink("sub/second", &first).unwrap();
+        std::os::unix::fs::symlink("real.ftf", dir.path().join("sub/second")).unwrap();
+        write(&first).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("sub/real.ftf")).unwrap(),
+            b"new"
+        );
+        for link in [&first, &dir.path().join("sub/second")] {
+            assert!(std::fs::symlink_metadata(link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+        }
+        // Into a folder not there, and a loop of links: refused, saying so.
+        let lost = dir.path().join("lost.ftf");
+        std::os::unix::fs::symlink("no/such/dir/x.ftf", &lost).unwrap();
+        let e = write(&lost).unwrap_err().to_string();
+        assert!(e.contains("whose folder does not exist"), "{e}");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        let e = write(&a).unwrap_err().to_string();
+        assert!(e.contains("loop of links"), "{e}");
+        assert!(!dir.path().join("no").exists());
+    }
+
+    #[test]
+    fn a_block_device_is_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("disk");
+        // A node of no device (major 7 is loop; minor 1000 is not made):
+        // refused before anything opens it.
+        let made = nix::sys::stat::mknod(
+            &disk,
+            nix::sys::stat::SFlag::S_IFBLK,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+            nix::sys::stat::makedev(7, 1000),
+        );
+        if let Err(e) = made {
+            println!("skipped: cannot make a block device node here ({e}); needs CAP_MKNOD");
+            return;
+        }
+        let e = OutFile::create(&disk, PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a block device"), "{e}");
     }
 
     #[test]

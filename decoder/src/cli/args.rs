@@ -679,8 +679,8 @@ pub struct DatasetArgs {
     /// What -o gets: ftf (a file for Perfetto) or parquet: a dataset folder
     /// of tables for SQL engines (calls/, marks/, threads/, trace/, this
     /// trace in each as trace=NAME/part-0.parquet; docs/sql.md), or, when
-    /// -o names a file (X.parquet, or a file or device already there), that
-    /// one file holding the calls table.
+    /// -o names a file (X.parquet, a file or device already there, or - for
+    /// stdout), that one file holding the calls table.
     /// Default: parquet when -o ends in .parquet, else ftf.
     /// Example: --format parquet
     #[arg(long, value_enum)]
@@ -732,7 +732,9 @@ impl DatasetArgs {
             && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix);
         let meta = std::fs::metadata(output);
         let is_dir = slash || meta.as_ref().is_ok_and(|m| m.is_dir());
-        let layout = if !is_dir && (named || meta.is_ok()) {
+        // `-o -`: standard output, one file as FTF's.
+        let stdout = output == std::path::Path::new("-");
+        let layout = if stdout || (!is_dir && (named || meta.is_ok())) {
             ParquetLayout::File
         } else {
             ParquetLayout::Folder

@@ -245,7 +245,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     };
     let layout = a.dataset.parquet(&output);
     let trace_name = if let Some(layout) = layout {
-        check_dataset_args(&output, a.split.is_some(), a.time_axis.is_some(), a.check)?;
+        check_dataset_args(a.split.is_some(), a.time_axis.is_some(), a.check)?;
         Some(trace_name(&a.dataset, &trace_path, layout)?)
     } else {
         check_ftf_args(&a.dataset)?;
@@ -370,8 +370,8 @@ fn ftf_output(a: &DecodeArgs, trace: &Trace, trace_path: &Path, output: &Path) -
     Ok(Ftf { emit, target })
 }
 
-/// Refuses what goes with FTF output only, and `-o -`.
-fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) -> Result<()> {
+/// Refuses what goes with FTF output only.
+fn check_dataset_args(split: bool, time_axis: bool, check: bool) -> Result<()> {
     for (given, opt, why) in [
         (split, "--split", "select rows by start_ns instead"),
         (time_axis, "--time-axis", "its tables hold every axis"),
@@ -380,11 +380,6 @@ fn check_dataset_args(output: &Path, split: bool, time_axis: bool, check: bool) 
         if given {
             bail!("{opt} goes with FTF output, not Parquet ({why})");
         }
-    }
-    if output == Path::new("-") {
-        bail!(
-            "--format parquet writes a folder or a file; give -o a folder name or X.parquet, not -"
-        );
     }
     Ok(())
 }
@@ -410,6 +405,11 @@ fn run_dataset(
     };
     let run = move |on_op: Option<&dyn Fn(u64)>| crate::dataset::run(&plan, on_op);
     let (_, stats) = run_timed(progress, &end, run, finish_outputs)?;
+    let output = if output == Path::new("-") {
+        std::path::PathBuf::from("standard output")
+    } else {
+        output
+    };
     if !quiet {
         let rows = stats.calls + stats.untraced + stats.gaps;
         eprintln!(
@@ -557,7 +557,7 @@ fn print_option(a: &RawArgs) -> Option<&'static str> {
 pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let layout = a.dataset.parquet(&a.output);
     if layout.is_some() {
-        check_dataset_args(&a.output, false, a.time_axis.is_some(), a.check)?;
+        check_dataset_args(false, a.time_axis.is_some(), a.check)?;
     } else {
         check_ftf_args(&a.dataset)?;
     }

@@ -1254,7 +1254,11 @@ impl Dataset {
         };
         let schema = calls_schema();
         let (dir, calls, marks) = if opts.single_file {
-            let out = OutFile::create(path, mode)?;
+            let out = if path == Path::new("-") {
+                OutFile::stdout()?
+            } else {
+                OutFile::create(path, mode)?
+            };
             let calls = Part::start(
                 path.to_path_buf(),
                 "calls",
