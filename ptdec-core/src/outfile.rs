@@ -703,6 +703,22 @@ impl OutDir {
             source: io::Error::new(io::ErrorKind::AlreadyExists, why.to_string()),
         };
         let Ok(m) = std::fs::metadata(root) else {
+            // A link to a folder not there: not made through the link
+            // (a file is, see `dangling_target`; a folder of tables is
+            // the user's to place).
+            if let Ok(to) = std::fs::read_link(root) {
+                return Err(OutFileError::Io {
+                    path: root.to_path_buf(),
+                    source: io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "it is a symbolic link to {}, which does not exist; \
+                             make that folder or give another name",
+                            to.display()
+                        ),
+                    ),
+                });
+            }
             return Ok(());
         };
         if !m.is_dir() {
@@ -1380,6 +1396,20 @@ mod tests {
         let e = write(&a).unwrap_err().to_string();
         assert!(e.contains("loop of links"), "{e}");
         assert!(!dir.path().join("no").exists());
+    }
+
+    #[test]
+    fn a_dataset_folder_that_is_a_dangling_link_is_refused_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ds");
+        std::os::unix::fs::symlink("elsewhere", &root).unwrap();
+        let e = OutDir::create(&root, "trace=t", &["calls"], false, PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("symbolic link to elsewhere, which does not exist"),
+            "{e}"
+        );
     }
 
     #[test]
