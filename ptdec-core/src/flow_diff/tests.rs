@@ -337,3 +337,58 @@ fn vmcs_like_pip() {
     assert!(vmcs < paging);
     assert!(evs.contains(&EventKind::Other(ipt::ffi::ptev_vmcs)));
 }
+
+/// 16- and 32-bit code (MODE.Exec without CS.L), above 64 KiB and 4 GiB:
+/// the flow decoder follows it as libipt does, its direct branches going
+/// to the IP after them plus the displacement, never cut to the operand
+/// size (as iced-x86 cuts its targets), and past a call whose target no
+/// section holds, libipt's error and the next PSB.
+#[test]
+fn sixteen_and_thirty_two_bit_code() {
+    const CODE16: &[u8] = &[
+        0x90, //             0x00: nop
+        0xeb, 0x01, //       0x01: jmp short 0x04
+        0x90, //             0x03: nop (jumped over)
+        0x90, //             0x04: nop
+        0x74, 0x01, //       0x05: jz 0x08
+        0x90, //             0x07: nop
+        0x90, //             0x08: nop
+        0xff, 0xe0, //       0x09: jmp (e)ax
+        0xe8, 0x00, 0x10, // 0x0b: call 0x100e (16-bit; outside the code)
+        0x00, 0x00, //       (32-bit: call 0x1010)
+    ];
+    let path = ptflow::test_packets::code_file("modes", CODE16);
+    let taken: &[u8] = &[0x06];
+    for base in [0x7000_0000u64, 0x1_2345_0000] {
+        for (bits, mode) in [(16, 0x00u8), (32, 0x02)] {
+            let ip = |off: u64| {
+                let mut v = vec![0x0d | (6 << 5)];
+                v.extend_from_slice(&(base + off).to_le_bytes());
+                v
+            };
+            let mut pge = ip(0);
+            pge[0] = 0x11 | (6 << 5);
+            let t = trace(&[
+                &PSB,
+                &[0x99, mode],
+                &PSBEND,
+                &pge,
+                taken,
+                &ip(0),
+                taken,
+                &ip(0x0b),
+                &PSB,
+                &[0x99, mode],
+                &PSBEND,
+                &pge,
+                taken,
+                &TIP_PGD,
+            ]);
+            let name = format!("{bits}-bit code at {base:#x}");
+            let o = compare(&cfg(), &t, &[(&path, 0, CODE16.len() as u64, base)])
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(o.unsupported, None, "{name}");
+            assert!(o.lines > 10, "{name}: {o:?}");
+        }
+    }
+}
