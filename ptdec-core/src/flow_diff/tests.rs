@@ -392,3 +392,55 @@ fn sixteen_and_thirty_two_bit_code() {
         }
     }
 }
+
+/// The same code run in 16-bit mode, then after a PSB whose MODE.Exec
+/// says 64-bit: libipt's block cache hands out the 16-bit pass's blocks
+/// (with their mode) in 64-bit code, its defect; the fast decoder decodes
+/// the second pass as 64-bit code. The comparison ends at libipt's stale
+/// block; without that, it found them different (the fuzz input
+/// `sixteen-bit-after-mode-exec-aa9da39b`).
+#[test]
+fn libipt_block_cache_keeps_the_mode_it_was_filled_in() {
+    const CODE: &[u8] = &[
+        0x48, 0x8d, 0x05, 0x00, 0x00, 0x00, 0x00, // 0x00: 64-bit: lea rax, [rip]
+        //                   (16-bit: dec ax; lea ax, [di]; add [bx+si], al twice)
+        0xff, 0xe0, //                               0x07: jmp rax (16-bit: jmp ax)
+    ];
+    let path = ptflow::test_packets::code_file("two-modes", CODE);
+    let base = 0x7000_0000u64;
+    let ip = |opcode: u8| {
+        let mut v = vec![opcode | (6 << 5)];
+        v.extend_from_slice(&base.to_le_bytes());
+        v
+    };
+    let (pge, tip) = (ip(0x11), ip(0x0d));
+    let sixteen_then_sixty_four = trace(&[
+        &PSB,
+        &[0x99, 0x00],
+        &PSBEND,
+        &pge,
+        &tip,
+        &tip,
+        &MODE64,
+        &tip,
+        &tip,
+        &tip,
+        &TIP_PGD,
+    ]);
+    let o = compare(
+        &cfg(),
+        &sixteen_then_sixty_four,
+        &[(&path, 0, CODE.len() as u64, base)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.libipt_stale_mode, "{o:?}");
+    assert_eq!(o.unsupported, None);
+    // Each mode alone: no stale block, the decoders agree throughout.
+    for mode in [&[0x99, 0x00][..], &MODE64] {
+        let t = trace(&[&PSB, mode, &PSBEND, &pge, &tip, &tip, &TIP_PGD]);
+        let o = compare(&cfg(), &t, &[(&path, 0, CODE.len() as u64, base)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!o.libipt_stale_mode && o.unsupported.is_none(), "{o:?}");
+        assert!(o.lines > 8, "{o:?}");
+    }
+}
