@@ -48,6 +48,13 @@ pub enum Line {
     ///
     /// [`mode`]: ipt::mode
     StaleMode(u64, u32, u32),
+    /// The same defect as an error: `pt_blk_proceed_no_event_fill_cache`
+    /// decodes an instruction in the trace's mode and finds the entry
+    /// after it cached in another mode, `-pte_internal` ("We must not
+    /// have switched execution modes"). Logged for an internal error
+    /// (at this trace offset) after MODE.Exec gave two modes since the
+    /// start; libipt's log ends here, and so does the comparison.
+    StaleModeError(u64),
 }
 
 /// The most log lines kept per decoder (the comparison is of a prefix).
@@ -62,7 +69,8 @@ pub struct Outcome {
     pub unsupported: Option<&'static str>,
     /// Decode errors in the agreeing lines (each followed by a sync).
     pub errors: usize,
-    /// libipt's log ended at its stale-mode defect ([`Line::StaleMode`]).
+    /// libipt's log ended at its stale-mode defect ([`Line::StaleMode`],
+    /// [`Line::StaleModeError`]).
     pub libipt_stale_mode: bool,
 }
 
@@ -231,6 +239,8 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
     // The decoder's mode: unknown after a sync (`pt_blk_reset`), then the
     // last MODE.Exec's.
     let mut mode: Option<u32>;
+    // The modes MODE.Exec gave since the start.
+    let mut modes = Vec::new();
     'sync: while log.len() < MAX_LINES {
         let r = d.sync_forward();
         mode = None;
@@ -253,6 +263,9 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                             s.0,
                         ));
                         mode = m.or(mode);
+                        if let Some(m) = m.filter(|m| !modes.contains(m)) {
+                            modes.push(m);
+                        }
                         status = s;
                     }
                     Err(e) => {
@@ -313,6 +326,10 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                     log.push(Line::Eos);
                     return;
                 }
+                Err(PtError::INTERNAL) if modes.len() > 1 => {
+                    log.push(Line::StaleModeError(d.offset()));
+                    return;
+                }
                 Err(e) => {
                     log.push(Line::Error(e, d.offset()));
                     if e == PtError::NOMAP {
@@ -354,7 +371,10 @@ pub fn compare(
         eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
     }
     logs_agree(&lib_log, &fast_log, &fast)?;
-    let libipt_stale_mode = matches!(lib_log.last(), Some(Line::StaleMode(..)));
+    let libipt_stale_mode = matches!(
+        lib_log.last(),
+        Some(Line::StaleMode(..) | Line::StaleModeError(_))
+    );
     Ok(Outcome {
         lines: if libipt_stale_mode {
             lib_log.len() - 1
@@ -476,6 +496,14 @@ fn logs_agree(lib_log: &[Line], fast_log: &[Line], fast: &Fast) -> Result<(), St
                 "line {k}: libipt's block at {ip:#x} from its cache in another mode, fast {other:?}"
             )),
         };
+    }
+    if let Some((Line::StaleModeError(_), lib_log)) = lib_log.split_last() {
+        // Up to libipt's defect, the fast decoder goes on.
+        return logs_agree(
+            lib_log,
+            &fast_log[..lib_log.len().min(fast_log.len())],
+            fast,
+        );
     }
     let n = fast_log.len();
     let lib_part = &lib_log[..n.min(lib_log.len())];

@@ -435,6 +435,28 @@ fn libipt_block_cache_keeps_the_mode_it_was_filled_in() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(o.libipt_stale_mode, "{o:?}");
     assert_eq!(o.unsupported, None);
+    // 16-bit code from 0x01 on: no entry at 0x00, whose 64-bit lea ends
+    // at the 16-bit pass's entry for 0x07, and libipt fails with an
+    // internal error (the fuzz input sixteen-bit-stale-cache-internal).
+    let mut pge1 = pge.clone();
+    pge1[1] += 1;
+    let mut tip1 = tip.clone();
+    tip1[1] += 1;
+    let internal = trace(&[
+        &PSB,
+        &[0x99, 0x00],
+        &PSBEND,
+        &pge1,
+        &tip1,
+        &MODE64,
+        &tip,
+        &tip,
+        &tip,
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &internal, &[(&path, 0, CODE.len() as u64, base)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.libipt_stale_mode, "{o:?}");
     // Each mode alone: no stale block, the decoders agree throughout.
     for mode in [&[0x99, 0x00][..], &MODE64] {
         let t = trace(&[&PSB, mode, &PSBEND, &pge, &tip, &tip, &TIP_PGD]);
