@@ -74,7 +74,9 @@
 //! overlapping sections, perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
-//! defect), and ptdec's summary counts those chunks by reason. ptdec's
+//! defect, and its block cache's for code run in two modes, which lists
+//! the mode the code was first cached in), and ptdec's summary counts
+//! those chunks by reason. ptdec's
 //! `flow_diff` runs both side by side for the tests and the
 //! `flow_lockstep` fuzz target.
 //!
