@@ -560,6 +560,7 @@ fn event_from_raw(raw: &ffi::pt_event) -> Event {
             other_ip: r.other_ip(),
             non_root: r.non_root(),
             vmcs: r.vmcs(),
+            exec_mode: r.exec_mode(),
         },
     }
 }
@@ -570,6 +571,14 @@ struct RawEvent<'a>(&'a ffi::pt_event);
 impl RawEvent<'_> {
     fn ip_suppressed(&self) -> bool {
         self.0.ip_suppressed() != 0
+    }
+    /// For an exec mode event: the mode.
+    fn exec_mode(&self) -> Option<u32> {
+        if self.0.type_ != ffi::ptev_exec_mode {
+            return None;
+        }
+        // SAFETY: the union variant that `type_` names.
+        Some(unsafe { self.0.variant.exec_mode.mode })
     }
     /// For a VMCS or async VMCS event (`EventKind::Other`): the VMCS base
     /// and the async event's IP unless suppressed.

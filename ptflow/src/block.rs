@@ -610,12 +610,19 @@ impl<'a> BlockDecoder<'a> {
         if block.ninsn == u16::MAX {
             return Ok(None);
         }
-        if self.mode != mode::BITS64 {
-            return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
-        }
+        let bits = match self.mode {
+            mode::BITS64 => 64,
+            mode::BITS32 => 32,
+            mode::BITS16 => 16,
+            _ => return Err(Fail::Unsupported(&"an unknown code mode")),
+        };
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
-        let insn = code.insn(s, self.ip)?;
+        let insn = if bits == 64 {
+            code.insn(s, self.ip)?
+        } else {
+            code.insn_in(s, self.ip, bits)?
+        };
         if isid != block.isid {
             if block.ninsn > 0 {
                 return Ok(None);
@@ -786,7 +793,7 @@ impl<'a> BlockDecoder<'a> {
             return Ok(());
         }
         if self.mode != mode::BITS64 {
-            return Err(Fail::Unsupported(&"16-bit, 32-bit or unknown code mode"));
+            return self.proceed_no_event_by_insn(code, block);
         }
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
@@ -823,6 +830,34 @@ impl<'a> BlockDecoder<'a> {
             None => {
                 self.ip = last.ip;
                 self.proceed_with_trace(&last)
+            }
+        }
+    }
+
+    /// [`Self::proceed_no_event`] in 16- or 32-bit code, an instruction
+    /// at a time (the cached runs and their links are 64-bit code's):
+    /// to the next instruction that needs trace, then one step with
+    /// trace; a direct call or jump, the block's end, or the next
+    /// instruction in another section ends the block.
+    #[cold]
+    #[inline(never)]
+    fn proceed_no_event_by_insn(
+        &mut self,
+        code: &mut CodeCache,
+        block: &mut Block,
+    ) -> Result<(), Fail> {
+        loop {
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(());
+            };
+            match insn.next_ip() {
+                Some(next) => {
+                    self.ip = next;
+                    if matches!(insn.class, Class::Call | Class::Jump) {
+                        return Ok(());
+                    }
+                }
+                None => return self.proceed_with_trace(&insn),
             }
         }
     }
@@ -1600,7 +1635,13 @@ impl<'a> BlockDecoder<'a> {
         if block.ninsn == 0 {
             return Ok(());
         }
-        match read(self.image.insn_at(block.end_ip))? {
+        let bits = match self.mode {
+            mode::BITS64 => 64,
+            mode::BITS32 => 32,
+            mode::BITS16 => 16,
+            _ => return Err(Fail::Unsupported(&"an unknown code mode")),
+        };
+        match read(self.image.insn_at(block.end_ip, bits))? {
             Some(i) if i.class.is_branch() => {}
             _ => return Ok(()),
         }
@@ -1610,7 +1651,7 @@ impl<'a> BlockDecoder<'a> {
             if ip == abort_ip {
                 return Ok(());
             }
-            match read(self.image.insn_at(ip))?.and_then(|i| i.next_ip()) {
+            match read(self.image.insn_at(ip, bits))?.and_then(|i| i.next_ip()) {
                 Some(next) => ip = next,
                 None => break,
             }

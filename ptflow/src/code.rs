@@ -192,8 +192,8 @@ impl Image {
 
     /// The instruction at `ip`, decoded without the cache (for the
     /// errata's rare looks at code off the decoder's path).
-    pub fn insn_at(&self, ip: u64) -> Result<Insn, Fail> {
-        decode(self.find(ip)?, ip)
+    pub fn insn_at(&self, ip: u64, bitness: u32) -> Result<Insn, Fail> {
+        decode_in(self.find(ip)?, ip, bitness)
     }
 
     /// The section holding `ip`.
@@ -301,6 +301,8 @@ fn new_gen() -> u64 {
 /// A worker's decoded code, shared by its chunks.
 pub struct CodeCache {
     insns: FxHashMap<(u32, u64), Insn>,
+    /// 16- and 32-bit code's instructions, by (section, address, bitness).
+    other_insns: FxHashMap<(u32, u64, u8), Insn>,
     /// The node of each run, by (section, address).
     runs: FxHashMap<(u32, u64), u32>,
     nodes: Vec<Node>,
@@ -317,6 +319,7 @@ impl Default for CodeCache {
     fn default() -> Self {
         CodeCache {
             insns: FxHashMap::default(),
+            other_insns: FxHashMap::default(),
             runs: FxHashMap::default(),
             nodes: Vec::new(),
             front: vec![Front::EMPTY; FRONT]
@@ -330,10 +333,15 @@ impl Default for CodeCache {
 
 /// Decodes the 64-bit instruction at `ip` of `s`.
 fn decode(s: &Section, ip: u64) -> Result<Insn, Fail> {
+    decode_in(s, ip, 64)
+}
+
+/// Decodes the `bitness`-bit (16, 32 or 64) instruction at `ip` of `s`.
+fn decode_in(s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
     let code = s.code();
     let off = (ip - s.vaddr) as usize;
     let bytes = &code[off..code.len().min(off + 15)];
-    let mut d = iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE);
+    let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
     let i = d.decode();
     if i.is_invalid() {
         return Err(Fail::Unsupported(if bytes.len() < 15 {
@@ -359,9 +367,18 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
         mov_cr3: false,
         vmptrld: false,
     };
+    // libipt's target is the IP after the branch plus the sign-extended
+    // displacement, never cut to the operand size (`pt_insn_next_ip`);
+    // iced-x86 cuts a 16- or 32-bit operand size's target, which still
+    // holds the displacement modulo that size.
     let direct = |insn: &mut Insn| {
         insn.direct = true;
-        insn.disp = i.near_branch_target().wrapping_sub(i.next_ip()) as i64;
+        let d = i.near_branch_target().wrapping_sub(i.next_ip());
+        insn.disp = match i.op0_kind() {
+            iced_x86::OpKind::NearBranch16 => i64::from(d as u16 as i16),
+            iced_x86::OpKind::NearBranch32 => i64::from(d as u32 as i32),
+            _ => d as i64,
+        };
     };
     if i.is_jcc_short_or_near() || i.is_loop() || i.is_loopcc() || i.is_jcx_short() {
         insn.class = Class::CondJump;
@@ -423,6 +440,21 @@ impl CodeCache {
             self.insns.clear();
         }
         self.insns.insert((s.isid, ip), i);
+        Ok(i)
+    }
+
+    /// The instruction at `ip` of section `s` in 16- or 32-bit code
+    /// (`bitness`), cached apart from 64-bit code's.
+    #[cold]
+    pub fn insn_in(&mut self, s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
+        if let Some(&i) = self.other_insns.get(&(s.isid, ip, bitness as u8)) {
+            return Ok(i);
+        }
+        let i = decode_in(s, ip, bitness)?;
+        if self.other_insns.len() >= CACHE_MAX {
+            self.other_insns.clear();
+        }
+        self.other_insns.insert((s.isid, ip, bitness as u8), i);
         Ok(i)
     }
 

@@ -56,7 +56,8 @@
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
 //! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
-//! return compression, 64-bit code, and the errata workarounds these need
+//! return compression, 64-bit code (16- and 32-bit code too, an
+//! instruction at a time), and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
 //! CYC; SKD022 at VMLAUNCH/VMRESUME; SKD010, APL11 and APL12 after an
 //! OVF; BDM64 at a TSX abort; SKL014 at a direct branch leaving the
@@ -68,12 +69,14 @@
 //! the code, a bad packet) it reports libipt's error, with the
 //! instructions before it in the block and the trace offset libipt has
 //! there, and synchronizes again as libipt does (`sync_forward`,
-//! `sync_set`). Anything else (event-trace packets, code in another mode
-//! than 64-bit, tick/iflags events, an instruction cut by its section's
-//! end, overlapping sections, perf's emulated ptwrite) makes it stop
+//! `sync_set`). Anything else (event-trace packets, code in an unknown
+//! mode, tick/iflags events, an instruction cut by its section's end,
+//! overlapping sections, perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
-//! defect), and ptdec's summary counts those chunks by reason. ptdec's
+//! defect, and its block cache's for code run in two modes, which lists
+//! the mode the code was first cached in), and ptdec's summary counts
+//! those chunks by reason. ptdec's
 //! `flow_diff` runs both side by side for the tests and the
 //! `flow_lockstep` fuzz target.
 //!

@@ -501,6 +501,8 @@ pub struct EventFields {
     pub non_root: Option<bool>,
     /// See [`Event::vmcs`].
     pub vmcs: Option<(u64, Option<u64>)>,
+    /// See [`Event::exec_mode`].
+    pub exec_mode: Option<u32>,
 }
 
 impl std::fmt::Debug for Event {
@@ -555,6 +557,7 @@ impl PartialEq for Event {
             && a.other_ip == b.other_ip
             && a.non_root == b.non_root
             && a.vmcs == b.vmcs
+            && a.exec_mode == b.exec_mode
             && a.lost_mtc == b.lost_mtc
             && a.lost_cyc == b.lost_cyc
     }
@@ -655,6 +658,7 @@ impl Event {
                 other_ip,
                 non_root,
                 vmcs,
+                exec_mode: (raw_type == event_type::EXEC_MODE).then_some(p.exec_mode),
             },
         })
     }
@@ -696,5 +700,9 @@ impl Event {
     }
     pub fn kind(&self) -> EventKind {
         self.fields.kind
+    }
+    /// For an exec mode event: the mode it switches to ([`mode`]).
+    pub fn exec_mode(&self) -> Option<u32> {
+        self.fields.exec_mode
     }
 }

@@ -337,3 +337,132 @@ fn vmcs_like_pip() {
     assert!(vmcs < paging);
     assert!(evs.contains(&EventKind::Other(ipt::ffi::ptev_vmcs)));
 }
+
+/// 16- and 32-bit code (MODE.Exec without CS.L), above 64 KiB and 4 GiB:
+/// the flow decoder follows it as libipt does, its direct branches going
+/// to the IP after them plus the displacement, never cut to the operand
+/// size (as iced-x86 cuts its targets), and past a call whose target no
+/// section holds, libipt's error and the next PSB.
+#[test]
+fn sixteen_and_thirty_two_bit_code() {
+    const CODE16: &[u8] = &[
+        0x90, //             0x00: nop
+        0xeb, 0x01, //       0x01: jmp short 0x04
+        0x90, //             0x03: nop (jumped over)
+        0x90, //             0x04: nop
+        0x74, 0x01, //       0x05: jz 0x08
+        0x90, //             0x07: nop
+        0x90, //             0x08: nop
+        0xff, 0xe0, //       0x09: jmp (e)ax
+        0xe8, 0x00, 0x10, // 0x0b: call 0x100e (16-bit; outside the code)
+        0x00, 0x00, //       (32-bit: call 0x1010)
+    ];
+    let path = ptflow::test_packets::code_file("modes", CODE16);
+    let taken: &[u8] = &[0x06];
+    for base in [0x7000_0000u64, 0x1_2345_0000] {
+        for (bits, mode) in [(16, 0x00u8), (32, 0x02)] {
+            let ip = |off: u64| {
+                let mut v = vec![0x0d | (6 << 5)];
+                v.extend_from_slice(&(base + off).to_le_bytes());
+                v
+            };
+            let mut pge = ip(0);
+            pge[0] = 0x11 | (6 << 5);
+            let t = trace(&[
+                &PSB,
+                &[0x99, mode],
+                &PSBEND,
+                &pge,
+                taken,
+                &ip(0),
+                taken,
+                &ip(0x0b),
+                &PSB,
+                &[0x99, mode],
+                &PSBEND,
+                &pge,
+                taken,
+                &TIP_PGD,
+            ]);
+            let name = format!("{bits}-bit code at {base:#x}");
+            let o = compare(&cfg(), &t, &[(&path, 0, CODE16.len() as u64, base)])
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(o.unsupported, None, "{name}");
+            assert!(o.lines > 10, "{name}: {o:?}");
+        }
+    }
+}
+
+/// The same code run in 16-bit mode, then after a PSB whose MODE.Exec
+/// says 64-bit: libipt's block cache hands out the 16-bit pass's blocks
+/// (with their mode) in 64-bit code, its defect; the fast decoder decodes
+/// the second pass as 64-bit code. The comparison ends at libipt's stale
+/// block; without that, it found them different (the fuzz input
+/// `sixteen-bit-after-mode-exec-aa9da39b`).
+#[test]
+fn libipt_block_cache_keeps_the_mode_it_was_filled_in() {
+    const CODE: &[u8] = &[
+        0x48, 0x8d, 0x05, 0x00, 0x00, 0x00, 0x00, // 0x00: 64-bit: lea rax, [rip]
+        //                   (16-bit: dec ax; lea ax, [di]; add [bx+si], al twice)
+        0xff, 0xe0, //                               0x07: jmp rax (16-bit: jmp ax)
+    ];
+    let path = ptflow::test_packets::code_file("two-modes", CODE);
+    let base = 0x7000_0000u64;
+    let ip = |opcode: u8| {
+        let mut v = vec![opcode | (6 << 5)];
+        v.extend_from_slice(&base.to_le_bytes());
+        v
+    };
+    let (pge, tip) = (ip(0x11), ip(0x0d));
+    let sixteen_then_sixty_four = trace(&[
+        &PSB,
+        &[0x99, 0x00],
+        &PSBEND,
+        &pge,
+        &tip,
+        &tip,
+        &MODE64,
+        &tip,
+        &tip,
+        &tip,
+        &TIP_PGD,
+    ]);
+    let o = compare(
+        &cfg(),
+        &sixteen_then_sixty_four,
+        &[(&path, 0, CODE.len() as u64, base)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.libipt_stale_mode, "{o:?}");
+    assert_eq!(o.unsupported, None);
+    // 16-bit code from 0x01 on: no entry at 0x00, whose 64-bit lea ends
+    // at the 16-bit pass's entry for 0x07, and libipt fails with an
+    // internal error (the fuzz input sixteen-bit-stale-cache-internal).
+    let mut pge1 = pge.clone();
+    pge1[1] += 1;
+    let mut tip1 = tip.clone();
+    tip1[1] += 1;
+    let internal = trace(&[
+        &PSB,
+        &[0x99, 0x00],
+        &PSBEND,
+        &pge1,
+        &tip1,
+        &MODE64,
+        &tip,
+        &tip,
+        &tip,
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &internal, &[(&path, 0, CODE.len() as u64, base)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.libipt_stale_mode, "{o:?}");
+    // Each mode alone: no stale block, the decoders agree throughout.
+    for mode in [&[0x99, 0x00][..], &MODE64] {
+        let t = trace(&[&PSB, mode, &PSBEND, &pge, &tip, &tip, &TIP_PGD]);
+        let o = compare(&cfg(), &t, &[(&path, 0, CODE.len() as u64, base)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!o.libipt_stale_mode && o.unsupported.is_none(), "{o:?}");
+        assert!(o.lines > 8, "{o:?}");
+    }
+}
