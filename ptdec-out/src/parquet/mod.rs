@@ -36,7 +36,8 @@
 //! Signed integers throughout (Spark reads no unsigned ones): an address
 //! of the kernel's half reads negative. Addresses, times and counters of
 //! the FTF; strings, `pid`, `tid` and `addr` dictionary-encoded; column
-//! statistics on, so engines skip row groups by time and thread.
+//! statistics on, so engines skip row groups by time and thread, and on
+//! `calls` a page index, so they skip pages inside a row group.
 //!
 //! # Ids
 //!
@@ -90,14 +91,18 @@ mod pages;
 /// skip whole row groups by their statistics.
 pub const ROWS_PER_GROUP: usize = 1 << 17;
 
-/// zstd at its default level. Measured on the bench's 10 MB traces, one
-/// core (`taskset -c 0`, dataset bytes and user+sys seconds): snappy
-/// 5.68 MB / 1.24 s (interp), 12.97 MB / 0.94 s (shapes); zstd 1 4.59 MB
-/// / 1.34 s, 11.09 MB / 0.97 s; zstd 3 4.26 MB / 1.21 s, 10.58 MB / 0.98 s;
-/// zstd 6 3.75 MB / 1.32 s, 10.08 MB / 1.15 s. zstd 3 is a quarter
-/// smaller than snappy for CPU within the runs' noise; higher levels
-/// cost more CPU than they save bytes.
-pub const ZSTD_LEVEL: i32 = 3;
+/// zstd level 1. Measured on the bench's 10 MB traces, one core
+/// (`taskset -c 0`, dataset bytes and user+sys seconds), when the Arrow
+/// writer wrote every table: snappy 5.68 MB / 1.24 s (interp), 12.97 MB /
+/// 0.94 s (shapes); zstd 1 4.59 MB / 1.34 s, 11.09 MB / 0.97 s; zstd 3
+/// 4.26 MB / 1.21 s, 10.58 MB / 0.98 s; zstd 6 3.75 MB / 1.32 s, 10.08 MB
+/// / 1.15 s. With `calls` in pages of [`PAGE_ROWS`] encoded by [`pages`]
+/// and counted in instructions (cachegrind, `-j1`), level 3 costs 250 M
+/// more than level 1 on shapes (10.04 G against 9.79 G; FTF 9.57 G) for
+/// a tenth fewer bytes (9.6 MB against 10.6 MB; interp 3.4 against
+/// 3.7): the CPU target (no more than FTF) weighs more than the bytes,
+/// which are far under their target (12 a call) either way.
+pub const ZSTD_LEVEL: i32 = 1;
 
 /// The tables, each a folder of the dataset.
 pub const TABLES: [&str; 4] = ["calls", "marks", "threads", "trace"];
@@ -687,8 +692,9 @@ impl Dict {
     }
 }
 
-/// Rows of `calls` per [`RowBlock`].
-const BLOCK_ROWS: usize = 1024;
+/// Rows of `calls` per [`RowBlock`]: a data page's ([`PAGE_ROWS`]), so
+/// that a page's values are encoded where the sink stored them.
+const BLOCK_ROWS: usize = PAGE_ROWS;
 
 /// A column of a [`RowBlock`].
 type Col<T> = Box<[T; BLOCK_ROWS]>;
@@ -886,19 +892,25 @@ impl CallRows {
     }
 }
 
-/// Writes `calls`: each row group's column chunks encoded by [`pages`],
-/// the file (page headers, footer, the Arrow schema for readers that
-/// take it) by the Parquet crate.
+/// Rows of `calls` per data page, two pages a row group. More than the
+/// Arrow writer's 20,000 (or 1 MiB) because zstd compresses each page
+/// alone: on the bench's shapes trace, pages of 16,384 rows made the
+/// dataset 7.4 bytes a call, 32,768 6.6, 65,536 5.9 and whole row groups
+/// 4.9 (the matches zstd finds reach back that far), and each page costs
+/// zstd a frame. Engines reading the page index (DataFusion, DuckDB)
+/// still skip half a row group's rows by a page's min and max.
+pub const PAGE_ROWS: usize = 1 << 16;
+
+/// Writes `calls`: each row group's column chunks encoded by [`pages`]
+/// page by page from the row blocks, the file (page headers, footer, page
+/// index, the Arrow schema for readers that take it) by the Parquet crate.
 struct CallsWriter {
     file: SerializedFileWriter<BufWriter<Sink>>,
     columns: Vec<ColumnDescPtr>,
     encoder: pages::ChunkEncoder,
-    /// A column gathered from the blocks, and its rows with a value.
-    i64s: Vec<i64>,
-    i32s: Vec<i32>,
+    /// A column of keys gathered from the blocks (`pid`, `tid`, `kind`:
+    /// made keys into their dictionaries of the values used).
     keys: Vec<u32>,
-    bools: Vec<bool>,
-    present: Vec<bool>,
 }
 
 impl CallsWriter {
@@ -916,13 +928,40 @@ impl CallsWriter {
             file,
             columns,
             encoder: pages::ChunkEncoder::new(ZSTD_LEVEL)?,
-            i64s: Vec::new(),
-            i32s: Vec::new(),
             keys: Vec::new(),
-            bools: Vec::new(),
-            present: Vec::new(),
         })
     }
+}
+
+/// A column of a [`RowBlock`].
+type ColumnOf<T> = fn(&RowBlock) -> &Col<T>;
+
+/// `column`'s pages, a block each, read where the sink stored them.
+fn pages_of<T>(blocks: &[RowBlock], column: ColumnOf<T>) -> Vec<pages::Rows<'_, T>> {
+    blocks
+        .iter()
+        .map(|b| vec![(&column(b)[..b.rows], None)])
+        .collect()
+}
+
+/// A nullable column's pages: its values and whether each row has one.
+fn pages_some<T>(
+    blocks: &[RowBlock],
+    column: fn(&RowBlock) -> (&Col<T>, &Col<bool>),
+) -> Vec<pages::Rows<'_, T>> {
+    blocks
+        .iter()
+        .map(|b| {
+            let (values, has) = column(b);
+            vec![(&values[..b.rows], Some(&has[..b.rows]))]
+        })
+        .collect()
+}
+
+/// A column gathered in one vector as pages of [`PAGE_ROWS`] (the blocks'
+/// pages: every block but the last is full).
+fn pages_in<T>(values: &[T]) -> Vec<pages::Rows<'_, T>> {
+    values.chunks(PAGE_ROWS).map(|p| vec![(p, None)]).collect()
 }
 
 /// `column` of the blocks, one after the other, into `out`.
@@ -930,29 +969,6 @@ fn gather<T: Copy>(out: &mut Vec<T>, blocks: &[RowBlock], column: impl Fn(&RowBl
     out.clear();
     for b in blocks {
         out.extend_from_slice(&column(b)[..b.rows]);
-    }
-}
-
-/// The values of a nullable column into `out`, whether each row has one
-/// into `present`.
-fn gather_some<T: Copy>(
-    out: &mut Vec<T>,
-    present: &mut Vec<bool>,
-    blocks: &[RowBlock],
-    column: impl Fn(&RowBlock) -> (&Col<T>, &Col<bool>),
-) {
-    out.clear();
-    present.clear();
-    for b in blocks {
-        let (values, has) = column(b);
-        present.extend_from_slice(&has[..b.rows]);
-        out.extend(
-            values[..b.rows]
-                .iter()
-                .zip(&has[..b.rows])
-                .filter(|(_, &h)| h)
-                .map(|(&v, _)| v),
-        );
     }
 }
 
@@ -980,19 +996,19 @@ impl TableWriter for CallsWriter {
     type Group = CallColumns;
 
     fn write_group(&mut self, mut g: CallColumns) -> Result<Option<CallColumns>, ParquetError> {
-        let rows = g.rows;
         let blocks = g.filled();
         let c = &self.columns;
         let e = &mut self.encoder;
         let mut chunks = Vec::with_capacity(c.len());
-        gather(&mut self.i64s, blocks, |b| &b.call_id);
-        chunks.push(e.ints(c[0].clone(), rows, None, &self.i64s)?);
-        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
-            (&b.parent_id, &b.has_parent)
-        });
-        chunks.push(e.ints(c[1].clone(), rows, Some(&self.present), &self.i64s)?);
-        gather(&mut self.i32s, blocks, |b| &b.depth);
-        chunks.push(e.ints(c[2].clone(), rows, None, &self.i32s)?);
+        chunks.push(e.ints(
+            c[0].clone(),
+            &pages_of(blocks, |b| &b.call_id),
+            false,
+            false,
+        )?);
+        let parents = pages_some(blocks, |b| (&b.parent_id, &b.has_parent));
+        chunks.push(e.ints(c[1].clone(), &parents, true, false)?);
+        chunks.push(e.ints(c[2].clone(), &pages_of(blocks, |b| &b.depth), false, true)?);
         for (i, part) in [|t: &(i32, i32)| t.0, |t: &(i32, i32)| t.1]
             .iter()
             .enumerate()
@@ -1000,46 +1016,35 @@ impl TableWriter for CallsWriter {
             gather(&mut self.keys, blocks, |b| &b.thread);
             let ids: Vec<i32> = g.threads.iter().map(part).collect();
             let dict = used_dict(&mut self.keys, &ids);
-            chunks.push(e.int_dict(c[3 + i].clone(), rows, &self.keys, &dict)?);
+            chunks.push(e.keyed_ints(c[3 + i].clone(), &pages_in(&self.keys), &dict)?);
         }
-        let ints: [fn(&RowBlock) -> &Col<i64>; 6] = [
-            |b| &b.start_ns,
-            |b| &b.dur_ns,
-            |b| &b.start_insn,
-            |b| &b.insns,
-            |b| &b.self_insns,
-            |b| &b.self_ns,
+        // Growing (times, instruction counts) or few values (durations,
+        // instructions per call): delta packing or a dictionary.
+        let ints: [(ColumnOf<i64>, bool); 6] = [
+            (|b| &b.start_ns, false),
+            (|b| &b.dur_ns, true),
+            (|b| &b.start_insn, false),
+            (|b| &b.insns, true),
+            (|b| &b.self_insns, true),
+            (|b| &b.self_ns, true),
         ];
-        for (i, column) in ints.into_iter().enumerate() {
-            gather(&mut self.i64s, blocks, column);
-            chunks.push(e.ints(c[5 + i].clone(), rows, None, &self.i64s)?);
+        for (i, (column, dict)) in ints.into_iter().enumerate() {
+            chunks.push(e.ints(c[5 + i].clone(), &pages_of(blocks, column), false, dict)?);
         }
-        gather_some(&mut self.i64s, &mut self.present, blocks, |b| {
-            (&b.cycles, &b.has_cycles)
-        });
-        chunks.push(e.ints(c[11].clone(), rows, Some(&self.present), &self.i64s)?);
-        gather(&mut self.keys, blocks, |b| &b.function);
-        chunks.push(e.dict(c[12].clone(), rows, None, &self.keys, &g.names)?);
-        gather_some(&mut self.keys, &mut self.present, blocks, |b| {
-            (&b.module, &b.has_module)
-        });
-        chunks.push(e.dict(
-            c[13].clone(),
-            rows,
-            Some(&self.present),
-            &self.keys,
-            &g.modules,
-        )?);
-        gather(&mut self.keys, blocks, |b| &b.addr);
-        chunks.push(e.int_dict(c[14].clone(), rows, &self.keys, &g.addrs)?);
+        let cycles = pages_some(blocks, |b| (&b.cycles, &b.has_cycles));
+        chunks.push(e.ints(c[11].clone(), &cycles, true, false)?);
+        let names = pages_of(blocks, |b| &b.function);
+        chunks.push(e.dict(c[12].clone(), &names, false, &g.names)?);
+        let modules = pages_some(blocks, |b| (&b.module, &b.has_module));
+        chunks.push(e.dict(c[13].clone(), &modules, true, &g.modules)?);
+        chunks.push(e.keyed_ints(c[14].clone(), &pages_of(blocks, |b| &b.addr), &g.addrs)?);
         gather(&mut self.keys, blocks, |b| &b.kind);
         let kinds = used_dict(&mut self.keys, &KIND_NAMES);
-        chunks.push(e.dict(c[15].clone(), rows, None, &self.keys, &kinds)?);
+        chunks.push(e.dict(c[15].clone(), &pages_in(&self.keys), false, &kinds)?);
         let flags: [fn(&RowBlock) -> &Col<bool>; 3] =
             [|b| &b.cut_start, |b| &b.cut_end, |b| &b.unknown_start];
         for (i, column) in flags.into_iter().enumerate() {
-            gather(&mut self.bools, blocks, column);
-            chunks.push(e.bools(c[16 + i].clone(), &self.bools)?);
+            chunks.push(e.bools(c[16 + i].clone(), &pages_of(blocks, column))?);
         }
         let mut group = self.file.next_row_group()?;
         for chunk in chunks {

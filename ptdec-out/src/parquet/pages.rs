@@ -1,20 +1,23 @@
-//! The `calls` table's column chunks, encoded here from the sink's
-//! columns and handed whole to the Parquet crate's file writer
+//! The `calls` table's column chunks, encoded here from the sink's row
+//! blocks and handed whole to the Parquet crate's file writer
 //! (`SerializedRowGroupWriter::append_column`), which writes the page
-//! headers, the footer and the schema. Hand-written because the Arrow
-//! writer re-hashed every row's strings, whose keys the sink already
-//! holds, and with its delta packing and statistics cost as much CPU as
-//! the decode (issue 46). Only what the spec needs is written: PLAIN,
-//! DELTA_BINARY_PACKED and RLE_DICTIONARY over the RLE/bit-packing
-//! hybrid, one data page v1 per chunk, zstd, chunk statistics.
+//! headers, the footer, the schema and the page index. Hand-written
+//! because the Arrow writer re-hashed every row's strings, whose keys the
+//! sink already holds, and with its delta packing and statistics cost as
+//! much CPU as the decode (issue 46). Only what the spec needs is
+//! written: PLAIN, DELTA_BINARY_PACKED and RLE_DICTIONARY over the
+//! RLE/bit-packing hybrid, data pages v1 (the caller's pages: a few per
+//! chunk), zstd, chunk statistics, and the column and offset indexes
+//! (per page min/max, nulls, boundary order; where each page lies) that
+//! engines prune pages by.
 
 use bytes::Bytes;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
+use parquet::basic::{BoundaryOrder, Compression, Encoding, ZstdLevel};
+use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::data_type::ByteArray;
 use parquet::errors::ParquetError;
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, ColumnIndexBuilder, OffsetIndexBuilder};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -26,17 +29,48 @@ pub(super) struct Chunk {
     pub close: ColumnCloseResult,
 }
 
+/// One data page's rows of a column, as parts (a row block's rows each)
+/// in order; for a nullable column with, per row, whether it has a value
+/// (a null row's value is not read). Without it every row has one.
+pub(super) type Rows<'a, T> = Vec<(&'a [T], Option<&'a [bool]>)>;
+
 /// Bytes of a string statistic at most, as the Arrow writer's default
-/// (`DEFAULT_STATISTICS_TRUNCATE_LENGTH`): a long C++ name would
-/// otherwise be repeated in the footer per row group.
+/// (`DEFAULT_STATISTICS_TRUNCATE_LENGTH`, and its column index's): a long
+/// C++ name would otherwise be repeated in the footer per page.
 const STAT_BYTES: usize = 64;
+
+/// Distinct values at most in an integer column's dictionary
+/// ([`ChunkEncoder::ints`]): keys of 12 bits at most, and a table of
+/// twice as many slots (96 KiB) that stays in the cache.
+const INT_DICT_MAX: usize = 4096;
+const INT_DICT_SLOTS: usize = 2 * INT_DICT_MAX;
 
 /// Encodes column chunks; holds the zstd context and buffers reused for
 /// every chunk of a table.
 pub(super) struct ChunkEncoder {
     zstd: zstd::bulk::Compressor<'static>,
     level: i32,
+    /// A page's bytes before compression.
     body: Vec<u8>,
+    /// A nullable column's page: whether each row has a value.
+    present: Vec<bool>,
+    /// A chunk's dictionary keys.
+    keys: Vec<u32>,
+    table: IntTable,
+    /// The chunk's data pages, compressed.
+    pages: Vec<DataPage>,
+}
+
+/// A data page, compressed, and what the column index says of it.
+struct DataPage {
+    buf: Bytes,
+    uncompressed: usize,
+    rows: usize,
+    encoding: Encoding,
+    nulls: u64,
+    /// Its min and max as the column index holds them (PLAIN, a string
+    /// cut to [`STAT_BYTES`]); `None`: only nulls.
+    min_max: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// An integer column's physical type (INT32, INT64): deltas wrap at its
@@ -50,6 +84,12 @@ pub(super) trait Int: Copy + Ord {
     /// PLAIN: little-endian.
     fn plain(self, out: &mut Vec<u8>);
     fn statistics(min_max: Option<(Self, Self)>, nulls: u64) -> Statistics;
+    /// PLAIN, as the column index holds a min or max.
+    fn bytes(self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(8);
+        self.plain(&mut v);
+        v
+    }
 }
 
 impl Int for i64 {
@@ -106,6 +146,50 @@ impl Int for i32 {
     }
 }
 
+/// The pages' minima and maxima: the chunk's, and whether from page to
+/// page they only rise or only fall (the column index's boundary order,
+/// as the crate's column writer tells it).
+struct Bounds<T> {
+    chunk: Option<(T, T)>,
+    last: Option<(T, T)>,
+    up: bool,
+    down: bool,
+}
+
+impl<T: PartialOrd + Copy> Bounds<T> {
+    fn new() -> Bounds<T> {
+        Bounds {
+            chunk: None,
+            last: None,
+            up: true,
+            down: true,
+        }
+    }
+
+    /// The next page with a value: its min and max.
+    fn page(&mut self, lo: T, hi: T) {
+        if let Some((a, b)) = self.last {
+            self.up &= a <= lo && b <= hi;
+            self.down &= lo <= a && hi <= b;
+        }
+        self.last = Some((lo, hi));
+        self.chunk = Some(match self.chunk {
+            Some((a, b)) => (if lo < a { lo } else { a }, if hi > b { hi } else { b }),
+            None => (lo, hi),
+        });
+    }
+
+    fn order(&self) -> BoundaryOrder {
+        if self.up {
+            BoundaryOrder::ASCENDING
+        } else if self.down {
+            BoundaryOrder::DESCENDING
+        } else {
+            BoundaryOrder::UNORDERED
+        }
+    }
+}
+
 impl ChunkEncoder {
     pub fn new(level: i32) -> Result<ChunkEncoder, ParquetError> {
         let zstd = zstd::bulk::Compressor::new(level)
@@ -114,213 +198,421 @@ impl ChunkEncoder {
             zstd,
             level,
             body: Vec::new(),
+            present: Vec::new(),
+            keys: Vec::new(),
+            table: IntTable::new(),
+            pages: Vec::new(),
         })
     }
 
-    /// An integer column, DELTA_BINARY_PACKED; `present`: per row,
-    /// whether it has a value (`None`: every row has), `values` the
-    /// present ones.
+    /// An integer column, one data page per entry of `pages`:
+    /// RLE_DICTIONARY when `dict` asks for it, the column is not
+    /// `nullable` and its chunk holds at most [`INT_DICT_MAX`] distinct
+    /// values (durations and counts of a few loops: keys of a few bits,
+    /// where their deltas would take as many bits as the values);
+    /// DELTA_BINARY_PACKED else.
     pub fn ints<T: Int>(
         &mut self,
         descr: ColumnDescPtr,
-        rows: usize,
-        present: Option<&[bool]>,
-        values: &[T],
+        pages: &[Rows<T>],
+        nullable: bool,
+        dict: bool,
     ) -> Result<Chunk, ParquetError> {
-        self.body.clear();
-        self.levels(present);
-        let (encoding, min_max) = if values.is_empty() {
-            (Encoding::PLAIN, None)
-        } else {
-            let min_max = delta_binary_packed(values, &mut self.body);
-            (Encoding::DELTA_BINARY_PACKED, Some(min_max))
-        };
-        let stats = T::statistics(min_max, (rows - values.len()) as u64);
-        self.chunk(descr, rows, None, encoding, stats)
+        if dict && !nullable {
+            if let Some(chunk) = self.few_ints(descr.clone(), pages)? {
+                return Ok(chunk);
+            }
+        }
+        self.pages.clear();
+        let mut bounds = Bounds::new();
+        let mut staged: Vec<T> = Vec::new();
+        let mut nulls = 0;
+        for page in pages {
+            // One part without nulls (the sink's block): encoded where
+            // it is, not copied.
+            if let [(values, None)] = page[..] {
+                if !nullable {
+                    self.body.clear();
+                    let rows = values.len();
+                    if values.is_empty() {
+                        self.data_page(0, Encoding::PLAIN, 0, None)?;
+                        continue;
+                    }
+                    let (lo, hi) = delta_binary_packed(values, &mut self.body);
+                    bounds.page(lo, hi);
+                    let min_max = Some((lo.bytes(), hi.bytes()));
+                    self.data_page(rows, Encoding::DELTA_BINARY_PACKED, 0, min_max)?;
+                    continue;
+                }
+            }
+            let values = &mut staged;
+            values.clear();
+            self.present.clear();
+            let mut rows = 0;
+            for &(v, has) in page {
+                rows += v.len();
+                match has {
+                    Some(has) => {
+                        self.present.extend_from_slice(&has[..v.len()]);
+                        values.extend(v.iter().zip(has).filter(|(_, &h)| h).map(|(&v, _)| v));
+                    }
+                    None => {
+                        if nullable {
+                            self.present.extend(std::iter::repeat_n(true, v.len()));
+                        }
+                        values.extend_from_slice(v);
+                    }
+                }
+            }
+            self.body.clear();
+            if nullable {
+                levels(&self.present, &mut self.body);
+            }
+            let page_nulls = (rows - values.len()) as u64;
+            nulls += page_nulls;
+            if values.is_empty() {
+                self.data_page(rows, Encoding::PLAIN, page_nulls, None)?;
+            } else {
+                let (lo, hi) = delta_binary_packed(values, &mut self.body);
+                bounds.page(lo, hi);
+                let min_max = Some((lo.bytes(), hi.bytes()));
+                self.data_page(rows, Encoding::DELTA_BINARY_PACKED, page_nulls, min_max)?;
+            }
+        }
+        let stats = T::statistics(bounds.chunk, nulls);
+        self.chunk(descr, None, stats, bounds.order())
+    }
+
+    /// [`ChunkEncoder::ints`] as a dictionary, or `None` when the chunk
+    /// holds more than [`INT_DICT_MAX`] distinct values.
+    fn few_ints<T: Int>(
+        &mut self,
+        descr: ColumnDescPtr,
+        pages: &[Rows<T>],
+    ) -> Result<Option<Chunk>, ParquetError> {
+        self.table.clear();
+        self.keys.clear();
+        let mut dict: Vec<T> = Vec::new();
+        // Per page: where its keys end.
+        let mut ends = Vec::with_capacity(pages.len());
+        for page in pages {
+            for &(v, _) in page {
+                let Some(&first) = v.first() else { continue };
+                let Some(mut last_key) = self.table.key(&mut dict, first) else {
+                    return Ok(None);
+                };
+                let mut last = first;
+                let at = self.keys.len();
+                self.keys.resize(at + v.len(), 0);
+                // A value like the row's before (most rows of a loop's
+                // calls: 78-99 % on interp) is not looked up again.
+                for (k, &x) in self.keys[at..].iter_mut().zip(v) {
+                    if x != last {
+                        let Some(key) = self.table.key(&mut dict, x) else {
+                            return Ok(None);
+                        };
+                        (last, last_key) = (x, key);
+                    }
+                    *k = last_key;
+                }
+            }
+            ends.push(self.keys.len());
+        }
+        let mut plain = Vec::with_capacity(dict.len() * 8);
+        for v in &dict {
+            v.plain(&mut plain);
+        }
+        let n = dict.len() as u32;
+        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        self.pages.clear();
+        let mut bounds = Bounds::new();
+        let mut start = 0;
+        let keys = std::mem::take(&mut self.keys);
+        let mut seen = vec![false; dict.len()];
+        for &end in &ends {
+            let page = &keys[start..end];
+            self.body.clear();
+            self.body.push(width as u8);
+            hybrid(page, width, &mut self.body);
+            // The page's min and max among the values its keys name: a
+            // store a row, not two comparisons.
+            mark_seen(page, &mut seen);
+            let used = dict.iter().zip(&seen).filter(|(_, &s)| s).map(|(&v, _)| v);
+            let min_max = used.fold(None, |m: Option<(T, T)>, v| {
+                Some(m.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+            });
+            seen.fill(false);
+            let min_max = min_max.map(|(lo, hi)| {
+                bounds.page(lo, hi);
+                (lo.bytes(), hi.bytes())
+            });
+            let encoding = if n == 0 {
+                Encoding::PLAIN
+            } else {
+                Encoding::RLE_DICTIONARY
+            };
+            self.data_page(end - start, encoding, 0, min_max)?;
+            start = end;
+        }
+        self.keys = keys;
+        let stats = T::statistics(bounds.chunk, 0);
+        let page = (n > 0).then_some((plain, n));
+        self.chunk(descr, page, stats, bounds.order()).map(Some)
     }
 
     /// A BOOLEAN column without nulls, PLAIN (one bit a row).
-    pub fn bools(&mut self, descr: ColumnDescPtr, values: &[bool]) -> Result<Chunk, ParquetError> {
-        self.body.clear();
-        let (mut all, mut any) = (true, false);
-        let mut groups = values.chunks_exact(8);
-        for g in &mut groups {
-            let byte = pack_bools(std::array::from_fn(|i| g[i]));
-            all &= byte == 0xFF;
-            any |= byte != 0;
-            self.body.push(byte);
+    pub fn bools(
+        &mut self,
+        descr: ColumnDescPtr,
+        pages: &[Rows<bool>],
+    ) -> Result<Chunk, ParquetError> {
+        self.pages.clear();
+        let mut bounds = Bounds::new();
+        for page in pages {
+            let values = match page[..] {
+                [(v, _)] => v,
+                _ => {
+                    self.present.clear();
+                    for &(v, _) in page {
+                        self.present.extend_from_slice(v);
+                    }
+                    &self.present
+                }
+            };
+            self.body.clear();
+            let (mut all, mut any) = (true, false);
+            let mut groups = values.chunks_exact(8);
+            for g in &mut groups {
+                let byte = pack_bools(std::array::from_fn(|i| g[i]));
+                all &= byte == 0xFF;
+                any |= byte != 0;
+                self.body.push(byte);
+            }
+            let rest = groups.remainder();
+            if !rest.is_empty() {
+                let byte = pack_bools(std::array::from_fn(|i| {
+                    rest.get(i).copied().unwrap_or(false)
+                }));
+                all &= rest.iter().all(|&b| b);
+                any |= byte != 0;
+                self.body.push(byte);
+            }
+            let rows = values.len();
+            let min_max = (rows > 0).then(|| {
+                bounds.page(all, any);
+                (vec![u8::from(all)], vec![u8::from(any)])
+            });
+            self.data_page(rows, Encoding::PLAIN, 0, min_max)?;
         }
-        let rest = groups.remainder();
-        if !rest.is_empty() {
-            let byte = pack_bools(std::array::from_fn(|i| {
-                rest.get(i).copied().unwrap_or(false)
-            }));
-            all &= rest.iter().all(|&b| b);
-            any |= byte != 0;
-            self.body.push(byte);
-        }
-        let min_max = (!values.is_empty()).then_some((all, any));
         let stats = Statistics::boolean(
-            min_max.map(|m| m.0),
-            min_max.map(|m| m.1),
+            bounds.chunk.map(|m| m.0),
+            bounds.chunk.map(|m| m.1),
             None,
             Some(0),
             false,
         );
-        self.chunk(descr, values.len(), None, Encoding::PLAIN, stats)
+        self.chunk(descr, None, stats, bounds.order())
     }
 
-    /// A string column, RLE_DICTIONARY: `keys` index `dict` (each of its
+    /// A string column, RLE_DICTIONARY: the keys index `dict` (each of its
     /// strings used at least once), one per present row.
     pub fn dict<S: AsRef<str>>(
         &mut self,
         descr: ColumnDescPtr,
-        rows: usize,
-        present: Option<&[bool]>,
-        keys: &[u32],
+        pages: &[Rows<u32>],
+        nullable: bool,
         dict: &[S],
     ) -> Result<Chunk, ParquetError> {
-        let nulls = (rows - keys.len()) as u64;
-        let Some(first) = dict.first() else {
-            let stats = Statistics::byte_array(None, None, None, Some(nulls), false);
-            return self.keyed(descr, rows, present, keys, None, stats);
-        };
-        let mut page = Vec::new();
-        let (mut lo, mut hi) = (first.as_ref(), first.as_ref());
+        // The strings in order, for a page's min and max.
+        let mut order: Vec<u32> = (0..dict.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| dict[a as usize].as_ref().cmp(dict[b as usize].as_ref()));
+        let mut seen = vec![false; dict.len()];
+        let mut plain = Vec::new();
         for s in dict {
             let s = s.as_ref();
-            page.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            page.extend_from_slice(s.as_bytes());
-            lo = lo.min(s);
-            hi = hi.max(s);
+            plain.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            plain.extend_from_slice(s.as_bytes());
         }
-        let stats = string_statistics(lo, hi, nulls);
-        let page = (page, dict.len() as u32);
-        self.keyed(descr, rows, present, keys, Some(page), stats)
+        let n = dict.len() as u32;
+        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        self.pages.clear();
+        let mut bounds: Bounds<&str> = Bounds::new();
+        let mut nulls = 0;
+        for page in pages {
+            let (keys, rows, page_nulls) =
+                page_keys(page, nullable, &mut self.keys, &mut self.present);
+            nulls += page_nulls;
+            self.body.clear();
+            if nullable {
+                levels(&self.present, &mut self.body);
+            }
+            if n == 0 {
+                self.data_page(rows, Encoding::PLAIN, page_nulls, None)?;
+                continue;
+            }
+            self.body.push(width as u8);
+            hybrid(keys, width, &mut self.body);
+            // The keys used, then the first and last of them in the
+            // strings' order: a store a row, not a comparison of strings.
+            mark_seen(keys, &mut seen);
+            let first = order.iter().position(|&k| seen[k as usize]);
+            let last = order.iter().rposition(|&k| seen[k as usize]);
+            seen.fill(false);
+            let min_max = first.zip(last).map(|(lo, hi)| {
+                let lo = dict[order[lo] as usize].as_ref();
+                let hi = dict[order[hi] as usize].as_ref();
+                bounds.page(lo, hi);
+                let (lo, hi) = cut_min_max(lo, hi);
+                (lo.0, hi.0)
+            });
+            self.data_page(rows, Encoding::RLE_DICTIONARY, page_nulls, min_max)?;
+        }
+        let stats = match bounds.chunk {
+            Some((lo, hi)) => string_statistics(lo, hi, nulls),
+            None => Statistics::byte_array(None, None, None, Some(nulls), false),
+        };
+        let page = (n > 0).then_some((plain, n));
+        self.chunk(descr, page, stats, bounds.order())
     }
 
     /// An integer column of repeated values without nulls,
-    /// RLE_DICTIONARY: `keys` index `dict` (each value used at least
+    /// RLE_DICTIONARY: the keys index `dict` (each value used at least
     /// once).
-    pub fn int_dict<T: Int>(
+    pub fn keyed_ints<T: Int>(
         &mut self,
         descr: ColumnDescPtr,
-        rows: usize,
-        keys: &[u32],
+        pages: &[Rows<u32>],
         dict: &[T],
     ) -> Result<Chunk, ParquetError> {
-        let min_max = dict.iter().min().zip(dict.iter().max());
-        let stats = T::statistics(min_max.map(|(lo, hi)| (*lo, *hi)), 0);
-        let page = (!dict.is_empty()).then(|| {
-            let mut bytes = Vec::new();
-            for v in dict {
-                v.plain(&mut bytes);
+        let mut plain = Vec::new();
+        for v in dict {
+            v.plain(&mut plain);
+        }
+        let n = dict.len() as u32;
+        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        self.pages.clear();
+        let mut bounds = Bounds::new();
+        let mut seen = vec![false; dict.len()];
+        for page in pages {
+            let (keys, rows, _) = page_keys(page, false, &mut self.keys, &mut self.present);
+            self.body.clear();
+            if n == 0 {
+                self.data_page(rows, Encoding::PLAIN, 0, None)?;
+                continue;
             }
-            (bytes, dict.len() as u32)
-        });
-        self.keyed(descr, rows, None, keys, page, stats)
+            self.body.push(width as u8);
+            hybrid(keys, width, &mut self.body);
+            // The values used: a store a row, then a look at each value.
+            mark_seen(keys, &mut seen);
+            let used = dict.iter().zip(&seen).filter(|(_, &s)| s).map(|(&v, _)| v);
+            let min_max = used.fold(None, |m: Option<(T, T)>, v| {
+                Some(m.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+            });
+            seen.fill(false);
+            let min_max = min_max.map(|(lo, hi)| {
+                bounds.page(lo, hi);
+                (lo.bytes(), hi.bytes())
+            });
+            self.data_page(rows, Encoding::RLE_DICTIONARY, 0, min_max)?;
+        }
+        let stats = T::statistics(bounds.chunk, 0);
+        let page = (n > 0).then_some((plain, n));
+        self.chunk(descr, page, stats, bounds.order())
     }
 
-    /// A dictionary-encoded chunk: its dictionary page (PLAIN values,
-    /// how many), its data page of keys; without a dictionary (no row
-    /// has a value), a PLAIN page of no values.
-    fn keyed(
+    /// `self.body` compressed as the chunk's next data page.
+    fn data_page(
         &mut self,
-        descr: ColumnDescPtr,
         rows: usize,
-        present: Option<&[bool]>,
-        keys: &[u32],
-        dict: Option<(Vec<u8>, u32)>,
-        stats: Statistics,
-    ) -> Result<Chunk, ParquetError> {
-        self.body.clear();
-        self.levels(present);
-        let Some((page, n)) = dict else {
-            return self.chunk(descr, rows, None, Encoding::PLAIN, stats);
-        };
-        let width = bits(u64::from(n) - 1).max(1);
-        self.body.push(width as u8);
-        hybrid(keys, width, &mut self.body);
-        self.chunk(
-            descr,
-            rows,
-            Some((page, n)),
-            Encoding::RLE_DICTIONARY,
-            stats,
-        )
-    }
-
-    /// Definition levels of a nullable column (1: a value), RLE-hybrid
-    /// behind their length, as data pages v1 hold them.
-    fn levels(&mut self, present: Option<&[bool]>) {
-        let Some(present) = present else { return };
-        let at = self.body.len();
-        self.body.extend_from_slice(&[0; 4]);
-        hybrid_bits(present, &mut self.body);
-        let len = (self.body.len() - at - 4) as u32;
-        self.body[at..at + 4].copy_from_slice(&len.to_le_bytes());
-    }
-
-    fn compress(&mut self, data: &[u8]) -> Result<Bytes, ParquetError> {
-        let out = self
+        encoding: Encoding,
+        nulls: u64,
+        min_max: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), ParquetError> {
+        let buf = self
             .zstd
-            .compress(data)
+            .compress(&self.body)
             .map_err(|e| ParquetError::External(Box::new(e)))?;
-        Ok(Bytes::from(out))
+        self.pages.push(DataPage {
+            buf: Bytes::from(buf),
+            uncompressed: self.body.len(),
+            rows,
+            encoding,
+            nulls,
+            min_max,
+        });
+        Ok(())
     }
 
-    /// The chunk of one data page (`self.body`) after its dictionary page.
+    /// The chunk: its dictionary page (PLAIN values, how many), then the
+    /// data pages encoded (`self.pages`); its page index.
     fn chunk(
         &mut self,
         descr: ColumnDescPtr,
-        rows: usize,
         dict: Option<(Vec<u8>, u32)>,
-        encoding: Encoding,
         stats: Statistics,
+        order: BoundaryOrder,
     ) -> Result<Chunk, ParquetError> {
+        let physical = descr.physical_type();
         let mut sink = TrackedWrite::new(Vec::new());
-        let mut pages = SerializedPageWriter::new(&mut sink);
-        let mut dict_spec: Option<PageWriteSpec> = None;
+        let mut writer = SerializedPageWriter::new(&mut sink);
         let mut encodings = vec![Encoding::RLE];
+        let (mut compressed, mut uncompressed) = (0i64, 0i64);
+        let mut dict_offset = None;
         if let Some((plain, n)) = dict {
-            let buf = self.compress(&plain)?;
+            let buf = self
+                .zstd
+                .compress(&plain)
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
             let page = Page::DictionaryPage {
-                buf,
+                buf: Bytes::from(buf),
                 num_values: n,
                 encoding: Encoding::PLAIN,
                 is_sorted: false,
             };
-            dict_spec = Some(pages.write_page(CompressedPage::new(page, plain.len()))?);
+            let spec = writer.write_page(CompressedPage::new(page, plain.len()))?;
+            compressed += spec.compressed_size as i64;
+            uncompressed += spec.uncompressed_size as i64;
+            dict_offset = Some(spec.offset as i64);
             encodings.push(Encoding::PLAIN);
         }
-        let body = std::mem::take(&mut self.body);
-        let buf = self.compress(&body);
-        self.body = body;
-        let page = Page::DataPage {
-            buf: buf?,
-            num_values: rows as u32,
-            encoding,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        };
-        let data_spec = pages.write_page(CompressedPage::new(page, self.body.len()))?;
-        pages.close()?;
-        if !encodings.contains(&encoding) {
-            encodings.push(encoding);
+        let mut column_index = ColumnIndexBuilder::new(physical);
+        let mut offset_index = OffsetIndexBuilder::new();
+        let mut data_offset = None;
+        let mut rows = 0;
+        for page in self.pages.drain(..) {
+            let data = Page::DataPage {
+                buf: page.buf,
+                num_values: page.rows as u32,
+                encoding: page.encoding,
+                def_level_encoding: Encoding::RLE,
+                rep_level_encoding: Encoding::RLE,
+                statistics: None,
+            };
+            let spec = writer.write_page(CompressedPage::new(data, page.uncompressed))?;
+            data_offset.get_or_insert(spec.offset as i64);
+            compressed += spec.compressed_size as i64;
+            uncompressed += spec.uncompressed_size as i64;
+            offset_index.append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+            offset_index.append_row_count(page.rows as i64);
+            match page.min_max {
+                Some((lo, hi)) => column_index.append(false, lo, hi, page.nulls as i64),
+                None => column_index.append(true, Vec::new(), Vec::new(), page.nulls as i64),
+            }
+            if !encodings.contains(&page.encoding) {
+                encodings.push(page.encoding);
+            }
+            rows += page.rows;
         }
-        let specs = dict_spec.iter().chain([&data_spec]);
-        let (compressed, uncompressed) = specs.fold((0, 0), |(c, u), s| {
-            (c + s.compressed_size as i64, u + s.uncompressed_size as i64)
-        });
+        writer.close()?;
+        column_index.set_boundary_order(order);
         let metadata = ColumnChunkMetaData::builder(descr)
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(self.level)?))
             .set_encodings(encodings)
             .set_num_values(rows as i64)
             .set_total_compressed_size(compressed)
             .set_total_uncompressed_size(uncompressed)
-            .set_data_page_offset(data_spec.offset as i64)
-            .set_dictionary_page_offset(dict_spec.map(|s| s.offset as i64))
+            .set_data_page_offset(data_offset.unwrap_or(0))
+            .set_dictionary_page_offset(dict_offset)
             .set_statistics(stats)
             .build()?;
         let bytes = Bytes::from(sink.into_inner()?);
@@ -330,18 +622,118 @@ impl ChunkEncoder {
                 rows_written: rows as u64,
                 metadata,
                 bloom_filter: None,
-                column_index: None,
-                offset_index: None,
+                column_index: Some(column_index.build()?),
+                offset_index: Some(offset_index.build()),
             },
             bytes,
         })
     }
 }
 
-/// Min and max of a string column, cut to [`STAT_BYTES`] as the Arrow
-/// writer cuts them: the min to a prefix, the max to a prefix whose last
-/// character is raised by one (so still above every value); inexact then.
-fn string_statistics(lo: &str, hi: &str, nulls: u64) -> Statistics {
+/// The integer dictionary's hash table: per slot a value and its key
+/// (`u32::MAX`: free); a fixed size, so that a slot masked to it needs no
+/// bounds check.
+struct IntTable {
+    slots: Box<[(i64, u32); INT_DICT_SLOTS]>,
+}
+
+impl IntTable {
+    fn new() -> IntTable {
+        let slots = vec![(0i64, u32::MAX); INT_DICT_SLOTS].into_boxed_slice();
+        match slots.try_into() {
+            Ok(slots) => IntTable { slots },
+            Err(_) => unreachable!("a vector of INT_DICT_SLOTS slots"),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill((0, u32::MAX));
+    }
+
+    /// `x`'s key in `dict`, added when new; `None` when the dictionary
+    /// is full.
+    #[inline]
+    fn key<T: Int>(&mut self, dict: &mut Vec<T>, x: T) -> Option<u32> {
+        let v = x.widen();
+        let shift = 64 - INT_DICT_SLOTS.trailing_zeros();
+        let mut h = ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+        loop {
+            let slot = &mut self.slots[h & (INT_DICT_SLOTS - 1)];
+            if slot.0 == v && slot.1 != u32::MAX {
+                return Some(slot.1);
+            }
+            if slot.1 == u32::MAX {
+                if dict.len() == INT_DICT_MAX {
+                    return None;
+                }
+                *slot = (v, dict.len() as u32);
+                dict.push(x);
+                return Some(slot.1);
+            }
+            h += 1;
+        }
+    }
+}
+
+/// A page's keys (of the rows with a value): its one part without nulls
+/// where it is (the sink's block), else copied into `keys`; whether each
+/// row has one into `present` (`nullable`). With its rows and nulls.
+fn page_keys<'x>(
+    page: &[(&'x [u32], Option<&'x [bool]>)],
+    nullable: bool,
+    keys: &'x mut Vec<u32>,
+    present: &mut Vec<bool>,
+) -> (&'x [u32], usize, u64) {
+    present.clear();
+    if let [(v, None)] = page[..] {
+        if nullable {
+            present.extend(std::iter::repeat_n(true, v.len()));
+        }
+        return (v, v.len(), 0);
+    }
+    keys.clear();
+    let mut rows = 0;
+    for &(v, has) in page {
+        rows += v.len();
+        match has {
+            Some(has) => {
+                present.extend_from_slice(&has[..v.len()]);
+                keys.extend(v.iter().zip(has).filter(|(_, &h)| h).map(|(&k, _)| k));
+            }
+            None => {
+                if nullable {
+                    present.extend(std::iter::repeat_n(true, v.len()));
+                }
+                keys.extend_from_slice(v);
+            }
+        }
+    }
+    (&keys[..], rows, (rows - keys.len()) as u64)
+}
+
+/// Marks the keys `keys` holds in `seen`.
+#[inline]
+fn mark_seen(keys: &[u32], seen: &mut [bool]) {
+    for &k in keys {
+        seen[k as usize] = true;
+    }
+}
+
+/// Definition levels of a nullable column's page (1: a value),
+/// RLE-hybrid behind their length, as data pages v1 hold them.
+fn levels(present: &[bool], body: &mut Vec<u8>) {
+    let at = body.len();
+    body.extend_from_slice(&[0; 4]);
+    hybrid_bits(present, body);
+    let len = (body.len() - at - 4) as u32;
+    body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// A string min and max cut to [`STAT_BYTES`] as the Arrow writer cuts
+/// them: the min to a prefix, the max to a prefix whose last character
+/// is raised by one (so still above every value); each with whether it
+/// is exact.
+fn cut_min_max(lo: &str, hi: &str) -> ((Vec<u8>, bool), (Vec<u8>, bool)) {
     let prefix = |s: &str| {
         let mut n = STAT_BYTES.min(s.len());
         while !s.is_char_boundary(n) {
@@ -356,10 +748,19 @@ fn string_statistics(lo: &str, hi: &str, nulls: u64) -> Statistics {
     let min_exact = lo_cut.len() == lo.len();
     let max_exact = hi_cut.is_none();
     let hi = hi_cut.unwrap_or_else(|| hi.to_string());
+    (
+        (lo_cut.as_bytes().to_vec(), min_exact),
+        (hi.into_bytes(), max_exact),
+    )
+}
+
+/// Min and max of a string column as [`cut_min_max`] cuts them.
+fn string_statistics(lo: &str, hi: &str, nulls: u64) -> Statistics {
+    let ((lo, min_exact), (hi, max_exact)) = cut_min_max(lo, hi);
     Statistics::ByteArray(
         ValueStatistics::new(
-            Some(ByteArray::from(lo_cut.as_bytes().to_vec())),
-            Some(ByteArray::from(hi.into_bytes())),
+            Some(ByteArray::from(lo)),
+            Some(ByteArray::from(hi)),
             None,
             Some(nulls),
             false,
@@ -685,7 +1086,7 @@ mod tests {
         let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
         let cols = descr.columns().to_vec();
         let mut rng = fastrand::Rng::with_seed(46);
-        for rows in [1usize, 2, 7, 8, 9, 31, 33, 128, 129, 300, 1000, 5000] {
+        for rows in [1usize, 2, 7, 8, 9, 31, 33, 128, 129, 300, 1000, 5000, 20000] {
             let mut file = SerializedFileWriter::new(
                 Vec::new(),
                 descr.root_schema_ptr(),
@@ -728,23 +1129,90 @@ mod tests {
             let flags: Vec<bool> = (0..rows).map(|i| i % 13 < 9 || rng.bool()).collect();
 
             let present: Vec<bool> = a.iter().map(Option::is_some).collect();
-            let values: Vec<i64> = a.iter().flatten().copied().collect();
+            let values: Vec<i64> = a.iter().map(|v| v.unwrap_or(0)).collect();
             let c_present: Vec<bool> = c.iter().map(Option::is_some).collect();
-            let c_keys: Vec<u32> = c.iter().flatten().copied().collect();
+            let c_keys: Vec<u32> = c.iter().map(|k| k.unwrap_or(0)).collect();
             // Dictionaries of the values used, as the sink makes them.
-            let mut c_used: Vec<u32> = c_keys.clone();
+            let mut c_used: Vec<u32> = c.iter().flatten().copied().collect();
             let c_dict = super::super::used_dict(&mut c_used, &words);
+            let mut c_iter = c_used.iter();
+            let c_keys: Vec<u32> = c_keys
+                .iter()
+                .zip(&c_present)
+                .map(|(&k, &p)| if p { *c_iter.next().unwrap() } else { k })
+                .collect();
             let mut d_used = d.clone();
             let d_dict_used = super::super::used_dict(&mut d_used, &d_dict);
+            // Pages of random lengths, each of parts of random lengths
+            // (the sink's row blocks).
+            let mut cuts = vec![0];
+            while *cuts.last().unwrap() < rows {
+                let at = *cuts.last().unwrap() + rng.usize(1..=rows.div_ceil(3).max(1));
+                cuts.push(at.min(rows));
+            }
+            let mut parts = Vec::new();
+            for w in cuts.windows(2) {
+                let (mut at, end) = (w[0], w[1]);
+                let mut page = Vec::new();
+                while at < end {
+                    let next = (at + rng.usize(1..=64)).min(end);
+                    page.push(at..next);
+                    at = next;
+                }
+                parts.push(page);
+            }
+            fn pages<'a, T>(
+                parts: &[Vec<std::ops::Range<usize>>],
+                v: &'a [T],
+                has: Option<&'a [bool]>,
+            ) -> Vec<Rows<'a, T>> {
+                parts
+                    .iter()
+                    .map(|p| {
+                        p.iter()
+                            .map(|r| (&v[r.clone()], has.map(|h| &h[r.clone()])))
+                            .collect()
+                    })
+                    .collect()
+            }
+            // `d` as an integer column of few values, dictionary-encoded.
+            let d_values: Vec<i64> = d.iter().map(|&k| d_dict[k as usize]).collect();
             let chunks = [
-                e.ints(cols[0].clone(), rows, Some(&present), &values)
+                e.ints(
+                    cols[0].clone(),
+                    &pages(&parts, &values, Some(&present)),
+                    true,
+                    false,
+                )
+                .unwrap(),
+                e.ints(
+                    cols[1].clone(),
+                    &pages(&parts, &b, None),
+                    false,
+                    rows % 2 == 0,
+                )
+                .unwrap(),
+                e.dict(
+                    cols[2].clone(),
+                    &pages(&parts, &c_keys, Some(&c_present)),
+                    true,
+                    &c_dict,
+                )
+                .unwrap(),
+                if rows % 2 == 0 {
+                    e.keyed_ints(cols[3].clone(), &pages(&parts, &d_used, None), &d_dict_used)
+                        .unwrap()
+                } else {
+                    e.ints(
+                        cols[3].clone(),
+                        &pages(&parts, &d_values, None),
+                        false,
+                        true,
+                    )
+                    .unwrap()
+                },
+                e.bools(cols[4].clone(), &pages(&parts, &flags, None))
                     .unwrap(),
-                e.ints(cols[1].clone(), rows, None, &b).unwrap(),
-                e.dict(cols[2].clone(), rows, Some(&c_present), &c_used, &c_dict)
-                    .unwrap(),
-                e.int_dict(cols[3].clone(), rows, &d_used, &d_dict_used)
-                    .unwrap(),
-                e.bools(cols[4].clone(), &flags).unwrap(),
             ];
             let mut group = file.next_row_group().unwrap();
             for chunk in chunks {
@@ -753,6 +1221,7 @@ mod tests {
             group.close().unwrap();
             let bytes = Bytes::from(file.into_inner().unwrap());
 
+            check_page_index(&bytes, &cuts, &a, &b, &c, &words, &d_values, &flags);
             let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
                 .unwrap()
                 .with_batch_size(1 << 20)
@@ -774,6 +1243,123 @@ mod tests {
             assert_eq!(got_e, flags, "{rows} rows");
             assert_eq!(batch.column(4).null_count(), 0);
         }
+    }
+
+    /// The file's page index against the rows: a page per range of
+    /// `cuts`, its first row, its nulls, its min and max; the boundary
+    /// order the pages' min and max follow.
+    #[allow(clippy::too_many_arguments)]
+    fn check_page_index(
+        bytes: &Bytes,
+        cuts: &[usize],
+        a: &[Option<i64>],
+        b: &[i32],
+        c: &[Option<u32>],
+        words: &[&str],
+        d: &[i64],
+        flags: &[bool],
+    ) {
+        use parquet::file::page_index::column_index::ColumnIndexMetaData as Index;
+        use parquet::file::reader::FileReader;
+        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+        let options = ReadOptionsBuilder::new().with_page_index().build();
+        let reader = SerializedFileReader::new_with_options(bytes.clone(), options).unwrap();
+        let md = reader.metadata();
+        let offsets = &md.offset_index().expect("an offset index")[0];
+        let index = &md.column_index().expect("a column index")[0];
+        let rows = *cuts.last().unwrap();
+        for column in offsets {
+            let firsts: Vec<usize> = column
+                .page_locations
+                .iter()
+                .map(|l| l.first_row_index as usize)
+                .collect();
+            assert_eq!(firsts, cuts[..cuts.len() - 1], "{rows} rows");
+        }
+        /// Per page: nulls, min, max of the values present.
+        fn want<T: Ord + Copy>(
+            cuts: &[usize],
+            v: &[Option<T>],
+        ) -> Vec<(i64, Option<T>, Option<T>)> {
+            cuts.windows(2)
+                .map(|w| {
+                    let page = &v[w[0]..w[1]];
+                    let nulls = page.iter().filter(|x| x.is_none()).count() as i64;
+                    let present = page.iter().flatten();
+                    (
+                        nulls,
+                        present.clone().min().copied(),
+                        present.max().copied(),
+                    )
+                })
+                .collect()
+        }
+        fn order<T: Ord + Copy>(pages: &[(i64, Option<T>, Option<T>)]) -> BoundaryOrder {
+            let m: Vec<(T, T)> = pages.iter().filter_map(|p| p.1.zip(p.2)).collect();
+            if m.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1) {
+                BoundaryOrder::ASCENDING
+            } else if m.windows(2).all(|w| w[0].0 >= w[1].0 && w[0].1 >= w[1].1) {
+                BoundaryOrder::DESCENDING
+            } else {
+                BoundaryOrder::UNORDERED
+            }
+        }
+        macro_rules! check {
+            ($index:expr, $variant:ident, $want:expr) => {{
+                let want = $want;
+                let Index::$variant(ix) = $index else {
+                    panic!("{rows} rows: {:?}", $index)
+                };
+                let got: Vec<_> = (0..want.len())
+                    .map(|p| {
+                        (
+                            ix.null_count(p).unwrap(),
+                            ix.min_value(p).copied(),
+                            ix.max_value(p).copied(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, want, "{rows} rows");
+                assert_eq!(
+                    $index.get_boundary_order(),
+                    Some(order(&want)),
+                    "{rows} rows"
+                );
+            }};
+        }
+        check!(&index[0], INT64, want(cuts, a));
+        let b: Vec<Option<i32>> = b.iter().copied().map(Some).collect();
+        check!(&index[1], INT32, want(cuts, &b));
+        let d: Vec<Option<i64>> = d.iter().copied().map(Some).collect();
+        check!(&index[3], INT64, want(cuts, &d));
+        let flags: Vec<Option<bool>> = flags.iter().copied().map(Some).collect();
+        check!(&index[4], BOOLEAN, want(cuts, &flags));
+        let c: Vec<Option<&str>> = c.iter().map(|k| k.map(|k| words[k as usize])).collect();
+        let want_c = want(cuts, &c);
+        let Index::BYTE_ARRAY(ix) = &index[2] else {
+            panic!("{rows} rows: {:?}", index[2])
+        };
+        for (p, (nulls, lo, hi)) in want_c.iter().enumerate() {
+            assert_eq!(ix.null_count(p), Some(*nulls), "{rows} rows, page {p}");
+            assert_eq!(ix.is_null_page(p), lo.is_none(), "{rows} rows, page {p}");
+            if let (Some(lo), Some(hi)) = (lo, hi) {
+                assert_eq!(
+                    ix.min_value(p),
+                    Some(lo.as_bytes()),
+                    "{rows} rows, page {p}"
+                );
+                assert_eq!(
+                    ix.max_value(p),
+                    Some(hi.as_bytes()),
+                    "{rows} rows, page {p}"
+                );
+            }
+        }
+        assert_eq!(
+            index[2].get_boundary_order(),
+            Some(order(&want_c)),
+            "{rows} rows"
+        );
     }
 
     #[test]

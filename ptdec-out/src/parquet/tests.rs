@@ -464,3 +464,96 @@ fn names_the_engines_misread_are_refused() {
         assert!(check_trace_name(good).is_ok(), "{good:?}");
     }
 }
+
+/// The page index (issue 46): `calls`'s chunks in pages of [`PAGE_ROWS`],
+/// each with its first row and, in the column index, the min and max of
+/// its rows and how they follow each other, so that engines skip pages
+/// (DataFusion's `page_index_rows_pruned`). Without a page index the
+/// reader finds none and the test fails.
+#[test]
+fn calls_have_a_page_index_of_their_rows() {
+    use ::parquet::basic::BoundaryOrder;
+    use ::parquet::file::page_index::column_index::ColumnIndexMetaData as Index;
+    use ::parquet::file::reader::{FileReader, SerializedFileReader};
+    use ::parquet::file::serialized_reader::ReadOptionsBuilder;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let n = ROWS_PER_GROUP + PAGE_ROWS / 3;
+    // Calls one after the other, of 7 durations: start_ns rises, dur_ns
+    // has few values (a dictionary).
+    let slices = (0..n as u64)
+        .map(|i| {
+            let t = 100 + i * 10;
+            call(
+                (1, 10),
+                0,
+                i + 1,
+                None,
+                "f",
+                (t, t + 1 + i % 7),
+                true,
+                false,
+            )
+        })
+        .collect();
+    write(&dir, DatasetOptions::default(), slices);
+    let rows = calls(&dir);
+    assert_eq!(rows.len(), n);
+
+    let path = dir.join("calls/trace=t/part-0.parquet");
+    let options = ReadOptionsBuilder::new().with_page_index().build();
+    let reader =
+        SerializedFileReader::new_with_options(File::open(&path).unwrap(), options).unwrap();
+    let md = reader.metadata();
+    let offsets = md.offset_index().expect("an offset index");
+    let index = md.column_index().expect("a column index");
+    let column = |name: &str| {
+        let columns = md.file_metadata().schema_descr().columns().to_vec();
+        columns.iter().position(|c| c.name() == name).unwrap()
+    };
+    let (start, dur) = (column("start_ns"), column("dur_ns"));
+    let mut first = 0;
+    for (g, group) in md.row_groups().iter().enumerate() {
+        let group_rows = group.num_rows() as usize;
+        let pages: Vec<(usize, usize)> = (0..group_rows)
+            .step_by(PAGE_ROWS)
+            .map(|at| (at, (at + PAGE_ROWS).min(group_rows)))
+            .collect();
+        for (c, column) in offsets[g].iter().enumerate() {
+            let firsts: Vec<usize> = column
+                .page_locations
+                .iter()
+                .map(|l| l.first_row_index as usize)
+                .collect();
+            let want: Vec<usize> = pages.iter().map(|p| p.0).collect();
+            assert_eq!(firsts, want, "row group {g}, column {c}");
+        }
+        type Pick = fn(&Out) -> i64;
+        let picks: [(usize, Pick); 2] = [(start, |r| r.start_ns), (dur, |r| r.dur_ns)];
+        for (c, pick) in picks {
+            let Index::INT64(ix) = &index[g][c] else {
+                panic!("row group {g}, column {c}: {:?}", index[g][c])
+            };
+            for (p, &(a, b)) in pages.iter().enumerate() {
+                let page = &rows[first + a..first + b];
+                let min = page.iter().map(pick).min();
+                let max = page.iter().map(pick).max();
+                assert_eq!(ix.min_value(p).copied(), min, "row group {g}, page {p}");
+                assert_eq!(ix.max_value(p).copied(), max, "row group {g}, page {p}");
+                assert_eq!(ix.null_count(p), Some(0));
+            }
+        }
+        assert_eq!(
+            index[g][start].get_boundary_order(),
+            Some(BoundaryOrder::ASCENDING)
+        );
+        let encodings = group.column(dur).encodings().collect::<Vec<_>>();
+        assert!(
+            encodings.contains(&Encoding::RLE_DICTIONARY),
+            "{encodings:?}"
+        );
+        first += group_rows;
+    }
+    assert_eq!(md.num_row_groups(), 2);
+}
