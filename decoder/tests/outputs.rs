@@ -567,6 +567,28 @@ fn raw_insn_list_is_never_an_input_nor_the_output() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("are the same file"), "{err}");
+    // Through a link to the output not there yet (it was not seen, and
+    // the FTF lost), and both on standard output (the list was appended
+    // to the FTF's bytes).
+    std::os::unix::fs::symlink("out.ftf", tmp.path().join("to-out")).unwrap();
+    let mut both = raw(Path::new("to-out"));
+    let o = run(both.clone());
+    assert!(
+        text(&o.stderr).contains("are the same file"),
+        "{}",
+        text(&o.stderr)
+    );
+    both[7] = "-".into();
+    both[9] = "-".into();
+    let o = run(both);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("are the same file"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
+    std::fs::remove_file(tmp.path().join("to-out")).unwrap();
     assert_eq!(names(tmp.path()), ["code.bin", "trace.pt"]);
 }
 

@@ -340,6 +340,17 @@ fn bad_report_input_fails_with_a_clear_message() {
             "{opt} changed the input"
         );
     }
+    // Both files one file, also through a link not yet leading anywhere:
+    // refused (the flame graph replaced the folded stacks, status 0).
+    let same = tmp.path().join("same.txt");
+    let link = tmp.path().join("link.txt");
+    std::os::unix::fs::symlink(&same, &link).unwrap();
+    for other in [&same, &link] {
+        let (a, b) = (same.to_str().unwrap(), other.to_str().unwrap());
+        let err = fails(&report(&["--folded", a, "--flamegraph", b]), 1);
+        assert!(err.contains("are the same file"), "{err}");
+        assert!(!same.exists());
+    }
     let err = fails(&report(&["--format", "csv", "--slowest", "3"]), 1);
     assert!(err.contains("--slowest") && err.contains("json"), "{err}");
     let out = ptdec()

@@ -186,17 +186,7 @@ impl OutFile {
             path: path.to_path_buf(),
             source,
         };
-        let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-        let real = if is_link {
-            match std::fs::canonicalize(path) {
-                Ok(real) => real,
-                // A link to a file not there yet: the file is made where it
-                // points, as a shell's `>` makes it, and the link kept.
-                Err(_) => dangling_target(path).map_err(err)?,
-            }
-        } else {
-            path.to_path_buf()
-        };
+        let real = resolve(path).map_err(err)?;
         let existing = std::fs::metadata(&real);
         // The mode of the file replaced, set on the temporary as it is (the
         // umask applies to new files only).
@@ -358,6 +348,50 @@ impl OutFile {
 
 /// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
 /// within NAME_MAX (255) whenever NAME does.
+/// The file an output named `path` is written to: `path`, or where it
+/// leads when it is a symbolic link. A link to a file not there yet makes
+/// that file, as a shell's `>` does ([`dangling_target`]). A link the
+/// kernel follows to something with no path (`/dev/stdout` on a pipe,
+/// `/proc/self/fd/N`) is `path` itself, written in place; one to a
+/// deleted file is refused.
+fn resolve(path: &Path) -> io::Result<PathBuf> {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(path.to_path_buf());
+    }
+    let Ok(m) = std::fs::metadata(path) else {
+        return dangling_target(path);
+    };
+    match std::fs::canonicalize(path) {
+        Ok(real) if std::fs::metadata(&real).is_ok() => Ok(real),
+        _ if !m.is_file() => Ok(path.to_path_buf()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "it leads to a file that was deleted; give another name",
+        )),
+    }
+}
+
+/// Whether two outputs are one file, however spelled, through links and
+/// before either exists; `-` (standard output) is the same as `-`.
+pub fn same_output(a: &Path, b: &Path) -> bool {
+    let stdout = Path::new("-");
+    if a == stdout || b == stdout {
+        return a == b;
+    }
+    let key = |p: &Path| -> Option<PathBuf> {
+        let real = resolve(p).ok()?;
+        if let Ok(real) = std::fs::canonicalize(&real) {
+            return Some(real);
+        }
+        let dir = match real.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(real.file_name()?))
+    };
+    key(a).is_some_and(|k| Some(k) == key(b))
+}
+
 /// Where the dangling symbolic link `link` points, through further
 /// dangling links, with the folder it names resolved: the file an output
 /// given as `link` becomes. Its folder must exist.
@@ -366,6 +400,15 @@ fn dangling_target(link: &Path) -> io::Result<PathBuf> {
     // As the kernel's limit on links followed in one lookup (ELOOP).
     for _ in 0..40 {
         let to = std::fs::read_link(&at)?;
+        if to.as_os_str().as_encoded_bytes().ends_with(b"/") {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!(
+                    "it is a symbolic link to the folder {}, which does not exist; give a file name",
+                    to.display()
+                ),
+            ));
+        }
         let to = match at.parent() {
             Some(dir) if to.is_relative() => dir.join(to),
             _ => to,
@@ -1410,6 +1453,54 @@ mod tests {
             e.contains("symbolic link to elsewhere, which does not exist"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_proc_link_to_a_pipe_is_written_in_place_and_to_a_deleted_file_refused() {
+        use std::io::Read;
+        // `-o /dev/stdout` on a pipe: the link leads to "pipe:[N]", which
+        // is no path; it was taken for a dangling link and failed.
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let link = PathBuf::from(format!("/proc/self/fd/{}", w.as_raw_fd()));
+        let mut f = OutFile::create(&link, PRIVATE_MODE).unwrap();
+        f.write_all(b"through").unwrap();
+        f.commit().unwrap();
+        drop(w);
+        let mut got = String::new();
+        File::from(r).read_to_string(&mut got).unwrap();
+        assert_eq!(got, "through");
+        // An open file since deleted: not a new file named "x (deleted)".
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone.ftf");
+        let open = File::create(&gone).unwrap();
+        std::fs::remove_file(&gone).unwrap();
+        let link = PathBuf::from(format!("/proc/self/fd/{}", open.as_raw_fd()));
+        let e = OutFile::create(&link, PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("deleted"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A dangling link to a folder (trailing /): no file of its name.
+        let trail = dir.path().join("trail");
+        std::os::unix::fs::symlink("newdir/", &trail).unwrap();
+        let e = OutFile::create(&trail, PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("to the folder newdir/"), "{e}");
+        assert!(!dir.path().join("newdir").exists());
+    }
+
+    #[test]
+    fn same_output_sees_one_file_through_links_before_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::os::unix::fs::symlink("x.txt", d.join("la")).unwrap();
+        std::os::unix::fs::symlink(d.join("x.txt"), d.join("lb")).unwrap();
+        assert!(same_output(&d.join("la"), &d.join("lb")));
+        assert!(same_output(&d.join("la"), &d.join("./x.txt")));
+        assert!(!same_output(&d.join("la"), &d.join("y.txt")));
+        assert!(same_output(Path::new("-"), Path::new("-")));
+        assert!(!same_output(Path::new("-"), &d.join("x.txt")));
     }
 
     #[test]

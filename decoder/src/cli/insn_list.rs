@@ -1,7 +1,7 @@
 //! `ptdec raw --insn-list`: the instruction flow written as ptxed lists it.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -19,7 +19,7 @@ type ListOut = (ListWriter, Option<std::io::Error>);
 /// Where the listing goes: stdout, or a file put in place only when
 /// complete (`crate::outfile`, as the FTF).
 enum ListWriter {
-    Stdout(std::io::BufWriter<std::io::Stdout>),
+    Stdout(std::io::BufWriter<std::fs::File>),
     File(std::io::BufWriter<outfile::OutFile>),
 }
 
@@ -38,28 +38,18 @@ impl Write for ListWriter {
     }
 }
 
-/// Whether two output names are one file: the same name in the same
-/// directory, however spelled (outputs need not exist yet).
-pub(super) fn same_output(a: &Path, b: &Path) -> bool {
-    let key = |p: &Path| -> Option<PathBuf> {
-        let real = std::fs::canonicalize(p).ok().or_else(|| {
-            let dir = match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
-        })?;
-        Some(real)
-    };
-    a != Path::new("-") && b != Path::new("-") && key(a).is_some_and(|k| Some(k) == key(b))
-}
+pub(super) use crate::outfile::same_output;
 
 impl InsnList {
     /// `mode`: the permission bits of a new file (`outfile::mode_of` the
     /// trace).
     pub(super) fn create(path: &Path, mode: u32) -> Result<InsnList> {
         let w = if path == Path::new("-") {
-            ListWriter::Stdout(std::io::BufWriter::new(std::io::stdout()))
+            // A closed stdout is an error, as for -o - (the list went to
+            // the /dev/null Rust's runtime put on fd 1).
+            let out = outfile::stdout()
+                .with_context(|| "cannot write the instruction list to standard output")?;
+            ListWriter::Stdout(std::io::BufWriter::new(out))
         } else {
             let f = outfile::OutFile::create(path, mode).with_context(|| {
                 format!("cannot create the instruction list {}", path.display())

@@ -28,6 +28,16 @@ pub enum FilesError {
         #[source]
         source: OutFileError,
     },
+    /// `--folded` and `--flamegraph` name one file.
+    #[error(
+        "--folded {} and --flamegraph {} are the same file; give each its own",
+        folded.display(),
+        flamegraph.display()
+    )]
+    Same {
+        folded: PathBuf,
+        flamegraph: PathBuf,
+    },
     /// The flame graph could not be drawn.
     #[error("--flamegraph {}: {source}", path.display())]
     Flame {
@@ -69,6 +79,14 @@ impl ReportFiles {
         flamegraph: Option<&Path>,
         mode: u32,
     ) -> Result<Self, FilesError> {
+        if let (Some(a), Some(b)) = (folded, flamegraph) {
+            if crate::outfile::same_output(a, b) {
+                return Err(FilesError::Same {
+                    folded: a.to_path_buf(),
+                    flamegraph: b.to_path_buf(),
+                });
+            }
+        }
         Ok(ReportFiles {
             folded: create("--folded", folded, mode)?,
             flame: create("--flamegraph", flamegraph, mode)?,
