@@ -1023,3 +1023,83 @@ fn a_cut_ptsim_trace_decodes_what_it_holds() {
         assert!(!out.exists(), "cut at {cut:#x}");
     }
 }
+
+/// Runs `ptdec DIR -o DIR.ftf -q` on the trace dir `dir`; its status,
+/// stderr and the output's size.
+fn decode_dir(dir: &Path) -> (Option<i32>, String, u64) {
+    let out = dir.with_extension("ftf");
+    let o = Command::new(EXE)
+        .arg(dir)
+        .arg("-o")
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let size = std::fs::metadata(&out).map_or(0, |m| m.len());
+    (o.status.code(), text(&o.stderr), size)
+}
+
+/// A damaged record in a whole perf.data: the records before it decode,
+/// with a warning naming it (the run failed and wrote nothing). A record
+/// that does not parse is skipped; a header that frames nothing (size 0)
+/// ends the records there.
+#[test]
+fn a_damaged_record_costs_only_what_it_held() {
+    let test = "a_damaged_record_costs_only_what_it_held";
+    let Some(src) = pt_tests::realdata_file(test, "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let bytes = std::fs::read(src).unwrap();
+    let f = PerfFile::parse(&bytes).unwrap();
+    let records: Vec<(usize, u32, usize)> = f
+        .raw_records()
+        .map(|r| (r.offset as usize, r.header.kind, r.bytes.len()))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir_with = |name: &str, data: &[u8]| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("data"), data).unwrap();
+        dir
+    };
+    let (code, err, whole) = decode_dir(&dir_with("whole", &bytes));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(whole > 0);
+
+    // A COMM whose kind now says MMAP2: too short for one, it does not
+    // parse; the thread's name is lost, nothing else.
+    let &(at, _, _) = records
+        .iter()
+        .find(|r| r.1 == sideband::record::kind::COMM)
+        .expect("the recording has a COMM");
+    let mut damaged = bytes.clone();
+    damaged[at..at + 4].copy_from_slice(&sideband::record::kind::MMAP2.to_le_bytes());
+    let (code, err, size) = decode_dir(&dir_with("kind", &damaged));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("1 damaged record skipped") && err.contains(&format!("{at:#x}")),
+        "{err}"
+    );
+    assert!(size > 0);
+
+    // The header of the record after the first AUXTRACE framing nothing:
+    // that AUXTRACE's trace still decodes.
+    let i = records
+        .iter()
+        .position(|r| r.1 == sideband::record::kind::AUXTRACE)
+        .expect("the recording has trace data");
+    let aux_end = records[i].0 + records[i].2;
+    let Some(&(next, _, _)) = records.iter().find(|r| r.0 >= aux_end) else {
+        println!("skipped the size-0 case: nothing follows the first AUXTRACE record");
+        return;
+    };
+    let mut damaged = bytes.clone();
+    damaged[next + 6..next + 8].copy_from_slice(&0u16.to_le_bytes());
+    let (code, err, size) = decode_dir(&dir_with("size0", &damaged));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("at offset {next:#x} is damaged")) && err.contains("size 0"),
+        "{err}"
+    );
+    assert!(size > 0);
+}

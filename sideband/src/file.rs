@@ -391,9 +391,19 @@ impl<'a> PerfFile<'a> {
                     break;
                 }
                 Err(Incomplete::Truncated(what)) | Err(Incomplete::Malformed(what)) => {
+                    // A damaged header (a size no record has, one past the
+                    // data's end): the next record cannot be found, but the
+                    // records before it are whole and the trace in them
+                    // decodes (it was an error, and nothing decoded).
                     let k = RecordHeader::parse::<E>(self.bytes.get(pos..).unwrap_or_default())
                         .map_or(u32::MAX, |h| h.kind);
-                    return Err(Error::record(pos as u64, k, what));
+                    self.warnings.push(format!(
+                        "the {} record at offset {pos:#x} is damaged ({what}): the {} bytes of \
+                         records from there on are not read; the trace before it is decoded",
+                        kind::name(k),
+                        self.data_end - pos
+                    ));
+                    break;
                 }
             }
         }

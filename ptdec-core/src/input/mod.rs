@@ -691,11 +691,17 @@ fn scan_records<'a>(
     warnings: &mut Vec<String>,
 ) -> Result<RecordScan<'a>, InputError> {
     let mut scan = RecordScan::default();
+    // Records whose bytes do not parse (a sample id of no attr, a body
+    // too short for its kind), framed whole: skipped, the first named.
+    let mut damaged: Option<(String, u64)> = None;
     for raw in file.raw_records() {
-        let ev = file.parse_raw(&raw).map_err(|source| InputError::Perf {
-            path: data_path.to_owned(),
-            source,
-        })?;
+        let ev = match file.parse_raw(&raw) {
+            Ok(ev) => ev,
+            Err(e) => {
+                damaged.get_or_insert_with(|| (e.to_string(), 0)).1 += 1;
+                continue;
+            }
+        };
         if let Some(t) = ev.sample_id.time.filter(|&t| t != 0) {
             scan.span = Some(scan.span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         }
@@ -703,6 +709,14 @@ fn scan_records<'a>(
         if !matches!(ev.record, Record::Auxtrace(_)) {
             scan.sideband.push(ev);
         }
+    }
+    if let Some((first, n)) = damaged {
+        warnings.push(format!(
+            "{}: {n} damaged record{} skipped, the first: {first}; what they held (trace data, \
+             a mapping, a thread's name or switch) is missing from the decode",
+            data_path.display(),
+            if n == 1 { "" } else { "s" }
+        ));
     }
     Ok(scan)
 }
