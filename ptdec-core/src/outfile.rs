@@ -51,6 +51,9 @@ struct Pending {
     /// (id, final path, named temporary) of every output not yet
     /// committed or dropped.
     outputs: Vec<(u64, PathBuf, Option<PathBuf>)>,
+    /// (id, folder) of the dataset folders made for an output in
+    /// `outputs`: removed with it when still empty.
+    made: Vec<(u64, PathBuf)>,
     /// Set by [`abandon`]: no output may be created or committed any more.
     abandoned: bool,
 }
@@ -59,6 +62,7 @@ struct Pending {
 /// [`abandon`] removes the temporaries, so neither sees half of the other.
 static PENDING: Mutex<Pending> = Mutex::new(Pending {
     outputs: Vec::new(),
+    made: Vec::new(),
     abandoned: false,
 });
 
@@ -85,6 +89,10 @@ pub fn abandon() -> Vec<PathBuf> {
             }
         }
         unfinished.push(path);
+    }
+    for (_, folder) in p.made.drain(..) {
+        // Only when empty: another run may have added its part.
+        let _ = std::fs::remove_dir(folder);
     }
     unfinished
 }
@@ -661,6 +669,9 @@ impl OutDir {
         // other traces stay.
         let shown = root.join(format!("{{{}}}", tables.join(","))).join(part);
         p.outputs.push((id, shown, Some(tmp.clone())));
+        if made_root {
+            p.made.push((id, root.to_path_buf()));
+        }
         Ok(OutDir {
             tmp: Some(tmp),
             root: root.to_path_buf(),
@@ -877,18 +888,24 @@ impl OutDir {
         }
         let mut aside = Vec::new();
         let mut placed = Vec::new();
-        let result = self.place_all(&tmp, &mut aside, &mut placed);
+        let mut made = Vec::new();
+        let result = self.place_all(&tmp, &mut aside, &mut placed, &mut made);
         if let Err(e) = result {
-            // Back as it was: the new parts out, the old ones in.
+            // Back as it was: the new parts out, the old ones in, the
+            // table folders made for them gone.
             for (dst, src) in placed.iter().rev() {
                 let _ = std::fs::rename(dst, src);
             }
             for (old, dst) in aside.iter().rev() {
                 let _ = std::fs::rename(old, dst);
             }
+            for table in made.iter().rev() {
+                let _ = std::fs::remove_dir(table);
+            }
             return Err(e);
         }
         p.outputs.retain(|o| o.0 != self.id);
+        p.made.retain(|o| o.0 != self.id);
         self.tmp = None;
         drop(p);
         drop(one_at_a_time);
@@ -918,6 +935,7 @@ impl OutDir {
         tmp: &Path,
         aside: &mut Vec<(PathBuf, PathBuf)>,
         placed: &mut Vec<(PathBuf, PathBuf)>,
+        made: &mut Vec<PathBuf>,
     ) -> Result<(), OutFileError> {
         let err = |path: &Path| {
             let path = path.to_path_buf();
@@ -926,7 +944,7 @@ impl OutDir {
         for t in &self.tables {
             let table = self.root.join(t);
             match std::fs::DirBuilder::new().mode(self.mode).create(&table) {
-                Ok(()) => {}
+                Ok(()) => made.push(table.clone()),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(err(&table)(e)),
             }
@@ -950,6 +968,7 @@ impl Drop for OutDir {
         if let Some(tmp) = self.tmp.take() {
             let mut p = pending();
             p.outputs.retain(|o| o.0 != self.id);
+            p.made.retain(|o| o.0 != self.id);
             let _ = std::fs::remove_dir_all(tmp);
             if self.made_root {
                 // Only when empty: another run may have added its part.
@@ -1350,10 +1369,16 @@ mod tests {
             let mut b = OutFile::create_with(&unnamed, PRIVATE_MODE, true).unwrap();
             a.write_all(b"half").unwrap();
             b.write_all(b"half").unwrap();
-            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "named");
+            // A dataset into a folder it makes: the folder goes too (an
+            // empty one was left).
+            let ds = OutDir::create(&dir.join("ds"), "trace=t", &["calls"], false, PRIVATE_MODE)
+                .unwrap();
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "named, ds");
             let mut gone = abandon();
             gone.sort();
-            assert_eq!(gone, [named.clone(), unnamed]);
+            let part = dir.join("ds/{calls}/trace=t");
+            assert_eq!(gone, [part, named.clone(), unnamed]);
+            std::mem::forget(ds);
             assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
             let e = a.commit().unwrap_err();
             assert!(matches!(e, OutFileError::Abandoned { .. }), "{e}");
@@ -1501,6 +1526,27 @@ mod tests {
         assert!(!same_output(&d.join("la"), &d.join("y.txt")));
         assert!(same_output(Path::new("-"), Path::new("-")));
         assert!(!same_output(Path::new("-"), &d.join("x.txt")));
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_no_table_folder_it_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ds");
+        let out =
+            OutDir::create(&root, "trace=t", &["calls", "marks"], false, PRIVATE_MODE).unwrap();
+        for t in ["calls", "marks"] {
+            std::fs::create_dir(out.temp().join(t)).unwrap();
+        }
+        // In the way after the checks: `calls` is placed, then `marks`
+        // fails (it left an empty `calls/`, and `ds/` with it).
+        std::fs::write(root.join("marks"), b"a file").unwrap();
+        assert!(out.commit().is_err());
+        let mut left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["marks"]);
     }
 
     #[test]
