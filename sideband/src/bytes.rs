@@ -150,9 +150,17 @@ pub fn name_files_on_sigbus(program: &'static str) -> io::Result<()> {
             break;
         }
         if !said {
-            let m = b"an input file was truncated while it was read (SIGBUS); nothing more was written\n";
-            // SAFETY: a static buffer; write(2) is async-signal-safe.
-            unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
+            // A mapping not noted: libipt's of a binary's code, or one
+            // past the slots. Named as what it can be.
+            let prog = PROGRAM.get().copied().unwrap_or("ptdec");
+            let m: &[u8] = b": an input file (the trace's data, or a binary or library whose code \
+                is read) was truncated or rewritten while it was read (SIGBUS); nothing more was \
+                written: decode with copies that nothing writes to\n";
+            // SAFETY: static buffers; write(2) is async-signal-safe.
+            unsafe {
+                libc::write(2, prog.as_ptr().cast(), prog.len());
+                libc::write(2, m.as_ptr().cast(), m.len());
+            }
         }
         // SAFETY: _exit is async-signal-safe; returning would fault again.
         unsafe { libc::_exit(1) };
