@@ -1103,3 +1103,32 @@ fn a_damaged_record_costs_only_what_it_held() {
     );
     assert!(size > 0);
 }
+
+/// `-o -` on a terminal: refused, as gzip refuses, not binary bytes on
+/// the screen (FTF and a Parquet file alike).
+#[test]
+fn binary_output_is_not_written_to_a_terminal() {
+    let test = "binary_output_is_not_written_to_a_terminal";
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(test, tmp.path()) else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    for extra in ["", " --format parquet"] {
+        // util-linux's script(1) runs the command on a pseudo-terminal.
+        let cmd = format!("'{EXE}' '{d}' -q -o -{extra}");
+        let o = match Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                let _: Option<()> = pt_tests::missing(test, &format!("script(1): {e}"));
+                return;
+            }
+        };
+        let shown = text(&o.stdout);
+        assert_eq!(o.status.code(), Some(1), "{shown}");
+        assert!(shown.contains("standard output is a terminal"), "{shown}");
+    }
+}

@@ -295,7 +295,7 @@ impl OutFile {
     /// Standard output as an output ([`stdout`]): written in place, as a
     /// FIFO or device given by name is.
     pub fn stdout() -> Result<OutFile, OutFileError> {
-        let file = stdout().map_err(|source| OutFileError::Io {
+        let file = binary_stdout().map_err(|source| OutFileError::Io {
             path: PathBuf::from("standard output"),
             source,
         })?;
@@ -1012,6 +1012,20 @@ pub fn stdout() -> io::Result<File> {
         )));
     }
     Ok(file)
+}
+
+/// [`stdout`] for binary output (FTF, Parquet): a terminal is refused,
+/// as gzip and zstd refuse it, rather than filled with bytes no one can
+/// read there.
+pub fn binary_stdout() -> io::Result<File> {
+    let out = stdout()?;
+    if nix::unistd::isatty(out.as_raw_fd()).unwrap_or(false) {
+        return Err(io::Error::other(
+            "standard output is a terminal, and the output is binary; \
+             redirect it (> out.ftf, | ...) or give -o FILE",
+        ));
+    }
+    Ok(out)
 }
 
 /// Whether `fd` is `/dev/null` opened read-write (see [`stdout`]).

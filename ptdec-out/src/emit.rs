@@ -1344,7 +1344,7 @@ fn window_in<'w>(
     let (sink, path) = match target {
         Target::Memory => (Sink::Memory(Vec::new()), None),
         Target::Stdout => {
-            let out = crate::outfile::stdout().map_err(|source| EmitError::Io {
+            let out = crate::outfile::binary_stdout().map_err(|source| EmitError::Io {
                 path: "<stdout>".into(),
                 source,
             })?;
