@@ -1132,3 +1132,73 @@ fn binary_output_is_not_written_to_a_terminal() {
         assert!(shown.contains("standard output is a terminal"), "{shown}");
     }
 }
+
+/// Copies the tree `from` to `to` (files and folders).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// An LLDB bundle whose trace.json anyone may read but whose per-core
+/// traces and context switches are private: every output is private too
+/// (they took trace.json's bits alone, 0644).
+#[test]
+fn outputs_are_as_private_as_every_trace_file() {
+    let test = "outputs_are_as_private_as_every_trace_file";
+    let src = pt_tests::realdata("lldb/intelpt-multi-core-trace");
+    if !src.join("trace.json").exists() {
+        let _: Option<()> = pt_tests::missing(test, &format!("{} is not there", src.display()));
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("mc");
+    copy_tree(&src, &bundle);
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(&bundle, &mut all);
+    for f in &all {
+        set(
+            f,
+            if f.ends_with("trace.json") {
+                0o644
+            } else {
+                0o600
+            },
+        );
+    }
+    let b = bundle.to_str().unwrap();
+    let out = |name: &str| tmp.path().join(name);
+    let (ftf, pq, folded) = (out("mc.ftf"), out("mc.parquet"), out("mc.folded"));
+    for args in [
+        vec![b, "-q", "-o", ftf.to_str().unwrap()],
+        vec![b, "-q", "-o", pq.to_str().unwrap()],
+        vec!["report", b, "-q", "--folded", folded.to_str().unwrap()],
+    ] {
+        let o = via_bash("umask 022; exec \"$0\" \"$@\" >/dev/null", &args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    }
+    for f in [&ftf, &pq, &folded] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+}

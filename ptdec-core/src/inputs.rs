@@ -18,6 +18,8 @@ struct Input {
     dev: u64,
     ino: u64,
     path: PathBuf,
+    /// Its read and write bits.
+    mode: u32,
 }
 
 /// Every file read by this run, in the order first opened.
@@ -35,9 +37,18 @@ fn record(file: &File, path: &Path) -> io::Result<()> {
             dev: m.dev(),
             ino: m.ino(),
             path: path.to_owned(),
+            mode: m.mode() & 0o666,
         });
     }
     Ok(())
+}
+
+/// The read and write bits every input read so far has (0o666 when none
+/// was): an output made of them is no more readable than the most
+/// private one.
+pub fn common_mode() -> u32 {
+    let inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    inputs.iter().fold(0o666, |m, i| m & i.mode)
 }
 
 /// Opens `path` for reading and records it as an input of this run.

@@ -34,12 +34,14 @@ use std::sync::Mutex;
 pub const PRIVATE_MODE: u32 = 0o600;
 
 /// The permission bits an output made from `trace` (the file it is
-/// decoded from) is created with: the trace's read and write bits, always
-/// with the owner's (a read-only trace still gives a file its owner may
-/// replace); [`PRIVATE_MODE`] when `trace` cannot be read.
+/// decoded from) is created with: the read and write bits the trace and
+/// every input read so far share (an LLDB bundle's per-core trace and
+/// context switches, `ptdec raw`'s sideband: [`crate::inputs::common_mode`]),
+/// always with the owner's (a read-only trace still gives a file its
+/// owner may replace); [`PRIVATE_MODE`] when `trace` cannot be read.
 pub fn mode_of(trace: &Path) -> u32 {
     std::fs::metadata(trace).map_or(PRIVATE_MODE, |m| {
-        (m.permissions().mode() & 0o666) | PRIVATE_MODE
+        (m.permissions().mode() & crate::inputs::common_mode()) | PRIVATE_MODE
     })
 }
 
