@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -204,7 +204,7 @@ impl OutFile {
             .as_ref()
             .ok()
             .filter(|m| m.is_file())
-            .map(|m| m.permissions().mode() & 0o777);
+            .map(|m| (m.permissions().mode() & 0o777, m.uid(), m.gid()));
         match existing {
             Ok(m) if m.is_dir() => {
                 return Err(err(io::Error::new(
@@ -217,6 +217,13 @@ impl OutFile {
                     io::ErrorKind::InvalidInput,
                     "it is a block device (a disk); ptdec writes files, FIFOs and \
                      character devices only. Give a file name",
+                )))
+            }
+            Ok(m) if m.file_type().is_socket() => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "it is a socket; ptdec writes files, FIFOs and character devices only. \
+                     Give a file name",
                 )))
             }
             Ok(m) if !m.is_file() => {
@@ -245,6 +252,25 @@ impl OutFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{} is not a folder; give a name in a folder", dir.display()),
+                )))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "its folder {} does not exist; make it or give another name",
+                        dir.display()
+                    ),
+                )))
+            }
+            Err(_) => {}
+        }
         sweep_dead_temps(dir, name);
         let mut p = pending();
         if p.abandoned {
@@ -270,7 +296,10 @@ impl OutFile {
                 (file, Temp::Named(tmp))
             }
         };
-        if let Some(keep) = keep {
+        if let Some((keep, uid, gid)) = keep {
+            // The file replaced keeps its owner and group, as a shell's `>`
+            // keeps them, where this process may give them (root may).
+            let _ = std::os::unix::fs::fchown(&file, Some(uid), Some(gid));
             if let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(keep)) {
                 if let Temp::Named(tmp) = &temp {
                     let _ = std::fs::remove_file(tmp);
@@ -1563,6 +1592,40 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["marks"]);
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_owner_and_a_missing_folder_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.ftf");
+        std::fs::write(&out, b"old").unwrap();
+        let nobody = 65534;
+        if std::os::unix::fs::chown(&out, Some(nobody), Some(nobody)).is_err() {
+            println!("skipped the owner: not root");
+        } else {
+            let mut f = OutFile::create(&out, PRIVATE_MODE).unwrap();
+            f.write_all(b"new").unwrap();
+            f.commit().unwrap();
+            let m = std::fs::metadata(&out).unwrap();
+            assert_eq!((m.uid(), m.gid()), (nobody, nobody));
+        }
+        let e = OutFile::create(&dir.path().join("no/such/x.ftf"), PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("its folder") && e.contains("does not exist"),
+            "{e}"
+        );
+        let e = OutFile::create(&out.join("x.ftf"), PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a folder"), "{e}");
+        let sock = dir.path().join("sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = OutFile::create(&sock, PRIVATE_MODE)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a socket"), "{e}");
     }
 
     #[test]
