@@ -336,13 +336,7 @@ impl ChunkEncoder {
             hybrid(page, width, &mut self.body);
             // The page's min and max among the values its keys name: a
             // store a row, not two comparisons.
-            mark_seen(page, &mut seen);
-            let used = dict.iter().zip(&seen).filter(|(_, &s)| s).map(|(&v, _)| v);
-            let min_max = used.fold(None, |m: Option<(T, T)>, v| {
-                Some(m.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
-            });
-            seen.fill(false);
-            let min_max = min_max.map(|(lo, hi)| {
+            let min_max = used_min_max(page, &dict, &mut seen).map(|(lo, hi)| {
                 bounds.page(lo, hi);
                 (lo.bytes(), hi.bytes())
             });
@@ -503,13 +497,7 @@ impl ChunkEncoder {
             self.body.push(width as u8);
             hybrid(keys, width, &mut self.body);
             // The values used: a store a row, then a look at each value.
-            mark_seen(keys, &mut seen);
-            let used = dict.iter().zip(&seen).filter(|(_, &s)| s).map(|(&v, _)| v);
-            let min_max = used.fold(None, |m: Option<(T, T)>, v| {
-                Some(m.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
-            });
-            seen.fill(false);
-            let min_max = min_max.map(|(lo, hi)| {
+            let min_max = used_min_max(keys, &dict, &mut seen).map(|(lo, hi)| {
                 bounds.page(lo, hi);
                 (lo.bytes(), hi.bytes())
             });
@@ -717,6 +705,23 @@ fn mark_seen(keys: &[u32], seen: &mut [bool]) {
     for &k in keys {
         seen[k as usize] = true;
     }
+}
+
+/// The least and greatest of the values of `dict` that `keys` name
+/// (`None` for no keys): each key marked in `seen` (as long as `dict`,
+/// all false, and left so), then the marked values read.
+fn used_min_max<T: Copy + Ord>(keys: &[u32], dict: &[T], seen: &mut [bool]) -> Option<(T, T)> {
+    mark_seen(keys, seen);
+    let used = dict
+        .iter()
+        .zip(seen.iter())
+        .filter(|(_, &s)| s)
+        .map(|(&v, _)| v);
+    let min_max = used.fold(None, |m: Option<(T, T)>, v| {
+        Some(m.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
+    });
+    seen.fill(false);
+    min_max
 }
 
 /// Definition levels of a nullable column's page (1: a value),
