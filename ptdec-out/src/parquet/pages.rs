@@ -497,7 +497,7 @@ impl ChunkEncoder {
             self.body.push(width as u8);
             hybrid(keys, width, &mut self.body);
             // The values used: a store a row, then a look at each value.
-            let min_max = used_min_max(keys, &dict, &mut seen).map(|(lo, hi)| {
+            let min_max = used_min_max(keys, dict, &mut seen).map(|(lo, hi)| {
                 bounds.page(lo, hi);
                 (lo.bytes(), hi.bytes())
             });
