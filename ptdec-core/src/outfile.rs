@@ -248,10 +248,7 @@ impl OutFile {
                 "the path has no file name",
             ))
         })?;
-        let dir = match real.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = folder_of(&real);
         match std::fs::metadata(dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
@@ -385,8 +382,6 @@ impl OutFile {
     }
 }
 
-/// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
-/// within NAME_MAX (255) whenever NAME does.
 /// The file an output named `path` is written to: `path`, or where it
 /// leads when it is a symbolic link. A link to a file not there yet makes
 /// that file, as a shell's `>` does ([`dangling_target`]). A link the
@@ -422,10 +417,7 @@ pub fn same_output(a: &Path, b: &Path) -> bool {
         if let Ok(real) = std::fs::canonicalize(&real) {
             return Some(real);
         }
-        let dir = match real.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = folder_of(&real);
         Some(std::fs::canonicalize(dir).ok()?.join(real.file_name()?))
     };
     key(a).is_some_and(|k| Some(k) == key(b))
@@ -467,10 +459,7 @@ fn dangling_target(link: &Path) -> io::Result<PathBuf> {
             )
         };
         let name = to.file_name().ok_or_else(no_folder)?;
-        let dir = match to.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = folder_of(&to);
         let dir = std::fs::canonicalize(dir).map_err(|_| no_folder())?;
         return Ok(dir.join(name));
     }
@@ -480,6 +469,16 @@ fn dangling_target(link: &Path) -> io::Result<PathBuf> {
     ))
 }
 
+/// The folder `path` names an entry of: its parent, `.` for a bare name.
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
+/// within NAME_MAX (255) whenever NAME does.
 fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(std::ffi::OsStr::from_bytes(

@@ -71,10 +71,7 @@ fn is_ptdec_ftf(path: &Path) -> Result<(), String> {
 /// others of such a name. Called once this run's windows are in place, so
 /// a failed run leaves the earlier set whole.
 pub fn remove_stale_windows(template: &Path, written: &[u64]) -> StaleWindows {
-    let dir = match template.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = crate::outfile::folder_of(template);
     let mut found: Vec<(u64, PathBuf)> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
             .flatten()
