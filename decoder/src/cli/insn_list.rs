@@ -38,8 +38,6 @@ impl Write for ListWriter {
     }
 }
 
-pub(super) use crate::outfile::same_output;
-
 impl InsnList {
     /// `mode`: the permission bits of a new file (`outfile::mode_of` the
     /// trace).

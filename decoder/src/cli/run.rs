@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use super::args::{
     ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, OnError, ParquetLayout, RawArgs,
 };
-use super::insn_list::{same_output, InsnList};
+use super::insn_list::InsnList;
 use super::parse::{parse_duration, parse_time, TimeArg};
 use crate::decode::{DecodeOptions, RawConfig, SidebandRef};
 use crate::emit::{EmitOptions, Target, TimeAxis};
@@ -601,7 +601,11 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         iflags_events: a.event_iflags,
         sideband,
     };
-    if let Some(list) = a.insn_list.as_deref().filter(|l| same_output(l, &a.output)) {
+    if let Some(list) = a
+        .insn_list
+        .as_deref()
+        .filter(|l| crate::outfile::same_output(l, &a.output))
+    {
         bail!(
             "--insn-list {} and -o {} are the same file; give each its own",
             list.display(),
