@@ -1133,20 +1133,6 @@ fn binary_output_is_not_written_to_a_terminal() {
     }
 }
 
-/// Copies the tree `from` to `to` (files and folders).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
 /// An LLDB bundle whose trace.json anyone may read but whose per-core
 /// traces and context switches are private: every output is private too
 /// (they took trace.json's bits alone, 0644).
@@ -1160,7 +1146,7 @@ fn outputs_are_as_private_as_every_trace_file() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("mc");
-    copy_tree(&src, &bundle);
+    pt_tests::copy_tree(&src, &bundle);
     let set = |p: &Path, mode: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
     };

@@ -48,6 +48,20 @@ pub fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Copies the tree `from` (a trace dir, an LLDB bundle) to `to`: its
+/// files, and its folders (also through links) as folders.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
 /// One file of the real recordings (see `../shared/realdata/README.md`).
 pub fn realdata(name: &str) -> PathBuf {
     realdata_dir().join(name)

@@ -847,19 +847,6 @@ fn ftf_bytes(
     (std::fs::read(&out).unwrap(), placed, report.decode)
 }
 
-/// Copies the trace dir `from` (its `data`, `images/`, `truth/`) to `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if src.is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// Overwrites the first `n` bytes of the first AUXTRACE payload of the
 /// trace dir `dir` in place with `with(n)`: the perf.data around it is
 /// untouched.
@@ -911,8 +898,8 @@ fn a_corrupt_buffer_start_leaves_the_intact_rest_whole_for_any_chunk_size() {
     simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
     const BAD: usize = 70 << 10;
     let (garbled, zeroed) = (tmp.path().join("garbled"), tmp.path().join("zeroed"));
-    copy_dir(&dir, &garbled);
-    copy_dir(&dir, &zeroed);
+    pt_tests::copy_tree(&dir, &garbled);
+    pt_tests::copy_tree(&dir, &zeroed);
     overwrite_aux_start(&garbled, BAD, garbage_with_psbs);
     overwrite_aux_start(&zeroed, BAD, |n| vec![0; n]);
     let decode_dir = |dir: &Path, chunk: u64| {

@@ -25,18 +25,6 @@ fn decode(dir: &Path, sysroots: &[PathBuf]) -> Report {
     common::decode_to_memory(dir, sysroots)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 fn dump(r: &Report) -> String {
     assert_eq!(r.written.len(), 1);
     ftf::read::dump(&r.written[0].bytes).unwrap()
@@ -63,7 +51,7 @@ fn a_copied_trace_decodes_with_sysroot_as_on_the_recording_machine() {
 
     // Another machine: the trace dir copied, the program nowhere.
     let elsewhere = tmp.path().join("elsewhere/trace");
-    copy_dir(&recorded, &elsewhere);
+    pt_tests::copy_tree(&recorded, &elsewhere);
     std::fs::rename(&app, tmp.path().join("app.gone")).unwrap();
 
     let bare = decode(&elsewhere, &[]);
