@@ -26,6 +26,13 @@ pub enum CheckError {
     /// It ran but could not load the file.
     #[error("Perfetto cannot load {file}: {message}")]
     Load { file: PathBuf, message: String },
+    /// It did not finish in the time allowed, and was killed.
+    #[error("{path} did not finish loading {file} in {seconds} s and was stopped; give --check-timeout SECS to wait longer")]
+    Timeout {
+        path: PathBuf,
+        file: PathBuf,
+        seconds: u64,
+    },
     /// Its output was not the result sets asked for.
     #[error("unexpected output from {path}: {output}")]
     Output { path: PathBuf, output: String },
@@ -86,23 +93,90 @@ pub fn find_trace_processor(explicit: Option<&Path>) -> Result<PathBuf, CheckErr
     }
 }
 
+/// How long a check may take by default: 600 s, and 1 s per MB of the
+/// file (trace_processor_shell loads FTF at tens of MB/s).
+pub fn default_timeout(file: &Path) -> u64 {
+    let mb = std::fs::metadata(file).map_or(0, |m| m.len() >> 20);
+    600 + mb
+}
+
+/// Runs `cmd` with its stdout and stderr collected, killing it after
+/// `seconds`: `None` then. Its output is read on two threads, so a child
+/// that fills one pipe while we wait cannot hang both.
+fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::Duration;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let collect = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = collect(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = collect(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // A grandchild holding the pipes open would keep the readers waiting:
+    // after a kill they are left to finish on their own.
+    let Some(status) = status else {
+        return Ok(None);
+    };
+    Ok(Some(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }))
+}
+
 const QUERIES: &str = "\
 select name, severity, value, description from stats where value > 0 and severity in ('error', 'data_loss') order by name;
 select count(*) from slice;
 select count(*) from thread where tid != 0 or name is not null;
 ";
 
-/// Loads `file` (FTF, plain or gzip) into trace_processor_shell `tp`.
-pub fn check(tp: &Path, file: &Path) -> Result<CheckReport, CheckError> {
+/// Loads `file` (FTF, plain or gzip) into trace_processor_shell `tp`,
+/// waiting at most `timeout` seconds (default [`default_timeout`]).
+pub fn check(tp: &Path, file: &Path, timeout: Option<u64>) -> Result<CheckReport, CheckError> {
     let t0 = Instant::now();
-    let out = Command::new(tp)
-        .arg("-Q")
-        .arg(QUERIES)
-        .arg(file)
-        .output()
+    let limit = timeout.unwrap_or_else(|| default_timeout(file));
+    let out = run_for(Command::new(tp).arg("-Q").arg(QUERIES).arg(file), limit)
         .map_err(|source| CheckError::Run {
             path: tp.to_path_buf(),
             source,
+        })?
+        .ok_or_else(|| CheckError::Timeout {
+            path: tp.to_path_buf(),
+            file: file.to_path_buf(),
+            seconds: limit,
         })?;
     let seconds = t0.elapsed().as_secs_f64();
     if !out.status.success() {

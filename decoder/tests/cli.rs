@@ -460,6 +460,25 @@ fn check_reports_perfettos_import_errors() {
         "{err}"
     );
 
+    // One that never finishes is stopped after --check-timeout (it was
+    // waited for forever).
+    let hang = dir.path().join("hang");
+    std::fs::write(&hang, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    std::fs::set_permissions(&hang, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let t0 = std::time::Instant::now();
+    let out = ptdec()
+        .args(["check", "--check-timeout", "1", "--trace-processor"])
+        .arg(&hang)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(
+        err.contains("did not finish loading") && err.contains("--check-timeout"),
+        "{err}"
+    );
+    assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+
     let Some(tp) = pt_tests::trace_processor(test) else {
         return;
     };

@@ -117,6 +117,17 @@ fn a_closed_stdout_is_an_error() {
     // /dev/null is a fine place to write to.
     let o = via_bash("exec \"$0\" \"$@\" >/dev/null", &[d, "-q", "-o", "-"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // A full disk under stdout is named, with what to do (it was a bare
+    // "No space left on device").
+    if Path::new("/dev/full").exists() {
+        let o = via_bash("exec \"$0\" \"$@\" >/dev/full", &["info", d]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("cannot write to standard output; free space"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -588,6 +599,23 @@ fn raw_insn_list_is_never_an_input_nor_the_output() {
         text(&o.stderr)
     );
     assert!(o.stdout.is_empty());
+    // The list on standard output redirected to the FTF's file (the FTF
+    // replaced it, and the list was lost).
+    let mut to_file = raw(Path::new("-"));
+    to_file[7] = "out.ftf".into();
+    let o = Command::new(EXE)
+        .current_dir(tmp.path())
+        .args(to_file)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("are the same file"),
+        "{}",
+        text(&o.stderr)
+    );
+    std::fs::remove_file(&out).unwrap();
     std::fs::remove_file(tmp.path().join("to-out")).unwrap();
     assert_eq!(names(tmp.path()), ["code.bin", "trace.pt"]);
 }
@@ -746,6 +774,30 @@ fn an_interrupted_decode_leaves_no_file_and_says_so() {
     use nix::sys::signal::Signal;
     interrupt_mid_write(test, &trace, Signal::SIGINT, "SIGINT");
     interrupt_mid_write(test, &trace, Signal::SIGTERM, "SIGTERM");
+    // Written to a pipe: what its reader got cannot be taken back, and
+    // the message says it is incomplete (it said nothing of it).
+    if ignored(Signal::SIGINT) {
+        return;
+    }
+    use std::io::Read;
+    let mut child = Command::new(EXE)
+        .arg(&trace)
+        .args(["-q", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(128 + Signal::SIGINT as i32), "{err}");
+    assert!(
+        err.contains("what standard output got is incomplete"),
+        "{err}"
+    );
 }
 
 /// `ptdec TRACE -o - | head`: once the reader has closed the pipe, ptdec

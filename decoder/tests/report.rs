@@ -200,6 +200,19 @@ fn report_answers_as_table_csv_json_folded_stacks_and_svg() {
         svg.to_str().unwrap(),
     ]);
     assert_eq!(folded_sum(&folded), insns);
+    // `--folded -`: the same lines on stdout, instead of the table (it
+    // was a file named `-`).
+    let on_stdout = ptdec()
+        .args(["report", t, "-q", "--folded", "-"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(on_stdout.status.success(), "{}", text(&on_stdout.stderr));
+    assert_eq!(
+        text(&on_stdout.stdout),
+        std::fs::read_to_string(&folded).unwrap()
+    );
+    assert!(!tmp.path().join("-").exists());
     let image = std::fs::read_to_string(&svg).unwrap();
     assert!(
         image.contains("<svg") && image.contains("interp_run"),
@@ -351,6 +364,21 @@ fn bad_report_input_fails_with_a_clear_message() {
         assert!(err.contains("are the same file"), "{err}");
         assert!(!same.exists());
     }
+    // A file standard output is redirected to: the table would be lost
+    // when the file replaced it.
+    let shown = tmp.path().join("shown.txt");
+    let out = ptdec()
+        .arg("report")
+        .arg(&data)
+        .arg("--buildid-dir")
+        .arg(cache.path())
+        .arg("--folded")
+        .arg(&shown)
+        .stdout(std::fs::File::create(&shown).unwrap())
+        .output()
+        .unwrap();
+    let err = fails(&out, 1);
+    assert!(err.contains("standard output goes to that file"), "{err}");
     let err = fails(&report(&["--format", "csv", "--slowest", "3"]), 1);
     assert!(err.contains("--slowest") && err.contains("json"), "{err}");
     let out = ptdec()

@@ -56,6 +56,10 @@ struct Pending {
     /// (id, folder) of the dataset folders made for an output in
     /// `outputs`: removed with it when still empty.
     made: Vec<(u64, PathBuf)>,
+    /// (id, path) of the outputs written in place (standard output, a
+    /// FIFO, a device) not yet committed or dropped: what an interrupted
+    /// run leaves incomplete ([`in_place`]).
+    in_place: Vec<(u64, PathBuf)>,
     /// Set by [`abandon`]: no output may be created or committed any more.
     abandoned: bool,
 }
@@ -65,6 +69,7 @@ struct Pending {
 static PENDING: Mutex<Pending> = Mutex::new(Pending {
     outputs: Vec::new(),
     made: Vec::new(),
+    in_place: Vec::new(),
     abandoned: false,
 });
 
@@ -97,6 +102,27 @@ pub fn abandon() -> Vec<PathBuf> {
         let _ = std::fs::remove_dir(folder);
     }
     unfinished
+}
+
+/// The outputs written in place (`-` for standard output, FIFOs and
+/// devices by name) and not finished: after [`abandon`], what their
+/// readers got is incomplete, and nothing can take it back.
+pub fn in_place() -> Vec<PathBuf> {
+    pending().in_place.iter().map(|o| o.1.clone()).collect()
+}
+
+/// An output written where it is, registered for [`in_place`].
+fn written_in_place(file: File, path: PathBuf) -> OutFile {
+    let id = SEQ.fetch_add(1, Ordering::Relaxed);
+    pending().in_place.push((id, path.clone()));
+    OutFile {
+        file: Some(file),
+        temp: Temp::InPlace,
+        path,
+        id,
+        written: 0,
+        started: 0,
+    }
 }
 
 /// Why an output cannot be written.
@@ -231,14 +257,7 @@ impl OutFile {
                     .write(true)
                     .open(path)
                     .map_err(err)?;
-                return Ok(OutFile {
-                    file: Some(file),
-                    temp: Temp::InPlace,
-                    path: path.to_path_buf(),
-                    id: u64::MAX,
-                    written: 0,
-                    started: 0,
-                });
+                return Ok(written_in_place(file, path.to_path_buf()));
             }
             _ => {}
         }
@@ -323,18 +342,21 @@ impl OutFile {
     /// Standard output as an output ([`stdout`]): written in place, as a
     /// FIFO or device given by name is.
     pub fn stdout() -> Result<OutFile, OutFileError> {
-        let file = binary_stdout().map_err(|source| OutFileError::Io {
+        Self::on_stdout(binary_stdout())
+    }
+
+    /// Standard output for text (folded stacks, an SVG): as
+    /// [`OutFile::stdout`], but a terminal is allowed.
+    pub fn text_stdout() -> Result<OutFile, OutFileError> {
+        Self::on_stdout(stdout())
+    }
+
+    fn on_stdout(file: io::Result<File>) -> Result<OutFile, OutFileError> {
+        let file = file.map_err(|source| OutFileError::Io {
             path: PathBuf::from("standard output"),
             source,
         })?;
-        Ok(OutFile {
-            file: Some(file),
-            temp: Temp::InPlace,
-            path: PathBuf::from("-"),
-            id: u64::MAX,
-            written: 0,
-            started: 0,
-        })
+        Ok(written_in_place(file, PathBuf::from("-")))
     }
 
     /// Bytes written so far.
@@ -406,13 +428,24 @@ fn resolve(path: &Path) -> io::Result<PathBuf> {
 }
 
 /// Whether two outputs are one file, however spelled, through links and
-/// before either exists; `-` (standard output) is the same as `-`.
+/// before either exists; `-` (standard output) is the same as `-`, and as
+/// the file standard output is redirected to.
 pub fn same_output(a: &Path, b: &Path) -> bool {
     let stdout = Path::new("-");
-    if a == stdout || b == stdout {
-        return a == b;
+    if a == b && a == stdout {
+        return true;
     }
     let key = |p: &Path| -> Option<PathBuf> {
+        if p == stdout {
+            // The file standard output was redirected to (`> F`), which a
+            // file replaced by its name would leave unlinked; a pipe or a
+            // deleted file has no path.
+            let fd = Path::new("/proc/self/fd/1");
+            return std::fs::metadata(fd)
+                .is_ok_and(|m| m.is_file())
+                .then(|| std::fs::canonicalize(fd).ok())
+                .flatten();
+        }
         let real = resolve(p).ok()?;
         if let Ok(real) = std::fs::canonicalize(&real) {
             return Some(real);
@@ -602,6 +635,7 @@ impl Write for OutFile {
 impl Drop for OutFile {
     fn drop(&mut self) {
         if matches!(self.temp, Temp::InPlace) {
+            pending().in_place.retain(|o| o.0 != self.id);
             return;
         }
         let mut p = pending();
@@ -1018,7 +1052,7 @@ pub fn stdout() -> io::Result<File> {
     use std::os::fd::AsFd;
     let closed = || {
         // Not BrokenPipe: that one ends ptdec quietly with success.
-        io::Error::other("standard output is closed; give -o FILE or redirect it")
+        io::Error::other("standard output is closed; redirect it to a file (> FILE)")
     };
     if reopened_dev_null(1) {
         return Err(closed());

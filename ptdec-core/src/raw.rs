@@ -49,6 +49,14 @@ pub enum RawError {
         to: u64,
         size: u64,
     },
+    /// Code placed so that it would run past the last address.
+    #[error("{what} {}: {size:#x} bytes at {addr:#x} run past the end of the address space (2^64); give a lower address", path.display())]
+    Wraps {
+        what: &'static str,
+        path: PathBuf,
+        addr: u64,
+        size: u64,
+    },
     /// An `--elf` file that is not ELF, or malformed.
     #[error("--elf {path}: not an ELF file; give a raw binary as --raw FILE:ADDR")]
     NotElf { path: PathBuf },
@@ -294,14 +302,33 @@ fn load_elf(e: &ElfSpec) -> Result<(Arc<Image>, u64, Vec<RawSection>), RawError>
     };
     let sections = loads
         .iter()
-        .map(|s| RawSection {
-            path: e.path.clone(),
-            offset: s.file_offset,
-            size: s.filesz,
-            vaddr: s.vaddr.wrapping_add(bias),
+        .map(|s| {
+            let vaddr = s.vaddr.wrapping_add(bias);
+            fits("--elf", &e.path, vaddr, s.filesz)?;
+            Ok(RawSection {
+                path: e.path.clone(),
+                offset: s.file_offset,
+                size: s.filesz,
+                vaddr,
+            })
         })
-        .collect();
+        .collect::<Result<_, RawError>>()?;
     Ok((img, bias, sections))
+}
+
+/// `size` bytes at `addr` end at or below 2^64 (libipt would take such a
+/// section, and a module's end would saturate).
+fn fits(what: &'static str, path: &Path, addr: u64, size: u64) -> Result<(), RawError> {
+    match addr.checked_add(size) {
+        Some(_) => Ok(()),
+        None if addr.wrapping_add(size) == 0 => Ok(()),
+        None => Err(RawError::Wraps {
+            what,
+            path: path.to_owned(),
+            addr,
+            size,
+        }),
+    }
 }
 
 impl RawInput {
@@ -339,6 +366,7 @@ impl RawInput {
         }
         for r in raws {
             let (from, to) = checked_range("--raw", &r.file, file_size(&r.file.path)?)?;
+            fits("--raw", &r.file.path, r.addr, to - from)?;
             sections.push(RawSection {
                 path: r.file.path.clone(),
                 offset: from,
@@ -483,5 +511,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, RawError::NotElf { .. }), "{e}");
+        // 32 bytes that would run past 2^64 are refused; ending at it is fine.
+        let at = |addr| {
+            RawInput::load(
+                &fr(&pt, 0, None),
+                &[],
+                &[RawSpec {
+                    file: fr(&code, 0, None),
+                    addr,
+                }],
+            )
+        };
+        let e = at(u64::MAX - 8).unwrap_err();
+        assert!(
+            e.to_string().contains("past the end of the address space"),
+            "{e}"
+        );
+        assert!(at(u64::MAX - 31).is_ok());
     }
 }

@@ -85,7 +85,6 @@
 //! all inside each other and drop all but 512 levels). With `ns` chosen
 //! explicitly such a trace is an error naming `--time-axis instructions`.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -304,7 +303,7 @@ pub struct EmitStats {
 pub(super) enum Sink {
     Plain(OutFile),
     Gzip(GzEncoder<OutFile>),
-    Stdout(File),
+    Stdout(OutFile),
     Memory(Vec<u8>),
 }
 
@@ -338,7 +337,7 @@ impl Sink {
                 .finish()
                 .and_then(|f| f.commit().map_err(io::Error::from))
                 .map(|()| Vec::new()),
-            Sink::Stdout(mut s) => s.flush().map(|()| Vec::new()),
+            Sink::Stdout(s) => s.commit().map_err(io::Error::from).map(|()| Vec::new()),
             Sink::Memory(v) => Ok(v),
         }
     }
@@ -1343,13 +1342,7 @@ fn window_in<'w>(
     let split = opts.split.is_some();
     let (sink, path) = match target {
         Target::Memory => (Sink::Memory(Vec::new()), None),
-        Target::Stdout => {
-            let out = crate::outfile::binary_stdout().map_err(|source| EmitError::Io {
-                path: "<stdout>".into(),
-                source,
-            })?;
-            (Sink::Stdout(out), None)
-        }
+        Target::Stdout => (Sink::Stdout(OutFile::stdout()?), None),
         Target::File(p) => {
             let path = if split {
                 window_path(p, index)

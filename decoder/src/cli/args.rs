@@ -76,11 +76,13 @@ pub struct ReportArgs {
     /// as JSON). Example: --slowest 10
     #[arg(long, value_name = "N", value_parser = parse_slowest)]
     pub slowest: Option<usize>,
-    /// Write folded stacks (`outer;inner;leaf WEIGHT` per line) to FILE.
+    /// Write folded stacks (`outer;inner;leaf WEIGHT` per line) to FILE;
+    /// `-` is standard output, which then holds them instead of the table.
     /// Example: --folded out.folded
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
-    /// Write an SVG flame graph of the folded stacks to FILE.
+    /// Write an SVG flame graph of the folded stacks to FILE; `-` is
+    /// standard output, which then holds it instead of the table.
     /// Example: --flamegraph flame.svg
     #[arg(long, value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,
@@ -100,6 +102,11 @@ pub struct CheckArgs {
     /// Example: --trace-processor ~/bin/trace_processor_shell
     #[arg(long, value_name = "PATH")]
     pub trace_processor: Option<PathBuf>,
+    /// Stop waiting for trace_processor_shell after this many seconds
+    /// (default: 600 plus 1 per MB of the file), kill it and fail.
+    /// Example: --check-timeout 3600
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub check_timeout: Option<u64>,
 }
 
 #[derive(Args)]

@@ -19,10 +19,24 @@ pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
     let images = ImageStore::new(search_path(&trace, a));
     images.add_known_build_ids(trace.build_ids.iter().cloned());
     let text = summary::info(&trace, &images);
+    print(&text)
+}
+
+/// `text` written to standard output; a failure says so and what to do
+/// (a bare "No space left on device" named nothing). A closed pipe stays
+/// a `BrokenPipe` in the chain, which ends ptdec quietly.
+fn print(text: &str) -> Result<()> {
     let mut out = outfile::stdout()?;
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::StorageFull {
+                "; free space on its disk or redirect it to another"
+            } else {
+                ""
+            };
+            anyhow::Error::new(e).context(format!("cannot write to standard output{hint}"))
+        })
 }
 
 /// `ptdec dump FILE`: the FTF as text on stdout, a record at a time as it
@@ -65,7 +79,7 @@ pub fn dump(file: &Path) -> Result<()> {
 /// `ptdec check FILE`.
 pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
     let tp = crate::check::find_trace_processor(a.trace_processor.as_deref())?;
-    let r = crate::check::check(&tp, file)?;
+    let r = crate::check::check(&tp, file, a.check_timeout)?;
     print!("{}", crate::check::render(file, &r, None));
     if r.failed() {
         bail!(
@@ -130,16 +144,17 @@ pub fn report(a: ReportArgs) -> Result<()> {
     progress.finish();
     let (mut run, agg) = result.with_context(|| format!("decoding {}", a.trace.display()))?;
     run.wall_time = Some(started.elapsed());
+    // `--folded -` or `--flamegraph -` holds standard output instead.
+    let table = !files.on_stdout();
     files.write(
         &agg,
         a.weight,
         &format!("ptdec report {}", a.trace.display()),
     )?;
-    let name = a.trace.display().to_string();
-    let text = render::print(&agg, &run, a.format, a.sort, a.top, &name);
-    let mut out = outfile::stdout()?;
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
+    if table {
+        let name = a.trace.display().to_string();
+        print(&render::print(&agg, &run, a.format, a.sort, a.top, &name))?;
+    }
     if !a.quiet {
         eprint!("{}", summary::render(&run));
     }

@@ -519,7 +519,7 @@ fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
         let Some(path) = &w.path else {
             bail!("--check needs -o FILE (it reads the file back), not -");
         };
-        let r = crate::check::check(&tp, path)?;
+        let r = crate::check::check(&tp, path, a.check_timeout)?;
         eprint!("{}", crate::check::render(path, &r, Some(w.events)));
         if r.failed() || r.slices != w.events {
             failed.push(path.display().to_string());

@@ -31,12 +31,25 @@ pub fn on_interrupt() {
             SIGTERM => "SIGTERM",
             _ => "SIGHUP",
         };
-        let what = if unfinished.is_empty() {
-            String::new()
-        } else {
+        let mut what = String::new();
+        if !unfinished.is_empty() {
             let list: Vec<String> = unfinished.iter().map(|p| p.display().to_string()).collect();
-            format!("; {} not written (nothing of it is left)", list.join(", "))
-        };
+            what = format!("; {} not written (nothing of it is left)", list.join(", "));
+        }
+        // Written where they are (a pipe, a FIFO): their readers got part.
+        let partial: Vec<String> = outfile::in_place()
+            .iter()
+            .map(|p| match p.to_str() {
+                Some("-") => "standard output".to_string(),
+                _ => p.display().to_string(),
+            })
+            .collect();
+        if !partial.is_empty() {
+            what += &format!(
+                "; what {} got is incomplete: do not use it",
+                partial.join(", ")
+            );
+        }
         // On its own line after a progress bar.
         let nl = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             "\n"

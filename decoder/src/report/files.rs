@@ -38,6 +38,13 @@ pub enum FilesError {
         folded: PathBuf,
         flamegraph: PathBuf,
     },
+    /// A file is where standard output goes, and the table is printed there.
+    #[error("{option} {}: standard output goes to that file too, so the table printed there would be lost; give another file, or `-` for the {what} alone", path.display())]
+    Stdout {
+        option: &'static str,
+        what: &'static str,
+        path: PathBuf,
+    },
     /// The flame graph could not be drawn.
     #[error("--flamegraph {}: {source}", path.display())]
     Flame {
@@ -59,7 +66,12 @@ fn create(
     mode: u32,
 ) -> Result<Option<(PathBuf, OutFile)>, FilesError> {
     let Some(path) = path else { return Ok(None) };
-    match OutFile::create(path, mode) {
+    let made = if path == Path::new("-") {
+        OutFile::text_stdout()
+    } else {
+        OutFile::create(path, mode)
+    };
+    match made {
         Ok(f) => Ok(Some((path.to_path_buf(), f))),
         Err(OutFileError::IsInput { input, .. }) => Err(FilesError::IsInput {
             option,
@@ -87,10 +99,35 @@ impl ReportFiles {
                 });
             }
         }
+        let dash = Path::new("-");
+        if folded != Some(dash) && flamegraph != Some(dash) {
+            let named = [
+                ("--folded", "folded stacks", folded),
+                ("--flamegraph", "flame graph", flamegraph),
+            ];
+            for (option, what, path) in named {
+                if let Some(path) = path.filter(|p| crate::outfile::same_output(p, dash)) {
+                    return Err(FilesError::Stdout {
+                        option,
+                        what,
+                        path: path.to_path_buf(),
+                    });
+                }
+            }
+        }
         Ok(ReportFiles {
             folded: create("--folded", folded, mode)?,
             flame: create("--flamegraph", flamegraph, mode)?,
         })
+    }
+
+    /// Whether one of the files is standard output (`-`), which then
+    /// holds it instead of the table.
+    pub fn on_stdout(&self) -> bool {
+        [&self.folded, &self.flame]
+            .into_iter()
+            .flatten()
+            .any(|(p, _)| p == Path::new("-"))
     }
 
     /// Whether folded stacks are needed (for either file).

@@ -263,16 +263,42 @@ enum Sink {
 
 impl std::io::Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
+        let r = match self {
             Sink::File(f) => f.write(buf),
             Sink::Out(f) => f.write(buf),
-        }
+        };
+        r.inspect_err(remember)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        match self {
+        let r = match self {
             Sink::File(f) => f.flush(),
             Sink::Out(f) => f.flush(),
-        }
+        };
+        r.inspect_err(remember)
+    }
+}
+
+thread_local! {
+    /// The last write error of a [`Sink`] on this thread.
+    static FAILED_WRITE: std::cell::RefCell<Option<std::io::Error>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn remember(e: &std::io::Error) {
+    let copy = std::io::Error::new(e.kind(), e.to_string());
+    FAILED_WRITE.with(|f| *f.borrow_mut() = Some(copy));
+}
+
+/// `e`, or the write error behind it: the parquet crate turns a failed
+/// flush of its buffer at the end of a file into a message ("fail to get
+/// inner writer: ..."), so a full disk named the crate, not the file.
+fn with_write_error(e: ParquetError) -> ParquetError {
+    match e {
+        ParquetError::General(m) => match FAILED_WRITE.with(|f| f.borrow_mut().take()) {
+            Some(io) => ParquetError::External(Box::new(io)),
+            None => ParquetError::General(m),
+        },
+        e => e,
     }
 }
 
@@ -395,7 +421,7 @@ impl<W: TableWriter> Part<W> {
                         ToWriter::Meta(kv) => writer.meta(kv),
                     }
                 }
-                writer.finish().map_err(pq(&at))
+                writer.finish().map_err(with_write_error).map_err(pq(&at))
             })
             .map_err(|source| DatasetError::Io {
                 path: path.clone(),

@@ -557,3 +557,36 @@ fn calls_have_a_page_index_of_their_rows() {
     }
     assert_eq!(md.num_row_groups(), 2);
 }
+
+/// A full disk when the writer's buffer is flushed at the end of a small
+/// table is the file's I/O error (it was the parquet crate's "fail to get
+/// inner writer" message): `/dev/full` fails every write with ENOSPC.
+#[test]
+fn a_full_disk_at_a_tables_end_is_the_files_error() {
+    use std::sync::Arc;
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let schema = Arc::new(Schema::new(vec![field("n", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3]))],
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(Sink::File(full), schema, None).unwrap();
+    TableWriter::write_group(&mut w, batch).unwrap();
+    let e = TableWriter::finish(w)
+        .err()
+        .expect("/dev/full takes nothing");
+    let e = parquet_error(Path::new("t/part-0.parquet"), with_write_error(e));
+    match &e {
+        DatasetError::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{e}")
+        }
+        _ => panic!("not the file's error: {e}"),
+    }
+    assert_eq!(
+        e.to_string(),
+        "cannot write t/part-0.parquet: No space left on device (os error 28)"
+    );
+}
