@@ -341,6 +341,9 @@ fn decode_in(s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
     let code = s.code();
     let off = (ip - s.vaddr) as usize;
     let bytes = &code[off..code.len().min(off + 15)];
+    if let Some(insn) = jmpabs(bytes, ip, bitness) {
+        return Ok(insn);
+    }
     let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
     let i = d.decode();
     if i.is_invalid() {
@@ -351,6 +354,27 @@ fn decode_in(s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
         }));
     }
     classify(&i)
+}
+
+/// APX's `JMPABS imm64` (REX2 `d5` with M0 = W = 0, opcode `a1`, 11
+/// bytes) in 64-bit code, which iced-x86 does not decode: as libipt 2.2
+/// takes it, an indirect jump whose target a TIP gives (the trace, not the
+/// immediate, says where it went).
+fn jmpabs(bytes: &[u8], ip: u64, bitness: u32) -> Option<Insn> {
+    match bytes {
+        [0xd5, rex2, 0xa1, imm @ ..] if bitness == 64 && rex2 & 0x88 == 0 && imm.len() >= 8 => {
+            Some(Insn {
+                ip,
+                size: 11,
+                class: Class::Jump,
+                direct: false,
+                disp: 0,
+                mov_cr3: false,
+                vmptrld: false,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// libipt's class of `i` (pt_ild's opcode table: conditional jumps and
@@ -410,7 +434,10 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
             | M::Sysretq
             | M::Vmlaunch
             | M::Vmresume
-            | M::Uiret => Class::FarReturn,
+            | M::Uiret
+            // FRED's returns (libipt 2.2; 2.1.2 takes them for no branch).
+            | M::Eretu
+            | M::Erets => Class::FarReturn,
             M::Ptwrite => Class::Ptwrite,
             M::Mov if i.op0_register() == Register::CR3 => {
                 insn.mov_cr3 = true;
@@ -552,5 +579,37 @@ impl CodeCache {
         });
         self.runs.insert((s.isid, ip), i);
         Ok(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class_of(bytes: &[u8]) -> Result<(Class, bool, u8), Fail> {
+        let i =
+            iced_x86::Decoder::with_ip(64, bytes, 0x1000, iced_x86::DecoderOptions::NONE).decode();
+        if let Some(insn) = jmpabs(bytes, 0x1000, 64) {
+            return Ok((insn.class, insn.direct, insn.size));
+        }
+        classify(&i).map(|insn| (insn.class, insn.direct, insn.size))
+    }
+
+    /// libipt 2.2's additions: FRED's returns are far returns, APX's
+    /// JMPABS an indirect jump of 11 bytes (the TIP gives its target).
+    #[test]
+    fn fred_returns_and_jmpabs_are_branches() {
+        let eretu = [0xf3, 0x0f, 0x01, 0xca];
+        let erets = [0xf2, 0x0f, 0x01, 0xca];
+        for b in [&eretu[..], &erets[..]] {
+            assert_eq!(class_of(b).unwrap(), (Class::FarReturn, false, 4), "{b:x?}");
+        }
+        let jmpabs = [0xd5, 0x00, 0xa1, 0x0d, 0x10, 0, 0, 0, 0, 0, 0];
+        assert_eq!(class_of(&jmpabs).unwrap(), (Class::Jump, false, 11));
+        // Not with REX2.W or REX2.M0 set, cut short, or outside 64-bit code.
+        assert!(super::jmpabs(&[0xd5, 0x08, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0], 0, 64).is_none());
+        assert!(super::jmpabs(&[0xd5, 0x80, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0], 0, 64).is_none());
+        assert!(super::jmpabs(&jmpabs[..10], 0, 64).is_none());
+        assert!(super::jmpabs(&jmpabs, 0, 32).is_none());
     }
 }
