@@ -58,6 +58,7 @@ fn resolve_one(
                 what: format!("--filter file {file:?} (give a path to the binary or library)"),
                 source,
             })?;
+            check_file(&path)?;
             let name = path.to_string_lossy().into_owned();
             let syms = if needs_syms {
                 elf_functions(&path)?
@@ -90,6 +91,52 @@ fn resolve_one(
     }
 }
 
+/// `--filter`'s `@FILE` checked before it is read: a regular file (a FIFO
+/// is opened without waiting for a writer, then refused; a device such as
+/// /dev/zero would be read without end), starting with ELF's magic (so a
+/// large file of something else is not read whole first).
+pub fn check_file(path: &Path) -> Result<std::fs::File, Error> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| Error::Capture {
+        what: format!("--filter file {}", path.display()),
+        source,
+    };
+    let usage = |why: &str| {
+        Error::Usage(format!(
+            "--filter file {}: {why}; give the program or library the filter is in",
+            path.display()
+        ))
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !f.metadata().map_err(io)?.is_file() {
+        return Err(usage("not a regular file (a FIFO, device or folder)"));
+    }
+    let mut magic = [0u8; 4];
+    if f.read_exact(&mut magic).is_err() || magic != *b"\x7fELF" {
+        return Err(usage("not an ELF file"));
+    }
+    Ok(f)
+}
+
+/// The bytes of an ELF file [`check_file`] accepts.
+fn read_elf(path: &Path) -> Result<Vec<u8>, Error> {
+    use std::io::{Read, Seek};
+    let mut f = check_file(path)?;
+    let mut data = Vec::new();
+    f.seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| f.read_to_end(&mut data))
+        .map_err(|source| Error::Capture {
+            what: format!("--filter file {}", path.display()),
+            source,
+        })?;
+    Ok(data)
+}
+
 /// The function symbols of an ELF file, sorted by start, with starts and
 /// sizes as file offsets (what the kernel's file filters take).
 pub fn elf_functions(path: &Path) -> Result<Vec<FuncSym>, Error> {
@@ -97,10 +144,7 @@ pub fn elf_functions(path: &Path) -> Result<Vec<FuncSym>, Error> {
         what: format!("--filter symbols of {}", path.display()),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
     };
-    let data = std::fs::read(path).map_err(|source| Error::Capture {
-        what: format!("--filter file {}", path.display()),
-        source,
-    })?;
+    let data = read_elf(path)?;
     let file = object::File::parse(&*data).map_err(|e| err(format!("not an ELF file: {e}")))?;
     let segs: Vec<(u64, u64, u64)> = file
         .segments()
@@ -207,5 +251,31 @@ mod tests {
         let spec = &addr_filter::parse("filter main @ /nonexistent/prog").unwrap()[0];
         let e = resolve_one(spec, &mut None, || unreachable!()).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/prog"), "{e}");
+    }
+
+    /// A device (read without end), a FIFO (its open waited for a
+    /// writer for ever) or a big file of something else (read whole
+    /// first) is refused before it is read.
+    #[test]
+    fn only_an_elf_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let text = dir.path().join("text");
+        std::fs::write(&text, "not a program").unwrap();
+        for (path, why) in [
+            (Path::new("/dev/zero"), "not a regular file"),
+            (fifo.as_path(), "not a regular file"),
+            (dir.path(), "not a regular file"),
+            (text.as_path(), "not an ELF file"),
+        ] {
+            let spec = format!("filter main @ {}", path.display());
+            let spec = &addr_filter::parse(&spec).unwrap()[0];
+            let e = resolve_one(spec, &mut None, || unreachable!()).unwrap_err();
+            assert!(e.to_string().contains(why), "{}: {e}", path.display());
+        }
+        let exe = std::env::current_exe().unwrap();
+        assert!(!elf_functions(&exe).unwrap().is_empty());
     }
 }

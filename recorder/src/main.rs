@@ -137,6 +137,9 @@ struct Args {
     command: Vec<OsString>,
 }
 
+/// The longest `--duration`, in seconds.
+const MAX_DURATION_S: f64 = 31_536_000.0;
+
 fn parse_size(s: &str) -> anyhow::Result<u64> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
@@ -199,7 +202,14 @@ fn options(args: &Args) -> anyhow::Result<RecordOptions> {
     }
     o.max_snapshots = args.max_snapshots;
     o.duration = match args.duration {
-        Some(d) if d.is_finite() && d > 0.0 => Some(Duration::from_secs_f64(d)),
+        // Up to a year: Duration's own limit (2^64 s) panicked, and a
+        // recording longer than that is a typo.
+        Some(d) if d.is_finite() && d > 0.0 && d <= MAX_DURATION_S => {
+            Some(Duration::from_secs_f64(d))
+        }
+        Some(d) if d > MAX_DURATION_S => {
+            bail!("--duration {d}: at most {MAX_DURATION_S} seconds (a year); give a shorter time")
+        }
         Some(d) => bail!("--duration {d}: give a positive number of seconds"),
         None => None,
     };

@@ -118,6 +118,16 @@ fn usage_errors() {
     assert!(stderr(&o).contains("nothing to record"), "{}", stderr(&o));
     let o = ptrec(&["-m", "100,64", "--sideband-only", "--", "true"]);
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
+    // Past Duration's range: a message, not a panic.
+    for d in ["1e20", "18446744073709551616"] {
+        let o = ptrec(&["--sideband-only", "--duration", d, "--", "true"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("at most 31536000 seconds"),
+            "{}",
+            stderr(&o)
+        );
+    }
     let o = ptrec(&[
         "--sideband-only",
         "-o",
