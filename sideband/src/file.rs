@@ -487,6 +487,22 @@ impl<'a> PerfFile<'a> {
         }
     }
 
+    /// The record at `offset` (one [`PerfFile::raw_records`] handed
+    /// out), framed again: a reader that keeps only offsets reads its
+    /// records back with it. `None` when no whole record starts there.
+    pub fn record_at(&self, offset: u64) -> Option<RawRecord<'a>> {
+        let pos = usize::try_from(offset).ok()?;
+        if pos < self.data_start {
+            return None;
+        }
+        match self.order {
+            ByteOrder::Little => next_raw::<Le>(self.bytes, pos, self.data_end),
+            ByteOrder::Big => next_raw::<Be>(self.bytes, pos, self.data_end),
+        }
+        .ok()
+        .flatten()
+    }
+
     /// The records, parsed; stops after the first error.
     pub fn events<'f>(&'f self) -> Events<'f, 'a> {
         Events {

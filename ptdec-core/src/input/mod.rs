@@ -32,7 +32,7 @@ use sideband::file::PerfFile;
 use sideband::parse::RawRecord;
 use sideband::record::{aux_flags, Event, Record, TimeConv};
 use sideband::timeconv::TscConversion;
-use sideband::timeline::Timeline;
+use sideband::timeline::{Replay, Timeline};
 
 use crate::model::source::{BufferOwner, Recording, TraceSource};
 
@@ -382,7 +382,7 @@ impl Trace {
             itrace_starts,
             lost_records,
             span,
-            sideband,
+            timeline,
         } = scan_records(&file, &data_path, &mut warnings)?;
 
         let mut next_idx = by_idx
@@ -424,8 +424,6 @@ impl Trace {
         };
         let pt_attr = intel_pt_attr(&file, &info, info_offset, sideband_only, &mut warnings);
         let tsc = tsc_conversion(&info, time_conv, sideband_only, &mut warnings);
-
-        let timeline = Timeline::replay(sideband);
 
         let aux_losses = aux_records.len() as u64;
         let buffers = assemble_buffers(
@@ -668,7 +666,7 @@ fn read_features(features: &Features<'_>, warnings: &mut Vec<String>) -> Feature
 
 /// What one pass over the records collects.
 #[derive(Default)]
-struct RecordScan<'a> {
+struct RecordScan {
     /// The first AUXTRACE_INFO: its file offset and contents.
     info: Option<(u64, IntelPtInfo)>,
     time_conv: Option<TimeConv>,
@@ -680,17 +678,26 @@ struct RecordScan<'a> {
     lost_records: u64,
     /// Perf time of the first and last records with a time.
     span: Option<(u64, u64)>,
-    /// Every record but AUXTRACE, for the timeline.
-    sideband: Vec<Event<'a>>,
+    /// The sideband replayed: every record but AUXTRACE.
+    timeline: Timeline,
 }
 
-/// Parses every record once, in file order, into a [`RecordScan`].
-fn scan_records<'a>(
-    file: &PerfFile<'a>,
+/// Parses every record in file order into a [`RecordScan`], replaying the
+/// sideband into the timeline as it goes. Nothing is collected: a record
+/// waiting in perf's ordered queue for its round is held as its offset,
+/// and parsed again when it is due ([`Replay`]).
+fn scan_records(
+    file: &PerfFile<'_>,
     data_path: &Path,
     warnings: &mut Vec<String>,
-) -> Result<RecordScan<'a>, InputError> {
+) -> Result<RecordScan, InputError> {
     let mut scan = RecordScan::default();
+    let mut replay: Replay<u64> = Replay::new();
+    // Parsed once already: it parses again.
+    let load = |offset: u64| {
+        file.record_at(offset)
+            .and_then(|raw| file.parse_raw(&raw).ok())
+    };
     // Records whose bytes do not parse (a sample id of no attr, a body
     // too short for its kind), framed whole: skipped, the first named.
     let mut damaged: Option<(String, u64)> = None;
@@ -707,9 +714,10 @@ fn scan_records<'a>(
         }
         scan.note(&raw, &ev, data_path, warnings)?;
         if !matches!(ev.record, Record::Auxtrace(_)) {
-            scan.sideband.push(ev);
+            replay.push(ev, |_| raw.offset, load);
         }
     }
+    scan.timeline = replay.finish(load);
     if let Some((first, n)) = damaged {
         warnings.push(format!(
             "{}: {n} damaged record{} skipped, the first: {first}; what they held (trace data, \
@@ -721,7 +729,7 @@ fn scan_records<'a>(
     Ok(scan)
 }
 
-impl RecordScan<'_> {
+impl RecordScan {
     /// Takes from one record what the trace needs beyond the timeline: the
     /// Intel PT configuration, AUXTRACE chunks, TIME_CONV, lossy AUX
     /// records, ITRACE_START and LOST counts.
