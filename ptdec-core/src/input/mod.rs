@@ -368,7 +368,7 @@ impl Trace {
         dir: Option<PathBuf>,
         aux: AuxFiles,
     ) -> Result<Trace, InputError> {
-        let file = PerfFile::parse(&bytes).map_err(|source| InputError::Perf {
+        let file = PerfFile::parse_mapped(&bytes).map_err(|source| InputError::Perf {
             path: data_path.clone(),
             source,
         })?;
@@ -694,14 +694,19 @@ fn scan_records(
     let mut scan = RecordScan::default();
     let mut replay: Replay<u64> = Replay::new();
     // Parsed once already: it parses again.
-    let load = |offset: u64| {
-        file.record_at(offset)
-            .and_then(|raw| file.parse_raw(&raw).ok())
-    };
+    let mut reread = Reread::new(file);
+    let mut load = |offset: u64| reread.load(offset);
     // Records whose bytes do not parse (a sample id of no attr, a body
     // too short for its kind), framed whole: skipped, the first named.
     let mut damaged: Option<(String, u64)> = None;
+    let mut released = 0;
     for raw in file.raw_records() {
+        // The pages read are dropped (queued records are read again).
+        let at = raw.offset as usize;
+        if at - released >= sideband::file::RELEASE_EVERY {
+            file.release_range(released, at);
+            released = at;
+        }
         let ev = match file.parse_raw(&raw) {
             Ok(ev) => ev,
             Err(e) => {
@@ -714,10 +719,12 @@ fn scan_records(
         }
         scan.note(&raw, &ev, data_path, warnings)?;
         if !matches!(ev.record, Record::Auxtrace(_)) {
-            replay.push(ev, |_| raw.offset, load);
+            replay.push(ev, |_| raw.offset, &mut load);
         }
     }
-    scan.timeline = replay.finish(load);
+    scan.timeline = replay.finish(&mut load);
+    let range = file.data_range();
+    file.release_range(range.start as usize, range.end as usize);
     if let Some((first, n)) = damaged {
         warnings.push(format!(
             "{}: {n} damaged record{} skipped, the first: {first}; what they held (trace data, \
@@ -727,6 +734,43 @@ fn scan_records(
         ));
     }
     Ok(scan)
+}
+
+/// Reads queued records again by their offset, dropping the pages read
+/// every [`sideband::file::RELEASE_EVERY`] bytes of them (the final flush
+/// of a file without FINISHED_ROUND reads every record again).
+struct Reread<'f, 'a> {
+    file: &'f PerfFile<'a>,
+    /// The span of the records read since their pages were last dropped,
+    /// and how many bytes they hold.
+    lo: usize,
+    hi: usize,
+    read: usize,
+}
+
+impl<'f, 'a> Reread<'f, 'a> {
+    fn new(file: &'f PerfFile<'a>) -> Self {
+        Self {
+            file,
+            lo: usize::MAX,
+            hi: 0,
+            read: 0,
+        }
+    }
+
+    /// The record at `offset`, parsed (it was, when first read).
+    fn load(&mut self, offset: u64) -> Option<Event<'a>> {
+        let raw = self.file.record_at(offset)?;
+        let at = raw.offset as usize;
+        self.lo = self.lo.min(at);
+        self.hi = self.hi.max(at + raw.bytes.len());
+        self.read += raw.bytes.len();
+        if self.read >= sideband::file::RELEASE_EVERY {
+            self.file.release_range(self.lo, self.hi);
+            (self.lo, self.hi, self.read) = (usize::MAX, 0, 0);
+        }
+        self.file.parse_raw(&raw).ok()
+    }
 }
 
 impl RecordScan {
