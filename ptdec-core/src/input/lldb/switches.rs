@@ -227,3 +227,90 @@ pub(super) fn apply(timeline: &mut Timeline, cores: &[CoreSwitches]) -> Option<(
     }
     span
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sideband::record::misc;
+
+    /// LLDB's form of a switch: SWITCH_CPU_WIDE with TID | TIME.
+    fn record(out: bool, next_prev: u32, tid: u32, time: u64) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&15u32.to_le_bytes());
+        r.extend_from_slice(&(if out { misc::SWITCH_OUT } else { 0 }).to_le_bytes());
+        r.extend_from_slice(&32u16.to_le_bytes());
+        for v in [1, next_prev, 1, tid] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r.extend_from_slice(&time.to_le_bytes());
+        r
+    }
+
+    /// The timeline of `files` (each core's records) as `apply` builds
+    /// it, and as the stable sort of them all that it replaces did.
+    fn both(files: &[Vec<(bool, u32, u32, u64)>]) -> (Timeline, Timeline) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut warnings = Warnings::default();
+        let mut all = Vec::new();
+        let cores: Vec<CoreSwitches> = files
+            .iter()
+            .enumerate()
+            .map(|(i, recs)| {
+                let path = dir.path().join(format!("{i}.switches"));
+                let bytes: Vec<u8> = recs
+                    .iter()
+                    .flat_map(|&(o, n, t, time)| record(o, n, t, time))
+                    .collect();
+                std::fs::write(&path, &bytes).unwrap();
+                let core = BCore {
+                    id: i as u32,
+                    trace: 0,
+                    switches: path,
+                };
+                let attrs = lldb_attrs();
+                let mut pos = 0;
+                while let Some((after, sw)) = next_switch(&attrs, &bytes, pos, bytes.len(), core.id)
+                {
+                    all.extend(sw);
+                    pos = after;
+                }
+                open(&core, &mut warnings).unwrap()
+            })
+            .collect();
+        assert_eq!(warnings.total(), 0);
+        let mut streamed = Timeline::new();
+        apply(&mut streamed, &cores);
+        all.sort_by_key(|e| e.sample_id.time);
+        let mut sorted = Timeline::new();
+        for e in &all {
+            sorted.apply(e);
+        }
+        (streamed, sorted)
+    }
+
+    fn same(files: &[Vec<(bool, u32, u32, u64)>]) {
+        let (streamed, sorted) = both(files);
+        for cpu in 0..files.len() as u32 {
+            assert!(!sorted.cpu_slots(cpu).is_empty());
+            assert_eq!(streamed.cpu_slots(cpu), sorted.cpu_slots(cpu), "cpu {cpu}");
+        }
+        assert_eq!(streamed.stats(), sorted.stats());
+    }
+
+    #[test]
+    fn cores_in_order_are_merged_as_sorted() {
+        // Equal times across the cores: the first core's first.
+        same(&[
+            vec![(true, 3, 2, 10), (false, 2, 3, 20), (true, 4, 3, 30)],
+            vec![(true, 5, 6, 10), (false, 6, 5, 20), (true, 3, 5, 25)],
+        ]);
+    }
+
+    #[test]
+    fn a_core_out_of_order_is_sorted_by_an_index() {
+        same(&[
+            vec![(true, 3, 2, 10), (false, 2, 3, 40), (true, 4, 3, 30)],
+            vec![(false, 6, 5, 30), (true, 5, 6, 10), (true, 3, 5, 30)],
+        ]);
+    }
+}
