@@ -7,7 +7,7 @@
 //!
 //! Every source feeds the timeline through [`SidebandSink::apply`] (also
 //! [`Timeline::apply`]), one [`Event`] at a time: perf.data files (through
-//! [`Timeline::replay`], which puts them in perf's order with
+//! [`Replay`] or [`Timeline::replay`], which put them in perf's order with
 //! [`OrderedEvents`]), ptrec's live rings and ptsim alike — samply's converter
 //! is the model: the same handlers whatever the source. The contract:
 //!
