@@ -4,7 +4,8 @@
 //! same [`Trace`] a perf.data gives, so that the one decode pipeline reads
 //! it: an in-memory perf.data of the sideband (AUXTRACE_INFO with the TSC
 //! conversion, COMM and MMAP2 records for the bundle's threads and
-//! modules, the cores' SWITCH_CPU_WIDE records as LLDB saved them), and
+//! modules), the cores' context switches read from their files straight
+//! into its timeline (`switches`), and
 //! one AUX buffer per thread or per core that is the whole of its trace
 //! file, mapped ([`AuxFiles`]): never copied, and each file mapped once
 //! however many threads name it.
