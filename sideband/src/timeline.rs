@@ -136,8 +136,11 @@ impl Mapping {
 pub struct ImageMap {
     /// Every mapping ever made, in creation order.
     maps: Vec<Mapping>,
-    /// `(start, index into maps)`, sorted by start then creation.
-    by_start: Vec<(u64, usize)>,
+    /// `(start, index into maps)`, sorted by start then creation. A tree,
+    /// not a sorted vector: mappings come in any address order, and an
+    /// insertion into the middle of a vector moved half of it (175k
+    /// MMAP2s in cycling addresses took 1.2 s, 700k 25 s).
+    by_start: BTreeSet<(u64, usize)>,
     /// The current mappings, by start; they never overlap.
     live: BTreeMap<u64, usize>,
     /// The longest mapping, bounding the backward scan of a lookup.
@@ -149,9 +152,8 @@ impl ImageMap {
     /// first (the scan back stops where no mapping is long enough to
     /// reach `addr`).
     fn containing(&self, addr: u64) -> impl Iterator<Item = &Mapping> + '_ {
-        let hi = self.by_start.partition_point(|&(s, _)| s <= addr);
-        self.by_start[..hi]
-            .iter()
+        self.by_start
+            .range(..=(addr, usize::MAX))
             .rev()
             .take_while(move |&&(start, _)| addr - start < self.max_len)
             .map(|&(_, i)| &self.maps[i])
@@ -212,8 +214,7 @@ impl ImageMap {
             since: t,
             until: u64::MAX,
         });
-        let at = self.by_start.partition_point(|&(s, _)| s <= start);
-        self.by_start.insert(at, (start, i));
+        self.by_start.insert((start, i));
         self.live.insert(start, i);
         self.max_len = self.max_len.max(end - start);
     }
