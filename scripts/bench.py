@@ -24,6 +24,13 @@ then runs these tools on each trace:
                                  ptdec's own flow decoder (issue 23): the
                                  same FTF, and alone against bare libipt
 
+`--only sideband` (not run otherwise) measures instead what a large
+sideband costs `ptdec info` in memory: LLDB's multi-core bundle with one
+core's context-switch file grown to 20 MB and 80 MB (its records
+repeated, each copy later than the last), and that bundle as a perf.data
+with 20 MB of SWITCH_CPU_WIDE (FINISHED_ROUND every 1000 records, and
+none) or of MMAP2 records, made under target/bench/sideband/.
+
 A real-hardware row (REAL: LLDB's multi-core bundle from
 ../shared/realdata, its cores' PT tiled to 30 MB under target/bench/, time
 moved on from copy to copy) runs
@@ -315,6 +322,160 @@ def tile_real(name):
     return trace
 
 
+# --only sideband: (name, kind, MB of sideband, option)
+SIDEBAND = [
+    ("bundle, 20 MB switch file", "bundle", 20, None),
+    ("bundle, 80 MB switch file", "bundle", 80, None),
+    ("perf.data, 20 MB of switches", "perf", 20, "rounds"),
+    ("perf.data, 20 MB of switches, no FINISHED_ROUND", "perf", 20, None),
+    ("perf.data, 20 MB of MMAP2", "perf", 20, "mmaps"),
+]
+
+
+def switch_records(path):
+    """An LLDB context-switch file's records (32 bytes each)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    out, pos = [], 0
+    while pos + 8 <= len(b):
+        size = int.from_bytes(b[pos + 6:pos + 8], "little")
+        if size < 8 or pos + size > len(b):
+            break
+        out.append(b[pos:pos + size])
+        pos += size
+    return out
+
+
+def grown_bundle(src, out, mb):
+    """`src` with core 45's switches repeated to `mb` MB, each copy's
+    times after the copy before's."""
+    shutil.copytree(src, out)
+    for d, _, fs in os.walk(out):
+        os.chmod(d, 0o755)
+        for f in fs:
+            os.chmod(os.path.join(d, f), 0o644)
+    path = os.path.join(out, "cores", "45.perf_context_switch_trace")
+    recs = switch_records(path)
+    times = [int.from_bytes(r[-8:], "little") for r in recs]
+    span = max(times) - min(times) + 1000
+    with open(path, "wb") as f:
+        n, i = 0, 0
+        while n + 32 * len(recs) <= mb * MB:
+            for r in recs:
+                f.write(r[:-8] + (int.from_bytes(r[-8:], "little") + i * span).to_bytes(8, "little"))
+            n += 32 * len(recs)
+            i += 1
+
+
+def bundle_perf_data(src, out, mb, option):
+    """LLDB's multi-core bundle `src` as a perf.data (the sideband ptdec
+    makes of it: AUXTRACE_INFO, COMM, MMAP2, the cores' switches, their
+    traces as AUXTRACE), with its switches (or as many MMAP2s) repeated
+    to `mb` MB."""
+    import struct
+    with open(os.path.join(src, "trace.json")) as f:
+        j = json.load(f)
+    conv, proc = j["tscPerfZeroConversion"], j["processes"][0]
+    pid, tids = proc["pid"], [t["tid"] for t in proc["threads"]]
+    sample_type = (1 << 1) | (1 << 2) | (1 << 7) | (1 << 16)  # TID TIME CPU IDENTIFIER
+
+    def attr(kind, config, flags):
+        return struct.pack("<IIQQQQQIIQQQQIiQIHHIIQ", kind, 128, config, 1, sample_type, 0, flags,
+                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    def rec(kind, misc, body):
+        return struct.pack("<IHH", kind, misc, 8 + len(body)) + body
+
+    def trailer(p, t, time, cpu):
+        return struct.pack("<IIQIIQ", p, t, time, cpu, 0, 2)
+
+    def cstr(x):
+        b = x.encode() + b"\0"
+        return b + b"\0" * (-len(b) % 8)
+
+    def mmap2(addr, length, ino, name, time, cpu):
+        return rec(10, 2, struct.pack("<IIQQQIIQQII", pid, pid, addr, length, 0, 0, 0, ino, 0, 5, 2)
+                   + cstr(name) + trailer(pid, pid, time, cpu))
+
+    words = [8, conv["timeShift"], conv["timeMult"], conv["timeZero"], 1, 1 << 10, 0, 3, 0, 1] + [0] * 7
+    data = bytearray(rec(70, 0, struct.pack("<II", 1, 0) + struct.pack("<%dQ" % len(words), *words)))
+    for t in tids:
+        data += rec(3, 0, struct.pack("<II", pid, t) + cstr("m.out") + trailer(pid, t, 0, 0))
+    data += mmap2(0x400000, 0x16000, 0, os.path.join(src, "modules", "m.out"), 0, 0)
+    sw = []
+    for core in (45, 51):
+        for r in switch_records(os.path.join(src, "cores", "%d.perf_context_switch_trace" % core)):
+            misc = struct.unpack("<H", r[4:6])[0]
+            npid, ntid, spid, stid, t = struct.unpack("<IIIIQ", r[8:32])
+            sw.append((t, core, misc, npid, ntid, spid, stid))
+    sw.sort()
+    span = sw[-1][0] - sw[0][0] + 1000
+    start, i, n = len(data), 0, 0
+    while len(data) - start < mb * MB:
+        for (t, core, misc, npid, ntid, spid, stid) in sw:
+            t += i * span
+            if option == "mmaps":
+                data += mmap2(0x10000000 + n % 4096 * 0x1000, 0x1000, n, "/lib/x%d.so" % (n % 64), t, core)
+            else:
+                data += rec(15, misc, struct.pack("<II", npid, ntid) + trailer(spid, stid, t, core))
+            n += 1
+            if option in ("rounds", "mmaps") and n % 1000 == 0:
+                data += rec(68, 0, b"")
+        i += 1
+    for idx, core in enumerate((45, 51)):
+        with open(os.path.join(src, "cores", "%d.intelpt_trace" % core), "rb") as f:
+            pt = f.read()
+        pt += b"\0" * (-len(pt) % 8)
+        data += struct.pack("<IHH", 71, 0, 48) + struct.pack("<QQQIIII", len(pt), 0, 0, idx, 0xFFFFFFFF, core, 0)
+        data += pt
+    ids = 104 + 2 * 144
+    attrs = (attr(8, 1 | (1 << 13) | (1 << 10), (1 << 18) | (1 << 5) | (1 << 6)) + struct.pack("<QQ", ids, 8)
+             + attr(1, 9, (1 << 18) | (1 << 23) | (1 << 9) | (1 << 13) | (1 << 26) | (1 << 5))
+             + struct.pack("<QQ", ids + 8, 8))
+    data_off = ids + 16
+    table = data_off + len(data)
+    header = struct.pack("<QQQQQQQQQQQQQ", 0x32454C4946524550, 104, 144, 104, 2 * 144, data_off, len(data),
+                         0, 0, 1 << 18, 0, 0, 0)  # one feature: the (empty) AUXTRACE index
+    with open(out, "wb") as f:
+        f.write(header + attrs + struct.pack("<QQ", 1, 2) + data + struct.pack("<QQQ", table + 16, 8, 0))
+
+
+def sideband_bench(args):
+    """--only sideband: `ptdec info`'s peak RSS on large sidebands."""
+    src = os.path.join(REALDATA, "lldb", "intelpt-multi-core-trace")
+    if not os.path.isfile(os.path.join(src, "trace.json")):
+        print("bench: %s is not there: no sideband rows" % src, file=sys.stderr)
+        return
+    root = os.path.join(BENCH, "sideband")
+    key = json.dumps([SIDEBAND, sha(os.path.abspath(__file__)), sha(os.path.join(src, "trace.json"))])
+    stamp = root + ".bench-stamp.json"
+    if not (os.path.exists(stamp) and open(stamp).read() == key):
+        shutil.rmtree(root, ignore_errors=True)
+        os.makedirs(root)
+        for i, (_, kind, mb, option) in enumerate(SIDEBAND):
+            out = os.path.join(root, str(i))
+            if kind == "bundle":
+                grown_bundle(src, out, mb)
+            else:
+                bundle_perf_data(src, out + ".data", mb, option)
+        with open(stamp, "w") as f:
+            f.write(key)
+    print()
+    print("| input | sideband MB | tool | wall s | peak RSS MB | RSS / sideband |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    for i, (name, kind, mb, _) in enumerate(SIDEBAND):
+        trace = os.path.join(root, str(i) + ("" if kind == "bundle" else ".data"))
+        argv = [os.path.join(REL, "ptdec"), "info", trace]
+        runs = [run_child(argv, args.timeout, None) for _ in range(args.runs)]
+        ok = [r for r in runs if r["state"] == "ok"]
+        if len(ok) != len(runs):
+            print("| %s | %d | ptdec info | %s | | |" % (name, mb, runs[-1]["state"]))
+            continue
+        rss = statistics.median(r["rss_mb"] for r in ok)
+        print("| %s | %d | ptdec info | %s | %.0f | %.2f |" % (
+            name, mb, fmt(statistics.median(r["wall"] for r in ok)), rss, rss / mb))
+
+
 def perf_time(tsc, conv):
     """perf time of `tsc` by an LLDB bundle's tscPerfZeroConversion (as
     perf's tsc_to_perf_time)."""
@@ -381,6 +542,11 @@ def main():
             ap.error("unknown size %s (known: %s)" % (", ".join(unknown), ", ".join(s[0] for s in SIZES)))
         sizes = [s for s in sizes if s[0] in wanted]
     names = args.only.split(",") if args.only else list(WORKLOADS) + list(REAL)
+    if "sideband" in names:
+        sideband_bench(args)
+        names.remove("sideband")
+        if not names:
+            return
     unknown = [n for n in names if n not in WORKLOADS and n not in REAL]
     if unknown:
         ap.error("unknown workload %s (known: %s)" % (", ".join(unknown), ", ".join(list(WORKLOADS) + list(REAL))))

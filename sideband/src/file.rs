@@ -35,6 +35,7 @@
 //! * a pipe-mode stream that ends inside a record is read up to there.
 
 use crate::attr::{Attr, AttrSet};
+use crate::bytes::FileBytes;
 use crate::endian::{Be, ByteOrder, Cursor, Endian, Le, Malformed};
 use crate::error::Error;
 use crate::feature::{self, Features, Section};
@@ -92,28 +93,63 @@ pub struct PerfFile<'a> {
     /// data present is handed on as a last record with a short payload.
     cut_aux: Option<usize>,
     warnings: Vec<String>,
+    /// The mapping `bytes` are, when its pages are to be dropped from
+    /// memory once read ([`PerfFile::parse_mapped`]).
+    pages: Option<&'a FileBytes>,
 }
 
+/// Bytes of records read between two drops of their pages.
+pub const RELEASE_EVERY: usize = 1 << 20;
+
 impl<'a> PerfFile<'a> {
+    /// [`PerfFile::parse`] of a whole file, whose pages are dropped from
+    /// memory as the records are framed (and by [`PerfFile::release`]):
+    /// reading a file's records costs a MiB of resident memory, not the
+    /// file's size. They stay readable (read again when touched).
+    pub fn parse_mapped(bytes: &'a FileBytes) -> Result<Self, Error> {
+        let f = Self::parse_with(bytes, Some(bytes))?;
+        f.release(f.bytes.get(f.data_start..f.data_end).unwrap_or_default());
+        Ok(f)
+    }
+
+    /// [`PerfFile::release`] of the file's bytes from offset `from`
+    /// (rounded down to a page) to `to`.
+    pub fn release_range(&self, from: usize, to: usize) {
+        let from = from / 4096 * 4096;
+        self.release(self.bytes.get(from..to).unwrap_or_default());
+    }
+
+    /// Drops the pages of `part` (a slice of the file) from memory, when
+    /// the file was parsed with [`PerfFile::parse_mapped`].
+    pub fn release(&self, part: &[u8]) {
+        if let Some(pages) = self.pages {
+            pages.release(part);
+        }
+    }
+
     /// Parses the header, attrs and features and checks the framing of every
     /// record (sizes, AUXTRACE payloads); record bodies are parsed when
     /// iterated with [`PerfFile::events`].
     pub fn parse(bytes: &'a [u8]) -> Result<Self, Error> {
+        Self::parse_with(bytes, None)
+    }
+
+    fn parse_with(bytes: &'a [u8], pages: Option<&'a FileBytes>) -> Result<Self, Error> {
         let mut m = [0u8; 8];
         m.copy_from_slice(bytes.get(..8).ok_or_else(|| Error::Header {
             what: format!("{} bytes are too few for a perf.data header", bytes.len()),
         })?);
         let magic = u64::from_le_bytes(m);
         if magic == MAGIC {
-            Self::parse_impl::<Le>(bytes)
+            Self::parse_impl::<Le>(bytes, pages)
         } else if magic == MAGIC.swap_bytes() {
-            Self::parse_impl::<Be>(bytes)
+            Self::parse_impl::<Be>(bytes, pages)
         } else {
             Err(Error::BadMagic { magic })
         }
     }
 
-    fn parse_impl<E: Endian>(bytes: &'a [u8]) -> Result<Self, Error> {
+    fn parse_impl<E: Endian>(bytes: &'a [u8], pages: Option<&'a FileBytes>) -> Result<Self, Error> {
         let hdr_err = |what: String| Error::Header { what };
         let mut c = Cursor::<E>::new(bytes);
         let _magic = c.u64("magic").map_err(|m| hdr_err(m.0))?;
@@ -128,6 +164,7 @@ impl<'a> PerfFile<'a> {
             data_end: 0,
             cut_aux: None,
             warnings: Vec::new(),
+            pages,
         };
         if size == PIPE_HEADER_LEN {
             f.data_start = PIPE_HEADER_LEN as usize;
@@ -351,8 +388,13 @@ impl<'a> PerfFile<'a> {
     /// incomplete last record ends the data with a warning instead of an error.
     fn scan<E: Endian>(&mut self, lenient: bool, pipe: bool) -> Result<(), Error> {
         let mut pos = self.data_start;
+        let mut released = pos;
         let mut warned_compressed = false;
         loop {
+            if pos - released >= RELEASE_EVERY {
+                self.release_range(released, pos);
+                released = pos;
+            }
             match next_raw::<E>(self.bytes, pos, self.data_end) {
                 Ok(None) => break,
                 Ok(Some(r)) => {
@@ -485,6 +527,22 @@ impl<'a> PerfFile<'a> {
             order: self.order,
             cut_aux: self.cut_aux.map(|at| (at, self.bytes.len())),
         }
+    }
+
+    /// The record at `offset` (one [`PerfFile::raw_records`] handed
+    /// out), framed again: a reader that keeps only offsets reads its
+    /// records back with it. `None` when no whole record starts there.
+    pub fn record_at(&self, offset: u64) -> Option<RawRecord<'a>> {
+        let pos = usize::try_from(offset).ok()?;
+        if pos < self.data_start {
+            return None;
+        }
+        match self.order {
+            ByteOrder::Little => next_raw::<Le>(self.bytes, pos, self.data_end),
+            ByteOrder::Big => next_raw::<Be>(self.bytes, pos, self.data_end),
+        }
+        .ok()
+        .flatten()
     }
 
     /// The records, parsed; stops after the first error.

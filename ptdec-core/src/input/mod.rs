@@ -32,7 +32,7 @@ use sideband::file::PerfFile;
 use sideband::parse::RawRecord;
 use sideband::record::{aux_flags, Event, Record, TimeConv};
 use sideband::timeconv::TscConversion;
-use sideband::timeline::Timeline;
+use sideband::timeline::{Replay, Timeline};
 
 use crate::model::source::{BufferOwner, Recording, TraceSource};
 
@@ -368,7 +368,7 @@ impl Trace {
         dir: Option<PathBuf>,
         aux: AuxFiles,
     ) -> Result<Trace, InputError> {
-        let file = PerfFile::parse(&bytes).map_err(|source| InputError::Perf {
+        let file = PerfFile::parse_mapped(&bytes).map_err(|source| InputError::Perf {
             path: data_path.clone(),
             source,
         })?;
@@ -382,7 +382,7 @@ impl Trace {
             itrace_starts,
             lost_records,
             span,
-            sideband,
+            timeline,
         } = scan_records(&file, &data_path, &mut warnings)?;
 
         let mut next_idx = by_idx
@@ -424,8 +424,6 @@ impl Trace {
         };
         let pt_attr = intel_pt_attr(&file, &info, info_offset, sideband_only, &mut warnings);
         let tsc = tsc_conversion(&info, time_conv, sideband_only, &mut warnings);
-
-        let timeline = Timeline::replay(sideband);
 
         let aux_losses = aux_records.len() as u64;
         let buffers = assemble_buffers(
@@ -668,7 +666,7 @@ fn read_features(features: &Features<'_>, warnings: &mut Vec<String>) -> Feature
 
 /// What one pass over the records collects.
 #[derive(Default)]
-struct RecordScan<'a> {
+struct RecordScan {
     /// The first AUXTRACE_INFO: its file offset and contents.
     info: Option<(u64, IntelPtInfo)>,
     time_conv: Option<TimeConv>,
@@ -680,21 +678,35 @@ struct RecordScan<'a> {
     lost_records: u64,
     /// Perf time of the first and last records with a time.
     span: Option<(u64, u64)>,
-    /// Every record but AUXTRACE, for the timeline.
-    sideband: Vec<Event<'a>>,
+    /// The sideband replayed: every record but AUXTRACE.
+    timeline: Timeline,
 }
 
-/// Parses every record once, in file order, into a [`RecordScan`].
-fn scan_records<'a>(
-    file: &PerfFile<'a>,
+/// Parses every record in file order into a [`RecordScan`], replaying the
+/// sideband into the timeline as it goes. Nothing is collected: a record
+/// waiting in perf's ordered queue for its round is held as its offset,
+/// and parsed again when it is due ([`Replay`]).
+fn scan_records(
+    file: &PerfFile<'_>,
     data_path: &Path,
     warnings: &mut Vec<String>,
-) -> Result<RecordScan<'a>, InputError> {
+) -> Result<RecordScan, InputError> {
     let mut scan = RecordScan::default();
+    let mut replay: Replay<u64> = Replay::new();
+    // Parsed once already: it parses again.
+    let mut reread = Reread::new(file);
+    let mut load = |offset: u64| reread.load(offset);
     // Records whose bytes do not parse (a sample id of no attr, a body
     // too short for its kind), framed whole: skipped, the first named.
     let mut damaged: Option<(String, u64)> = None;
+    let mut released = 0;
     for raw in file.raw_records() {
+        // The pages read are dropped (queued records are read again).
+        let at = raw.offset as usize;
+        if at - released >= sideband::file::RELEASE_EVERY {
+            file.release_range(released, at);
+            released = at;
+        }
         let ev = match file.parse_raw(&raw) {
             Ok(ev) => ev,
             Err(e) => {
@@ -707,9 +719,12 @@ fn scan_records<'a>(
         }
         scan.note(&raw, &ev, data_path, warnings)?;
         if !matches!(ev.record, Record::Auxtrace(_)) {
-            scan.sideband.push(ev);
+            replay.push(ev, |_| raw.offset, &mut load);
         }
     }
+    scan.timeline = replay.finish(&mut load);
+    let range = file.data_range();
+    file.release_range(range.start as usize, range.end as usize);
     if let Some((first, n)) = damaged {
         warnings.push(format!(
             "{}: {n} damaged record{} skipped, the first: {first}; what they held (trace data, \
@@ -721,7 +736,44 @@ fn scan_records<'a>(
     Ok(scan)
 }
 
-impl RecordScan<'_> {
+/// Reads queued records again by their offset, dropping the pages read
+/// every [`sideband::file::RELEASE_EVERY`] bytes of them (the final flush
+/// of a file without FINISHED_ROUND reads every record again).
+struct Reread<'f, 'a> {
+    file: &'f PerfFile<'a>,
+    /// The span of the records read since their pages were last dropped,
+    /// and how many bytes they hold.
+    lo: usize,
+    hi: usize,
+    read: usize,
+}
+
+impl<'f, 'a> Reread<'f, 'a> {
+    fn new(file: &'f PerfFile<'a>) -> Self {
+        Self {
+            file,
+            lo: usize::MAX,
+            hi: 0,
+            read: 0,
+        }
+    }
+
+    /// The record at `offset`, parsed (it was, when first read).
+    fn load(&mut self, offset: u64) -> Option<Event<'a>> {
+        let raw = self.file.record_at(offset)?;
+        let at = raw.offset as usize;
+        self.lo = self.lo.min(at);
+        self.hi = self.hi.max(at + raw.bytes.len());
+        self.read += raw.bytes.len();
+        if self.read >= sideband::file::RELEASE_EVERY {
+            self.file.release_range(self.lo, self.hi);
+            (self.lo, self.hi, self.read) = (usize::MAX, 0, 0);
+        }
+        self.file.parse_raw(&raw).ok()
+    }
+}
+
+impl RecordScan {
     /// Takes from one record what the trace needs beyond the timeline: the
     /// Intel PT configuration, AUXTRACE chunks, TIME_CONV, lossy AUX
     /// records, ITRACE_START and LOST counts.

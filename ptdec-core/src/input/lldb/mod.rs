@@ -4,7 +4,8 @@
 //! same [`Trace`] a perf.data gives, so that the one decode pipeline reads
 //! it: an in-memory perf.data of the sideband (AUXTRACE_INFO with the TSC
 //! conversion, COMM and MMAP2 records for the bundle's threads and
-//! modules, the cores' SWITCH_CPU_WIDE records as LLDB saved them), and
+//! modules), the cores' context switches read from their files straight
+//! into its timeline (`switches`), and
 //! one AUX buffer per thread or per core that is the whole of its trace
 //! file, mapped ([`AuxFiles`]): never copied, and each file mapped once
 //! however many threads name it.
@@ -29,7 +30,6 @@ use serde_json::Value;
 use sideband::attr::{flags, Attr, AttrSet, ATTR_SIZE_VER7};
 use sideband::auxtrace_info::{AuxtraceInfo, IntelPtInfo};
 use sideband::bytes::FileBytes;
-use sideband::parse::{parse_event_le, ring_records};
 use sideband::record::{Event, FileId, Mmap, Record, SampleId};
 use sideband::sample::sample_type as st;
 use sideband::writer::FileWriter;
@@ -38,6 +38,7 @@ use super::{AuxFiles, CpuId, InputError, Trace};
 use json::Object;
 
 mod json;
+mod switches;
 
 /// The bundle's description file inside a bundle folder.
 pub const DESCRIPTION: &str = "trace.json";
@@ -1088,76 +1089,6 @@ fn sid(pid: u32, tid: u32, time: u64, cpu: u32) -> SampleId {
     }
 }
 
-/// A core's context-switch records, read as LLDB saved them (the perf ring
-/// of a context-switch event with `sample_id_all` and TID | TIME), with the
-/// core added to each. The file is mapped, not read. A cut or unreadable
-/// record ends the file with a warning.
-fn switches(core: &BCore, warnings: &mut Warnings) -> Vec<Event<'static>> {
-    let bytes = match crate::inputs::open_regular(&core.switches).and_then(FileBytes::map_file) {
-        Ok(b) => b,
-        Err(e) => {
-            warnings.push(
-                Kind::Core,
-                false,
-                format!("cannot read {}: {e}", printable_path(&core.switches)),
-            );
-            return Vec::new();
-        }
-    };
-    let mut lldb = AttrSet::new();
-    lldb.push(
-        Attr {
-            kind: 1,
-            config: 9,
-            size: ATTR_SIZE_VER7,
-            sample_type: st::TID | st::TIME,
-            flags: flags::SAMPLE_ID_ALL | flags::CONTEXT_SWITCH,
-            ..Attr::default()
-        },
-        Vec::new(),
-    );
-    let mut out = Vec::new();
-    for raw in ring_records(&bytes) {
-        let ev = raw.and_then(|raw| parse_event_le(&lldb, &raw));
-        match ev {
-            Ok(ev) => {
-                if let Record::SwitchCpuWide {
-                    next_prev_pid,
-                    next_prev_tid,
-                } = ev.record
-                {
-                    let s = ev.sample_id;
-                    out.push(Event {
-                        misc: ev.misc,
-                        record: Record::SwitchCpuWide {
-                            next_prev_pid,
-                            next_prev_tid,
-                        },
-                        sample_id: sid(
-                            s.pid.unwrap_or(0),
-                            s.tid.unwrap_or(0),
-                            s.time.unwrap_or(0),
-                            core.id,
-                        ),
-                    });
-                }
-            }
-            Err(e) => {
-                warnings.push(
-                    Kind::Core,
-                    false,
-                    format!(
-                        "{}: {e}; the records after it are not read",
-                        printable_path(&core.switches)
-                    ),
-                );
-                break;
-            }
-        }
-    }
-    out
-}
-
 /// Opens an LLDB bundle: `file` is its `trace.json`; modules the bundle
 /// lacks are looked for under `sysroots`.
 pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
@@ -1180,17 +1111,14 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     // Threads and mappings at time 0: before everything, and not counted
     // in the recording's time span (ptdec's time origin).
     let build_ids = write_processes(&mut w, &b.processes).map_err(werr)?;
-    if per_cpu {
-        let mut sw: Vec<Event<'static>> = b
-            .cores
-            .iter()
-            .flat_map(|c| switches(c, &mut warnings))
-            .collect();
-        sw.sort_by_key(|e| e.sample_id.time);
-        for e in &sw {
-            w.write_event(e).map_err(werr)?;
-        }
-    }
+    // The context switches go straight into the timeline once it is
+    // built (after these records, as perf's queue would deliver them from
+    // this file: all timed, after the untimed): mapped and checked now.
+    let switch_files: Vec<switches::CoreSwitches> = b
+        .cores
+        .iter()
+        .filter_map(|c| switches::open(c, &mut warnings))
+        .collect();
 
     // The traces: one buffer per core or per thread, each the whole of
     // its file, mapped.
@@ -1220,6 +1148,14 @@ pub fn open(file: &Path, sysroots: &[PathBuf]) -> Result<Trace, InputError> {
     .map_err(werr)?;
     let bytes = w.finish().map_err(werr)?.into_inner();
     let mut trace = Trace::from_parts(FileBytes::Read(bytes), file.to_owned(), None, aux)?;
+    if let Some((first, last)) = switches::apply(&mut trace.timeline, &switch_files) {
+        trace.sideband_span = Some(
+            trace
+                .sideband_span
+                .map_or((first, last), |(a, b)| (a.min(first), b.max(last))),
+        );
+    }
+    drop(switch_files);
     trace.cpu = b.cpu.take();
     trace.build_ids = build_ids;
     // perf's wording about a kernel without time_zero does not fit a
