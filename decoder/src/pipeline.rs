@@ -8,16 +8,16 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sideband::timeline::{TaskId, Timeline};
+use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use crate::decode::{decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag};
 use crate::emit::{EmitError, EmitStats, Emitter, Target, TimeAxis, Written};
-use crate::images::{is_kernel_name, ImageStore, MissingImage};
+use crate::images::{is_kernel_name, Image, ImageStore, MissingImage};
 use crate::input::Trace;
 use crate::interp::{Interpolate, RawLog};
 use crate::min_duration::{MinDuration, MinDurationStats};
 use crate::model::ops::{Ahead, Base, Mark, Op, OpSink, Rebase, Stamp};
-use crate::model::slices::{Func, FuncRef, Resolver, Slice, SliceSink};
+use crate::model::slices::{Func, FuncRef, PlaceAndSpan, PlaceSpan, Resolver, Slice, SliceSink};
 use crate::plan::{Ftf, Plan};
 pub use crate::plan::{Input, StackOptions};
 use crate::raw::RawInput;
@@ -68,6 +68,8 @@ struct Resolved {
     func: Option<FuncRef>,
     entry: bool,
     fallback: FuncRef,
+    /// See [`Resolver::place_and_span`].
+    span: Option<PlaceSpan>,
 }
 
 impl<'a> TraceResolver<'a> {
@@ -142,6 +144,7 @@ impl<'a> TraceResolver<'a> {
                     module: "".into(),
                 }),
                 func: None,
+                span: None,
             };
             self.perf_map(pid, addr, &mut r);
             return r;
@@ -166,6 +169,7 @@ impl<'a> TraceResolver<'a> {
             func: None,
             entry: false,
             fallback,
+            span: None,
         };
         let image = self.images.get(&m.file);
         let vaddr = match &image {
@@ -174,7 +178,8 @@ impl<'a> TraceResolver<'a> {
             None => None,
         };
         if let (Some(image), Some(vaddr)) = (image, vaddr) {
-            if let Some(sym) = self.symbols.lookup(&image, vaddr) {
+            if let Some((sym, vlo, vhi)) = self.symbols.lookup_span(&image, vaddr) {
+                r.span = self.span(pid, addr, t, m, &image, (vaddr, sym.vaddr, vlo, vhi));
                 r.entry = sym.vaddr == vaddr;
                 r.func = Some(FuncRef::interned(Func {
                     entry: addr.wrapping_sub(vaddr - sym.vaddr),
@@ -187,6 +192,77 @@ impl<'a> TraceResolver<'a> {
         // JIT code sits in anonymous mappings (or files without symbols).
         self.perf_map(pid, addr, &mut r);
         r
+    }
+    /// The addresses around `addr` where `resolve_uncached` finds the same
+    /// symbol by the same steps, for [`Resolver::place_and_span`]: the
+    /// process's mapping `m` (no other over its lifetime in the span),
+    /// one ELF segment (the first holding the offset, as
+    /// `offset_to_vaddr` takes it) and one symbol table answer (`vaddr`'s
+    /// span of the table `[vlo, vhi)`, its symbol at `sym_vaddr`:
+    /// `SymbolCache::lookup_span`).
+    /// `None` where the answer came or could come another way (the
+    /// kernel's map).
+    fn span(
+        &self,
+        pid: u32,
+        addr: u64,
+        t: u64,
+        m: &Mapping,
+        image: &Image,
+        (vaddr, sym_vaddr, vlo, vhi): (u64, u64, u64, u64),
+    ) -> Option<PlaceSpan> {
+        let maps = self.timeline.process_maps(pid)?;
+        if !maps.lookup(addr, t).is_some_and(|x| std::ptr::eq(x, m)) {
+            return None;
+        }
+        let (mut lo, mut hi) = (m.start, m.end);
+        if !is_kernel_name(&m.file.filename) {
+            let offset = m.file_offset(addr);
+            let k = image
+                .segments
+                .iter()
+                .position(|s| offset >= s.file_offset && offset - s.file_offset < s.filesz)?;
+            let seg = &image.segments[k];
+            let (mut olo, mut ohi) = (seg.file_offset, seg.file_offset.checked_add(seg.filesz)?);
+            // Offsets an earlier segment holds would be translated by it.
+            for e in &image.segments[..k] {
+                let end = e.file_offset.saturating_add(e.filesz);
+                if end <= offset {
+                    olo = olo.max(end);
+                } else {
+                    ohi = ohi.min(e.file_offset);
+                }
+            }
+            lo = lo.max(addr.checked_sub(offset - olo)?);
+            hi = hi.min(addr.saturating_add(ohi - offset));
+        }
+        lo = lo.max(addr.checked_sub(vaddr - vlo)?);
+        hi = hi.min(addr.saturating_add(vhi - vaddr));
+        // Any other mapping of the process that lives beside this one
+        // bounds the span (or, over `addr` itself, leaves it out).
+        for o in maps.history() {
+            if std::ptr::eq(o, m) || o.until <= m.since || m.until <= o.since {
+                continue;
+            }
+            if o.end <= lo || hi <= o.start {
+                continue;
+            }
+            if o.contains(addr) {
+                return None;
+            }
+            if o.end <= addr {
+                lo = lo.max(o.end);
+            } else {
+                hi = hi.min(o.start);
+            }
+        }
+        Some(PlaceSpan {
+            lo,
+            hi,
+            since: m.since,
+            until: m.until,
+            func: addr.wrapping_sub(vaddr - sym_vaddr),
+        })
     }
 }
 
@@ -207,6 +283,12 @@ impl Resolver for TraceResolver<'_> {
 
     fn unknown(&self, pid: u32, addr: u64, time: u64) -> FuncRef {
         self.with_resolved(pid, addr, time, |r| r.fallback.clone())
+    }
+
+    fn place_and_span(&self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
+        self.with_resolved(pid, addr, time, |r| {
+            ((r.entry, r.func.as_ref().map(|f| f.entry)), r.span)
+        })
     }
 
     /// An exec COMM of the thread after `after` and at most
@@ -1755,5 +1837,96 @@ mod resolver_tests {
         assert_eq!(name(5), "0x400010");
         assert_eq!(name(15), "libloaded.so+0x2010");
         assert_eq!(name(5), "0x400010");
+    }
+
+    /// Over the test binary's own code, mapped twice over time with a
+    /// third mapping beside it: wherever a span is given, every address
+    /// inside it is resolved (afresh) as its span says, and most jump
+    /// targets inside a function get one.
+    #[test]
+    fn a_span_answers_as_place_of_throughout() {
+        let exe = std::env::current_exe().expect("the test binary");
+        let size = std::fs::metadata(&exe).expect("its size").len();
+        let base = 0x5555_0000_0000u64;
+        let mut timeline = Timeline::new();
+        let mut map = |addr: u64, len: u64, pgoff: u64, filename: String, time: u64| {
+            timeline.apply(&Event {
+                misc: misc::USER,
+                record: Record::Mmap(Mmap {
+                    pid: 7,
+                    tid: 7,
+                    addr,
+                    len,
+                    pgoff,
+                    file_id: None,
+                    prot: Some(5),
+                    flags: None,
+                    filename,
+                }),
+                sample_id: SampleId {
+                    time: Some(time),
+                    ..Default::default()
+                },
+            });
+        };
+        let name = exe.to_string_lossy().into_owned();
+        let len = size.next_multiple_of(0x1000);
+        map(base, len, 0, name.clone(), 10);
+        // Its last pages mapped again (another file) from time 100, and
+        // the whole binary elsewhere from time 200.
+        map(
+            base + len - 0x3000,
+            0x3000,
+            0,
+            "/nonexistent/x.so".into(),
+            100,
+        );
+        map(base + len + 0x10_0000, len, 0, name, 200);
+        let images = ImageStore::new(SearchPath::default());
+        let symbols = SymbolCache::new();
+        let r = TraceResolver::new(&timeline, &images, &symbols);
+        let image = images
+            .get(&timeline.lookup(7, base, 10).expect("mapped").file)
+            .expect("the test binary as an image");
+        let text = image
+            .segments
+            .iter()
+            .find(|s| s.executable)
+            .expect("an executable segment");
+        let mut rng = fastrand::Rng::with_seed(47);
+        let (mut spans, mut inside) = (0, 0);
+        for _ in 0..2000 {
+            let t = [20, 150, 250][rng.usize(..3)];
+            let addr = base + text.file_offset + rng.u64(..text.filesz);
+            let (place, span) = r.place_and_span(7, addr, t);
+            assert_eq!(place, r.place_of(7, addr, t));
+            if !place.0 && place.1.is_some() {
+                inside += 1;
+            }
+            let Some(span) = span else {
+                continue;
+            };
+            if !span.holds(addr, t) {
+                continue;
+            }
+            spans += 1;
+            assert!(span.since <= t && t < span.until);
+            let fresh = TraceResolver::new(&timeline, &images, &symbols);
+            let width = span.hi - span.lo;
+            let probes = (1..width.min(64)).map(|i| span.lo + i * width / width.min(64));
+            for a in probes.chain([span.lo + 1, span.hi - 1]) {
+                if a <= span.lo || a >= span.hi {
+                    continue;
+                }
+                for time in [span.since, t, span.until.saturating_sub(1)] {
+                    assert_eq!(
+                        fresh.place_of(7, a, time),
+                        (false, Some(span.func)),
+                        "{addr:#x} at {t}: {span:x?}, {a:#x} at {time}"
+                    );
+                }
+            }
+        }
+        assert!(spans * 10 > inside * 9, "{spans} spans of {inside}");
     }
 }
