@@ -275,6 +275,10 @@ impl Resolver for TraceResolver<'_> {
         self.with_resolved(pid, addr, time, |r| r.entry)
     }
 
+    fn function_over(&self, pid: u32, addr: u64, time: u64) -> (Option<FuncRef>, u64, u64) {
+        self.with_resolved(pid, addr, time, |r| (r.func.clone(), r.since, r.until))
+    }
+
     fn place_of(&self, pid: u32, addr: u64, time: u64) -> (bool, Option<u64>) {
         self.with_resolved(pid, addr, time, |r| {
             (r.entry, r.func.as_ref().map(|f| f.entry))

@@ -165,6 +165,14 @@ pub trait Resolver {
         (self.place_of(pid, addr, time), None)
     }
 
+    /// [`Resolver::function_of`], and the perf times `[since, until)` over
+    /// which `addr` stays in that function (`since == until` when the
+    /// resolver cannot say). A stack keeps those of its calls' targets
+    /// (`stack::Callees`).
+    fn function_over(&self, pid: u32, addr: u64, time: u64) -> (Option<FuncRef>, u64, u64) {
+        (self.function_of(pid, addr, time), time, time)
+    }
+
     /// Whether thread `tid` of process `pid` ran a new program (exec) after
     /// perf time `after`, up to `upto`, and `ip` is code of that program:
     /// tracing that stopped at `after` and resumed at `ip` at `upto` did
