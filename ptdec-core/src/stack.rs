@@ -1327,7 +1327,7 @@ impl ThreadStack {
         e.revealed = Some((e.epoch, 0, true, entry));
     }
 
-    #[inline]
+    #[inline(always)]
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         // Most returns end the top frame, returning where its call said.
         if let Some(top) = self.frames.last() {
