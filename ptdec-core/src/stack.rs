@@ -78,7 +78,7 @@ use std::num::NonZeroU64;
 
 use crate::model::ops::{Base, Cycles, GapKind, Mark, Op, Stamp};
 
-use crate::model::slices::{Func, FuncRef, Resolver, Slice, SliceKind};
+use crate::model::slices::{Func, FuncRef, PlaceSpan, Resolver, Slice, SliceKind};
 
 /// What the stack did, for the summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -212,6 +212,92 @@ pub struct ThreadStack {
     /// Speculative mode (`crate::stitch`): below `frames` lies the thread's
     /// stack as it was when this stretch began, not known yet.
     entry: Option<Box<Entry>>,
+    /// Where jumps went inside functions ([`Spans`]).
+    spans: Spans,
+    /// The functions calls went to ([`Callees`]).
+    callees: Callees,
+}
+
+/// Slots of [`Callees`] (a power of two).
+const CALLEE_SLOTS: usize = 64;
+
+/// The known functions at call targets a stack met, with the times over
+/// which the resolver said they hold, one per slot of a small table found
+/// by the target: a call to one asks the resolver nothing (`function_of`
+/// was 190 M instructions of `ptdec report`'s 8.2 G on the bench's
+/// interpreter trace, 3.5 M calls). A pure cache, as [`Spans`].
+#[derive(Debug)]
+struct Callees(Box<[Callee; CALLEE_SLOTS]>);
+
+#[derive(Debug, Clone, Default)]
+struct Callee {
+    to: u64,
+    since: u64,
+    until: u64,
+    func: Option<FuncRef>,
+}
+
+impl Default for Callees {
+    fn default() -> Self {
+        Callees(Box::new(std::array::from_fn(|_| Callee::default())))
+    }
+}
+
+impl Callees {
+    #[inline]
+    fn slot(to: u64) -> usize {
+        (to >> 4) as usize & (CALLEE_SLOTS - 1)
+    }
+
+    /// The known function at `to` at `time`, when a slot says.
+    #[inline]
+    fn func(&self, to: u64, time: u64) -> Option<&FuncRef> {
+        let c = &self.0[Self::slot(to)];
+        if c.to == to && c.since <= time && time < c.until {
+            return c.func.as_ref();
+        }
+        None
+    }
+}
+
+/// Slots of [`Spans`] (a power of two).
+const SPAN_SLOTS: usize = 128;
+
+/// The [`PlaceSpan`]s of jump targets a stack met, one per slot of a small
+/// table found by the target's address: a jump into one asks the resolver
+/// nothing. Most jumps stay in their function (46% of the ops of the
+/// bench's interpreter trace are its dispatch jumps), and `place_of` was
+/// a third of such a jump's instructions. A pure cache: what it holds is
+/// the resolver's answer, whatever the stack's state.
+#[derive(Debug)]
+struct Spans(Box<[PlaceSpan; SPAN_SLOTS]>);
+
+impl Default for Spans {
+    fn default() -> Self {
+        Spans(Box::new([PlaceSpan::default(); SPAN_SLOTS]))
+    }
+}
+
+impl Spans {
+    #[inline]
+    fn slot(addr: u64) -> usize {
+        (addr >> 4) as usize & (SPAN_SLOTS - 1)
+    }
+
+    /// The function `addr` lies in, not at its entry, when a span says.
+    #[inline]
+    fn func(&self, addr: u64, time: u64) -> Option<u64> {
+        let s = &self.0[Self::slot(addr)];
+        s.holds(addr, time).then_some(s.func)
+    }
+
+    /// Keeps `span`, the resolver's for `addr` at `time`.
+    #[inline]
+    fn put(&mut self, addr: u64, time: u64, span: PlaceSpan) {
+        if span.holds(addr, time) {
+            self.0[Self::slot(addr)] = span;
+        }
+    }
 }
 
 /// What a stack in speculative mode ([`ThreadStack::speculative`]) assumed
@@ -414,6 +500,8 @@ impl ThreadStack {
             last: Stamp::default(),
             stats: StackStats::default(),
             entry: None,
+            spans: Spans::default(),
+            callees: Callees::default(),
         }
     }
 
@@ -1156,17 +1244,40 @@ impl ThreadStack {
         self.start_segment(at, ip, resolver, out);
     }
 
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, at: Stamp, to: u64, ret: u64, raw_time: u64, resolver: &dyn Resolver) {
         if to == ret && !resolver.is_function_entry(self.pid, to, at.time) {
             self.stats.ignored_calls += 1;
             return;
         }
         self.stats.calls += 1;
-        let (func, known) = self.resolve(resolver, to, at.time);
+        let (func, known) = match self.callees.func(to, at.time) {
+            Some(f) => (f.clone(), true),
+            None => self.resolve_callee(resolver, to, at.time),
+        };
         let depth = self.top_depth() + 1;
         self.open(func, known, at, Some(ret), false, depth)
             .call_time = Some(raw_time);
+    }
+
+    /// [`ThreadStack::resolve`] for a call's target `to`, kept in
+    /// [`Callees`] when known.
+    #[inline(never)]
+    fn resolve_callee(&mut self, resolver: &dyn Resolver, to: u64, t: u64) -> (FuncRef, bool) {
+        match resolver.function_over(self.pid, to, t) {
+            (Some(f), since, until) => {
+                if since <= t && t < until {
+                    self.callees.0[Callees::slot(to)] = Callee {
+                        to,
+                        since,
+                        until,
+                        func: Some(f.clone()),
+                    };
+                }
+                (f, true)
+            }
+            (None, ..) => (resolver.unknown(self.pid, to, t), false),
+        }
     }
 
     /// The highest frame below the top running `func`. In speculative
@@ -1216,7 +1327,7 @@ impl ThreadStack {
         e.revealed = Some((e.epoch, 0, true, entry));
     }
 
-    #[inline]
+    #[inline(always)]
     fn ret(&mut self, at: Stamp, to: u64, resolver: &dyn Resolver, out: &mut dyn FnMut(Slice)) {
         // Most returns end the top frame, returning where its call said.
         if let Some(top) = self.frames.last() {
@@ -1361,7 +1472,7 @@ impl ThreadStack {
         frame.tied = tied;
     }
 
-    #[inline]
+    #[inline(always)]
     fn jump(
         &mut self,
         at: Stamp,
@@ -1373,8 +1484,30 @@ impl ThreadStack {
         let Some((top_known, top_entry)) = self.top_id(from, at.time, resolver) else {
             return;
         };
-        let (to_is_entry, to_func) = resolver.place_of(self.pid, to, at.time);
-        // Most jumps stay inside the top frame's function.
+        // Most jumps stay inside the top frame's function: inside a span
+        // met before, `place_of` would say (false, Some(func)).
+        if let Some(func) = self.spans.func(to, at.time) {
+            if !top_known || func == top_entry {
+                return;
+            }
+        }
+        self.jump_resolved(at, to, (top_known, top_entry), resolver, out);
+    }
+
+    /// [`ThreadStack::jump`] where no span answers: the resolver's.
+    #[inline(never)]
+    fn jump_resolved(
+        &mut self,
+        at: Stamp,
+        to: u64,
+        (top_known, top_entry): (bool, u64),
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
+        let ((to_is_entry, to_func), span) = resolver.place_and_span(self.pid, to, at.time);
+        if let Some(span) = span {
+            self.spans.put(to, at.time, span);
+        }
         if !to_is_entry && (!top_known || to_func.is_none_or(|entry| entry == top_entry)) {
             return;
         }
@@ -1521,11 +1654,15 @@ impl ThreadStack {
         }
         self.put(slice, out);
         // Most frames hold nothing: no iterator to make and drop (20
-        // instructions a slice).
+        // instructions a slice), nor the deque (never allocated: its drop
+        // was 63 M instructions of `ptdec report`'s 8.1 G on the bench's
+        // interpreter trace, 18 a slice, for nothing to free).
         if !held.is_empty() {
             for h in held {
                 self.put(h, out);
             }
+        } else if held.capacity() == 0 {
+            std::mem::forget(held);
         }
     }
 
@@ -1593,6 +1730,7 @@ impl ThreadStack {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::slices::PlaceAndSpan;
     use std::collections::BTreeMap;
 
     const MAIN: u64 = 0x1000;
@@ -1647,6 +1785,24 @@ mod tests {
         }
         fn exec_between(&self, _pid: u32, _tid: u32, _after: u64, _upto: u64, ip: u64) -> bool {
             (NEW_START..NEW_START + 0x100).contains(&ip)
+        }
+        /// For all time (so the tests take the stacks' callee cache too).
+        fn function_over(&self, pid: u32, addr: u64, time: u64) -> (Option<FuncRef>, u64, u64) {
+            (self.function_of(pid, addr, time), 0, u64::MAX)
+        }
+        /// Each function's bytes past its entry (so the tests take the
+        /// stacks' span cache too).
+        fn place_and_span(&self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
+            let span = self.0.range(..=addr).next_back().and_then(|(&entry, _)| {
+                (addr < entry + 0x100).then_some(PlaceSpan {
+                    lo: entry,
+                    hi: entry + 0x100,
+                    since: 0,
+                    until: u64::MAX,
+                    func: entry,
+                })
+            });
+            (self.place_of(pid, addr, time), span)
         }
     }
 

@@ -95,6 +95,26 @@ impl SymbolTable {
             .map(Entry::symbol)
     }
 
+    /// The addresses `[lo, hi)` around `vaddr` (`lo <= vaddr < hi`) where
+    /// [`SymbolTable::lookup`] gives the same answer: between the nearest
+    /// starts and ends, of the entries it looks at, on either side. No
+    /// entry starts inside `(lo, hi)`.
+    pub(crate) fn span(&self, vaddr: u64) -> (u64, u64) {
+        let i = self.entries.partition_point(|s| s.vaddr <= vaddr);
+        let mut lo = i.checked_sub(1).map_or(0, |j| self.entries[j].vaddr);
+        let mut hi = self.entries.get(i).map_or(u64::MAX, |e| e.vaddr);
+        // The entries `lookup` looks back at: each holds all of the span
+        // or none of it.
+        for e in self.entries[..i].iter().rev().take(4) {
+            match e.vaddr.checked_add(e.size.max(1)) {
+                Some(end) if end <= vaddr => lo = lo.max(end),
+                Some(end) => hi = hi.min(end),
+                None => {}
+            }
+        }
+        (lo, hi)
+    }
+
     pub(crate) fn is_entry(&self, vaddr: u64) -> bool {
         self.entries
             .binary_search_by_key(&vaddr, |s| s.vaddr)
@@ -155,6 +175,17 @@ impl SymbolCache {
     /// The symbol containing `vaddr` (ELF virtual address) in `image`.
     pub fn lookup(&self, image: &Arc<Image>, vaddr: u64) -> Option<Symbol> {
         self.table(image).get()?.lookup(vaddr)
+    }
+
+    /// The symbol containing `vaddr` in `image`, and the ELF virtual
+    /// addresses `[lo, hi)` around `vaddr` where [`SymbolCache::lookup`]
+    /// gives it too, with no function starting inside `(lo, hi)`.
+    pub fn lookup_span(&self, image: &Arc<Image>, vaddr: u64) -> Option<(Symbol, u64, u64)> {
+        let table = self.table(image);
+        let t = table.get()?;
+        let sym = t.lookup(vaddr)?;
+        let (lo, hi) = t.span(vaddr);
+        Some((sym, lo, hi))
     }
 
     /// Is `vaddr` the first address of a function in `image`? (Tail-call detection.)
@@ -909,5 +940,42 @@ mod tests {
         assert_eq!(t.lookup(0x27f).unwrap().size, 0x80);
         assert!(t.lookup(0x280).is_none());
         assert!(t.is_entry(0x200) && !t.is_entry(0x201));
+    }
+
+    /// Over random tables of nested, overlapping and unsized symbols:
+    /// every address of `span(v)` looks up as `v` does, and none but `lo`
+    /// can be an entry.
+    #[test]
+    fn a_span_looks_up_alike_throughout() {
+        let mut rng = fastrand::Rng::with_seed(47);
+        for _ in 0..300 {
+            let n = rng.usize(1..12);
+            let mut raw: Vec<(u64, u64)> = (0..n)
+                .map(|_| (rng.u64(0..200), [0, 1, 3, 10, 40][rng.usize(..5)]))
+                .collect();
+            raw.sort_unstable();
+            raw.dedup_by_key(|e| e.0);
+            let t = SymbolTable {
+                entries: raw
+                    .iter()
+                    .map(|&(vaddr, size)| Entry {
+                        vaddr,
+                        size,
+                        raw: format!("f{vaddr}").into(),
+                        name: OnceLock::new(),
+                    })
+                    .collect(),
+                debug_file: None,
+            };
+            for v in 0..260 {
+                let (lo, hi) = t.span(v);
+                assert!(lo <= v && v < hi, "{raw:?} {v}: {lo}..{hi}");
+                let want = t.lookup(v).map(|s| s.vaddr);
+                for a in lo..hi.min(300) {
+                    assert_eq!(t.lookup(a).map(|s| s.vaddr), want, "{raw:?} {v} at {a}");
+                    assert!(a == lo || !t.is_entry(a), "{raw:?} {v} at {a}");
+                }
+            }
+        }
     }
 }

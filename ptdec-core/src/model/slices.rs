@@ -111,6 +111,28 @@ impl std::fmt::Debug for FuncRef {
     }
 }
 
+/// See [`Resolver::place_and_span`]: addresses `(lo, hi)`, both left out, in
+/// the known function at `func` over perf times `[since, until)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlaceSpan {
+    pub lo: u64,
+    pub hi: u64,
+    pub since: u64,
+    pub until: u64,
+    pub func: u64,
+}
+
+impl PlaceSpan {
+    /// Whether the span answers for `addr` at `time`.
+    #[inline]
+    pub fn holds(&self, addr: u64, time: u64) -> bool {
+        self.lo < addr && addr < self.hi && self.since <= time && time < self.until
+    }
+}
+
+/// What [`Resolver::place_and_span`] answers.
+pub type PlaceAndSpan = ((bool, Option<u64>), Option<PlaceSpan>);
+
 /// Where function identity comes from.
 pub trait Resolver {
     /// The function containing `addr` in process `pid` at perf time `time`,
@@ -130,6 +152,25 @@ pub trait Resolver {
             self.is_function_entry(pid, addr, time),
             self.function_of(pid, addr, time).map(|f| f.entry),
         )
+    }
+
+    /// [`Resolver::place_of`], and the addresses around `addr` where it
+    /// gives one answer, no entry among them: with `Some(span)`, for every
+    /// `a` with `span.lo < a < span.hi` and every `time` in
+    /// `[span.since, span.until)`, `place_of(pid, a, time)` is `(false,
+    /// Some(span.func))`. `None` where the resolver cannot say. A stack
+    /// keeps the spans its jumps met (`stack::Spans`), so that a jump
+    /// inside a function asks nothing.
+    fn place_and_span(&self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
+        (self.place_of(pid, addr, time), None)
+    }
+
+    /// [`Resolver::function_of`], and the perf times `[since, until)` over
+    /// which `addr` stays in that function (`since == until` when the
+    /// resolver cannot say). A stack keeps those of its calls' targets
+    /// (`stack::Callees`).
+    fn function_over(&self, pid: u32, addr: u64, time: u64) -> (Option<FuncRef>, u64, u64) {
+        (self.function_of(pid, addr, time), time, time)
     }
 
     /// Whether thread `tid` of process `pid` ran a new program (exec) after
