@@ -189,6 +189,47 @@ fn split_writes_one_file_per_window() {
         ftf::read::parse(&read_ftf(&dir.path().join(&f))).unwrap();
         perfetto_matches_our_reader("split_writes_one_file_per_window", &dir.path().join(f));
     }
+    // More windows than the soft limit on open files allows (each file
+    // stays open): the limit is raised to the hard one; a hard limit too
+    // low is named with what to do.
+    let limited = |limit: &str, out: &Path| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!("ulimit {limit} 48; exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_ptdec"))
+            .arg(&input)
+            .arg("-o")
+            .arg(out)
+            .args(["--split", "20us", "-q"])
+            .output()
+            .unwrap()
+    };
+    let many = tempfile::tempdir().unwrap();
+    let o = limited("-Sn", &many.path().join("w.ftf"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(std::fs::read_dir(many.path()).unwrap().count() > 48);
+    let few = tempfile::tempdir().unwrap();
+    let o = limited("-n", &few.path().join("w.ftf"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("raise it (ulimit -n)"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read_dir(few.path()).unwrap().count(), 0);
+    // Beside a device: refused (`-o /dev/null` made /dev/null-0, ...).
+    let o = ptdec()
+        .arg(&input)
+        .args(["-o", "/dev/null", "--split", "500us", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("a device or FIFO"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!Path::new("/dev/null-0").exists());
 }
 
 #[test]

@@ -654,6 +654,35 @@ fn bad_sideband_fails_cleanly() {
         2,
         &["IDENTIFIER:SAMPLE_TYPE"],
     );
+    // A FIFO (opened without a writer, its open waited for ever) or a
+    // device (/dev/zero was read without end) as sideband or code is
+    // refused by name; under `timeout`, so a hang fails rather than waits.
+    let fifo = s.path("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let raw_fifo = format!("{fifo}:{BASE:#x}");
+    for extra in [
+        vec!["--pevent:primary", fifo.as_str()],
+        vec!["--pevent:secondary", fifo.as_str()],
+        vec!["--pevent:primary", "/dev/zero"],
+        vec!["--elf", fifo.as_str()],
+        vec!["--raw", raw_fifo.as_str()],
+    ] {
+        let out = Command::new("timeout")
+            .arg("60")
+            .arg(env!("CARGO_BIN_EXE_ptdec"))
+            .args(["raw", "--pt", pt.as_str(), "--raw", code.as_str(), "-o"])
+            .arg(&out_path)
+            .args(&extra)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains("not a regular file"), "{extra:?}: {err}");
+    }
     // The good file decodes (its process has no mappings: no code, but no
     // error either).
     let out = s.run(&[

@@ -173,7 +173,7 @@ fn sites_in_file(path: &str, offset: u64, size: u64) -> Arc<Vec<u64>> {
     }
     let read = || -> std::io::Result<Vec<u8>> {
         use std::io::{Read, Seek};
-        let mut f = crate::inputs::open(std::path::Path::new(path))?;
+        let mut f = crate::inputs::open_regular(std::path::Path::new(path))?;
         f.seek(std::io::SeekFrom::Start(offset))?;
         let mut v = Vec::new();
         f.take(size).read_to_end(&mut v)?;

@@ -218,11 +218,8 @@ impl Image {
             path: path.to_owned(),
             source,
         };
-        let file = crate::inputs::open(path).map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(io(std::io::Error::other("not a regular file")));
-        }
+        // Without waiting for a writer when it is a FIFO.
+        let file = crate::inputs::open_regular(path).map_err(io)?;
         let bytes = FileBytes::map_file(file).map_err(io)?;
         Image::from_bytes(recorded_name, path, bytes, search)
     }

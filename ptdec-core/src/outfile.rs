@@ -1042,6 +1042,18 @@ impl Drop for OutDir {
     }
 }
 
+/// `--split` keeps each window's file open until the end (up to
+/// `ptdec_out::emit::MAX_WINDOWS`, 4096): the soft limit on open files (often 1024)
+/// is raised to the hard one, as far as it goes.
+pub fn raise_open_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
 /// Standard output as a file, for `-o -`: fails when fd 1 was closed
 /// (`ptdec ... -o - >&-`) instead of reporting success for output that went
 /// nowhere. Rust's runtime reopens a closed fd 0-2 on `/dev/null` (read and

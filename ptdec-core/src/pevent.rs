@@ -495,13 +495,18 @@ impl Sideband {
     }
 }
 
-fn read_range(option: &'static str, r: &FileRange) -> Result<Vec<u8>, PeventError> {
+/// The bytes of `r`: a regular file, mapped (not read whole: the records
+/// are parsed as they come, so a bad first record of a huge file fails at
+/// once); a device or FIFO is refused (`/dev/zero` was read without end,
+/// a FIFO waited for a writer).
+fn read_range(option: &'static str, r: &FileRange) -> Result<RangeBytes, PeventError> {
     let io = |source| PeventError::Io {
         option,
         path: r.path.clone(),
         source,
     };
-    let all = crate::inputs::read(&r.path).map_err(io)?;
+    let file = crate::inputs::open_regular(&r.path).map_err(io)?;
+    let all = sideband::bytes::FileBytes::map_file(file).map_err(io)?;
     let size = all.len() as u64;
     let to = r.to.unwrap_or(size);
     if r.from > size || to > size || r.from > to {
@@ -513,7 +518,23 @@ fn read_range(option: &'static str, r: &FileRange) -> Result<Vec<u8>, PeventErro
             size,
         });
     }
-    Ok(all[r.from as usize..to as usize].to_vec())
+    Ok(RangeBytes {
+        all,
+        range: r.from as usize..to as usize,
+    })
+}
+
+/// A range of a sideband file's bytes.
+struct RangeBytes {
+    all: sideband::bytes::FileBytes,
+    range: std::ops::Range<usize>,
+}
+
+impl std::ops::Deref for RangeBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.all[self.range.clone()]
+    }
 }
 
 /// Where the trace is, as libipt-sb tracks it from the events' IPs.

@@ -246,12 +246,9 @@ fn file_size(path: &Path) -> Result<u64, RawError> {
     };
     // Opened, not just stat'ed: libipt reads `--raw` files by their path,
     // and no output may replace them (crate::inputs).
-    let meta = crate::inputs::open(path)
+    let meta = crate::inputs::open_regular(path)
         .and_then(|f| f.metadata())
         .map_err(io)?;
-    if !meta.is_file() {
-        return Err(io(std::io::Error::other("not a regular file")));
-    }
     Ok(meta.len())
 }
 
@@ -335,7 +332,7 @@ impl RawInput {
     /// Reads the trace and checks every image file and range.
     pub fn load(pt: &FileRange, elfs: &[ElfSpec], raws: &[RawSpec]) -> Result<RawInput, RawError> {
         let (from, to) = checked_range("--pt", pt, file_size(&pt.path)?)?;
-        let all = crate::inputs::read(&pt.path).map_err(|source| RawError::Io {
+        let all = crate::inputs::read_regular(&pt.path).map_err(|source| RawError::Io {
             path: pt.path.clone(),
             source,
         })?;

@@ -166,6 +166,13 @@ pub enum EmitError {
         "--split would write more than {MAX_WINDOWS} files (window {index}); use a longer duration"
     )]
     TooManyWindows { index: u64 },
+    /// `--split` ran out of open files: every window's file stays open.
+    #[error(
+        "--split: cannot open window {index}'s file: the limit on open files is reached \
+         (every window's file stays open until the end); raise it (ulimit -n) or use a longer \
+         duration"
+    )]
+    OpenFiles { index: u64 },
     /// An output file could not be started or put in place (it is an
     /// input, or the rename failed).
     #[error(transparent)]
@@ -1350,7 +1357,15 @@ fn window_in<'w>(
                 p.clone()
             };
             let mode = opts.file_mode.unwrap_or(crate::outfile::PRIVATE_MODE);
-            let file = OutFile::create(&path, mode)?;
+            let file = OutFile::create(&path, mode).map_err(|e| match &e {
+                // EMFILE.
+                crate::outfile::OutFileError::Io { source, .. }
+                    if split && source.raw_os_error() == Some(24) =>
+                {
+                    EmitError::OpenFiles { index }
+                }
+                _ => e.into(),
+            })?;
             let gz = path.extension().is_some_and(|e| e == "gz");
             let sink = if gz {
                 Sink::Gzip(GzEncoder::new(file, flate2::Compression::default()))
