@@ -100,6 +100,10 @@ pub fn default_timeout(file: &Path) -> u64 {
     600 + mb
 }
 
+/// How much of trace_processor_shell's stdout and stderr is kept: its
+/// answers to [`QUERIES`] are a few lines.
+const OUTPUT_MAX: u64 = 16 << 20;
+
 /// Runs `cmd` with its stdout and stderr collected, killing it after
 /// `seconds`: `None` then. Its output is read on two threads, so a child
 /// that fills one pipe while we wait cannot hang both.
@@ -114,9 +118,12 @@ fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::proce
         .spawn()?;
     let collect = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
+            // At most OUTPUT_MAX kept, the rest read and dropped (a tool
+            // that prints without end was held whole: 5 GB in 17 s).
             let mut buf = Vec::new();
             if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
+                let _ = (&mut p).take(OUTPUT_MAX).read_to_end(&mut buf);
+                let _ = std::io::copy(&mut p, &mut std::io::sink());
             }
             buf
         })

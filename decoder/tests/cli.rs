@@ -519,6 +519,21 @@ fn check_reports_perfettos_import_errors() {
         "{err}"
     );
     assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+    // One that prints without end: its output is not held (it reached
+    // 5 GB), and the answer is not what was asked for.
+    let chatty = dir.path().join("chatty");
+    std::fs::write(&chatty, "#!/bin/sh\nexec yes\n").unwrap();
+    std::fs::set_permissions(&chatty, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("prlimit")
+        .arg("--as=2000000000")
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .args(["check", "--check-timeout", "3", "--trace-processor"])
+        .arg(&chatty)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(err.contains("did not finish loading"), "{err}");
 
     let Some(tp) = pt_tests::trace_processor(test) else {
         return;

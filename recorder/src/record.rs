@@ -824,12 +824,31 @@ fn spawn_control(
         ),
         None => None,
     };
+    // FIFOs only, as perf's: /dev/zero was read without end (a growing
+    // line, 40% of a CPU), a regular file polled for ever.
+    for (path, f) in std::iter::once((&ctl, &ctl_file)).chain(ack.iter().zip(ack_file.iter())) {
+        use std::os::unix::fs::FileTypeExt;
+        let fifo = f.metadata().is_ok_and(|m| m.file_type().is_fifo());
+        if !fifo {
+            return Err(Error::Usage(format!(
+                "--control: {} is not a FIFO; make one with mkfifo (as for perf record --control)",
+                path.display()
+            )));
+        }
+    }
     Ok(std::thread::spawn(move || {
         let mut pending = Vec::new();
         let mut buf = [0u8; 256];
         while !done.load(Ordering::SeqCst) {
             match ctl_file.read(&mut buf) {
-                Ok(n) if n > 0 => pending.extend_from_slice(&buf[..n]),
+                Ok(n) if n > 0 => {
+                    pending.extend_from_slice(&buf[..n]);
+                    // No command is this long: a line without end is
+                    // dropped, not held.
+                    if pending.len() > 4096 && !pending.contains(&b'\n') {
+                        pending.clear();
+                    }
+                }
                 _ => {
                     std::thread::sleep(Duration::from_millis(20));
                     continue;

@@ -701,6 +701,14 @@ fn map_rings(
 fn map_err(which: &'static str, pages: usize, e: std::io::Error) -> Error {
     match e.raw_os_error() {
         Some(libc::EPERM) => Error::mlock(which, pages, e),
+        // The kernel's own limit or the machine's memory: a smaller ring.
+        Some(libc::ENOMEM) => Error::Open {
+            what: format!(
+                "mapping the {which} ring ({pages} pages; give a smaller -m, e.g. -m {})",
+                (pages / 4).max(1).next_power_of_two()
+            ),
+            source: e,
+        },
         _ => Error::Open {
             what: format!("mapping the {which} ring ({pages} pages)"),
             source: e,

@@ -118,6 +118,21 @@ fn usage_errors() {
     assert!(stderr(&o).contains("nothing to record"), "{}", stderr(&o));
     let o = ptrec(&["-m", "100,64", "--sideband-only", "--", "true"]);
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
+    // A control "FIFO" that is not one: /dev/zero was read without end.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    let o = ptrec(&[
+        "--sideband-only",
+        "--control",
+        "fifo:/dev/zero",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is not a FIFO"), "{}", stderr(&o));
+    assert!(!out.exists());
     // Past Duration's range: a message, not a panic.
     for d in ["1e20", "18446744073709551616"] {
         let o = ptrec(&["--sideband-only", "--duration", d, "--", "true"]);

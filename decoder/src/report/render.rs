@@ -409,7 +409,9 @@ fn percent(part: u64, whole: u64) -> f64 {
 /// ([`SlowCall::window`]).
 pub fn window(c: &SlowCall) -> String {
     let (a, b) = c.window;
-    format!("--start @{a} --duration {}ns", b - a)
+    // At least 1 ns: a window of 0 ns is refused (it holds nothing), and
+    // a call of no time (no timing packets) is found in the ns it is at.
+    format!("--start @{a} --duration {}ns", (b - a).max(1))
 }
 
 /// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
@@ -608,4 +610,28 @@ pub fn flamegraph(
     opts.hash = true;
     inferno::flamegraph::from_lines(&mut opts, text.lines(), out)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call of no time (a trace without timing packets) gets a window
+    /// ptdec takes: at least 1 ns (`--duration 0ns` is refused).
+    #[test]
+    fn a_windows_duration_is_at_least_1ns() {
+        let call = |window| SlowCall {
+            func: 0,
+            pid: 1,
+            tid: 1,
+            depth: 0,
+            start: 5,
+            ns: 0,
+            insns: 3,
+            cut: false,
+            window,
+        };
+        assert_eq!(window(&call((5, 5))), "--start @5 --duration 1ns");
+        assert_eq!(window(&call((5, 9))), "--start @5 --duration 4ns");
+    }
 }
