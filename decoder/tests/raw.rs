@@ -654,6 +654,11 @@ fn bad_sideband_fails_cleanly() {
         2,
         &["IDENTIFIER:SAMPLE_TYPE"],
     );
+    check(
+        &["--pevent:sysroot", &good, "--pevent:primary", &good],
+        1,
+        &["--pevent:sysroot", "not a folder"],
+    );
     // A FIFO (opened without a writer, its open waited for ever) or a
     // device (/dev/zero was read without end) as sideband or code is
     // refused by name; under `timeout`, so a hang fails rather than waits.

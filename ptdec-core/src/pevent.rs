@@ -407,6 +407,18 @@ impl Sideband {
             let name = path.display().to_string();
             let bytes = read_range(option, &spec.file)?;
             let cfg = &spec.config;
+            // Prepended as a string, as libipt-sb does: a file there made
+            // names such as /etc/passwdusr/lib/...
+            if let Some(root) = cfg.sysroot.as_deref().filter(|r| !Path::new(r).is_dir()) {
+                return Err(PeventError::Io {
+                    option: "--pevent:sysroot",
+                    path: root.into(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotADirectory,
+                        "not a folder; give the folder the traced files are under",
+                    ),
+                });
+            }
             let conv = TscConversion::new(
                 u64::from(cfg.time_shift),
                 u64::from(cfg.time_mult),
