@@ -296,15 +296,7 @@ def tile_real(name):
         # trace's time span (two before it and two after: the recording's
         # switches span 4.6 s, its PT 71 us), once per copy.
         path = os.path.join(trace, "cores", "%s.perf_context_switch_trace" % core)
-        with open(path, "rb") as f:
-            records = f.read()
-        recs, pos = [], 0
-        while pos + 8 <= len(records):
-            size = int.from_bytes(records[pos + 6:pos + 8], "little")
-            if size < 16 or pos + size > len(records):
-                break
-            recs.append(records[pos:pos + size])
-            pos += size
+        recs = switch_records(path)
         times = [int.from_bytes(x[-8:], "little") for x in recs]
         lo = max([i for i, t in enumerate(times) if t <= first] or [0])
         hi = min([i for i, t in enumerate(times) if t >= last] or [len(recs) - 1])
