@@ -196,7 +196,7 @@ impl Chain {
         let cur = code.node_at(s, ip).ok()?;
         // (The lookup may have cleared the cache: the generation is read
         // after it.)
-        if self.gen == code.gen() && code.node(self.from).is_some_and(|n| n.isid == s.isid) {
+        if self.gen == code.gen() && code.node(self.from).is_some_and(|n| n.key == s.key) {
             code.link(self.from, usize::from(self.slot), cur);
         }
         Some(cur)
@@ -607,7 +607,8 @@ impl<'a> BlockDecoder<'a> {
     /// The instruction at the decoder's IP, added to `block` (`None`: it
     /// does not fit: the block is full or it is in another section).
     fn one_insn(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Option<Insn>, Fail> {
-        if block.ninsn == u16::MAX {
+        // A truncated instruction is a block's last.
+        if block.ninsn == u16::MAX || block.truncated {
             return Ok(None);
         }
         let bits = match self.mode {
@@ -619,9 +620,14 @@ impl<'a> BlockDecoder<'a> {
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
         let insn = if bits == 64 {
-            code.insn(s, self.ip)?
+            code.insn(s, self.ip)
         } else {
-            code.insn_in(s, self.ip, bits)?
+            code.insn_in(s, self.ip, bits)
+        };
+        let insn = match insn {
+            Ok(i) => i,
+            Err(Fail::Cut) => return self.truncated_insn(block, bits),
+            Err(e) => return Err(e),
         };
         if isid != block.isid {
             if block.ninsn > 0 {
@@ -635,6 +641,54 @@ impl<'a> BlockDecoder<'a> {
         block.size = insn.size;
         block.ninsn += 1;
         Ok(Some(insn))
+    }
+
+    /// The instruction at the decoder's IP, which its section's end
+    /// cuts, read on from the sections after it and added to `block` as
+    /// its last, its bytes in the block (a truncated block: libipt's
+    /// `pt_blk_proceed_one_insn` over `pt_insn_decode`): `None` when it
+    /// does not fit, as [`Self::one_insn`].
+    #[cold]
+    #[inline(never)]
+    fn truncated_insn(&mut self, block: &mut Block, bits: u32) -> Result<Option<Insn>, Fail> {
+        if block.ninsn == u16::MAX || block.truncated {
+            return Ok(None);
+        }
+        let (insn, raw) = self.image.insn_across(self.ip, bits)?;
+        let isid = self.image.find(self.ip)?.isid as i32;
+        if isid != block.isid {
+            if block.ninsn > 0 {
+                return Ok(None);
+            }
+            block.isid = isid;
+        }
+        let n = usize::from(insn.size);
+        block.raw = [0; 15];
+        block.raw[..n].copy_from_slice(&raw[..n]);
+        block.truncated = true;
+        self.log_call(&insn);
+        block.iclass = insn.class.raw();
+        block.end_ip = insn.ip;
+        block.size = insn.size;
+        block.ninsn += 1;
+        Ok(Some(insn))
+    }
+
+    /// [`Self::truncated_insn`], then on without trace or one step with
+    /// trace (`pt_blk_proceed_truncated`): the block ends there.
+    #[cold]
+    #[inline(never)]
+    fn proceed_truncated(&mut self, block: &mut Block, bits: u32) -> Result<(), Fail> {
+        let Some(insn) = self.truncated_insn(block, bits)? else {
+            return Ok(());
+        };
+        match insn.next_ip() {
+            Some(next) => {
+                self.ip = next;
+                Ok(())
+            }
+            None => self.proceed_with_trace(&insn),
+        }
     }
 
     #[inline]
@@ -803,7 +857,12 @@ impl<'a> BlockDecoder<'a> {
             }
             block.isid = isid;
         }
-        let run = code.run(s, self.ip)?;
+        let key = s.key;
+        let run = match code.run(s, self.ip) {
+            Ok(run) => run,
+            Err(Fail::Cut) => return self.proceed_truncated(block, 64),
+            Err(e) => return Err(e),
+        };
         let n = u32::from(block.ninsn) + run.ninsn;
         if n > u32::from(u16::MAX) {
             return Err(Fail::Unsupported(&"a block of 65535 instructions"));
@@ -817,8 +876,13 @@ impl<'a> BlockDecoder<'a> {
         if !last.class.is_branch() {
             // The section ends: the next instruction is in another one
             // (the block ends) or nowhere (libipt's decode error there).
+            // Or the run ended before an instruction the section's end
+            // cuts, which ends this block too.
             self.ip = last.next();
-            self.image.find(self.ip)?;
+            let next = self.image.find(self.ip)?;
+            if next.key == key && matches!(code.run(next, self.ip), Err(Fail::Cut)) {
+                return self.proceed_truncated(block, 64);
+            }
             return Ok(());
         }
         match last.next_ip() {
@@ -1077,7 +1141,7 @@ impl<'a> BlockDecoder<'a> {
                 // interpreter's dispatch: the run at the target, if the
                 // direct-mapped cache has it in this section, is a better
                 // one (the next block checks its IP either way).
-                indirect = code.cached_node(node.isid, *ip);
+                indirect = code.cached_node(node.key, *ip);
                 self.retstack.log_call(&last, gen, cur);
                 status = refill_status!(self, ev);
                 NEXT_INDIRECT

@@ -15,7 +15,7 @@
 //!
 //! // At 0x1000: nop; nop; jmp rax.
 //! let code: Rc<dyn AsRef<[u8]>> = Rc::new(vec![0x90, 0x90, 0xff, 0xe0]);
-//! let section = Section { isid: 1, vaddr: 0x1000, bytes: code, offset: 0, len: 4 };
+//! let section = Section::new(1, 0x1000, code, 0, 4);
 //! // PSB, MODE.Exec (64-bit), PSBEND; TIP.PGE to 0x1000; TIP.PGD.
 //! let mut trace = [0x02, 0x82].repeat(8);
 //! trace.extend([0x99, 0x01, 0x02, 0x23, 0x71, 0x00, 0x10, 0, 0, 0, 0, 0x01]);
@@ -118,6 +118,12 @@ pub enum Fail {
     /// 24-byte result went through the stack, and the profile showed its
     /// copy stalling on the narrower stores that wrote it.
     Unsupported(&'static &'static str),
+    /// The instruction runs past its section's end (iced-x86 found too
+    /// few bytes there): the block decoder reads the rest from the
+    /// sections after it, as libipt's `pt_insn_decode_retry` does
+    /// ([`code::Image::insn_across`]). Only the code cache says this,
+    /// and only the block decoder sees it.
+    Cut,
 }
 
 /// The flow decoder over one trace buffer, with libipt's block decoder
@@ -205,6 +211,11 @@ impl<'a> FastDecoder<'a> {
             }
             Fail::Unsupported(why) => {
                 self.unsupported.get_or_insert(*why);
+                PtError::EOS
+            }
+            Fail::Cut => {
+                self.unsupported
+                    .get_or_insert("an instruction cut by its section's end");
                 PtError::EOS
             }
         }

@@ -466,3 +466,65 @@ fn libipt_block_cache_keeps_the_mode_it_was_filled_in() {
         assert!(o.lines > 8, "{o:?}");
     }
 }
+
+/// Overlapping sections and instructions cut by a section's end: a later
+/// section hides what it overlaps of an earlier one, which keeps its
+/// parts before and after (libipt's `pt_image_add`), and an instruction
+/// that runs past its section's end is read on from the next (a
+/// truncated block, its bytes in the block), or is libipt's `BAD_INSN`
+/// where no section follows.
+#[test]
+fn overlapping_sections_and_truncated_instructions() {
+    const CODE: &[u8] = &[
+        // Section A, the file's first 16 bytes, at BASE.
+        0x90, 0x90, 0x90, 0x90, 0x90, 0x90, // 0x00: nop x6
+        0xb8, 0x11, //                          0x06: mov eax, 0x44332211 (on in B)
+        0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, //  0x08: hidden by B
+        0xe0, //                                0x0e: (jmp rax's second byte)
+        0x90, //                                0x0f: nop
+        // Section B, the file's next 6 bytes, at BASE + 8.
+        0x22, 0x33, 0x44, //                    0x08: (mov's last bytes)
+        0x90, 0x90, //                          0x0b: nop x2
+        0xff, //                                0x0d: jmp rax (on in A's back part)
+    ];
+    let path = ptflow::test_packets::code_file("overlap", CODE);
+    let sections = [(&*path, 0, 16, BASE), (&*path, 16, 6, BASE + 8)];
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0),
+        &tip(3),
+        &TIP_PGD,
+        // Past the image's end: no code at 0x10.
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0xf),
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &t, &sections).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    // The NOMAP error, and the sync that finds no PSB after it.
+    assert!(o.lines > 50 && o.errors == 2, "{o:?}");
+
+    // Section A alone, cut after the mov's second byte: no section holds
+    // the rest (libipt's BAD_INSN), then the next PSB.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &TIP_PGD,
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(6),
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &t, &[(&path, 0, 8, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert_eq!(o.errors, 2, "{o:?}");
+}
