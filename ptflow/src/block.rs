@@ -626,7 +626,7 @@ impl<'a> BlockDecoder<'a> {
         };
         let insn = match insn {
             Ok(i) => i,
-            Err(Fail::Cut) => return self.truncated_insn(block, bits),
+            Err(f) if f.is_cut() => return self.truncated_insn(block, bits),
             Err(e) => return Err(e),
         };
         if isid != block.isid {
@@ -860,7 +860,7 @@ impl<'a> BlockDecoder<'a> {
         let key = s.key;
         let run = match code.run(s, self.ip) {
             Ok(run) => run,
-            Err(Fail::Cut) => return self.proceed_truncated(block, 64),
+            Err(f) if f.is_cut() => return self.proceed_truncated(block, 64),
             Err(e) => return Err(e),
         };
         let n = u32::from(block.ninsn) + run.ninsn;
@@ -880,7 +880,7 @@ impl<'a> BlockDecoder<'a> {
             // cuts, which ends this block too.
             self.ip = last.next();
             let next = self.image.find(self.ip)?;
-            if next.key == key && matches!(code.run(next, self.ip), Err(Fail::Cut)) {
+            if next.key == key && code.run(next, self.ip).is_err_and(Fail::is_cut) {
                 return self.proceed_truncated(block, 64);
             }
             return Ok(());
@@ -1141,7 +1141,7 @@ impl<'a> BlockDecoder<'a> {
                 // interpreter's dispatch: the run at the target, if the
                 // direct-mapped cache has it in this section, is a better
                 // one (the next block checks its IP either way).
-                indirect = code.cached_node(node.key, *ip);
+                indirect = code.cached_node(node.isid, *ip);
                 self.retstack.log_call(&last, gen, cur);
                 status = refill_status!(self, ev);
                 NEXT_INDIRECT

@@ -118,12 +118,6 @@ pub enum Fail {
     /// 24-byte result went through the stack, and the profile showed its
     /// copy stalling on the narrower stores that wrote it.
     Unsupported(&'static &'static str),
-    /// The instruction runs past its section's end (iced-x86 found too
-    /// few bytes there): the block decoder reads the rest from the
-    /// sections after it, as libipt's `pt_insn_decode_retry` does
-    /// ([`code::Image::insn_across`]). Only the code cache says this,
-    /// and only the block decoder sees it.
-    Cut,
 }
 
 /// The flow decoder over one trace buffer, with libipt's block decoder
@@ -142,6 +136,26 @@ pub struct FastDecoder<'a> {
     /// ([`FastDecoder::set_follow`]).
     follow: bool,
 }
+
+impl Fail {
+    /// The instruction runs past its section's end (iced-x86 found too
+    /// few bytes there): the block decoder reads the rest from the
+    /// sections after it, as libipt's `pt_insn_decode_retry` does
+    /// ([`code::Image::insn_across`]). Only the code cache says this, and
+    /// only the block decoder acts on it; anywhere else it is a reason
+    /// to give up like any other. (Not a variant of its own: one more
+    /// made every step's `Result` cost the fast path 1% more
+    /// instructions.)
+    pub const CUT: Fail = Fail::Unsupported(&CUT);
+
+    /// Whether this is [`Fail::CUT`].
+    #[inline]
+    pub fn is_cut(self) -> bool {
+        matches!(self, Fail::Unsupported(r) if std::ptr::eq(r, &CUT))
+    }
+}
+
+static CUT: &str = "an instruction cut by its section's end";
 
 impl<'a> FastDecoder<'a> {
     /// A decoder over `trace` with `cfg`'s errata and timing; `Err` with
@@ -211,11 +225,6 @@ impl<'a> FastDecoder<'a> {
             }
             Fail::Unsupported(why) => {
                 self.unsupported.get_or_insert(*why);
-                PtError::EOS
-            }
-            Fail::Cut => {
-                self.unsupported
-                    .get_or_insert("an instruction cut by its section's end");
                 PtError::EOS
             }
         }
