@@ -1140,8 +1140,11 @@ impl<'a> BlockDecoder<'a> {
                 // Where the branch went last is a poor guess at an
                 // interpreter's dispatch: the run at the target, if the
                 // direct-mapped cache has it in this section, is a better
-                // one (the next block checks its IP either way).
-                indirect = code.cached_node(node.isid, *ip);
+                // one (the next block checks its IP either way). By the
+                // node's cache key, not its isid: in a section's part, the
+                // whole section's run at the target (cached by isid while
+                // another image had it whole) may run past the part's end.
+                indirect = code.cached_node(node.key, *ip);
                 self.retstack.log_call(&last, gen, cur);
                 status = refill_status!(self, ev);
                 NEXT_INDIRECT
