@@ -1166,17 +1166,21 @@ impl<'a> EventDecoder<'a> {
             }
         }
         // `pt_evt_recover_ovf_at_offset`: on to the FUP, keeping time.
+        // The decoder itself moves on, packet by packet (libipt reads them
+        // with the decoder's own packet decoder, not a copy): a timing
+        // packet that fails (a CBR of 0, say) is where the error is, and
+        // its offset is the error's.
         let mut pos = self.pos.unwrap_or(0);
         loop {
             let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84)
                 .map_err(Fail::Pt)?;
             pos += n;
+            self.pos = Some(pos);
+            self.packet = Some((p, packet::packet_size(&p, n)));
             if pos >= fup_end {
                 if pos > fup_end {
                     return Err(Fail::Pt(PtError::INTERNAL));
                 }
-                self.pos = Some(pos);
-                self.packet = Some((p, packet::packet_size(&p, n)));
                 break;
             }
             if p == Packet::Invalid {
