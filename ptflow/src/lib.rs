@@ -69,9 +69,12 @@
 //! the code, a bad packet) it reports libipt's error, with the
 //! instructions before it in the block and the trace offset libipt has
 //! there, and synchronizes again as libipt does (`sync_forward`,
-//! `sync_set`). Anything else (event-trace packets, code in an unknown
-//! mode, tick/iflags events, an instruction cut by its section's end,
-//! overlapping sections, perf's emulated ptwrite) makes it stop
+//! `sync_set`). Images whose sections overlap are split as libipt's
+//! `pt_image_add` splits them, and an instruction cut by its section's
+//! end is read on from the sections after it (a truncated block, as
+//! libipt's). Anything else (event-trace packets, code in an unknown
+//! mode, tick/iflags events, an instruction iced-x86 cannot decode,
+//! perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
 //! defect, and its block cache's for code run in two modes, which lists
