@@ -7,7 +7,8 @@
 //! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
 //! ChunkDecoder configures is followed: blocks end at every call and jump,
-//! no tick or iflags events. Most blocks take the fast path
+//! no tick events (iflags events bind as exec mode events do). Most
+//! blocks take the fast path
 //! (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
@@ -1382,6 +1383,7 @@ impl<'a> BlockDecoder<'a> {
                 }
             }
             Kind::ExecMode { ip, .. }
+            | Kind::Iflags { ip, .. }
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
             | Kind::AsyncVmcs { ip, .. } => {
@@ -1550,7 +1552,7 @@ impl<'a> BlockDecoder<'a> {
                         self.ip == ip
                     }
                 }
-                Kind::ExecMode { ip, .. } => {
+                Kind::ExecMode { ip, .. } | Kind::Iflags { ip, .. } => {
                     self.proceed_postponed()?;
                     !self.enabled || ev.ip_suppressed || self.ip == ip
                 }
@@ -1637,6 +1639,11 @@ impl<'a> BlockDecoder<'a> {
                     return Err(Fail::Pt(PtError::BAD_STATUS_UPDATE));
                 }
                 self.mode = mode;
+            }
+            Kind::Iflags { ip, .. } => {
+                if self.enabled && !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
             }
             Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
             Kind::Tsx {

@@ -73,7 +73,7 @@
 //! `pt_image_add` splits them, and an instruction cut by its section's
 //! end is read on from the sections after it (a truncated block, as
 //! libipt's). Anything else (event-trace packets, code in an unknown
-//! mode, tick/iflags events, an instruction iced-x86 cannot decode,
+//! mode, tick events, an instruction iced-x86 cannot decode,
 //! perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
@@ -168,11 +168,14 @@ impl<'a> FastDecoder<'a> {
         if !cfg.end_on_call || !cfg.end_on_jump {
             return Err("blocks that do not end at calls and jumps");
         }
-        if cfg.tick_events || cfg.iflags_events {
-            return Err("tick or iflags events");
+        if cfg.tick_events {
+            return Err("tick events");
         }
         let errata = cfg.errata;
-        let evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
+        let mut evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
+        if cfg.iflags_events {
+            evdec.enable_iflags_events();
+        }
         Ok(FastDecoder {
             dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
             unsupported: None,
@@ -374,6 +377,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
     let mut tsx = None;
     let mut non_root = false;
     let mut vmcs = None;
+    let mut other_ip = None;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -382,6 +386,10 @@ fn to_event(ev: &Ev) -> Option<Event> {
         Kind::ExecMode { ip: i, mode } => {
             exec_mode = mode;
             EventKind::ExecMode { ip: ip(i) }
+        }
+        Kind::Iflags { ip, .. } => {
+            other_ip = Some(ip);
+            EventKind::Other(event_type::IFLAGS)
         }
         Kind::Cbr { ratio } => EventKind::Cbr {
             ratio: u16::from(ratio),
@@ -468,5 +476,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
         tsx,
         non_root,
         vmcs,
+        other_ip,
     })
 }

@@ -528,3 +528,65 @@ fn overlapping_sections_and_truncated_instructions() {
     assert_eq!(o.unsupported, None, "{o:?}");
     assert_eq!(o.errors, 2, "{o:?}");
 }
+
+/// iflags events (libipt's `enable_iflags_events`, ptxed's
+/// `--event:iflags`): MODE.Exec's interrupt flag as a status update in
+/// PSB+ and as an event where it changes, bound to the next FUP or TIP as
+/// an exec mode event is; a MODE.Exec that changes nothing binds nothing.
+#[test]
+fn iflags_events() {
+    const CODE: &[u8] = &[0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xe0];
+    let path = ptflow::test_packets::code_file("iflags", CODE);
+    let mut c = cfg();
+    c.set_block_events(false, true);
+    let mode_if = |iflag: bool| [0x99, 0x01 | (u8::from(iflag) << 2)];
+    let t = trace(&[
+        &PSB,
+        &mode_if(false),
+        &PSBEND,
+        &tip_pge(0),
+        &mode_if(true),
+        &fup(2),
+        &mode_if(false),
+        &fup(4),
+        // Nothing changes: bound to the TIP, no event.
+        &mode_if(false),
+        &tip(1),
+        &mode_if(true),
+        &tip(0),
+        &fup(6),
+        &TIP_PGD,
+        &PSB,
+        &mode_if(true),
+        &PSBEND,
+        &tip_pge(0),
+        &TIP_PGD,
+    ]);
+    let o =
+        compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert!(o.lines > 25, "{o:?}");
+    // A PSB+ whose flag is not the one the decoder has: libipt's
+    // BAD_STATUS_UPDATE (with iflags events on; else the flag may be
+    // stale and is not checked).
+    let t = trace(&[
+        &PSB,
+        &mode_if(false),
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0),
+        &PSB,
+        &mode_if(true),
+        &fup(0),
+        &PSBEND,
+        &tip(0),
+        &TIP_PGD,
+    ]);
+    for iflags in [false, true] {
+        c.set_block_events(false, iflags);
+        let o = compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(o.unsupported, None, "{o:?}");
+        assert_eq!(o.errors > 0, iflags, "{o:?}");
+    }
+}
