@@ -13,7 +13,7 @@
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 
-use pttypes::{filter_allows, mode, AddrRange, Block, Errata, Error as PtError, Status};
+use pttypes::{filter_allows, iclass, mode, AddrRange, Block, Errata, Error as PtError, Status};
 
 use super::code::{
     Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
@@ -154,6 +154,8 @@ pub struct BlockDecoder<'a> {
     bound_paging: bool,
     bound_vmcs: bool,
     bound_ptwrite: bool,
+    /// Tick events are on ([`Self::enable_tick_events`]).
+    tick_events: bool,
     image: Image,
     /// Where the last fast block went (see [`Chain`]).
     chain: Chain,
@@ -404,17 +406,27 @@ impl<'a> BlockDecoder<'a> {
             bound_paging: false,
             bound_vmcs: false,
             bound_ptwrite: false,
+            tick_events: false,
             image: Image::default(),
             chain: Chain::NONE,
             fast: false,
         }
     }
 
+    /// Tick events from now on (libipt's `enable_tick_events`): a tick
+    /// where a TIP or TNT comes with a new time. The fast path is off
+    /// (it knows no ticks).
+    pub fn enable_tick_events(&mut self) {
+        self.tick_events = true;
+        self.fast = false;
+    }
+
     /// The fast path's preconditions: tracing on, the status fine, 64-bit
-    /// code, nothing postponed, an event.
+    /// code, nothing postponed, an event, no tick events.
     #[inline]
     fn fast_ready(&self) -> bool {
-        self.status.is_ok()
+        !self.tick_events
+            && self.status.is_ok()
             && self.enabled
             && self.mode == mode::BITS64
             && self.postponed.is_none()
@@ -972,6 +984,20 @@ impl<'a> BlockDecoder<'a> {
         self.proceed_indirect()
     }
 
+    /// The TIP was used: with tick events on and a time the decoder has
+    /// not had yet, the TIP becomes a tick at the branch `from`; else
+    /// the next event (`pt_blk_tick`).
+    #[inline]
+    fn tick(&mut self, from: u64) -> Result<(), Fail> {
+        if self.tick_events {
+            if let Some(ev) = self.event.as_mut().filter(|ev| ev.tsc != self.tsc) {
+                ev.kind = Kind::Tick { ip: from };
+                return Ok(());
+            }
+        }
+        self.fetch_event()
+    }
+
     #[inline]
     fn proceed_indirect(&mut self) -> Result<(), Fail> {
         match self.event {
@@ -983,8 +1009,9 @@ impl<'a> BlockDecoder<'a> {
                 if ip_suppressed {
                     return Err(Fail::Pt(PtError::BAD_PACKET));
                 }
+                let from = self.ip;
                 self.ip = ip;
-                self.fetch_event()
+                self.tick(from)
             }
             Some(Ev {
                 kind: Kind::Tnt { .. },
@@ -1341,7 +1368,8 @@ impl<'a> BlockDecoder<'a> {
             }
         };
         match ev.kind {
-            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {}
+            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } | Kind::Tick { .. } => {
+            }
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
@@ -1437,8 +1465,8 @@ impl<'a> BlockDecoder<'a> {
     #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
         // The common case: a TNT with bits left or a TIP, nothing
-        // postponed: no event binds here.
-        if self.status.is_ok() && self.postponed.is_none() {
+        // postponed: no event binds here (a tick might, with them on).
+        if self.status.is_ok() && self.postponed.is_none() && !self.tick_events {
             match self.event {
                 Some(Ev {
                     kind: Kind::Tnt { size, .. },
@@ -1471,12 +1499,23 @@ impl<'a> BlockDecoder<'a> {
             };
             let pending = match ev.kind {
                 Kind::Tnt { size, .. } => {
-                    if size != 0 {
-                        false
-                    } else {
-                        self.fetch_event()?;
-                        continue;
+                    // A tick on the first bit used of a TNT with a new
+                    // time, handed out with the block that used it
+                    // (pending) or, if another branch ended the block,
+                    // after the next.
+                    let tick = self.tick_events && ev.has_tsc && ev.tsc != self.tsc;
+                    match block {
+                        Some(b) if tick => matches!(b.iclass, iclass::COND_JUMP | iclass::RETURN),
+                        _ if size != 0 => false,
+                        _ => {
+                            self.fetch_event()?;
+                            continue;
+                        }
                     }
+                }
+                Kind::Tick { .. } => {
+                    self.proceed_postponed()?;
+                    true
                 }
                 Kind::Tip { .. } => false,
                 Kind::Disabled { ip } => match self.postponed {
@@ -1590,7 +1629,27 @@ impl<'a> BlockDecoder<'a> {
             return Err(Fail::Pt(PtError::INTERNAL));
         };
         match ev.kind {
-            Kind::Tnt { .. } | Kind::Tip { .. } => return Err(Fail::Pt(BAD_QUERY)),
+            Kind::Tnt { size, .. } => {
+                // A tick on the first bit used of a TNT with a new time;
+                // the TNT stays.
+                if !self.tick_events || !ev.has_tsc || ev.tsc == self.tsc {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                let mut tick = ev;
+                tick.kind = Kind::Tick { ip: self.ip };
+                tick.ip_suppressed = false;
+                tick.status_update = false;
+                self.tsc = ev.tsc;
+                self.lost_mtc = ev.lost_mtc;
+                self.lost_cyc = ev.lost_cyc;
+                if size == 0 {
+                    self.fetch_event()?;
+                }
+                let s = self.trailing_event(None)?;
+                return Ok((tick, s));
+            }
+            Kind::Tip { .. } => return Err(Fail::Pt(BAD_QUERY)),
+            Kind::Tick { .. } => {}
             Kind::Enabled { ip, .. } => {
                 if ip == self.ip {
                     ev.kind = Kind::Enabled { ip, resumed: true };

@@ -62,6 +62,11 @@ pub enum Kind {
         ip: u64,
         mode: u32,
     },
+    /// A tick (`ptev_tick`, with tick events on): the block decoder's
+    /// own, at the branch whose TIP or TNT came with a new time.
+    Tick {
+        ip: u64,
+    },
     /// The interrupt flag MODE.Exec gives, when iflags events are on
     /// (`ptev_iflags`): bound as an exec mode event is.
     Iflags {

@@ -168,16 +168,17 @@ impl<'a> FastDecoder<'a> {
         if !cfg.end_on_call || !cfg.end_on_jump {
             return Err("blocks that do not end at calls and jumps");
         }
-        if cfg.tick_events {
-            return Err("tick events");
-        }
         let errata = cfg.errata;
         let mut evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
         if cfg.iflags_events {
             evdec.enable_iflags_events();
         }
+        let mut dec = BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges));
+        if cfg.tick_events {
+            dec.enable_tick_events();
+        }
         Ok(FastDecoder {
-            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
+            dec,
             unsupported: None,
             error: None,
             miss: None,
@@ -386,6 +387,10 @@ fn to_event(ev: &Ev) -> Option<Event> {
         Kind::ExecMode { ip: i, mode } => {
             exec_mode = mode;
             EventKind::ExecMode { ip: ip(i) }
+        }
+        Kind::Tick { ip } => {
+            other_ip = Some(ip);
+            EventKind::Other(event_type::TICK)
         }
         Kind::Iflags { ip, .. } => {
             other_ip = Some(ip);

@@ -590,3 +590,62 @@ fn iflags_events() {
         assert_eq!(o.errors > 0, iflags, "{o:?}");
     }
 }
+
+/// Tick events (libipt's `enable_tick_events`, ptxed's `--event:tick`):
+/// a TIP or the first bit used of a TNT that comes with a time the
+/// decoder has not had yet becomes a tick at its branch (a TNT's after the
+/// block that used it, or after the next when another branch ended the
+/// block), as libipt's block decoder makes them.
+#[test]
+fn tick_events() {
+    const CODE: &[u8] = &[
+        0x75, 0xfe, // 0x00: jnz 0x00
+        0x75, 0xfe, // 0x02: jnz 0x02
+        0x90, //       0x04: nop
+        0xe8, 0x02, 0x00, 0x00, 0x00, // 0x05: call 0x0c
+        0xff, 0xe0, // 0x0a: jmp rax
+        0xc3, //       0x0c: ret
+    ];
+    let path = ptflow::test_packets::code_file("tick", CODE);
+    let tsc = |t: u64| {
+        let mut v = vec![0x19];
+        v.extend_from_slice(&t.to_le_bytes()[..7]);
+        v
+    };
+    // A short TNT: the bits in order, `true` for taken.
+    let tnt = |bits: &[bool]| {
+        let v = bits.iter().fold(1u8, |v, &b| (v << 1) | u8::from(b));
+        vec![v << 1]
+    };
+    let mut c = cfg();
+    c.set_block_events(true, false);
+    let t = trace(&[
+        &PSB,
+        &tsc(1000),
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        // A TNT tick at the first jnz.
+        &tsc(2000),
+        &tnt(&[true, false]),
+        &tnt(&[false]),
+        // At the compressed return (a block that ends at a direct call
+        // first: the tick waits for the return's block).
+        &tsc(3000),
+        &tnt(&[true]),
+        // A TIP tick at jmp rax.
+        &tsc(4000),
+        &tip(2),
+        &tnt(&[false]),
+        &tnt(&[true]),
+        // No new time: no tick.
+        &tip(0),
+        &tsc(5000),
+        &tnt(&[false, false, true]),
+        &TIP_PGD,
+    ]);
+    let o =
+        compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert!(o.lines > 20, "{o:?}");
+}
