@@ -6,10 +6,10 @@
 //! and ptwrite events bind to an instruction rather than an IP (MOV CR3,
 //! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
-//! ChunkDecoder configures is followed: blocks end at every call and jump,
-//! no tick events (iflags events bind as exec mode events do). Most
-//! blocks take the fast path
-//! (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
+//! ChunkDecoder configures is followed: blocks end at every call and jump
+//! (tick and iflags events as libipt makes them when asked for; with tick
+//! events every block takes the general path). Most blocks take the fast
+//! path (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 

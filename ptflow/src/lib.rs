@@ -55,7 +55,8 @@
 //! blocks, aborts), OVF, PIP and VMCS (paging and VMCS events, bound to
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
-//! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
+//! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop, tick
+//! and iflags events when asked for,
 //! return compression, 64-bit code (16- and 32-bit code too, an
 //! instruction at a time), and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
@@ -73,7 +74,7 @@
 //! `pt_image_add` splits them, and an instruction cut by its section's
 //! end is read on from the sections after it (a truncated block, as
 //! libipt's). Anything else (event-trace packets, code in an unknown
-//! mode, tick events, an instruction iced-x86 cannot decode,
+//! mode, an instruction iced-x86 cannot decode,
 //! perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
