@@ -55,6 +55,9 @@ pub enum Line {
     /// (at this trace offset) after MODE.Exec gave two modes since the
     /// start; libipt's log ends here, and so does the comparison.
     StaleModeError(u64),
+    /// A truncated block (its last instruction runs past its section's
+    /// end into the next): the instruction's address and bytes.
+    Truncated(u64, Vec<u8>),
 }
 
 /// The most log lines kept per decoder (the comparison is of a prefix).
@@ -158,9 +161,11 @@ impl Dec for Fast<'_> {
         self.dec.take_miss()
     }
     fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
+        // The last section added that holds `ip` (as libipt's image).
         let s = self
             .sections
             .iter()
+            .rev()
             .find(|s| ip >= s.vaddr && ip - s.vaddr < s.len as u64)?;
         let off = s.offset + (ip - s.vaddr) as usize;
         let end = (s.offset + s.len).min(off + 15);
@@ -312,6 +317,10 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
                     log.push(Line::WrongSize(b.end_ip, b.size));
                 }
             }
+            if b.ninsn > 0 && b.truncated {
+                let n = usize::from(b.size).min(b.raw.len());
+                log.push(Line::Truncated(b.end_ip, b.raw[..n].to_vec()));
+            }
             if d.stopped() {
                 return;
             }
@@ -408,13 +417,7 @@ fn load_sections(
         if let Ok(bytes) = FileBytes::open(path) {
             let (o, n) = (offset as usize, size as usize);
             if o.saturating_add(n) <= bytes.len() {
-                fast_sections.push(Section {
-                    isid,
-                    vaddr,
-                    bytes: Rc::new(bytes),
-                    offset: o,
-                    len: n,
-                });
+                fast_sections.push(Section::new(isid, vaddr, Rc::new(bytes), o, n));
             }
         }
     }

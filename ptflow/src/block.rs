@@ -6,13 +6,14 @@
 //! and ptwrite events bind to an instruction rather than an IP (MOV CR3,
 //! VMPTRLD, a far branch or VM entry, a PTWRITE): the decoder stays at it (the postponed
 //! instruction) until the events binding to it are handed out. Only what
-//! ChunkDecoder configures is followed: blocks end at every call and jump,
-//! no tick or iflags events. Most blocks take the fast path
-//! (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
+//! ChunkDecoder configures is followed: blocks end at every call and jump
+//! (tick and iflags events as libipt makes them when asked for; with tick
+//! events every block takes the general path). Most blocks take the fast
+//! path (`next_block_fast`): one run, resolved by a TNT bit or a TIP or
 //! needing none, following the last run's link; it falls back to the
 //! general path, before changing any state, for anything else.
 
-use pttypes::{filter_allows, mode, AddrRange, Block, Errata, Error as PtError, Status};
+use pttypes::{filter_allows, iclass, mode, AddrRange, Block, Errata, Error as PtError, Status};
 
 use super::code::{
     Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
@@ -153,6 +154,8 @@ pub struct BlockDecoder<'a> {
     bound_paging: bool,
     bound_vmcs: bool,
     bound_ptwrite: bool,
+    /// Tick events are on ([`Self::enable_tick_events`]).
+    tick_events: bool,
     image: Image,
     /// Where the last fast block went (see [`Chain`]).
     chain: Chain,
@@ -196,7 +199,7 @@ impl Chain {
         let cur = code.node_at(s, ip).ok()?;
         // (The lookup may have cleared the cache: the generation is read
         // after it.)
-        if self.gen == code.gen() && code.node(self.from).is_some_and(|n| n.isid == s.isid) {
+        if self.gen == code.gen() && code.node(self.from).is_some_and(|n| n.key == s.key) {
             code.link(self.from, usize::from(self.slot), cur);
         }
         Some(cur)
@@ -403,17 +406,27 @@ impl<'a> BlockDecoder<'a> {
             bound_paging: false,
             bound_vmcs: false,
             bound_ptwrite: false,
+            tick_events: false,
             image: Image::default(),
             chain: Chain::NONE,
             fast: false,
         }
     }
 
+    /// Tick events from now on (libipt's `enable_tick_events`): a tick
+    /// where a TIP or TNT comes with a new time. The fast path is off
+    /// (it knows no ticks).
+    pub fn enable_tick_events(&mut self) {
+        self.tick_events = true;
+        self.fast = false;
+    }
+
     /// The fast path's preconditions: tracing on, the status fine, 64-bit
-    /// code, nothing postponed, an event.
+    /// code, nothing postponed, an event, no tick events.
     #[inline]
     fn fast_ready(&self) -> bool {
-        self.status.is_ok()
+        !self.tick_events
+            && self.status.is_ok()
             && self.enabled
             && self.mode == mode::BITS64
             && self.postponed.is_none()
@@ -607,7 +620,8 @@ impl<'a> BlockDecoder<'a> {
     /// The instruction at the decoder's IP, added to `block` (`None`: it
     /// does not fit: the block is full or it is in another section).
     fn one_insn(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Option<Insn>, Fail> {
-        if block.ninsn == u16::MAX {
+        // A truncated instruction is a block's last.
+        if block.ninsn == u16::MAX || block.truncated {
             return Ok(None);
         }
         let bits = match self.mode {
@@ -619,9 +633,14 @@ impl<'a> BlockDecoder<'a> {
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
         let insn = if bits == 64 {
-            code.insn(s, self.ip)?
+            code.insn(s, self.ip)
         } else {
-            code.insn_in(s, self.ip, bits)?
+            code.insn_in(s, self.ip, bits)
+        };
+        let insn = match insn {
+            Ok(i) => i,
+            Err(f) if f.is_cut() => return self.truncated_insn(block, bits),
+            Err(e) => return Err(e),
         };
         if isid != block.isid {
             if block.ninsn > 0 {
@@ -635,6 +654,54 @@ impl<'a> BlockDecoder<'a> {
         block.size = insn.size;
         block.ninsn += 1;
         Ok(Some(insn))
+    }
+
+    /// The instruction at the decoder's IP, which its section's end
+    /// cuts, read on from the sections after it and added to `block` as
+    /// its last, its bytes in the block (a truncated block: libipt's
+    /// `pt_blk_proceed_one_insn` over `pt_insn_decode`): `None` when it
+    /// does not fit, as [`Self::one_insn`].
+    #[cold]
+    #[inline(never)]
+    fn truncated_insn(&mut self, block: &mut Block, bits: u32) -> Result<Option<Insn>, Fail> {
+        if block.ninsn == u16::MAX || block.truncated {
+            return Ok(None);
+        }
+        let (insn, raw) = self.image.insn_across(self.ip, bits)?;
+        let isid = self.image.find(self.ip)?.isid as i32;
+        if isid != block.isid {
+            if block.ninsn > 0 {
+                return Ok(None);
+            }
+            block.isid = isid;
+        }
+        let n = usize::from(insn.size);
+        block.raw = [0; 15];
+        block.raw[..n].copy_from_slice(&raw[..n]);
+        block.truncated = true;
+        self.log_call(&insn);
+        block.iclass = insn.class.raw();
+        block.end_ip = insn.ip;
+        block.size = insn.size;
+        block.ninsn += 1;
+        Ok(Some(insn))
+    }
+
+    /// [`Self::truncated_insn`], then on without trace or one step with
+    /// trace (`pt_blk_proceed_truncated`): the block ends there.
+    #[cold]
+    #[inline(never)]
+    fn proceed_truncated(&mut self, block: &mut Block, bits: u32) -> Result<(), Fail> {
+        let Some(insn) = self.truncated_insn(block, bits)? else {
+            return Ok(());
+        };
+        match insn.next_ip() {
+            Some(next) => {
+                self.ip = next;
+                Ok(())
+            }
+            None => self.proceed_with_trace(&insn),
+        }
     }
 
     #[inline]
@@ -803,7 +870,12 @@ impl<'a> BlockDecoder<'a> {
             }
             block.isid = isid;
         }
-        let run = code.run(s, self.ip)?;
+        let key = s.key;
+        let run = match code.run(s, self.ip) {
+            Ok(run) => run,
+            Err(f) if f.is_cut() => return self.proceed_truncated(block, 64),
+            Err(e) => return Err(e),
+        };
         let n = u32::from(block.ninsn) + run.ninsn;
         if n > u32::from(u16::MAX) {
             return Err(Fail::Unsupported(&"a block of 65535 instructions"));
@@ -817,8 +889,13 @@ impl<'a> BlockDecoder<'a> {
         if !last.class.is_branch() {
             // The section ends: the next instruction is in another one
             // (the block ends) or nowhere (libipt's decode error there).
+            // Or the run ended before an instruction the section's end
+            // cuts, which ends this block too.
             self.ip = last.next();
-            self.image.find(self.ip)?;
+            let next = self.image.find(self.ip)?;
+            if next.key == key && code.run(next, self.ip).is_err_and(Fail::is_cut) {
+                return self.proceed_truncated(block, 64);
+            }
             return Ok(());
         }
         match last.next_ip() {
@@ -907,6 +984,20 @@ impl<'a> BlockDecoder<'a> {
         self.proceed_indirect()
     }
 
+    /// The TIP was used: with tick events on and a time the decoder has
+    /// not had yet, the TIP becomes a tick at the branch `from`; else
+    /// the next event (`pt_blk_tick`).
+    #[inline]
+    fn tick(&mut self, from: u64) -> Result<(), Fail> {
+        if self.tick_events {
+            if let Some(ev) = self.event.as_mut().filter(|ev| ev.tsc != self.tsc) {
+                ev.kind = Kind::Tick { ip: from };
+                return Ok(());
+            }
+        }
+        self.fetch_event()
+    }
+
     #[inline]
     fn proceed_indirect(&mut self) -> Result<(), Fail> {
         match self.event {
@@ -918,8 +1009,9 @@ impl<'a> BlockDecoder<'a> {
                 if ip_suppressed {
                     return Err(Fail::Pt(PtError::BAD_PACKET));
                 }
+                let from = self.ip;
                 self.ip = ip;
-                self.fetch_event()
+                self.tick(from)
             }
             Some(Ev {
                 kind: Kind::Tnt { .. },
@@ -1076,8 +1168,11 @@ impl<'a> BlockDecoder<'a> {
                 // Where the branch went last is a poor guess at an
                 // interpreter's dispatch: the run at the target, if the
                 // direct-mapped cache has it in this section, is a better
-                // one (the next block checks its IP either way).
-                indirect = code.cached_node(node.isid, *ip);
+                // one (the next block checks its IP either way). By the
+                // node's cache key, not its isid: in a section's part, the
+                // whole section's run at the target (cached by isid while
+                // another image had it whole) may run past the part's end.
+                indirect = code.cached_node(node.key, *ip);
                 self.retstack.log_call(&last, gen, cur);
                 status = refill_status!(self, ev);
                 NEXT_INDIRECT
@@ -1273,7 +1368,8 @@ impl<'a> BlockDecoder<'a> {
             }
         };
         match ev.kind {
-            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } => {}
+            Kind::Enabled { .. } | Kind::Cbr { .. } | Kind::Overflow { .. } | Kind::Tick { .. } => {
+            }
             Kind::Disabled { ip } => {
                 if !ev.status_update {
                     let r = if ev.ip_suppressed {
@@ -1315,6 +1411,7 @@ impl<'a> BlockDecoder<'a> {
                 }
             }
             Kind::ExecMode { ip, .. }
+            | Kind::Iflags { ip, .. }
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
             | Kind::AsyncVmcs { ip, .. } => {
@@ -1368,8 +1465,8 @@ impl<'a> BlockDecoder<'a> {
     #[inline]
     fn trailing_event(&mut self, block: Option<&Block>) -> Result<Status, Fail> {
         // The common case: a TNT with bits left or a TIP, nothing
-        // postponed: no event binds here.
-        if self.status.is_ok() && self.postponed.is_none() {
+        // postponed: no event binds here (a tick might, with them on).
+        if self.status.is_ok() && self.postponed.is_none() && !self.tick_events {
             match self.event {
                 Some(Ev {
                     kind: Kind::Tnt { size, .. },
@@ -1402,12 +1499,23 @@ impl<'a> BlockDecoder<'a> {
             };
             let pending = match ev.kind {
                 Kind::Tnt { size, .. } => {
-                    if size != 0 {
-                        false
-                    } else {
-                        self.fetch_event()?;
-                        continue;
+                    // A tick on the first bit used of a TNT with a new
+                    // time, handed out with the block that used it
+                    // (pending) or, if another branch ended the block,
+                    // after the next.
+                    let tick = self.tick_events && ev.has_tsc && ev.tsc != self.tsc;
+                    match block {
+                        Some(b) if tick => matches!(b.iclass, iclass::COND_JUMP | iclass::RETURN),
+                        _ if size != 0 => false,
+                        _ => {
+                            self.fetch_event()?;
+                            continue;
+                        }
                     }
+                }
+                Kind::Tick { .. } => {
+                    self.proceed_postponed()?;
+                    true
                 }
                 Kind::Tip { .. } => false,
                 Kind::Disabled { ip } => match self.postponed {
@@ -1483,7 +1591,7 @@ impl<'a> BlockDecoder<'a> {
                         self.ip == ip
                     }
                 }
-                Kind::ExecMode { ip, .. } => {
+                Kind::ExecMode { ip, .. } | Kind::Iflags { ip, .. } => {
                     self.proceed_postponed()?;
                     !self.enabled || ev.ip_suppressed || self.ip == ip
                 }
@@ -1521,7 +1629,27 @@ impl<'a> BlockDecoder<'a> {
             return Err(Fail::Pt(PtError::INTERNAL));
         };
         match ev.kind {
-            Kind::Tnt { .. } | Kind::Tip { .. } => return Err(Fail::Pt(BAD_QUERY)),
+            Kind::Tnt { size, .. } => {
+                // A tick on the first bit used of a TNT with a new time;
+                // the TNT stays.
+                if !self.tick_events || !ev.has_tsc || ev.tsc == self.tsc {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+                let mut tick = ev;
+                tick.kind = Kind::Tick { ip: self.ip };
+                tick.ip_suppressed = false;
+                tick.status_update = false;
+                self.tsc = ev.tsc;
+                self.lost_mtc = ev.lost_mtc;
+                self.lost_cyc = ev.lost_cyc;
+                if size == 0 {
+                    self.fetch_event()?;
+                }
+                let s = self.trailing_event(None)?;
+                return Ok((tick, s));
+            }
+            Kind::Tip { .. } => return Err(Fail::Pt(BAD_QUERY)),
+            Kind::Tick { .. } => {}
             Kind::Enabled { ip, .. } => {
                 if ip == self.ip {
                     ev.kind = Kind::Enabled { ip, resumed: true };
@@ -1570,6 +1698,11 @@ impl<'a> BlockDecoder<'a> {
                     return Err(Fail::Pt(PtError::BAD_STATUS_UPDATE));
                 }
                 self.mode = mode;
+            }
+            Kind::Iflags { ip, .. } => {
+                if self.enabled && !ev.ip_suppressed && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
             }
             Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
             Kind::Tsx {

@@ -107,9 +107,61 @@ pub struct Section {
     pub bytes: Rc<dyn AsRef<[u8]>>,
     pub offset: usize,
     pub len: usize,
+    /// What the code cache knows the section's code by: `isid`, or for
+    /// the part of a section that a later one left ([`Image::new`]), an
+    /// id of that part's own, since a run cached in the whole section
+    /// may go past the part's end.
+    pub(crate) key: u32,
+}
+
+/// The first id [`Image::new`] gives the part of a section (above every
+/// isid libipt gives: those are positive `int`s).
+const PART_KEYS: u32 = 1 << 31;
+
+/// The id of the part of section `isid` at `vaddr`, `len` bytes long:
+/// the same part gets the same id in every image (so a worker's code
+/// cache keeps what it decoded there), another part another id.
+fn part_key(isid: u32, vaddr: u64, len: usize) -> u32 {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    static PARTS: Mutex<BTreeMap<(u32, u64, usize), u32>> = Mutex::new(BTreeMap::new());
+    let mut parts = PARTS.lock().unwrap_or_else(|e| e.into_inner());
+    let next = PART_KEYS.saturating_add(parts.len() as u32);
+    *parts.entry((isid, vaddr, len)).or_insert(next)
 }
 
 impl Section {
+    /// Section `isid`: `len` bytes of `bytes` from `offset`, at `vaddr`.
+    pub fn new(
+        isid: u32,
+        vaddr: u64,
+        bytes: Rc<dyn AsRef<[u8]>>,
+        offset: usize,
+        len: usize,
+    ) -> Section {
+        Section {
+            isid,
+            vaddr,
+            bytes,
+            offset,
+            len,
+            key: isid,
+        }
+    }
+
+    /// The part of this section from `vaddr`, `len` bytes long (within
+    /// it), with the part's own cache key.
+    fn part(&self, vaddr: u64, len: usize) -> Section {
+        Section {
+            isid: self.isid,
+            vaddr,
+            bytes: self.bytes.clone(),
+            offset: self.offset + (vaddr - self.vaddr) as usize,
+            len,
+            key: part_key(self.isid, vaddr, len),
+        }
+    }
+
     #[inline]
     fn contains(&self, ip: u64) -> bool {
         ip >= self.vaddr && ip - self.vaddr < self.len as u64
@@ -124,19 +176,22 @@ impl Section {
 /// The sections of the image being decoded.
 #[derive(Clone, Default)]
 pub struct Image {
+    /// By address, none overlapping.
     sections: Vec<Section>,
     /// The section the last lookup found (most lookups hit it again).
     last: std::cell::Cell<u32>,
-    /// Two sections overlap: libipt's rule for which bytes show is not
-    /// followed.
-    overlap: bool,
     /// A section whose file could not be mapped is part of the image.
     missing: bool,
+    /// A section was split: `find` looks every address up (see there).
+    split: bool,
 }
 
 impl Image {
-    /// The image of `sections`; `missing`: some of its code could not be
-    /// read (decoding there is given up, as for code outside the image). A
+    /// The image of `sections`, added in this order as libipt's
+    /// `pt_image_add` adds them: a section hides what it overlaps of
+    /// those before it, which keep the parts before and after it (with
+    /// their isid). `missing`: some of its code could not be read
+    /// (decoding there is given up, as for code outside the image). A
     /// section whose `offset + len` lies past its bytes, or whose
     /// addresses wrap, counts as missing and is left out.
     pub fn new(sections: Vec<Section>, missing: bool) -> Image {
@@ -147,17 +202,40 @@ impl Image {
                 && x.vaddr.checked_add(x.len as u64).is_some()
         };
         let n = sections.len();
-        let mut s: Vec<Section> = sections.into_iter().filter(whole).collect();
-        let missing = missing || s.len() < n;
+        let sections: Vec<Section> = sections.into_iter().filter(whole).collect();
+        let missing = missing || sections.len() < n;
+        let mut s: Vec<Section> = Vec::with_capacity(n);
+        let mut split = false;
+        for new in sections {
+            let (begin, end) = (new.vaddr, new.vaddr + new.len as u64);
+            if s.iter()
+                .any(|x| x.vaddr < end && begin < x.vaddr + x.len as u64)
+            {
+                let mut kept = Vec::with_capacity(s.len() + 1);
+                for x in s {
+                    let (xb, xe) = (x.vaddr, x.vaddr + x.len as u64);
+                    if xe <= begin || end <= xb {
+                        kept.push(x);
+                        continue;
+                    }
+                    if xb < begin {
+                        kept.push(x.part(xb, (begin - xb) as usize));
+                    }
+                    if end < xe {
+                        kept.push(x.part(end, (xe - end) as usize));
+                    }
+                }
+                s = kept;
+                split = true;
+            }
+            s.push(new);
+        }
         s.sort_by_key(|x| x.vaddr);
-        let overlap = s
-            .windows(2)
-            .any(|w| w[0].vaddr.saturating_add(w[0].len as u64) > w[1].vaddr);
         Image {
             sections: s,
             last: std::cell::Cell::new(0),
-            overlap,
             missing,
+            split,
         }
     }
 
@@ -165,25 +243,16 @@ impl Image {
     /// VMLAUNCH or VMRESUME, where erratum SKD022 may turn an asynchronous
     /// disable into a synchronous one (libipt's
     /// `pt_blk_handle_erratum_skd022`; code it cannot read does not apply).
-    /// `Err` where libipt might read what this image cannot: overlapping
-    /// sections, or an instruction cut by its section's end.
+    /// `Err` where libipt might read what this image cannot (a section
+    /// whose file could not be mapped).
     pub fn is_vm_entry(&self, ip: u64, bitness: u32) -> Result<bool, Fail> {
-        let s = match self.find(ip) {
-            Ok(s) => s,
+        let (raw, n) = match self.read_insn(ip) {
+            Ok(r) => r,
             Err(Fail::Pt(_)) => return Ok(false),
             Err(e) => return Err(e),
         };
-        let code = s.code();
-        let off = (ip - s.vaddr) as usize;
-        let bytes = &code[off..code.len().min(off + 15)];
-        let mut dec =
-            iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
-        let i = dec.decode();
-        if dec.last_error() == iced_x86::DecoderError::NoMoreBytes {
-            return Err(Fail::Unsupported(
-                &"an instruction cut by its section's end",
-            ));
-        }
+        let i = iced_x86::Decoder::with_ip(bitness, &raw[..n], ip, iced_x86::DecoderOptions::NONE)
+            .decode();
         Ok(matches!(
             i.mnemonic(),
             iced_x86::Mnemonic::Vmlaunch | iced_x86::Mnemonic::Vmresume
@@ -191,16 +260,64 @@ impl Image {
     }
 
     /// The instruction at `ip`, decoded without the cache (for the
-    /// errata's rare looks at code off the decoder's path).
+    /// errata's rare looks at code off the decoder's path), read as
+    /// [`Self::read_insn`] reads it.
     pub fn insn_at(&self, ip: u64, bitness: u32) -> Result<Insn, Fail> {
-        decode_in(self.find(ip)?, ip, bitness)
+        self.insn_across(ip, bitness).map(|(i, _)| i)
     }
 
-    /// The section holding `ip`.
+    /// The `bitness`-bit instruction at `ip`, read as [`Self::read_insn`]
+    /// reads it, and its bytes: for one that its section's end cuts (a
+    /// truncated instruction, in libipt's words), what the block gives
+    /// (`Block::raw`). libipt's `BAD_INSN` when the image holds no more
+    /// of it.
+    pub fn insn_across(&self, ip: u64, bitness: u32) -> Result<(Insn, [u8; 15]), Fail> {
+        let (raw, n) = self.read_insn(ip)?;
+        let mut d =
+            iced_x86::Decoder::with_ip(bitness, &raw[..n], ip, iced_x86::DecoderOptions::NONE);
+        let i = d.decode();
+        if i.is_invalid() {
+            return Err(if d.last_error() == iced_x86::DecoderError::NoMoreBytes {
+                Fail::Pt(pttypes::Error::BAD_INSN)
+            } else {
+                Fail::Unsupported(&"an instruction iced-x86 cannot decode")
+            });
+        }
+        Ok((classify(&i)?, raw))
+    }
+
+    /// Up to 15 bytes from `ip` on, as libipt's `pt_insn_decode` reads an
+    /// instruction: from the section holding `ip` and, past its end, from
+    /// the sections holding the addresses after it, for as long as there
+    /// are some (`pt_insn_decode_retry`); the bytes and how many.
+    pub fn read_insn(&self, ip: u64) -> Result<([u8; 15], usize), Fail> {
+        let mut raw = [0u8; 15];
+        let mut n = 0;
+        while n < raw.len() {
+            let at = ip.wrapping_add(n as u64);
+            let s = match self.find(at) {
+                Ok(s) => s,
+                Err(Fail::Pt(_)) if n > 0 => break,
+                Err(e) => return Err(e),
+            };
+            let code = s.code();
+            let off = (at - s.vaddr) as usize;
+            let k = (code.len() - off).min(raw.len() - n);
+            raw[n..n + k].copy_from_slice(&code[off..off + k]);
+            n += k;
+        }
+        Ok((raw, n))
+    }
+
+    /// The section holding `ip`. In an image where sections overlap
+    /// (split ones: rare) every address is looked up; the test that says
+    /// so also keeps the common case's code as it was before split images
+    /// were followed: without it, LLVM kept fewer of the fast path's
+    /// values in registers (1% more instructions in `ptbench-fast`).
     #[inline]
     pub fn find(&self, ip: u64) -> Result<&Section, Fail> {
         if let Some(s) = self.sections.get(self.last.get() as usize) {
-            if s.contains(ip) && !self.overlap {
+            if s.contains(ip) && !self.split {
                 return Ok(s);
             }
         }
@@ -208,9 +325,6 @@ impl Image {
     }
 
     fn find_slow(&self, ip: u64) -> Result<&Section, Fail> {
-        if self.overlap {
-            return Err(Fail::Unsupported(&"overlapping image sections"));
-        }
         let i = self.sections.partition_point(|s| s.vaddr <= ip);
         match i.checked_sub(1).map(|i| (i, &self.sections[i])) {
             Some((i, s)) if s.contains(ip) => {
@@ -261,6 +375,10 @@ pub struct Node {
     pub ninsn: u32,
     pub last: Insn,
     pub next: [u32; 4],
+    /// The section's cache key ([`Section`]'s `key`): what links and
+    /// lookups match. (Last: `isid` and `ninsn` are read together for
+    /// every block.)
+    pub key: u32,
 }
 
 impl Node {
@@ -273,19 +391,20 @@ impl Node {
     }
 }
 
-/// A node in the direct-mapped cache, keyed by (section, address).
+/// A node in the direct-mapped cache, keyed by (section's cache key,
+/// address).
 #[derive(Clone, Copy)]
 struct Front {
     ip: u64,
-    /// 0: empty (section ids start at 1).
-    isid: u32,
+    /// 0: empty (section ids, and so keys, start at 1).
+    key: u32,
     node: u32,
 }
 
 impl Front {
     const EMPTY: Front = Front {
         ip: 0,
-        isid: 0,
+        key: 0,
         node: NO_NODE,
     };
 }
@@ -347,11 +466,13 @@ fn decode_in(s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
     let mut d = iced_x86::Decoder::with_ip(bitness, bytes, ip, iced_x86::DecoderOptions::NONE);
     let i = d.decode();
     if i.is_invalid() {
-        return Err(Fail::Unsupported(if bytes.len() < 15 {
-            &"an instruction cut by its section's end"
-        } else {
-            &"an instruction iced-x86 cannot decode"
-        }));
+        return Err(
+            if bytes.len() < 15 && d.last_error() == iced_x86::DecoderError::NoMoreBytes {
+                Fail::CUT
+            } else {
+                Fail::Unsupported(&"an instruction iced-x86 cannot decode")
+            },
+        );
     }
     classify(&i)
 }
@@ -459,14 +580,14 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
 impl CodeCache {
     /// The instruction at `ip` of section `s`.
     pub fn insn(&mut self, s: &Section, ip: u64) -> Result<Insn, Fail> {
-        if let Some(&i) = self.insns.get(&(s.isid, ip)) {
+        if let Some(&i) = self.insns.get(&(s.key, ip)) {
             return Ok(i);
         }
         let i = decode(s, ip)?;
         if self.insns.len() >= CACHE_MAX {
             self.insns.clear();
         }
-        self.insns.insert((s.isid, ip), i);
+        self.insns.insert((s.key, ip), i);
         Ok(i)
     }
 
@@ -474,14 +595,14 @@ impl CodeCache {
     /// (`bitness`), cached apart from 64-bit code's.
     #[cold]
     pub fn insn_in(&mut self, s: &Section, ip: u64, bitness: u32) -> Result<Insn, Fail> {
-        if let Some(&i) = self.other_insns.get(&(s.isid, ip, bitness as u8)) {
+        if let Some(&i) = self.other_insns.get(&(s.key, ip, bitness as u8)) {
             return Ok(i);
         }
         let i = decode_in(s, ip, bitness)?;
         if self.other_insns.len() >= CACHE_MAX {
             self.other_insns.clear();
         }
-        self.other_insns.insert((s.isid, ip, bitness as u8), i);
+        self.other_insns.insert((s.key, ip, bitness as u8), i);
         Ok(i)
     }
 
@@ -514,16 +635,16 @@ impl CodeCache {
         }
     }
 
-    /// The node of the run from `ip` of section `isid` if the
-    /// direct-mapped cache has it, else [`NO_NODE`]: for a branch target
-    /// in the section of the branch, whose section the image need not be
-    /// asked for (with the section id the code cache is keyed by, the
-    /// run is that section's; the section holds `ip`, as it was looked up
+    /// The node of the run from `ip` of the section of cache key `key` if
+    /// the direct-mapped cache has it, else [`NO_NODE`]: for a branch
+    /// target in the section of the branch, whose section the image need
+    /// not be asked for (with the key the code cache is keyed by, the run
+    /// is that section's; the section holds `ip`, as it was looked up
     /// there).
     #[inline(always)]
-    pub fn cached_node(&self, isid: u32, ip: u64) -> u32 {
+    pub fn cached_node(&self, key: u32, ip: u64) -> u32 {
         let f = &self.front[front_slot(ip)];
-        if f.isid == isid && f.ip == ip {
+        if f.key == key && f.ip == ip {
             f.node
         } else {
             NO_NODE
@@ -536,13 +657,13 @@ impl CodeCache {
         let slot = front_slot(ip);
         let f = &self.front[slot];
         // Section ids start at 1: the empty slots never match.
-        if f.isid == s.isid && f.ip == ip {
+        if f.key == s.key && f.ip == ip {
             return Ok(f.node);
         }
         let node = self.node_slow(s, ip)?;
         self.front[slot] = Front {
             ip,
-            isid: s.isid,
+            key: s.key,
             node,
         };
         Ok(node)
@@ -550,13 +671,22 @@ impl CodeCache {
 
     #[inline(never)]
     fn node_slow(&mut self, s: &Section, ip: u64) -> Result<u32, Fail> {
-        if let Some(&i) = self.runs.get(&(s.isid, ip)) {
+        if let Some(&i) = self.runs.get(&(s.key, ip)) {
             return Ok(i);
         }
         let mut at = ip;
         let mut n = 0u32;
+        let mut prev = None;
         let last = loop {
-            let i = self.insn(s, at)?;
+            // An instruction its section's end cuts is not part of a run
+            // (it is read from the sections after it, which another image
+            // may not have): the run ends before it.
+            let i = match (self.insn(s, at), prev) {
+                (Ok(i), _) => i,
+                (Err(f), Some(p)) if f.is_cut() => break p,
+                (Err(e), _) => return Err(e),
+            };
+            prev = Some(i);
             n += 1;
             if i.class.is_branch() || !s.contains(i.next()) || n >= u32::from(u16::MAX) {
                 break i;
@@ -566,18 +696,19 @@ impl CodeCache {
         if self.runs.len() >= CACHE_MAX {
             self.runs.clear();
             self.nodes.clear();
-            self.front.iter_mut().for_each(|f| f.isid = 0);
+            self.front.iter_mut().for_each(|f| f.key = 0);
             self.gen = new_gen();
         }
         let i = self.nodes.len() as u32;
         self.nodes.push(Node {
             ip,
             isid: s.isid,
+            key: s.key,
             ninsn: n,
             last,
             next: [NO_NODE; 4],
         });
-        self.runs.insert((s.isid, ip), i);
+        self.runs.insert((s.key, ip), i);
         Ok(i)
     }
 }
@@ -611,5 +742,62 @@ mod tests {
         assert!(super::jmpabs(&[0xd5, 0x80, 0xa1, 0, 0, 0, 0, 0, 0, 0, 0], 0, 64).is_none());
         assert!(super::jmpabs(&jmpabs[..10], 0, 64).is_none());
         assert!(super::jmpabs(&jmpabs, 0, 32).is_none());
+    }
+
+    /// nop x4; mov eax, imm32; jmp rax.
+    const CODE: &[u8] = &[
+        0x90, 0x90, 0x90, 0x90, 0xb8, 0x11, 0x22, 0x33, 0x44, 0xff, 0xe0,
+    ];
+
+    fn section(isid: u32, vaddr: u64, offset: usize, len: usize) -> Section {
+        Section::new(isid, vaddr, Rc::new(CODE.to_vec()), offset, len)
+    }
+
+    /// A later section hides what it overlaps of an earlier one, which
+    /// keeps its parts before and after it with its isid (libipt's
+    /// `pt_image_add`), each under a cache key of its own: one code cache
+    /// over the whole section and then over its part gives each its own
+    /// runs (the whole section's runs past the part's end, the part's
+    /// before the instruction its end cuts).
+    #[test]
+    fn a_later_section_splits_an_earlier_one() {
+        let whole = Image::new(vec![section(1, 0x1000, 0, CODE.len())], false);
+        let split = Image::new(
+            vec![section(1, 0x1000, 0, CODE.len()), section(2, 0x1006, 6, 2)],
+            false,
+        );
+        let found: Vec<(u32, u64, usize)> = [0x1000, 0x1006, 0x1008]
+            .iter()
+            .map(|&ip| {
+                let s = split.find(ip).expect("mapped");
+                (s.isid, s.vaddr, s.len)
+            })
+            .collect();
+        assert_eq!(found, [(1, 0x1000, 6), (2, 0x1006, 2), (1, 0x1008, 3)]);
+        let front = split.find(0x1000).expect("mapped");
+        assert_ne!(front.key, 1, "a part's own key");
+        assert_eq!(split.find(0x1006).expect("mapped").key, 2);
+
+        let mut code = CodeCache::default();
+        let run = code
+            .run(whole.find(0x1000).expect("mapped"), 0x1000)
+            .expect("a run");
+        assert_eq!(
+            (run.ninsn, run.last.ip, run.last.class),
+            (6, 0x1009, Class::Jump)
+        );
+        // The mov at 0x1004 runs past the front part's end.
+        let run = code.run(front, 0x1000).expect("a run");
+        assert_eq!((run.ninsn, run.last.ip), (4, 0x1003));
+        assert!(code.run(front, 0x1004).is_err_and(Fail::is_cut));
+        // Read on from the sections after it: the same bytes here.
+        let (insn, raw) = split.insn_across(0x1004, 64).expect("whole");
+        assert_eq!((insn.size, &raw[..5]), (5, &CODE[4..9]));
+        // Without them, libipt's BAD_INSN.
+        let alone = Image::new(vec![section(1, 0x1000, 0, 6)], false);
+        assert_eq!(
+            alone.insn_across(0x1004, 64).err(),
+            Some(Fail::Pt(pttypes::Error::BAD_INSN))
+        );
     }
 }

@@ -62,6 +62,17 @@ pub enum Kind {
         ip: u64,
         mode: u32,
     },
+    /// A tick (`ptev_tick`, with tick events on): the block decoder's
+    /// own, at the branch whose TIP or TNT came with a new time.
+    Tick {
+        ip: u64,
+    },
+    /// The interrupt flag MODE.Exec gives, when iflags events are on
+    /// (`ptev_iflags`): bound as an exec mode event is.
+    Iflags {
+        ip: u64,
+        iflag: bool,
+    },
     Cbr {
         ratio: u8,
     },
@@ -162,6 +173,7 @@ impl Kind {
         match self {
             Kind::Enabled { ip, .. }
             | Kind::ExecMode { ip, .. }
+            | Kind::Iflags { ip, .. }
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
             | Kind::AsyncVmcs { ip, .. }
@@ -268,6 +280,10 @@ pub struct EventDecoder<'a> {
     evq: VecDeque<(u8, Ev)>,
     event: Option<Ev>,
     mode_exec_valid: bool,
+    /// Whether MODE.Exec's interrupt flag makes iflags events
+    /// (`enable_iflags_events`), and the last flag it gave.
+    iflags_events: bool,
+    iflag: bool,
     csd: bool,
     csl: bool,
     enabled: bool,
@@ -305,11 +321,19 @@ impl<'a> EventDecoder<'a> {
             evq: VecDeque::new(),
             event: None,
             mode_exec_valid: false,
+            iflags_events: false,
+            iflag: false,
             csd: false,
             csl: false,
             enabled: false,
             bound: false,
         }
+    }
+
+    /// MODE.Exec's interrupt flag makes iflags events from now on
+    /// (libipt's `enable_iflags_events`; off by default).
+    pub fn enable_iflags_events(&mut self) {
+        self.iflags_events = true;
     }
 
     fn reset(&mut self) {
@@ -603,13 +627,19 @@ impl<'a> EventDecoder<'a> {
                         self.ip.update(ip).map_err(Fail::Pt)?;
                     }
                 }
-                Packet::ModeExec { csl, csd, iflag: _ } => {
+                Packet::ModeExec { csl, csd, iflag } => {
                     if self.mode_exec_valid {
+                        // The flag may be stale unless iflags events are
+                        // on (`pt_evt_header_mode`).
+                        if self.iflags_events && self.iflag != iflag {
+                            return Err(Fail::Pt(BAD_STATUS_UPDATE));
+                        }
                         if self.csd != csd || self.csl != csl {
                             return Err(Fail::Pt(BAD_STATUS_UPDATE));
                         }
                     } else {
                         self.mode_exec_valid = true;
+                        self.iflag = iflag;
                         self.csd = csd;
                         self.csl = csl;
                     }
@@ -619,6 +649,11 @@ impl<'a> EventDecoder<'a> {
                     });
                     ev.status_update = true;
                     self.enqueue(EVB_PSBEND, ev)?;
+                    if self.iflags_events {
+                        let mut ev = Ev::new(Kind::Iflags { ip: 0, iflag });
+                        ev.status_update = true;
+                        self.enqueue(EVB_PSBEND, ev)?;
+                    }
                 }
                 Packet::ModeTsx { intx, abrt } => {
                     let mut ev = Ev::new(Kind::Tsx {
@@ -694,6 +729,7 @@ impl<'a> EventDecoder<'a> {
         match &mut ev.kind {
             Kind::Enabled { .. }
             | Kind::ExecMode { .. }
+            | Kind::Iflags { .. }
             | Kind::Tsx { .. }
             | Kind::AsyncPaging { .. }
             | Kind::AsyncVmcs { .. } => {
@@ -722,10 +758,10 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match ev.kind {
-            Kind::ExecMode { mode, .. } => {
+            Kind::ExecMode { .. } | Kind::Iflags { .. } => {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
-                ev.kind = Kind::ExecMode { ip, mode };
+                ev.kind.set_ip(ip);
                 self.event = Some(ev);
                 Ok(false)
             }
@@ -800,7 +836,10 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match ev.kind {
-            Kind::ExecMode { .. } | Kind::AsyncPaging { .. } | Kind::AsyncVmcs { .. } => {
+            Kind::ExecMode { .. }
+            | Kind::Iflags { .. }
+            | Kind::AsyncPaging { .. }
+            | Kind::AsyncVmcs { .. } => {
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
             }
@@ -832,9 +871,9 @@ impl<'a> EventDecoder<'a> {
             return Ok(true);
         };
         match ev.kind {
-            Kind::ExecMode { mode, .. } => {
+            Kind::ExecMode { .. } | Kind::Iflags { .. } => {
                 let ip = self.event_ip(&mut ev);
-                ev.kind = Kind::ExecMode { ip, mode };
+                ev.kind.set_ip(ip);
             }
             Kind::Ignore => return self.decode_tip_pge(p),
             _ => return Err(Fail::Pt(BAD_CONTEXT)),
@@ -1166,17 +1205,21 @@ impl<'a> EventDecoder<'a> {
             }
         }
         // `pt_evt_recover_ovf_at_offset`: on to the FUP, keeping time.
+        // The decoder itself moves on, packet by packet (libipt reads them
+        // with the decoder's own packet decoder, not a copy): a timing
+        // packet that fails (a CBR of 0, say) is where the error is, and
+        // its offset is the error's.
         let mut pos = self.pos.unwrap_or(0);
         loop {
             let (p, n) = packet::decode_known(self.buf, pos, self.errata.skd007, self.errata.skz84)
                 .map_err(Fail::Pt)?;
             pos += n;
+            self.pos = Some(pos);
+            self.packet = Some((p, packet::packet_size(&p, n)));
             if pos >= fup_end {
                 if pos > fup_end {
                     return Err(Fail::Pt(PtError::INTERNAL));
                 }
-                self.pos = Some(pos);
-                self.packet = Some((p, packet::packet_size(&p, n)));
                 break;
             }
             if p == Packet::Invalid {
@@ -1374,18 +1417,27 @@ impl<'a> EventDecoder<'a> {
                 Ok(false)
             }
             Packet::Tma { ctc, fc } => self.apply_tma(ctc, fc).map(|_| true),
-            Packet::ModeExec { csl, csd, .. } => {
-                let kind = if !self.mode_exec_valid || self.csl != csl || self.csd != csd {
+            Packet::ModeExec { csl, csd, iflag } => {
+                let mut events = 0;
+                if !self.mode_exec_valid || self.csl != csl || self.csd != csd {
                     self.csl = csl;
                     self.csd = csd;
-                    Kind::ExecMode {
+                    let kind = Kind::ExecMode {
                         ip: 0,
                         mode: exec_mode(csl, csd),
-                    }
-                } else {
-                    Kind::Ignore
-                };
-                self.enqueue(EVB_TIP | EVB_FUP_BOUND, Ev::new(kind))?;
+                    };
+                    self.enqueue(EVB_TIP | EVB_FUP_BOUND, Ev::new(kind))?;
+                    events += 1;
+                }
+                if self.iflags_events && (!self.mode_exec_valid || self.iflag != iflag) {
+                    self.iflag = iflag;
+                    let kind = Kind::Iflags { ip: 0, iflag };
+                    self.enqueue(EVB_TIP | EVB_FUP_BOUND, Ev::new(kind))?;
+                    events += 1;
+                }
+                if events == 0 {
+                    self.enqueue(EVB_TIP | EVB_FUP_BOUND, Ev::new(Kind::Ignore))?;
+                }
                 self.mode_exec_valid = true;
                 Ok(true)
             }

@@ -200,13 +200,8 @@ fn sections_past_their_bytes_are_missing_code() {
     use super::code::{Image, Section};
     use std::rc::Rc;
     let bytes: Rc<dyn AsRef<[u8]>> = Rc::new(CODE.to_vec());
-    let section = |offset: usize, len: usize, vaddr: u64| Section {
-        isid: 1,
-        vaddr,
-        bytes: bytes.clone(),
-        offset,
-        len,
-    };
+    let section =
+        |offset: usize, len: usize, vaddr: u64| Section::new(1, vaddr, bytes.clone(), offset, len);
     for bad in [
         section(0, CODE.len() + 1, BASE),
         section(usize::MAX - 2, 4, BASE),

@@ -15,7 +15,7 @@
 //!
 //! // At 0x1000: nop; nop; jmp rax.
 //! let code: Rc<dyn AsRef<[u8]>> = Rc::new(vec![0x90, 0x90, 0xff, 0xe0]);
-//! let section = Section { isid: 1, vaddr: 0x1000, bytes: code, offset: 0, len: 4 };
+//! let section = Section::new(1, 0x1000, code, 0, 4);
 //! // PSB, MODE.Exec (64-bit), PSBEND; TIP.PGE to 0x1000; TIP.PGD.
 //! let mut trace = [0x02, 0x82].repeat(8);
 //! trace.extend([0x99, 0x01, 0x02, 0x23, 0x71, 0x00, 0x10, 0, 0, 0, 0, 0x01]);
@@ -55,7 +55,8 @@
 //! blocks, aborts), OVF, PIP and VMCS (paging and VMCS events, bound to
 //! MOV CR3 or VMPTRLD, far branches and VM entries as libipt binds them), PTW (ptwrite events, bound to their
 //! FUP or to the next PTWRITE instruction), TSC/TMA/MTC/CYC time and CBR,
-//! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop,
+//! power events (PWRE, PWRX, EXSTOP, MWAIT), MNT and TraceStop, tick
+//! and iflags events when asked for,
 //! return compression, 64-bit code (16- and 32-bit code too, an
 //! instruction at a time), and the errata workarounds these need
 //! as libipt applies them (BDM70; SKD007, an OVF read one byte into a
@@ -69,9 +70,12 @@
 //! the code, a bad packet) it reports libipt's error, with the
 //! instructions before it in the block and the trace offset libipt has
 //! there, and synchronizes again as libipt does (`sync_forward`,
-//! `sync_set`). Anything else (event-trace packets, code in an unknown
-//! mode, tick/iflags events, an instruction cut by its section's end,
-//! overlapping sections, perf's emulated ptwrite) makes it stop
+//! `sync_set`). Images whose sections overlap are split as libipt's
+//! `pt_image_add` splits them, and an instruction cut by its section's
+//! end is read on from the sections after it (a truncated block, as
+//! libipt's). Anything else (event-trace packets, code in an unknown
+//! mode, an instruction iced-x86 cannot decode,
+//! perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
 //! defect, and its block cache's for code run in two modes, which lists
@@ -137,6 +141,26 @@ pub struct FastDecoder<'a> {
     follow: bool,
 }
 
+impl Fail {
+    /// The instruction runs past its section's end (iced-x86 found too
+    /// few bytes there): the block decoder reads the rest from the
+    /// sections after it, as libipt's `pt_insn_decode_retry` does
+    /// ([`code::Image::insn_across`]). Only the code cache says this, and
+    /// only the block decoder acts on it; anywhere else it is a reason
+    /// to give up like any other. (Not a variant of its own: one more
+    /// made every step's `Result` cost the fast path 1% more
+    /// instructions.)
+    pub const CUT: Fail = Fail::Unsupported(&CUT);
+
+    /// Whether this is [`Fail::CUT`].
+    #[inline]
+    pub fn is_cut(self) -> bool {
+        matches!(self, Fail::Unsupported(r) if std::ptr::eq(r, &CUT))
+    }
+}
+
+static CUT: &str = "an instruction cut by its section's end";
+
 impl<'a> FastDecoder<'a> {
     /// A decoder over `trace` with `cfg`'s errata and timing; `Err` with
     /// the reason when the configuration asks for what it does not
@@ -145,13 +169,17 @@ impl<'a> FastDecoder<'a> {
         if !cfg.end_on_call || !cfg.end_on_jump {
             return Err("blocks that do not end at calls and jumps");
         }
-        if cfg.tick_events || cfg.iflags_events {
-            return Err("tick or iflags events");
-        }
         let errata = cfg.errata;
-        let evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
+        let mut evdec = EventDecoder::new(trace, errata, cfg.freq, cfg.keep_tcal_on_ovf);
+        if cfg.iflags_events {
+            evdec.enable_iflags_events();
+        }
+        let mut dec = BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges));
+        if cfg.tick_events {
+            dec.enable_tick_events();
+        }
         Ok(FastDecoder {
-            dec: BlockDecoder::new(evdec, errata, cfg.addr_filter.then_some(cfg.addr_ranges)),
+            dec,
             unsupported: None,
             error: None,
             miss: None,
@@ -351,6 +379,7 @@ fn to_event(ev: &Ev) -> Option<Event> {
     let mut tsx = None;
     let mut non_root = false;
     let mut vmcs = None;
+    let mut other_ip = None;
     let kind = match ev.kind {
         Kind::Enabled { ip, resumed } => EventKind::Enabled { ip, resumed },
         Kind::Disabled { ip: i } => EventKind::Disabled { ip: ip(i) },
@@ -359,6 +388,14 @@ fn to_event(ev: &Ev) -> Option<Event> {
         Kind::ExecMode { ip: i, mode } => {
             exec_mode = mode;
             EventKind::ExecMode { ip: ip(i) }
+        }
+        Kind::Tick { ip } => {
+            other_ip = Some(ip);
+            EventKind::Other(event_type::TICK)
+        }
+        Kind::Iflags { ip, .. } => {
+            other_ip = Some(ip);
+            EventKind::Other(event_type::IFLAGS)
         }
         Kind::Cbr { ratio } => EventKind::Cbr {
             ratio: u16::from(ratio),
@@ -445,5 +482,6 @@ fn to_event(ev: &Ev) -> Option<Event> {
         tsx,
         non_root,
         vmcs,
+        other_ip,
     })
 }

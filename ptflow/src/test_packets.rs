@@ -37,13 +37,7 @@ pub fn fast_decoder<'a>(
     trace: &'a [u8],
 ) -> super::FastDecoder<'a> {
     let bytes = std::fs::read(code_file(tag, code)).expect("read the test code");
-    let section = super::code::Section {
-        isid: 1,
-        vaddr: base,
-        bytes: std::rc::Rc::new(bytes),
-        offset: 0,
-        len: code.len(),
-    };
+    let section = super::code::Section::new(1, base, std::rc::Rc::new(bytes), 0, code.len());
     let cfg = pttypes::Settings {
         end_on_call: true,
         end_on_jump: true,

@@ -543,6 +543,9 @@ pub struct EventParts {
     /// For [`EventKind::Paging`] and [`EventKind::AsyncPaging`]: the PIP's
     /// NR bit (the CR3 is a VMX non-root guest's).
     pub non_root: bool,
+    /// For `EventKind::Other(event_type::IFLAGS)` and `Other(TICK)`: the
+    /// IP.
+    pub other_ip: Option<u64>,
 }
 
 impl PartialEq for Event {
@@ -632,10 +635,15 @@ impl Event {
             k @ EventKind::Pwre { .. } => (k, event_type::PWRE),
             k @ EventKind::Pwrx { .. } => (k, event_type::PWRX),
             k @ EventKind::Other(event_type::MNT) => (k, event_type::MNT),
+            EventKind::Other(t @ (event_type::IFLAGS | event_type::TICK)) => {
+                p.other_ip?;
+                (EventKind::Other(t), t)
+            }
             _ => return None,
         };
         let other_ip = match (raw_type, p.tsx) {
             (event_type::TSX, Some((ip, _, _))) => (!sup).then_some(ip),
+            (event_type::IFLAGS | event_type::TICK, _) => p.other_ip.filter(|_| !sup),
             _ => None,
         };
         let non_root =

@@ -48,13 +48,13 @@ fn run() -> anyhow::Result<()> {
             missing = true;
             continue;
         }
-        sections.push(Section {
-            isid: i as u32 + 1,
-            vaddr: *vaddr,
-            bytes: Rc::new(bytes),
+        sections.push(Section::new(
+            i as u32 + 1,
+            *vaddr,
+            Rc::new(bytes),
             offset,
             len,
-        });
+        ));
     }
     let image = Image::new(sections, missing);
     let mut code = CodeCache::default();

@@ -134,13 +134,7 @@ impl<'s, 't> WorkerImages<'s, 't> {
             let len = usize::try_from(spec.size).ok()?;
             // Bounds past the file's bytes: `Image::new` leaves the
             // section out as missing code.
-            (len > 0).then_some(ptflow::code::Section {
-                isid,
-                vaddr: spec.vaddr,
-                bytes,
-                offset,
-                len,
-            })
+            (len > 0).then(|| ptflow::code::Section::new(isid, spec.vaddr, bytes, offset, len))
         });
         self.fast_sections.borrow_mut().insert(isid, s.clone());
         s

@@ -466,3 +466,186 @@ fn libipt_block_cache_keeps_the_mode_it_was_filled_in() {
         assert!(o.lines > 8, "{o:?}");
     }
 }
+
+/// Overlapping sections and instructions cut by a section's end: a later
+/// section hides what it overlaps of an earlier one, which keeps its
+/// parts before and after (libipt's `pt_image_add`), and an instruction
+/// that runs past its section's end is read on from the next (a
+/// truncated block, its bytes in the block), or is libipt's `BAD_INSN`
+/// where no section follows.
+#[test]
+fn overlapping_sections_and_truncated_instructions() {
+    const CODE: &[u8] = &[
+        // Section A, the file's first 16 bytes, at BASE.
+        0x90, 0x90, 0x90, 0x90, 0x90, 0x90, // 0x00: nop x6
+        0xb8, 0x11, //                          0x06: mov eax, 0x44332211 (on in B)
+        0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, //  0x08: hidden by B
+        0xe0, //                                0x0e: (jmp rax's second byte)
+        0x90, //                                0x0f: nop
+        // Section B, the file's next 6 bytes, at BASE + 8.
+        0x22, 0x33, 0x44, //                    0x08: (mov's last bytes)
+        0x90, 0x90, //                          0x0b: nop x2
+        0xff, //                                0x0d: jmp rax (on in A's back part)
+    ];
+    let path = ptflow::test_packets::code_file("overlap", CODE);
+    let sections = [(&*path, 0, 16, BASE), (&*path, 16, 6, BASE + 8)];
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0),
+        &tip(3),
+        &TIP_PGD,
+        // Past the image's end: no code at 0x10.
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0xf),
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &t, &sections).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    // The NOMAP error, and the sync that finds no PSB after it.
+    assert!(o.lines > 50 && o.errors == 2, "{o:?}");
+
+    // Section A alone, cut after the mov's second byte: no section holds
+    // the rest (libipt's BAD_INSN), then the next PSB.
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        &TIP_PGD,
+        &PSB,
+        &MODE64,
+        &PSBEND,
+        &tip_pge(6),
+        &TIP_PGD,
+    ]);
+    let o = compare(&cfg(), &t, &[(&path, 0, 8, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert_eq!(o.errors, 2, "{o:?}");
+}
+
+/// iflags events (libipt's `enable_iflags_events`, ptxed's
+/// `--event:iflags`): MODE.Exec's interrupt flag as a status update in
+/// PSB+ and as an event where it changes, bound to the next FUP or TIP as
+/// an exec mode event is; a MODE.Exec that changes nothing binds nothing.
+#[test]
+fn iflags_events() {
+    const CODE: &[u8] = &[0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xff, 0xe0];
+    let path = ptflow::test_packets::code_file("iflags", CODE);
+    let mut c = cfg();
+    c.set_block_events(false, true);
+    let mode_if = |iflag: bool| [0x99, 0x01 | (u8::from(iflag) << 2)];
+    let t = trace(&[
+        &PSB,
+        &mode_if(false),
+        &PSBEND,
+        &tip_pge(0),
+        &mode_if(true),
+        &fup(2),
+        &mode_if(false),
+        &fup(4),
+        // Nothing changes: bound to the TIP, no event.
+        &mode_if(false),
+        &tip(1),
+        &mode_if(true),
+        &tip(0),
+        &fup(6),
+        &TIP_PGD,
+        &PSB,
+        &mode_if(true),
+        &PSBEND,
+        &tip_pge(0),
+        &TIP_PGD,
+    ]);
+    let o =
+        compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert!(o.lines > 25, "{o:?}");
+    // A PSB+ whose flag is not the one the decoder has: libipt's
+    // BAD_STATUS_UPDATE (with iflags events on; else the flag may be
+    // stale and is not checked).
+    let t = trace(&[
+        &PSB,
+        &mode_if(false),
+        &PSBEND,
+        &tip_pge(0),
+        &tip(0),
+        &PSB,
+        &mode_if(true),
+        &fup(0),
+        &PSBEND,
+        &tip(0),
+        &TIP_PGD,
+    ]);
+    for iflags in [false, true] {
+        c.set_block_events(false, iflags);
+        let o = compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(o.unsupported, None, "{o:?}");
+        assert_eq!(o.errors > 0, iflags, "{o:?}");
+    }
+}
+
+/// Tick events (libipt's `enable_tick_events`, ptxed's `--event:tick`):
+/// a TIP or the first bit used of a TNT that comes with a time the
+/// decoder has not had yet becomes a tick at its branch (a TNT's after the
+/// block that used it, or after the next when another branch ended the
+/// block), as libipt's block decoder makes them.
+#[test]
+fn tick_events() {
+    const CODE: &[u8] = &[
+        0x75, 0xfe, // 0x00: jnz 0x00
+        0x75, 0xfe, // 0x02: jnz 0x02
+        0x90, //       0x04: nop
+        0xe8, 0x02, 0x00, 0x00, 0x00, // 0x05: call 0x0c
+        0xff, 0xe0, // 0x0a: jmp rax
+        0xc3, //       0x0c: ret
+    ];
+    let path = ptflow::test_packets::code_file("tick", CODE);
+    let tsc = |t: u64| {
+        let mut v = vec![0x19];
+        v.extend_from_slice(&t.to_le_bytes()[..7]);
+        v
+    };
+    // A short TNT: the bits in order, `true` for taken.
+    let tnt = |bits: &[bool]| {
+        let v = bits.iter().fold(1u8, |v, &b| (v << 1) | u8::from(b));
+        vec![v << 1]
+    };
+    let mut c = cfg();
+    c.set_block_events(true, false);
+    let t = trace(&[
+        &PSB,
+        &tsc(1000),
+        &MODE64,
+        &PSBEND,
+        &tip_pge(0),
+        // A TNT tick at the first jnz.
+        &tsc(2000),
+        &tnt(&[true, false]),
+        &tnt(&[false]),
+        // At the compressed return (a block that ends at a direct call
+        // first: the tick waits for the return's block).
+        &tsc(3000),
+        &tnt(&[true]),
+        // A TIP tick at jmp rax.
+        &tsc(4000),
+        &tip(2),
+        &tnt(&[false]),
+        &tnt(&[true]),
+        // No new time: no tick.
+        &tip(0),
+        &tsc(5000),
+        &tnt(&[false, false, true]),
+        &TIP_PGD,
+    ]);
+    let o =
+        compare(&c, &t, &[(&path, 0, CODE.len() as u64, BASE)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert!(o.lines > 20, "{o:?}");
+}
