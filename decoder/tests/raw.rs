@@ -928,7 +928,12 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
         for v in [addr, len, pgoff] {
             body.extend(v.to_le_bytes());
         }
-        let mut file = dir.path().join("m.bin").to_string_lossy().into_owned().into_bytes();
+        let mut file = dir
+            .path()
+            .join("m.bin")
+            .to_string_lossy()
+            .into_owned()
+            .into_bytes();
         file.resize((file.len() / 8 + 1) * 8, 0);
         body.extend(file);
         body.extend(0u64.to_le_bytes());
@@ -943,7 +948,11 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
     // The vector's own two, then ITRACE_START (type 12) of 1/1.
     mmap(0x1000, 6, 0);
     mmap(0xa000, 1, 0x100);
-    for v in [12u32.to_le_bytes().as_slice(), &0u16.to_le_bytes(), &24u16.to_le_bytes()] {
+    for v in [
+        12u32.to_le_bytes().as_slice(),
+        &0u16.to_le_bytes(),
+        &24u16.to_le_bytes(),
+    ] {
         sb.extend(v);
     }
     for v in [1u32, 1] {

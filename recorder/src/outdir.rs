@@ -435,8 +435,7 @@ pub fn leftovers(path: &Path) -> Vec<String> {
                 .find_map(|k| Some((k, rest.strip_prefix(k.as_bytes())?)))?;
             let pid: u32 = std::str::from_utf8(pid).ok()?.parse().ok()?;
             // A live run's (or this one's) is no leftover.
-            let dead = pid != std::process::id()
-                && !Path::new(&format!("/proc/{pid}")).exists();
+            let dead = pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists();
             (dead && e.file_type().is_ok_and(|t| t.is_dir()))
                 .then(|| (path.with_file_name(&entry), kind, pid))
         })
@@ -755,7 +754,11 @@ mod tests {
         let w = leftovers(&out);
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains(&*dead.to_string_lossy()) && w[0].contains("killed (pid 4999999"));
-        assert!(w[0].contains("ptdec reads") && w[0].contains("rm -r"), "{}", w[0]);
+        assert!(
+            w[0].contains("ptdec reads") && w[0].contains("rm -r"),
+            "{}",
+            w[0]
+        );
         assert!(w[1].contains(&*old.to_string_lossy()) && w[1].contains("replacing"));
         assert!(dead.exists() && old.exists(), "never removed");
         let d = OutDir::create_staged(&out, false).unwrap();

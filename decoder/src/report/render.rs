@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::io;
 
-
 use super::aggregate::{Aggregate, FuncId, FuncStats, SlowCall, ThreadKey};
 use crate::pipeline::Report;
 use crate::text::{duration, thousands};

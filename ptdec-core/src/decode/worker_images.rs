@@ -83,10 +83,13 @@ impl<'s, 't> WorkerImages<'s, 't> {
                 let key = (s.path.as_str(), s.offset, s.size, s.vaddr);
                 let isid = match seen.get(&key) {
                     Some(&first) => Some(first),
-                    None => probe.add_file(&s.path, s.offset, s.size, s.vaddr).ok().map(|_| {
-                        seen.insert(key, id);
-                        id
-                    }),
+                    None => probe
+                        .add_file(&s.path, s.offset, s.size, s.vaddr)
+                        .ok()
+                        .map(|_| {
+                            seen.insert(key, id);
+                            id
+                        }),
                 };
                 isids.push(isid);
             }
