@@ -466,6 +466,20 @@ pub fn csv(agg: &Aggregate, sort: Sort, top: Option<usize>) -> String {
 /// building a `Value` of a `--per-thread` report first took 2.8 times
 /// the table's memory.
 pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) -> String {
+    let mut s = Vec::new();
+    write_json(&mut s, agg, report, sort, top).expect("a Vec takes every byte");
+    String::from_utf8(s).expect("serde_json writes UTF-8")
+}
+
+/// [`json`] written to `out` as it is made (`ptdec report --format json`
+/// streams it to standard output: no copy of the report in memory).
+pub fn write_json(
+    out: &mut dyn io::Write,
+    agg: &Aggregate,
+    report: &Report,
+    sort: Sort,
+    top: Option<usize>,
+) -> io::Result<()> {
     let doc = JsonReport {
         agg,
         report,
@@ -473,9 +487,11 @@ pub fn json(agg: &Aggregate, report: &Report, sort: Sort, top: Option<usize>) ->
         totals: totals(agg),
         functions: first_per_thread(sorted(agg, sort), top),
     };
-    let mut s = serde_json::to_vec_pretty(&doc).expect("a report serializes");
-    s.push(b'\n');
-    String::from_utf8(s).expect("serde_json writes UTF-8")
+    let mut w = io::BufWriter::with_capacity(1 << 16, out);
+    // A write error comes back as the io::Error it was (a full disk).
+    serde_json::to_writer_pretty(&mut w, &doc).map_err(io::Error::from)?;
+    io::Write::write_all(&mut w, b"\n")?;
+    io::Write::flush(&mut w)
 }
 
 /// [`json`]'s document.
