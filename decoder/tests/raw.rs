@@ -928,3 +928,98 @@ fn raw_outputs_are_as_private_as_the_trace() {
         assert_eq!(m, 0o600, "{f}");
     }
 }
+
+/// Sideband with many MMAPs of one binary at distinct addresses (a
+/// program mapping a library again and again): each section went into
+/// libipt's section cache up front, whose look-up is linear in its
+/// sections (40,000 MMAPs took 4.3 s, 80,000 15 s), and a cache holds at
+/// most 65,535, so the sections past that were lost (the decode found no
+/// code). libipt's `pevent-mmap-tip_cached` after 70,000 such MMAPs
+/// decodes as ptxed does, within seconds.
+#[test]
+fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
+    let test = "many_sideband_mmaps_are_not_quadratic_nor_lost";
+    let vectors = pt_tests::libipt_tests_dir();
+    let name = "pevent-mmap-tip_cached";
+    let (pt, bin) = (
+        vectors.join(format!("{name}.pt")),
+        vectors.join(format!("{name}.bin")),
+    );
+    if !pt.is_file() || !bin.is_file() {
+        pt_tests::skipped(test, &format!("no {name}.pt/.bin in {}", vectors.display()));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&bin, dir.path().join("m.bin")).unwrap();
+    // PERF_RECORD_MMAP (type 1): pid, tid, addr, len, pgoff, the file
+    // name padded to 8 bytes, then the sample's time (sample_type 0x4).
+    let mut sb = Vec::new();
+    let mut mmap = |addr: u64, len: u64, pgoff: u64| {
+        let mut body = Vec::new();
+        for v in [1u32, 1] {
+            body.extend(v.to_le_bytes());
+        }
+        for v in [addr, len, pgoff] {
+            body.extend(v.to_le_bytes());
+        }
+        let mut file = dir
+            .path()
+            .join("m.bin")
+            .to_string_lossy()
+            .into_owned()
+            .into_bytes();
+        file.resize((file.len() / 8 + 1) * 8, 0);
+        body.extend(file);
+        body.extend(0u64.to_le_bytes());
+        sb.extend(1u32.to_le_bytes());
+        sb.extend(0u16.to_le_bytes());
+        sb.extend((8 + body.len() as u16).to_le_bytes());
+        sb.extend(body);
+    };
+    for i in 0..70_000u64 {
+        mmap(0x1000_0000 + i * 0x1000, 6, 0);
+    }
+    // The vector's own two, then ITRACE_START (type 12) of 1/1.
+    mmap(0x1000, 6, 0);
+    mmap(0xa000, 1, 0x100);
+    for v in [
+        12u32.to_le_bytes().as_slice(),
+        &0u16.to_le_bytes(),
+        &24u16.to_le_bytes(),
+    ] {
+        sb.extend(v);
+    }
+    for v in [1u32, 1] {
+        sb.extend(v.to_le_bytes());
+    }
+    sb.extend(0u64.to_le_bytes());
+    let sb_path = dir.path().join("m.sb");
+    std::fs::write(&sb_path, &sb).unwrap();
+    let list = dir.path().join("flow.txt");
+    let started = std::time::Instant::now();
+    let out = ptdec()
+        .arg("raw")
+        .arg("--pt")
+        .arg(&pt)
+        .arg("--raw")
+        .arg(format!("{}:0x1000", dir.path().join("m.bin").display()))
+        .args(["--pevent:sample-type", "4", "--pevent:primary"])
+        .arg(&sb_path)
+        .arg("-o")
+        .arg(dir.path().join("o.ftf"))
+        .arg("--insn-list")
+        .arg(&list)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let flow = std::fs::read_to_string(&list).unwrap();
+    // ptxed's flow of the vector (its -ptxed.exp less the sideband lines).
+    let want = "[enabled]\n0000000000001000\n0000000000001001\n000000000000a000\n\
+                0000000000001000\n0000000000001001\n0000000000001004\n[disabled]\n";
+    assert_eq!(flow, want, "{}", text(&out.stderr));
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "70,002 MMAP records took {took:?} to decode: adding sections is quadratic again"
+    );
+}

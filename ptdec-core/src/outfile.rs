@@ -659,8 +659,9 @@ impl Drop for OutFile {
 /// keeps locked (`flock`) from before the temporary gets its name, so one
 /// whose lock can be taken belongs to no live run. A part already
 /// there is replaced only when the caller says so (`force`), and never
-/// when an input of the run lies inside it; a folder that holds other
-/// things than a dataset's tables is refused.
+/// when an input of the run lies inside it or it holds anything but
+/// ptdec's `part-N.parquet` files; a folder that holds other things than
+/// a dataset's tables is refused.
 #[derive(Debug)]
 pub struct OutDir {
     /// The temporary folder; `None` once committed.
@@ -907,7 +908,53 @@ impl OutDir {
                 path: path.to_path_buf(),
             });
         }
+        // --force replaces the part folder whole: refused when it holds
+        // what ptdec did not write there (a user's notes, a subfolder),
+        // which would go with it (as `--split` leaves a file it did not
+        // write and names it).
+        if let Some(name) = Self::foreign_entry(path) {
+            return Err(OutFileError::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "it holds {name}, which ptdec did not write, and --force would \
+                         delete it with the trace it replaces; move it out of the folder, \
+                         or give another --trace-name"
+                    ),
+                ),
+            });
+        }
         Ok(())
+    }
+
+    /// The first entry of part folder `path` that ptdec does not write
+    /// there (it writes regular files `part-N.parquet` only), by name.
+    fn foreign_entry(path: &Path) -> Option<String> {
+        let entries = match std::fs::read_dir(path) {
+            Ok(e) => e,
+            // Unreadable: what it holds is unknown, so it is not replaced.
+            Err(e) => return Some(format!("entries that cannot be listed ({e})")),
+        };
+        let mut foreign: Vec<String> = entries
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let ours = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("part-"))
+                    .and_then(|n| n.strip_suffix(".parquet"))
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+                !(ours && e.file_type().is_ok_and(|t| t.is_file()))
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        foreign.sort();
+        match foreign.len() {
+            0 => None,
+            1 => foreign.pop(),
+            n => Some(format!("{} and {} other entries", foreign[0], n - 1)),
+        }
     }
 
     /// The temporary folder the tables go into (`TEMP/TABLE/`).

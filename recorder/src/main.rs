@@ -277,6 +277,9 @@ fn run(args: Args) -> anyhow::Result<i32> {
             );
         }))
     };
+    for w in ptrec::outdir::leftovers(&opts.out) {
+        eprintln!("ptrec: warning: {w}");
+    }
     let result = record::record(&opts, &stop, progress);
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = forwarder.join();

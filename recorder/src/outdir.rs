@@ -406,6 +406,60 @@ fn staging_name(path: &Path, kind: &str) -> Result<PathBuf, Error> {
     Ok(p)
 }
 
+/// What runs killed while writing the trace dir `path` left beside it,
+/// each as a message naming it and what to do: `.NAME.new-PID` (a
+/// replacement, or any ptsim trace, being written: it holds that run's
+/// trace up to the kill, which ptdec reads) and `.NAME.old-PID` (the
+/// trace a replacement had moved aside), whose PID no longer runs. They
+/// are never removed: each may be the only copy of what was recorded.
+pub fn leftovers(path: &Path) -> Vec<String> {
+    let Some(name) = path.file_name() else {
+        return Vec::new();
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(&name.as_bytes()[..name.len().min(200)]);
+    let mut found: Vec<(PathBuf, &str, u32)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let entry = e.file_name();
+            let rest = entry.as_bytes().strip_prefix(prefix.as_slice())?;
+            let (kind, pid) = [".new-", ".old-"]
+                .into_iter()
+                .find_map(|k| Some((k, rest.strip_prefix(k.as_bytes())?)))?;
+            let pid: u32 = std::str::from_utf8(pid).ok()?.parse().ok()?;
+            // A live run's (or this one's) is no leftover.
+            let dead = pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists();
+            (dead && e.file_type().is_ok_and(|t| t.is_dir()))
+                .then(|| (path.with_file_name(&entry), kind, pid))
+        })
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|(p, kind, pid)| {
+            let what = if kind == ".new-" {
+                "holds the trace that run wrote until it was killed, which ptdec reads"
+            } else {
+                "holds the trace that run was replacing, moved aside"
+            };
+            format!(
+                "{p} was left by a run writing {path} that was killed (pid {pid}, no longer \
+                 running); it {what}. Keep it under a name of its own (mv {p} NEWNAME) or \
+                 remove it (rm -r {p})",
+                p = p.display(),
+                path = path.display(),
+            )
+        })
+        .collect()
+}
+
 fn remove_any(p: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
@@ -683,6 +737,33 @@ mod tests {
         std::os::unix::fs::symlink(&target, d.join("2.txt")).unwrap();
         assert!(create_file(&d.join("2.txt")).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn leftovers_of_killed_runs_are_named_not_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("t");
+        // A pid above pid_max: no process has it.
+        let dead = tmp.path().join(".t.new-4999999");
+        let old = tmp.path().join(".t.old-4999998");
+        let live = tmp.path().join(format!(".t.new-{}", std::process::id()));
+        let other = tmp.path().join(".tt.new-4999997");
+        for d in [&dead, &old, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let w = leftovers(&out);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains(&*dead.to_string_lossy()) && w[0].contains("killed (pid 4999999"));
+        assert!(
+            w[0].contains("ptdec reads") && w[0].contains("rm -r"),
+            "{}",
+            w[0]
+        );
+        assert!(w[1].contains(&*old.to_string_lossy()) && w[1].contains("replacing"));
+        assert!(dead.exists() && old.exists(), "never removed");
+        let d = OutDir::create_staged(&out, false).unwrap();
+        d.commit().unwrap();
+        assert!(dead.exists(), "a later run leaves it too");
     }
 
     #[test]

@@ -26,17 +26,21 @@ pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
 /// (a bare "No space left on device" named nothing). A closed pipe stays
 /// a `BrokenPipe` in the chain, which ends ptdec quietly.
 fn print(text: &str) -> Result<()> {
+    print_with(|out| out.write_all(text.as_bytes()))
+}
+
+/// Writes to standard output with `write`, a failure named as [`print`]
+/// names it.
+fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
     let mut out = outfile::stdout()?;
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::StorageFull {
-                "; free space on its disk or redirect it to another"
-            } else {
-                ""
-            };
-            anyhow::Error::new(e).context(format!("cannot write to standard output{hint}"))
-        })
+    write(&mut out).and_then(|()| out.flush()).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::StorageFull {
+            "; free space on its disk or redirect it to another"
+        } else {
+            ""
+        };
+        anyhow::Error::new(e).context(format!("cannot write to standard output{hint}"))
+    })
 }
 
 /// `ptdec dump FILE`: the FTF as text on stdout, a record at a time as it
@@ -153,7 +157,12 @@ pub fn report(a: ReportArgs) -> Result<()> {
     )?;
     if table {
         let name = a.trace.display().to_string();
-        print(&render::print(&agg, &run, a.format, a.sort, a.top, &name))?;
+        if a.format == render::Format::Json {
+            // Streamed: a --per-thread report of many threads is large.
+            print_with(|out| render::write_json(out, &agg, &run, a.sort, a.top))?;
+        } else {
+            print(&render::print(&agg, &run, a.format, a.sort, a.top, &name))?;
+        }
     }
     if !a.quiet {
         eprint!("{}", summary::render(&run));

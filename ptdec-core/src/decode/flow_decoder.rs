@@ -83,7 +83,9 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
         self.dec.resync()
     }
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
-        let (b, r) = self.dec.next_block();
+        let (mut b, r) = self.dec.next_block();
+        // Blocks say our section ids, whichever decoder made them.
+        b.isid = self.images.our_isid(b.isid);
         *block = b;
         r
     }
@@ -105,8 +107,14 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     fn set_image(&mut self, isids: &[u32], overlays: &[u32]) {
         let mut img = self.dec.image();
         img.clear();
-        for &isid in isids.iter().chain(overlays) {
-            let _ = img.add_cached(&self.images.iscache, isid);
+        for &isid in isids {
+            if let Some(lib) = self.images.lib_isid(isid) {
+                let _ = img.add_cached(&self.images.iscache, lib);
+            }
+        }
+        // The patches are libipt's ids.
+        for &lib in overlays {
+            let _ = img.add_cached(&self.images.iscache, lib);
         }
     }
     fn take_miss(&mut self) -> Option<u64> {

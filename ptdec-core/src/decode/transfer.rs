@@ -154,7 +154,7 @@ impl Insns<'_, '_, '_> {
         }
         let isid = u32::try_from(b.isid).ok().filter(|&i| i > 0)?;
         let mut buf = [0u8; 15];
-        let n = self.0.iscache.read(&mut buf, isid, ip).ok()?;
+        let n = self.0.read(&mut buf, isid, ip)?;
         decode_one(b.bitness(), &buf[..n], ip)
     }
 

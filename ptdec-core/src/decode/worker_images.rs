@@ -1,7 +1,8 @@
 //! What one decode worker keeps between chunks ([`WorkerImages`]): a libipt
-//! image section cache holding every file section of the set-up (each file
-//! section mapped once per worker), the section sets of the images built so
-//! far, and the lengths of call instructions already read.
+//! image section cache holding the file sections of the set-up that libipt
+//! decodes or reads (each mapped once per worker, added when first needed),
+//! the section sets of the images built so far, and the lengths of call
+//! instructions already read.
 //!
 //! The maps are hit once per block: they hash with [`FastMap`].
 
@@ -20,10 +21,23 @@ type ImageKey = (u32, usize);
 /// One worker's images: its section cache and what it has looked up.
 pub(super) struct WorkerImages<'s, 't> {
     pub setup: &'s DecodeSetup<'t>,
+    /// libipt's cache. A section is added when libipt first needs it
+    /// ([`WorkerImages::lib_isid`]): libipt looks for a section among all
+    /// those of the cache before it adds one, so adding every section of
+    /// the set-up up front was quadratic (40,000 MMAPs of one binary: 4.3
+    /// s, 80,000: 15 s), and it holds at most 65,535.
     pub iscache: Rc<SectionCache>,
-    /// The cache's id of each of the set-up's sections (`None`: libipt
-    /// could not map it).
+    /// The id of each of the set-up's sections (`None`: libipt could not
+    /// map it), ours: section `i` is `i + 1` unless the same section came
+    /// before. libipt's ids differ ([`WorkerImages::lib_isid`]); a block
+    /// libipt decodes says ours ([`WorkerImages::our_isid`]), and ids
+    /// above the sections' are libipt's patch sections (`sections + id`).
     isids: Vec<Option<u32>>,
+    /// libipt's id of each of our ids added to `iscache` so far (`None`:
+    /// adding it failed).
+    lib_ids: RefCell<FastMap<u32, Option<u32>>>,
+    /// Our id of each libipt id in `lib_ids`.
+    our_ids: RefCell<FastMap<u32, u32>>,
     /// The isids of each (pid, map version) image built so far.
     image_sets: RefCell<FastMap<ImageKey, Rc<[u32]>>>,
     /// Lengths of call instructions read so far, by (isid, ip): a block
@@ -53,11 +67,33 @@ impl<'s, 't> WorkerImages<'s, 't> {
             what: "allocate an image section cache",
             error,
         })?;
-        let isids: Vec<Option<u32>> = setup
-            .sections
-            .iter()
-            .map(|s| cache.add_file(&s.path, s.offset, s.size, s.vaddr).ok())
-            .collect();
+        // Whether libipt can map each section, asked of caches of a few
+        // sections each (its look-up is linear in a cache's sections);
+        // the same section twice gets one id, as libipt's cache gives.
+        const PROBE: usize = 256;
+        let mut seen: FastMap<(&str, u64, u64, u64), u32> = FastMap::default();
+        let mut isids: Vec<Option<u32>> = Vec::with_capacity(setup.sections.len());
+        for group in setup.sections.chunks(PROBE) {
+            let probe = SectionCache::new().map_err(|error| DecodeError::Libipt {
+                what: "allocate an image section cache",
+                error,
+            })?;
+            for s in group {
+                let id = isids.len() as u32 + 1;
+                let key = (s.path.as_str(), s.offset, s.size, s.vaddr);
+                let isid = match seen.get(&key) {
+                    Some(&first) => Some(first),
+                    None => probe
+                        .add_file(&s.path, s.offset, s.size, s.vaddr)
+                        .ok()
+                        .map(|_| {
+                            seen.insert(key, id);
+                            id
+                        }),
+                };
+                isids.push(isid);
+            }
+        }
         let sections = setup.sections.iter().zip(&isids);
         let sections = sections.map(|(s, i)| (*i, s.path.as_str(), s.offset, s.size, s.vaddr));
         let emu = crate::events::EmuPtwrite::new(&cache, sections);
@@ -70,6 +106,8 @@ impl<'s, 't> WorkerImages<'s, 't> {
             setup,
             iscache: Rc::new(cache),
             isids,
+            lib_ids: RefCell::default(),
+            our_ids: RefCell::default(),
             image_sets: RefCell::new(FastMap::default()),
             call_lens: RefCell::new(FastMap::default()),
             last_kinds: RefCell::new(FastMap::default()),
@@ -81,9 +119,54 @@ impl<'s, 't> WorkerImages<'s, 't> {
         })
     }
 
-    /// The cache's id of the set-up's section `i`.
+    /// Our id of the set-up's section `i`.
     pub fn isid(&self, i: usize) -> Option<u32> {
         self.isids.get(i).copied().flatten()
+    }
+
+    /// libipt's id in `iscache` of our id `isid`, the section added when
+    /// first asked for (a patch's id is libipt's already).
+    pub fn lib_isid(&self, isid: u32) -> Option<u32> {
+        let n = self.isids.len() as u32;
+        if isid > n {
+            return Some(isid - n);
+        }
+        if let Some(&lib) = self.lib_ids.borrow().get(&isid) {
+            return lib;
+        }
+        let s = &self.setup.sections[isid.checked_sub(1)? as usize];
+        let lib = self
+            .iscache
+            .add_file(&s.path, s.offset, s.size, s.vaddr)
+            .ok();
+        self.lib_ids.borrow_mut().insert(isid, lib);
+        if let Some(lib) = lib {
+            self.our_ids.borrow_mut().insert(lib, isid);
+        }
+        lib
+    }
+
+    /// Our id of libipt's id `lib` (a block's section), as
+    /// [`WorkerImages::lib_isid`] gave it; `lib` as it is when not
+    /// positive (no section).
+    pub fn our_isid(&self, lib: i32) -> i32 {
+        let Ok(l) = u32::try_from(lib) else {
+            return lib;
+        };
+        if l == 0 {
+            return lib;
+        }
+        let ours = match self.our_ids.borrow().get(&l) {
+            Some(&o) => o,
+            // A patch section, added by `EmuPtwrite` only.
+            None => self.isids.len() as u32 + l,
+        };
+        i32::try_from(ours).unwrap_or(0)
+    }
+
+    /// Reads memory of section `isid` (ours) at `ip` into `buf`.
+    pub fn read(&self, buf: &mut [u8], isid: u32, ip: u64) -> Option<usize> {
+        self.iscache.read(buf, self.lib_isid(isid)?, ip).ok()
     }
 
     /// The section ids of `pid`'s image in map version `version` (at `t`).

@@ -370,6 +370,36 @@ fn each_trace_is_put_in_place_whole_beside_the_others() {
     assert_eq!(threads[0].num_rows(), 1);
     let e = check_trace_name("a/b").err();
     assert!(matches!(e, Some(DatasetError::TraceName { .. })), "{e:?}");
+
+    // What the user put in a trace's folder is never deleted by --force:
+    // the replacement is refused, naming it, and the trace stays as it was.
+    for what in ["mynotes.txt", "sub"] {
+        let place = dir.join("calls/trace=t").join(what);
+        if what == "sub" {
+            std::fs::create_dir(&place).unwrap();
+        } else {
+            std::fs::write(&place, b"mine").unwrap();
+        }
+        let force = DatasetOptions {
+            force: true,
+            ..DatasetOptions::default()
+        };
+        let e = Dataset::create(&dir, force, facts()).err();
+        let msg = e.as_ref().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            matches!(e, Some(DatasetError::Output(OutFileError::Io { .. })))
+                && msg.contains(what)
+                && msg.contains("ptdec did not write"),
+            "{e:?}"
+        );
+        assert!(place.exists(), "{what} kept");
+        assert_eq!(calls(&dir).len(), 2, "the trace kept");
+        if what == "sub" {
+            std::fs::remove_dir(&place).unwrap();
+        } else {
+            std::fs::remove_file(&place).unwrap();
+        }
+    }
 }
 
 /// Marks become rows with their thread and time; a filter leaves some out.
