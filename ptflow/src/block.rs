@@ -642,18 +642,28 @@ impl<'a> BlockDecoder<'a> {
             Err(f) if f.is_cut() => return self.truncated_insn(block, bits),
             Err(e) => return Err(e),
         };
+        if !self.add_insn(block, &insn, isid) {
+            return Ok(None);
+        }
+        Ok(Some(insn))
+    }
+
+    /// Adds `insn`, of section `isid`, to `block` as its last
+    /// instruction; `false` when the block holds another section's.
+    #[inline(always)]
+    fn add_insn(&mut self, block: &mut Block, insn: &Insn, isid: i32) -> bool {
         if isid != block.isid {
             if block.ninsn > 0 {
-                return Ok(None);
+                return false;
             }
             block.isid = isid;
         }
-        self.log_call(&insn);
+        self.log_call(insn);
         block.iclass = insn.class.raw();
         block.end_ip = insn.ip;
         block.size = insn.size;
         block.ninsn += 1;
-        Ok(Some(insn))
+        true
     }
 
     /// The instruction at the decoder's IP, which its section's end
@@ -669,21 +679,13 @@ impl<'a> BlockDecoder<'a> {
         }
         let (insn, raw) = self.image.insn_across(self.ip, bits)?;
         let isid = self.image.find(self.ip)?.isid as i32;
-        if isid != block.isid {
-            if block.ninsn > 0 {
-                return Ok(None);
-            }
-            block.isid = isid;
+        if !self.add_insn(block, &insn, isid) {
+            return Ok(None);
         }
         let n = usize::from(insn.size);
         block.raw = [0; 15];
         block.raw[..n].copy_from_slice(&raw[..n]);
         block.truncated = true;
-        self.log_call(&insn);
-        block.iclass = insn.class.raw();
-        block.end_ip = insn.ip;
-        block.size = insn.size;
-        block.ninsn += 1;
         Ok(Some(insn))
     }
 
