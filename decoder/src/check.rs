@@ -116,7 +116,7 @@ fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::proce
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    let collect = |pipe: Option<Box<dyn Read + Send>>| {
+    fn collect<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             // At most OUTPUT_MAX kept, the rest read and dropped (a tool
             // that prints without end was held whole: 5 GB in 17 s).
@@ -127,19 +127,9 @@ fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::proce
             }
             buf
         })
-    };
-    let out = collect(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = collect(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    }
+    let out = collect(child.stdout.take());
+    let err = collect(child.stderr.take());
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let status = loop {
         if let Some(status) = child.try_wait()? {

@@ -77,17 +77,11 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// The whole of the regular file `path` ([`open_regular`]).
-pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    let mut v = Vec::new();
-    open_regular(path)?.read_to_end(&mut v)?;
-    Ok(v)
-}
-
-/// The whole of `path`, recorded as an input.
+/// The whole of the regular file `path` ([`open_regular`]), recorded as
+/// an input.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     let mut v = Vec::new();
-    open(path)?.read_to_end(&mut v)?;
+    open_regular(path)?.read_to_end(&mut v)?;
     Ok(v)
 }
 

@@ -332,7 +332,7 @@ impl RawInput {
     /// Reads the trace and checks every image file and range.
     pub fn load(pt: &FileRange, elfs: &[ElfSpec], raws: &[RawSpec]) -> Result<RawInput, RawError> {
         let (from, to) = checked_range("--pt", pt, file_size(&pt.path)?)?;
-        let all = crate::inputs::read_regular(&pt.path).map_err(|source| RawError::Io {
+        let all = crate::inputs::read(&pt.path).map_err(|source| RawError::Io {
             path: pt.path.clone(),
             source,
         })?;

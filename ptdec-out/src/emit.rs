@@ -310,7 +310,6 @@ pub struct EmitStats {
 pub(super) enum Sink {
     Plain(OutFile),
     Gzip(GzEncoder<OutFile>),
-    Stdout(OutFile),
     Memory(Vec<u8>),
 }
 
@@ -319,7 +318,6 @@ impl Write for Sink {
         match self {
             Sink::Plain(f) => f.write(buf),
             Sink::Gzip(g) => g.write(buf),
-            Sink::Stdout(s) => s.write(buf),
             Sink::Memory(v) => v.write(buf),
         }
     }
@@ -328,7 +326,6 @@ impl Write for Sink {
         match self {
             Sink::Plain(f) => f.flush(),
             Sink::Gzip(g) => g.flush(),
-            Sink::Stdout(s) => s.flush(),
             Sink::Memory(v) => v.flush(),
         }
     }
@@ -344,7 +341,6 @@ impl Sink {
                 .finish()
                 .and_then(|f| f.commit().map_err(io::Error::from))
                 .map(|()| Vec::new()),
-            Sink::Stdout(s) => s.commit().map_err(io::Error::from).map(|()| Vec::new()),
             Sink::Memory(v) => Ok(v),
         }
     }
@@ -1349,7 +1345,8 @@ fn window_in<'w>(
     let split = opts.split.is_some();
     let (sink, path) = match target {
         Target::Memory => (Sink::Memory(Vec::new()), None),
-        Target::Stdout => (Sink::Stdout(OutFile::stdout()?), None),
+        // Written in place: its commit is a flush.
+        Target::Stdout => (Sink::Plain(OutFile::stdout()?), None),
         Target::File(p) => {
             let path = if split {
                 window_path(p, index)

@@ -58,11 +58,12 @@ fn resolve_one(
                 what: format!("--filter file {file:?} (give a path to the binary or library)"),
                 source,
             })?;
-            check_file(&path)?;
             let name = path.to_string_lossy().into_owned();
+            // Either way the file is checked before anything is read.
             let syms = if needs_syms {
                 elf_functions(&path)?
             } else {
+                check_file(&path)?;
                 Vec::new()
             };
             Ok(addr_filter::resolve(spec, &syms, Some(&name))?)
@@ -98,10 +99,7 @@ fn resolve_one(
 pub fn check_file(path: &Path) -> Result<std::fs::File, Error> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| Error::Capture {
-        what: format!("--filter file {}", path.display()),
-        source,
-    };
+    let io = &capture(path);
     let usage = |why: &str| {
         Error::Usage(format!(
             "--filter file {}: {why}; give the program or library the filter is in",
@@ -130,11 +128,16 @@ fn read_elf(path: &Path) -> Result<Vec<u8>, Error> {
     let mut data = Vec::new();
     f.seek(std::io::SeekFrom::Start(0))
         .and_then(|_| f.read_to_end(&mut data))
-        .map_err(|source| Error::Capture {
-            what: format!("--filter file {}", path.display()),
-            source,
-        })?;
+        .map_err(capture(path))?;
     Ok(data)
+}
+
+/// A failure to open or read `--filter`'s file `path`.
+fn capture(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Capture {
+        what: format!("--filter file {}", path.display()),
+        source,
+    }
 }
 
 /// The function symbols of an ELF file, sorted by start, with starts and

@@ -358,17 +358,16 @@ fn ftf_output(a: &DecodeArgs, trace: &Trace, trace_path: &Path, output: &Path) -
         }
         Target::Stdout
     } else {
-        // OUT-0.ftf, OUT-1.ftf, ... beside a device or FIFO would be
-        // files in its folder (`-o /dev/null` made /dev/null-0 ...).
-        let special = std::fs::metadata(output).is_ok_and(|m| !m.is_file() && !m.is_dir());
-        if split.is_some() && special {
-            bail!(
-                "--split writes several files named after -o {}, which is a device or FIFO; \
-                 give -o a file name in a folder",
-                output.display()
-            );
-        }
         if split.is_some() {
+            // OUT-0.ftf, OUT-1.ftf, ... beside a device or FIFO would be
+            // files in its folder (`-o /dev/null` made /dev/null-0 ...).
+            if std::fs::metadata(output).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+                bail!(
+                    "--split writes several files named after -o {}, which is a device or \
+                     FIFO; give -o a file name in a folder",
+                    output.display()
+                );
+            }
             crate::outfile::raise_open_files();
         }
         Target::File(output.to_path_buf())
