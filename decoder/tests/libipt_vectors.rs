@@ -24,9 +24,6 @@ use std::path::Path;
 const TRIG: &str = "libipt 2.2's TRIG packet (trigger tracing): libipt 2.1.2, whose packet \
     decoder ptdec uses to find PSBs and to report errors, does not know it (an unknown \
     opcode, or a PSB+ it cannot read)";
-const ERET: &str = "FRED's ERETU/ERETS (libipt 2.2) in event trace: the fast decoder hands \
-    an event trace's chunk to libipt 2.1.2, which takes them for no branch, so the return's \
-    TIP finds no far branch and the decode runs on into unmapped code";
 const RESYNC: &str = "libipt 2.2's pt_blk_resync: ptdec resyncs at an error where libipt \
     can, and 2.1.2 can only go on at the next PSB, so what ptxed decodes between the \
     error and that PSB is missing";
@@ -43,8 +40,6 @@ const EXPECTED: &[(&str, &str)] = &[
     ("tnt-trig", TRIG),
     ("trig-fup", TRIG),
     ("trig", TRIG),
-    ("ptet-int-eretu", ERET),
-    ("ptet-int-int-erets-eretu", ERET),
     ("ptxed-resync-bad_query-fup-tip", RESYNC),
     ("ptxed-resync-bad_query-ovf", RESYNC),
     ("ptxed-resync-bad_query-tip", RESYNC),

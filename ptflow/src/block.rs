@@ -16,8 +16,8 @@
 use pttypes::{filter_allows, iclass, mode, AddrRange, Block, Errata, Error as PtError, Status};
 
 use super::code::{
-    Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN, NEXT_TAKEN,
-    NO_NODE,
+    binds, Class, CodeCache, Image, Insn, Node, NEXT_INDIRECT, NEXT_NOT_TAKEN, NEXT_RETURN,
+    NEXT_TAKEN, NO_NODE,
 };
 use super::event::{Ev, EventDecoder, Kind};
 use super::Fail;
@@ -154,6 +154,9 @@ pub struct BlockDecoder<'a> {
     bound_paging: bool,
     bound_vmcs: bool,
     bound_ptwrite: bool,
+    /// The event trace kinds ([`binds`]: iret, vmentry, uiret) already
+    /// bound to the postponed instruction.
+    bound_binds: u8,
     /// Tick events are on ([`Self::enable_tick_events`]).
     tick_events: bool,
     image: Image,
@@ -229,6 +232,29 @@ fn binds_to_vmcs(insn: &Insn) -> bool {
 /// `pt_insn_is_ptwrite`.
 fn is_ptwrite(insn: &Insn) -> bool {
     insn.class == Class::Ptwrite
+}
+
+/// Whether an event binds to an instruction.
+type Binds = fn(&Insn) -> bool;
+
+/// The instructions an event trace event without an IP binds to, and
+/// its [`Insn::binds`] bit: `pt_insn_is_iret`, `_is_vmentry`, `_is_uiret`.
+fn binds_to(kind: &Kind) -> Option<(Binds, u8)> {
+    fn iret(i: &Insn) -> bool {
+        i.binds & binds::IRET != 0
+    }
+    fn vmentry(i: &Insn) -> bool {
+        i.binds & binds::VMENTRY != 0
+    }
+    fn uiret(i: &Insn) -> bool {
+        i.binds & binds::UIRET != 0
+    }
+    match kind {
+        Kind::Iret { .. } => Some((iret, binds::IRET)),
+        Kind::VmEntry { .. } => Some((vmentry, binds::VMENTRY)),
+        Kind::Uiret { .. } => Some((uiret, binds::UIRET)),
+        _ => None,
+    }
 }
 
 /// Whether an event binds to the postponed instruction `insn` (`binds`),
@@ -406,6 +432,7 @@ impl<'a> BlockDecoder<'a> {
             bound_paging: false,
             bound_vmcs: false,
             bound_ptwrite: false,
+            bound_binds: 0,
             tick_events: false,
             image: Image::default(),
             chain: Chain::NONE,
@@ -472,6 +499,7 @@ impl<'a> BlockDecoder<'a> {
         self.bound_paging = false;
         self.bound_vmcs = false;
         self.bound_ptwrite = false;
+        self.bound_binds = 0;
     }
 
     /// Stays at `insn`, to which the current event bound, until the
@@ -824,18 +852,21 @@ impl<'a> BlockDecoder<'a> {
         }
     }
 
-    /// Walks to the PTWRITE instruction the current (ptwrite) event binds
-    /// to and takes it into the block (`pt_blk_proceed_to_ptwrite`): the
-    /// next one when the event has no IP (the event gets its IP), the
+    /// Walks to the instruction the current event binds to and takes it
+    /// into the block: for a ptwrite event the PTWRITE
+    /// (`pt_blk_proceed_to_ptwrite`), for an iret, vmentry or uiret event
+    /// the instruction [`binds_to`] says (`pt_blk_proceed_to_iret`, ...):
+    /// the next one when the event has no IP (the event gets its IP), the
     /// one at the event's IP otherwise.
-    fn proceed_to_ptwrite(
+    fn proceed_to_bound(
         &mut self,
         code: &mut CodeCache,
         block: &mut Block,
         ev: &Ev,
+        binds: Binds,
     ) -> Result<Option<Insn>, Fail> {
         if ev.ip_suppressed {
-            let Some(insn) = self.proceed_to_insn(code, block, is_ptwrite)? else {
+            let Some(insn) = self.proceed_to_insn(code, block, binds)? else {
                 return Ok(None);
             };
             if let Some(e) = &mut self.event {
@@ -844,8 +875,12 @@ impl<'a> BlockDecoder<'a> {
             }
             return Ok(Some(insn));
         }
-        let Kind::Ptwrite { ip, .. } = ev.kind else {
-            return Err(Fail::Pt(PtError::INTERNAL));
+        let ip = match ev.kind {
+            Kind::Ptwrite { ip, .. }
+            | Kind::Iret { ip }
+            | Kind::VmEntry { ip }
+            | Kind::Uiret { ip } => ip,
+            _ => return Err(Fail::Pt(PtError::INTERNAL)),
         };
         match self.proceed_to(code, block, Some(ip))? {
             Reach::Reached => self.one_insn(code, block),
@@ -1416,9 +1451,28 @@ impl<'a> BlockDecoder<'a> {
             | Kind::Iflags { ip, .. }
             | Kind::Tsx { ip, .. }
             | Kind::AsyncPaging { ip, .. }
-            | Kind::AsyncVmcs { ip, .. } => {
+            | Kind::AsyncVmcs { ip, .. }
+            | Kind::Interrupt { ip, .. }
+            | Kind::Smi { ip }
+            | Kind::Init { ip }
+            | Kind::VmExit { ip, .. }
+            | Kind::Shutdown { ip }
+            | Kind::Uintr { ip, .. } => {
                 if !ev.ip_suppressed && !to(self, code, block, ip)? {
                     return Ok(Status(0));
+                }
+            }
+            Kind::Rsm | Kind::Sipi { .. } => {}
+            Kind::Iret { .. } | Kind::VmEntry { .. } | Kind::Uiret { .. } => {
+                if self.enabled {
+                    let Some((binds, bit)) = binds_to(&ev.kind) else {
+                        return Err(Fail::Pt(PtError::INTERNAL));
+                    };
+                    let Some(insn) = self.proceed_to_bound(code, block, &ev, binds)? else {
+                        return Ok(Status(0));
+                    };
+                    self.bound_binds |= bit;
+                    return self.postpone(insn);
                 }
             }
             Kind::Paging { .. } => {
@@ -1441,7 +1495,7 @@ impl<'a> BlockDecoder<'a> {
             }
             Kind::Ptwrite { .. } => {
                 if self.enabled {
-                    let Some(insn) = self.proceed_to_ptwrite(code, block, &ev)? else {
+                    let Some(insn) = self.proceed_to_bound(code, block, &ev, is_ptwrite)? else {
                         return Ok(Status(0));
                     };
                     self.bound_ptwrite = true;
@@ -1593,9 +1647,37 @@ impl<'a> BlockDecoder<'a> {
                         self.ip == ip
                     }
                 }
-                Kind::ExecMode { ip, .. } | Kind::Iflags { ip, .. } => {
+                Kind::ExecMode { ip, .. }
+                | Kind::Iflags { ip, .. }
+                | Kind::Interrupt { ip, .. }
+                | Kind::Smi { ip }
+                | Kind::Init { ip }
+                | Kind::VmExit { ip, .. }
+                | Kind::Shutdown { ip }
+                | Kind::Uintr { ip, .. } => {
                     self.proceed_postponed()?;
                     !self.enabled || ev.ip_suppressed || self.ip == ip
+                }
+                Kind::Rsm | Kind::Sipi { .. } => {
+                    self.proceed_postponed()?;
+                    if !ev.ip_suppressed {
+                        return Err(Fail::Pt(PtError::INTERNAL));
+                    }
+                    true
+                }
+                // As a ptwrite event, with an instruction of its own.
+                Kind::Iret { .. } | Kind::VmEntry { .. } | Kind::Uiret { .. } => {
+                    let suppressed = ev.ip_suppressed;
+                    let Some((binds, bit)) = binds_to(&ev.kind) else {
+                        return Err(Fail::Pt(PtError::INTERNAL));
+                    };
+                    let mut bound = self.bound_binds & bit != 0;
+                    let pending = !self.enabled
+                        || bind_once(self.postponed, &mut bound, |i| suppressed && binds(i));
+                    if bound {
+                        self.bound_binds |= bit;
+                    }
+                    pending
                 }
                 // Bound to no instruction.
                 Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt | Kind::Stop => {
@@ -1701,11 +1783,23 @@ impl<'a> BlockDecoder<'a> {
                 }
                 self.mode = mode;
             }
-            Kind::Iflags { ip, .. } => {
+            Kind::Iflags { ip, .. }
+            | Kind::Interrupt { ip, .. }
+            | Kind::Smi { ip }
+            | Kind::Init { ip }
+            | Kind::VmExit { ip, .. }
+            | Kind::Shutdown { ip }
+            | Kind::Uintr { ip, .. } => {
                 if self.enabled && !ev.ip_suppressed && self.ip != ip {
                     return Err(Fail::Pt(BAD_QUERY));
                 }
             }
+            Kind::Rsm | Kind::Sipi { .. } => {
+                if !ev.ip_suppressed {
+                    return Err(Fail::Pt(PtError::INTERNAL));
+                }
+            }
+            Kind::Iret { .. } | Kind::VmEntry { .. } | Kind::Uiret { .. } => {}
             Kind::Cbr { ratio } => self.cbr = u32::from(ratio),
             Kind::Tsx {
                 ip, speculative, ..

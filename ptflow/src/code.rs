@@ -68,6 +68,19 @@ pub struct Insn {
     /// `0f c7 /6` with a memory operand (VMPTRLD, VMCLEAR, VMXON): VMCS
     /// events bind to it.
     pub vmptrld: bool,
+    /// Which event trace events bind to it when they come without an IP
+    /// ([`binds`]): an iret event to IRET, SYSRET or SYSEXIT (and FRED's
+    /// ERETU/ERETS, as libipt 2.2's vectors show), a vmentry event to
+    /// VMLAUNCH or VMRESUME, a uiret event to UIRET (libipt's
+    /// `pt_insn_is_iret`, `_is_vmentry`, `_is_uiret`).
+    pub binds: u8,
+}
+
+/// What [`Insn::binds`] holds.
+pub mod binds {
+    pub const IRET: u8 = 1;
+    pub const VMENTRY: u8 = 2;
+    pub const UIRET: u8 = 4;
 }
 
 impl Insn {
@@ -492,6 +505,7 @@ fn jmpabs(bytes: &[u8], ip: u64, bitness: u32) -> Option<Insn> {
                 disp: 0,
                 mov_cr3: false,
                 vmptrld: false,
+                binds: 0,
             })
         }
         _ => None,
@@ -511,6 +525,7 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
         disp: 0,
         mov_cr3: false,
         vmptrld: false,
+        binds: 0,
     };
     // libipt's target is the IP after the branch plus the sign-extended
     // displacement, never cut to the operand size (`pt_insn_next_ip`);
@@ -545,7 +560,11 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
     } else {
         insn.class = match i.mnemonic() {
             M::Ret => Class::Return,
-            M::Retf | M::Iret | M::Iretd | M::Iretq => Class::FarReturn,
+            M::Retf => Class::FarReturn,
+            M::Iret | M::Iretd | M::Iretq => {
+                insn.binds = binds::IRET;
+                Class::FarReturn
+            }
             M::Int | M::Int3 | M::Into | M::Int1 | M::Syscall | M::Sysenter | M::Vmcall => {
                 Class::FarCall
             }
@@ -553,12 +572,20 @@ fn classify(i: &iced_x86::Instruction) -> Result<Insn, Fail> {
             | M::Sysexitq
             | M::Sysret
             | M::Sysretq
-            | M::Vmlaunch
-            | M::Vmresume
-            | M::Uiret
             // FRED's returns (libipt 2.2; 2.1.2 takes them for no branch).
             | M::Eretu
-            | M::Erets => Class::FarReturn,
+            | M::Erets => {
+                insn.binds = binds::IRET;
+                Class::FarReturn
+            }
+            M::Vmlaunch | M::Vmresume => {
+                insn.binds = binds::VMENTRY;
+                Class::FarReturn
+            }
+            M::Uiret => {
+                insn.binds = binds::UIRET;
+                Class::FarReturn
+            }
             M::Ptwrite => Class::Ptwrite,
             M::Mov if i.op0_register() == Register::CR3 => {
                 insn.mov_cr3 = true;

@@ -8,10 +8,13 @@
 //! MODE.TSX, OVF, PIP and VMCS (a status update in PSB+, an asynchronous
 //! event bound to the TIP of an asynchronous branch, VMCS before PIP,
 //! else a standalone event) and PTW (bound to the next FUP with its IP
-//! bit, else standalone without an IP) are followed too. What this does
-//! not follow yet ends the decode with [`Fail::Unsupported`] (the caller
-//! decodes the chunk with libipt instead): event trace (CFE/EVD) and
-//! iflags events. The overflow errata SKD010, APL11 and APL12 are
+//! bit, else standalone without an IP) are followed too, and so is event
+//! trace: a CFE is an event bound to the next FUP (with its IP bit, or
+//! while tracing is on for the kinds that allow it) or standalone without
+//! an IP, and an EVD before it queues its data (a page fault's address, a
+//! VM exit's qualification and reason) for it ([`EventDecoder`]'s
+//! `decode_cfe`, `decode_evd`), as `pt_evt_decode_cfe` and
+//! `pt_evt_decode_evd` do. The overflow errata SKD010, APL11 and APL12 are
 //! handled as libipt handles them, by scanning the packets ahead. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
 //! PWRX) are followed as libipt follows them: standalone, but for an
 //! EXSTOP with its IP bit and the MWAIT before it, bound to the next FUP.
@@ -34,6 +37,31 @@ const EVB_TIP: u8 = 2;
 const EVB_FUP: u8 = 4;
 const EVB_FUP_BOUND: u8 = 8;
 const EVB_EXSTOP: u8 = 16;
+/// An EVD waiting for the CFE it goes with (`evb_cfe`).
+const EVB_CFE: u8 = 32;
+
+/// CFE types (`enum pt_cfe_type`).
+mod cfe {
+    pub const INTR: u8 = 0x01;
+    pub const IRET: u8 = 0x02;
+    pub const SMI: u8 = 0x03;
+    pub const RSM: u8 = 0x04;
+    pub const SIPI: u8 = 0x05;
+    pub const INIT: u8 = 0x06;
+    pub const VMENTRY: u8 = 0x07;
+    pub const VMEXIT: u8 = 0x08;
+    pub const VMEXIT_INTR: u8 = 0x09;
+    pub const SHUTDOWN: u8 = 0x0a;
+    pub const UINTR: u8 = 0x0c;
+    pub const UIRET: u8 = 0x0d;
+}
+
+/// EVD types (`enum pt_evd_type`).
+mod evd {
+    pub const CR2: u8 = 0x00;
+    pub const VMXQ: u8 = 0x01;
+    pub const VMXR: u8 = 0x02;
+}
 
 /// libipt's queue holds 16 slots, one kept free.
 const EVQ_MAX: usize = 14;
@@ -164,6 +192,71 @@ pub enum Kind {
     Mnt,
     /// TraceStop (`ptev_stop`); standalone, after tracing was disabled.
     Stop,
+    /// Event trace (CFE/EVD): an interrupt or exception (`ptev_interrupt`)
+    /// with its vector and, from an EVD before it, a page fault's address
+    /// (`has_cr2`, `cr2`); at `ip`, the IP of the FUP it binds to.
+    Interrupt {
+        ip: u64,
+        vector: u8,
+        has_cr2: bool,
+        cr2: u64,
+    },
+    /// A return from an interrupt (`ptev_iret`): without an IP it binds
+    /// to the next IRET, SYSRET or SYSEXIT.
+    Iret {
+        ip: u64,
+    },
+    /// A system management interrupt (`ptev_smi`).
+    Smi {
+        ip: u64,
+    },
+    /// A return from system management mode (`ptev_rsm`), never with an
+    /// IP.
+    Rsm,
+    /// A SIPI (`ptev_sipi`), never with an IP.
+    Sipi {
+        vector: u8,
+    },
+    /// An INIT (`ptev_init`).
+    Init {
+        ip: u64,
+    },
+    /// A VM entry (`ptev_vmentry`): without an IP it binds to the next
+    /// VMLAUNCH or VMRESUME.
+    VmEntry {
+        ip: u64,
+    },
+    /// A VM exit (`ptev_vmexit`) with, where the trace gave them, its
+    /// interrupt vector (`has` bit 0), exit qualification (bit 1, from
+    /// an EVD) and exit reason (bit 2, from an EVD).
+    VmExit {
+        ip: u64,
+        vector: u8,
+        has: u8,
+        qualification: u64,
+        reason: u64,
+    },
+    /// A shutdown (`ptev_shutdown`).
+    Shutdown {
+        ip: u64,
+    },
+    /// A user interrupt (`ptev_uintr`) with its vector.
+    Uintr {
+        ip: u64,
+        vector: u8,
+    },
+    /// A return from a user interrupt (`ptev_uiret`): without an IP it
+    /// binds to the next UIRET.
+    Uiret {
+        ip: u64,
+    },
+}
+
+/// [`Kind::VmExit`]'s `has` bits.
+pub mod vmexit_has {
+    pub const VECTOR: u8 = 1;
+    pub const QUALIFICATION: u8 = 2;
+    pub const REASON: u8 = 4;
 }
 
 impl Kind {
@@ -179,7 +272,16 @@ impl Kind {
             | Kind::AsyncVmcs { ip, .. }
             | Kind::Ptwrite { ip, .. }
             | Kind::Exstop { ip }
-            | Kind::Mwait { ip, .. } => *ip = to,
+            | Kind::Mwait { ip, .. }
+            | Kind::Interrupt { ip, .. }
+            | Kind::Iret { ip }
+            | Kind::Smi { ip }
+            | Kind::Init { ip }
+            | Kind::VmEntry { ip }
+            | Kind::VmExit { ip, .. }
+            | Kind::Shutdown { ip }
+            | Kind::Uintr { ip, .. }
+            | Kind::Uiret { ip } => *ip = to,
             _ => {}
         }
     }
@@ -787,10 +889,30 @@ impl<'a> EventDecoder<'a> {
                 self.event = Some(ev);
                 Ok(false)
             }
-            Kind::Ptwrite { .. } | Kind::Exstop { .. } | Kind::Mwait { .. } => {
+            Kind::Ptwrite { .. }
+            | Kind::Exstop { .. }
+            | Kind::Mwait { .. }
+            | Kind::Interrupt { .. }
+            | Kind::Iret { .. }
+            | Kind::Smi { .. }
+            | Kind::Init { .. }
+            | Kind::VmEntry { .. }
+            | Kind::VmExit { .. }
+            | Kind::Shutdown { .. }
+            | Kind::Uintr { .. }
+            | Kind::Uiret { .. } => {
                 self.event_time(&mut ev);
                 let ip = self.event_ip(&mut ev);
                 ev.kind.set_ip(ip);
+                self.event = Some(ev);
+                Ok(false)
+            }
+            // Queued with their IP suppressed: nothing to take from it.
+            Kind::Rsm | Kind::Sipi { .. } => {
+                self.event_time(&mut ev);
+                if !ev.ip_suppressed {
+                    return Err(Fail::Pt(PtError::INTERNAL));
+                }
                 self.event = Some(ev);
                 Ok(false)
             }
@@ -1388,6 +1510,158 @@ impl<'a> EventDecoder<'a> {
         Ok(false)
     }
 
+    /// CFE (`pt_evt_decode_cfe`): an event trace event. An interrupt or
+    /// VM exit completes what an EVD before it queued (a page fault's
+    /// address; the exit's qualification and reason); any other kind
+    /// after an EVD is a context error. With its IP bit the event waits
+    /// for the FUP that gives its IP; without, an interrupt, SMI, INIT,
+    /// VM exit, user interrupt, RSM or SIPI waits for the next FUP while
+    /// tracing is on (its IP suppressed for RSM and SIPI, which never
+    /// have one), and every kind stands alone with its IP suppressed
+    /// while tracing is off (always, for an IRET, VM entry, shutdown or
+    /// user-interrupt return: they then bind to their instruction). An
+    /// unknown type is ignored, and with its IP bit the FUP it takes too.
+    fn decode_cfe(&mut self, ty: u8, vector: u8, with_ip: bool) -> Step {
+        let queued = self.dequeue(EVB_CFE).map(|e| e.kind);
+        let kind = match ty {
+            cfe::INTR => match queued {
+                None => Kind::Interrupt {
+                    ip: 0,
+                    vector,
+                    has_cr2: false,
+                    cr2: 0,
+                },
+                Some(Kind::Interrupt { has_cr2, cr2, .. }) => Kind::Interrupt {
+                    ip: 0,
+                    vector,
+                    has_cr2,
+                    cr2,
+                },
+                Some(_) => return Err(Fail::Pt(BAD_CONTEXT)),
+            },
+            cfe::VMEXIT | cfe::VMEXIT_INTR => {
+                let mut k = match queued {
+                    None => Kind::VmExit {
+                        ip: 0,
+                        vector: 0,
+                        has: 0,
+                        qualification: 0,
+                        reason: 0,
+                    },
+                    Some(k @ Kind::VmExit { .. }) => k,
+                    Some(_) => return Err(Fail::Pt(BAD_CONTEXT)),
+                };
+                if let (cfe::VMEXIT_INTR, Kind::VmExit { vector: v, has, .. }) = (ty, &mut k) {
+                    *v = vector;
+                    *has |= vmexit_has::VECTOR;
+                }
+                k
+            }
+            _ if queued.is_some() => {
+                // An EVD queues only an interrupt or a VM exit.
+                let known = matches!(ty, cfe::IRET..=cfe::SHUTDOWN | cfe::UINTR | cfe::UIRET);
+                return Err(Fail::Pt(if known {
+                    BAD_CONTEXT
+                } else {
+                    PtError::INTERNAL
+                }));
+            }
+            cfe::IRET => Kind::Iret { ip: 0 },
+            cfe::SMI => Kind::Smi { ip: 0 },
+            cfe::RSM => Kind::Rsm,
+            cfe::SIPI => Kind::Sipi { vector },
+            cfe::INIT => Kind::Init { ip: 0 },
+            cfe::VMENTRY => Kind::VmEntry { ip: 0 },
+            cfe::SHUTDOWN => Kind::Shutdown { ip: 0 },
+            cfe::UINTR => Kind::Uintr { ip: 0, vector },
+            cfe::UIRET => Kind::Uiret { ip: 0 },
+            _ => {
+                if with_ip {
+                    self.enqueue(EVB_FUP_BOUND, Ev::new(Kind::Ignore))?;
+                }
+                return Ok(true);
+            }
+        };
+        let never_ip = matches!(kind, Kind::Rsm | Kind::Sipi { .. });
+        if with_ip {
+            if never_ip {
+                return Err(Fail::Pt(packet::BAD_PACKET));
+            }
+            self.enqueue(EVB_FUP_BOUND, Ev::new(kind))?;
+            return Ok(true);
+        }
+        let waits = !matches!(
+            kind,
+            Kind::Iret { .. } | Kind::VmEntry { .. } | Kind::Shutdown { .. } | Kind::Uiret { .. }
+        );
+        if waits && self.enabled {
+            let mut ev = Ev::new(kind);
+            ev.ip_suppressed = never_ip;
+            self.enqueue(EVB_FUP, ev)?;
+            return Ok(true);
+        }
+        self.standalone_suppressed(kind);
+        Ok(false)
+    }
+
+    /// EVD (`pt_evt_decode_evd`): data for the CFE that follows it, queued
+    /// for it: a page fault's address for an interrupt, a VM exit's
+    /// qualification or reason (each once). Unknown types are ignored.
+    fn decode_evd(&mut self, ty: u8, payload: u64) -> Step {
+        let queued = self.evq.iter().position(|(b, _)| b & EVB_CFE != 0);
+        let bit = match ty {
+            evd::CR2 => {
+                if queued.is_some() {
+                    return Err(Fail::Pt(BAD_CONTEXT));
+                }
+                let kind = Kind::Interrupt {
+                    ip: 0,
+                    vector: 0,
+                    has_cr2: true,
+                    cr2: payload,
+                };
+                self.enqueue(EVB_CFE, Ev::new(kind))?;
+                return Ok(true);
+            }
+            evd::VMXQ => vmexit_has::QUALIFICATION,
+            evd::VMXR => vmexit_has::REASON,
+            _ => return Ok(true),
+        };
+        let i = match queued {
+            Some(i) => i,
+            None => {
+                let kind = Kind::VmExit {
+                    ip: 0,
+                    vector: 0,
+                    has: 0,
+                    qualification: 0,
+                    reason: 0,
+                };
+                self.enqueue(EVB_CFE, Ev::new(kind))?;
+                self.evq.len() - 1
+            }
+        };
+        let Kind::VmExit {
+            has,
+            qualification,
+            reason,
+            ..
+        } = &mut self.evq[i].1.kind
+        else {
+            return Err(Fail::Pt(BAD_CONTEXT));
+        };
+        if *has & bit != 0 {
+            return Err(Fail::Pt(BAD_CONTEXT));
+        }
+        *has |= bit;
+        *if bit == vmexit_has::REASON {
+            reason
+        } else {
+            qualification
+        } = payload;
+        Ok(true)
+    }
+
     #[inline]
     fn decode_packet(&mut self) -> Step {
         let Some((p, _)) = self.packet else {
@@ -1511,7 +1785,8 @@ impl<'a> EventDecoder<'a> {
                 });
                 Ok(false)
             }
-            Packet::Cfe { .. } | Packet::Evd { .. } => Err(Fail::Unsupported(&"event trace")),
+            Packet::Cfe { ty, vector, ip } => self.decode_cfe(ty, vector, ip),
+            Packet::Evd { ty, payload } => self.decode_evd(ty, payload),
             Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
         }
     }

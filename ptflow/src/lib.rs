@@ -73,7 +73,8 @@
 //! `sync_set`). Images whose sections overlap are split as libipt's
 //! `pt_image_add` splits them, and an instruction cut by its section's
 //! end is read on from the sections after it (a truncated block, as
-//! libipt's). Anything else (event-trace packets, code in an unknown
+//! libipt's). Event trace (CFE/EVD) is followed as libipt 2.1.2's event
+//! and block decoders follow it. Anything else (code in an unknown
 //! mode, an instruction iced-x86 cannot decode,
 //! perf's emulated ptwrite) makes it stop
 //! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
@@ -468,6 +469,40 @@ fn to_event(ev: &Ev) -> Option<Event> {
         },
         Kind::Mnt => EventKind::Other(event_type::MNT),
         Kind::Stop => EventKind::Stop,
+        Kind::Interrupt {
+            ip: i,
+            vector,
+            has_cr2,
+            cr2,
+        } => EventKind::Interrupt {
+            vector,
+            cr2: has_cr2.then_some(cr2),
+            ip: ip(i),
+        },
+        Kind::Iret { ip: i } => EventKind::Iret { ip: ip(i) },
+        Kind::Smi { ip: i } => EventKind::Smi { ip: ip(i) },
+        Kind::Rsm => EventKind::Rsm { ip: None },
+        Kind::Sipi { vector } => EventKind::Sipi { vector },
+        Kind::Init { ip: i } => EventKind::Init { ip: ip(i) },
+        Kind::VmEntry { ip: i } => EventKind::VmEntry { ip: ip(i) },
+        Kind::VmExit {
+            ip: i,
+            vector,
+            has,
+            qualification,
+            reason,
+        } => {
+            use event::vmexit_has as h;
+            EventKind::VmExit {
+                vector: (has & h::VECTOR != 0).then_some(vector),
+                reason: (has & h::REASON != 0).then_some(reason),
+                qualification: (has & h::QUALIFICATION != 0).then_some(qualification),
+                ip: ip(i),
+            }
+        }
+        Kind::Shutdown { ip: i } => EventKind::Shutdown { ip: ip(i) },
+        Kind::Uintr { ip: i, vector } => EventKind::Uintr { vector, ip: ip(i) },
+        Kind::Uiret { ip: i } => EventKind::Uiret { ip: ip(i) },
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {

@@ -639,6 +639,42 @@ impl Event {
                 p.other_ip?;
                 (EventKind::Other(t), t)
             }
+            // Event trace (CFE/EVD).
+            EventKind::Interrupt { vector, cr2, ip: i } => (
+                EventKind::Interrupt {
+                    vector,
+                    cr2,
+                    ip: ip(i),
+                },
+                event_type::INTERRUPT,
+            ),
+            EventKind::Iret { ip: i } => (EventKind::Iret { ip: ip(i) }, event_type::IRET),
+            EventKind::Smi { ip: i } => (EventKind::Smi { ip: ip(i) }, event_type::SMI),
+            EventKind::Rsm { ip: i } => (EventKind::Rsm { ip: ip(i) }, event_type::RSM),
+            k @ EventKind::Sipi { .. } => (k, event_type::SIPI),
+            EventKind::Init { ip: i } => (EventKind::Init { ip: ip(i) }, event_type::INIT),
+            EventKind::VmEntry { ip: i } => (EventKind::VmEntry { ip: ip(i) }, event_type::VMENTRY),
+            EventKind::VmExit {
+                vector,
+                reason,
+                qualification,
+                ip: i,
+            } => (
+                EventKind::VmExit {
+                    vector,
+                    reason,
+                    qualification,
+                    ip: ip(i),
+                },
+                event_type::VMEXIT,
+            ),
+            EventKind::Shutdown { ip: i } => {
+                (EventKind::Shutdown { ip: ip(i) }, event_type::SHUTDOWN)
+            }
+            EventKind::Uintr { vector, ip: i } => {
+                (EventKind::Uintr { vector, ip: ip(i) }, event_type::UINTR)
+            }
+            EventKind::Uiret { ip: i } => (EventKind::Uiret { ip: ip(i) }, event_type::UIRET),
             _ => return None,
         };
         let other_ip = match (raw_type, p.tsx) {
