@@ -146,6 +146,8 @@ pub struct OrderedEvents<E> {
     next_flush: u64,
     last_flush: u64,
     out_of_order: u64,
+    /// The most records queued at once.
+    peak: usize,
 }
 
 /// A queued record, ordered by its time and arrival only.
@@ -191,6 +193,7 @@ impl<E> OrderedEvents<E> {
             next_flush: 0,
             last_flush: 0,
             out_of_order: 0,
+            peak: 0,
         }
     }
 
@@ -212,6 +215,7 @@ impl<E> OrderedEvents<E> {
                     seq: self.seq,
                     event,
                 }));
+                self.peak = self.peak.max(self.queue.len());
                 self.seq += 1;
                 None
             }
@@ -272,6 +276,18 @@ impl<E> OrderedEvents<E> {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// The most records that waited at once (a high-water mark of
+    /// [`OrderedEvents::len`]).
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// The bytes a queued record takes in the queue: 16 and its `E`
+    /// (the heap's vector may have up to twice as many slots).
+    pub const fn entry_bytes() -> usize {
+        std::mem::size_of::<Reverse<Queued<E>>>()
     }
 
     /// Records that arrived older than the last delivered one (perf's
