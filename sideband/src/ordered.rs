@@ -50,7 +50,13 @@
 //! record overtakes queued records that precede it in the input. We do the same.
 //!
 //! perf also flushes half the queue when it hits its memory limit
-//! (`OE_FLUSH__HALF`); we have no limit and do not. A waiting record costs
+//! (`OE_FLUSH__HALF`, up to the time midway between the oldest queued and
+//! the last queued), but that limit is unset by default (`ordered_events__init`
+//! sets `max_alloc_size` to `(u64)-1`; only `perf report --queue-size`
+//! sets one): we have none and do not flush so, since a file without
+//! FINISHED_ROUND is the one whose rings arrive out of order, and a
+//! flush by time would apply its late records out of order where perf
+//! sorts them. Memory stays bounded by the file instead: a waiting record costs
 //! 16 bytes and its `E`: a reader of a mapped file queues the record's
 //! offset, not the record ([`crate::timeline::Replay`]), so that a file
 //! without FINISHED_ROUND, whose timed records all wait for its end, costs
