@@ -931,7 +931,10 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     write(json.replace("\"file\": \"a.out\"", "\"file\": \"fifo\""));
     let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
     let err = text(&o.stderr);
-    assert!(err.contains("fifo, which is a FIFO, not a regular file"), "{err}");
+    assert!(
+        err.contains("fifo, which is a FIFO, not a regular file"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 
     // A uuid with a multi-byte character: no build-id, no panic, and

@@ -1047,7 +1047,11 @@ fn non_regular_vdso_and_mapped_files_are_said() {
     let m = dir.path().join("m.bin");
     std::fs::copy(&bin, &m).unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     // PERF_RECORD_MMAP (type 1) of pid/tid 1 with the sample's time
     // (sample_type 0x4): the vector's own code, its second page named as
     // the folder, /dev/zero and the FIFO; then ITRACE_START (type 12).
@@ -1108,7 +1112,10 @@ fn non_regular_vdso_and_mapped_files_are_said() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("--pevent:vdso-x64 {}: cannot read it: it is not a regular file", fifo.display())),
+        err.contains(&format!(
+            "--pevent:vdso-x64 {}: cannot read it: it is not a regular file",
+            fifo.display()
+        )),
         "{err}"
     );
     let out = run(None);
@@ -1124,5 +1131,8 @@ fn non_regular_vdso_and_mapped_files_are_said() {
     }
     // The code before the folder's page still decodes.
     let flow = std::fs::read_to_string(dir.path().join("flow.txt")).unwrap();
-    assert!(flow.starts_with("[enabled]\n0000000000001000\n0000000000001001\n"), "{flow}");
+    assert!(
+        flow.starts_with("[enabled]\n0000000000001000\n0000000000001001\n"),
+        "{flow}"
+    );
 }

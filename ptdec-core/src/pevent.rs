@@ -176,7 +176,11 @@ fn elf_abi(path: &Path) -> Option<Abi> {
 }
 
 /// The options of `PeventConfig::vdso`'s files, in its order (by ABI).
-const VDSO_OPTIONS: [&str; 3] = ["--pevent:vdso-x64", "--pevent:vdso-x32", "--pevent:vdso-ia32"];
+const VDSO_OPTIONS: [&str; 3] = [
+    "--pevent:vdso-x64",
+    "--pevent:vdso-x32",
+    "--pevent:vdso-ia32",
+];
 
 /// A mapped file's section, or why there is none.
 #[derive(Debug, Clone)]

@@ -742,7 +742,10 @@ impl Reader<'_> {
                 // as such, not as missing.
                 let odd = candidates.iter().find_map(|p| {
                     let kind = sideband::bytes::not_a_file(&std::fs::metadata(p).ok()?)?;
-                    Some(format!("{} is {kind}, not a regular file", printable_path(p)))
+                    Some(format!(
+                        "{} is {kind}, not a regular file",
+                        printable_path(p)
+                    ))
                 });
                 let what = match &file {
                     _ if not_file.is_some() => not_file.take().unwrap_or_default(),
@@ -1521,10 +1524,9 @@ mod tests {
         let long = "x".repeat(100_000);
         let refusals = [
             (
-                format!(
-                    "{{\"pid\": 1, \"threads\": [{{\"tid\": 5, \"iptTrace\": \"t.trace\"}}]}}, \
-                     {{\"pid\": 2, \"threads\": [{{\"tid\": 5}}]}}"
-                ),
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"t.trace\"}]}, \
+                 {\"pid\": 2, \"threads\": [{\"tid\": 5}]}"
+                    .to_string(),
                 String::new(),
                 "tid 5 is listed under two processes, pid 1 and pid 2".to_string(),
             ),
