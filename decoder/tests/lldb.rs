@@ -918,7 +918,7 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("/dev/zero, which is a device, not a file"),
+        err.contains("/dev/zero, which is a device, not a regular file"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
@@ -931,7 +931,10 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     write(json.replace("\"file\": \"a.out\"", "\"file\": \"fifo\""));
     let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
     let err = text(&o.stderr);
-    assert!(err.contains("fifo, which is a FIFO, not a file"), "{err}");
+    assert!(
+        err.contains("fifo, which is a FIFO, not a regular file"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 
     // A uuid with a multi-byte character: no build-id, no panic, and
@@ -961,7 +964,7 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     );
     let err = text(&decode(&dir, &out, &[]).stderr);
     assert!(
-        err.contains("gone, which does not exist, and /dev/null is a device, not a file"),
+        err.contains("gone, which does not exist, and /dev/null is a device, not a regular file"),
         "{err}"
     );
 

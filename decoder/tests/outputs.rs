@@ -130,6 +130,54 @@ fn a_closed_stdout_is_an_error() {
     }
 }
 
+/// Every command names a failed write to standard output the same way
+/// (`outfile::Stdout`; `ptdec dump` printed a bare "No space left on
+/// device"), and a reader that has gone (EPIPE) ends each quietly, as
+/// ripgrep does.
+#[test]
+fn every_command_names_a_failed_write_to_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    let ftf = tmp.path().join("out.ftf");
+    let o = Command::new(EXE)
+        .args([d, "-q", "-o"])
+        .arg(&ftf)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let f = ftf.to_str().unwrap();
+    let commands = [
+        vec!["dump", f],
+        vec!["info", d],
+        vec!["report", d, "-q"],
+        vec![d, "-q", "-o", "-"],
+        vec![d, "-q", "--format", "parquet", "-o", "-"],
+    ];
+    for args in &commands {
+        if Path::new("/dev/full").exists() {
+            let o = via_bash("exec \"$0\" \"$@\" >/dev/full", args);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert!(
+                err.contains("cannot write to standard output; free space on its disk"),
+                "{args:?}: {err}"
+            );
+        }
+        // A pipe whose reader is gone before ptdec starts: every write
+        // fails with EPIPE.
+        let o = via_bash(
+            "exec 4> >(exec 0<&-); wait $!; exec \"$0\" \"$@\" >&4 4>&-",
+            args,
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}");
+    }
+}
+
 #[test]
 fn an_unsearchable_dir_is_permission_denied() {
     let test = "an_unsearchable_dir_is_permission_denied";

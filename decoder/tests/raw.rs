@@ -1023,3 +1023,116 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
         "70,002 MMAP records took {took:?} to decode: adding sections is quadratic again"
     );
 }
+
+/// A `--pevent:vdso-*` file goes through the check every other
+/// `--pevent` file does: a FIFO is refused, naming the option (it was
+/// accepted silently, and a decode that met a `[vdso]` MMAP would wait on
+/// it). An MMAP of a folder or of `/dev/zero` is said before the decode as
+/// a file that is not a regular file (it gave only "no memory mapped"),
+/// never opened (a FIFO's open blocked), and the rest still decodes.
+#[test]
+fn non_regular_vdso_and_mapped_files_are_said() {
+    let test = "non_regular_vdso_and_mapped_files_are_said";
+    let vectors = pt_tests::libipt_tests_dir();
+    let name = "pevent-mmap-tip_cached";
+    let (pt, bin) = (
+        vectors.join(format!("{name}.pt")),
+        vectors.join(format!("{name}.bin")),
+    );
+    if !pt.is_file() || !bin.is_file() {
+        pt_tests::skipped(test, &format!("no {name}.pt/.bin in {}", vectors.display()));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.bin");
+    std::fs::copy(&bin, &m).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // PERF_RECORD_MMAP (type 1) of pid/tid 1 with the sample's time
+    // (sample_type 0x4): the vector's own code, its second page named as
+    // the folder, /dev/zero and the FIFO; then ITRACE_START (type 12).
+    let mut sb = Vec::new();
+    let mut mmap = |addr: u64, len: u64, pgoff: u64, file: &Path| {
+        let mut body = Vec::new();
+        for v in [1u32, 1] {
+            body.extend(v.to_le_bytes());
+        }
+        for v in [addr, len, pgoff] {
+            body.extend(v.to_le_bytes());
+        }
+        let mut name = file.to_string_lossy().into_owned().into_bytes();
+        name.resize((name.len() / 8 + 1) * 8, 0);
+        body.extend(name);
+        body.extend(0u64.to_le_bytes());
+        sb.extend(1u32.to_le_bytes());
+        sb.extend(0u16.to_le_bytes());
+        sb.extend((8 + body.len() as u16).to_le_bytes());
+        sb.extend(body);
+    };
+    mmap(0x1000, 6, 0, &m);
+    mmap(0xa000, 1, 0x100, dir.path());
+    mmap(0x20000, 0x1000, 0, Path::new("/dev/zero"));
+    mmap(0x30000, 0x1000, 0, &fifo);
+    sb.extend(12u32.to_le_bytes());
+    sb.extend(0u16.to_le_bytes());
+    sb.extend(24u16.to_le_bytes());
+    for v in [1u32, 1] {
+        sb.extend(v.to_le_bytes());
+    }
+    sb.extend(0u64.to_le_bytes());
+    let sb_path = dir.path().join("m.sb");
+    std::fs::write(&sb_path, &sb).unwrap();
+    // Under `timeout`, so a hang (an open of the FIFO) fails rather than waits.
+    let run = |vdso: Option<&Path>| {
+        let mut c = Command::new("timeout");
+        c.arg("60")
+            .arg(env!("CARGO_BIN_EXE_ptdec"))
+            .arg("raw")
+            .arg("--pt")
+            .arg(&pt)
+            .arg("--raw")
+            .arg(format!("{}:0x1000", m.display()))
+            .args(["--pevent:sample-type", "4"]);
+        if let Some(v) = vdso {
+            c.arg("--pevent:vdso-x64").arg(v);
+        }
+        c.arg("--pevent:primary")
+            .arg(&sb_path)
+            .arg("-o")
+            .arg(dir.path().join("o.ftf"))
+            .arg("--insn-list")
+            .arg(dir.path().join("flow.txt"));
+        c.output().unwrap()
+    };
+    let out = run(Some(&fifo));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--pevent:vdso-x64 {}: cannot read it: it is not a regular file",
+            fifo.display()
+        )),
+        "{err}"
+    );
+    let out = run(None);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for want in [
+        "files the sideband maps are not regular files".to_string(),
+        "/dev/zero (a device)".to_string(),
+        format!("{} (a directory)", dir.path().display()),
+        format!("{} (a FIFO)", fifo.display()),
+    ] {
+        assert!(err.contains(&want), "{want:?} not in {err}");
+    }
+    // The code before the folder's page still decodes.
+    let flow = std::fs::read_to_string(dir.path().join("flow.txt")).unwrap();
+    assert!(
+        flow.starts_with("[enabled]\n0000000000001000\n0000000000001001\n"),
+        "{flow}"
+    );
+}

@@ -498,8 +498,18 @@ impl ImageStore {
         let mut tried = Vec::new();
         let mut rejected = Vec::new();
         let mut unread: Vec<String> = Vec::new();
+        // Candidates that exist but are no regular file (a folder, a
+        // device): said as such, not as "not found".
+        let mut odd: Vec<String> = Vec::new();
         for candidate in self.candidates(name, expected.as_deref()) {
             if !candidate.path.is_file() {
+                let meta = std::fs::metadata(&candidate.path);
+                if let Some(kind) = meta.ok().as_ref().and_then(sideband::bytes::not_a_file) {
+                    odd.push(format!(
+                        "{} is {kind}, not a regular file",
+                        candidate.path.display()
+                    ));
+                }
                 continue;
             }
             tried.push(candidate.path.display().to_string());
@@ -528,7 +538,9 @@ impl ImageStore {
                 }
             }
         }
-        Err(if rejected.is_empty() {
+        Err(if rejected.is_empty() && !odd.is_empty() {
+            format!("{} (looked in {})", odd.join("; "), self.places(name))
+        } else if rejected.is_empty() {
             format!("not found (looked in {})", self.places(name))
         } else {
             rejected.join("; ")

@@ -122,6 +122,7 @@ fn written_in_place(file: File, path: PathBuf) -> OutFile {
         id,
         written: 0,
         started: 0,
+        stdout: false,
     }
 }
 
@@ -193,6 +194,8 @@ pub struct OutFile {
     /// Bytes written, and up to where their writeback was started.
     written: u64,
     started: u64,
+    /// Standard output: its write errors are named as [`Stdout`]'s.
+    stdout: bool,
 }
 
 /// Written bytes whose writeback is started at once (see
@@ -336,10 +339,11 @@ impl OutFile {
             id,
             written: 0,
             started: 0,
+            stdout: false,
         })
     }
 
-    /// Standard output as an output ([`stdout`]): written in place, as a
+    /// Standard output as an output ([`binary_stdout`]): written in place, as a
     /// FIFO or device given by name is.
     pub fn stdout() -> Result<OutFile, OutFileError> {
         Self::on_stdout(binary_stdout())
@@ -348,7 +352,7 @@ impl OutFile {
     /// Standard output for text (folded stacks, an SVG): as
     /// [`OutFile::stdout`], but a terminal is allowed.
     pub fn text_stdout() -> Result<OutFile, OutFileError> {
-        Self::on_stdout(stdout())
+        Self::on_stdout(stdout_file())
     }
 
     fn on_stdout(file: io::Result<File>) -> Result<OutFile, OutFileError> {
@@ -356,7 +360,9 @@ impl OutFile {
             path: PathBuf::from("standard output"),
             source,
         })?;
-        Ok(written_in_place(file, PathBuf::from("-")))
+        let mut out = written_in_place(file, PathBuf::from("-"));
+        out.stdout = true;
+        Ok(out)
     }
 
     /// Bytes written so far.
@@ -374,7 +380,7 @@ impl OutFile {
         };
         let mut file = self.file.take().expect("not yet committed");
         if matches!(self.temp, Temp::InPlace) {
-            return file.flush().map_err(err);
+            return file.flush().map_err(|e| err(self.named(e)));
         }
         file.sync_all().map_err(err)?;
         let mut p = pending();
@@ -613,7 +619,10 @@ impl Write for OutFile {
         let Some(f) = self.file.as_mut() else {
             return Ok(0);
         };
-        let n = f.write(buf)?;
+        let n = match f.write(buf) {
+            Ok(n) => n,
+            Err(e) => return Err(self.named(e)),
+        };
         self.written += n as u64;
         if self.written - self.started >= WRITEBACK_STEP && !matches!(self.temp, Temp::InPlace) {
             // Only a hint: an error changes nothing (the commit syncs all).
@@ -628,7 +637,20 @@ impl Write for OutFile {
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.file.as_mut().map_or(Ok(()), |f| f.flush())
+        let r = self.file.as_mut().map_or(Ok(()), |f| f.flush());
+        r.map_err(|e| self.named(e))
+    }
+}
+
+impl OutFile {
+    /// A write error, named as [`Stdout`] names it when this is standard
+    /// output.
+    fn named(&self, e: io::Error) -> io::Error {
+        if self.stdout {
+            stdout_error(e)
+        } else {
+            e
+        }
     }
 }
 
@@ -1101,13 +1123,65 @@ pub fn raise_open_files() {
     }
 }
 
+/// Standard output, for text: [`stdout_file`], whose write errors are
+/// named ([`Stdout`]).
+pub fn stdout() -> io::Result<Stdout> {
+    stdout_file().map(Stdout)
+}
+
+/// Standard output whose write errors say they are standard output's
+/// ([`stdout_error`]): every command names a failed write to it the same
+/// way, where a bare "No space left on device" named nothing.
+#[derive(Debug)]
+pub struct Stdout(File);
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(stdout_error)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf).map_err(stdout_error)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(stdout_error)
+    }
+}
+
+/// A failed write to standard output, named, with what to do on a full
+/// disk ([`stdout_error`]).
+#[derive(Debug)]
+struct StdoutError(io::Error);
+
+impl std::fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hint = match self.0.kind() {
+            io::ErrorKind::StorageFull => "; free space on its disk or redirect it to another",
+            _ => "",
+        };
+        write!(f, "cannot write to standard output{hint}: {}", self.0)
+    }
+}
+
+// The cause is in the message: no `source`, which would print it twice.
+impl std::error::Error for StdoutError {}
+
+/// `e`, from a write to standard output, named as such. Its kind is kept:
+/// a closed pipe (`BrokenPipe`) still ends ptdec quietly, as ripgrep
+/// does. Named once, however many writers it passes through.
+pub fn stdout_error(e: io::Error) -> io::Error {
+    if e.get_ref().is_some_and(|inner| inner.is::<StdoutError>()) {
+        return e;
+    }
+    io::Error::new(e.kind(), StdoutError(e))
+}
+
 /// Standard output as a file, for `-o -`: fails when fd 1 was closed
 /// (`ptdec ... -o - >&-`) instead of reporting success for output that went
 /// nowhere. Rust's runtime reopens a closed fd 0-2 on `/dev/null` (read and
 /// write) before `main`, where `io::stdout` would also swallow EBADF; a
 /// shell's `>/dev/null` opens it write-only, so `/dev/null` open read-write
 /// on fd 1 is the closed stdout.
-pub fn stdout() -> io::Result<File> {
+fn stdout_file() -> io::Result<File> {
     use std::os::fd::AsFd;
     let closed = || {
         // Not BrokenPipe: that one ends ptdec quietly with success.
@@ -1137,11 +1211,11 @@ pub fn stdout() -> io::Result<File> {
     Ok(file)
 }
 
-/// [`stdout`] for binary output (FTF, Parquet): a terminal is refused,
+/// [`stdout_file`] for binary output (FTF, Parquet): a terminal is refused,
 /// as gzip and zstd refuse it, rather than filled with bytes no one can
 /// read there.
 pub fn binary_stdout() -> io::Result<File> {
-    let out = stdout()?;
+    let out = stdout_file()?;
     if nix::unistd::isatty(out.as_raw_fd()).unwrap_or(false) {
         return Err(io::Error::other(
             "standard output is a terminal, and the output is binary; \
@@ -1151,7 +1225,7 @@ pub fn binary_stdout() -> io::Result<File> {
     Ok(out)
 }
 
-/// Whether `fd` is `/dev/null` opened read-write (see [`stdout`]).
+/// Whether `fd` is `/dev/null` opened read-write (see [`stdout_file`]).
 fn reopened_dev_null(fd: u32) -> bool {
     let is_null = std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .is_ok_and(|p| p == Path::new("/dev/null"));

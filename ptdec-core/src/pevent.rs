@@ -42,7 +42,7 @@
 //! [`Sideband`] is its [`RawSideband`], a [`Session`] its
 //! [`SidebandSession`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -175,6 +175,13 @@ fn elf_abi(path: &Path) -> Option<Abi> {
     }
 }
 
+/// The options of `PeventConfig::vdso`'s files, in its order (by ABI).
+const VDSO_OPTIONS: [&str; 3] = [
+    "--pevent:vdso-x64",
+    "--pevent:vdso-x32",
+    "--pevent:vdso-ia32",
+];
+
 /// A mapped file's section, or why there is none.
 #[derive(Debug, Clone)]
 enum MapTarget {
@@ -249,6 +256,10 @@ pub struct Sideband {
     kernel: Vec<usize>,
     /// Mapped files that do not exist (their code will be missing).
     pub missing: BTreeSet<PathBuf>,
+    /// Mapped files that are no regular file, and what each is (`a
+    /// device`, `a directory`, ...): their mappings are lost sections,
+    /// never opened (a FIFO would block, `/dev/zero` never end).
+    pub not_regular: BTreeMap<PathBuf, &'static str>,
     /// What is listed besides errors (ptxed's `--sb:*`).
     print: SbPrint,
 }
@@ -282,11 +293,31 @@ fn sample_type_of(cfg: &PeventConfig, body: &[u8]) -> Result<u64, String> {
     }
 }
 
-/// The sections of the images the sideband names, each once.
+/// The sections of the images the sideband names, each once, and what
+/// each mapped path is when it is no regular file (asked once a path).
 #[derive(Default)]
-struct SectionIndex(HashMap<(PathBuf, u64, u64, u64), usize>);
+struct SectionIndex(
+    HashMap<(PathBuf, u64, u64, u64), usize>,
+    HashMap<PathBuf, Option<&'static str>>,
+);
 
 impl SectionIndex {
+    /// What `path` is when it exists and is no regular file (`a
+    /// directory`, `a device`, ...), noted in `sb`.
+    fn not_regular(&mut self, sb: &mut Sideband, path: &Path) -> Option<&'static str> {
+        if let Some(&kind) = self.1.get(path) {
+            return kind;
+        }
+        let kind = std::fs::metadata(path)
+            .ok()
+            .and_then(|m| sideband::bytes::not_a_file(&m));
+        if let Some(k) = kind {
+            sb.not_regular.insert(path.to_owned(), k);
+        }
+        self.1.insert(path.to_owned(), kind);
+        kind
+    }
+
     /// The index in `sb.sections` of `size` bytes at `offset` of `path`
     /// loaded at `vaddr`, added when new (a missing file is noted).
     fn add(
@@ -365,6 +396,13 @@ fn effect_of(
                     Some(root) => format!("{root}{name}"),
                     None => name.to_string(),
                 });
+                if index.not_regular(sb, &file).is_some() {
+                    // Said once before the decode (`not_regular`).
+                    return Effect::Map {
+                        pid: m.pid,
+                        target: MapTarget::Lost,
+                    };
+                }
                 let abi = elf_abi(&file);
                 MapTarget::File(index.add(sb, file, m.pgoff, m.len, m.addr), abi)
             };
@@ -407,6 +445,17 @@ impl Sideband {
             let name = path.display().to_string();
             let bytes = read_range(option, &spec.file)?;
             let cfg = &spec.config;
+            // As every other --pevent file: a FIFO or device is refused
+            // (it was accepted, and the decode's libipt would open it).
+            for (v, option) in cfg.vdso.iter().zip(VDSO_OPTIONS) {
+                if let Some(v) = v {
+                    crate::inputs::open_regular(v).map_err(|source| PeventError::Io {
+                        option,
+                        path: v.clone(),
+                        source,
+                    })?;
+                }
+            }
             // Prepended as a string, as libipt-sb does: a file there made
             // names such as /etc/passwdusr/lib/...
             if let Some(root) = cfg.sysroot.as_deref().filter(|r| !Path::new(r).is_dir()) {

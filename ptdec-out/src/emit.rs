@@ -790,7 +790,7 @@ impl Emitter {
         };
         let path = (self.windows.get_mut(index))
             .and_then(|w| w.path.clone())
-            .unwrap_or_else(|| "<output>".into());
+            .unwrap_or_else(|| "standard output".into());
         Err(match e {
             BlockError::Encode(source) => EmitError::Ftf { path, source },
             BlockError::Write(source) => EmitError::Io { path, source },
@@ -1301,7 +1301,7 @@ impl Emitter {
         // this thread's alone again.
         self.encoders = None;
         for (index, w) in std::mem::take(&mut self.windows.list) {
-            let label = w.path.clone().unwrap_or_else(|| "<output>".into());
+            let label = w.path.clone().unwrap_or_else(|| "standard output".into());
             let sink = Arc::try_unwrap(w.sink)
                 .map_err(|_| EmitError::Io {
                     path: label.clone(),
@@ -1374,7 +1374,7 @@ fn window_in<'w>(
     };
     let mut sink = sink;
     write_ftf_header(&mut sink).map_err(|source| EmitError::Ftf {
-        path: path.clone().unwrap_or_else(|| "<output>".into()),
+        path: path.clone().unwrap_or_else(|| "standard output".into()),
         source,
     })?;
     let window = Window {

@@ -50,7 +50,13 @@
 //! record overtakes queued records that precede it in the input. We do the same.
 //!
 //! perf also flushes half the queue when it hits its memory limit
-//! (`OE_FLUSH__HALF`); we have no limit and do not. A waiting record costs
+//! (`OE_FLUSH__HALF`, up to the time midway between the oldest queued and
+//! the last queued), but that limit is unset by default (`ordered_events__init`
+//! sets `max_alloc_size` to `(u64)-1`; only `perf report --queue-size`
+//! sets one): we have none and do not flush so, since a file without
+//! FINISHED_ROUND is the one whose rings arrive out of order, and a
+//! flush by time would apply its late records out of order where perf
+//! sorts them. Memory stays bounded by the file instead: a waiting record costs
 //! 16 bytes and its `E`: a reader of a mapped file queues the record's
 //! offset, not the record ([`crate::timeline::Replay`]), so that a file
 //! without FINISHED_ROUND, whose timed records all wait for its end, costs
@@ -146,6 +152,8 @@ pub struct OrderedEvents<E> {
     next_flush: u64,
     last_flush: u64,
     out_of_order: u64,
+    /// The most records queued at once.
+    peak: usize,
 }
 
 /// A queued record, ordered by its time and arrival only.
@@ -191,6 +199,7 @@ impl<E> OrderedEvents<E> {
             next_flush: 0,
             last_flush: 0,
             out_of_order: 0,
+            peak: 0,
         }
     }
 
@@ -212,6 +221,7 @@ impl<E> OrderedEvents<E> {
                     seq: self.seq,
                     event,
                 }));
+                self.peak = self.peak.max(self.queue.len());
                 self.seq += 1;
                 None
             }
@@ -272,6 +282,18 @@ impl<E> OrderedEvents<E> {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// The most records that waited at once (a high-water mark of
+    /// [`OrderedEvents::len`]).
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// The bytes a queued record takes in the queue: 16 and its `E`
+    /// (the heap's vector may have up to twice as many slots).
+    pub const fn entry_bytes() -> usize {
+        std::mem::size_of::<Reverse<Queued<E>>>()
     }
 
     /// Records that arrived older than the last delivered one (perf's

@@ -373,6 +373,13 @@ pub struct TimelineStats {
     pub guest_records: u64,
     /// Sum of PERF_RECORD_LOST counts: the timeline may miss records.
     pub lost_records: u64,
+    /// The most records held at once, waiting to be applied in time order
+    /// (a perf.data's ordered queue, [`Replay`]; an LLDB bundle's merge
+    /// of its cores' switch files). The tests bound memory with it.
+    pub waiting_peak: u64,
+    /// The bytes those records took while waiting: a perf.data's queue
+    /// holds 24 a record (its offset), a bundle's merge a head per core.
+    pub waiting_peak_bytes: u64,
 }
 
 /// Where sideband records go: the one method every source calls. See the
@@ -461,6 +468,9 @@ impl<K> Replay<K> {
         let flushed = self.ordered.flush_all();
         apply_loaded(&mut self.timeline, flushed, load);
         self.timeline.stats.out_of_order = self.ordered.out_of_order();
+        let peak = self.ordered.peak();
+        self.timeline
+            .note_waiting(peak, peak * OrderedEvents::<K>::entry_bytes());
         self.timeline
     }
 }
@@ -492,6 +502,14 @@ impl Timeline {
             replay.push(event, |e| e, Some);
         }
         replay.finish(Some)
+    }
+
+    /// Notes that `records` (of `bytes`) waited at once to be applied in
+    /// time order, for [`TimelineStats::waiting_peak`]: the highest kept.
+    pub fn note_waiting(&mut self, records: usize, bytes: usize) {
+        let s = &mut self.stats;
+        s.waiting_peak = s.waiting_peak.max(records as u64);
+        s.waiting_peak_bytes = s.waiting_peak_bytes.max(bytes as u64);
     }
 
     /// Applies one record (see the module doc for the contract).
@@ -1347,7 +1365,23 @@ mod tests {
         }
         assert_eq!(replay.queued(), 1);
         let keyed = replay.finish(load);
-        assert_eq!(keyed.stats(), whole.stats());
+        // As many records waited (the first round flushes none), in less:
+        // 24 bytes each (an index and its place in the queue), where the
+        // records themselves took more.
+        let (k, w) = (*keyed.stats(), *whole.stats());
+        assert_eq!(k.waiting_peak, 4);
+        assert_eq!(k.waiting_peak_bytes, 4 * 24);
+        assert!(w.waiting_peak_bytes > k.waiting_peak_bytes);
+        assert_eq!(
+            TimelineStats {
+                waiting_peak_bytes: 0,
+                ..k
+            },
+            TimelineStats {
+                waiting_peak_bytes: 0,
+                ..w
+            }
+        );
         for cpu in [0, 1] {
             assert_eq!(keyed.cpu_slots(cpu), whole.cpu_slots(cpu));
         }

@@ -23,8 +23,8 @@ pub fn info(trace_path: &Path, a: &ImageArgs) -> Result<()> {
 }
 
 /// `text` written to standard output; a failure says so and what to do
-/// (a bare "No space left on device" named nothing). A closed pipe stays
-/// a `BrokenPipe` in the chain, which ends ptdec quietly.
+/// ([`outfile::Stdout`] names it). A closed pipe stays a `BrokenPipe` in
+/// the chain, which ends ptdec quietly.
 fn print(text: &str) -> Result<()> {
     print_with(|out| out.write_all(text.as_bytes()))
 }
@@ -33,14 +33,8 @@ fn print(text: &str) -> Result<()> {
 /// names it.
 fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
     let mut out = outfile::stdout()?;
-    write(&mut out).and_then(|()| out.flush()).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::StorageFull {
-            "; free space on its disk or redirect it to another"
-        } else {
-            ""
-        };
-        anyhow::Error::new(e).context(format!("cannot write to standard output{hint}"))
-    })
+    write(&mut out).and_then(|()| out.flush())?;
+    Ok(())
 }
 
 /// `ptdec dump FILE`: the FTF as text on stdout, a record at a time as it
@@ -64,7 +58,8 @@ pub fn dump(file: &Path) -> Result<()> {
     let r = ftf::read::for_each(reader, |record| writeln!(out, "{record}"));
     match r {
         Ok(_) => {}
-        // The output's error (a closed pipe ends ptdec quietly): as it is.
+        // The output's error, named by `outfile::Stdout` (a closed pipe
+        // ends ptdec quietly): as it is.
         Err(ftf::Error::Io(e)) => return Err(e.into()),
         Err(ftf::Error::Read(e)) if gzip => {
             let _ = out.flush();

@@ -19,7 +19,7 @@ type ListOut = (ListWriter, Option<std::io::Error>);
 /// Where the listing goes: stdout, or a file put in place only when
 /// complete (`crate::outfile`, as the FTF).
 enum ListWriter {
-    Stdout(std::io::BufWriter<std::fs::File>),
+    Stdout(std::io::BufWriter<outfile::Stdout>),
     File(std::io::BufWriter<outfile::OutFile>),
 }
 

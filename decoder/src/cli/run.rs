@@ -598,6 +598,16 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 names.join(", ")
             );
         }
+        if !sb.not_regular.is_empty() && !a.quiet {
+            let names: Vec<String> = (sb.not_regular.iter())
+                .map(|(p, kind)| format!("{} ({kind})", p.display()))
+                .collect();
+            eprintln!(
+                "ptdec: warning: files the sideband maps are not regular files, their code is \
+                 missing (not read: a device or FIFO may never end): {}",
+                names.join(", ")
+            );
+        }
         Some(SidebandRef(std::sync::Arc::new(sb)))
     };
     let cfg = RawConfig {

@@ -55,6 +55,10 @@ pub const MAX_TRACES: usize = 1 << 16;
 /// bytes of JSON it takes).
 pub const MAX_ENTRIES: usize = 1 << 20;
 
+/// The longest path a bundle may name, in bytes: Linux's `PATH_MAX` (4096,
+/// its NUL included). A longer one names no file LLDB could have saved.
+pub const MAX_PATH_BYTES: usize = 4095;
+
 /// Warnings about the bundle's processes, threads, modules or cores given
 /// in full, of each kind; the others are counted in one line.
 pub const WARNINGS_SHOWN: usize = 3;
@@ -353,6 +357,55 @@ impl Reader<'_> {
         }
     }
 
+    /// A path at `at{name}`: a string no longer than [`MAX_PATH_BYTES`].
+    /// A longer one is named with its length, not as "expected a string"
+    /// (which a string past [`json::leaf`]'s limit would be told).
+    fn path_str(&self, v: &RawValue, at: &str, name: &str) -> Result<String, String> {
+        let long = |bytes: usize| {
+            format!(
+                "{at}{name} is a path of {bytes} bytes, longer than a path may be \
+                 ({MAX_PATH_BYTES} bytes): it names no file LLDB saved"
+            )
+        };
+        let text = v.get().trim();
+        if text.starts_with('"') && text.len() > MAX_PATH_BYTES + 2 {
+            // Its length as written, escapes included, when too long to parse.
+            return Err(match json::leaf(v) {
+                Some(Value::String(s)) => long(s.len()),
+                _ => long(text.len() - 2),
+            });
+        }
+        match json::leaf(v) {
+            Some(Value::String(s)) if s.len() > MAX_PATH_BYTES => Err(long(s.len())),
+            Some(Value::String(s)) => Ok(s),
+            _ => Err(format!(
+                "expected a string at {at}{name}, found {}",
+                json::shown(v)
+            )),
+        }
+    }
+
+    /// A path at `at{name}` that the bundle's data is read from (a trace
+    /// or context-switch file): one that is too long refuses the bundle.
+    fn data_path(&mut self, obj: &Object, at: &str, name: &str) -> Result<String, String> {
+        let v = member(obj, name).ok_or_else(|| format!("missing value at {at}{name}"))?;
+        self.path_str(v, at, name).inspect_err(|e| {
+            if e.contains("longer than a path may be") {
+                self.refuse(e);
+            }
+        })
+    }
+
+    /// Refuses the bundle for `what`, found in the file it names (the
+    /// first reason is kept).
+    fn refuse(&mut self, what: &str) {
+        if self.refused.is_none() {
+            self.refused = Some(format!(
+                "{what}; the bundle is refused (fix or remove that entry of trace.json)"
+            ));
+        }
+    }
+
     /// The array `name` of `obj` (`None`: missing or null, no elements).
     fn array<'v>(&self, obj: &Object<'v>, name: &str) -> Result<Option<&'v RawValue>, String> {
         match member(obj, name) {
@@ -374,7 +427,10 @@ impl Reader<'_> {
     /// device, FIFO or socket (`/dev/zero`, a FIFO a writer never closes)
     /// would be read for ever or block, so it is refused, by name. A file
     /// outside the bundle's folder is read and remembered for the summary.
-    fn regular(&mut self, field: &str, path: &Path) -> Result<(), String> {
+    /// A trace or context-switch file (`data`) that is no regular file
+    /// refuses the bundle: LLDB saves none such, and one left out would
+    /// hide it. A module file that is none is only left out.
+    fn regular(&mut self, field: &str, path: &Path, data: bool) -> Result<(), String> {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 format!(
@@ -388,11 +444,19 @@ impl Reader<'_> {
             ),
         })?;
         if let Some(kind) = sideband::bytes::not_a_file(&meta) {
-            return Err(format!(
-                "{field} names {}, which is {kind}, not a file: ptdec reads only regular files \
-                 named by a bundle (name the file LLDB saved)",
+            // Where a link leads, said: `zero` alone hides `/dev/zero`.
+            let link = std::fs::read_link(path)
+                .map(|to| format!(" (a link to {})", printable_path(&to)))
+                .unwrap_or_default();
+            let e = format!(
+                "{field} names {}{link}, which is {kind}, not a regular file: ptdec reads only \
+                 regular files named by a bundle (name the file LLDB saved)",
                 printable_path(path)
-            ));
+            );
+            if data {
+                self.refuse(&e);
+            }
+            return Err(e);
         }
         Ok(())
     }
@@ -447,7 +511,7 @@ impl Reader<'_> {
                 printable_path(path)
             )
         };
-        self.regular(field, path)?;
+        self.regular(field, path, true)?;
         let file = crate::inputs::open_regular(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         let id = (meta.dev(), meta.ino());
@@ -610,28 +674,19 @@ impl Reader<'_> {
         };
         let trace = match member(&t, "iptTrace") {
             None => None,
-            Some(v) => match json::leaf(v) {
-                Some(Value::String(s)) => {
+            Some(_) => {
+                let file = self.data_path(&t, at, "iptTrace").and_then(|s| {
                     let f = self.file_at(&s);
-                    match self.trace_file(&format!("{at}iptTrace"), &f) {
-                        Ok(i) => Some(i),
-                        Err(e) => {
-                            self.warn(Kind::Thread, format!("{e}; thread {tid} left out"));
-                            return None;
-                        }
+                    self.trace_file(&format!("{at}iptTrace"), &f)
+                });
+                match file {
+                    Ok(i) => Some(i),
+                    Err(e) => {
+                        self.warn(Kind::Thread, format!("{e}; thread {tid} left out"));
+                        return None;
                     }
                 }
-                _ => {
-                    self.warn(
-                        Kind::Thread,
-                        format!(
-                            "expected a string at {at}iptTrace, found {}; thread {tid} left out",
-                            json::shown(v)
-                        ),
-                    );
-                    return None;
-                }
-            },
+            }
         };
         Some(BThread { tid, trace })
     }
@@ -646,14 +701,19 @@ impl Reader<'_> {
         };
         let system = self.str(&m, at, "systemPath")?;
         let load = self.num(&m, at, "loadAddress")?;
-        let file = match member(&m, "file").and_then(json::leaf) {
-            Some(Value::String(f)) => Some(f),
-            _ => None,
-        };
-        // A device or FIFO is said, then left as a file not found.
+        // A device or FIFO, or a path too long, is said, then left as a
+        // file not found.
         let mut not_file = None;
+        let file = match member(&m, "file").map(|v| self.path_str(v, at, "file")) {
+            Some(Ok(f)) => Some(f),
+            Some(Err(e)) => {
+                not_file = Some(e);
+                None
+            }
+            None => None,
+        };
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
-            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p) {
+            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p, false) {
                 Ok(()) => {
                     self.used(&format!("{at}file"), &p);
                     Some(p)
@@ -682,10 +742,13 @@ impl Reader<'_> {
                 // as such, not as missing.
                 let odd = candidates.iter().find_map(|p| {
                     let kind = sideband::bytes::not_a_file(&std::fs::metadata(p).ok()?)?;
-                    Some(format!("{} is {kind}, not a file", printable_path(p)))
+                    Some(format!(
+                        "{} is {kind}, not a regular file",
+                        printable_path(p)
+                    ))
                 });
                 let what = match &file {
-                    Some(_) if not_file.is_some() => not_file.take().unwrap_or_default(),
+                    _ if not_file.is_some() => not_file.take().unwrap_or_default(),
                     Some(f) => format!(
                         "{at}file names {}, which does not exist",
                         printable_path(&self.file_at(f))
@@ -784,9 +847,11 @@ impl Reader<'_> {
         };
         let id = self.num(&c, &at, "id")?;
         let id = u32::try_from(id).map_err(|_| format!("{at}id {id} is out of range"))?;
-        let trace = self.file_at(&self.str(&c, &at, "iptTrace")?);
-        let switches = self.file_at(&self.str(&c, &at, "contextSwitchTrace")?);
-        self.regular(&format!("{at}contextSwitchTrace"), &switches)?;
+        let trace = self.data_path(&c, &at, "iptTrace")?;
+        let trace = self.file_at(&trace);
+        let switches = self.data_path(&c, &at, "contextSwitchTrace")?;
+        let switches = self.file_at(&switches);
+        self.regular(&format!("{at}contextSwitchTrace"), &switches, true)?;
         let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
         self.used(&format!("{at}contextSwitchTrace"), &switches);
         Ok(BCore {
@@ -938,6 +1003,7 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
     if let Some(e) = r.refused {
         return Err(bad(file, e));
     }
+    same_tid_in_two_processes(&b.processes).map_err(|e| bad(file, e))?;
     let per_thread = b
         .processes
         .iter()
@@ -972,6 +1038,30 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
     b.warnings = r.warnings;
     b.traces = r.traces;
     Ok(b)
+}
+
+/// A tid listed under two pids: refused, naming it and both. A thread
+/// belongs to one process (its pid is its thread group), so the bundle
+/// cannot be right, and merging them (the timeline knows a thread by its
+/// tid) gave the second process the first's thread silently.
+fn same_tid_in_two_processes(processes: &[BProcess]) -> Result<(), String> {
+    let mut pid_of: HashMap<u32, u32> = HashMap::new();
+    for p in processes {
+        for t in &p.threads {
+            match pid_of.insert(t.tid, p.pid) {
+                Some(other) if other != p.pid => {
+                    return Err(format!(
+                        "tid {} is listed under two processes, pid {other} and pid {} \
+                         (processes[].threads[].tid): a thread belongs to one process; remove \
+                         it from the one it does not belong to",
+                        t.tid, p.pid
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a module file's executable PT_LOAD segments are, relative to its
@@ -1410,6 +1500,91 @@ mod tests {
         let f = dir.path().join(DESCRIPTION);
         std::fs::write(&f, body).unwrap();
         open(&f, &[])
+    }
+
+    /// Oddities no LLDB writes: a tid under two pids (was merged
+    /// silently), a path of 100,000 bytes (was "expected a string") and a
+    /// trace that is a link to /dev/zero (was left out, the link unsaid)
+    /// refuse the bundle, naming the field and what is wrong; a module
+    /// file's path too long is said, and the module looked up by its
+    /// systemPath.
+    #[test]
+    fn hostile_tids_and_paths_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.trace"), [0x02, 0x82].repeat(8)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).unwrap();
+        let open_with = |processes: &str, cpus: &str| {
+            let f = dir.path().join(DESCRIPTION);
+            let body = format!(
+                "{{\"type\": \"intel-pt\", \"processes\": [{processes}], \"cpus\": [{cpus}]}}"
+            );
+            std::fs::write(&f, body).unwrap();
+            open(&f, &[])
+        };
+        let long = "x".repeat(100_000);
+        let refusals = [
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"t.trace\"}]}, \
+                 {\"pid\": 2, \"threads\": [{\"tid\": 5}]}"
+                    .to_string(),
+                String::new(),
+                "tid 5 is listed under two processes, pid 1 and pid 2".to_string(),
+            ),
+            (
+                format!(
+                    "{{\"pid\": 1, \"threads\": [{{\"tid\": 5, \"iptTrace\": \"{long}\"}}, \
+                     {{\"tid\": 6, \"iptTrace\": \"t.trace\"}}]}}"
+                ),
+                String::new(),
+                "processes[0].threads[0].iptTrace is a path of 100000 bytes, longer than a path \
+                 may be (4095 bytes)"
+                    .to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5}]}".to_string(),
+                format!(
+                    "{{\"id\": 0, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"{long}\"}}"
+                ),
+                "cpus[0].contextSwitchTrace is a path of 100000 bytes".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"zero\"}, \
+                 {\"tid\": 6, \"iptTrace\": \"t.trace\"}]}"
+                    .to_string(),
+                String::new(),
+                "processes[0].threads[0].iptTrace names ".to_string(),
+            ),
+        ];
+        for (processes, cpus, want) in refusals {
+            let e = open_with(&processes, &cpus).unwrap_err().to_string();
+            assert!(e.contains(&want), "{want:?} not in {e}");
+            assert!(e.len() < 1000, "{e}");
+        }
+        let e = open_with(
+            "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"zero\"}]}",
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("zero (a link to /dev/zero), which is a device, not a regular file"),
+            "{e}"
+        );
+        // A module's file: said, the rest decoded.
+        let t = open_with(
+            &format!(
+                "{{\"pid\": 1, \"threads\": [{{\"tid\": 5, \"iptTrace\": \"t.trace\"}}], \
+                 \"modules\": [{{\"systemPath\": \"/nowhere/m.so\", \"loadAddress\": 4096, \
+                 \"file\": \"{long}\"}}]}}"
+            ),
+            "",
+        )
+        .unwrap();
+        let w = t.warnings.join("\n");
+        assert!(
+            w.contains("processes[0].modules[0].file is a path of 100000 bytes"),
+            "{w}"
+        );
     }
 
     #[test]

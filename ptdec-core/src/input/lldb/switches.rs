@@ -192,6 +192,10 @@ pub(super) fn apply(timeline: &mut Timeline, cores: &[CoreSwitches]) -> Option<(
             }));
         }
         let mut released = vec![0usize; cores.len()];
+        // What waits: a head per core (the tests bound it by the cores).
+        let head_bytes = std::mem::size_of::<Reverse<(u64, usize)>>()
+            + std::mem::size_of::<Option<(Event<'static>, usize)>>();
+        timeline.note_waiting(heap.len(), heap.len() * head_bytes);
         while let Some(Reverse((_, i))) = heap.pop() {
             let Some((sw, after)) = heads[i].take() else {
                 continue;
@@ -220,6 +224,10 @@ pub(super) fn apply(timeline: &mut Timeline, cores: &[CoreSwitches]) -> Option<(
         c.bytes.release(&c.bytes[..c.end]);
     }
     index.sort_by_key(|&(t, _, _)| t);
+    timeline.note_waiting(
+        index.len(),
+        index.len() * std::mem::size_of::<(u64, u32, usize)>(),
+    );
     for (_, i, at) in index {
         if let Some((_, sw, _, _)) = next(i as usize, at) {
             apply_one(timeline, &sw);
@@ -294,7 +302,11 @@ mod tests {
             assert!(!sorted.cpu_slots(cpu).is_empty());
             assert_eq!(streamed.cpu_slots(cpu), sorted.cpu_slots(cpu), "cpu {cpu}");
         }
-        assert_eq!(streamed.stats(), sorted.stats());
+        // The same but for what waited to be merged (nothing, sorted).
+        let mut waited = *streamed.stats();
+        assert!(waited.waiting_peak > 0);
+        (waited.waiting_peak, waited.waiting_peak_bytes) = (0, 0);
+        assert_eq!(&waited, sorted.stats());
     }
 
     #[test]
