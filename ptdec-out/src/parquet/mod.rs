@@ -101,7 +101,10 @@ pub const ROWS_PER_GROUP: usize = 1 << 17;
 /// more than level 1 on shapes (10.04 G against 9.79 G; FTF 9.57 G) for
 /// a tenth fewer bytes (9.6 MB against 10.6 MB; interp 3.4 against
 /// 3.7): the CPU target (no more than FTF) weighs more than the bytes,
-/// which are far under their target (12 a call) either way.
+/// which are far under their target (12 a call) either way. Levels
+/// below 1 save little once keys are packed at whole bytes ([`pages`]):
+/// -7 took 170 M instructions off shapes' 9.50 G for 57% more bytes.
+/// Chunks zstd barely shrinks are written uncompressed ([`pages`]).
 pub const ZSTD_LEVEL: i32 = 1;
 
 /// The tables, each a folder of the dataset.
@@ -1353,11 +1356,18 @@ impl Dataset {
     /// The index of thread (pid, tid)'s state, made when new.
     #[inline]
     fn thread_index(&mut self, key: (u32, u32)) -> usize {
-        if let Some((k, i)) = self.last {
-            if k == key {
-                return i;
-            }
+        match self.last {
+            Some((k, i)) if k == key => i,
+            _ => self.other_thread(key),
         }
+    }
+
+    /// [`Dataset::thread_index`] of a thread other than the last one's:
+    /// out of line, so that the slice's common case (the thread of the
+    /// slice before) is a comparison, not a call (49 M instructions of
+    /// 9.5 G on the bench's shapes trace).
+    #[inline(never)]
+    fn other_thread(&mut self, key: (u32, u32)) -> usize {
         let i = match self.index.get(&key) {
             Some(&i) => i,
             None => {

@@ -10,6 +10,20 @@
 //! chunk), zstd, chunk statistics, and the column and offset indexes
 //! (per page min/max, nulls, boundary order; where each page lies) that
 //! engines prune pages by.
+//!
+//! Keys and deltas of a compressed chunk are packed at whole bytes (8, 16,
+//! 24 bits...), not at the bits they need: `ptsim --repeat` traces repeat
+//! runs of durations and deltas, and packed at 10 or 11 bits a run starts
+//! at any bit, so zstd saw other bytes each time. On the bench's shapes
+//! trace (2.23 M rows) this took `dur_ns` from 2.16 to 1.09 MB, `self_ns`
+//! 1.86 to 1.06, `parent_id` 1.72 to 0.95, `start_insn` 0.57 to 0.17 (the
+//! dataset 10.6 to 7.4 MB, 6.5 to 4.5 bytes a call; interp 3.75 to 2.98
+//! MB), for about as much zstd work. A chunk whose zstd pages come to more
+//! than [`RAW_ABOVE`] of its bytes packed tight is not worth zstd's ~30
+//! instructions a byte: the column's next [`RAW_CHUNKS`] chunks are
+//! written uncompressed and packed tight (shapes' `start_ns`, 3.49 MB
+//! compressed against 3.75 raw, cost 109 M of the dataset's 9.53 G
+//! instructions), then one is compressed again to look.
 
 use bytes::Bytes;
 use parquet::basic::{BoundaryOrder, Compression, Encoding, ZstdLevel};
@@ -45,6 +59,19 @@ const STAT_BYTES: usize = 64;
 const INT_DICT_MAX: usize = 4096;
 const INT_DICT_SLOTS: usize = 2 * INT_DICT_MAX;
 
+/// A column chunk whose zstd pages come to more than this share of its
+/// bytes packed tight (each value in as few bits as it needs) is not
+/// worth compressing: its next [`RAW_CHUNKS`] chunks are written
+/// uncompressed and packed tight, then one is compressed again to look.
+const RAW_ABOVE: f64 = 0.6;
+const RAW_CHUNKS: u32 = 15;
+
+/// A column's chunks so far: how many more to write uncompressed.
+struct ColumnCodec {
+    column: String,
+    raw_left: u32,
+}
+
 /// Encodes column chunks; holds the zstd context and buffers reused for
 /// every chunk of a table.
 pub(super) struct ChunkEncoder {
@@ -59,6 +86,12 @@ pub(super) struct ChunkEncoder {
     table: IntTable,
     /// The chunk's data pages, compressed.
     pages: Vec<DataPage>,
+    /// Per column, whether its chunks are compressed ([`RAW_ABOVE`]).
+    codecs: Vec<ColumnCodec>,
+    /// The chunk being encoded is written uncompressed.
+    raw: bool,
+    /// Its pages' bytes had they been packed tight (not byte-aligned).
+    tight: usize,
 }
 
 /// A data page, compressed, and what the column index says of it.
@@ -202,6 +235,9 @@ impl ChunkEncoder {
             keys: Vec::new(),
             table: IntTable::new(),
             pages: Vec::new(),
+            codecs: Vec::new(),
+            raw: false,
+            tight: 0,
         })
     }
 
@@ -218,6 +254,7 @@ impl ChunkEncoder {
         nullable: bool,
         dict: bool,
     ) -> Result<Chunk, ParquetError> {
+        self.begin(&descr);
         if dict && !nullable {
             if let Some(chunk) = self.few_ints(descr.clone(), pages)? {
                 return Ok(chunk);
@@ -235,13 +272,24 @@ impl ChunkEncoder {
                     self.body.clear();
                     let rows = values.len();
                     if values.is_empty() {
-                        self.data_page(0, Encoding::PLAIN, 0, None)?;
+                        self.data_page(0, Encoding::PLAIN, 0, None, 0)?;
                         continue;
                     }
-                    let (lo, hi) = delta_binary_packed(values, &mut self.body);
+                    let (lo, hi, pad) = delta_binary_packed(values, !self.raw, &mut self.body);
                     bounds.page(lo, hi);
                     let min_max = Some((lo.bytes(), hi.bytes()));
-                    self.data_page(rows, Encoding::DELTA_BINARY_PACKED, 0, min_max)?;
+                    self.data_page(rows, Encoding::DELTA_BINARY_PACKED, 0, min_max, pad)?;
+                    continue;
+                }
+            }
+            // One part of nulls only (`cycles` without CYC): one run of
+            // definition levels, not a copy of the rows.
+            if let [(v, Some(has))] = page[..] {
+                if nullable && !v.is_empty() && !has[..v.len()].contains(&true) {
+                    self.body.clear();
+                    null_levels(v.len(), &mut self.body);
+                    nulls += v.len() as u64;
+                    self.data_page(v.len(), Encoding::PLAIN, v.len() as u64, None, 0)?;
                     continue;
                 }
             }
@@ -271,12 +319,18 @@ impl ChunkEncoder {
             let page_nulls = (rows - values.len()) as u64;
             nulls += page_nulls;
             if values.is_empty() {
-                self.data_page(rows, Encoding::PLAIN, page_nulls, None)?;
+                self.data_page(rows, Encoding::PLAIN, page_nulls, None, 0)?;
             } else {
-                let (lo, hi) = delta_binary_packed(values, &mut self.body);
+                let (lo, hi, pad) = delta_binary_packed(values, !self.raw, &mut self.body);
                 bounds.page(lo, hi);
                 let min_max = Some((lo.bytes(), hi.bytes()));
-                self.data_page(rows, Encoding::DELTA_BINARY_PACKED, page_nulls, min_max)?;
+                self.data_page(
+                    rows,
+                    Encoding::DELTA_BINARY_PACKED,
+                    page_nulls,
+                    min_max,
+                    pad,
+                )?;
             }
         }
         let stats = T::statistics(bounds.chunk, nulls);
@@ -302,18 +356,25 @@ impl ChunkEncoder {
                     return Ok(None);
                 };
                 let mut last = first;
-                let at = self.keys.len();
-                self.keys.resize(at + v.len(), 0);
                 // A value like the row's before (most rows of a loop's
-                // calls: 78-99 % on interp) is not looked up again.
-                for (k, &x) in self.keys[at..].iter_mut().zip(v) {
+                // calls: 78-99 % on interp) is not looked up again. The
+                // keys extended, not zeroed first then written (a byte
+                // an instruction under valgrind: 45 M on shapes); once the
+                // dictionary is full the part's other rows are still
+                // looked up (a page at most), so the extend knows its length.
+                let mut full = false;
+                let table = &mut self.table;
+                self.keys.extend(v.iter().map(|&x| {
                     if x != last {
-                        let Some(key) = self.table.key(&mut dict, x) else {
-                            return Ok(None);
-                        };
-                        (last, last_key) = (x, key);
+                        match table.key(&mut dict, x) {
+                            Some(key) => (last, last_key) = (x, key),
+                            None => full = true,
+                        }
                     }
-                    *k = last_key;
+                    last_key
+                }));
+                if full {
+                    return Ok(None);
                 }
             }
             ends.push(self.keys.len());
@@ -323,7 +384,8 @@ impl ChunkEncoder {
             v.plain(&mut plain);
         }
         let n = dict.len() as u32;
-        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        let tight = bits(u64::from(n.max(1)) - 1).max(1);
+        let width = self.width(tight);
         self.pages.clear();
         let mut bounds = Bounds::new();
         let mut start = 0;
@@ -334,6 +396,7 @@ impl ChunkEncoder {
             self.body.clear();
             self.body.push(width as u8);
             hybrid(page, width, &mut self.body);
+            let pad = padding(self.body.len(), width, tight);
             // The page's min and max among the values its keys name: a
             // store a row, not two comparisons.
             let min_max = used_min_max(page, &dict, &mut seen).map(|(lo, hi)| {
@@ -345,7 +408,7 @@ impl ChunkEncoder {
             } else {
                 Encoding::RLE_DICTIONARY
             };
-            self.data_page(end - start, encoding, 0, min_max)?;
+            self.data_page(end - start, encoding, 0, min_max, pad)?;
             start = end;
         }
         self.keys = keys;
@@ -360,6 +423,7 @@ impl ChunkEncoder {
         descr: ColumnDescPtr,
         pages: &[Rows<bool>],
     ) -> Result<Chunk, ParquetError> {
+        self.begin(&descr);
         self.pages.clear();
         let mut bounds = Bounds::new();
         for page in pages {
@@ -396,7 +460,7 @@ impl ChunkEncoder {
                 bounds.page(all, any);
                 (vec![u8::from(all)], vec![u8::from(any)])
             });
-            self.data_page(rows, Encoding::PLAIN, 0, min_max)?;
+            self.data_page(rows, Encoding::PLAIN, 0, min_max, 0)?;
         }
         let stats = Statistics::boolean(
             bounds.chunk.map(|m| m.0),
@@ -417,6 +481,7 @@ impl ChunkEncoder {
         nullable: bool,
         dict: &[S],
     ) -> Result<Chunk, ParquetError> {
+        self.begin(&descr);
         // The strings in order, for a page's min and max.
         let mut order: Vec<u32> = (0..dict.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| dict[a as usize].as_ref().cmp(dict[b as usize].as_ref()));
@@ -428,7 +493,8 @@ impl ChunkEncoder {
             plain.extend_from_slice(s.as_bytes());
         }
         let n = dict.len() as u32;
-        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        let tight = bits(u64::from(n.max(1)) - 1).max(1);
+        let width = self.width(tight);
         self.pages.clear();
         let mut bounds: Bounds<&str> = Bounds::new();
         let mut nulls = 0;
@@ -441,11 +507,13 @@ impl ChunkEncoder {
                 levels(&self.present, &mut self.body);
             }
             if n == 0 {
-                self.data_page(rows, Encoding::PLAIN, page_nulls, None)?;
+                self.data_page(rows, Encoding::PLAIN, page_nulls, None, 0)?;
                 continue;
             }
+            let at = self.body.len();
             self.body.push(width as u8);
             hybrid(keys, width, &mut self.body);
+            let pad = padding(self.body.len() - at, width, tight);
             // The keys used, then the first and last of them in the
             // strings' order: a store a row, not a comparison of strings.
             mark_seen(keys, &mut seen);
@@ -459,7 +527,7 @@ impl ChunkEncoder {
                 let (lo, hi) = cut_min_max(lo, hi);
                 (lo.0, hi.0)
             });
-            self.data_page(rows, Encoding::RLE_DICTIONARY, page_nulls, min_max)?;
+            self.data_page(rows, Encoding::RLE_DICTIONARY, page_nulls, min_max, pad)?;
         }
         let stats = match bounds.chunk {
             Some((lo, hi)) => string_statistics(lo, hi, nulls),
@@ -478,12 +546,14 @@ impl ChunkEncoder {
         pages: &[Rows<u32>],
         dict: &[T],
     ) -> Result<Chunk, ParquetError> {
+        self.begin(&descr);
         let mut plain = Vec::new();
         for v in dict {
             v.plain(&mut plain);
         }
         let n = dict.len() as u32;
-        let width = bits(u64::from(n.max(1)) - 1).max(1);
+        let tight = bits(u64::from(n.max(1)) - 1).max(1);
+        let width = self.width(tight);
         self.pages.clear();
         let mut bounds = Bounds::new();
         let mut seen = vec![false; dict.len()];
@@ -491,37 +561,76 @@ impl ChunkEncoder {
             let (keys, rows, _) = page_keys(page, false, &mut self.keys, &mut self.present);
             self.body.clear();
             if n == 0 {
-                self.data_page(rows, Encoding::PLAIN, 0, None)?;
+                self.data_page(rows, Encoding::PLAIN, 0, None, 0)?;
                 continue;
             }
             self.body.push(width as u8);
             hybrid(keys, width, &mut self.body);
+            let pad = padding(self.body.len(), width, tight);
             // The values used: a store a row, then a look at each value.
             let min_max = used_min_max(keys, dict, &mut seen).map(|(lo, hi)| {
                 bounds.page(lo, hi);
                 (lo.bytes(), hi.bytes())
             });
-            self.data_page(rows, Encoding::RLE_DICTIONARY, 0, min_max)?;
+            self.data_page(rows, Encoding::RLE_DICTIONARY, 0, min_max, pad)?;
         }
         let stats = T::statistics(bounds.chunk, 0);
         let page = (n > 0).then_some((plain, n));
         self.chunk(descr, page, stats, bounds.order())
     }
 
-    /// `self.body` compressed as the chunk's next data page.
+    /// Starts a chunk of column `descr`: compressed or not, as its
+    /// chunks before tell ([`RAW_ABOVE`]).
+    fn begin(&mut self, descr: &ColumnDescPtr) {
+        let name = descr.name();
+        let i = match self.codecs.iter().position(|c| c.column == name) {
+            Some(i) => i,
+            None => {
+                self.codecs.push(ColumnCodec {
+                    column: name.to_string(),
+                    raw_left: 0,
+                });
+                self.codecs.len() - 1
+            }
+        };
+        self.raw = self.codecs[i].raw_left > 0;
+        self.tight = 0;
+    }
+
+    /// The bit width keys or deltas needing `tight` bits are packed at:
+    /// whole bytes when the chunk is compressed, so that a run of values
+    /// seen before is the same bytes wherever it starts (zstd finds the
+    /// `--repeat` rounds' repeats, which bit offsets hid), `tight` when not.
+    fn width(&self, tight: u32) -> u32 {
+        if self.raw {
+            tight
+        } else {
+            tight.div_ceil(8) * 8
+        }
+    }
+
+    /// `self.body` as the chunk's next data page, compressed unless the
+    /// chunk is raw; `pad`: its bytes of padding to whole bytes.
     fn data_page(
         &mut self,
         rows: usize,
         encoding: Encoding,
         nulls: u64,
         min_max: Option<(Vec<u8>, Vec<u8>)>,
+        pad: usize,
     ) -> Result<(), ParquetError> {
-        let buf = self
-            .zstd
-            .compress(&self.body)
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        self.tight += self.body.len() - pad.min(self.body.len());
+        let buf = if self.raw {
+            Bytes::copy_from_slice(&self.body)
+        } else {
+            let buf = self
+                .zstd
+                .compress(&self.body)
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            Bytes::from(buf)
+        };
         self.pages.push(DataPage {
-            buf: Bytes::from(buf),
+            buf,
             uncompressed: self.body.len(),
             rows,
             encoding,
@@ -547,12 +656,17 @@ impl ChunkEncoder {
         let (mut compressed, mut uncompressed) = (0i64, 0i64);
         let mut dict_offset = None;
         if let Some((plain, n)) = dict {
-            let buf = self
-                .zstd
-                .compress(&plain)
-                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            let buf = if self.raw {
+                Bytes::copy_from_slice(&plain)
+            } else {
+                let buf = self
+                    .zstd
+                    .compress(&plain)
+                    .map_err(|e| ParquetError::External(Box::new(e)))?;
+                Bytes::from(buf)
+            };
             let page = Page::DictionaryPage {
-                buf: Bytes::from(buf),
+                buf,
                 num_values: n,
                 encoding: Encoding::PLAIN,
                 is_sorted: false,
@@ -567,6 +681,8 @@ impl ChunkEncoder {
         let mut offset_index = OffsetIndexBuilder::new();
         let mut data_offset = None;
         let mut rows = 0;
+        let packed: usize = self.pages.iter().map(|p| p.buf.len()).sum();
+        self.next_codec(&descr, packed);
         for page in self.pages.drain(..) {
             let data = Page::DataPage {
                 buf: page.buf,
@@ -594,7 +710,11 @@ impl ChunkEncoder {
         writer.close()?;
         column_index.set_boundary_order(order);
         let metadata = ColumnChunkMetaData::builder(descr)
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(self.level)?))
+            .set_compression(if self.raw {
+                Compression::UNCOMPRESSED
+            } else {
+                Compression::ZSTD(ZstdLevel::try_new(self.level)?)
+            })
             .set_encodings(encodings)
             .set_num_values(rows as i64)
             .set_total_compressed_size(compressed)
@@ -616,6 +736,27 @@ impl ChunkEncoder {
             bytes,
         })
     }
+}
+
+impl ChunkEncoder {
+    /// After a chunk of `descr` whose data pages came to `packed` bytes:
+    /// whether its next chunks are compressed.
+    fn next_codec(&mut self, descr: &ColumnDescPtr, packed: usize) {
+        let Some(c) = self.codecs.iter_mut().find(|c| c.column == descr.name()) else {
+            return;
+        };
+        if self.raw {
+            c.raw_left -= 1;
+        } else if packed as f64 > RAW_ABOVE * self.tight as f64 {
+            c.raw_left = RAW_CHUNKS;
+        }
+    }
+}
+
+/// Bytes of padding in `len` bytes of values packed at `width` bits
+/// rather than `tight`.
+fn padding(len: usize, width: u32, tight: u32) -> usize {
+    len * (width - tight) as usize / width as usize
 }
 
 /// The integer dictionary's hash table: per slot a value and its key
@@ -734,6 +875,16 @@ fn levels(present: &[bool], body: &mut Vec<u8>) {
     body[at..at + 4].copy_from_slice(&len.to_le_bytes());
 }
 
+/// [`levels`] of `rows` nulls: one run of zeros.
+fn null_levels(rows: usize, body: &mut Vec<u8>) {
+    let at = body.len();
+    body.extend_from_slice(&[0; 4]);
+    uleb(body, (rows as u64) << 1);
+    body.push(0);
+    let len = (body.len() - at - 4) as u32;
+    body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
 /// A string min and max cut to [`STAT_BYTES`] as the Arrow writer cuts
 /// them: the min to a prefix, the max to a prefix whose last character
 /// is raised by one (so still above every value); each with whether it
@@ -816,8 +967,10 @@ const MINI: usize = BLOCK / MINIBLOCKS;
 /// `values` (at least one) as DELTA_BINARY_PACKED: a header (block
 /// size, miniblocks, count, first value), then per block of 128 deltas
 /// their minimum and per miniblock of 32 the deltas above it bit-packed
-/// at one width. Returns the values' minimum and maximum.
-fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
+/// at one width (whole bytes when `aligned`, see [`ChunkEncoder::width`]).
+/// Returns the values' minimum and maximum, and the bytes of padding
+/// `aligned` added.
+fn delta_binary_packed<T: Int>(values: &[T], aligned: bool, out: &mut Vec<u8>) -> (T, T, usize) {
     uleb(out, BLOCK as u64);
     uleb(out, MINIBLOCKS as u64);
     uleb(out, values.len() as u64);
@@ -825,6 +978,7 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
     let (mut lo, mut hi, mut prev) = (values[0], values[0], values[0]);
     let mut deltas = [0i64; BLOCK];
     let mut above = [[0u64; MINI]; MINIBLOCKS];
+    let mut pad = 0;
     for block in values[1..].chunks(BLOCK) {
         let mut min = i64::MAX;
         for (d, &v) in deltas.iter_mut().zip(block) {
@@ -848,7 +1002,13 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
                 *a = T::above(d, min);
                 or |= *a;
             }
-            *width = bits(or);
+            let tight = bits(or);
+            *width = if aligned {
+                tight.div_ceil(8) * 8
+            } else {
+                tight
+            };
+            pad += 4 * (*width - tight) as usize;
         }
         out.extend(widths.iter().map(|&w| w as u8));
         let used = block.len().div_ceil(MINI);
@@ -856,7 +1016,7 @@ fn delta_binary_packed<T: Int>(values: &[T], out: &mut Vec<u8>) -> (T, T) {
             pack32(a, width, out);
         }
     }
-    (lo, hi)
+    (lo, hi, pad)
 }
 
 /// 32 values bit-packed at `width` (little-endian bit order): 4 × width
@@ -1365,6 +1525,75 @@ mod tests {
             Some(order(&want_c)),
             "{rows} rows"
         );
+    }
+
+    /// A column of 1,000 values (10-bit keys) made of runs of values seen
+    /// before, of any length, as `--repeat` rounds give: its keys packed
+    /// at whole bytes, zstd finds the runs wherever they start (packed at
+    /// 10 bits, a run starts at any bit and is other bytes each time:
+    /// 0.73 of the tight size, against 0.27 here).
+    #[test]
+    fn repeats_are_found_at_any_bit_offset() {
+        use arrow_schema::{DataType, Field, Schema};
+        use parquet::arrow::ArrowSchemaConverter;
+        let schema = Schema::new(vec![Field::new("d", DataType::Int64, false)]);
+        let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let col = descr.column(0);
+        let mut rng = fastrand::Rng::with_seed(46);
+        let values: Vec<i64> = (0..1000).map(|_| rng.i64(0..1 << 40)).collect();
+        let motifs: Vec<Vec<i64>> = (0..512)
+            .map(|_| {
+                let len = rng.usize(5..24);
+                (0..len).map(|_| values[rng.usize(0..1000)]).collect()
+            })
+            .collect();
+        let mut rows: Vec<i64> = values.clone();
+        while rows.len() < 60_000 {
+            rows.extend_from_slice(&motifs[rng.usize(0..motifs.len())]);
+        }
+        rows.truncate(60_000);
+        let mut e = ChunkEncoder::new(1).unwrap();
+        let chunk = e
+            .ints(col, &[vec![(&rows[..], None)]], false, true)
+            .unwrap();
+        let meta = &chunk.close.metadata;
+        assert_eq!(
+            meta.compression(),
+            Compression::ZSTD(ZstdLevel::try_new(1).unwrap())
+        );
+        let tight = rows.len() * 10 / 8;
+        let data = meta.compressed_size() as usize - 1000 * 8;
+        assert!(
+            data * 3 < tight,
+            "{data} bytes of keys, {tight} packed tight"
+        );
+    }
+
+    /// A chunk zstd barely shrinks makes the column's next chunks raw
+    /// (packed tight, not compressed), and they read back.
+    #[test]
+    fn incompressible_columns_go_uncompressed() {
+        use arrow_schema::{DataType, Field, Schema};
+        use parquet::arrow::ArrowSchemaConverter;
+        let schema = Schema::new(vec![Field::new("n", DataType::Int64, false)]);
+        let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let col = descr.column(0);
+        let mut rng = fastrand::Rng::with_seed(46);
+        let mut e = ChunkEncoder::new(1).unwrap();
+        let mut codecs = Vec::new();
+        for _ in 0..RAW_CHUNKS + 2 {
+            let rows: Vec<i64> = (0..5000).map(|_| rng.i64(..)).collect();
+            let chunk = e
+                .ints(col.clone(), &[vec![(&rows[..], None)]], false, false)
+                .unwrap();
+            codecs.push(chunk.close.metadata.compression());
+        }
+        let zstd = Compression::ZSTD(ZstdLevel::try_new(1).unwrap());
+        assert_eq!(codecs[0], zstd);
+        assert!(codecs[1..=RAW_CHUNKS as usize]
+            .iter()
+            .all(|&c| c == Compression::UNCOMPRESSED));
+        assert_eq!(codecs[RAW_CHUNKS as usize + 1], zstd);
     }
 
     #[test]
