@@ -71,6 +71,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -513,23 +514,31 @@ def fallbacks(trace, env):
 
 def out_dir(args, pt_mb):
     """Where a trace's outputs go, and whether that folder is removed after
-    it (the module doc says why a tmpfs): `--out-dir`, else a folder of
-    its own in /dev/shm when that has room for twice 200 times the PT,
-    else target/bench."""
+    it (the module doc says why a tmpfs): `--out-dir`, else a new folder
+    of its own in /dev/shm (`tempfile.mkdtemp`: not one an earlier run or
+    another user left) when that has room for twice 200 times the PT,
+    else target/bench. Folders a killed bench left in /dev/shm are removed
+    first (their PID no longer runs)."""
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         return args.out_dir, False
     try:
+        for old in os.listdir("/dev/shm"):
+            pid = old[len("ptbench-"):].split("-")[0] if old.startswith("ptbench-") else ""
+            if pid.isdigit() and not os.path.exists("/proc/%s" % pid):
+                path = os.path.join("/dev/shm", old)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
         st = os.statvfs("/dev/shm")
         room = st.f_bavail * st.f_frsize
-    except OSError:
-        room = 0
-    if room > 2 * 200 * pt_mb * MB:
-        d = os.path.join("/dev/shm", "ptbench-%d" % os.getpid())
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        # Also when the bench is interrupted (Ctrl-C): it holds memory.
-        atexit.register(shutil.rmtree, d, True)
-        return d, True
+        if room > 2 * 200 * pt_mb * MB:
+            d = tempfile.mkdtemp(prefix="ptbench-%d-" % os.getpid(), dir="/dev/shm")
+            # Also when the bench is interrupted: it holds memory (SIGTERM
+            # and SIGHUP exit through SystemExit, so atexit runs then too).
+            atexit.register(shutil.rmtree, d, True)
+            return d, True
+    except OSError as e:
+        print("bench: /dev/shm not used (%s); outputs in %s" % (e, BENCH), file=sys.stderr)
     return BENCH, False
 
 
@@ -552,6 +561,10 @@ def main():
                     help="where ptdec's outputs go (default: a folder in /dev/shm when it has room, "
                          "else target/bench)")
     args = ap.parse_args()
+    # SIGTERM and SIGHUP end the bench through SystemExit, so that its
+    # atexit handlers remove the outputs it keeps in /dev/shm.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
     avail = 0
     with open("/proc/meminfo") as f:

@@ -933,9 +933,15 @@ impl<'a> EventDecoder<'a> {
                 .iter()
                 .position(|(b, e)| b & EVB_TIP != 0 && matches!(e.kind, Kind::AsyncBranch { .. }));
             if let Some(i) = async_at {
-                let first = self.evq.iter().position(|(b, _)| b & EVB_TIP != 0);
-                if first != Some(i) {
-                    // libipt reorders the queue here; not followed.
+                if i != 0 {
+                    // Any event queued before it (bound to the TIP, or
+                    // waiting for a CFE, an EXSTOP or a FUP): libipt's
+                    // `pt_evt_decode_tip_event` takes the branch out of
+                    // the middle of its queue, then swaps it with what was
+                    // moved into the slot it found it in, and hands out
+                    // the wrong event or an internal error (2.1.2). Not
+                    // followed, so that both decoders agree: libipt
+                    // decodes the chunk (docs/decoding.md lists it).
                     return Err(Fail::Unsupported(&"events queued before an async branch"));
                 }
                 let (_, mut ev) = self.evq.remove(i).expect("found above");

@@ -988,13 +988,26 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
         });
     }
     if let Some(a) = cores.filter(|_| r.refused.is_none()) {
+        // Each core once: a second entry of one id decoded its trace again
+        // into the same threads (twice the instructions, silently).
+        let mut seen: HashMap<u32, usize> = HashMap::new();
         json::each(a, |i, c| {
             listed_cores += 1;
             if r.count(true).is_break() {
                 return ControlFlow::Break(());
             }
             match r.core(c, i) {
-                Ok(c) => b.cores.push(c),
+                Ok(c) => {
+                    if let Some(first) = seen.insert(c.id, i) {
+                        r.refused = Some(format!(
+                            "cpus[{i}].id {} is cpus[{first}]'s too: a core is listed once, \
+                             with its trace and context switches; remove the other entry",
+                            c.id
+                        ));
+                        return ControlFlow::Break(());
+                    }
+                    b.cores.push(c)
+                }
                 Err(e) => r.warn(Kind::Core, format!("{e}; core left out")),
             }
             ControlFlow::Continue(())
@@ -1553,6 +1566,13 @@ mod tests {
                     .to_string(),
                 String::new(),
                 "processes[0].threads[0].iptTrace names ".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5}]}".to_string(),
+                "{\"id\": 3, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}, \
+                 {\"id\": 3, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}"
+                    .to_string(),
+                "cpus[1].id 3 is cpus[0]'s too".to_string(),
             ),
         ];
         for (processes, cpus, want) in refusals {
