@@ -27,9 +27,12 @@ const TRIG: &str = "libipt 2.2's TRIG packet (trigger tracing): libipt 2.1.2, wh
 const ERET: &str = "FRED's ERETU/ERETS (libipt 2.2) in event trace: the fast decoder hands \
     an event trace's chunk to libipt 2.1.2, which takes them for no branch, so the return's \
     TIP finds no far branch and the decode runs on into unmapped code";
-const RESYNC: &str = "libipt 2.2's pt_blk_resync: ptdec resyncs at an error where libipt \
-    can, and 2.1.2 can only go on at the next PSB, so what ptxed decodes between the \
-    error and that PSB is missing";
+const RESYNC_IFLAGS: &str = "a resync whose chunk libipt 2.1.2 decodes (iflags events go to \
+    libipt), which has no resync, so what ptxed decodes between the error and the next PSB is \
+    missing";
+const RESYNC_STATUS: &str = "ptxed reports a PSB+'s bad status update a second time as a \
+    resync error, then goes on at the next PSB; ptdec goes on at the next PSB too, but after \
+    decoding the code the bad PSB+ named";
 /// Runs that differ from ptxed's expectation, and why: `"TEST"` for every
 /// CPU the test names, `"TEST F/M"` for one run.
 const EXPECTED: &[(&str, &str)] = &[
@@ -45,21 +48,8 @@ const EXPECTED: &[(&str, &str)] = &[
     ("trig", TRIG),
     ("ptet-int-eretu", ERET),
     ("ptet-int-int-erets-eretu", ERET),
-    ("ptxed-resync-bad_query-fup-tip", RESYNC),
-    ("ptxed-resync-bad_query-ovf", RESYNC),
-    ("ptxed-resync-bad_query-tip", RESYNC),
-    ("ptxed-resync-nomap-fup-tip", RESYNC),
-    ("ptxed-resync-nomap-mode_exec-fup", RESYNC),
-    ("ptxed-resync-nomap-mode_tsx-eos", RESYNC),
-    ("ptxed-resync-nomap-mode_tsx-fup-tip", RESYNC),
-    ("ptxed-resync-nomap-mode_tsx-tip_pgd", RESYNC),
-    ("ptxed-resync-nomap-ovf-fup", RESYNC),
-    ("ptxed-resync-nomap-ptw-fup", RESYNC),
-    ("ptxed-resync-nomap-ptw-tip", RESYNC),
-    ("ptxed-resync-nomap-tip", RESYNC),
-    ("ptxed-resync-nomap-tip_pgd", RESYNC),
-    ("ptxed-resync-nomap-tip_pge", RESYNC),
-    ("ptxed-resync-psb-bad_status-psb", RESYNC),
+    ("ptxed-resync-nomap-mode_exec-fup", RESYNC_IFLAGS),
+    ("ptxed-resync-psb-bad_status-psb", RESYNC_STATUS),
 ];
 
 /// One test of the manifest.
