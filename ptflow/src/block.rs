@@ -1652,39 +1652,36 @@ impl<'a> BlockDecoder<'a> {
                 this.trailing_event(None)
             };
             if ev.status_update {
-                // A PSB+: its FUP says where tracing is, as at a sync (the
-                // IP of its status updates: an enable's, or a MODE.Exec's
-                // while tracing was on).
-                let ip_of = |e: &Ev| match e.kind {
-                    _ if e.ip_suppressed => None,
-                    Kind::Enabled { ip, .. }
-                    | Kind::ExecMode { ip, .. }
-                    | Kind::Tsx { ip, .. }
-                    | Kind::AsyncPaging { ip, .. }
-                    | Kind::AsyncVmcs { ip, .. } => Some(ip),
-                    _ => None,
-                };
-                let mut ip = ip_of(&ev);
-                let mut copy = self.evdec.clone();
-                while ip.is_none() {
-                    match copy.next_event() {
-                        Ok(e) if e.status_update => ip = ip_of(&e),
-                        _ => break,
+                // A PSB+: go on as a sync at its PSB does. The chunk
+                // decoder's next chunk starts with that sync, so a resync
+                // that reads on into it must leave the same state (it
+                // left the decoder one packet behind: one more error and
+                // resync than in the chunk).
+                // The status updates of the PSB+ the decoder synchronized
+                // at (the error came before its IP was left) are passed.
+                match self.evdec.last_psb() {
+                    Some(psb) if self.evdec.sync_offset().ok() != Some(psb) => {
+                        return self.sync_set(psb)
                     }
+                    Some(_) => {
+                        self.fetch_event()?;
+                        continue;
+                    }
+                    None => return Err(Fail::Pt(PtError::INTERNAL)),
                 }
-                return match ip {
-                    Some(ip) => at(self, ip),
-                    None => {
-                        self.enabled = false;
-                        self.trailing_event(None)
-                    }
-                };
             }
             match ev.kind {
                 Kind::Tnt { .. } | Kind::Ignore => self.fetch_event()?,
                 Kind::Tip { .. } if ev.ip_suppressed => self.fetch_event()?,
                 Kind::Tip { ip } => {
                     self.fetch_event()?;
+                    // A PSB+ right after it (no TNT or TIP between): go on
+                    // from that PSB, as a chunk that starts there does.
+                    // What the code between the TIP and the PSB's IP
+                    // holds, without a branch, is not listed.
+                    if self.event.is_some_and(|e| e.status_update) {
+                        continue;
+                    }
                     return at(self, ip);
                 }
                 Kind::Enabled { .. } => {
