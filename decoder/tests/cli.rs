@@ -159,6 +159,76 @@ fn skylake_recording_shows_threads_gaps_and_renames() {
     );
 }
 
+/// `--on-error` on trace decodes: `next-psb` makes the fast decoder's
+/// output libipt's; libipt 2.1.2 refuses `resync`, saying what to do.
+#[test]
+fn on_error_selects_where_decoding_goes_on() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out_path = dir.path().join("out.ftf");
+        let out = ptdec()
+            .arg(&input)
+            .args(args)
+            .arg("-o")
+            .arg(&out_path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let resyncs = text(&out.stderr)
+            .lines()
+            .find(|l| l.trim_start().starts_with("resyncs"))
+            .unwrap_or_default()
+            .to_string();
+        (read_ftf(&out_path), resyncs)
+    };
+    let (lib, lib_line) = run(&["--decoder", "libipt"]);
+    let (psb, psb_line) = run(&["--on-error", "next-psb"]);
+    let (resync, resync_line) = run(&[]);
+    assert!(
+        lib == psb,
+        "--on-error next-psb: the fast decoder differs from libipt"
+    );
+    assert_eq!(lib_line, psb_line);
+    assert!(
+        psb_line.contains("0 at the error, 10 PSB syncs"),
+        "{psb_line}"
+    );
+    assert!(
+        resync_line.contains("12,041 at the error, 2 PSB syncs"),
+        "{resync_line}"
+    );
+    assert!(resync != psb);
+    // The report takes it too.
+    let out = ptdec()
+        .args(["report", "--on-error", "next-psb", "--format", "csv"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    if ipt::HAS_RESYNC {
+        return;
+    }
+    for cmd in [
+        &["--decoder", "libipt", "-o", "-"][..],
+        &["report", "--decoder", "libipt"][..],
+    ] {
+        let out = ptdec()
+            .args(cmd)
+            .args(["--on-error", "resync"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        let err = check_clean_failure(&out);
+        assert!(
+            err.contains("--on-error resync: libipt 2.1") && err.contains("--decoder fast"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn split_writes_one_file_per_window() {
     let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
@@ -416,6 +486,7 @@ fn help_has_an_example_for_every_option() {
         "--split",
         "--quiet",
         "--jobs",
+        "--on-error",
     ] {
         let block = s
             .split_once(&format!("{opt} "))

@@ -166,3 +166,92 @@ fn ptwrite_only_file_is_handled() {
     assert_eq!(st.tsc_span, Some((0xe9e4_b20213a6, 0xe9e4_b212adfd)));
     check_order(&c);
 }
+
+/// The fast decoder's resync at the error (`--on-error resync`) on the
+/// Skylake recording, whose binaries are missing: every TIP is a place to
+/// go on from, and every one of them fails again. What it may not do
+/// (it did before the chunk decoder took resyncs for what they are): an
+/// interrupt met while resynchronizing in code without an image became a
+/// call (126 with no instruction decoded), each such call ended the gap
+/// and the next failure started another (144 gaps for 3 stretches), and a
+/// resync that read on into the next chunk's PSB+ made the ops depend on
+/// the chunk size.
+#[test]
+fn skylake_file_resyncs_without_inventing_calls_or_gaps() {
+    use ptdec::decode::{DecoderKind, OnError};
+    let Some(p) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let t = Trace::open(&p).unwrap();
+    let run = |decoder, on_error, chunk| {
+        let opts = DecodeOptions {
+            decoder,
+            on_error,
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
+            ..DecodeOptions::default()
+        };
+        let images = ImageStore::new(no_search());
+        let mut c = Collect::default();
+        let st = decode(&t, &images, &opts, &mut c).unwrap();
+        check_order(&c);
+        (st, c)
+    };
+    let (psb, psb_ops) = run(DecoderKind::Fast, OnError::NextPsb, 16 << 20);
+    let (lib, lib_ops) = run(DecoderKind::Libipt, OnError::NextPsb, 16 << 20);
+    // Skipping to the next PSB, both decoders agree (e2e_fastdec, ptt).
+    assert!(psb_ops.ops == lib_ops.ops);
+    assert_eq!(
+        (psb.syncs, psb.resyncs, psb.no_image, psb.skipped_bytes),
+        (lib.syncs, lib.resyncs, lib.no_image, lib.skipped_bytes)
+    );
+    let (st, ops) = run(DecoderKind::Fast, OnError::Resync, 16 << 20);
+    eprintln!("resync: {st:#?}\nnext PSB: {psb:#?}");
+    let calls = |c: &Collect| {
+        c.ops
+            .values()
+            .flatten()
+            .filter(|o| matches!(o, Op::Call { .. } | Op::Return { .. } | Op::Jump { .. }))
+            .count()
+    };
+    // No code, so no instruction, and no call, return or jump.
+    assert_eq!((st.insns, calls(&ops)), (0, 0));
+    assert_eq!((psb.insns, calls(&psb_ops)), (0, 0));
+    // Each buffer synchronizes once; after that every stop is a resync,
+    // at each TIP or PSB+ (12,041; the next PSB: 10 syncs).
+    assert_eq!((psb.syncs, psb.resyncs), (10, 0));
+    assert_eq!(st.syncs, 2);
+    assert!(st.resyncs > 12_000, "{}", st.resyncs);
+    assert_eq!(st.errors.get("Nomap"), Some(&st.resyncs));
+    // One gap per stretch that could not be decoded, not one per failed
+    // resync: as many as at the next PSB.
+    assert_eq!(st.no_image, psb.no_image);
+    assert_eq!(st.no_image, 3);
+    // Less of the trace is skipped: 147,467 bytes rather than 149,676
+    // (the TNTs between two TIPs are lost either way without the code).
+    assert!(
+        st.skipped_bytes < psb.skipped_bytes,
+        "{} {}",
+        st.skipped_bytes,
+        psb.skipped_bytes
+    );
+    // The same ops and counts for any chunk size.
+    for chunk in [1, 4 << 10, 32 << 10, 256 << 10] {
+        let (s, got) = run(DecoderKind::Fast, OnError::Resync, chunk);
+        for (k, want) in &ops.ops {
+            let have = got.ops.get(k).map_or(&[][..], |v| &v[..]);
+            if let Some(i) = (0..want.len().max(have.len())).find(|&i| want.get(i) != have.get(i)) {
+                panic!(
+                    "chunk size {chunk}, thread {k:?}, op {i}: one chunk {:?}, chunked {:?}",
+                    &want[i.saturating_sub(2)..(i + 3).min(want.len())],
+                    &have[i.saturating_sub(2).min(have.len())..(i + 3).min(have.len())]
+                );
+            }
+        }
+        assert!(got.ops == ops.ops, "chunk size {chunk}: other threads");
+        assert_eq!(
+            (s.syncs, s.resyncs, s.no_image, s.skipped_bytes),
+            (st.syncs, st.resyncs, st.no_image, st.skipped_bytes),
+            "chunk size {chunk}"
+        );
+    }
+}

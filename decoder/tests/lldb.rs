@@ -144,13 +144,36 @@ fn the_multi_file_bundle_stops_at_the_missing_loader() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out.ftf");
+    // Resynchronized at the error (the default), decoding goes on after
+    // the loader returns and stops there again at the next lazy binding:
+    // two stretches without code, 18 more instructions than ptxed
+    // without --resync-on-error, which stops at the first until the next
+    // PSB (as `--on-error next-psb`, checked below).
     let o = decode(&dir.join("multi-file-no-ld.json"), &out, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(thread_insns(&err), vec![((815455, 815455), 63)], "{err}");
+    assert!(err.contains("Nomap 2"), "{err}");
+    let d = dump(&out);
+    let gaps: Vec<&str> = d.lines().filter(|l| l.contains("cat=\"gap\"")).collect();
+    assert_eq!(gaps.len(), 2, "{d}");
+    for g in &gaps {
+        assert!(g.contains("ip\": ptr(0x7ffff7df1950)"), "{g}");
+    }
+    let psb = tmp.path().join("psb.ftf");
+    let o = decode(
+        &dir.join("multi-file-no-ld.json"),
+        &psb,
+        &["--on-error", "next-psb"],
+    );
     let err = text(&o.stderr);
     assert_eq!(thread_insns(&err), vec![((815455, 815455), 45)], "{err}");
     assert!(err.contains("Nomap 1"), "{err}");
-    let d = dump(&out);
-    let gaps: Vec<&str> = d.lines().filter(|l| l.contains("cat=\"gap\"")).collect();
-    assert_eq!(gaps.len(), 1, "{d}");
+    let d_psb = dump(&psb);
+    let gaps: Vec<&str> = d_psb
+        .lines()
+        .filter(|l| l.contains("cat=\"gap\""))
+        .collect();
+    assert_eq!(gaps.len(), 1, "{d_psb}");
     assert!(gaps[0].contains("ip\": ptr(0x7ffff7df1950)"), "{}", gaps[0]);
     // The libraries are found at the bundle's load addresses: calls into
     // libfoo.so and libbar.so are named from their symbols.
@@ -278,18 +301,23 @@ fn malformed_bundles_name_the_file_and_field() {
         ),
         // A CPU that does not fit: decoded without errata workarounds,
         // which this Broadwell trace needs (LLDB refuses it: "unknown cpu").
+        // Its PSB+ then does not fit the decoder's state (bad status
+        // update); resynchronized at the error the decoder still finds
+        // the 21 instructions (at the next PSB: none).
         (
             "trace_wrong_cpu.json",
             true,
             "cpuInfo.family 2123123 is out of range; decoding without errata workarounds",
-            vec![((1234, 3842849), 0)],
+            vec![((1234, 3842849), 21)],
         ),
         // A family given as a string is read as LLDB 16 reads it.
         (
             "trace_bad2.json",
             true,
             "no tscPerfZeroConversion",
-            vec![((1234, 5678), 0), ((12345, 56789), 0)],
+            // As trace_wrong_cpu.json for the thread whose image is
+            // there (at the next PSB: none).
+            vec![((1234, 5678), 21), ((12345, 56789), 0)],
         ),
     ];
     for (name, ok, says, threads) in cases {

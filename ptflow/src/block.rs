@@ -1698,6 +1698,106 @@ impl<'a> BlockDecoder<'a> {
         }
     }
 
+    /// Goes on after a decode error at the next place the trace gives an
+    /// IP, rather than at the next PSB (ptxed's `--resync-on-error`,
+    /// libipt 2.2's `pt_blk_resync`). Hand-written from what ptxed prints
+    /// for libipt's `ptxed-resync-*` tests (2.2's source is not at hand,
+    /// and 2.1.2 has no resync): from the event the error left current,
+    /// TNTs and TIPs without an IP are dropped; a TIP's target is the
+    /// new IP; an event that binds to an IP (an interrupt's FUP, a TSX or
+    /// MODE.Exec FUP, PTWRITE's FUP, a PSB+'s FUP, a disable) sets the IP
+    /// to that and stays pending; an enable (TIP.PGE) is pending with
+    /// tracing taken as disabled until it; an event without an IP is
+    /// handed out first: `Err(EVENT_IGNORED)` asks the caller to read it
+    /// and call again. The return stack is emptied, as at a sync: what
+    /// ran without an image may have called or returned.
+    pub fn resync(&mut self) -> Result<Status, Fail> {
+        let r = self.resync_inner();
+        self.update_fast();
+        r
+    }
+
+    fn resync_inner(&mut self) -> Result<Status, Fail> {
+        self.chain = Chain::NONE;
+        self.retstack = RetStack::default();
+        self.clear_postponed();
+        loop {
+            if let Err(e) = self.status {
+                return Err(Fail::Pt(e));
+            }
+            let Some(ev) = self.event else {
+                return Err(Fail::Pt(PtError::INTERNAL));
+            };
+            let at = |this: &mut Self, ip: u64| {
+                this.ip = ip;
+                this.enabled = true;
+                this.trailing_event(None)
+            };
+            if ev.status_update {
+                // A PSB+: go on as a sync at its PSB does. The chunk
+                // decoder's next chunk starts with that sync, so a resync
+                // that reads on into it must leave the same state (it
+                // left the decoder one packet behind: one more error and
+                // resync than in the chunk).
+                // The status updates of the PSB+ the decoder synchronized
+                // at (the error came before its IP was left) are passed.
+                match self.evdec.last_psb() {
+                    Some(psb) if self.evdec.sync_offset().ok() != Some(psb) => {
+                        return self.sync_set(psb)
+                    }
+                    Some(_) => {
+                        self.fetch_event()?;
+                        continue;
+                    }
+                    None => return Err(Fail::Pt(PtError::INTERNAL)),
+                }
+            }
+            match ev.kind {
+                Kind::Tnt { .. } | Kind::Ignore => self.fetch_event()?,
+                Kind::Tip { .. } if ev.ip_suppressed => self.fetch_event()?,
+                Kind::Tip { ip } => {
+                    self.fetch_event()?;
+                    // A PSB+ right after it (no TNT or TIP between): go on
+                    // from that PSB, as a chunk that starts there does.
+                    // What the code between the TIP and the PSB's IP
+                    // holds, without a branch, is not listed.
+                    if self.event.is_some_and(|e| e.status_update) {
+                        continue;
+                    }
+                    return at(self, ip);
+                }
+                Kind::Enabled { .. } => {
+                    self.enabled = false;
+                    return Ok(self.status(Status::EVENT_PENDING));
+                }
+                Kind::Disabled { .. } | Kind::Overflow { .. } => {
+                    self.enabled = true;
+                    return Ok(self.status(Status::EVENT_PENDING));
+                }
+                Kind::AsyncBranch { from: ip, .. } | Kind::AsyncDisabled { at: ip, .. } => {
+                    return at(self, ip)
+                }
+                Kind::ExecMode { ip, .. }
+                | Kind::Tsx { ip, .. }
+                | Kind::AsyncPaging { ip, .. }
+                | Kind::AsyncVmcs { ip, .. }
+                | Kind::Ptwrite { ip, .. }
+                | Kind::Exstop { ip }
+                | Kind::Mwait { ip, .. }
+                    if !ev.ip_suppressed =>
+                {
+                    return at(self, ip)
+                }
+                Kind::Stop => {
+                    self.enabled = false;
+                    return Err(Fail::Pt(PtError::EVENT_IGNORED));
+                }
+                Kind::Pending => return Err(Fail::Pt(PtError::INTERNAL)),
+                _ => return Err(Fail::Pt(PtError::EVENT_IGNORED)),
+            }
+        }
+    }
+
     /// `pt_blk_event`: the pending event, applied.
     pub fn event(&mut self) -> Result<(Ev, Status), Fail> {
         let r = self.event_inner();

@@ -372,6 +372,9 @@ pub struct EventDecoder<'a> {
     /// Position after the current packet (`None`: not synchronized).
     pos: Option<usize>,
     sync: Option<usize>,
+    /// Where the last PSB read was: a resync that meets its PSB+ goes on
+    /// as a sync there ([`crate::block::BlockDecoder::resync`]).
+    last_psb: Option<usize>,
     /// The current packet and its size (`None`: the packet decoder
     /// failed, `status` says how).
     packet: Option<(Packet, usize)>,
@@ -415,6 +418,7 @@ impl<'a> EventDecoder<'a> {
             keep_tcal,
             pos: None,
             sync: None,
+            last_psb: None,
             packet: None,
             status: Err(PtError::NOSYNC),
             ip: LastIp::default(),
@@ -466,6 +470,11 @@ impl<'a> EventDecoder<'a> {
 
     pub fn sync_offset(&self) -> Result<u64, PtError> {
         self.sync.map(|s| s as u64).ok_or(PtError::NOSYNC)
+    }
+
+    /// The offset of the last PSB read (see `last_psb`).
+    pub fn last_psb(&self) -> Option<u64> {
+        self.last_psb.map(|p| p as u64)
     }
 
     /// The first PSB at or after `from` whose 8-byte-aligned pattern
@@ -705,6 +714,7 @@ impl<'a> EventDecoder<'a> {
 
     /// PSB+: status updates queued for PSBEND.
     fn decode_psb(&mut self) -> Step {
+        self.last_psb = self.offset().ok().map(|o| o as usize);
         if !self.evq.is_empty() {
             return Err(Fail::Pt(BAD_CONTEXT));
         }

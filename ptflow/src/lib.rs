@@ -257,6 +257,18 @@ impl<'a> FastDecoder<'a> {
         self.dec.sync_set(offset).map_err(|f| self.fail(f))
     }
 
+    /// Goes on after a decode error where the trace next gives an IP
+    /// ([`block::BlockDecoder::resync`]); `Err(EVENT_IGNORED)`: read the
+    /// event, then call again.
+    pub fn resync(&mut self) -> Result<Status, PtError> {
+        self.check()?;
+        match self.dec.resync() {
+            // Not a failure: an event to read first.
+            Err(Fail::Pt(e)) if e == PtError::EVENT_IGNORED => Err(e),
+            r => r.map_err(|f| self.fail(f)),
+        }
+    }
+
     /// [`Self::next_block`] again and again, for as
     /// long as the status is `Status(0)` and at most `max` times before
     /// the last: `each` gets every block with that status and the time

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ptdec::decode::{DecodeOptions, DecoderKind};
+use ptdec::decode::{DecodeOptions, DecoderKind, OnError};
 use ptdec::emit::{EmitOptions, Target};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
@@ -62,9 +62,13 @@ fn simulate(progs: &Path, prog: &str, apply: Apply, dir: &Path) {
     ptsim::sim::run(o).unwrap_or_else(|e| panic!("ptsim {prog}: {e}"));
 }
 
+/// Both decoders skip to the next PSB after an error: libipt 2.1.2
+/// cannot resync, and the fast decoder's resync goes on where libipt
+/// does not (docs/decoding.md).
 fn decode_options(kind: DecoderKind, chunk: Option<u64>) -> DecodeOptions {
     DecodeOptions {
         decoder: kind,
+        on_error: OnError::NextPsb,
         chunking: ptdec::decode::Chunking::of(chunk),
         jobs: 2,
         ..DecodeOptions::default()

@@ -204,12 +204,6 @@ pub struct RawArgs {
     /// Example: --insn-list flow.txt
     #[arg(long, value_name = "FILE")]
     pub insn_list: Option<PathBuf>,
-    /// After a decode error: `resync` at the next point libipt can
-    /// resume from (ptxed --resync-on-error; needs libipt 2.2, else the
-    /// next PSB), or skip to the `next-psb` (ptxed's default).
-    /// Example: --on-error next-psb
-    #[arg(long, value_enum, default_value_t = OnError::Resync)]
-    pub on_error: OnError,
     #[command(flatten)]
     pub marks: MarkArgs,
     #[command(flatten)]
@@ -537,15 +531,28 @@ impl FilterArgs {
     }
 }
 
-/// `--decoder`, the same for `ptdec`, `ptdec report` and `ptdec raw`.
+/// `--decoder` and `--on-error`, the same for `ptdec`, `ptdec report` and
+/// `ptdec raw`.
 #[derive(Args)]
 pub struct FlowArgs {
     /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
-    /// does not handle; the output is the same) or `libipt` (libipt's
-    /// block decoder for all, the reference). Default: fast.
+    /// does not handle; the output is the same with --on-error next-psb)
+    /// or `libipt` (libipt's block decoder for all, the reference).
+    /// Default: fast.
     /// Example: --decoder libipt
     #[arg(long, value_enum, value_name = "NAME", default_value_t = Decoder::Fast)]
     pub decoder: Decoder,
+    /// After a decode error (code without an image, a corrupt trace):
+    /// `resync` goes on where the trace next tells the IP (a TIP, a FUP,
+    /// a PSB+; as perf script does, and ptxed --resync-on-error), or
+    /// `next-psb` skips to the next PSB (ptxed's default), losing what
+    /// lies between (often kilobytes). Either way one gap per stretch
+    /// that could not be decoded. Default: resync; with --decoder libipt
+    /// next-psb, as libipt 2.1.2 cannot resync (it refuses resync). The
+    /// two decoders give the same output with next-psb.
+    /// Example: --on-error next-psb
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub on_error: Option<OnError>,
 }
 
 /// `--decoder`.
@@ -564,10 +571,36 @@ impl From<Decoder> for crate::decode::DecoderKind {
     }
 }
 
+/// `--on-error`.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnError {
     Resync,
     NextPsb,
+}
+
+impl FlowArgs {
+    /// The flow decoder and where it goes on after an error: resync
+    /// unless the decoder is libipt without `pt_blk_resync` (2.1.2),
+    /// which refuses an explicit `--on-error resync`.
+    pub fn resolve(&self) -> Result<(crate::decode::DecoderKind, crate::decode::OnError), String> {
+        use crate::decode::OnError as E;
+        let can_resync = self.decoder == Decoder::Fast || ipt::HAS_RESYNC;
+        let on_error = match self.on_error {
+            Some(OnError::NextPsb) => E::NextPsb,
+            Some(OnError::Resync) if !can_resync => {
+                let (a, b, c) = ipt::version();
+                return Err(format!(
+                    "--on-error resync: libipt {a}.{b}.{c} cannot resync at an error \
+                     (pt_blk_resync came with libipt 2.2); use --decoder fast, or \
+                     --on-error next-psb with --decoder libipt"
+                ));
+            }
+            Some(OnError::Resync) => E::Resync,
+            None if can_resync => E::Resync,
+            None => E::NextPsb,
+        };
+        Ok((self.decoder.into(), on_error))
+    }
 }
 
 /// What the trace holds besides calls, and the options that leave it out.

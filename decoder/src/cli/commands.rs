@@ -93,6 +93,7 @@ pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
 /// aggregation, printed; the folded stacks and flame graph written.
 pub fn report(a: ReportArgs) -> Result<()> {
     use crate::report::{files::ReportFiles, render, AggregateOptions};
+    let flow = a.flow.resolve().map_err(anyhow::Error::msg)?;
     let trace = open_decodable(&a.trace, &a.images, a.quiet)?;
     let (start, end) = window(&trace, &a.trace, a.start.as_deref(), a.duration)?;
     if a.format == render::Format::Csv && a.slowest.is_some() {
@@ -114,7 +115,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
-    decode.decoder = a.flow.decoder.into();
+    (decode.decoder, decode.on_error) = flow;
     let images = ImageStore::new(search_path(&trace, &a.images));
     let symbols = SymbolCache::for_search(images.search());
     progress.message(format!("decoding {}", a.trace.display()));

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 
 use super::args::{
-    ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, OnError, ParquetLayout, RawArgs,
+    ArgOrder, Axis, CheckArgs, DatasetArgs, DecodeArgs, ImageArgs, ParquetLayout, RawArgs,
 };
 use super::insn_list::InsnList;
 use super::parse::{parse_duration, parse_time, TimeArg};
@@ -244,6 +244,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
     let (Some(trace_path), Some(output)) = (a.trace.clone(), a.output.clone()) else {
         bail!("give a trace and -o OUT (see --help)");
     };
+    let flow = a.flow.resolve().map_err(anyhow::Error::msg)?;
     let layout = a.dataset.parquet(&output);
     let trace_name = if let Some(layout) = layout {
         check_dataset_args(a.split.is_some(), a.time_axis.is_some(), a.check)?;
@@ -274,7 +275,7 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         a.chunk_size,
         &progress,
     );
-    decode.decoder = a.flow.decoder.into();
+    (decode.decoder, decode.on_error) = flow;
     let stacks = StackOptions {
         interpolate: !a.no_interpolate,
         min_duration,
@@ -618,7 +619,6 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         cpuid_15_ebx: a.cpuid_15_ebx,
         tsc_hz: a.tsc_freq,
         cycles: a.time_axis == Some(Axis::Cycles),
-        next_psb_on_error: a.on_error == OnError::NextPsb,
         addr_filters: a.filter.ranges(),
         tick_events: a.event_tick,
         iflags_events: a.event_iflags,
@@ -647,12 +647,14 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     } else {
         Target::File(a.output.clone())
     };
+    let (decoder, on_error) = a.flow.resolve().map_err(anyhow::Error::msg)?;
     let progress = Progress::new(a.quiet);
     progress.message(format!("decoding {}", a.pt.path.display()));
     let decode = DecodeOptions {
         progress: progress.callback(),
         insn_list: list.as_ref().map(InsnList::callback),
-        decoder: a.flow.decoder.into(),
+        decoder,
+        on_error,
         ..DecodeOptions::default()
     };
     if let Some(layout) = layout {

@@ -128,6 +128,19 @@ impl Edges {
         true
     }
 
+    /// A resync after an error that left the decoder at decoder offset
+    /// `at`: past the chunk's end it read on into the next chunk's PSB+
+    /// (a resync goes on from the first PSB+ it meets as a sync there:
+    /// `ptflow::block::BlockDecoder::resync`), so it is taken as a sync
+    /// there after an error ([`Edges::sync_in_reach`]): the status
+    /// updates, then the end. At the PSB itself, not read yet, decoding
+    /// goes on as one decoder's would.
+    pub(super) fn resync_in_reach(&mut self, at: Option<u64>) {
+        if !self.last && at.is_some_and(|o| self.in_chunk(o) > self.len) {
+            self.at_boundary = true;
+        }
+    }
+
     /// The chunk's bytes before its first sync: up to the sync at decoder
     /// offset `synced_at`, or all of them when there was none.
     pub(super) fn unsynced_bytes(&self, synced_at: Option<Option<u64>>) -> u64 {
@@ -173,6 +186,18 @@ mod tests {
         assert!(!e.warming && e.start_at.is_none() && !e.watching());
         // No warm-up at all: the chunk starts at its own sync.
         assert!(!Edges::new(0, 1000, false).warming);
+    }
+
+    #[test]
+    fn a_resync_into_the_next_chunks_psb_ends_the_chunk_there() {
+        let mut e = Edges::new(100, 1000, false);
+        e.resync_in_reach(Some(1100));
+        assert!(!e.at_boundary);
+        e.resync_in_reach(Some(1101));
+        assert!(e.at_boundary);
+        let mut e = Edges::new(0, 1000, true);
+        e.resync_in_reach(Some(5000));
+        assert!(!e.at_boundary);
     }
 
     #[test]

@@ -137,19 +137,12 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn sync_set(&mut self, offset: u64) -> Result<Status, PtError> {
         self.dec.sync_set(offset)
     }
-    /// libipt 2.1.2 has no resync either: both go on at the next PSB.
-    /// With libipt 2.2, which resyncs at the error, the chunk goes to
-    /// libipt. (A constant test: without resync the chunk decoder's
-    /// resync loop folds away for this decoder, as before it reported
-    /// errors itself; with a call here, `ptdec report`'s decode loop was
-    /// no longer inlined and cost 1.4% more instructions.)
+    /// ptflow's own resync at the error ([`ptflow::FastDecoder::resync`]),
+    /// with any libipt: 2.1.2 has none (`--decoder libipt` then goes on at
+    /// the next PSB).
+    #[inline(never)]
     fn resync(&mut self) -> Result<Status, PtError> {
-        if ipt::HAS_RESYNC {
-            self.unsupported
-                .get_or_insert("libipt 2.2's resync at an error");
-            return Err(PtError::EOS);
-        }
-        Err(PtError::NOT_SUPPORTED)
+        self.dec.resync()
     }
     #[inline(always)]
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {

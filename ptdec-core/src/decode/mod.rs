@@ -75,11 +75,12 @@
 //!
 //! A decode error becomes a `Gap(DecodeError)` (or `Gap(NoImage)` when the
 //! code's memory is not in the image; one per stretch) at the error's
-//! stream offset, and the decoder resynchronizes *at the error* with
-//! libipt 2.2's `pt_blk_resync` (ptxed's `--resync-on-error`: the next FUP,
-//! TIP.PGE or PSB that gives an IP, often long before the next PSB), or at
-//! the next PSB when that fails, when an error repeats at the same offset,
-//! or for `ptdec raw --on-error next-psb`. [`DecodeStats`] counts PSB syncs,
+//! stream offset, and the decoder resynchronizes *at the error*
+//! ([`OnError::Resync`], ptxed's `--resync-on-error`: the next FUP, TIP
+//! or PSB that gives an IP, often long before the next PSB; the fast
+//! decoder's own, as libipt 2.1.2 has no `pt_blk_resync`), or at the
+//! next PSB when that fails, when an error repeats at the same offset,
+//! with libipt 2.1.2, or for `--on-error next-psb`. [`DecodeStats`] counts PSB syncs,
 //! resyncs and the bytes skipped. OVF becomes `Gap(Overflow)`; data lost
 //! between segments (AUX records flagged truncated/partial/collision, or
 //! holes in the AUX offsets) becomes `Gap(LostData)`.
@@ -269,6 +270,22 @@ impl Chunking {
     }
 }
 
+/// Where decoding goes on after a decode error (`--on-error`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// Where the trace next tells the IP (a TIP, a FUP that binds to an
+    /// IP, a PSB+): ptxed's `--resync-on-error`, libipt 2.2's
+    /// `pt_blk_resync`, and where perf's decoder goes on. The fast
+    /// decoder's own; libipt 2.1.2 has none, so the chunks libipt decodes
+    /// go on at the next PSB whatever this says.
+    #[default]
+    Resync,
+    /// At the next PSB (ptxed's default, and libipt 2.1.2's only way):
+    /// what lies between the error and that PSB is skipped. The two flow
+    /// decoders then give the same output.
+    NextPsb,
+}
+
 /// What to decode and how.
 #[derive(Debug, Clone, Default)]
 pub struct DecodeOptions {
@@ -305,6 +322,8 @@ pub struct DecodeOptions {
     pub window: Option<usize>,
     /// Which flow decoder decodes (`--decoder`).
     pub decoder: DecoderKind,
+    /// Where decoding goes on after a decode error (`--on-error`).
+    pub on_error: OnError,
     /// What the ops become does not depend on how the threads' records
     /// interleave, only on each thread's own order: the sink says so
     /// ([`crate::model::slices::SliceSink::any_interleaving`]; `ptdec
@@ -598,9 +617,6 @@ pub struct RawConfig {
     pub tsc_hz: Option<u64>,
     /// Count cycles (the trace has CYC packets).
     pub cycles: bool,
-    /// After a decode error skip to the next PSB, as ptxed does without
-    /// `--resync-on-error`; default: resynchronize at the error.
-    pub next_psb_on_error: bool,
     /// Address filter ranges 0 to 3 the trace was recorded with (ptxed's
     /// `--filter:addrN_cfg/_a/_b`), for libipt's errata workarounds.
     pub addr_filters: [ipt::AddrFilter; 4],

@@ -167,9 +167,12 @@ impl<'o> Orderer<'o> {
         if !first && out.sync_cbr.is_some() && out.sync_cbr == prev_cbr {
             drop_first_cbr(&mut out.runs);
         }
+        // The run the previous chunk left open goes on; so does one it
+        // left with tracing off, when it left none open (one decoder
+        // would go on with it at the next enable).
         let prev_tail = self.tail[segment]
             .take()
-            .filter(|t| !first && prev_open == Some(t.task));
+            .filter(|t| !first && (prev_open == Some(t.task) || (prev_open.is_none() && !t.open)));
         if let Some(t) = prev_tail {
             if out.runs.first().is_some_and(|r| r.task == t.task) {
                 let removed = repeated_gap(&mut out.runs, t, self.cycles);
@@ -534,25 +537,33 @@ impl Handover<'_> {
 #[derive(Debug, Clone, Copy)]
 struct Tail {
     task: TaskId,
+    /// Still traced at the chunk's end (else tracing was off).
+    open: bool,
     after_no_image: bool,
     closed: Option<bool>,
 }
 
 impl Tail {
-    /// The tail `runs` leave when `open` is still traced; `prev` is the
-    /// tail the chunk went on from, for a first run with nothing to say.
+    /// The tail `runs` leave, its task still traced when it is `open`;
+    /// `prev` is the tail the chunk went on from, for a first run with
+    /// nothing to say (and for a chunk without runs).
     fn of(runs: &[Run], open: Option<TaskId>, prev: Option<Tail>) -> Option<Tail> {
-        let (i, r) = runs.iter().enumerate().next_back()?;
-        if Some(r.task) != open {
+        let Some((i, r)) = runs.iter().enumerate().next_back() else {
+            return prev.filter(|p| !p.open && open.is_none());
+        };
+        if open.is_some_and(|t| t != r.task) {
             return None;
         }
         let prev = prev.filter(|p| i == 0 && p.task == r.task);
         let flow = kept(r).rev().find(|(_, op)| is_flow(op));
         Some(Tail {
             task: r.task,
+            open: open.is_some(),
+            // No instruction decoded since that gap (the run's counter
+            // stands where the gap's stamp does).
             after_no_image: match flow {
-                Some((_, op)) => is_no_image(op),
-                None => prev.is_some_and(|p| p.after_no_image),
+                Some((_, op)) => is_no_image(op) && op.stamp().insns == r.insns,
+                None => r.insns == 0 && prev.is_some_and(|p| p.after_no_image),
             },
             closed: closed(r).or_else(|| prev.and_then(|p| p.closed)),
         })
@@ -574,12 +585,16 @@ fn closed(r: &Run) -> Option<bool> {
 }
 
 /// Control flow or a gap: what `ChunkDecoder::recover` looks back to,
-/// past enables and disables, to tell a repeated gap.
-fn is_flow(op: &Op) -> bool {
-    !matches!(op, Op::Enabled { .. } | Op::Disabled { .. })
+/// past enables, disables and marks, to tell a repeated gap.
+pub(super) fn is_flow(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Enabled { .. } | Op::Disabled { .. } | Op::Mark { .. }
+    )
 }
 
-fn is_no_image(op: &Op) -> bool {
+/// A gap at code without an image.
+pub(super) fn is_no_image(op: &Op) -> bool {
     matches!(
         op,
         Op::Gap {
@@ -607,7 +622,7 @@ fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
     }
     let Some((i, true)) = kept(r)
         .find(|(_, op)| is_flow(op))
-        .map(|(i, op)| (i, is_no_image(op)))
+        .map(|(i, op)| (i, is_no_image(op) && op.stamp().insns == 0))
     else {
         return 0;
     };

@@ -10,7 +10,7 @@ use ipt::{AddrFilter, Config as PtConfig, Cpu, Frequency};
 use sideband::timeconv::TscConversion;
 use sideband::timeline::{Mapping, TaskId, Timeline};
 
-use super::{DecodeOptions, RawConfig, RawSection};
+use super::{DecodeOptions, OnError, RawConfig, RawSection};
 use crate::model::source::{BufferOwner, CodeImages, RawSideband, Recording, Segment, TraceSource};
 
 /// A file section for libipt: `size` bytes at `offset` of `path` loaded at `vaddr`.
@@ -256,7 +256,7 @@ impl<'t> DecodeSetup<'t> {
             cycles: rec.cyc.unwrap_or(false),
             max_non_turbo: rec.max_non_turbo_ratio,
             per_cpu: rec.per_cpu,
-            resync: true,
+            resync: opts.on_error == OnError::Resync,
             addr_filters: Default::default(),
             tick_events: false,
             iflags_events: false,
@@ -300,7 +300,7 @@ impl<'t> DecodeSetup<'t> {
             cycles: cfg.cycles,
             max_non_turbo: u64::from(cfg.nom_freq),
             per_cpu: false,
-            resync: !cfg.next_psb_on_error,
+            resync: opts.on_error == OnError::Resync,
             addr_filters: cfg.addr_filters,
             tick_events: cfg.tick_events,
             iflags_events: cfg.iflags_events,

@@ -5,6 +5,7 @@
 //! (`NO_PROGRESS_INSNS`).
 
 use super::*;
+use crate::decode::order::{is_flow, is_no_image};
 
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// Counts `n` instructions decoded: `Some(count)` when more than
@@ -151,6 +152,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 Ok(s) => {
                     self.stats.resyncs += 1;
                     self.synced(dec);
+                    self.edges.resync_in_reach(dec.offset().ok());
                     if s.ip_suppressed() {
                         self.list(ListItem::Disabled);
                     }
@@ -249,19 +251,18 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         *self.stats.errors.entry(name).or_default() += 1;
         // Code without an image stops decoding at each resync point again:
-        // one gap for the whole stretch.
+        // one gap for the whole stretch, as long as no instruction was
+        // decoded since its gap (looking back past enables, disables and
+        // marks, which a resync meets on the way; `order::repeated_gap`
+        // does the same across chunks).
         let repeated = nomap
-            && matches!(
-                self.run.as_ref().and_then(|r| r
-                    .ops
+            && self.run.as_ref().is_some_and(|r| {
+                r.ops
                     .iter()
                     .rev()
-                    .find(|o| !matches!(o, Op::Enabled { .. } | Op::Disabled { .. }))),
-                Some(Op::Gap {
-                    kind: GapKind::NoImage { .. },
-                    ..
-                })
-            );
+                    .find(|o| is_flow(o))
+                    .is_some_and(|o| is_no_image(o) && o.stamp().insns == r.insns)
+            });
         if !repeated {
             if nomap {
                 self.stats.no_image += 1;

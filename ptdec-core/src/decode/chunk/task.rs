@@ -155,6 +155,18 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 self.need_enable = true;
             }
             EventKind::AsyncBranch { from, to } => {
+                if self.need_enable {
+                    // Nothing decoded since the (re)sync: a resync at an
+                    // interrupt's FUP in code without an image. Neither
+                    // where it came from nor a frame it returns to was
+                    // decoded: no call (an open frame would end the gap,
+                    // and each would start another). A handler the
+                    // decoder can follow starts with the enable of its
+                    // first block, as at a PSB.
+                    self.pending.set = false;
+                    self.last_ip = to.unwrap_or(from);
+                    return;
+                }
                 self.resolve(Some(from));
                 let to = to.unwrap_or(from);
                 let at = self.stamp();
