@@ -192,6 +192,13 @@ pub struct ThreadStack {
     /// Closed bottom-level slices starting at `base`: a retroactive frame
     /// may still become their parent.
     base_held: VecDeque<Slice>,
+    /// How many of `base_held` have no parent yet (the rest are held
+    /// behind them, or were adopted by a retroactive frame already): a
+    /// retroactive frame looks through `base_held` only when some have
+    /// none. Looking every time was quadratic in the retroactive frames
+    /// of a segment whose slices all tie (no time moves: 78,642 of them
+    /// from 1 MB of hostile PT took 15 s).
+    base_parentless: usize,
     /// A closed bottom-level slice started at `base` (held or out).
     base_tied: bool,
     /// Slices go out as they close; nothing is held back.
@@ -490,6 +497,7 @@ impl ThreadStack {
             frames: Vec::new(),
             base: None,
             base_held: VecDeque::new(),
+            base_parentless: 0,
             base_tied: false,
             close_order: false,
             next_id: NonZeroU64::MIN,
@@ -1462,9 +1470,11 @@ impl ThreadStack {
         self.stats.retroactive_frames += 1;
         self.open_as(id, func, known, base, None, true, depth);
         let mut held = std::mem::take(&mut self.base_held);
-        for s in held.iter_mut().filter(|s| s.parent.is_none()) {
-            // Held at the bottom (Perfetto's order): its parent now.
-            s.parent = Some(id);
+        if std::mem::take(&mut self.base_parentless) > 0 {
+            for s in held.iter_mut().filter(|s| s.parent.is_none()) {
+                // Held at the bottom (Perfetto's order): its parent now.
+                s.parent = Some(id);
+            }
         }
         let tied = std::mem::take(&mut self.base_tied);
         let frame = self.frames.last_mut().expect("just opened");
@@ -1639,6 +1649,8 @@ impl ThreadStack {
             if self.base.is_some_and(|b| ties(&b, &slice.start)) {
                 self.base_tied = true;
                 if !self.close_order {
+                    // The slices held behind it have their parents.
+                    self.base_parentless += usize::from(slice.parent.is_none());
                     hold(&mut self.base_held, slice, held);
                     return;
                 }
@@ -1674,6 +1686,7 @@ impl ThreadStack {
             self.place(None, out);
         }
         self.base_held.drain(..).for_each(&mut *out);
+        self.base_parentless = 0;
         self.base_tied = false;
         self.base = None;
     }
@@ -2394,6 +2407,65 @@ mod tests {
         want.iter()
             .map(|(c, p)| (c.to_string(), p.map(str::to_string)))
             .collect()
+    }
+
+    /// Returns above the stack at one instant, one after another (no time
+    /// moves: every slice ties with the segment's start and is held):
+    /// each frame found above is the parent of the one before, the first
+    /// also of the frame a tail call closed before it, held without one. The frames found look through what
+    /// is held only while something there has no parent (looking every
+    /// time was quadratic: 15 s for 1 MB of such PT).
+    #[test]
+    fn returns_above_the_stack_at_one_instant_chain_their_frames() {
+        const N: u64 = 2_000;
+        // Time 0 throughout; the instructions go on.
+        let at = |insns: u64| Stamp {
+            time: 0,
+            insns,
+            cycles: crate::model::ops::Cycles::NONE,
+        };
+        let mut ops = vec![
+            enabled(0, B + 0x10),
+            // b tail-calls c: b closes at the bottom, no parent yet.
+            Op::Jump {
+                at: at(50),
+                from: B + 0x20,
+                to: C,
+            },
+            // c returns into a: a was running.
+            Op::Return {
+                at: at(100),
+                from: C + 0x50,
+                to: A + 0x30,
+            },
+        ];
+        ops.extend((1..=N).map(|k| Op::Return {
+            at: at(100 + 10 * k),
+            from: A + 0x60,
+            to: A + 0x30,
+        }));
+        ops.push(Op::End {
+            at: at(100 + 10 * N + 10),
+        });
+        let got = parents(&ops);
+        assert_eq!(got.len() as u64, N + 3, "{:?}", &got[..3]);
+        // Parents first at one instant: the last frame found above holds
+        // every other slice below it.
+        let roots: Vec<_> = got.iter().filter(|(_, p)| p.is_none()).collect();
+        assert_eq!(roots.len(), 1, "{roots:?}");
+        assert_parents_exact(&ops);
+        let (_, stats) = run(&ops);
+        assert_eq!(stats.retroactive_frames, N + 1);
+        // In Perfetto's order too (held at the bottom, not placed as roots):
+        // b, closed before any frame was found above it, gets the first.
+        let map = Map::new();
+        let mut stack = ThreadStack::new(1, 2);
+        let mut slices = Vec::new();
+        for op in &ops {
+            stack.push(op, &map, &mut |sl: Slice| slices.push(sl));
+        }
+        let roots: Vec<_> = slices.iter().filter(|s| s.parent.is_none()).collect();
+        assert_eq!(roots.len(), 1, "{roots:?}");
     }
 
     /// Tail calls at the bottom of a segment, then a return above it: the
