@@ -4,30 +4,12 @@ repository root: python3 fuzz/seeds/make_pip_ptw.py). Packets are built from
 the Intel SDM's layouts; the IPs are in the fixed image of
 fuzz/src/harness.rs (CODE at testkit::BASE = 0x400000), whose control flow
 they follow."""
+import os
 import struct
+import sys
 
-BASE = 0x400000
-PSB = bytes([0x02, 0x82] * 8)
-PSBEND = bytes([0x02, 0x23])
-MODE64 = bytes([0x99, 0x01])  # MODE.Exec, CS.L: 64-bit code
-PGD = bytes([0x01])  # TIP.PGD, IP suppressed
-
-
-def ip_packet(opcode, off):
-    """An IP packet with IPBytes 6 (the whole address)."""
-    return bytes([opcode | (6 << 5)]) + struct.pack('<Q', BASE + off)
-
-
-def fup(off):
-    return ip_packet(0x1d, off)
-
-
-def tip(off):
-    return ip_packet(0x0d, off)
-
-
-def pge(off):
-    return ip_packet(0x11, off)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from packets import MODE64, PGD, PSB, PSBEND, fup, pge, tip, tnt, tsc  # noqa: E402
 
 
 def pip(cr3, nr=False):
@@ -42,16 +24,8 @@ def ptw(value, eight=False, ip=False):
     return bytes([0x02, head]) + struct.pack('<Q', value)[:8 if eight else 4]
 
 
-def tnt(bits):
-    """A short TNT, the first branch in the highest bit below the stop bit."""
-    v = 0
-    for b in bits:
-        v = (v << 1) | b
-    return bytes([((1 << len(bits)) | v) << 1])
 
 
-def tsc(t):
-    return bytes([0x19]) + struct.pack('<Q', t)[:7]
 
 
 # PIP in PSB+; the call loop; a PIP bound to the syscall at 0x17 and a
