@@ -929,6 +929,55 @@ fn raw_outputs_are_as_private_as_the_trace() {
     }
 }
 
+/// libipt's `pevent-mmap-tip_cached` vector, its PT and its code (the
+/// sideband tests below build their own sideband for it), or `None`, the
+/// test said skipped, where `../shared/libipt-tests` lacks it.
+fn mmap_vector(test: &str) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let vectors = pt_tests::libipt_tests_dir();
+    let name = "pevent-mmap-tip_cached";
+    let (pt, bin) = (
+        vectors.join(format!("{name}.pt")),
+        vectors.join(format!("{name}.bin")),
+    );
+    if !pt.is_file() || !bin.is_file() {
+        pt_tests::skipped(test, &format!("no {name}.pt/.bin in {}", vectors.display()));
+        return None;
+    }
+    Some((pt, bin))
+}
+
+/// Appends a PERF_RECORD_MMAP (type 1) of pid/tid 1 to `sb`: `addr`,
+/// `len`, `pgoff`, the file name padded to 8 bytes, then the sample's
+/// time 0 (sample_type 0x4).
+fn push_mmap(sb: &mut Vec<u8>, addr: u64, len: u64, pgoff: u64, file: &Path) {
+    let mut body = Vec::new();
+    for v in [1u32, 1] {
+        body.extend(v.to_le_bytes());
+    }
+    for v in [addr, len, pgoff] {
+        body.extend(v.to_le_bytes());
+    }
+    let mut name = file.to_string_lossy().into_owned().into_bytes();
+    name.resize((name.len() / 8 + 1) * 8, 0);
+    body.extend(name);
+    body.extend(0u64.to_le_bytes());
+    sb.extend(1u32.to_le_bytes());
+    sb.extend(0u16.to_le_bytes());
+    sb.extend((8 + body.len() as u16).to_le_bytes());
+    sb.extend(body);
+}
+
+/// Appends ITRACE_START (type 12) of pid/tid 1, time 0, to `sb`.
+fn push_itrace_start(sb: &mut Vec<u8>) {
+    sb.extend(12u32.to_le_bytes());
+    sb.extend(0u16.to_le_bytes());
+    sb.extend(24u16.to_le_bytes());
+    for v in [1u32, 1] {
+        sb.extend(v.to_le_bytes());
+    }
+    sb.extend(0u64.to_le_bytes());
+}
+
 /// Sideband with many MMAPs of one binary at distinct addresses (a
 /// program mapping a library again and again): each section went into
 /// libipt's section cache up front, whose look-up is linear in its
@@ -938,61 +987,20 @@ fn raw_outputs_are_as_private_as_the_trace() {
 /// decodes as ptxed does, within seconds.
 #[test]
 fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
-    let test = "many_sideband_mmaps_are_not_quadratic_nor_lost";
-    let vectors = pt_tests::libipt_tests_dir();
-    let name = "pevent-mmap-tip_cached";
-    let (pt, bin) = (
-        vectors.join(format!("{name}.pt")),
-        vectors.join(format!("{name}.bin")),
-    );
-    if !pt.is_file() || !bin.is_file() {
-        pt_tests::skipped(test, &format!("no {name}.pt/.bin in {}", vectors.display()));
+    let Some((pt, bin)) = mmap_vector("many_sideband_mmaps_are_not_quadratic_nor_lost") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(&bin, dir.path().join("m.bin")).unwrap();
-    // PERF_RECORD_MMAP (type 1): pid, tid, addr, len, pgoff, the file
-    // name padded to 8 bytes, then the sample's time (sample_type 0x4).
-    let mut sb = Vec::new();
-    let mut mmap = |addr: u64, len: u64, pgoff: u64| {
-        let mut body = Vec::new();
-        for v in [1u32, 1] {
-            body.extend(v.to_le_bytes());
-        }
-        for v in [addr, len, pgoff] {
-            body.extend(v.to_le_bytes());
-        }
-        let mut file = dir
-            .path()
-            .join("m.bin")
-            .to_string_lossy()
-            .into_owned()
-            .into_bytes();
-        file.resize((file.len() / 8 + 1) * 8, 0);
-        body.extend(file);
-        body.extend(0u64.to_le_bytes());
-        sb.extend(1u32.to_le_bytes());
-        sb.extend(0u16.to_le_bytes());
-        sb.extend((8 + body.len() as u16).to_le_bytes());
-        sb.extend(body);
     };
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m.bin");
+    std::fs::copy(&bin, &m).unwrap();
+    let mut sb = Vec::new();
     for i in 0..70_000u64 {
-        mmap(0x1000_0000 + i * 0x1000, 6, 0);
+        push_mmap(&mut sb, 0x1000_0000 + i * 0x1000, 6, 0, &m);
     }
-    // The vector's own two, then ITRACE_START (type 12) of 1/1.
-    mmap(0x1000, 6, 0);
-    mmap(0xa000, 1, 0x100);
-    for v in [
-        12u32.to_le_bytes().as_slice(),
-        &0u16.to_le_bytes(),
-        &24u16.to_le_bytes(),
-    ] {
-        sb.extend(v);
-    }
-    for v in [1u32, 1] {
-        sb.extend(v.to_le_bytes());
-    }
-    sb.extend(0u64.to_le_bytes());
+    // The vector's own two, then ITRACE_START.
+    push_mmap(&mut sb, 0x1000, 6, 0, &m);
+    push_mmap(&mut sb, 0xa000, 1, 0x100, &m);
+    push_itrace_start(&mut sb);
     let sb_path = dir.path().join("m.sb");
     std::fs::write(&sb_path, &sb).unwrap();
     let list = dir.path().join("flow.txt");
@@ -1002,7 +1010,7 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
         .arg("--pt")
         .arg(&pt)
         .arg("--raw")
-        .arg(format!("{}:0x1000", dir.path().join("m.bin").display()))
+        .arg(format!("{}:0x1000", m.display()))
         .args(["--pevent:sample-type", "4", "--pevent:primary"])
         .arg(&sb_path)
         .arg("-o")
@@ -1032,17 +1040,9 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
 /// never opened (a FIFO's open blocked), and the rest still decodes.
 #[test]
 fn non_regular_vdso_and_mapped_files_are_said() {
-    let test = "non_regular_vdso_and_mapped_files_are_said";
-    let vectors = pt_tests::libipt_tests_dir();
-    let name = "pevent-mmap-tip_cached";
-    let (pt, bin) = (
-        vectors.join(format!("{name}.pt")),
-        vectors.join(format!("{name}.bin")),
-    );
-    if !pt.is_file() || !bin.is_file() {
-        pt_tests::skipped(test, &format!("no {name}.pt/.bin in {}", vectors.display()));
+    let Some((pt, bin)) = mmap_vector("non_regular_vdso_and_mapped_files_are_said") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let m = dir.path().join("m.bin");
     std::fs::copy(&bin, &m).unwrap();
@@ -1052,38 +1052,14 @@ fn non_regular_vdso_and_mapped_files_are_said() {
         .status()
         .unwrap()
         .success());
-    // PERF_RECORD_MMAP (type 1) of pid/tid 1 with the sample's time
-    // (sample_type 0x4): the vector's own code, its second page named as
-    // the folder, /dev/zero and the FIFO; then ITRACE_START (type 12).
+    // The vector's own code, its second page named as the folder,
+    // /dev/zero and the FIFO; then ITRACE_START.
     let mut sb = Vec::new();
-    let mut mmap = |addr: u64, len: u64, pgoff: u64, file: &Path| {
-        let mut body = Vec::new();
-        for v in [1u32, 1] {
-            body.extend(v.to_le_bytes());
-        }
-        for v in [addr, len, pgoff] {
-            body.extend(v.to_le_bytes());
-        }
-        let mut name = file.to_string_lossy().into_owned().into_bytes();
-        name.resize((name.len() / 8 + 1) * 8, 0);
-        body.extend(name);
-        body.extend(0u64.to_le_bytes());
-        sb.extend(1u32.to_le_bytes());
-        sb.extend(0u16.to_le_bytes());
-        sb.extend((8 + body.len() as u16).to_le_bytes());
-        sb.extend(body);
-    };
-    mmap(0x1000, 6, 0, &m);
-    mmap(0xa000, 1, 0x100, dir.path());
-    mmap(0x20000, 0x1000, 0, Path::new("/dev/zero"));
-    mmap(0x30000, 0x1000, 0, &fifo);
-    sb.extend(12u32.to_le_bytes());
-    sb.extend(0u16.to_le_bytes());
-    sb.extend(24u16.to_le_bytes());
-    for v in [1u32, 1] {
-        sb.extend(v.to_le_bytes());
-    }
-    sb.extend(0u64.to_le_bytes());
+    push_mmap(&mut sb, 0x1000, 6, 0, &m);
+    push_mmap(&mut sb, 0xa000, 1, 0x100, dir.path());
+    push_mmap(&mut sb, 0x20000, 0x1000, 0, Path::new("/dev/zero"));
+    push_mmap(&mut sb, 0x30000, 0x1000, 0, &fifo);
+    push_itrace_start(&mut sb);
     let sb_path = dir.path().join("m.sb");
     std::fs::write(&sb_path, &sb).unwrap();
     // Under `timeout`, so a hang (an open of the FIFO) fails rather than waits.
