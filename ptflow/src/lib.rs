@@ -288,10 +288,12 @@ impl<'a> FastDecoder<'a> {
     ) -> Result<Status, PtError> {
         let mut left = max;
         loop {
-            left -= self.dec.follow_tnt::<false>(code, block, left, |b, t| {
-                each(b, t);
-                true
-            });
+            left -= self
+                .dec
+                .follow_tnt::<false, true>(code, block, left, |b, t| {
+                    each(b, t);
+                    true
+                });
             match self.next_block(code, block) {
                 Ok(Status(0)) if left > 0 => {
                     left -= 1;
@@ -325,7 +327,7 @@ impl<'a> FastDecoder<'a> {
         let off = self.offset().ok();
         let n = self
             .dec
-            .follow_tnt::<true>(code, block, u32::MAX, |b, t| each(b, t, off));
+            .follow_tnt::<true, false>(code, block, u32::MAX, |b, t| each(b, t, off));
         debug_assert_eq!(self.offset().ok(), off);
         n
     }
