@@ -1260,8 +1260,8 @@ impl<'a> BlockDecoder<'a> {
     /// writes them in the decoder for every block. `each` returns whether
     /// to go on after its block; with `USER_ONLY`, a block in kernel code
     /// (an IP with bit 63 set) is left to `next_block` too. With `LOCAL`,
-    /// `each` gets each block from a local and `block` holds the last one
-    /// only once the loop ends (see the loop).
+    /// `each` gets each block from a local and `block` is left as it was:
+    /// for a caller that calls `next_block` next, which writes it.
     #[inline(always)]
     pub fn follow_tnt<const USER_ONLY: bool, const LOCAL: bool>(
         &mut self,
@@ -1293,14 +1293,13 @@ impl<'a> BlockDecoder<'a> {
         // (No packet is read here: the time stays.)
         let time = (self.tsc, self.lost_mtc, self.lost_cyc);
         // With `LOCAL`, each block is handed out from a local and `block`
-        // is written once, after the loop (from `handed`, the node of the
-        // last block): the fields `each` does not read are never stored.
-        // Writing the whole `Block` per block was a tenth of
+        // is not written: the fields `each` does not read are never
+        // stored. Writing the whole `Block` per block was a tenth of
         // ptbench-fast's instructions (2.006 G of interp's 10 MB: 1.828 G
-        // with a local). The chunk decoder reads most fields, and with a
-        // local `ptdec report -j1` took 1.2-1.7% more instructions: it
-        // follows with `LOCAL` off.
-        let mut handed: Option<&Node> = None;
+        // with a local, 1.744 G without writing the last block after the
+        // loop). The chunk decoder reads most fields, and with a local
+        // `ptdec report -j1` took 1.2-1.7% more instructions: it follows
+        // with `LOCAL` off.
         while let Some(node) = code.node(next) {
             if node.ip != ip || left == 0 || n == max || (USER_ONLY && ip >> 63 == 1) {
                 break;
@@ -1334,7 +1333,6 @@ impl<'a> BlockDecoder<'a> {
                 _ => break,
             };
             let go_on = if LOCAL {
-                handed = Some(node);
                 each(&fast_block(node, self.speculative), time)
             } else {
                 *block = fast_block(node, self.speculative);
@@ -1347,9 +1345,6 @@ impl<'a> BlockDecoder<'a> {
             if !go_on {
                 break;
             }
-        }
-        if let Some(node) = handed {
-            *block = fast_block(node, self.speculative);
         }
         *size = left;
         self.ip = ip;
