@@ -776,8 +776,10 @@ pub(super) fn selected(
 /// opposite; otherwise so on a machine of 2 CPUs or fewer. There the
 /// workers, the output thread and the FTF writer already share the CPUs,
 /// and building stacks ahead costs more than it frees: at `-j2` on 2
-/// CPUs, 1.11 s against 0.93 s wall on the bench's 10 MB shapes trace and
-/// 1.37 s against 1.34 s on interp (medians of 9-11 interleaved runs).
+/// CPUs, with the outputs on a tmpfs, FTF took 0.39 s of wall time
+/// instead of 0.55 s on the bench's 10 MB interp trace and 0.30 s instead
+/// of 0.38 s on shapes, `ptdec report` 0.27 s instead of 0.43 s and 0.25 s
+/// instead of 0.30 s (medians of 7 interleaved runs, 2026-12-05).
 fn sequential_stacks() -> bool {
     if std::env::var_os("PTDEC_SEQUENTIAL_STACKS").is_some() {
         return true;
