@@ -522,6 +522,10 @@ pub struct DecodeStats {
     pub fast_chunks: u64,
     /// Chunks it handed to libipt, by why.
     pub fallbacks: BTreeMap<String, u64>,
+    /// Chunks it decoded where libipt 2.1.2 is known to decode wrong, by
+    /// why (docs/decoding.md): `--decoder libipt` gives other output
+    /// there.
+    pub libipt_differs: BTreeMap<String, u64>,
 }
 
 impl DecodeStats {
@@ -543,6 +547,9 @@ impl DecodeStats {
         self.fast_chunks += s.fast;
         for (k, v) in &s.fallbacks {
             *self.fallbacks.entry((*k).to_string()).or_default() += v;
+        }
+        for (k, v) in &s.libipt_differs {
+            *self.libipt_differs.entry((*k).to_string()).or_default() += v;
         }
         for (k, v) in &s.errors {
             *self.errors.entry(k.clone()).or_default() += v;

@@ -85,6 +85,9 @@ pub(super) struct ChunkStats {
     pub fast: u64,
     /// Chunks the fast decoder gave to libipt, by why.
     pub fallbacks: BTreeMap<&'static str, u64>,
+    /// Chunks the fast decoder decoded where libipt is known to decode
+    /// wrong, by why (`FastDecoder::libipt_differs`).
+    pub libipt_differs: BTreeMap<&'static str, u64>,
 }
 
 /// A decoded chunk.
@@ -338,6 +341,9 @@ fn run_chunk(
             .then(Default::default),
     };
     st.run_decoder(dec);
+    if let Some(why) = dec.libipt_differs() {
+        *st.stats.libipt_differs.entry(why).or_default() += 1;
+    }
     if let (Some(buf), None, Some(f)) = (&st.list_buf, dec.unsupported(), &setup.opts.insn_list) {
         for item in buf.take() {
             (f.0)(&item);
