@@ -73,6 +73,9 @@ pub(super) struct ChunkStats {
     /// that chunk's `start_sync` as a sync.
     pub ends_unsynced: bool,
     pub max_stall: u64,
+    /// Ops left out because the stall they were decoded in reached the
+    /// no-progress bound ([`NO_PROGRESS_INSNS`]).
+    pub no_progress_ops: u64,
     pub blocks: u64,
     pub insns: u64,
     pub overflows: u64,
@@ -150,6 +153,11 @@ enum Failure {
 struct Stall {
     offset: Option<u64>,
     insns: u64,
+    /// Where the stall began in the ops: the number of runs finished
+    /// then, and the current run's ops with the transfer then pending
+    /// (decoded with trace, pushed in the stall). `None` until the
+    /// offset first moved after a sync.
+    mark: Option<(usize, usize)>,
 }
 
 /// Decodes one chunk: `bytes` are `meta.warmup` bytes before it, the chunk,

@@ -22,9 +22,11 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     #[inline]
     pub(super) fn progress(&mut self, off: Option<u64>, n: u16) {
         if off != self.stall.offset {
+            let ops = self.run.as_ref().map_or(0, |r| r.ops.len());
             self.stall = Stall {
                 offset: off,
                 insns: 0,
+                mark: Some((self.runs.len(), ops + usize::from(self.pending.set))),
             };
         }
         self.stall.insns += u64::from(n);
@@ -126,6 +128,39 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         status
     }
 
+    /// At the no-progress bound: the ops decoded in the stall are left
+    /// out (the gap stands for them). How often the code that needs no
+    /// trace ran is not known (a loop of direct jumps or calls runs until
+    /// something the trace would tell stops it), so those ops are made
+    /// up to the bound: a million calls of a function calling itself,
+    /// or a million jumps, held until the chunk is done, for every PSB a
+    /// hostile trace repeats (a few hundred bytes of PT took gigabytes).
+    /// Per stall, so the output does not depend on the chunk size; the
+    /// instructions stay counted. Only within the run the stall began in
+    /// (a stall in user code starts no run).
+    fn drop_stall_ops(&mut self) {
+        let Some((runs, mark)) = self.stall.mark else {
+            return;
+        };
+        if self.runs.len() != runs {
+            return;
+        }
+        let Some(r) = self.run.as_mut() else {
+            return;
+        };
+        if r.ops.len() <= mark {
+            return;
+        }
+        for (i, op) in r.ops.iter().enumerate().skip(mark) {
+            if i >= 2 {
+                r.tally.counts.uncount(op);
+            }
+        }
+        self.stats.no_progress_ops += (r.ops.len() - mark) as u64;
+        r.ops.truncate(mark);
+        r.tally.n = mark;
+    }
+
     /// State after the decoder (re)synchronized: a traced stretch starts
     /// with the next block, nothing is pending.
     pub(super) fn synced(&mut self, dec: &mut impl FlowDecoder) {
@@ -196,6 +231,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         let off = self.offset(dec).unwrap_or(0);
         self.pending.set = false;
+        if let Failure::NoProgress(_) = failure {
+            self.drop_stall_ops();
+        }
         let nomap = failure == Failure::Pt(PtError::NOMAP);
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
@@ -220,7 +258,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 GapKind::DecodeError(
                     format!(
                     "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
-                     (code that loops through direct jumps and calls: a corrupt trace or image)",
+                     (code that loops through direct jumps and calls: a corrupt trace or image; \
+                     their calls and jumps are left out)",
                     self.meta.aux_offset + off
                 )
                     .into(),
