@@ -153,11 +153,6 @@ enum Failure {
 struct Stall {
     offset: Option<u64>,
     insns: u64,
-    /// Where the stall began in the ops: the number of runs finished
-    /// then, and the current run's ops with the transfer then pending
-    /// (decoded with trace, pushed in the stall). `None` until the
-    /// offset first moved after a sync.
-    mark: Option<(usize, usize)>,
 }
 
 /// Decodes one chunk: `bytes` are `meta.warmup` bytes before it, the chunk,
