@@ -1053,10 +1053,12 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
     Ok(b)
 }
 
-/// A tid listed under two pids: refused, naming it and both. A thread
-/// belongs to one process (its pid is its thread group), so the bundle
-/// cannot be right, and merging them (the timeline knows a thread by its
-/// tid) gave the second process the first's thread silently.
+/// A tid listed under two pids, or twice under one: refused, naming it.
+/// A thread belongs to one process (its pid is its thread group), so the
+/// bundle cannot be right, and merging them (the timeline knows a thread
+/// by its tid) gave the second process the first's thread silently; a
+/// thread listed twice had its trace decoded twice into it (twice the
+/// instructions, silently).
 fn same_tid_in_two_processes(processes: &[BProcess]) -> Result<(), String> {
     let mut pid_of: HashMap<u32, u32> = HashMap::new();
     for p in processes {
@@ -1070,7 +1072,14 @@ fn same_tid_in_two_processes(processes: &[BProcess]) -> Result<(), String> {
                         t.tid, p.pid
                     ));
                 }
-                _ => {}
+                Some(_) => {
+                    return Err(format!(
+                        "tid {} is listed twice under pid {} (processes[].threads[].tid): a \
+                         thread is listed once, with its trace; remove the other entry",
+                        t.tid, p.pid
+                    ));
+                }
+                None => {}
             }
         }
     }
@@ -1516,7 +1525,7 @@ mod tests {
     }
 
     /// Oddities no LLDB writes: a tid under two pids (was merged
-    /// silently), a path of 100,000 bytes (was "expected a string") and a
+    /// silently) or twice under one (decoded twice, silently), a path of 100,000 bytes (was "expected a string") and a
     /// trace that is a link to /dev/zero (was left out, the link unsaid)
     /// refuse the bundle, naming the field and what is wrong; a module
     /// file's path too long is said, and the module looked up by its
@@ -1542,6 +1551,13 @@ mod tests {
                     .to_string(),
                 String::new(),
                 "tid 5 is listed under two processes, pid 1 and pid 2".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"t.trace\"}, \
+                 {\"tid\": 5, \"iptTrace\": \"t.trace\"}]}"
+                    .to_string(),
+                String::new(),
+                "tid 5 is listed twice under pid 1".to_string(),
             ),
             (
                 format!(
