@@ -940,7 +940,8 @@ fn mode(p: &Path) -> u32 {
 /// created 0644 from a 0600 trace, and re-decoding over a 0600 file made
 /// it 0644): a new FTF, `--split` file, `--folded` file and flame graph
 /// get the trace's read and write bits (under a umask of 022 here, which
-/// would have made them 0644), and a file replaced keeps its own mode.
+/// would have made them 0644), and a file replaced keeps its own mode,
+/// less what the trace's has not.
 #[test]
 fn outputs_are_as_private_as_their_trace() {
     let test = "outputs_are_as_private_as_their_trace";
@@ -976,12 +977,15 @@ fn outputs_are_as_private_as_their_trace() {
     ptdec(&["-o", o]);
     assert_eq!(mode(&out), 0o600);
     // Decoded again over it: still 0600; over a file of another mode:
-    // that mode.
+    // that mode, less what the trace's has not (a 0640 or 0666 file gave
+    // the 0600 trace's output to its group or everyone).
     ptdec(&["-o", o]);
     assert_eq!(mode(&out), 0o600);
-    set(&out, 0o640);
-    ptdec(&["-o", o]);
-    assert_eq!(mode(&out), 0o640);
+    for (was, is) in [(0o640, 0o600), (0o666, 0o600), (0o400, 0o400)] {
+        set(&out, was);
+        ptdec(&["-o", o]);
+        assert_eq!(mode(&out), is, "over {was:o}");
+    }
     let split = tmp.path().join("w.ftf.gz");
     ptdec(&["-o", split.to_str().unwrap(), "--split", "1ms"]);
     let windows: Vec<String> = names(tmp.path())
