@@ -991,6 +991,11 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
         // Each core once: a second entry of one id decoded its trace again
         // into the same threads (twice the instructions, silently).
         let mut seen: HashMap<u32, usize> = HashMap::new();
+        // Each core's context switches in a file of its own: one file
+        // named for many cores was mapped and read again for each (about
+        // 9 MB a core; 2,000 entries of a 223 KB trace.json ran out of
+        // memory), and no two cores switch alike.
+        let mut switch_files: HashMap<(u64, u64), usize> = HashMap::new();
         json::each(a, |i, c| {
             listed_cores += 1;
             if r.count(true).is_break() {
@@ -1003,6 +1008,15 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                             "cpus[{i}].id {} is cpus[{first}]'s too: a core is listed once, \
                              with its trace and context switches; remove the other entry",
                             c.id
+                        ));
+                        return ControlFlow::Break(());
+                    }
+                    let file = std::fs::metadata(&c.switches).map(|m| (m.dev(), m.ino()));
+                    if let Some(first) = file.ok().and_then(|f| switch_files.insert(f, i)) {
+                        r.refused = Some(format!(
+                            "cpus[{i}].contextSwitchTrace is the file cpus[{first}] names too: \
+                             each core's context switches are a file of its own; give each core \
+                             its file (LLDB's `trace save` writes one per core)"
                         ));
                         return ControlFlow::Break(());
                     }
@@ -1589,6 +1603,13 @@ mod tests {
                  {\"id\": 3, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}"
                     .to_string(),
                 "cpus[1].id 3 is cpus[0]'s too".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5}]}".to_string(),
+                "{\"id\": 0, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}, \
+                 {\"id\": 1, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}"
+                    .to_string(),
+                "cpus[1].contextSwitchTrace is the file cpus[0] names too".to_string(),
             ),
         ];
         for (processes, cpus, want) in refusals {
