@@ -1292,3 +1292,73 @@ fn outputs_are_as_private_as_every_trace_file() {
         assert_eq!(mode, 0o600, "{}", f.display());
     }
 }
+
+/// Sets words of the AUXTRACE_INFO record (type 70) of perf.data `data`:
+/// `(i, v)` makes priv\[i\] (the i-th 8-byte word after its 16-byte
+/// header) `v`.
+fn patch_auxtrace_info(data: &mut [u8], words: &[(usize, u64)]) {
+    let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
+    let (start, size) = (u64_at(data, 40) as usize, u64_at(data, 48) as usize);
+    let mut off = start;
+    while off + 8 <= start + size {
+        let kind = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
+        let mut len = u16::from_le_bytes(data[off + 6..off + 8].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        if kind == 70 {
+            for &(i, v) in words {
+                let at = off + 16 + 8 * i;
+                data[at..at + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            return;
+        }
+        if kind == 71 {
+            len += u64_at(data, off + 8) as usize;
+        }
+        off += len;
+    }
+    panic!("no AUXTRACE_INFO record");
+}
+
+/// A TSC conversion that puts the decoded times far from the sideband's
+/// (a corrupt AUXTRACE_INFO: time_shift 0, time_mult 2^32-1, time_zero 0)
+/// is said in the summary; the trace as recorded gives no such warning.
+/// It decoded with exit 0 into a span of 584 years, without a word.
+#[test]
+fn a_corrupt_tsc_conversion_is_said() {
+    let test = "a_corrupt_tsc_conversion_is_said";
+    let Some(interp) = interp_trace(test, 30) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    std::fs::create_dir(&t).unwrap();
+    let copied = Command::new("cp")
+        .args(["-r"])
+        .arg(interp.join("data"))
+        .arg(interp.join("images"))
+        .arg(&t)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let decode = || {
+        let o = Command::new(EXE)
+            .arg(&t)
+            .arg("-o")
+            .arg(tmp.path().join("o.ftf"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stderr)
+    };
+    let warning = "lie far outside the times of the trace's sideband records";
+    let err = decode();
+    assert!(!err.contains(warning), "{err}");
+    let mut data = std::fs::read(t.join("data")).unwrap();
+    patch_auxtrace_info(&mut data, &[(1, 0), (2, 0xffff_ffff), (3, 0)]);
+    std::fs::write(t.join("data"), &data).unwrap();
+    let err = decode();
+    assert!(err.contains(warning), "{err}");
+    assert!(err.contains("TSC conversion"), "{err}");
+}
