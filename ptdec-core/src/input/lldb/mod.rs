@@ -90,7 +90,10 @@ pub fn bundle_description(path: &Path) -> Option<PathBuf> {
     if meta.is_dir() {
         let json = path.join(DESCRIPTION);
         let data = path.join("data");
-        return (json.is_file() && !data.exists()).then_some(json);
+        // Whatever `trace.json` is (a FIFO, a link leading nowhere): the
+        // bundle's reader says what, not "a directory without `data`".
+        let json_there = std::fs::symlink_metadata(&json).is_ok();
+        return (json_there && !data.exists()).then_some(json);
     }
     if !meta.is_file() {
         return None;
@@ -869,7 +872,25 @@ fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
         path: file.to_owned(),
         source,
     };
-    let f = crate::inputs::open(file).map_err(io)?;
+    let f = crate::inputs::open_regular(file).map_err(|e| {
+        match std::fs::metadata(file) {
+            Ok(m) if !m.is_file() && e.kind() == std::io::ErrorKind::InvalidInput => {
+                let link = std::fs::read_link(file)
+                    .map(|to| format!(" (a link to {})", printable_path(&to)))
+                    .unwrap_or_default();
+                bad(
+                    file,
+                    format!(
+                        "it is {}{link}, not a regular file: ptdec reads an LLDB bundle's \
+                         description only from a file (put there the trace.json LLDB's `trace \
+                         save` wrote)",
+                        crate::input::file_kind(&m)
+                    ),
+                )
+            }
+            _ => io(e),
+        }
+    })?;
     let too_big = |n: u64| {
         bad(
             file,
