@@ -1037,7 +1037,8 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
 /// accepted silently, and a decode that met a `[vdso]` MMAP would wait on
 /// it). An MMAP of a folder or of `/dev/zero` is said before the decode as
 /// a file that is not a regular file (it gave only "no memory mapped"),
-/// never opened (a FIFO's open blocked), and the rest still decodes.
+/// never opened (a FIFO's open blocked), one of a symbolic link loop as
+/// that ("does not exist" before), and the rest still decodes.
 #[test]
 fn non_regular_vdso_and_mapped_files_are_said() {
     let Some((pt, bin)) = mmap_vector("non_regular_vdso_and_mapped_files_are_said") else {
@@ -1059,6 +1060,9 @@ fn non_regular_vdso_and_mapped_files_are_said() {
     push_mmap(&mut sb, 0xa000, 1, 0x100, dir.path());
     push_mmap(&mut sb, 0x20000, 0x1000, 0, Path::new("/dev/zero"));
     push_mmap(&mut sb, 0x30000, 0x1000, 0, &fifo);
+    let link_loop = dir.path().join("loop");
+    std::os::unix::fs::symlink(&link_loop, &link_loop).unwrap();
+    push_mmap(&mut sb, 0x40000, 0x1000, 0, &link_loop);
     push_itrace_start(&mut sb);
     let sb_path = dir.path().join("m.sb");
     std::fs::write(&sb_path, &sb).unwrap();
@@ -1102,9 +1106,16 @@ fn non_regular_vdso_and_mapped_files_are_said() {
         "/dev/zero (a device)".to_string(),
         format!("{} (a directory)", dir.path().display()),
         format!("{} (a FIFO)", fifo.display()),
+        format!(
+            "files the sideband maps are symbolic link loops (links that lead back to each \
+             other, ELOOP), their code is missing (fix or remove the links, or give \
+             --pevent:sysroot DIR where the files are): {}",
+            link_loop.display()
+        ),
     ] {
         assert!(err.contains(&want), "{want:?} not in {err}");
     }
+    assert!(!err.contains("do not exist"), "{err}");
     // The code before the folder's page still decodes.
     let flow = std::fs::read_to_string(dir.path().join("flow.txt")).unwrap();
     assert!(

@@ -147,6 +147,15 @@ pub fn open_stream(path: &Path) -> io::Result<Opened> {
     Ok(Opened::Stream(file, first[..taken].to_vec()))
 }
 
+/// What a path that is a symbolic link loop is called in messages.
+pub const LINK_LOOP: &str = "a symbolic link loop (links that lead back to each other, ELOOP)";
+
+/// Whether `e` is ELOOP, a symbolic link loop: std names that kind only
+/// on nightly, and `Path::exists` or `is_file` take it for a missing file.
+pub fn is_link_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(nix::libc::ELOOP)
+}
+
 /// The whole of the regular file `path` ([`open_regular`]), recorded as
 /// an input.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {

@@ -257,7 +257,8 @@ pub struct Sideband {
     /// Mapped files that do not exist (their code will be missing).
     pub missing: BTreeSet<PathBuf>,
     /// Mapped files that are no regular file, and what each is (`a
-    /// device`, `a directory`, ...): their mappings are lost sections,
+    /// device`, `a directory`, [`crate::inputs::LINK_LOOP`], ...): their
+    /// mappings are lost sections,
     /// never opened (a FIFO would block, `/dev/zero` never end).
     pub not_regular: BTreeMap<PathBuf, &'static str>,
     /// What is listed besides errors (ptxed's `--sb:*`).
@@ -308,9 +309,12 @@ impl SectionIndex {
         if let Some(&kind) = self.1.get(path) {
             return kind;
         }
-        let kind = std::fs::metadata(path)
-            .ok()
-            .and_then(|m| sideband::bytes::not_a_file(&m));
+        let kind = match std::fs::metadata(path) {
+            Ok(m) => sideband::bytes::not_a_file(&m),
+            // A link loop is said as one, not as a file that does not exist.
+            Err(e) if crate::inputs::is_link_loop(&e) => Some(crate::inputs::LINK_LOOP),
+            Err(_) => None,
+        };
         if let Some(k) = kind {
             sb.not_regular.insert(path.to_owned(), k);
         }

@@ -441,6 +441,11 @@ impl Reader<'_> {
                     printable_path(path)
                 )
             }
+            _ if crate::inputs::is_link_loop(&e) => format!(
+                "{field} names {}, which is {}: fix or remove the link",
+                printable_path(path),
+                crate::inputs::LINK_LOOP
+            ),
             _ => format!(
                 "{field} names {}, which cannot be read: {e}",
                 printable_path(path)
@@ -716,7 +721,13 @@ impl Reader<'_> {
             None => None,
         };
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
-            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p, false) {
+            // A link (even a loop, which `exists` takes for nothing) is
+            // looked at: `regular` says what it is.
+            Some(p) if std::fs::symlink_metadata(&p).is_ok() => match self.regular(
+                &format!("{at}file"),
+                &p,
+                false,
+            ) {
                 Ok(()) => {
                     self.used(&format!("{at}file"), &p);
                     Some(p)
