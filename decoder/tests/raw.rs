@@ -1123,3 +1123,101 @@ fn non_regular_vdso_and_mapped_files_are_said() {
         "{flow}"
     );
 }
+
+/// Hostile PT that fills the decoders' event queue (CFE packets with
+/// their IP bit and no FUP to give it) is a decode error named as such,
+/// at its offset, by both decoders: libipt's `-pte_nomem` and ptflow's
+/// equivalent said "out of memory". The decode goes on at the next PSB
+/// as before, the two decoders alike.
+#[test]
+fn a_full_event_queue_is_named_not_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // PSB+ at 0x400000 in 64-bit code, one taken `jz $` (74 fe), then 40
+    // CFEs (INTR, vector 14, IP bit set); a second PSB+ and a disable.
+    let psb: Vec<u8> = [0x02, 0x82].repeat(8);
+    let fup = |ip: u64| {
+        let mut p = vec![0x1d | (6 << 5)];
+        p.extend_from_slice(&ip.to_le_bytes());
+        p
+    };
+    let mut pt = Vec::new();
+    let psb_plus = |pt: &mut Vec<u8>| {
+        pt.extend_from_slice(&psb);
+        pt.extend_from_slice(&[0x99, 0x01]);
+        pt.extend_from_slice(&fup(0x400000));
+        pt.extend_from_slice(&[0x02, 0x23]);
+    };
+    psb_plus(&mut pt);
+    pt.push(0b110); // TNT: taken
+    let cfe_at = pt.len();
+    for _ in 0..40 {
+        pt.extend_from_slice(&[0x02, 0x13, 2 | 0x80, 14]);
+    }
+    psb_plus(&mut pt);
+    pt.push(0x01); // TIP.PGD, IP suppressed
+    std::fs::write(d.join("evq.pt"), &pt).unwrap();
+    std::fs::write(d.join("code.bin"), [0x74, 0xfe]).unwrap();
+    let mut listings = Vec::new();
+    for decoder in ["fast", "libipt"] {
+        let list = d.join(format!("{decoder}.txt"));
+        let out = ptdec()
+            .current_dir(d)
+            .args(["raw", "--decoder", decoder, "--on-error", "next-psb"])
+            .args([
+                "--pt",
+                "evq.pt",
+                "--raw",
+                "code.bin:0x400000",
+                "-o",
+                "o.ftf",
+            ])
+            .arg("--insn-list")
+            .arg(&list)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{decoder}: {err}");
+        assert!(
+            err.contains("errors        EventQueueFull 1") && !err.contains("Nomem"),
+            "{decoder}: {err}"
+        );
+        let listing = std::fs::read_to_string(&list).unwrap();
+        // The queue fills at one of the CFEs.
+        let at = listing
+            .lines()
+            .find_map(|l| l.strip_prefix('[')?.split_once(": error: "))
+            .map(|(off, what)| (u64::from_str_radix(off, 16).unwrap(), what.to_string()));
+        let Some((off, what)) = at else {
+            panic!("{decoder}: no error in {listing}");
+        };
+        assert!(
+            (cfe_at as u64..cfe_at as u64 + 160).contains(&off),
+            "{decoder}: {listing}"
+        );
+        assert_eq!(
+            what,
+            "too many events waiting for their IP in the trace (the decoder's event queue is \
+             full): corrupt or hostile PT]",
+            "{decoder}"
+        );
+        let gap = ptdec()
+            .current_dir(d)
+            .args(["dump", "o.ftf"])
+            .output()
+            .unwrap();
+        assert!(
+            text(&gap.stdout).contains(&format!("corrupt or hostile PT at offset {off:#x}")),
+            "{decoder}: {}",
+            text(&gap.stdout)
+        );
+        listings.push(listing);
+    }
+    // Decoding went on after the error, as it did, in both decoders.
+    assert!(
+        listings[0].ends_with("[enabled]\n0000000000400000\n[disabled]\n"),
+        "{}",
+        listings[0]
+    );
+    assert_eq!(listings[0], listings[1]);
+}

@@ -599,8 +599,8 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 names.join(", ")
             );
         }
-        let (loops, odd): (Vec<_>, Vec<_>) = (sb.not_regular.iter())
-            .partition(|(_, &kind)| kind == crate::inputs::LINK_LOOP);
+        let (loops, odd): (Vec<_>, Vec<_>) =
+            (sb.not_regular.iter()).partition(|(_, &kind)| kind == crate::inputs::LINK_LOOP);
         if !loops.is_empty() && !a.quiet {
             let names: Vec<String> = loops.iter().map(|(p, _)| p.display().to_string()).collect();
             eprintln!(

@@ -723,20 +723,18 @@ impl Reader<'_> {
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
             // A link (even a loop, which `exists` takes for nothing) is
             // looked at: `regular` says what it is.
-            Some(p) if std::fs::symlink_metadata(&p).is_ok() => match self.regular(
-                &format!("{at}file"),
-                &p,
-                false,
-            ) {
-                Ok(()) => {
-                    self.used(&format!("{at}file"), &p);
-                    Some(p)
+            Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
+                match self.regular(&format!("{at}file"), &p, false) {
+                    Ok(()) => {
+                        self.used(&format!("{at}file"), &p);
+                        Some(p)
+                    }
+                    Err(e) => {
+                        not_file = Some(e);
+                        None
+                    }
                 }
-                Err(e) => {
-                    not_file = Some(e);
-                    None
-                }
-            },
+            }
             _ => None,
         };
         let (path, layout) = match in_bundle {
@@ -883,24 +881,22 @@ fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
         path: file.to_owned(),
         source,
     };
-    let f = crate::inputs::open_regular(file).map_err(|e| {
-        match std::fs::metadata(file) {
-            Ok(m) if !m.is_file() && e.kind() == std::io::ErrorKind::InvalidInput => {
-                let link = std::fs::read_link(file)
-                    .map(|to| format!(" (a link to {})", printable_path(&to)))
-                    .unwrap_or_default();
-                bad(
-                    file,
-                    format!(
-                        "it is {}{link}, not a regular file: ptdec reads an LLDB bundle's \
+    let f = crate::inputs::open_regular(file).map_err(|e| match std::fs::metadata(file) {
+        Ok(m) if !m.is_file() && e.kind() == std::io::ErrorKind::InvalidInput => {
+            let link = std::fs::read_link(file)
+                .map(|to| format!(" (a link to {})", printable_path(&to)))
+                .unwrap_or_default();
+            bad(
+                file,
+                format!(
+                    "it is {}{link}, not a regular file: ptdec reads an LLDB bundle's \
                          description only from a file (put there the trace.json LLDB's `trace \
                          save` wrote)",
-                        crate::input::file_kind(&m)
-                    ),
-                )
-            }
-            _ => io(e),
+                    crate::input::file_kind(&m)
+                ),
+            )
         }
+        _ => io(e),
     })?;
     let too_big = |n: u64| {
         bad(
