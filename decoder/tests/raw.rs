@@ -1033,7 +1033,8 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
 }
 
 /// A `--pevent:vdso-*` file goes through the check every other
-/// `--pevent` file does: a FIFO is refused, naming the option (it was
+/// `--pevent` file does, and must be an ELF image (an empty or other file
+/// was accepted silently): a FIFO is refused, naming the option (it was
 /// accepted silently, and a decode that met a `[vdso]` MMAP would wait on
 /// it). An MMAP of a folder or of `/dev/zero` is said before the decode as
 /// a file that is not a regular file (it gave only "no memory mapped"),
@@ -1067,7 +1068,7 @@ fn non_regular_vdso_and_mapped_files_are_said() {
     let sb_path = dir.path().join("m.sb");
     std::fs::write(&sb_path, &sb).unwrap();
     // Under `timeout`, so a hang (an open of the FIFO) fails rather than waits.
-    let run = |vdso: Option<&Path>| {
+    let run = |vdso: Option<(&str, &Path)>| {
         let mut c = Command::new("timeout");
         c.arg("60")
             .arg(env!("CARGO_BIN_EXE_ptdec"))
@@ -1077,8 +1078,8 @@ fn non_regular_vdso_and_mapped_files_are_said() {
             .arg("--raw")
             .arg(format!("{}:0x1000", m.display()))
             .args(["--pevent:sample-type", "4"]);
-        if let Some(v) = vdso {
-            c.arg("--pevent:vdso-x64").arg(v);
+        if let Some((option, v)) = vdso {
+            c.arg(option).arg(v);
         }
         c.arg("--pevent:primary")
             .arg(&sb_path)
@@ -1088,7 +1089,7 @@ fn non_regular_vdso_and_mapped_files_are_said() {
             .arg(dir.path().join("flow.txt"));
         c.output().unwrap()
     };
-    let out = run(Some(&fifo));
+    let out = run(Some(("--pevent:vdso-x64", &fifo)));
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -1098,6 +1099,30 @@ fn non_regular_vdso_and_mapped_files_are_said() {
         )),
         "{err}"
     );
+    // An empty or non-ELF vDSO file is refused by name (accepted
+    // silently before), for each ABI.
+    let empty = dir.path().join("empty.so");
+    std::fs::write(&empty, b"").unwrap();
+    for (option, file, what) in [
+        ("--pevent:vdso-x64", &empty, "it is empty".to_string()),
+        (
+            "--pevent:vdso-x32",
+            &sb_path,
+            format!("it starts with {:02x?}", &sb[..4]),
+        ),
+        ("--pevent:vdso-ia32", &empty, "it is empty".to_string()),
+    ] {
+        let out = run(Some((option, file)));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{option}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{option} {}: {what}, not an ELF image: a vDSO is one",
+                file.display()
+            )),
+            "{option}: {err}"
+        );
+    }
     let out = run(None);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
