@@ -980,14 +980,15 @@ fn push_itrace_start(sb: &mut Vec<u8>) {
 
 /// Sideband with many MMAPs of one binary at distinct addresses (a
 /// program mapping a library again and again): each section went into
-/// libipt's section cache up front, whose look-up is linear in its
-/// sections (40,000 MMAPs took 4.3 s, 80,000 15 s), and a cache holds at
-/// most 65,535, so the sections past that were lost (the decode found no
-/// code). libipt's `pevent-mmap-tip_cached` after 70,000 such MMAPs
-/// decodes as ptxed does, within seconds.
+/// libipt's section cache up front, and a cache holds at most 65,535, so
+/// the sections past that were lost (the decode found no code). libipt's
+/// `pevent-mmap-tip_cached` after 70,000 such MMAPs decodes as ptxed
+/// does. (That cache's look-up is linear in its sections, so adding them
+/// all was also quadratic: `worker_images`'
+/// `adding_sections_is_linear_in_sections` counts what it looks through.)
 #[test]
-fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
-    let Some((pt, bin)) = mmap_vector("many_sideband_mmaps_are_not_quadratic_nor_lost") else {
+fn many_sideband_mmaps_are_not_lost() {
+    let Some((pt, bin)) = mmap_vector("many_sideband_mmaps_are_not_lost") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -1004,7 +1005,6 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
     let sb_path = dir.path().join("m.sb");
     std::fs::write(&sb_path, &sb).unwrap();
     let list = dir.path().join("flow.txt");
-    let started = std::time::Instant::now();
     let out = ptdec()
         .arg("raw")
         .arg("--pt")
@@ -1019,17 +1019,12 @@ fn many_sideband_mmaps_are_not_quadratic_nor_lost() {
         .arg(&list)
         .output()
         .unwrap();
-    let took = started.elapsed();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let flow = std::fs::read_to_string(&list).unwrap();
     // ptxed's flow of the vector (its -ptxed.exp less the sideband lines).
     let want = "[enabled]\n0000000000001000\n0000000000001001\n000000000000a000\n\
                 0000000000001000\n0000000000001001\n0000000000001004\n[disabled]\n";
     assert_eq!(flow, want, "{}", text(&out.stderr));
-    assert!(
-        took < std::time::Duration::from_secs(10),
-        "70,002 MMAP records took {took:?} to decode: adding sections is quadratic again"
-    );
 }
 
 /// A `--pevent:vdso-*` file goes through the check every other
