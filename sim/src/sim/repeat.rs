@@ -267,6 +267,14 @@ impl Repeater {
         }
     }
 
+    /// Whether process `pid` has had a thread besides `tid`: then a try
+    /// refused in `tid` may be its last (another thread's repeat forgets
+    /// its open arrivals), and `--repeat` copies `tid`'s first iteration
+    /// whatever it holds ([`vdso_loop`]).
+    pub fn multithreaded(&self, pid: u32, tid: u32) -> bool {
+        self.threads.iter().any(|(&t, r)| r.pid == pid && t != tid)
+    }
+
     /// Whether `spec` was resolved in any process.
     pub fn was_resolved(&self, spec: usize) -> bool {
         self.addrs.keys().any(|&(_, s)| s == spec)
@@ -418,9 +426,13 @@ impl Repeater {
     }
 }
 
-/// How many iterations `--repeat` refuses for a loop in the vDSO
-/// ([`vdso_loop`]) before it takes one anyway.
-pub const VDSO_LOOP_TRIES: u32 = 8;
+/// How many iterations of a thread `--repeat` refuses for a loop in the
+/// vDSO ([`vdso_loop`]) before it takes one anyway: one. A loop may have
+/// only two iterations (the bench's `interp` runs its program three times
+/// a thread), and a refused last one is a repeat lost; a second round
+/// with a vDSO loop is rare (a few percent), as only a thread's first
+/// reads retry often.
+pub const VDSO_LOOP_TRIES: u32 = 1;
 
 /// Where `events` (an iteration) ran a loop in the vDSO at `vdso` (its
 /// address range): the first conditional branch taken backwards there.
