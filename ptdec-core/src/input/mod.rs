@@ -317,11 +317,11 @@ fn read_trace_file(path: &Path) -> Result<FileBytes, InputError> {
             )))
         }
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            let kind = std::fs::metadata(path).map_or("not a regular file", |m| file_kind(&m));
             return Err(not(format!(
-                "{}: ptdec decodes a trace dir, a perf.data file (or one in pipe mode through \
-                 a FIFO or pipe) or an LLDB bundle; give one of those",
-                e.to_string().trim_start_matches("it is ")
-            )))
+                "{kind}, not a regular file: ptdec decodes a trace dir, a perf.data file (or one \
+                 in pipe mode through a FIFO or pipe) or an LLDB bundle; give one of those"
+            )));
         }
         Err(e) => return Err(io(e)),
     };
