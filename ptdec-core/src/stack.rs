@@ -2851,8 +2851,8 @@ mod tests {
 
     /// A recursion whose frames all start and end at one instant (coarse
     /// timing): each frame's held slices move into its parent's, which
-    /// was quadratic (a fuzzed bundle of 2^17 frames ran for minutes: 8.6
-    /// * 10^9 moves). The slices moved are counted at two depths: at most
+    /// was quadratic (a fuzzed bundle of 2^17 frames ran for minutes:
+    /// 8.6 billion moves). The slices moved are counted at two depths: at most
     /// 2 a frame, and twice the depth moves twice as many (quadratic, it
     /// would be four times). The slices come out parents first.
     #[test]
