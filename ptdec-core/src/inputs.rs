@@ -164,10 +164,13 @@ pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
-/// The whole of `path` as text, recorded as an input.
+/// The whole of the regular file `path` as text ([`open_regular`]),
+/// recorded as an input: a `perf-PID.map` in `/tmp`, where anyone may
+/// put a FIFO (whose open waited for ever) or a link to `/dev/zero`
+/// (read until memory ran out), or kcore's `kallsyms`.
 pub fn read_to_string(path: &Path) -> io::Result<String> {
     let mut s = String::new();
-    open(path)?.read_to_string(&mut s)?;
+    open_regular(path)?.read_to_string(&mut s)?;
     Ok(s)
 }
 
@@ -251,5 +254,17 @@ mod tests {
         let file = tmp.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         assert!(open_regular(&file).is_ok());
+        // Text files too (perf-PID.map, kallsyms).
+        let zero = tmp.path().join("perf-1.map");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        for p in [fifo.as_path(), zero.as_path()] {
+            let e = read_to_string(p).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{}: {e}",
+                p.display()
+            );
+        }
+        assert_eq!(read_to_string(&file).unwrap(), "x");
     }
 }
