@@ -61,7 +61,9 @@ pub(super) struct WorkerImages<'s, 't> {
     files: RefCell<FastMap<String, Option<Rc<sideband::bytes::FileBytes>>>>,
     /// The sections libipt looked through to add ours to the probe
     /// caches ([`SectionCache::lookups`]; `iscache`'s own are its).
-    /// Tests bound the sum: linear in the sections set up.
+    /// Tests bound the sum: linear in the sections set up (only they
+    /// read it).
+    #[cfg_attr(not(test), allow(dead_code))]
     probe_lookups: u64,
 }
 
