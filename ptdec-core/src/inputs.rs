@@ -115,7 +115,7 @@ pub fn open_stream(path: &Path) -> io::Result<Opened> {
             io::ErrorKind::InvalidInput,
             format!(
                 "it is {}, not a regular file",
-                crate::input::file_kind(&meta)
+                sideband::bytes::not_a_file(&meta).unwrap_or("not a regular file")
             ),
         ));
     }
