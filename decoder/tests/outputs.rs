@@ -132,7 +132,8 @@ fn a_closed_stdout_is_an_error() {
 
 /// Every command names a failed write to standard output the same way
 /// (`outfile::Stdout`; `ptdec dump` printed a bare "No space left on
-/// device"), and a reader that has gone (EPIPE) ends each quietly, as
+/// device"), standard output open for reading only (`1<FILE`) says what
+/// to do, and a reader that has gone (EPIPE) ends each quietly, as
 /// ripgrep does.
 #[test]
 fn every_command_names_a_failed_write_to_stdout() {
@@ -166,6 +167,22 @@ fn every_command_names_a_failed_write_to_stdout() {
                 "{args:?}: {err}"
             );
         }
+        // Standard output open for reading only (`1<FILE`): said, with
+        // what to do (EBADF's bare message before), and the file as it was.
+        let ro = tmp.path().join("read-only-stdout");
+        std::fs::write(&ro, b"kept").unwrap();
+        let o = via_bash(&format!("exec \"$0\" \"$@\" 1<'{}'", ro.display()), args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("open for reading only") || err.contains("it is not open for writing"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("redirect it to a file (> FILE)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read(&ro).unwrap(), b"kept");
         // A pipe whose reader is gone before ptdec starts: every write
         // fails with EPIPE.
         let o = via_bash(

@@ -1162,6 +1162,11 @@ impl std::fmt::Display for StdoutError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let hint = match self.0.kind() {
             io::ErrorKind::StorageFull => "; free space on its disk or redirect it to another",
+            // EBADF: fd 1 open for reading only (`1<FILE`), or closed.
+            _ if self.0.raw_os_error() == Some(nix::libc::EBADF) => {
+                "; it is not open for writing (closed, or opened for reading as `1<FILE` \
+                 does): redirect it to a file (> FILE) or a pipe"
+            }
             _ => "",
         };
         write!(f, "cannot write to standard output{hint}: {}", self.0)
@@ -1201,6 +1206,16 @@ fn stdout_file() -> io::Result<File> {
         .try_clone_to_owned()
         .map_err(|_| closed())?;
     let file = File::from(fd);
+    // `1<FILE` opens it for reading only: every write would fail with
+    // EBADF after the decode's work, so said now.
+    let mode = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+        .map(|f| f & nix::libc::O_ACCMODE);
+    if mode == Ok(nix::libc::O_RDONLY) {
+        return Err(io::Error::other(
+            "standard output is open for reading only (as `1<FILE` opens it), not for \
+             writing; redirect it to a file (> FILE) or a pipe",
+        ));
+    }
     // `ptdec trace/data -o - >>trace/data` appends to what is being read.
     if let Some(input) = file
         .metadata()

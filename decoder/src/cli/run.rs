@@ -625,8 +625,19 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 names.join(", ")
             );
         }
-        if !sb.not_regular.is_empty() && !a.quiet {
-            let names: Vec<String> = (sb.not_regular.iter())
+        let (loops, odd): (Vec<_>, Vec<_>) =
+            (sb.not_regular.iter()).partition(|(_, &kind)| kind == crate::inputs::LINK_LOOP);
+        if !loops.is_empty() && !a.quiet {
+            let names: Vec<String> = loops.iter().map(|(p, _)| p.display().to_string()).collect();
+            eprintln!(
+                "ptdec: warning: files the sideband maps are symbolic link loops (links that \
+                 lead back to each other, ELOOP), their code is missing (fix or remove the \
+                 links, or give --pevent:sysroot DIR where the files are): {}",
+                names.join(", ")
+            );
+        }
+        if !odd.is_empty() && !a.quiet {
+            let names: Vec<String> = (odd.iter())
                 .map(|(p, kind)| format!("{} ({kind})", p.display()))
                 .collect();
             eprintln!(

@@ -7,6 +7,33 @@
 use super::*;
 use crate::decode::order::{is_flow, is_no_image};
 
+/// What a flow decoder's error says in gaps, listings and the summary:
+/// libipt's message (`pt_errstr`), except for `NOMEM`. Both decoders give
+/// that when their event queue is full (libipt's `pt_evq_enqueue` holds
+/// 16 events waiting for the packet that gives their IP; ptflow mirrors
+/// it), which only corrupt or hostile PT does (many CFE packets with
+/// their IP bit and no FUP): "out of memory" sent users looking for
+/// memory. (libipt could also give it when allocating a section's
+/// buffer fails; with ptdec's few, mapped sections, this one is what
+/// happens.)
+pub(super) fn error_message(e: PtError) -> &'static str {
+    if e == PtError::NOMEM {
+        "too many events waiting for their IP in the trace (the decoder's event queue is \
+         full): corrupt or hostile PT"
+    } else {
+        ipt::message(e)
+    }
+}
+
+/// [`error_message`]'s short name for the summary's error counts.
+pub(super) fn error_name(e: PtError) -> String {
+    if e == PtError::NOMEM {
+        "EventQueueFull".to_string()
+    } else {
+        e.name()
+    }
+}
+
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// Counts `n` instructions decoded: `Some(count)` when more than
     /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
@@ -110,10 +137,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 self.list(ListItem::Error {
                     offset: off,
                     what: "sync error",
-                    message: ipt::message(e).to_string(),
+                    message: error_message(e).to_string(),
                 });
                 self.stats.bad_psbs += 1;
-                *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
+                *(self.stats.errors)
+                    .entry(format!("sync: {}", error_name(e)))
+                    .or_default() += 1;
             }
             let Some(n) = next_psb(&self.cfg, self.bytes, bad + 1) else {
                 break None;
@@ -208,7 +237,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     *self
                         .stats
                         .errors
-                        .entry(format!("resync: {e:?}"))
+                        .entry(format!("resync: {}", error_name(e)))
                         .or_default() += 1;
                     break;
                 }
@@ -252,11 +281,11 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             Failure::Pt(e) => (
                 GapKind::DecodeError(Box::new(format!(
                     "{} at offset {:#x}",
-                    ipt::message(e),
+                    error_message(e),
                     self.meta.aux_offset + off
                 ))),
-                e.name(),
-                ipt::message(e).to_string(),
+                error_name(e),
+                error_message(e).to_string(),
             ),
             Failure::NoProgress(n) => (
                 GapKind::DecodeError(

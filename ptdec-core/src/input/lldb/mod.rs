@@ -90,7 +90,10 @@ pub fn bundle_description(path: &Path) -> Option<PathBuf> {
     if meta.is_dir() {
         let json = path.join(DESCRIPTION);
         let data = path.join("data");
-        return (json.is_file() && !data.exists()).then_some(json);
+        // Whatever `trace.json` is (a FIFO, a link leading nowhere): the
+        // bundle's reader says what, not "a directory without `data`".
+        let json_there = std::fs::symlink_metadata(&json).is_ok();
+        return (json_there && !data.exists()).then_some(json);
     }
     if !meta.is_file() {
         return None;
@@ -438,6 +441,11 @@ impl Reader<'_> {
                     printable_path(path)
                 )
             }
+            _ if crate::inputs::is_link_loop(&e) => format!(
+                "{field} names {}, which is {}: fix or remove the link",
+                printable_path(path),
+                crate::inputs::LINK_LOOP
+            ),
             _ => format!(
                 "{field} names {}, which cannot be read: {e}",
                 printable_path(path)
@@ -713,16 +721,20 @@ impl Reader<'_> {
             None => None,
         };
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
-            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p, false) {
-                Ok(()) => {
-                    self.used(&format!("{at}file"), &p);
-                    Some(p)
+            // A link (even a loop, which `exists` takes for nothing) is
+            // looked at: `regular` says what it is.
+            Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
+                match self.regular(&format!("{at}file"), &p, false) {
+                    Ok(()) => {
+                        self.used(&format!("{at}file"), &p);
+                        Some(p)
+                    }
+                    Err(e) => {
+                        not_file = Some(e);
+                        None
+                    }
                 }
-                Err(e) => {
-                    not_file = Some(e);
-                    None
-                }
-            },
+            }
             _ => None,
         };
         let (path, layout) = match in_bundle {
@@ -869,7 +881,23 @@ fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
         path: file.to_owned(),
         source,
     };
-    let f = crate::inputs::open(file).map_err(io)?;
+    let f = crate::inputs::open_regular(file).map_err(|e| match std::fs::metadata(file) {
+        Ok(m) if !m.is_file() && e.kind() == std::io::ErrorKind::InvalidInput => {
+            let link = std::fs::read_link(file)
+                .map(|to| format!(" (a link to {})", printable_path(&to)))
+                .unwrap_or_default();
+            bad(
+                file,
+                format!(
+                    "it is {}{link}, not a regular file: ptdec reads an LLDB bundle's \
+                         description only from a file (put there the trace.json LLDB's `trace \
+                         save` wrote)",
+                    crate::input::file_kind(&m)
+                ),
+            )
+        }
+        _ => io(e),
+    })?;
     let too_big = |n: u64| {
         bad(
             file,
