@@ -966,18 +966,7 @@ fn outputs_are_as_private_as_their_trace() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let t = tmp.path().join("t");
-    std::fs::create_dir(&t).unwrap();
-    // A private copy of the trace (its images are found through the
-    // original's build-ids in images/, copied too).
-    let copied = Command::new("cp")
-        .args(["-r", "--no-preserve=mode"])
-        .arg(interp.join("data"))
-        .arg(interp.join("images"))
-        .arg(&t)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let t = copy_trace(&interp, tmp.path());
     let data = t.join("data");
     let set = |p: &Path, m: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
@@ -1310,6 +1299,22 @@ fn outputs_are_as_private_as_every_trace_file() {
     }
 }
 
+/// A copy of trace dir `from` as `into/t` (its `data` and `images/`, whose
+/// build-ids find the code), made with the umask's modes.
+fn copy_trace(from: &Path, into: &Path) -> PathBuf {
+    let t = into.join("t");
+    std::fs::create_dir(&t).unwrap();
+    let copied = Command::new("cp")
+        .args(["-r", "--no-preserve=mode"])
+        .arg(from.join("data"))
+        .arg(from.join("images"))
+        .arg(&t)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    t
+}
+
 /// Sets words of the AUXTRACE_INFO record (type 70) of perf.data `data`:
 /// `(i, v)` makes priv\[i\] (the i-th 8-byte word after its 16-byte
 /// header) `v`.
@@ -1349,16 +1354,7 @@ fn a_corrupt_tsc_conversion_is_said() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let t = tmp.path().join("t");
-    std::fs::create_dir(&t).unwrap();
-    let copied = Command::new("cp")
-        .args(["-r"])
-        .arg(interp.join("data"))
-        .arg(interp.join("images"))
-        .arg(&t)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let t = copy_trace(&interp, tmp.path());
     let decode = || {
         let o = Command::new(EXE)
             .arg(&t)

@@ -516,29 +516,19 @@ pub fn tsc() -> u64 {
 /// EEXIST then, where `rename(2)` would replace an empty folder or a
 /// file). Fails with EINVAL on file systems that cannot say.
 pub fn rename_noreplace(a: &std::path::Path, b: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let ca = std::ffi::CString::new(a.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let cb = std::ffi::CString::new(b.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: both paths are NUL-terminated C strings that outlive the call;
-    // AT_FDCWD resolves them as rename(2) would.
-    check(unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            ca.as_ptr(),
-            libc::AT_FDCWD,
-            cb.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    })
-    .map(|_| ())
+    renameat2(a, b, libc::RENAME_NOREPLACE)
 }
 
 /// Swaps two paths atomically (`renameat2(RENAME_EXCHANGE)`): both must
 /// exist; afterwards each name refers to what the other did. Fails with
 /// EINVAL on file systems that cannot exchange.
 pub fn rename_exchange(a: &std::path::Path, b: &std::path::Path) -> io::Result<()> {
+    renameat2(a, b, libc::RENAME_EXCHANGE)
+}
+
+/// `renameat2(2)` of `a` to `b` with `flags`, both paths resolved as
+/// `rename(2)` resolves them.
+fn renameat2(a: &std::path::Path, b: &std::path::Path, flags: libc::c_uint) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let ca = std::ffi::CString::new(a.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -552,7 +542,7 @@ pub fn rename_exchange(a: &std::path::Path, b: &std::path::Path) -> io::Result<(
             ca.as_ptr(),
             libc::AT_FDCWD,
             cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
+            flags,
         )
     })
     .map(|_| ())
