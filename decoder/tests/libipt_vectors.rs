@@ -20,10 +20,6 @@ use ptxed::{compare, expects_unknown_cpu, map_options, ptdec_raw, sideband_optio
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// libipt 2.2's TRIG packet, which the vectors place among the others.
-const TRIG: &str = "libipt 2.2's TRIG packet (trigger tracing): libipt 2.1.2, whose packet \
-    decoder ptdec uses to find PSBs and to report errors, does not know it (an unknown \
-    opcode, or a PSB+ it cannot read)";
 const RESYNC_IFLAGS: &str = "after the error, ptxed's resync goes on at the FUP that the \
     MODE.Exec's iflags event binds to ([interrupts disabled], then the code there); ptdec's \
     resync does not go on there yet, and the decode ends at the error";
@@ -33,16 +29,6 @@ const RESYNC_STATUS: &str = "ptxed reports a PSB+'s bad status update a second t
 /// Runs that differ from ptxed's expectation, and why: `"TEST"` for every
 /// CPU the test names, `"TEST F/M"` for one run.
 const EXPECTED: &[(&str, &str)] = &[
-    ("exstop-trig", TRIG),
-    ("fup-tip-trig", TRIG),
-    ("mode-trig-trig", TRIG),
-    ("psb-fup-ptw-trig", TRIG),
-    ("psb-fup-trig", TRIG),
-    ("tip-trig", TRIG),
-    ("tip_pge-trig", TRIG),
-    ("tnt-trig", TRIG),
-    ("trig-fup", TRIG),
-    ("trig", TRIG),
     ("ptxed-resync-nomap-mode_exec-fup", RESYNC_IFLAGS),
     ("ptxed-resync-psb-bad_status-psb", RESYNC_STATUS),
 ];

@@ -5,7 +5,8 @@
 //! so the decode loop needs only a hook line or two.
 //!
 //! Names and fields follow perf's `--itrace=w` (ptwrite), `p` (power: cbr,
-//! mwait, pwre, pwrx, exstop) and `I` (event trace) samples.
+//! mwait, pwre, pwrx, exstop) and `I` (event trace) samples; a TRIG
+//! (trigger tracing) is an event mark `trig` with its trigger number.
 //!
 //! perf's emulated ptwrite (a function that spells the payload in 64
 //! conditional branches to the next instruction) is decoded by giving
@@ -101,6 +102,11 @@ pub fn mark_of(kind: &EventKind, cpu: Option<u32>) -> Option<Mark> {
         EventKind::Shutdown { ip } => event("shutdown", ip, Vec::new()),
         EventKind::Uintr { vector, ip } => event("uintr", ip, vec![("vector", u64::from(vector))]),
         EventKind::Uiret { ip } => event("uiret", ip, Vec::new()),
+        EventKind::Trig { number, mult, ip } => event(
+            "trig",
+            ip,
+            vec![("trigger", u64::from(number)), ("mult", u64::from(mult))],
+        ),
         _ => None,
     }
 }

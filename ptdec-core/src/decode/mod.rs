@@ -364,6 +364,9 @@ pub enum ListItem {
     Disabled,
     /// An internal buffer overflow.
     Overflow,
+    /// A trigger fired (TRIG): its number and whether more than one did,
+    /// as ptxed prints it (`[trig 1a]`, `[trig 05, mult]`).
+    Trig { number: u8, mult: bool },
     /// A decode error at a trace offset (of the segment): `what` is
     /// ptxed's error type (`error`, `sync error`), `message` libipt's.
     Error {
@@ -387,6 +390,9 @@ impl std::fmt::Display for ListItem {
             ListItem::Enabled => f.write_str("[enabled]"),
             ListItem::Disabled => f.write_str("[disabled]"),
             ListItem::Overflow => f.write_str("[overflow]"),
+            ListItem::Trig { number, mult } => {
+                write!(f, "[trig {number:02x}{}]", if *mult { ", mult" } else { "" })
+            }
             ListItem::Error {
                 offset,
                 what,
