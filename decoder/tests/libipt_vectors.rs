@@ -309,3 +309,54 @@ fn libipt_vectors_match_ptxed() {
         t.failures.join("\n")
     );
 }
+
+/// `--decoder libipt` (2.1.2) on the TRIG vectors says what stopped it
+/// and what to do: with the TRIG right after the first PSB+ (`trig`)
+/// nothing is decoded and the run fails naming TRIG; after a TNT
+/// (`tnt-trig`) the decode error at the TRIG says so in the listing and
+/// the summary.
+#[test]
+fn libipt_names_the_trig_packet_it_does_not_know() {
+    let dir = pt_tests::libipt_tests_dir();
+    if !dir.join("trig.pt").is_file() {
+        pt_tests::skipped(
+            "libipt_names_the_trig_packet_it_does_not_know",
+            &format!("{} holds no trig.pt", dir.display()),
+        );
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let list = work.path().join(format!("{name}.list"));
+        let out = ptdec_raw(&dir, name, "0x1000", &list, &work.path().join("out.ftf"))
+            .args(["--decoder", "libipt"])
+            .output()
+            .unwrap();
+        let listing = std::fs::read_to_string(&list).unwrap_or_default();
+        (out, listing)
+    };
+    let (out, _) = run("trig");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("at a TRIG packet") && stderr.contains("--decoder fast"),
+        "{stderr}"
+    );
+    let (out, listing) = run("tnt-trig");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("BadOpc (TRIG) 1"), "{stderr}");
+    assert!(
+        listing.contains("[1c: error: unknown opcode: a TRIG packet (libipt 2.2)"),
+        "{listing}"
+    );
+    // The fast decoder decodes it: no error.
+    let list = work.path().join("fast.list");
+    let out = ptdec_raw(&dir, "tnt-trig", "0x1000", &list, &work.path().join("f.ftf"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listing = std::fs::read_to_string(&list).unwrap();
+    assert!(!listing.contains("error"), "{listing}");
+    assert!(listing.contains("[trig 1a]"), "{listing}");
+}

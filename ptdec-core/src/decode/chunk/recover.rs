@@ -107,13 +107,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             failed_at = at;
             if !self.edges.warming {
                 let off = self.offset(dec).unwrap_or(0);
+                // libipt reads events past the PSB+ as it synchronizes:
+                // the packet it stopped at is the first it does not know.
+                let newer = unknown_to_libipt(self.bytes, e, Some(bad));
                 self.list(ListItem::Error {
                     offset: off,
                     what: "sync error",
-                    message: ipt::message(e).to_string(),
+                    message: with_hint(e, newer),
                 });
                 self.stats.bad_psbs += 1;
-                *self.stats.errors.entry(format!("sync: {e:?}")).or_default() += 1;
+                let key = match newer {
+                    Some(p) => format!("sync: {e:?} ({p})"),
+                    None => format!("sync: {e:?}"),
+                };
+                *self.stats.errors.entry(key).or_default() += 1;
             }
             let Some(n) = next_psb(&self.cfg, self.bytes, bad + 1) else {
                 break None;
@@ -207,15 +214,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     ipt::message(e).to_string(),
                 )
             }
-            Failure::Pt(e) => (
-                GapKind::DecodeError(Box::new(format!(
-                    "{} at offset {:#x}",
-                    ipt::message(e),
-                    self.meta.aux_offset + off
-                ))),
-                e.name(),
-                ipt::message(e).to_string(),
-            ),
+            Failure::Pt(e) => {
+                let newer = unknown_to_libipt(self.bytes, e, dec.offset().ok());
+                let message = with_hint(e, newer);
+                (
+                    GapKind::DecodeError(Box::new(format!(
+                        "{message} at offset {:#x}",
+                        self.meta.aux_offset + off
+                    ))),
+                    match newer {
+                        Some(p) => format!("{} ({p})", e.name()),
+                        None => e.name(),
+                    },
+                    message,
+                )
+            }
             Failure::NoProgress(n) => (
                 GapKind::DecodeError(
                     format!(
@@ -284,5 +297,43 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             self.on_event(dec, ev);
         }
         next
+    }
+}
+
+/// What to do about a packet libipt 2.1.2 does not know.
+pub(crate) const NEWER_PACKET_HINT: &str = "--decoder fast (the default) decodes it";
+
+/// The first packet from `at` of `bytes` that libipt 2.1.2 does not
+/// know, when libipt answered `BAD_OPC` (`e`) and only a newer libipt
+/// knows that packet and ptflow reads it: its name
+/// (libipt 2.2's TRIG), which the errors count under it (`BadOpc (TRIG)`).
+fn unknown_to_libipt(bytes: &[u8], e: PtError, at: Option<u64>) -> Option<&'static str> {
+    if e != PtError::BAD_OPC {
+        return None;
+    }
+    // From `at`, the first packet that is not one libipt 2.1.2 knows
+    // (within a PSB+'s worth of bytes: a sync error's `at` is its PSB).
+    let mut at = usize::try_from(at?).ok()?;
+    let end = at.saturating_add(4096);
+    while at < end {
+        match ptflow::packet::decode(bytes, at, false) {
+            Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return Some("TRIG"),
+            Ok((p, n)) if p.known_to_libipt_2_1() => at += n,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// libipt's message for `e`, with what the packet was and what to do
+/// when only a newer libipt knows it.
+fn with_hint(e: PtError, newer: Option<&str>) -> String {
+    match newer {
+        Some(p) => format!(
+            "{}: a {p} packet (libipt 2.2), which libipt 2.1.2 does not know; \
+             {NEWER_PACKET_HINT}",
+            ipt::message(e)
+        ),
+        None => ipt::message(e).to_string(),
     }
 }
