@@ -1843,18 +1843,20 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     ev.ip_suppressed || !self.enabled || self.ip == ip
                 }
-                // Placed here only with its count used up; else the next
-                // block walks to it.
+                // Placed here only with its count used up and at its IP;
+                // else the next block walks to it. (libipt 2.2 answers
+                // `BAD_PACKET` for a count of 0 at another IP, which only
+                // a TRIG whose FUP gave its IP can have: that FUP's IP
+                // lies ahead, past instructions that need no trace, and
+                // the decoder walks there as it does for any event a FUP
+                // placed.)
                 Kind::Trig { .. } => {
                     self.proceed_postponed()?;
                     if !self.enabled || ev.ip_suppressed {
                         true
                     } else {
                         let (ip, icnt) = self.provide_trig_anchor()?;
-                        if icnt == 0 && ip != self.ip {
-                            return Err(Fail::Pt(PtError::BAD_PACKET));
-                        }
-                        icnt == 0
+                        icnt == 0 && ip == self.ip
                     }
                 }
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),

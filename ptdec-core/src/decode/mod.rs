@@ -404,6 +404,46 @@ impl std::fmt::Display for ListItem {
     }
 }
 
+/// The name of the first packet from `at` of `bytes` that libipt 2.1.2
+/// does not know but a newer libipt does and ptflow reads (libipt 2.2's
+/// TRIG): where libipt answered `BAD_OPC` (at the packet, or at a PSB or
+/// an OVF whose packets it read on to it), what it stopped at. `None` when
+/// an error, a packet no libipt knows or 4 KiB of packets come first.
+pub fn newer_packet(bytes: &[u8], at: u64) -> Option<&'static str> {
+    let mut at = usize::try_from(at).ok()?;
+    let end = at.saturating_add(4096);
+    while at < end {
+        match ptflow::packet::decode(bytes, at, false) {
+            Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return Some("TRIG"),
+            Ok((p, n)) if p.known_to_libipt_2_1() => at += n,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Whether ptflow's packet decoder, reading on from each PSB of `bytes`
+/// to the first error, meets a packet libipt 2.1.2 does not know but a
+/// newer libipt does ([`newer_packet`]).
+pub fn holds_newer_packet(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 16 <= bytes.len() {
+        if !ptflow::packet::is_psb(bytes, at) {
+            at += 1;
+            continue;
+        }
+        loop {
+            match ptflow::packet::decode(bytes, at, false) {
+                Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return true,
+                Ok((_, n)) => at += n,
+                Err(_) => break,
+            }
+        }
+        at += 1;
+    }
+    false
+}
+
 /// The listing callback's type.
 pub type ListFn = dyn Fn(&ListItem) + Send + Sync;
 

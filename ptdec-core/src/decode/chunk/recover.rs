@@ -304,25 +304,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 pub(crate) const NEWER_PACKET_HINT: &str = "--decoder fast (the default) decodes it";
 
 /// The first packet from `at` of `bytes` that libipt 2.1.2 does not
-/// know, when libipt answered `BAD_OPC` (`e`) and only a newer libipt
-/// knows that packet and ptflow reads it: its name
-/// (libipt 2.2's TRIG), which the errors count under it (`BadOpc (TRIG)`).
+/// know, when libipt answered `BAD_OPC` (`e`) for a packet only a newer
+/// libipt knows and ptflow reads ([`crate::decode::newer_packet`]).
 fn unknown_to_libipt(bytes: &[u8], e: PtError, at: Option<u64>) -> Option<&'static str> {
     if e != PtError::BAD_OPC {
         return None;
     }
-    // From `at`, the first packet that is not one libipt 2.1.2 knows
-    // (within a PSB+'s worth of bytes: a sync error's `at` is its PSB).
-    let mut at = usize::try_from(at?).ok()?;
-    let end = at.saturating_add(4096);
-    while at < end {
-        match ptflow::packet::decode(bytes, at, false) {
-            Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return Some("TRIG"),
-            Ok((p, n)) if p.known_to_libipt_2_1() => at += n,
-            _ => return None,
-        }
-    }
-    None
+    crate::decode::newer_packet(bytes, at?)
 }
 
 /// libipt's message for `e`, with what the packet was and what to do
