@@ -1876,7 +1876,8 @@ impl<'a> BlockDecoder<'a> {
     /// and 2.1.2 has no resync): from the event the error left current,
     /// TNTs and TIPs without an IP are dropped; a TIP's target is the
     /// new IP; an event that binds to an IP (an interrupt's FUP, a TSX or
-    /// MODE.Exec FUP, PTWRITE's FUP, a PSB+'s FUP, a disable) sets the IP
+    /// MODE.Exec FUP and its iflags event, PTWRITE's FUP, a TRIG's FUP, a
+    /// PSB+'s FUP, a disable) sets the IP
     /// to that and stays pending; an enable (TIP.PGE) is pending with
     /// tracing taken as disabled until it; an event without an IP is
     /// handed out first: `Err(EVENT_IGNORED)` asks the caller to read it
@@ -1950,17 +1951,19 @@ impl<'a> BlockDecoder<'a> {
                 Kind::AsyncBranch { from: ip, .. } | Kind::AsyncDisabled { at: ip, .. } => {
                     return at(self, ip)
                 }
+                // MODE.Exec's iflags event binds to its FUP as the exec
+                // mode event does; so does a TRIG with its IP bit.
                 Kind::ExecMode { ip, .. }
+                | Kind::Iflags { ip, .. }
                 | Kind::Tsx { ip, .. }
                 | Kind::AsyncPaging { ip, .. }
                 | Kind::AsyncVmcs { ip, .. }
                 | Kind::Ptwrite { ip, .. }
                 | Kind::Exstop { ip }
                 | Kind::Mwait { ip, .. }
-                    if !ev.ip_suppressed =>
-                {
-                    return at(self, ip)
-                }
+                | Kind::Trig {
+                    ip, anchored: true, ..
+                } if !ev.ip_suppressed => return at(self, ip),
                 Kind::Stop => {
                     self.enabled = false;
                     return Err(Fail::Pt(PtError::EVENT_IGNORED));
