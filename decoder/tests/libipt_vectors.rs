@@ -28,9 +28,7 @@ const RESYNC_STATUS: &str = "after a PSB+'s status update disagreed with the dec
     does: the output must not depend on where chunks are cut (docs/decoding.md, decode errors)";
 /// Runs that differ from ptxed's expectation, and why: `"TEST"` for every
 /// CPU the test names, `"TEST F/M"` for one run.
-const EXPECTED: &[(&str, &str)] = &[
-    ("ptxed-resync-psb-bad_status-psb", RESYNC_STATUS),
-];
+const EXPECTED: &[(&str, &str)] = &[("ptxed-resync-psb-bad_status-psb", RESYNC_STATUS)];
 
 /// One test of the manifest.
 struct Vector {
@@ -351,9 +349,15 @@ fn libipt_names_the_trig_packet_it_does_not_know() {
     );
     // The fast decoder decodes it: no error.
     let list = work.path().join("fast.list");
-    let out = ptdec_raw(&dir, "tnt-trig", "0x1000", &list, &work.path().join("f.ftf"))
-        .output()
-        .unwrap();
+    let out = ptdec_raw(
+        &dir,
+        "tnt-trig",
+        "0x1000",
+        &list,
+        &work.path().join("f.ftf"),
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success());
     let listing = std::fs::read_to_string(&list).unwrap();
     assert!(!listing.contains("error"), "{listing}");

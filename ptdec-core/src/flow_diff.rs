@@ -361,15 +361,23 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
 /// at a packet only a newer libipt knows (libipt 2.2's TRIG, which ptflow
 /// decodes), met at the packet or while reading on from a packet before
 /// it ([`crate::decode::newer_packet`]), or a sync that failed so in a
-/// trace that holds one (a sync error has no offset).
+/// trace that holds one (a sync error has no offset); one line earlier
+/// when that line's status holds the error's event-pending flag.
 fn newer_packet_cut(trace: &[u8], lib_log: &[Line]) -> Option<usize> {
-    lib_log.iter().position(|l| match *l {
+    let k = lib_log.iter().position(|l| match *l {
         Line::Error(e, off) => {
             e == PtError::BAD_OPC && crate::decode::newer_packet(trace, off).is_some()
         }
         Line::Sync(Err(e)) => e == PtError::BAD_OPC && crate::decode::holds_newer_packet(trace),
         _ => false,
-    })
+    })?;
+    // The status on the line before says libipt's error is pending (an
+    // event to query): the fast decoder's says what it does with the
+    // TRIG. Compared up to that line.
+    match k.checked_sub(1).map(|i| &lib_log[i]) {
+        Some(Line::Event(..) | Line::Sync(Ok(_))) => Some(k - 1),
+        _ => Some(k),
+    }
 }
 
 /// Decodes `trace` with both decoders over the sections (file, offset,

@@ -596,7 +596,15 @@ impl<'a> BlockDecoder<'a> {
             }
         }
         match self.evdec.next_event() {
-            Ok(ev) => self.event = Some(ev),
+            Ok(ev) => {
+                self.event = Some(ev);
+                if let Kind::Trig {
+                    anchored: false, ..
+                } = ev.kind
+                {
+                    self.place_trig();
+                }
+            }
             Err(Fail::Pt(e)) => {
                 self.status = Err(e);
                 self.event = None;
@@ -723,6 +731,8 @@ impl<'a> BlockDecoder<'a> {
     /// have none) leave it. An enable, TIP, TNT or asynchronous
     /// branch without an IP clears it here, where libipt 2.2 reports an
     /// internal error (2.1.2, the reference, goes on: so must ptflow).
+    #[cold]
+    #[inline(never)]
     fn anchor(&mut self, ev: &Ev) {
         let anchored = !ev.ip_suppressed && !self.ip_from_insn;
         self.ip_from_insn = false;
@@ -744,7 +754,9 @@ impl<'a> BlockDecoder<'a> {
             | Kind::Tip { .. }
             | Kind::Tnt { .. }
             | Kind::Overflow { .. } => self.anchor = anchored.then_some(0),
-            Kind::Trig { anchored: false, .. } => {}
+            Kind::Trig {
+                anchored: false, ..
+            } => {}
             _ if anchored => self.anchor = Some(0),
             _ => {}
         }
@@ -755,15 +767,14 @@ impl<'a> BlockDecoder<'a> {
     /// from the anchor, so the instructions walked since are taken off
     /// and the IP is the decoder's. No anchor, or more instructions
     /// walked than the count, is libipt's `BAD_PACKET`.
+    #[cold]
+    #[inline(never)]
     fn provide_trig_anchor(&mut self) -> Result<(u64, u16), Fail> {
         let walked = self.anchor;
         let here = self.ip;
         let Some(Ev {
             kind: Kind::Trig {
-                ip,
-                icnt,
-                anchored,
-                ..
+                ip, icnt, anchored, ..
             },
             ip_suppressed: false,
             ..
@@ -785,6 +796,25 @@ impl<'a> BlockDecoder<'a> {
         Ok((*ip, *icnt))
     }
 
+    /// A TRIG with an instruction count that just became the event,
+    /// while tracing is on and no instruction is postponed: placed from
+    /// its anchor now (libipt 2.2 does so at once too, in
+    /// `pt_blk_proceed_trailing_event`, nothing walked in between), so that
+    /// `trailing_event_slow` only reads it. What fails here (no anchor,
+    /// more instructions walked than the count) is left for
+    /// `proceed_to_trig` to report, at the next block. Out of line: TRIG
+    /// handling in `trailing_event_slow` cost ptbench-fast 2.3% more
+    /// instructions on interp (code generation of the fast path; any
+    /// call there did).
+    #[cold]
+    #[inline(never)]
+    fn place_trig(&mut self) {
+        let suppressed = self.event.is_none_or(|e| e.ip_suppressed);
+        if self.enabled && self.postponed.is_none() && !suppressed {
+            let _ = self.provide_trig_anchor();
+        }
+    }
+
     /// Walks to a TRIG's place (`pt_blk_proceed_to_trig`): to its anchor,
     /// then its count of instructions on, which need no trace (libipt's
     /// `BAD_QUERY` where one does). `false` when the block ended first:
@@ -792,6 +822,8 @@ impl<'a> BlockDecoder<'a> {
     /// call or jump on the way ends the block, as everywhere else in this
     /// decoder (ptdec builds its call stacks from the blocks' last
     /// instructions); the instructions are the same.
+    #[cold]
+    #[inline(never)]
     fn proceed_to_trig(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<bool, Fail> {
         let (ip, mut icnt) = self.provide_trig_anchor()?;
         // libipt 2.2 has the count precise while tracing is off (the
@@ -1843,21 +1875,15 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     ev.ip_suppressed || !self.enabled || self.ip == ip
                 }
-                // Placed here only with its count used up and at its IP;
-                // else the next block walks to it. (libipt 2.2 answers
-                // `BAD_PACKET` for a count of 0 at another IP, which only
-                // a TRIG whose FUP gave its IP can have: that FUP's IP
-                // lies ahead, past instructions that need no trace, and
-                // the decoder walks there as it does for any event a FUP
-                // placed.)
-                Kind::Trig { .. } => {
+                // Placed here once its count is used up, at its IP; else
+                // the next block walks to it (`proceed_to_trig`). Without
+                // an IP, or with tracing off, at once. (Its anchor was
+                // taken as it became the event: `fetch_event_slow`.)
+                Kind::Trig {
+                    ip, icnt, anchored, ..
+                } => {
                     self.proceed_postponed()?;
-                    if !self.enabled || ev.ip_suppressed {
-                        true
-                    } else {
-                        let (ip, icnt) = self.provide_trig_anchor()?;
-                        icnt == 0 && ip == self.ip
-                    }
+                    !self.enabled || ev.ip_suppressed || (anchored && icnt == 0 && ip == self.ip)
                 }
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };

@@ -391,7 +391,11 @@ impl std::fmt::Display for ListItem {
             ListItem::Disabled => f.write_str("[disabled]"),
             ListItem::Overflow => f.write_str("[overflow]"),
             ListItem::Trig { number, mult } => {
-                write!(f, "[trig {number:02x}{}]", if *mult { ", mult" } else { "" })
+                write!(
+                    f,
+                    "[trig {number:02x}{}]",
+                    if *mult { ", mult" } else { "" }
+                )
             }
             ListItem::Error {
                 offset,
