@@ -320,7 +320,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ptwrite_power_and_event_trace_become_marks() {
+    fn ptwrite_power_event_trace_and_triggers_become_marks() {
         assert_eq!(
             mark_of(
                 &EventKind::Ptwrite {
@@ -369,6 +369,18 @@ mod tests {
         };
         assert_eq!((name, ip), ("interrupt", Some(0x401234)));
         assert_eq!(args, vec![("vector", 14), ("cr2", 0x7000)]);
+        let Some(Mark::Event { name, args, ip }) = mark_of(
+            &EventKind::Trig {
+                number: 0x1a,
+                mult: true,
+                ip: Some(0x1003),
+            },
+            None,
+        ) else {
+            panic!("a trigger is an event mark")
+        };
+        assert_eq!((name, ip), ("trig", Some(0x1003)));
+        assert_eq!(args, vec![("trigger", 0x1a), ("mult", 1)]);
         assert_eq!(mark_of(&EventKind::Stop, None), None);
         assert_eq!(mark_of(&EventKind::Paging { cr3: 0 }, None), None);
     }
