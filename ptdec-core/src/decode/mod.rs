@@ -428,24 +428,22 @@ pub fn newer_packet(bytes: &[u8], at: u64) -> Option<&'static str> {
 
 /// Whether ptflow's packet decoder, reading on from each PSB of `bytes`
 /// to the first error, meets a packet libipt 2.1.2 does not know but a
-/// newer libipt does ([`newer_packet`]).
+/// newer libipt does ([`newer_packet`]). Every PSB is read from, also one
+/// that the packets read from an earlier PSB ran over (garbage read as
+/// packets may swallow it, and a decoder may still sync there).
 pub fn holds_newer_packet(bytes: &[u8]) -> bool {
-    let mut at = 0;
-    while at + 16 <= bytes.len() {
-        if !ptflow::packet::is_psb(bytes, at) {
-            at += 1;
-            continue;
-        }
-        loop {
-            match ptflow::packet::decode(bytes, at, false) {
-                Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return true,
-                Ok((_, n)) => at += n,
-                Err(_) => break,
+    (0..bytes.len().saturating_sub(15))
+        .filter(|&psb| ptflow::packet::is_psb(bytes, psb))
+        .any(|psb| {
+            let mut at = psb;
+            loop {
+                match ptflow::packet::decode(bytes, at, false) {
+                    Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return true,
+                    Ok((_, n)) => at += n,
+                    Err(_) => return false,
+                }
             }
-        }
-        at += 1;
-    }
-    false
+        })
 }
 
 /// The listing callback's type.
