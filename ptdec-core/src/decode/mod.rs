@@ -420,10 +420,19 @@ pub fn newer_packet(bytes: &[u8], at: u64) -> Option<&'static str> {
         match ptflow::packet::decode(bytes, at, false) {
             Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return Some("TRIG"),
             Ok((p, n)) if p.known_to_libipt_2_1() => at += n,
+            _ if trig_cut(bytes, at) => return Some("TRIG"),
             _ => return None,
         }
     }
     None
+}
+
+/// A TRIG the end of `bytes` cuts, at `at`: libipt 2.1.2 answers
+/// `BAD_OPC` at its opcode before it knows the packet's length, where
+/// ptflow (and libipt 2.2) answer `EOS`.
+fn trig_cut(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at) == Some(&0xd9)
+        && ptflow::packet::decode(bytes, at, false) == Err(ptflow::Error::EOS)
 }
 
 /// Whether ptflow's packet decoder, reading on from each PSB of `bytes`
@@ -440,7 +449,7 @@ pub fn holds_newer_packet(bytes: &[u8]) -> bool {
                 match ptflow::packet::decode(bytes, at, false) {
                     Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return true,
                     Ok((_, n)) => at += n,
-                    Err(_) => return false,
+                    Err(_) => return trig_cut(bytes, at),
                 }
             }
         })
