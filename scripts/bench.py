@@ -86,7 +86,7 @@ PERFETTO = "ptdec check (Perfetto's importer)"
 # (measured; sets K for a size), per-cpu CPUs, threads that repeat
 WORKLOADS = {
     "interp": ("interp", [], "interp_run", 4624, None, 1),
-    "shapes": ("shapes", [], "shapes_round", 2235, None, 1),
+    "shapes": ("shapes", [], "shapes_round", 2173, None, 1),
     "interp2-percpu": ("interp", ["2"], "interp_run", 4770, 2, 2),
 }
 SIZES = [("10MB", 10), ("100MB", 100), ("1GB", 1024)]

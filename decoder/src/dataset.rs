@@ -94,7 +94,10 @@ pub fn run(
         ..Report::of(decode, threads)
     };
     match plan.input {
-        Input::Trace { images, .. } => report.note_images(images),
+        Input::Trace { images, trace, .. } => {
+            report.note_images(images);
+            report.note_times(trace);
+        }
         Input::Raw { cfg, .. } => report.tsc_ticks = cfg.tsc_hz.is_none(),
     }
     Ok((report, stats))

@@ -374,6 +374,30 @@ impl Report {
         }
     }
 
+    /// A warning when the decoded times lie far outside the times of the
+    /// trace's sideband records: the TSC conversion (AUXTRACE_INFO's
+    /// time_shift, time_mult, time_zero, or an LLDB bundle's) is then
+    /// likely wrong, and with it the context switches and mappings the
+    /// code was matched with (a corrupt conversion gave a span of 584
+    /// years for a 34 µs recording, or no code at all, without a word).
+    /// Far: by more than the sideband's own span and at least 10 s.
+    pub fn note_times(&mut self, trace: &Trace) {
+        let (Some((a, b)), Some((s0, s1))) = (self.decode.time_span, trace.sideband_span) else {
+            return;
+        };
+        let slack = (s1 - s0).max(10_000_000_000);
+        if a >= s0.saturating_sub(slack) && b <= s1.saturating_add(slack) {
+            return;
+        }
+        self.warnings.push(format!(
+            "the decoded times (perf time {a} .. {b}) lie far outside the times of the trace's \
+             sideband records ({s0} .. {s1}): the TSC conversion the trace gives (AUXTRACE_INFO's \
+             time_shift, time_mult and time_zero, or an LLDB bundle's) is likely corrupt, and with \
+             it the slices' times and the context switches and mappings the code was matched \
+             with; `ptdec info` shows the conversion"
+        ));
+    }
+
     /// What the images of a trace's run say: the ones missing, their
     /// warnings, and whether changed code may explain the decode errors.
     pub fn note_images(&mut self, images: &ImageStore) {
@@ -1300,6 +1324,7 @@ fn run_trace(
         report.stale = crate::emit::stale::remove_stale_windows(template, &written);
     }
     report.note_images(images);
+    report.note_times(trace);
     Ok(report)
 }
 

@@ -233,6 +233,21 @@ fn render_decoded(o: &mut String, report: &Report) {
             }
         );
     }
+    if !d.libipt_differs.is_empty() {
+        let by: Vec<String> = d
+            .libipt_differs
+            .iter()
+            .map(|(why, n)| format!("{} with {why}", thousands(*n)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  libipt differs  in {} chunks ptdec's own flow decoder decoded where libipt 2.1.2 \
+             is known to decode wrong ({}; docs/decoding.md): `--decoder libipt` gives other \
+             output there",
+            thousands(d.libipt_differs.values().sum::<u64>()),
+            by.join(", ")
+        );
+    }
     if d.stacks_ahead_ops > 0 || d.stacks_ahead_declined > 0 {
         let _ = writeln!(
             o,

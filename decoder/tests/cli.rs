@@ -146,7 +146,14 @@ fn skylake_recording_shows_threads_gaps_and_renames() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(out.stderr.is_empty(), "--quiet: {}", text(&out.stderr));
+    // `-q` says one thing: that code went undecoded for want of its
+    // binaries (the recording comes without them).
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "--quiet: {err}");
+    assert!(
+        err.starts_with("ptdec: warning: the code of ") && err.contains("was not decoded"),
+        "--quiet: {err}"
+    );
     let dump = ftf::read::dump(&read_ftf(&out_path)).unwrap();
     assert!(
         dump.contains(r#"kernel_object thread koid=3174 name="perf""#),
@@ -965,6 +972,97 @@ fn messages_name_what_is_wrong() {
         }
     }
     assert!(!o.exists());
+}
+
+/// A FIFO as ptdec's TRACE (hostile probe): read as a pipe-mode
+/// perf.data only while a program writes it, as perf reads one, never
+/// waited on in `open` (ptdec waited silently for a writer); JSON coming
+/// through one is named as such ("not perf.data" before); a bundle folder
+/// whose `trace.json` is a FIFO is named so ("a directory without a `data`
+/// file" before); a device is named what it is. Under `timeout`, so a
+/// hang fails rather than waits.
+#[test]
+fn a_fifo_or_device_as_trace_is_named_not_waited_on() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mkfifo = |p: &Path| {
+        let made = Command::new("mkfifo").arg(p).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    };
+    let timed = |args: &[&std::ffi::OsStr]| {
+        let mut c = Command::new("timeout");
+        c.arg("20").arg(env!("CARGO_BIN_EXE_ptdec")).args(args);
+        c.stdin(Stdio::null()).output().unwrap()
+    };
+    let fifo = d.join("fifo");
+    mkfifo(&fifo);
+    let o = d.join("o.ftf");
+    let (f, o) = (fifo.as_os_str(), o.as_os_str());
+    let (info, dump, dash_o) = ("info".as_ref(), "dump".as_ref(), "-o".as_ref());
+    for args in [&[f, dash_o, o][..], &[info, f], &[dump, f]] {
+        let err = check_clean_failure(&timed(args));
+        assert!(
+            err.contains("fifo")
+                && err.contains("a FIFO or pipe that no program has open for writing"),
+            "{args:?}: {err}"
+        );
+    }
+
+    // JSON in a FIFO: held open for reading and writing here, so that
+    // ptdec finds a writer and the JSON waiting.
+    let mut held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    held.write_all(br#"{"type": "intel-pt"}"#).unwrap();
+    let err = check_clean_failure(&timed(&[f, dash_o, o]));
+    assert!(
+        err.contains("what came through it is JSON, as an LLDB bundle's trace.json")
+            && err.contains("give the bundle's folder"),
+        "{err}"
+    );
+    drop(held);
+
+    let bundle = d.join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    mkfifo(&bundle.join("trace.json"));
+    let err = check_clean_failure(&timed(&[bundle.as_os_str(), dash_o, o]));
+    assert!(
+        err.contains("trace.json: it is a FIFO (named pipe), not a regular file"),
+        "{err}"
+    );
+
+    let err = check_clean_failure(&timed(&["/dev/zero".as_ref(), dash_o, o]));
+    assert!(
+        err.contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
+
+    // A pipe-mode perf.data through a pipe still decodes, as its file does.
+    let test = "a_fifo_or_device_as_trace_is_named_not_waited_on";
+    let Some(piped) = pt_tests::realdata_file(test, "perf.data.piped.intel_pt-4.14") else {
+        return;
+    };
+    let mut child = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_ptdec"))
+        .args(["info", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bytes = std::fs::read(&piped).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let from_file = ptdec().arg("info").arg(&piped).output().unwrap();
+    let tail = |o: &[u8]| text(o).lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(tail(&out.stdout), tail(&from_file.stdout));
 }
 
 /// A file that cannot be mapped (here: bigger than the address space

@@ -85,16 +85,63 @@ fn run_with(pt: &[u8], code: &[u8], decoder: DecoderKind) -> (Vec<Op>, DecodeSta
 }
 
 /// `jmp $` needs no packets: libipt follows it forever. The bound turns
-/// it into a decode error gap; the ops of the segment stay bounded. So
-/// with either flow decoder: ptdec's own follows such blocks in its own
-/// loop (`FlowDecoder::follow`) while a TNT has bits left, the second
-/// case.
+/// it into a decode error gap, and the stall's ops are left out: a
+/// million jumps made up to the bound. So with either flow decoder:
+/// ptdec's own follows such blocks in its own loop
+/// (`FlowDecoder::follow`) while a TNT has bits left, the second case.
 #[test]
 fn direct_jump_loop_is_a_no_progress_gap_with_bounded_ops() {
     for decoder in [DecoderKind::Libipt, DecoderKind::Fast] {
         for bits in [1, 2] {
             direct_jump_loop(decoder, bits);
         }
+    }
+}
+
+/// A function that calls itself (`call $`), entered at each of several
+/// PSBs: each stall reaches the bound, and none of its million calls is
+/// kept (a few hundred bytes of such PT held gigabytes of calls and open
+/// frames, found by a hostile probe).
+#[test]
+fn a_call_loop_at_every_psb_keeps_no_made_up_calls() {
+    for decoder in [DecoderKind::Libipt, DecoderKind::Fast] {
+        // As the probe had it: PSB+ with tracing off, enabled at the
+        // function, then a disable whose IP is not given, which the
+        // decoder walks on looking for.
+        let mut pkts = Vec::new();
+        for _ in 0..3 {
+            pkts.extend_from_slice(&[
+                Packet::Psb,
+                Packet::ModeExec {
+                    csl: true,
+                    csd: false,
+                },
+                Packet::Psbend,
+                Packet::TipPge(CODE, Compression::Sext48),
+                Packet::TipPgd(0, Compression::Suppressed),
+            ]);
+        }
+        let pt = encode(&pkts);
+        let (ops, st) = run_with(&pt, &[0xe8, 0xfb, 0xff, 0xff, 0xff], decoder);
+        assert_eq!(
+            st.errors.get("NoProgress"),
+            Some(&3),
+            "{decoder:?}: {:?}",
+            st.errors
+        );
+        // The stall counts from the first block after the enable's
+        // packet: all its calls are left out.
+        let calls = ops.iter().filter(|o| matches!(o, Op::Call { .. })).count();
+        assert_eq!(calls, 0, "{decoder:?}");
+        assert!(ops.len() < 32, "{decoder:?}: {} ops", ops.len());
+        assert!(
+            st.no_progress_ops >= 3 * (NO_PROGRESS_INSNS - 1),
+            "{decoder:?}: {st:?}"
+        );
+        assert!(
+            st.insns > 3 * NO_PROGRESS_INSNS,
+            "{decoder:?}: instructions stay counted"
+        );
     }
 }
 
@@ -118,11 +165,8 @@ fn direct_jump_loop(decoder: DecoderKind, bits: u8) {
         ops.iter().any(|o| matches!(o, Op::Gap { kind: GapKind::DecodeError(m), .. } if m.contains("no progress"))),
         "no no-progress gap"
     );
-    assert!(
-        (ops.len() as u64) < NO_PROGRESS_INSNS + 16,
-        "{} ops",
-        ops.len()
-    );
+    assert!(ops.len() < 16, "{} ops", ops.len());
+    assert!(st.no_progress_ops >= NO_PROGRESS_INSNS / 2, "{st:?}");
 }
 
 /// PIP (paging) packets, hand-encoded: `02 43` and CR3[47:5] shifted

@@ -965,6 +965,18 @@ fn files_outside_the_bundle_are_named_and_devices_refused() {
     );
     assert!(!err.contains("panicked"), "{err}");
 
+    // A module file that is a symbolic link loop: said as one (it was
+    // "does not exist"), and the module left out.
+    std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+    write(json.replace("\"file\": \"a.out\"", "\"file\": \"loop-a\""));
+    let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("loop-a, which is a symbolic link loop") && !err.contains("does not exist"),
+        "{err}"
+    );
+
     // A uuid with a multi-byte character: no build-id, no panic, and
     // said: the module is used unchecked.
     write(json.replace("6AA9A4E2-6F28-2F33-377D-59FECE874C71-5B41261A", "a\u{e9}a"));

@@ -132,7 +132,8 @@ fn a_closed_stdout_is_an_error() {
 
 /// Every command names a failed write to standard output the same way
 /// (`outfile::Stdout`; `ptdec dump` printed a bare "No space left on
-/// device"), and a reader that has gone (EPIPE) ends each quietly, as
+/// device"), standard output open for reading only (`1<FILE`) says what
+/// to do, and a reader that has gone (EPIPE) ends each quietly, as
 /// ripgrep does.
 #[test]
 fn every_command_names_a_failed_write_to_stdout() {
@@ -166,6 +167,22 @@ fn every_command_names_a_failed_write_to_stdout() {
                 "{args:?}: {err}"
             );
         }
+        // Standard output open for reading only (`1<FILE`): said, with
+        // what to do (EBADF's bare message before), and the file as it was.
+        let ro = tmp.path().join("read-only-stdout");
+        std::fs::write(&ro, b"kept").unwrap();
+        let o = via_bash(&format!("exec \"$0\" \"$@\" 1<'{}'", ro.display()), args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("open for reading only") || err.contains("it is not open for writing"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("redirect it to a file (> FILE)"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read(&ro).unwrap(), b"kept");
         // A pipe whose reader is gone before ptdec starts: every write
         // fails with EPIPE.
         let o = via_bash(
@@ -940,7 +957,8 @@ fn mode(p: &Path) -> u32 {
 /// created 0644 from a 0600 trace, and re-decoding over a 0600 file made
 /// it 0644): a new FTF, `--split` file, `--folded` file and flame graph
 /// get the trace's read and write bits (under a umask of 022 here, which
-/// would have made them 0644), and a file replaced keeps its own mode.
+/// would have made them 0644), and a file replaced keeps its own mode,
+/// less what the trace's has not.
 #[test]
 fn outputs_are_as_private_as_their_trace() {
     let test = "outputs_are_as_private_as_their_trace";
@@ -976,12 +994,15 @@ fn outputs_are_as_private_as_their_trace() {
     ptdec(&["-o", o]);
     assert_eq!(mode(&out), 0o600);
     // Decoded again over it: still 0600; over a file of another mode:
-    // that mode.
+    // that mode, less what the trace's has not (a 0640 or 0666 file gave
+    // the 0600 trace's output to its group or everyone).
     ptdec(&["-o", o]);
     assert_eq!(mode(&out), 0o600);
-    set(&out, 0o640);
-    ptdec(&["-o", o]);
-    assert_eq!(mode(&out), 0o640);
+    for (was, is) in [(0o640, 0o600), (0o666, 0o600), (0o400, 0o400)] {
+        set(&out, was);
+        ptdec(&["-o", o]);
+        assert_eq!(mode(&out), is, "over {was:o}");
+    }
     let split = tmp.path().join("w.ftf.gz");
     ptdec(&["-o", split.to_str().unwrap(), "--split", "1ms"]);
     let windows: Vec<String> = names(tmp.path())
@@ -1287,4 +1308,74 @@ fn outputs_are_as_private_as_every_trace_file() {
         let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{}", f.display());
     }
+}
+
+/// Sets words of the AUXTRACE_INFO record (type 70) of perf.data `data`:
+/// `(i, v)` makes priv\[i\] (the i-th 8-byte word after its 16-byte
+/// header) `v`.
+fn patch_auxtrace_info(data: &mut [u8], words: &[(usize, u64)]) {
+    let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
+    let (start, size) = (u64_at(data, 40) as usize, u64_at(data, 48) as usize);
+    let mut off = start;
+    while off + 8 <= start + size {
+        let kind = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
+        let mut len = u16::from_le_bytes(data[off + 6..off + 8].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        if kind == 70 {
+            for &(i, v) in words {
+                let at = off + 16 + 8 * i;
+                data[at..at + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            return;
+        }
+        if kind == 71 {
+            len += u64_at(data, off + 8) as usize;
+        }
+        off += len;
+    }
+    panic!("no AUXTRACE_INFO record");
+}
+
+/// A TSC conversion that puts the decoded times far from the sideband's
+/// (a corrupt AUXTRACE_INFO: time_shift 0, time_mult 2^32-1, time_zero 0)
+/// is said in the summary; the trace as recorded gives no such warning.
+/// It decoded with exit 0 into a span of 584 years, without a word.
+#[test]
+fn a_corrupt_tsc_conversion_is_said() {
+    let test = "a_corrupt_tsc_conversion_is_said";
+    let Some(interp) = interp_trace(test, 30) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("t");
+    std::fs::create_dir(&t).unwrap();
+    let copied = Command::new("cp")
+        .args(["-r"])
+        .arg(interp.join("data"))
+        .arg(interp.join("images"))
+        .arg(&t)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let decode = || {
+        let o = Command::new(EXE)
+            .arg(&t)
+            .arg("-o")
+            .arg(tmp.path().join("o.ftf"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stderr)
+    };
+    let warning = "lie far outside the times of the trace's sideband records";
+    let err = decode();
+    assert!(!err.contains(warning), "{err}");
+    let mut data = std::fs::read(t.join("data")).unwrap();
+    patch_auxtrace_info(&mut data, &[(1, 0), (2, 0xffff_ffff), (3, 0)]);
+    std::fs::write(t.join("data"), &data).unwrap();
+    let err = decode();
+    assert!(err.contains(warning), "{err}");
+    assert!(err.contains("TSC conversion"), "{err}");
 }

@@ -479,3 +479,58 @@ fn slowest_past_its_limit_is_refused_naming_it() {
     let out = report(&max.to_string());
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// Function names come from the traced binary: control characters in
+/// them (an escape sequence that clears the screen or sets the terminal's
+/// title, a newline that would split a row, backspaces) are escaped in
+/// the table, as messages escape names. A program without libc whose two
+/// functions get such names with objcopy.
+#[test]
+fn names_in_the_table_cannot_drive_the_terminal() {
+    let test = "names_in_the_table_cannot_drive_the_terminal";
+    if !pt_tests::have_tool(test, "gcc") || !pt_tests::have_tool(test, "objcopy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("p.c");
+    std::fs::write(
+        &src,
+        "__attribute__((noinline)) int f1(int x) { return x * 3 + 1; }\n\
+         __attribute__((noinline)) int f2(int x) { return f1(x) + 2; }\n\
+         void _start(void) {\n\
+           int s = f2(1) + f2(2);\n\
+           __asm__ volatile(\"mov $60, %%eax\\n\\tsyscall\" :: \"D\"(s & 1) : \"memory\");\n\
+         }\n",
+    )
+    .unwrap();
+    let plain = dir.path().join("plain");
+    let st = Command::new("gcc")
+        .args(["-O1", "-static", "-nostdlib", "-fno-pie", "-no-pie", "-o"])
+        .arg(&plain)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let evil = dir.path().join("evil");
+    let st = Command::new("objcopy")
+        .arg("--redefine-sym")
+        .arg("f1=esc\u{1b}[2J\u{1b}]0;title\u{7}")
+        .arg("--redefine-sym")
+        .arg("f2=nl\nrow\u{8}\u{8}XX")
+        .arg(&plain)
+        .arg(&evil)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let trace = dir.path().join("t");
+    let o = ptsim::sim::Options::new(evil, Vec::new(), &trace);
+    ptsim::sim::run(o).unwrap();
+    let out = run(&["report", trace.to_str().unwrap(), "-q", "--slowest", "5"]);
+    for c in ['\u{1b}', '\u{7}', '\u{8}'] {
+        assert!(!out.contains(c), "{c:?} reached the table:\n{out}");
+    }
+    assert!(out.contains("esc\\u{1b}[2J"), "{out}");
+    // The newline is escaped too: no row starts with what followed it.
+    assert!(out.contains("nl\\nrow"), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("row")), "{out}");
+}

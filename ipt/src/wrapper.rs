@@ -330,6 +330,11 @@ impl Config {
 /// An image section cache: file sections mapped once, shared by images.
 pub struct SectionCache {
     ptr: NonNull<ffi::pt_image_section_cache>,
+    /// Sections it holds (libipt numbers them 1, 2, ...: the largest id
+    /// given).
+    held: std::cell::Cell<u32>,
+    /// [`SectionCache::lookups`].
+    lookups: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for SectionCache {
@@ -343,7 +348,11 @@ impl SectionCache {
         // SAFETY: a NULL name is allowed.
         let p = unsafe { ffi::pt_iscache_alloc(std::ptr::null()) };
         NonNull::new(p)
-            .map(|ptr| SectionCache { ptr })
+            .map(|ptr| SectionCache {
+                ptr,
+                held: std::cell::Cell::new(0),
+                lookups: std::cell::Cell::new(0),
+            })
             .ok_or(Error::NOMEM)
     }
 
@@ -351,10 +360,22 @@ impl SectionCache {
     /// section's id.
     pub fn add_file(&self, path: &str, offset: u64, size: u64, vaddr: u64) -> Result<u32> {
         let c = CString::new(path).map_err(|_| Error::INVALID)?;
+        self.lookups
+            .set(self.lookups.get() + u64::from(self.held.get()));
         // SAFETY: `self.ptr` is live; libipt copies the file name.
         let r =
             unsafe { ffi::pt_iscache_add_file(self.ptr.as_ptr(), c.as_ptr(), offset, size, vaddr) };
-        check(r)
+        let isid = check(r)?;
+        self.held.set(self.held.get().max(isid));
+        Ok(isid)
+    }
+
+    /// The sections libipt looked through in [`SectionCache::add_file`]
+    /// so far: it compares a section with every one the cache holds
+    /// before it adds it (`pt_iscache_find_section_locked`), so adding n
+    /// sections to one cache costs n^2/2. Callers' tests bound it.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.get()
     }
 
     /// Reads memory of section `isid` at `vaddr` into `buf`; bytes read.

@@ -504,6 +504,13 @@ impl ImageStore {
         for candidate in self.candidates(name, expected.as_deref()) {
             if !candidate.path.is_file() {
                 let meta = std::fs::metadata(&candidate.path);
+                if meta.as_ref().is_err_and(crate::inputs::is_link_loop) {
+                    odd.push(format!(
+                        "{} is {}",
+                        candidate.path.display(),
+                        crate::inputs::LINK_LOOP
+                    ));
+                }
                 if let Some(kind) = meta.ok().as_ref().and_then(sideband::bytes::not_a_file) {
                     odd.push(format!(
                         "{} is {kind}, not a regular file",
@@ -1233,5 +1240,33 @@ mod tests {
         let img = store.get(&file).expect("/bin/true");
         assert_eq!(img.path, Path::new("/bin/true"));
         assert_eq!(img.recorded_name, "/bin/true (deleted)");
+    }
+
+    /// A candidate that is a symbolic link loop is said as one, not as
+    /// "not found" (a sysroot whose copy of the binary is a looping link).
+    #[test]
+    fn a_link_loop_is_named_not_missing() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("bin")).unwrap();
+        let looped = root.path().join("bin/prog");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        let store = ImageStore::new(SearchPath {
+            sysroots: vec![root.path().to_owned()],
+            buildid_dir: None,
+            live_fs: false,
+            ..SearchPath::default()
+        });
+        let file = MappedFile {
+            filename: "/bin/prog".into(),
+            file_id: None,
+            prot: None,
+            flags: None,
+        };
+        let e = store.lookup(&file).unwrap_err();
+        assert!(
+            e.contains(&format!("{} is a symbolic link loop", looped.display()))
+                && !e.contains("not found"),
+            "{e}"
+        );
     }
 }

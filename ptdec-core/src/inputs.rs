@@ -77,6 +77,85 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// How long [`open_stream`] waits for a FIFO's writer (a shell that
+/// starts `perf record -o - > FIFO &` and ptdec together opens the FIFO
+/// for writing a moment after ptdec may have opened it).
+const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An input opened by [`open_stream`].
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file (a perf.data to map).
+    File(File),
+    /// A FIFO or pipe that a program writes to (`perf record -o - >
+    /// FIFO`, `... | ptdec /dev/stdin`), read blocking from now on; the
+    /// bytes already taken from it come first.
+    Stream(File, Vec<u8>),
+}
+
+/// [`open`] for an input that may be a regular file or a stream: never
+/// waits in `open(2)` for a writer. A FIFO is opened without blocking
+/// and is read only when a program writes to it: with no writer within
+/// [`WRITER_WAIT`] it is refused (ptdec waited silently until one came).
+/// A device, socket or folder is refused, naming what it is.
+pub fn open_stream(path: &Path) -> io::Result<Opened> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        record(&file, path)?;
+        return Ok(Opened::File(file));
+    }
+    if !meta.file_type().is_fifo() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "it is {}, not a regular file",
+                sideband::bytes::not_a_file(&meta).unwrap_or("not a regular file")
+            ),
+        ));
+    }
+    // A read without blocking tells the two apart: EAGAIN, a writer has
+    // it open and has not written yet; 0, no writer (a byte read is kept).
+    let start = std::time::Instant::now();
+    let mut first = [0u8; 1];
+    let taken = loop {
+        match nix::unistd::read(file.as_raw_fd(), &mut first) {
+            Ok(0) if start.elapsed() < WRITER_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "it is a FIFO or pipe that no program has open for writing",
+                ))
+            }
+            Ok(n) => break n,
+            Err(nix::errno::Errno::EAGAIN) => break 0,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let flags = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) - nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))?;
+    record(&file, path)?;
+    Ok(Opened::Stream(file, first[..taken].to_vec()))
+}
+
+/// What a path that is a symbolic link loop is called in messages.
+pub const LINK_LOOP: &str = "a symbolic link loop (links that lead back to each other, ELOOP)";
+
+/// Whether `e` is ELOOP, a symbolic link loop: std names that kind only
+/// on nightly, and `Path::exists` or `is_file` take it for a missing file.
+pub fn is_link_loop(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(nix::libc::ELOOP)
+}
+
 /// The whole of the regular file `path` ([`open_regular`]), recorded as
 /// an input.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
@@ -85,10 +164,13 @@ pub fn read(path: &Path) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
-/// The whole of `path` as text, recorded as an input.
+/// The whole of the regular file `path` as text ([`open_regular`]),
+/// recorded as an input: a `perf-PID.map` in `/tmp`, where anyone may
+/// put a FIFO (whose open waited for ever) or a link to `/dev/zero`
+/// (read until memory ran out), or kcore's `kallsyms`.
 pub fn read_to_string(path: &Path) -> io::Result<String> {
     let mut s = String::new();
-    open(path)?.read_to_string(&mut s)?;
+    open_regular(path)?.read_to_string(&mut s)?;
     Ok(s)
 }
 
@@ -172,5 +254,17 @@ mod tests {
         let file = tmp.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         assert!(open_regular(&file).is_ok());
+        // Text files too (perf-PID.map, kallsyms).
+        let zero = tmp.path().join("perf-1.map");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        for p in [fifo.as_path(), zero.as_path()] {
+            let e = read_to_string(p).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{}: {e}",
+                p.display()
+            );
+        }
+        assert_eq!(read_to_string(&file).unwrap(), "x");
     }
 }

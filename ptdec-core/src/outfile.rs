@@ -18,7 +18,10 @@
 //! An output holds the code paths, pids and names of the trace it comes
 //! from, so it is no more readable than that trace: a new output gets the
 //! trace's read and write bits ([`mode_of`]; 0600 when they are unknown),
-//! less the umask, and a file it replaces keeps its own mode.
+//! less the umask, and a file it replaces keeps its own mode less the
+//! bits the trace's do not have (a file of 0666 replaced by the output of
+//! a trace of 0600 is 0600: an output is never more readable than its
+//! trace, nor than the file it replaces).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -206,8 +209,9 @@ impl OutFile {
     /// Starts writing `path`: refuses an input, creates the temporary in
     /// its directory (a symbolic link's target's directory, when `path` is
     /// a link) with the permission bits `mode` (less the umask), or with
-    /// those of the file `path` names when it is one: a file replaced
-    /// keeps its mode.
+    /// those of the file `path` names when it is one, less those not in
+    /// `mode`: a file replaced keeps its mode, never more open than
+    /// `mode`.
     pub fn create(path: &Path, mode: u32) -> Result<OutFile, OutFileError> {
         Self::create_with(path, mode, true)
     }
@@ -228,12 +232,14 @@ impl OutFile {
         let real = resolve(path).map_err(err)?;
         let existing = std::fs::metadata(&real);
         // The mode of the file replaced, set on the temporary as it is (the
-        // umask applies to new files only).
+        // umask applies to new files only), less the bits `mode` has not:
+        // a file anyone may read, replaced by a private trace's output,
+        // kept its mode (this session's hostile probe).
         let keep = existing
             .as_ref()
             .ok()
             .filter(|m| m.is_file())
-            .map(|m| (m.permissions().mode() & 0o777, m.uid(), m.gid()));
+            .map(|m| (m.permissions().mode() & mode & 0o777, m.uid(), m.gid()));
         match existing {
             Ok(m) if m.is_dir() => {
                 return Err(err(io::Error::new(
@@ -1156,6 +1162,11 @@ impl std::fmt::Display for StdoutError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let hint = match self.0.kind() {
             io::ErrorKind::StorageFull => "; free space on its disk or redirect it to another",
+            // EBADF: fd 1 open for reading only (`1<FILE`), or closed.
+            _ if self.0.raw_os_error() == Some(nix::libc::EBADF) => {
+                "; it is not open for writing (closed, or opened for reading as `1<FILE` \
+                 does): redirect it to a file (> FILE) or a pipe"
+            }
             _ => "",
         };
         write!(f, "cannot write to standard output{hint}: {}", self.0)
@@ -1195,6 +1206,16 @@ fn stdout_file() -> io::Result<File> {
         .try_clone_to_owned()
         .map_err(|_| closed())?;
     let file = File::from(fd);
+    // `1<FILE` opens it for reading only: every write would fail with
+    // EBADF after the decode's work, so said now.
+    let mode = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+        .map(|f| f & nix::libc::O_ACCMODE);
+    if mode == Ok(nix::libc::O_RDONLY) {
+        return Err(io::Error::other(
+            "standard output is open for reading only (as `1<FILE` opens it), not for \
+             writing; redirect it to a file (> FILE) or a pipe",
+        ));
+    }
     // `ptdec trace/data -o - >>trace/data` appends to what is being read.
     if let Some(input) = file
         .metadata()
@@ -1437,7 +1458,7 @@ mod tests {
     }
 
     #[test]
-    fn a_new_output_gets_the_mode_given_and_a_replaced_one_keeps_its_own() {
+    fn a_new_output_gets_the_mode_given_and_a_replaced_one_keeps_its_own_at_most() {
         let mask = umask();
         for unnamed in [true, false] {
             let dir = tempfile::tempdir().unwrap();
@@ -1448,8 +1469,15 @@ mod tests {
                 f.commit().unwrap();
                 assert_eq!(mode(&out), given & !mask, "{name} unnamed={unnamed}");
             }
-            // Replaced: its own mode, whatever is given and the umask.
-            for (kept, given) in [(0o640, 0o600), (0o604, 0o644), (0o600, 0o644)] {
+            // Replaced: its own mode, whatever the umask, less what the
+            // mode given has not (never more open than the trace).
+            for (kept, given) in [
+                (0o640, 0o640),
+                (0o604, 0o644),
+                (0o600, 0o644),
+                (0o666, 0o600),
+                (0o644, 0o640),
+            ] {
                 let out = dir.path().join("kept.ftf");
                 std::fs::write(&out, b"old").unwrap();
                 std::fs::set_permissions(&out, std::fs::Permissions::from_mode(kept)).unwrap();
@@ -1457,7 +1485,7 @@ mod tests {
                 f.write_all(b"new").unwrap();
                 f.commit().unwrap();
                 assert_eq!(std::fs::read(&out).unwrap(), b"new");
-                assert_eq!(mode(&out), kept, "{kept:o} unnamed={unnamed}");
+                assert_eq!(mode(&out), kept & given, "{kept:o} unnamed={unnamed}");
             }
         }
     }

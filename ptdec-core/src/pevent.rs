@@ -119,6 +119,18 @@ pub enum PeventError {
         #[source]
         source: std::io::Error,
     },
+    /// A `--pevent:vdso-*` file that is no ELF image (empty, or other
+    /// bytes): a `[vdso]` mapping would decode from it.
+    #[error(
+        "{option} {path}: {what}, not an ELF image: a vDSO is one (give a copy of the \
+         recorded process's [vdso] pages; ptrec saves it as TRACE/images/vdso-BUILDID.so)"
+    )]
+    NotElf {
+        option: &'static str,
+        path: PathBuf,
+        /// "it is empty", "it starts with [..]".
+        what: String,
+    },
     /// A byte range outside the file.
     #[error("{option} {path}: range {from:#x}..{to:#x} is outside the file's {size:#x} bytes")]
     Range {
@@ -257,7 +269,8 @@ pub struct Sideband {
     /// Mapped files that do not exist (their code will be missing).
     pub missing: BTreeSet<PathBuf>,
     /// Mapped files that are no regular file, and what each is (`a
-    /// device`, `a directory`, ...): their mappings are lost sections,
+    /// device`, `a directory`, [`crate::inputs::LINK_LOOP`], ...): their
+    /// mappings are lost sections,
     /// never opened (a FIFO would block, `/dev/zero` never end).
     pub not_regular: BTreeMap<PathBuf, &'static str>,
     /// What is listed besides errors (ptxed's `--sb:*`).
@@ -308,9 +321,12 @@ impl SectionIndex {
         if let Some(&kind) = self.1.get(path) {
             return kind;
         }
-        let kind = std::fs::metadata(path)
-            .ok()
-            .and_then(|m| sideband::bytes::not_a_file(&m));
+        let kind = match std::fs::metadata(path) {
+            Ok(m) => sideband::bytes::not_a_file(&m),
+            // A link loop is said as one, not as a file that does not exist.
+            Err(e) if crate::inputs::is_link_loop(&e) => Some(crate::inputs::LINK_LOOP),
+            Err(_) => None,
+        };
         if let Some(k) = kind {
             sb.not_regular.insert(path.to_owned(), k);
         }
@@ -449,11 +465,30 @@ impl Sideband {
             // (it was accepted, and the decode's libipt would open it).
             for (v, option) in cfg.vdso.iter().zip(VDSO_OPTIONS) {
                 if let Some(v) = v {
-                    crate::inputs::open_regular(v).map_err(|source| PeventError::Io {
+                    let io = |source| PeventError::Io {
                         option,
                         path: v.clone(),
                         source,
-                    })?;
+                    };
+                    // An empty or other file was accepted silently, and
+                    // the `[vdso]` code decoded from its bytes, if any.
+                    let mut head = Vec::new();
+                    std::io::Read::read_to_end(
+                        &mut std::io::Read::take(crate::inputs::open_regular(v).map_err(io)?, 4),
+                        &mut head,
+                    )
+                    .map_err(io)?;
+                    if head != b"\x7fELF" {
+                        return Err(PeventError::NotElf {
+                            option,
+                            path: v.clone(),
+                            what: if head.is_empty() {
+                                "it is empty".into()
+                            } else {
+                                format!("it starts with {head:02x?}")
+                            },
+                        });
+                    }
                 }
             }
             // Prepended as a string, as libipt-sb does: a file there made

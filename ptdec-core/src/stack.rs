@@ -199,6 +199,9 @@ pub struct ThreadStack {
     /// of a segment whose slices all tie (no time moves: 78,642 of them
     /// from 1 MB of hostile PT took 15 s).
     base_parentless: usize,
+    /// Slices moved from one held queue into another ([`hold`]): linear
+    /// in the slices held, which the tests check.
+    held_moves: u64,
     /// A closed bottom-level slice started at `base` (held or out).
     base_tied: bool,
     /// Slices go out as they close; nothing is held back.
@@ -471,17 +474,22 @@ enum Lower {
 /// `into` holds already: `into` becomes `into, slice, held`. The shorter
 /// side moves into the longer, so that a recursion whose frames all close
 /// at one instant costs time linear in its depth (moving each frame's
-/// slices into its parent's took 131,072 frames minutes).
-fn hold(into: &mut VecDeque<Slice>, slice: Slice, mut held: VecDeque<Slice>) {
+/// slices into its parent's took 131,072 frames minutes). Returns how many
+/// slices were moved (`slice` included), which tests bound.
+fn hold(into: &mut VecDeque<Slice>, slice: Slice, mut held: VecDeque<Slice>) -> u64 {
     if held.len() > into.len() {
+        let moved = into.len() as u64 + 1;
         held.push_front(slice);
         while let Some(s) = into.pop_back() {
             held.push_front(s);
         }
         *into = held;
+        moved
     } else {
+        let moved = held.len() as u64 + 1;
         into.push_back(slice);
         into.extend(held);
+        moved
     }
 }
 
@@ -498,6 +506,7 @@ impl ThreadStack {
             base: None,
             base_held: VecDeque::new(),
             base_parentless: 0,
+            held_moves: 0,
             base_tied: false,
             close_order: false,
             next_id: NonZeroU64::MIN,
@@ -1633,7 +1642,7 @@ impl ThreadStack {
             if ties(&parent.start, &slice.start) {
                 parent.tied = true;
                 if !self.close_order {
-                    hold(&mut parent.held, slice, held);
+                    self.held_moves += hold(&mut parent.held, slice, held);
                     return;
                 }
             }
@@ -1651,7 +1660,7 @@ impl ThreadStack {
                 if !self.close_order {
                     // The slices held behind it have their parents.
                     self.base_parentless += usize::from(slice.parent.is_none());
-                    hold(&mut self.base_held, slice, held);
+                    self.held_moves += hold(&mut self.base_held, slice, held);
                     return;
                 }
             }
@@ -2840,29 +2849,40 @@ mod tests {
         );
     }
 
-    /// A recursion 2^17 frames deep whose frames all start and end at one
-    /// instant (coarse timing): each frame's held slices move into its
-    /// parent's, which was quadratic (a fuzzed bundle ran for minutes).
-    /// Linear, the debug build takes well under a second; the slices come
-    /// out parents first.
+    /// A recursion whose frames all start and end at one instant (coarse
+    /// timing): each frame's held slices move into its parent's, which
+    /// was quadratic (a fuzzed bundle of 2^17 frames ran for minutes:
+    /// 8.6 billion moves). The slices moved are counted at two depths: at most
+    /// 2 a frame, and twice the depth moves twice as many (quadratic, it
+    /// would be four times). The slices come out parents first.
     #[test]
     fn a_deep_recursion_tied_at_one_instant_is_linear() {
-        const DEPTH: usize = 1 << 17;
-        let mut ops = vec![enabled(0, MAIN), call(0, MAIN + 0x20, A)];
-        ops.extend((1..DEPTH).map(|_| call(0, A + 0x20, A)));
-        ops.extend((1..DEPTH).map(|_| ret(0, A + 0x10, A + 0x20)));
-        ops.push(ret(0, A + 0x10, MAIN + 0x20));
-        ops.push(end(10));
-        let started = std::time::Instant::now();
-        let (got, _) = run(&ops);
-        let took = started.elapsed();
-        assert_eq!(got.len(), DEPTH + 1);
-        assert_eq!(got[0], "0 main 0-10 i100");
-        for (i, s) in got[1..].iter().enumerate() {
-            assert!(s.starts_with(&format!("{} a 0-0", i + 1)), "{i}: {s}");
-        }
-        // Quadratic, this was 8.6 * 10^9 moves: minutes.
-        assert!(took.as_secs() < 30, "{took:?}");
+        let moves = |depth: usize| {
+            let mut ops = vec![enabled(0, MAIN), call(0, MAIN + 0x20, A)];
+            ops.extend((1..depth).map(|_| call(0, A + 0x20, A)));
+            ops.extend((1..depth).map(|_| ret(0, A + 0x10, A + 0x20)));
+            ops.push(ret(0, A + 0x10, MAIN + 0x20));
+            ops.push(end(10));
+            let map = Map::new();
+            let mut stack = ThreadStack::new(1, 2);
+            let mut got = Vec::new();
+            for op in &ops {
+                stack.push(op, &map, &mut |sl: Slice| got.push(render(&sl)));
+            }
+            assert_eq!(got.len(), depth + 1);
+            assert_eq!(got[0], "0 main 0-10 i100");
+            for (i, s) in got[1..].iter().enumerate() {
+                assert!(s.starts_with(&format!("{} a 0-0", i + 1)), "{i}: {s}");
+            }
+            stack.held_moves
+        };
+        const DEPTH: usize = 1 << 12;
+        let (one, two) = (moves(DEPTH), moves(2 * DEPTH));
+        assert!(one <= 2 * DEPTH as u64, "{one} moves for {DEPTH} frames");
+        assert!(
+            two <= 2 * one + 2,
+            "{one} moves for {DEPTH} frames, {two} for twice as many: not linear"
+        );
     }
 
     #[test]

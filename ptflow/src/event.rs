@@ -408,7 +408,14 @@ pub struct EventDecoder<'a> {
     csl: bool,
     enabled: bool,
     bound: bool,
+    /// The first place this decoder went where libipt 2.1.2 is known to
+    /// decode wrong, and why ([`EventDecoder::libipt_differs`]).
+    libipt_differs: Option<&'static str>,
 }
+
+/// Why [`EventDecoder::libipt_differs`]: an asynchronous branch with
+/// events queued before it.
+pub const ASYNC_BRANCH_BEHIND_EVENTS: &str = "an asynchronous branch behind queued events";
 
 /// A step's outcome: `Ok(true)` the packet is done, go on; `Ok(false)`
 /// an event is ready.
@@ -448,7 +455,16 @@ impl<'a> EventDecoder<'a> {
             csl: false,
             enabled: false,
             bound: false,
+            libipt_differs: None,
         }
+    }
+
+    /// Whether, and why, this decoder went where libipt 2.1.2's decodes
+    /// wrong (docs/decoding.md lists its defects): from there the two
+    /// decoders' events may differ, and libipt's are the wrong ones. The
+    /// first such place is kept for the decoder's life.
+    pub fn libipt_differs(&self) -> Option<&'static str> {
+        self.libipt_differs
     }
 
     /// MODE.Exec's interrupt flag makes iflags events from now on
@@ -974,15 +990,20 @@ impl<'a> EventDecoder<'a> {
                 .position(|(b, e)| b & EVB_TIP != 0 && matches!(e.kind, Kind::AsyncBranch { .. }));
             if let Some(i) = async_at {
                 if i != 0 {
-                    // Any event queued before it (bound to the TIP, or
-                    // waiting for a CFE, an EXSTOP or a FUP): libipt's
-                    // `pt_evt_decode_tip_event` takes the branch out of
-                    // the middle of its queue, then swaps it with what was
-                    // moved into the slot it found it in, and hands out
-                    // the wrong event or an internal error (2.1.2). Not
-                    // followed, so that both decoders agree: libipt
-                    // decodes the chunk (docs/decoding.md lists it).
-                    return Err(Fail::Unsupported(&"events queued before an async branch"));
+                    // Any event queued before it (an EVD waiting for its
+                    // CFE, an MWAIT for its EXSTOP, an event bound to the
+                    // TIP): libipt's `pt_evt_decode_tip_event` takes the
+                    // branch out of the middle of its queue, then swaps it
+                    // with what was moved into the slot it found it in,
+                    // and hands out the wrong event or an internal error
+                    // (2.1.2). What libipt means to do, and does with the
+                    // branch at the queue's head: hand the branch out
+                    // first, with the TIP's IP, the other events staying
+                    // queued in their order for what they wait for. So
+                    // does this decoder, and says that libipt differs
+                    // from here (docs/decoding.md).
+                    self.libipt_differs
+                        .get_or_insert(ASYNC_BRANCH_BEHIND_EVENTS);
                 }
                 let (_, mut ev) = self.evq.remove(i).expect("found above");
                 let to = self.event_ip(&mut ev);

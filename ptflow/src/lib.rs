@@ -200,6 +200,14 @@ impl<'a> FastDecoder<'a> {
         self.unsupported
     }
 
+    /// Whether, and why, it decoded something libipt 2.1.2 is known to
+    /// decode wrong ([`event::EventDecoder::libipt_differs`]): the
+    /// decoders' outputs may differ from there on, and this one's is
+    /// right.
+    pub fn libipt_differs(&self) -> Option<&'static str> {
+        self.dec.evdec.libipt_differs()
+    }
+
     /// The last error it reported, if any (libipt's error there).
     pub fn error(&self) -> Option<PtError> {
         self.error

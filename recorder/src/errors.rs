@@ -122,6 +122,17 @@ pub enum Error {
         path.display()
     )]
     OutputSymlink { path: PathBuf },
+    /// Something appeared at the output path while the trace was written
+    /// there under a staging name (another run, or a folder made by
+    /// hand): it is left alone, and so is the new trace.
+    #[error(
+        "output {} appeared while the trace was being written (another run or program made it); \
+         it is left as it is, and the new trace is in {}: move it where you want it, or run \
+         again with another -o",
+        path.display(),
+        kept.display()
+    )]
+    OutputAppeared { path: PathBuf, kept: PathBuf },
     /// `--force` was asked to replace something that is not a trace dir, or
     /// a directory that must never be replaced.
     #[error("--force: not replacing {}: {why}", path.display())]

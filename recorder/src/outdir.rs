@@ -76,6 +76,10 @@ pub struct OutDir {
     target: PathBuf,
     /// `path` is a staging dir to swap with the existing `target`.
     replaces: bool,
+    /// `--force` was given and `target` existed (and passed
+    /// [`check_replaceable`]) when the run started: only then may
+    /// [`OutDir::commit`] replace what is there.
+    replace_allowed: bool,
     /// Parent directories this run created (handed to the sudo user too).
     created_parents: Vec<PathBuf>,
 }
@@ -154,6 +158,7 @@ impl OutDir {
             path: dir,
             target: path.to_path_buf(),
             replaces,
+            replace_allowed: exists,
             created_parents,
         };
         d.chown_to_sudo_user()?;
@@ -196,15 +201,40 @@ impl OutDir {
     /// existing trace is replaced, swaps the new one in (atomically where the
     /// file system can exchange two names) and removes the old one. Returns
     /// the final path.
+    ///
+    /// What is at the target is looked at again here, not only when the
+    /// run started: something that appeared there since (a folder made by
+    /// hand, another run's trace) is never replaced without `--force`, and
+    /// with it only when it is a trace ([`check_replaceable`]); the new
+    /// trace then stays under its staging name
+    /// ([`Error::OutputAppeared`]).
     pub fn commit(self) -> Result<PathBuf, Error> {
         self.chown_to_sudo_user()?;
         if !self.replaces {
             return Ok(self.target);
         }
+        let appeared = |this: &Self| Error::OutputAppeared {
+            path: this.target.clone(),
+            kept: this.path.clone(),
+        };
         if std::fs::symlink_metadata(&self.target).is_err() {
-            // Staged without anything to replace: a plain rename.
-            std::fs::rename(&self.path, &self.target).map_err(output_err(&self.target))?;
-            return Ok(self.target);
+            // Staged without anything to replace: renamed, unless
+            // something took the name meanwhile (`rename(2)` would
+            // replace an empty folder or a file there).
+            return match crate::sys::rename_noreplace(&self.path, &self.target) {
+                Ok(()) => Ok(self.target),
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Err(appeared(&self)),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    // A file system that cannot say: the plain rename,
+                    // which refuses a folder that is not empty.
+                    std::fs::rename(&self.path, &self.target).map_err(output_err(&self.target))?;
+                    Ok(self.target)
+                }
+                Err(e) => Err(output_err(&self.target)(e)),
+            };
+        }
+        if !self.replace_allowed || check_replaceable(&self.target).is_err() {
+            return Err(appeared(&self));
         }
         match crate::sys::rename_exchange(&self.path, &self.target) {
             Ok(()) => {
@@ -607,6 +637,53 @@ mod tests {
             std::fs::read(kept.join("data")).unwrap(),
             b"PERFILE2 partial"
         );
+    }
+
+    /// What appears at the output while a staged trace is written (a
+    /// folder made by hand, an empty one, another run's trace) is never
+    /// replaced without `--force`, nor with it when it is not a trace:
+    /// the new trace stays under its staging name, which the error names.
+    #[test]
+    fn what_appears_at_the_output_meanwhile_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        for what in ["folder", "empty", "trace"] {
+            let out = tmp.path().join(what);
+            let d = OutDir::create_staged(&out, false).unwrap();
+            std::fs::write(d.data(), b"PERFILE2 new").unwrap();
+            match what {
+                "folder" => {
+                    std::fs::create_dir(&out).unwrap();
+                    std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+                }
+                "empty" => std::fs::create_dir(&out).unwrap(),
+                _ => fake_trace(&out),
+            }
+            let staged = d.path().to_path_buf();
+            let e = d.commit().unwrap_err();
+            let Error::OutputAppeared { path, kept } = &e else {
+                panic!("{what}: {e}");
+            };
+            assert_eq!((path, kept), (&out, &staged), "{what}");
+            assert_eq!(std::fs::read(staged.join("data")).unwrap(), b"PERFILE2 new");
+            match what {
+                "folder" => assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"mine"),
+                "empty" => assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0),
+                _ => assert!(std::fs::read(out.join("data"))
+                    .unwrap()
+                    .starts_with(b"PERFILE2 and")),
+            }
+        }
+        // With --force over a trace that another program replaced by a
+        // folder of its own meanwhile: that folder stays.
+        let out = tmp.path().join("forced");
+        fake_trace(&out);
+        let d = OutDir::create_staged(&out, true).unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+        let e = d.commit().unwrap_err();
+        assert!(matches!(e, Error::OutputAppeared { .. }), "{e}");
+        assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"mine");
     }
 
     #[test]

@@ -512,6 +512,29 @@ pub fn tsc() -> u64 {
     }
 }
 
+/// Renames `a` to `b` unless `b` exists (`renameat2(RENAME_NOREPLACE)`:
+/// EEXIST then, where `rename(2)` would replace an empty folder or a
+/// file). Fails with EINVAL on file systems that cannot say.
+pub fn rename_noreplace(a: &std::path::Path, b: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let ca = std::ffi::CString::new(a.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let cb = std::ffi::CString::new(b.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both paths are NUL-terminated C strings that outlive the call;
+    // AT_FDCWD resolves them as rename(2) would.
+    check(unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    })
+    .map(|_| ())
+}
+
 /// Swaps two paths atomically (`renameat2(RENAME_EXCHANGE)`): both must
 /// exist; afterwards each name refers to what the other did. Fails with
 /// EINVAL on file systems that cannot exchange.

@@ -43,7 +43,25 @@ fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Resu
 /// output. What precedes a malformed record is printed before the error.
 pub fn dump(file: &Path) -> Result<()> {
     use std::io::BufRead;
-    let f = crate::inputs::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    // A FIFO or pipe is read as it comes (never waited on for a writer
+    // in `open`); a device is refused.
+    let f: Box<dyn std::io::Read> = match crate::inputs::open_stream(file) {
+        Ok(crate::inputs::Opened::File(f)) => Box::new(f),
+        Ok(crate::inputs::Opened::Stream(f, head)) => {
+            Box::new(std::io::Read::chain(std::io::Cursor::new(head), f))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotConnected => bail!(
+            "cannot read {}: {e}: start the program that writes the FTF into it first, or give \
+             the FTF file",
+            file.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            bail!("cannot read {}: {e}: give an FTF file", file.display())
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read {}", file.display()));
+        }
+    };
     let mut input = std::io::BufReader::with_capacity(1 << 16, f);
     let gzip = input
         .fill_buf()

@@ -254,6 +254,9 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         None
     };
     let trace = open_decodable(&trace_path, &a.images, a.quiet)?;
+    // Its warnings were said, `-q` or not (a bundle's name its missing
+    // modules): `-q`'s line about undecoded images would say it again.
+    let warned = !trace.warnings.is_empty();
     let (start, end) = window(&trace, &trace_path, a.start.as_deref(), a.duration)?;
     // What goes to FTF only, checked before anything is decoded.
     let ftf = match trace_name {
@@ -306,12 +309,13 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
             },
         };
         let plan = Plan::new(input, decode, stacks, out);
-        return run_dataset(&progress, plan, &trace_path, a.quiet, || Ok(()));
+        return run_dataset(&progress, plan, &trace_path, a.quiet, warned, || Ok(()));
     };
     let end = RunEnd {
         input: &trace_path,
         output: &output,
         quiet: a.quiet,
+        warned,
         check: a.check.then_some(&a.tp),
     };
     let plan = Plan::new(input, decode, stacks, ftf);
@@ -407,6 +411,7 @@ fn run_dataset(
     plan: Plan<'_, crate::plan::Parquet>,
     input: &Path,
     quiet: bool,
+    warned: bool,
     finish_outputs: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let output = plan.output.folder.clone();
@@ -415,6 +420,7 @@ fn run_dataset(
         input,
         output: &output,
         quiet,
+        warned,
         check: None,
     };
     let run = move |on_op: Option<&dyn Fn(u64)>| crate::dataset::run(&plan, on_op);
@@ -459,6 +465,8 @@ struct RunEnd<'a> {
     output: &'a Path,
     /// `-q`: no progress bar, no summary.
     quiet: bool,
+    /// The input's own warnings were said (`-q` or not).
+    warned: bool,
     /// `--check` with its options.
     check: Option<&'a CheckArgs>,
 }
@@ -520,6 +528,24 @@ where
     finish_outputs()?;
     if !end.quiet {
         eprint!("{}", summary::render(&report));
+    } else if !report.missing.is_empty() && !end.warned {
+        // What `-q` still says: code that was not decoded for want of its
+        // binary (the summary lists them; it said nothing, exit 0).
+        let first = &report.missing[0];
+        let why = if first.reason.contains(&first.name) {
+            crate::text::printable(&first.reason).into_owned()
+        } else {
+            format!(
+                "{}: {}",
+                crate::text::printable(&first.name),
+                crate::text::printable(&first.reason)
+            )
+        };
+        eprintln!(
+            "ptdec: warning: the code of {} image(s) was not decoded; the first, {why} \
+             (`ptdec info` lists them; --sysroot DIR or --buildid-dir DIR give copies)",
+            report.missing.len(),
+        );
     }
     Ok((report, more))
 }
@@ -599,8 +625,19 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
                 names.join(", ")
             );
         }
-        if !sb.not_regular.is_empty() && !a.quiet {
-            let names: Vec<String> = (sb.not_regular.iter())
+        let (loops, odd): (Vec<_>, Vec<_>) =
+            (sb.not_regular.iter()).partition(|(_, &kind)| kind == crate::inputs::LINK_LOOP);
+        if !loops.is_empty() && !a.quiet {
+            let names: Vec<String> = loops.iter().map(|(p, _)| p.display().to_string()).collect();
+            eprintln!(
+                "ptdec: warning: files the sideband maps are symbolic link loops (links that \
+                 lead back to each other, ELOOP), their code is missing (fix or remove the \
+                 links, or give --pevent:sysroot DIR where the files are): {}",
+                names.join(", ")
+            );
+        }
+        if !odd.is_empty() && !a.quiet {
+            let names: Vec<String> = (odd.iter())
                 .map(|(p, kind)| format!("{} ({kind})", p.display()))
                 .collect();
             eprintln!(
@@ -686,7 +723,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
             min_duration: None,
         };
         let plan = Plan::new(input, decode, stacks, out);
-        return run_dataset(&progress, plan, &a.pt.path, a.quiet, || {
+        return run_dataset(&progress, plan, &a.pt.path, a.quiet, false, || {
             finish_list(list, a.insn_list.as_deref())
         });
     }
@@ -706,6 +743,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         input: &a.pt.path,
         output: &a.output,
         quiet: a.quiet,
+        warned: false,
         check: a.check.then_some(&a.tp),
     };
     let input = pipeline::Input::Raw {

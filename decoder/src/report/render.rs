@@ -8,7 +8,7 @@ use std::io;
 
 use super::aggregate::{Aggregate, FuncId, FuncStats, SlowCall, ThreadKey};
 use crate::pipeline::Report;
-use crate::text::{duration, thousands};
+use crate::text::{duration, printable, thousands};
 
 /// What the rows are sorted by, largest first (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -194,7 +194,7 @@ fn first_per_thread(rows: Vec<Row<'_>>, top: Option<usize>) -> Vec<Row<'_>> {
 
 fn thread_label(agg: &Aggregate, pid: u32, tid: u32) -> String {
     match agg.threads.get(&(pid, tid)) {
-        Some(name) => format!("{pid}/{tid} {name}"),
+        Some(name) => format!("{pid}/{tid} {}", printable(name)),
         None => format!("{pid}/{tid}"),
     }
 }
@@ -204,8 +204,12 @@ fn short_module(m: &str) -> &str {
     m.rsplit('/').next().unwrap_or(m)
 }
 
-/// `s` cut to `max` characters, `…` marking the cut.
+/// `s` cut to `max` characters, `…` marking the cut, its control and
+/// invisible characters escaped first ([`printable`]): the names in the
+/// table come from the traced binaries, which must not drive the
+/// terminal it is printed on nor split its rows.
 fn clip(s: &str, max: usize) -> String {
+    let s = &*printable(s);
     if s.chars().count() <= max {
         return s.to_string();
     }
@@ -236,7 +240,7 @@ pub fn table(agg: &Aggregate, report: &Report, o: &TableOptions) -> String {
     let _ = writeln!(
         out,
         "ptdec report of {}: {} threads, {} traced, {} instructions, {} calls ({} cut: start or end not traced) of {} functions",
-        o.trace,
+        printable(o.trace),
         report.threads.len(),
         duration(t.ns),
         thousands(report.decode.insns),
@@ -348,7 +352,7 @@ fn slowest_table(out: &mut String, agg: &Aggregate, trace: &str) {
     let _ = writeln!(
         out,
         "\nslowest calls (decode one for Perfetto: ptdec {} --start @NS --duration D -o slow.ftf)",
-        trace
+        printable(trace)
     );
     let head = [
         "duration", "thread", "depth", "function", "module", "window",

@@ -61,6 +61,11 @@ pub(crate) trait FlowDecoder {
     fn unsupported(&self) -> Option<&'static str> {
         None
     }
+    /// Whether, and why, this decoder went where libipt is known to
+    /// decode wrong (the fast decoder's `FastDecoder::libipt_differs`).
+    fn libipt_differs(&self) -> Option<&'static str> {
+        None
+    }
     /// Whether `follow` may hand out blocks (the fast decoder's
     /// `FastDecoder::set_follow`; libipt's never does).
     fn set_follow(&mut self, _on: bool) {}
@@ -196,6 +201,9 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     }
     fn unsupported(&self) -> Option<&'static str> {
         self.unsupported.or(self.dec.unsupported())
+    }
+    fn libipt_differs(&self) -> Option<&'static str> {
+        self.dec.libipt_differs()
     }
     fn set_follow(&mut self, on: bool) {
         self.dec.set_follow(on);

@@ -554,6 +554,8 @@ pub struct DecodeStats {
     /// The most instructions decoded without libipt consuming a trace
     /// byte (the no-progress bound is [`NO_PROGRESS_INSNS`]).
     pub max_stall: u64,
+    /// Ops left out because their stall reached the no-progress bound.
+    pub no_progress_ops: u64,
     pub blocks: u64,
     pub insns: u64,
     /// Per (pid, tid).
@@ -579,6 +581,10 @@ pub struct DecodeStats {
     pub fast_chunks: u64,
     /// Chunks it handed to libipt, by why.
     pub fallbacks: BTreeMap<String, u64>,
+    /// Chunks it decoded where libipt 2.1.2 is known to decode wrong, by
+    /// why (docs/decoding.md): `--decoder libipt` gives other output
+    /// there.
+    pub libipt_differs: BTreeMap<String, u64>,
 }
 
 impl DecodeStats {
@@ -591,6 +597,7 @@ impl DecodeStats {
         self.unsynced_bytes += s.unsynced_bytes;
         self.bad_psbs += s.bad_psbs;
         self.max_stall = self.max_stall.max(s.max_stall);
+        self.no_progress_ops += s.no_progress_ops;
         self.blocks += s.blocks;
         self.insns += s.insns;
         self.overflows += s.overflows;
@@ -600,6 +607,9 @@ impl DecodeStats {
         self.fast_chunks += s.fast;
         for (k, v) in &s.fallbacks {
             *self.fallbacks.entry((*k).to_string()).or_default() += v;
+        }
+        for (k, v) in &s.libipt_differs {
+            *self.libipt_differs.entry((*k).to_string()).or_default() += v;
         }
         for (k, v) in &s.errors {
             *self.errors.entry(k.clone()).or_default() += v;
@@ -652,7 +662,9 @@ pub fn libipt_version() -> String {
 /// of the real recordings and ptsim's programs stays far below this);
 /// libipt following a loop of direct jumps (a corrupt trace, or a trace
 /// against the wrong image) would otherwise grow the op list until memory
-/// runs out. Per stall at most this many instructions (and ops) are kept.
+/// runs out. Per stall at most this many instructions are decoded, and
+/// a stall that reaches the bound keeps none of its ops (the gap stands
+/// for them: `ChunkDecoder::drop_stall_ops`).
 pub const NO_PROGRESS_INSNS: u64 = 1 << 20;
 
 /// What a raw decode cannot read from a perf.data file: the values ptxed

@@ -650,6 +650,81 @@ fn tick_events() {
     assert!(o.lines > 20, "{o:?}");
 }
 
+/// CFE: `02 13`, then the type in bits 4:0 and IP in bit 7, then the
+/// vector.
+fn cfe(kind: u8, vector: u8, ip: bool) -> Vec<u8> {
+    vec![0x02, 0x13, kind | (u8::from(ip) << 7), vector]
+}
+
+/// EVD: `02 53`, then the type in bits 5:0, then an 8-byte payload.
+fn evd(kind: u8, payload: u64) -> Vec<u8> {
+    let mut v = vec![0x02, 0x53, kind];
+    v.extend_from_slice(&payload.to_le_bytes());
+    v
+}
+
+/// An asynchronous branch (FUP, TIP) while an EVD waits in the event
+/// queue for its CFE: the branch goes from the FUP's IP to the TIP's and
+/// the EVD stays queued until the page fault's CFE takes it. libipt 2.1.2
+/// hands out the wrong event there (docs/decoding.md); the flow decoder
+/// decodes it, says where libipt differs, and the logs agree up to that
+/// step.
+#[test]
+fn an_async_branch_behind_an_evd() {
+    const CFE_INTR: u8 = 1;
+    const EVD_CR2: u8 = 0;
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x00),
+        &PSBEND,
+        &evd(EVD_CR2, 0xdead_b000),
+        // From the nop at 0x06 to 0x00.
+        &fup(0x06),
+        &tip(0x00),
+        // The syscall at 0x0b, to 0x0d.
+        &tip(0x0d),
+        // A page fault at the jmp at 0x0d, handled at 0x06.
+        &cfe(CFE_INTR, 14, true),
+        &fup(0x0d),
+        &tip(0x06),
+        &TIP_PGD,
+    ]);
+    let path = code_file();
+    let o = compare(&cfg(), &t, &[(&path, 0, CODE.len() as u64, BASE)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.unsupported, None, "{o:?}");
+    assert_eq!(
+        o.libipt_differs,
+        Some(ptflow::event::ASYNC_BRANCH_BEHIND_EVENTS),
+        "{o:?}"
+    );
+    // Compared up to the step that read the TIP (the block before the
+    // branch, whose end makes the decoder read on).
+    assert!(o.lines > 0, "{o:?}");
+    let evs = fast_events(&t);
+    let branch = evs
+        .iter()
+        .position(|e| {
+            *e == EventKind::AsyncBranch {
+                from: BASE + 0x06,
+                to: Some(BASE),
+            }
+        })
+        .unwrap_or_else(|| panic!("no asynchronous branch: {evs:?}"));
+    let fault = evs
+        .iter()
+        .position(|e| {
+            *e == EventKind::Interrupt {
+                vector: 14,
+                cr2: Some(0xdead_b000),
+                ip: Some(BASE + 0x0d),
+            }
+        })
+        .unwrap_or_else(|| panic!("no page fault with its CR2: {evs:?}"));
+    assert!(branch < fault, "{evs:?}");
+}
+
 /// TRIG (libipt 2.2's trigger tracing), which libipt 2.1.2 does not know:
 /// the logs are compared up to libipt's error at it, and the flow decoder
 /// places the triggers: one counted from the PSB+'s FUP past the PTWRITE

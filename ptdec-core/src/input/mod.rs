@@ -106,6 +106,10 @@ pub enum InputError {
         offset: u64,
         what: String,
     },
+    /// A trace named that is a device or socket, or a FIFO or pipe that
+    /// no program writes to or that does not carry a perf.data.
+    #[error("{} is {what}", path.display())]
+    NotAStream { path: PathBuf, what: String },
     /// An LLDB trace bundle (`trace.json`) that cannot be read.
     #[error("{path}: {what}")]
     Bundle { path: PathBuf, what: String },
@@ -284,6 +288,66 @@ pub fn file_kind(m: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// What to say of a FIFO that carries no perf.data, and where to look.
+const PIPE_HOWTO: &str = "ptdec reads a pipe-mode perf.data from a FIFO or a pipe while a \
+    program writes it (start `perf record -o - ... > FIFO` before ptdec, or pipe it: \
+    `perf record -o - ... | ptdec /dev/stdin`); to decode a recording, give its trace dir or \
+    perf.data file";
+
+/// The perf.data at `path`: a regular file mapped, a FIFO or pipe
+/// (`perf record -o -`'s pipe mode, as perf reads one) read to its end
+/// while a program writes it, never waited on for a writer in `open`;
+/// anything else refused by what it is.
+fn read_trace_file(path: &Path) -> Result<FileBytes, InputError> {
+    use std::io::Read;
+    let io = |source| InputError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let not = |what: String| InputError::NotAStream {
+        path: path.to_owned(),
+        what,
+    };
+    let (file, mut head) = match crate::inputs::open_stream(path) {
+        Ok(crate::inputs::Opened::File(f)) => return FileBytes::from_file(f).map_err(io),
+        Ok(crate::inputs::Opened::Stream(f, head)) => (f, head),
+        Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+            return Err(not(format!(
+                "a FIFO or pipe that no program has open for writing: {PIPE_HOWTO}"
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            let kind = std::fs::metadata(path).map_or("not a regular file", |m| file_kind(&m));
+            return Err(not(format!(
+                "{kind}, not a regular file: ptdec decodes a trace dir, a perf.data file (or one \
+                 in pipe mode through a FIFO or pipe) or an LLDB bundle; give one of those"
+            )));
+        }
+        Err(e) => return Err(io(e)),
+    };
+    // Up to perf.data's magic, to tell what came if it is not one.
+    let mut file = file;
+    let more = 8usize.saturating_sub(head.len()) as u64;
+    (&mut file).take(more).read_to_end(&mut head).map_err(io)?;
+    if head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return Err(not(
+            "a FIFO or pipe and what came through it is JSON, as an LLDB bundle's \
+             trace.json: ptdec reads a bundle from its folder or its trace.json file (the files \
+             it names are found beside it), not from a pipe; give the bundle's folder"
+                .into(),
+        ));
+    }
+    FileBytes::read_all(std::io::Cursor::new(head).chain(file)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            not(format!(
+                "a FIFO or pipe, read as a pipe-mode perf.data: {e}; {PIPE_HOWTO}"
+            ))
+        } else {
+            io(e)
+        }
+    })
+}
+
 impl Trace {
     /// Opens a trace dir, a perf dir, a perf.data file (file or pipe format)
     /// or an LLDB trace bundle (its folder or its `trace.json`).
@@ -342,12 +406,7 @@ impl Trace {
                 });
             (path.to_owned(), dir)
         };
-        let bytes = crate::inputs::open(&data_path)
-            .and_then(FileBytes::from_file)
-            .map_err(|source| InputError::Io {
-                path: data_path.clone(),
-                source,
-            })?;
+        let bytes = read_trace_file(&data_path)?;
         Self::from_bytes(bytes, data_path, dir)
     }
 

@@ -352,6 +352,18 @@ impl ThreadStats {
         }
     }
 
+    /// Takes back what [`ThreadStats::count`] counted of `op`.
+    pub fn uncount(&mut self, op: &Op) {
+        let n = match op {
+            Op::Call { .. } => &mut self.calls,
+            Op::Return { .. } => &mut self.returns,
+            Op::Jump { .. } => &mut self.jumps,
+            Op::Gap { .. } => &mut self.gaps,
+            _ => return,
+        };
+        *n = n.saturating_sub(1);
+    }
+
     /// Adds the calls, returns, jumps and gaps `other` counted.
     pub fn add_counts(&mut self, other: &ThreadStats) {
         self.calls += other.calls;

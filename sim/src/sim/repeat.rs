@@ -267,6 +267,14 @@ impl Repeater {
         }
     }
 
+    /// Whether process `pid` has had a thread besides `tid`: then a try
+    /// refused in `tid` may be its last (another thread's repeat forgets
+    /// its open arrivals), and `--repeat` copies `tid`'s first iteration
+    /// whatever it holds ([`vdso_loop`]).
+    pub fn multithreaded(&self, pid: u32, tid: u32) -> bool {
+        self.threads.iter().any(|(&t, r)| r.pid == pid && t != tid)
+    }
+
     /// Whether `spec` was resolved in any process.
     pub fn was_resolved(&self, spec: usize) -> bool {
         self.addrs.keys().any(|&(_, s)| s == spec)
@@ -418,10 +426,66 @@ impl Repeater {
     }
 }
 
+/// How many iterations of a thread `--repeat` refuses for a loop in the
+/// vDSO ([`vdso_loop`]) before it takes one anyway: one. A loop may have
+/// only two iterations (the bench's `interp` runs its program three times
+/// a thread), and a refused last one is a repeat lost; a second round
+/// with a vDSO loop is rare (a few percent), as only a thread's first
+/// reads retry often.
+pub const VDSO_LOOP_TRIES: u32 = 1;
+
+/// Where `events` (an iteration) ran a loop in the vDSO at `vdso` (its
+/// address range): the first conditional branch taken backwards there.
+/// The vDSO's clock reads loop on timing alone (a seqlock read retried
+/// because the kernel updated the time meanwhile: 28 more instructions in
+/// this machine's `clock_gettime`; nanoseconds carried into seconds one at
+/// a time), so a round with such a loop is not the canonical one that
+/// `--repeat` copies (sim/README.md, "Repeating a loop").
+pub fn vdso_loop(events: &[Event], vdso: (u64, u64)) -> Option<u64> {
+    events.iter().find_map(|e| match e {
+        Event::Insn(x)
+            if x.class == InsnClass::CondBranch
+                && x.taken
+                && x.next_ip <= x.ip
+                && (vdso.0..vdso.1).contains(&x.ip) =>
+        {
+            Some(x.ip)
+        }
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::Executed;
+
+    /// A clock read in the vDSO that retried (its seqlock's branch taken
+    /// back) or carried seconds is found; one straight through, and loops
+    /// outside the vDSO, are not.
+    #[test]
+    fn a_loop_in_the_vdso_is_found_and_only_there() {
+        use InsnClass::*;
+        let vdso = (0x7000, 0x9000);
+        let straight = [
+            insn(0x1000, 5, DirectCall, 0x7b10, 0x100, 1),
+            insn(0x7b10, 2, CondBranch, 0x7b12, 0x0f8, 2),
+            insn(0x7b12, 1, Return, 0x1005, 0x100, 3),
+            // A loop of the program's own.
+            insn(0x1005, 2, CondBranch, 0x1000, 0x100, 4),
+        ];
+        assert_eq!(vdso_loop(&straight, vdso), None);
+        let retried = [
+            insn(0x1000, 5, DirectCall, 0x7b10, 0x100, 1),
+            insn(0x7b10, 2, Other, 0x7b46, 0x0f8, 2),
+            insn(0x7bac, 2, CondBranch, 0x7b46, 0x0f8, 3),
+            insn(0x7bac, 2, CondBranch, 0x7bae, 0x0f8, 4),
+            insn(0x7bae, 1, Return, 0x1005, 0x100, 5),
+        ];
+        assert_eq!(vdso_loop(&retried, vdso), Some(0x7bac));
+        // Not taken: no loop.
+        assert_eq!(vdso_loop(&retried[3..], vdso), None);
+    }
 
     fn insn(ip: u64, len: u8, class: InsnClass, next_ip: u64, sp: u64, c: u64) -> Event {
         Event::Insn(Executed {

@@ -73,6 +73,9 @@ pub(super) struct ChunkStats {
     /// that chunk's `start_sync` as a sync.
     pub ends_unsynced: bool,
     pub max_stall: u64,
+    /// Ops left out because the stall they were decoded in reached the
+    /// no-progress bound ([`NO_PROGRESS_INSNS`]).
+    pub no_progress_ops: u64,
     pub blocks: u64,
     pub insns: u64,
     pub overflows: u64,
@@ -85,6 +88,9 @@ pub(super) struct ChunkStats {
     pub fast: u64,
     /// Chunks the fast decoder gave to libipt, by why.
     pub fallbacks: BTreeMap<&'static str, u64>,
+    /// Chunks the fast decoder decoded where libipt is known to decode
+    /// wrong, by why (`FastDecoder::libipt_differs`).
+    pub libipt_differs: BTreeMap<&'static str, u64>,
 }
 
 /// A decoded chunk.
@@ -338,6 +344,9 @@ fn run_chunk(
             .then(Default::default),
     };
     st.run_decoder(dec);
+    if let Some(why) = dec.libipt_differs() {
+        *st.stats.libipt_differs.entry(why).or_default() += 1;
+    }
     if let (Some(buf), None, Some(f)) = (&st.list_buf, dec.unsupported(), &setup.opts.insn_list) {
         for item in buf.take() {
             (f.0)(&item);

@@ -7,6 +7,33 @@
 use super::*;
 use crate::decode::order::{is_flow, is_no_image};
 
+/// What a flow decoder's error says in gaps, listings and the summary:
+/// libipt's message (`pt_errstr`), except for `NOMEM`. Both decoders give
+/// that when their event queue is full (libipt's `pt_evq_enqueue` holds
+/// 16 events waiting for the packet that gives their IP; ptflow mirrors
+/// it), which only corrupt or hostile PT does (many CFE packets with
+/// their IP bit and no FUP): "out of memory" sent users looking for
+/// memory. (libipt could also give it when allocating a section's
+/// buffer fails; with ptdec's few, mapped sections, this one is what
+/// happens.)
+pub(super) fn error_message(e: PtError) -> &'static str {
+    if e == PtError::NOMEM {
+        "too many events waiting for their IP in the trace (the decoder's event queue is \
+         full): corrupt or hostile PT"
+    } else {
+        ipt::message(e)
+    }
+}
+
+/// [`error_message`]'s short name for the summary's error counts.
+pub(super) fn error_name(e: PtError) -> String {
+    if e == PtError::NOMEM {
+        "EventQueueFull".to_string()
+    } else {
+        e.name()
+    }
+}
+
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// Counts `n` instructions decoded: `Some(count)` when more than
     /// [`NO_PROGRESS_INSNS`] were decoded without libipt consuming a byte of
@@ -117,8 +144,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 });
                 self.stats.bad_psbs += 1;
                 let key = match newer {
-                    Some(p) => format!("sync: {e:?} ({p})"),
-                    None => format!("sync: {e:?}"),
+                    Some(p) => format!("sync: {} ({p})", error_name(e)),
+                    None => format!("sync: {}", error_name(e)),
                 };
                 *self.stats.errors.entry(key).or_default() += 1;
             }
@@ -131,6 +158,45 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             self.stats.unsynced_bytes += self.edges.unsynced_bytes(status.map(|_| *last));
         }
         status
+    }
+
+    /// At the no-progress bound: the ops decoded in the stall are left
+    /// out (the gap stands for them). How often the code that needs no
+    /// trace ran is not known (a loop of direct jumps or calls runs until
+    /// something the trace would tell stops it), so those ops are made
+    /// up to the bound: a million calls of a function calling itself,
+    /// or a million jumps, held until the chunk is done, for every PSB a
+    /// hostile trace repeats (a few hundred bytes of PT took gigabytes).
+    /// Per stall, so the output does not depend on the chunk size; the
+    /// instructions stay counted. The stall's ops are those of the
+    /// current run made after its first instruction (the transfer pending
+    /// when it began was decoded with trace and has that stamp): found
+    /// from the end, with nothing kept per block on the way (a mark of
+    /// where each stall began, taken at every trace offset, cost
+    /// `ptdec report` 0.3% more instructions).
+    fn drop_stall_ops(&mut self) {
+        let stall = self.stall.insns;
+        let Some(r) = self.run.as_mut() else {
+            return;
+        };
+        let start = r.insns.saturating_sub(stall);
+        let mark = r.ops.len()
+            - r.ops
+                .iter()
+                .rev()
+                .take_while(|o| o.stamp().insns > start)
+                .count();
+        if r.ops.len() <= mark {
+            return;
+        }
+        for (i, op) in r.ops.iter().enumerate().skip(mark) {
+            if i >= 2 {
+                r.tally.counts.uncount(op);
+            }
+        }
+        self.stats.no_progress_ops += (r.ops.len() - mark) as u64;
+        r.ops.truncate(mark);
+        r.tally.n = mark;
     }
 
     /// State after the decoder (re)synchronized: a traced stretch starts
@@ -176,7 +242,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     *self
                         .stats
                         .errors
-                        .entry(format!("resync: {e:?}"))
+                        .entry(format!("resync: {}", error_name(e)))
                         .or_default() += 1;
                     break;
                 }
@@ -203,6 +269,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         let off = self.offset(dec).unwrap_or(0);
         self.pending.set = false;
+        if let Failure::NoProgress(_) = failure {
+            self.drop_stall_ops();
+        }
         let nomap = failure == Failure::Pt(PtError::NOMAP);
         let (kind, name, message) = match failure {
             Failure::Pt(e) if e == PtError::NOMAP => {
@@ -223,8 +292,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                         self.meta.aux_offset + off
                     ))),
                     match newer {
-                        Some(p) => format!("{} ({p})", e.name()),
-                        None => e.name(),
+                        Some(p) => format!("{} ({p})", error_name(e)),
+                        None => error_name(e),
                     },
                     message,
                 )
@@ -233,7 +302,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 GapKind::DecodeError(
                     format!(
                     "no progress: {n} instructions decoded without a trace byte at offset {:#x} \
-                     (code that loops through direct jumps and calls: a corrupt trace or image)",
+                     (code that loops through direct jumps and calls: a corrupt trace or image; \
+                     their calls and jumps are left out)",
                     self.meta.aux_offset + off
                 )
                     .into(),
@@ -320,8 +390,8 @@ fn with_hint(e: PtError, newer: Option<&str>) -> String {
         Some(p) => format!(
             "{}: a {p} packet (libipt 2.2), which libipt 2.1.2 does not know; \
              {NEWER_PACKET_HINT}",
-            ipt::message(e)
+            error_message(e)
         ),
-        None => ipt::message(e).to_string(),
+        None => error_message(e).to_string(),
     }
 }

@@ -90,7 +90,10 @@ pub fn bundle_description(path: &Path) -> Option<PathBuf> {
     if meta.is_dir() {
         let json = path.join(DESCRIPTION);
         let data = path.join("data");
-        return (json.is_file() && !data.exists()).then_some(json);
+        // Whatever `trace.json` is (a FIFO, a link leading nowhere): the
+        // bundle's reader says what, not "a directory without `data`".
+        let json_there = std::fs::symlink_metadata(&json).is_ok();
+        return (json_there && !data.exists()).then_some(json);
     }
     if !meta.is_file() {
         return None;
@@ -438,6 +441,11 @@ impl Reader<'_> {
                     printable_path(path)
                 )
             }
+            _ if crate::inputs::is_link_loop(&e) => format!(
+                "{field} names {}, which is {}: fix or remove the link",
+                printable_path(path),
+                crate::inputs::LINK_LOOP
+            ),
             _ => format!(
                 "{field} names {}, which cannot be read: {e}",
                 printable_path(path)
@@ -713,16 +721,20 @@ impl Reader<'_> {
             None => None,
         };
         let in_bundle = match file.as_deref().map(|f| self.file_at(f)) {
-            Some(p) if p.exists() => match self.regular(&format!("{at}file"), &p, false) {
-                Ok(()) => {
-                    self.used(&format!("{at}file"), &p);
-                    Some(p)
+            // A link (even a loop, which `exists` takes for nothing) is
+            // looked at: `regular` says what it is.
+            Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
+                match self.regular(&format!("{at}file"), &p, false) {
+                    Ok(()) => {
+                        self.used(&format!("{at}file"), &p);
+                        Some(p)
+                    }
+                    Err(e) => {
+                        not_file = Some(e);
+                        None
+                    }
                 }
-                Err(e) => {
-                    not_file = Some(e);
-                    None
-                }
-            },
+            }
             _ => None,
         };
         let (path, layout) = match in_bundle {
@@ -869,7 +881,23 @@ fn read_description(file: &Path) -> Result<Vec<u8>, InputError> {
         path: file.to_owned(),
         source,
     };
-    let f = crate::inputs::open(file).map_err(io)?;
+    let f = crate::inputs::open_regular(file).map_err(|e| match std::fs::metadata(file) {
+        Ok(m) if !m.is_file() && e.kind() == std::io::ErrorKind::InvalidInput => {
+            let link = std::fs::read_link(file)
+                .map(|to| format!(" (a link to {})", printable_path(&to)))
+                .unwrap_or_default();
+            bad(
+                file,
+                format!(
+                    "it is {}{link}, not a regular file: ptdec reads an LLDB bundle's \
+                         description only from a file (put there the trace.json LLDB's `trace \
+                         save` wrote)",
+                    crate::input::file_kind(&m)
+                ),
+            )
+        }
+        _ => io(e),
+    })?;
     let too_big = |n: u64| {
         bad(
             file,
@@ -991,6 +1019,11 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
         // Each core once: a second entry of one id decoded its trace again
         // into the same threads (twice the instructions, silently).
         let mut seen: HashMap<u32, usize> = HashMap::new();
+        // Each core's context switches in a file of its own: one file
+        // named for many cores was mapped and read again for each (about
+        // 9 MB a core; 2,000 entries of a 223 KB trace.json ran out of
+        // memory), and no two cores switch alike.
+        let mut switch_files: HashMap<(u64, u64), usize> = HashMap::new();
         json::each(a, |i, c| {
             listed_cores += 1;
             if r.count(true).is_break() {
@@ -1003,6 +1036,15 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                             "cpus[{i}].id {} is cpus[{first}]'s too: a core is listed once, \
                              with its trace and context switches; remove the other entry",
                             c.id
+                        ));
+                        return ControlFlow::Break(());
+                    }
+                    let file = std::fs::metadata(&c.switches).map(|m| (m.dev(), m.ino()));
+                    if let Some(first) = file.ok().and_then(|f| switch_files.insert(f, i)) {
+                        r.refused = Some(format!(
+                            "cpus[{i}].contextSwitchTrace is the file cpus[{first}] names too: \
+                             each core's context switches are a file of its own; give each core \
+                             its file (LLDB's `trace save` writes one per core)"
                         ));
                         return ControlFlow::Break(());
                     }
@@ -1053,10 +1095,12 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
     Ok(b)
 }
 
-/// A tid listed under two pids: refused, naming it and both. A thread
-/// belongs to one process (its pid is its thread group), so the bundle
-/// cannot be right, and merging them (the timeline knows a thread by its
-/// tid) gave the second process the first's thread silently.
+/// A tid listed under two pids, or twice under one: refused, naming it.
+/// A thread belongs to one process (its pid is its thread group), so the
+/// bundle cannot be right, and merging them (the timeline knows a thread
+/// by its tid) gave the second process the first's thread silently; a
+/// thread listed twice had its trace decoded twice into it (twice the
+/// instructions, silently).
 fn same_tid_in_two_processes(processes: &[BProcess]) -> Result<(), String> {
     let mut pid_of: HashMap<u32, u32> = HashMap::new();
     for p in processes {
@@ -1070,7 +1114,14 @@ fn same_tid_in_two_processes(processes: &[BProcess]) -> Result<(), String> {
                         t.tid, p.pid
                     ));
                 }
-                _ => {}
+                Some(_) => {
+                    return Err(format!(
+                        "tid {} is listed twice under pid {} (processes[].threads[].tid): a \
+                         thread is listed once, with its trace; remove the other entry",
+                        t.tid, p.pid
+                    ));
+                }
+                None => {}
             }
         }
     }
@@ -1516,7 +1567,7 @@ mod tests {
     }
 
     /// Oddities no LLDB writes: a tid under two pids (was merged
-    /// silently), a path of 100,000 bytes (was "expected a string") and a
+    /// silently) or twice under one (decoded twice, silently), a path of 100,000 bytes (was "expected a string") and a
     /// trace that is a link to /dev/zero (was left out, the link unsaid)
     /// refuse the bundle, naming the field and what is wrong; a module
     /// file's path too long is said, and the module looked up by its
@@ -1542,6 +1593,13 @@ mod tests {
                     .to_string(),
                 String::new(),
                 "tid 5 is listed under two processes, pid 1 and pid 2".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5, \"iptTrace\": \"t.trace\"}, \
+                 {\"tid\": 5, \"iptTrace\": \"t.trace\"}]}"
+                    .to_string(),
+                String::new(),
+                "tid 5 is listed twice under pid 1".to_string(),
             ),
             (
                 format!(
@@ -1573,6 +1631,13 @@ mod tests {
                  {\"id\": 3, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}"
                     .to_string(),
                 "cpus[1].id 3 is cpus[0]'s too".to_string(),
+            ),
+            (
+                "{\"pid\": 1, \"threads\": [{\"tid\": 5}]}".to_string(),
+                "{\"id\": 0, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}, \
+                 {\"id\": 1, \"iptTrace\": \"t.trace\", \"contextSwitchTrace\": \"t.trace\"}"
+                    .to_string(),
+                "cpus[1].contextSwitchTrace is the file cpus[0] names too".to_string(),
             ),
         ];
         for (processes, cpus, want) in refusals {
