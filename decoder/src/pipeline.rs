@@ -471,6 +471,20 @@ pub enum RunError {
         /// PSBs whose PSB+ could not be read.
         bad_psbs: u64,
     },
+    /// libipt (`--decoder libipt`) could not start at any PSB: the
+    /// packet after it is one only a newer libipt knows.
+    #[error(
+        "nothing decoded: libipt 2.1.2 stopped in the {} bytes of trace data at a {packet} \
+         packet (libipt 2.2's), which it does not know; --decoder fast (the default) decodes \
+         it. Nothing was written",
+        thousands(*bytes)
+    )]
+    NewerPacket {
+        /// Trace bytes searched.
+        bytes: u64,
+        /// The packet's name (`TRIG`).
+        packet: &'static str,
+    },
     /// `--tid`/`--pid` match no thread the trace knows.
     #[error(
         "no thread of the trace matches {filter}; its threads (pid/tid name): {}. Give \
@@ -618,6 +632,18 @@ pub(crate) fn check_decoded(
             return Err(RunError::CutInFirstTrace {
                 bytes: stats.bytes,
                 warning: w.clone(),
+            });
+        }
+        // libipt stopped at a packet only a newer libipt knows (the
+        // errors count it as `... (TRIG)`): say so, not "not Intel PT".
+        if let Some(packet) = stats
+            .errors
+            .keys()
+            .find_map(|k| k.strip_suffix(" (TRIG)").map(|_| "TRIG"))
+        {
+            return Err(RunError::NewerPacket {
+                bytes: stats.bytes,
+                packet,
             });
         }
         return Err(RunError::NoSync {

@@ -5,7 +5,8 @@
 //! so the decode loop needs only a hook line or two.
 //!
 //! Names and fields follow perf's `--itrace=w` (ptwrite), `p` (power: cbr,
-//! mwait, pwre, pwrx, exstop) and `I` (event trace) samples.
+//! mwait, pwre, pwrx, exstop) and `I` (event trace) samples; a TRIG
+//! (trigger tracing) is an event mark `trig` with its trigger number.
 //!
 //! perf's emulated ptwrite (a function that spells the payload in 64
 //! conditional branches to the next instruction) is decoded by giving
@@ -101,6 +102,11 @@ pub fn mark_of(kind: &EventKind, cpu: Option<u32>) -> Option<Mark> {
         EventKind::Shutdown { ip } => event("shutdown", ip, Vec::new()),
         EventKind::Uintr { vector, ip } => event("uintr", ip, vec![("vector", u64::from(vector))]),
         EventKind::Uiret { ip } => event("uiret", ip, Vec::new()),
+        EventKind::Trig { number, mult, ip } => event(
+            "trig",
+            ip,
+            vec![("trigger", u64::from(number)), ("mult", u64::from(mult))],
+        ),
         _ => None,
     }
 }
@@ -314,7 +320,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ptwrite_power_and_event_trace_become_marks() {
+    fn ptwrite_power_event_trace_and_triggers_become_marks() {
         assert_eq!(
             mark_of(
                 &EventKind::Ptwrite {
@@ -363,6 +369,18 @@ mod tests {
         };
         assert_eq!((name, ip), ("interrupt", Some(0x401234)));
         assert_eq!(args, vec![("vector", 14), ("cr2", 0x7000)]);
+        let Some(Mark::Event { name, args, ip }) = mark_of(
+            &EventKind::Trig {
+                number: 0x1a,
+                mult: true,
+                ip: Some(0x1003),
+            },
+            None,
+        ) else {
+            panic!("a trigger is an event mark")
+        };
+        assert_eq!((name, ip), ("trig", Some(0x1003)));
+        assert_eq!(args, vec![("trigger", 0x1a), ("mult", 1)]);
         assert_eq!(mark_of(&EventKind::Stop, None), None);
         assert_eq!(mark_of(&EventKind::Paging { cr3: 0 }, None), None);
     }

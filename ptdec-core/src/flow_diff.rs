@@ -7,6 +7,9 @@
 //! The logs must agree up to where the flow decoder gave up on something
 //! it does not follow: errors, and the syncs after them, included.
 //!
+//! A trace with a packet only libipt 2.2 knows (TRIG) is compared up to
+//! libipt 2.1.2's error at it.
+//!
 //! Block boundaries are not compared: libipt's block cache ends blocks
 //! where earlier passes over the same code ended them; the instructions
 //! are the same. But for one libipt defect: a block from its cache has
@@ -78,6 +81,9 @@ pub struct Outcome {
     /// libipt's log ended at its stale-mode defect ([`Line::StaleMode`],
     /// [`Line::StaleModeError`]).
     pub libipt_stale_mode: bool,
+    /// libipt 2.1.2's log met a packet only a newer libipt knows (TRIG):
+    /// compared up to its error there ([`newer_packet_cut`]).
+    pub libipt_newer_packet: bool,
     /// The flow decoder went where libipt is known to decode wrong
     /// ([`FastDecoder::libipt_differs`]): the logs were compared up to
     /// the step that went there.
@@ -385,6 +391,29 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
     }
 }
 
+/// Where libipt 2.1.2's log stops being comparable: its first `BAD_OPC`
+/// at a packet only a newer libipt knows (libipt 2.2's TRIG, which ptflow
+/// decodes), met at the packet or while reading on from a packet before
+/// it ([`crate::decode::newer_packet`]), or a sync that failed so in a
+/// trace that holds one (a sync error has no offset); one line earlier
+/// when that line's status holds the error's event-pending flag.
+fn newer_packet_cut(trace: &[u8], lib_log: &[Line]) -> Option<usize> {
+    let k = lib_log.iter().position(|l| match *l {
+        Line::Error(e, off) => {
+            e == PtError::BAD_OPC && crate::decode::newer_packet(trace, off).is_some()
+        }
+        Line::Sync(Err(e)) => e == PtError::BAD_OPC && crate::decode::holds_newer_packet(trace),
+        _ => false,
+    })?;
+    // The status on the line before says libipt's error is pending (an
+    // event to query): the fast decoder's says what it does with the
+    // TRIG. Compared up to that line.
+    match k.checked_sub(1).map(|i| &lib_log[i]) {
+        Some(Line::Event(..) | Line::Sync(Ok(_))) => Some(k - 1),
+        _ => Some(k),
+    }
+}
+
 /// Decodes `trace` with both decoders over the sections (file, offset,
 /// size, address) and compares their logs; `Err` names the first
 /// difference.
@@ -414,6 +443,22 @@ pub fn compare(
     if std::env::var_os("PTDEC_FLOW_DIFF_DUMP").is_some() {
         eprintln!("libipt: {lib_log:x?}\nfast: {fast_log:x?}");
     }
+    if let Some(k) = newer_packet_cut(trace, &lib_log) {
+        // Up to libipt's error at the packet it does not know; the fast
+        // decoder goes on.
+        logs_agree(&lib_log[..k], &fast_log[..k.min(fast_log.len())], &fast)?;
+        return Ok(Outcome {
+            lines: k,
+            libipt_newer_packet: true,
+            unsupported: fast.dec.unsupported(),
+            libipt_differs: fast.dec.libipt_differs(),
+            errors: fast_log[..k.min(fast_log.len())]
+                .iter()
+                .filter(|l| matches!(l, Line::Error(..) | Line::Sync(Err(_))))
+                .count(),
+            ..Outcome::default()
+        });
+    }
     logs_agree(&lib_log, &fast_log, &fast)?;
     let libipt_stale_mode = matches!(
         lib_log.last(),
@@ -432,6 +477,7 @@ pub fn compare(
             .iter()
             .filter(|l| matches!(l, Line::Error(..) | Line::Sync(Err(_))))
             .count(),
+        libipt_newer_packet: false,
     })
 }
 

@@ -159,6 +159,16 @@ pub struct BlockDecoder<'a> {
     bound_binds: u8,
     /// Tick events are on ([`Self::enable_tick_events`]).
     tick_events: bool,
+    /// A TRIG's anchor (libipt 2.2's `has_icnt`, `icnt`): the last event
+    /// used up whose IP the trace gave, and the instructions walked since
+    /// ([`Self::anchor`]). Counted only on the general path's walks (the
+    /// fast path walks only while a TNT or TIP is the event, and using
+    /// that up anchors again before another event is current).
+    anchor: Option<u32>,
+    /// The current event's IP is the instruction it bound to, not one the
+    /// trace gave (a PTWRITE, IRET, VM entry or UIRET without an IP): it
+    /// anchors no TRIG.
+    ip_from_insn: bool,
     image: Image,
     /// Where the last fast block went (see [`Chain`]).
     chain: Chain,
@@ -434,6 +444,8 @@ impl<'a> BlockDecoder<'a> {
             bound_ptwrite: false,
             bound_binds: 0,
             tick_events: false,
+            anchor: None,
+            ip_from_insn: false,
             image: Image::default(),
             chain: Chain::NONE,
             fast: false,
@@ -491,6 +503,8 @@ impl<'a> BlockDecoder<'a> {
         self.speculative = false;
         self.event = None;
         self.retstack = RetStack::default();
+        self.anchor = None;
+        self.ip_from_insn = false;
         self.clear_postponed();
     }
 
@@ -572,6 +586,8 @@ impl<'a> BlockDecoder<'a> {
                 self.tsc = ev.tsc;
                 self.lost_mtc = ev.lost_mtc;
                 self.lost_cyc = ev.lost_cyc;
+                let ev = *ev;
+                self.anchor(&ev);
             }
             None => {
                 self.tsc = u64::MAX;
@@ -580,7 +596,15 @@ impl<'a> BlockDecoder<'a> {
             }
         }
         match self.evdec.next_event() {
-            Ok(ev) => self.event = Some(ev),
+            Ok(ev) => {
+                self.event = Some(ev);
+                if let Kind::Trig {
+                    anchored: false, ..
+                } = ev.kind
+                {
+                    self.place_trig();
+                }
+            }
             Err(Fail::Pt(e)) => {
                 self.status = Err(e);
                 self.event = None;
@@ -691,7 +715,150 @@ impl<'a> BlockDecoder<'a> {
         block.end_ip = insn.ip;
         block.size = insn.size;
         block.ninsn += 1;
+        if let Some(n) = &mut self.anchor {
+            *n = n.saturating_add(1);
+        }
         true
+    }
+
+    /// The TRIG anchor after event `ev` was used up (libipt 2.2's
+    /// `pt_blk_find_trig_anchor`, called for every event, where ptflow
+    /// calls it for every event its general path fetches past: see
+    /// `anchor`): an event whose IP the trace gave anchors (a count of
+    /// 0 from here), a disable or an overflow resolved while disabled
+    /// clears it, the others (paging, VMCS, CBR, MNT, TraceStop, MWAIT,
+    /// PWRE, PWRX, SIPI, and the kinds that may have an IP when they
+    /// have none) leave it. An enable, TIP, TNT or asynchronous
+    /// branch without an IP clears it here, where libipt 2.2 reports an
+    /// internal error (2.1.2, the reference, goes on: so must ptflow).
+    #[cold]
+    #[inline(never)]
+    fn anchor(&mut self, ev: &Ev) {
+        let anchored = !ev.ip_suppressed && !self.ip_from_insn;
+        self.ip_from_insn = false;
+        match ev.kind {
+            Kind::Paging { .. }
+            | Kind::Sipi { .. }
+            | Kind::Cbr { .. }
+            | Kind::Mnt
+            | Kind::Stop
+            | Kind::Vmcs { .. }
+            | Kind::Mwait { .. }
+            | Kind::Pwre { .. }
+            | Kind::Pwrx { .. }
+            | Kind::Pending
+            | Kind::Ignore => {}
+            Kind::Disabled { .. } | Kind::AsyncDisabled { .. } => self.anchor = None,
+            Kind::Enabled { .. }
+            | Kind::AsyncBranch { .. }
+            | Kind::Tip { .. }
+            | Kind::Tnt { .. }
+            | Kind::Overflow { .. } => self.anchor = anchored.then_some(0),
+            Kind::Trig {
+                anchored: false, ..
+            } => {}
+            _ if anchored => self.anchor = Some(0),
+            _ => {}
+        }
+    }
+
+    /// Gives the current TRIG event with an instruction count its place
+    /// if it has none yet (`pt_blk_provide_trig_anchor`): the count is
+    /// from the anchor, so the instructions walked since are taken off
+    /// and the IP is the decoder's. No anchor, or more instructions
+    /// walked than the count, is libipt's `BAD_PACKET`.
+    #[cold]
+    #[inline(never)]
+    fn provide_trig_anchor(&mut self) -> Result<(u64, u16), Fail> {
+        let walked = self.anchor;
+        let here = self.ip;
+        let Some(Ev {
+            kind: Kind::Trig {
+                ip, icnt, anchored, ..
+            },
+            ip_suppressed: false,
+            ..
+        }) = &mut self.event
+        else {
+            return Err(Fail::Pt(PtError::INTERNAL));
+        };
+        if !*anchored {
+            let Some(walked) = walked else {
+                return Err(Fail::Pt(PtError::BAD_PACKET));
+            };
+            if u32::from(*icnt) < walked {
+                return Err(Fail::Pt(PtError::BAD_PACKET));
+            }
+            *icnt -= walked as u16;
+            *ip = here;
+            *anchored = true;
+        }
+        Ok((*ip, *icnt))
+    }
+
+    /// A TRIG with an instruction count that just became the event,
+    /// while tracing is on and no instruction is postponed: placed from
+    /// its anchor now (libipt 2.2 does so at once too, in
+    /// `pt_blk_proceed_trailing_event`, nothing walked in between), so that
+    /// `trailing_event_slow` only reads it. What fails here (no anchor,
+    /// more instructions walked than the count) is left for
+    /// `proceed_to_trig` to report, at the next block. Out of line: TRIG
+    /// handling in `trailing_event_slow` cost ptbench-fast 2.3% more
+    /// instructions on interp (code generation of the fast path; any
+    /// call there did).
+    #[cold]
+    #[inline(never)]
+    fn place_trig(&mut self) {
+        let suppressed = self.event.is_none_or(|e| e.ip_suppressed);
+        if self.enabled && self.postponed.is_none() && !suppressed {
+            let _ = self.provide_trig_anchor();
+        }
+    }
+
+    /// Walks to a TRIG's place (`pt_blk_proceed_to_trig`): to its anchor,
+    /// then its count of instructions on, which need no trace (libipt's
+    /// `BAD_QUERY` where one does). `false` when the block ended first:
+    /// the event keeps what is left of the count. Unlike libipt, a direct
+    /// call or jump on the way ends the block, as everywhere else in this
+    /// decoder (ptdec builds its call stacks from the blocks' last
+    /// instructions); the instructions are the same.
+    #[cold]
+    #[inline(never)]
+    fn proceed_to_trig(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<bool, Fail> {
+        let (ip, mut icnt) = self.provide_trig_anchor()?;
+        // libipt 2.2 has the count precise while tracing is off (the
+        // event decoder refuses another), and answers an internal error
+        // for a count of 0 there (its check is the wrong way round).
+        if !self.enabled {
+            return Ok(true);
+        }
+        match self.proceed_to(code, block, Some(ip))? {
+            Reach::Reached => {}
+            Reach::Stopped => return Ok(false),
+            Reach::NeedTrace(_) => return Err(Fail::Pt(BAD_QUERY)),
+        }
+        while icnt > 0 {
+            let Some(insn) = self.one_insn(code, block)? else {
+                return Ok(false);
+            };
+            let Some(next) = insn.next_ip() else {
+                return Err(Fail::Pt(BAD_QUERY));
+            };
+            self.ip = next;
+            icnt -= 1;
+            if let Some(Ev {
+                kind: Kind::Trig { ip, icnt: left, .. },
+                ..
+            }) = &mut self.event
+            {
+                *ip = next;
+                *left = icnt;
+            }
+            if matches!(insn.class, Class::Call | Class::Jump) {
+                return Ok(icnt == 0);
+            }
+        }
+        Ok(true)
     }
 
     /// The instruction at the decoder's IP, which its section's end
@@ -872,6 +1039,7 @@ impl<'a> BlockDecoder<'a> {
             if let Some(e) = &mut self.event {
                 e.kind.set_ip(insn.ip);
                 e.ip_suppressed = false;
+                self.ip_from_insn = true;
             }
             return Ok(Some(insn));
         }
@@ -1522,6 +1690,11 @@ impl<'a> BlockDecoder<'a> {
                 }
             }
             Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt | Kind::Stop => {}
+            Kind::Trig { .. } => {
+                if !ev.ip_suppressed && !self.proceed_to_trig(code, block)? {
+                    return Ok(Status(0));
+                }
+            }
             Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => {
                 return Err(Fail::Pt(PtError::INTERNAL))
             }
@@ -1702,6 +1875,16 @@ impl<'a> BlockDecoder<'a> {
                     self.proceed_postponed()?;
                     ev.ip_suppressed || !self.enabled || self.ip == ip
                 }
+                // Placed here once its count is used up, at its IP; else
+                // the next block walks to it (`proceed_to_trig`). Without
+                // an IP, or with tracing off, at once. (Its anchor was
+                // taken as it became the event: `fetch_event_slow`.)
+                Kind::Trig {
+                    ip, icnt, anchored, ..
+                } => {
+                    self.proceed_postponed()?;
+                    !self.enabled || ev.ip_suppressed || (anchored && icnt == 0 && ip == self.ip)
+                }
                 Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
             };
             if pending {
@@ -1719,7 +1902,8 @@ impl<'a> BlockDecoder<'a> {
     /// and 2.1.2 has no resync): from the event the error left current,
     /// TNTs and TIPs without an IP are dropped; a TIP's target is the
     /// new IP; an event that binds to an IP (an interrupt's FUP, a TSX or
-    /// MODE.Exec FUP, PTWRITE's FUP, a PSB+'s FUP, a disable) sets the IP
+    /// MODE.Exec FUP and its iflags event, PTWRITE's FUP, a TRIG's FUP, a
+    /// PSB+'s FUP, a disable) sets the IP
     /// to that and stays pending; an enable (TIP.PGE) is pending with
     /// tracing taken as disabled until it; an event without an IP is
     /// handed out first: `Err(EVENT_IGNORED)` asks the caller to read it
@@ -1734,6 +1918,8 @@ impl<'a> BlockDecoder<'a> {
     fn resync_inner(&mut self) -> Result<Status, Fail> {
         self.chain = Chain::NONE;
         self.retstack = RetStack::default();
+        // What ran since the anchor is unknown: as at a sync.
+        self.anchor = None;
         self.clear_postponed();
         loop {
             if let Err(e) = self.status {
@@ -1791,17 +1977,19 @@ impl<'a> BlockDecoder<'a> {
                 Kind::AsyncBranch { from: ip, .. } | Kind::AsyncDisabled { at: ip, .. } => {
                     return at(self, ip)
                 }
+                // MODE.Exec's iflags event binds to its FUP as the exec
+                // mode event does; so does a TRIG with its IP bit.
                 Kind::ExecMode { ip, .. }
+                | Kind::Iflags { ip, .. }
                 | Kind::Tsx { ip, .. }
                 | Kind::AsyncPaging { ip, .. }
                 | Kind::AsyncVmcs { ip, .. }
                 | Kind::Ptwrite { ip, .. }
                 | Kind::Exstop { ip }
                 | Kind::Mwait { ip, .. }
-                    if !ev.ip_suppressed =>
-                {
-                    return at(self, ip)
-                }
+                | Kind::Trig {
+                    ip, anchored: true, ..
+                } if !ev.ip_suppressed => return at(self, ip),
                 Kind::Stop => {
                     self.enabled = false;
                     return Err(Fail::Pt(PtError::EVENT_IGNORED));
@@ -1952,6 +2140,11 @@ impl<'a> BlockDecoder<'a> {
                 }
             }
             Kind::Pwre { .. } | Kind::Pwrx { .. } | Kind::Mnt => {}
+            Kind::Trig { ip, anchored, .. } => {
+                if self.enabled && !ev.ip_suppressed && anchored && self.ip != ip {
+                    return Err(Fail::Pt(BAD_QUERY));
+                }
+            }
             Kind::Pending | Kind::Ignore => return Err(Fail::Pt(PtError::INTERNAL)),
         }
         self.fetch_event()?;
@@ -2041,6 +2234,11 @@ impl<'a> BlockDecoder<'a> {
             return Err(Fail::Pt(BAD_CONTEXT));
         }
         self.enabled = false;
+        // libipt 2.2: the IP is stale now; a TRIG counts from the anchor
+        // (the disable clears it once used up).
+        if let Some(n) = &mut self.anchor {
+            *n = 0;
+        }
         Ok(())
     }
 }

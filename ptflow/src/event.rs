@@ -18,6 +18,8 @@
 //! handled as libipt handles them, by scanning the packets ahead. MNT, TraceStop and the power events (MWAIT, EXSTOP, PWRE,
 //! PWRX) are followed as libipt follows them: standalone, but for an
 //! EXSTOP with its IP bit and the MWAIT before it, bound to the next FUP.
+//! libipt 2.2's TRIG (trigger tracing) is followed as 2.2 follows it
+//! (`decode_trig`), which 2.1.2 cannot.
 
 use std::collections::VecDeque;
 
@@ -249,6 +251,19 @@ pub enum Kind {
     /// binds to the next UIRET.
     Uiret {
         ip: u64,
+    },
+    /// A trigger (TRIG, libipt 2.2's `ptev_trig`): trigger `trbv` fired
+    /// (`mult`: more than one did) before the instruction at `ip`, once
+    /// `anchored`. With TRIG.IP the FUP after it gives the IP; else with
+    /// an instruction count (`icnt`; the IP not suppressed) the block
+    /// decoder counts from the last IP the trace gave (its anchor) and
+    /// walks on to it; without one the IP is suppressed.
+    Trig {
+        ip: u64,
+        icnt: u16,
+        trbv: u8,
+        mult: bool,
+        anchored: bool,
     },
 }
 
@@ -943,6 +958,21 @@ impl<'a> EventDecoder<'a> {
                 Ok(false)
             }
             Kind::Ignore => self.decode_fup(p),
+            Kind::Trig {
+                trbv, mult, icnt, ..
+            } => {
+                self.event_time(&mut ev);
+                let ip = self.event_ip(&mut ev);
+                ev.kind = Kind::Trig {
+                    ip,
+                    icnt,
+                    trbv,
+                    mult,
+                    anchored: !ev.ip_suppressed,
+                };
+                self.event = Some(ev);
+                Ok(false)
+            }
             _ => Err(Fail::Pt(BAD_CONTEXT)),
         }
     }
@@ -1699,6 +1729,38 @@ impl<'a> EventDecoder<'a> {
         Ok(true)
     }
 
+    /// TRIG (libipt 2.2's `pt_evt_decode_trig`): with its IP bit it
+    /// waits for the FUP that gives the IP (an instruction count of 0
+    /// required); with an instruction count it stands alone, to be placed
+    /// by the block decoder (a count other than 0 while tracing is off is
+    /// a bad packet: the IP is precise then); without either it stands
+    /// alone with its IP suppressed.
+    fn decode_trig(&mut self, with_ip: bool, icntv: bool, mult: bool, trbv: u8, icnt: u16) -> Step {
+        let kind = |icnt| Kind::Trig {
+            ip: 0,
+            icnt,
+            trbv,
+            mult,
+            anchored: false,
+        };
+        if with_ip {
+            if !icntv || icnt != 0 {
+                return Err(Fail::Pt(packet::BAD_PACKET));
+            }
+            self.enqueue(EVB_FUP_BOUND, Ev::new(kind(0)))?;
+            return Ok(true);
+        }
+        if !icntv {
+            self.standalone_suppressed(kind(0));
+            return Ok(false);
+        }
+        if icnt != 0 && !self.enabled {
+            return Err(Fail::Pt(packet::BAD_PACKET));
+        }
+        self.standalone(kind(icnt));
+        Ok(false)
+    }
+
     #[inline]
     fn decode_packet(&mut self) -> Step {
         let Some((p, _)) = self.packet else {
@@ -1824,6 +1886,13 @@ impl<'a> EventDecoder<'a> {
             }
             Packet::Cfe { ty, vector, ip } => self.decode_cfe(ty, vector, ip),
             Packet::Evd { ty, payload } => self.decode_evd(ty, payload),
+            Packet::Trig {
+                ip,
+                icntv,
+                mult,
+                trbv,
+                icnt,
+            } => self.decode_trig(ip, icntv, mult, trbv, icnt),
             Packet::Bbp { .. } | Packet::Bep { .. } => Err(Fail::Pt(packet::BAD_OPC)),
         }
     }

@@ -525,6 +525,17 @@ fn to_event(ev: &Ev) -> Option<Event> {
         Kind::Shutdown { ip: i } => EventKind::Shutdown { ip: ip(i) },
         Kind::Uintr { ip: i, vector } => EventKind::Uintr { vector, ip: ip(i) },
         Kind::Uiret { ip: i } => EventKind::Uiret { ip: ip(i) },
+        Kind::Trig {
+            ip: i,
+            trbv,
+            mult,
+            anchored,
+            ..
+        } => EventKind::Trig {
+            number: trbv,
+            mult,
+            ip: ip(i).filter(|_| anchored),
+        },
         Kind::Tnt { .. } | Kind::Tip { .. } | Kind::Pending | Kind::Ignore => return None,
     };
     Event::from_parts(&EventParts {

@@ -4,6 +4,9 @@
 //! what it refuses (`pte_eos` for a packet cut by the buffer's end,
 //! `pte_bad_opc` for an unknown opcode, `pte_bad_packet` for reserved
 //! values), so the flow decoder above it fails where libipt fails.
+//! libipt 2.2's TRIG packet is read too (the vectors of libipt's newest
+//! test suite and the SDM's trigger tracing section give its layout):
+//! libipt 2.1.2, ptdec's reference, answers `pte_bad_opc` for it.
 
 use pttypes::Error as PtError;
 
@@ -128,6 +131,17 @@ pub enum Packet {
     Bep {
         ip: bool,
     },
+    /// TRIG (trigger tracing; libipt 2.2, not 2.1.2): D9, then a byte
+    /// `IP ICNTV MULT reserved[4:0]`, the trigger number (TRBV), and with
+    /// ICNTV `ICNT[15:0]`: the trigger fired `icnt` instructions after
+    /// the last packet that gave an IP (IP: the next FUP gives it).
+    Trig {
+        ip: bool,
+        icntv: bool,
+        mult: bool,
+        trbv: u8,
+        icnt: u16,
+    },
     /// A TMA with reserved bits set, under erratum SKZ84 (Skylake server
     /// and its kin: "Use of VMX TSC Scaling or TSC Offsetting Will Result
     /// in Corrupted Intel PT Packets"): libipt's packet decoder reads it
@@ -137,10 +151,16 @@ pub enum Packet {
 }
 
 impl Packet {
-    /// Whether libipt 2.1.2's packet decoder knows this packet (it
-    /// answers `pte_bad_opc` for the others).
+    /// Whether libipt's packet decoder knows this packet, 2.1.2's or
+    /// (TRIG) 2.2's; it answers `pte_bad_opc` for the others.
     pub fn known_to_libipt(&self) -> bool {
         !matches!(self, Packet::Bbp { .. } | Packet::Bep { .. })
+    }
+
+    /// Whether libipt 2.1.2, ptdec's reference, knows this packet: not
+    /// what only 2.2 knows (TRIG).
+    pub fn known_to_libipt_2_1(&self) -> bool {
+        self.known_to_libipt() && !matches!(self, Packet::Trig { .. })
     }
 }
 
@@ -212,8 +232,8 @@ pub fn tip_at(b: &[u8], at: usize) -> Option<(IpPayload, usize)> {
     Some((IpPayload { ipc, ip }, 1 + n))
 }
 
-/// [`decode`] as libipt 2.1.2 reads the packet: what it does not know
-/// (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
+/// [`decode`] as libipt reads the packet (2.1.2, and TRIG as 2.2 reads
+/// it): what it does not know (BBP, BEP) is `BAD_OPC`, decided at the opcode, before the packet's
 /// length is known, so a BBP cut by the end of the trace is `BAD_OPC`
 /// there too, not `EOS`. Under erratum SKZ84 (`errata_skz84`) a TMA
 /// with reserved bits set is [`Packet::Invalid`], of 8 bytes (a TMA's 7
@@ -313,6 +333,7 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             need(rest, 8)?;
             Ok((Packet::Tsc(le(rest, 1, 7)), 8))
         }
+        0xd9 => decode_trig(rest),
         _ if opc & 0x03 == 0x03 => {
             let (value, n) = cyc(rest)?;
             // SKD007: a 2-byte CYC whose second byte looks like an
@@ -341,6 +362,27 @@ pub fn decode(b: &[u8], at: usize, errata_skd007: bool) -> Result<(Packet, usize
             Ok((make(IpPayload { ipc, ip }), 1 + n))
         }
     }
+}
+
+/// TRIG: 3 bytes, 5 with ICNTV (bit 6 of the second byte). The
+/// reserved bits 4:0 are not checked (libipt 2.2 does not either).
+#[inline(always)]
+fn decode_trig(rest: &[u8]) -> Result<(Packet, usize), PtError> {
+    need(rest, 3)?;
+    let flags = rest[1];
+    let icntv = flags & 0x40 != 0;
+    let n = if icntv { 5 } else { 3 };
+    need(rest, n)?;
+    Ok((
+        Packet::Trig {
+            ip: flags & 0x80 != 0,
+            icntv,
+            mult: flags & 0x20 != 0,
+            trbv: rest[2],
+            icnt: if icntv { le(rest, 3, 2) as u16 } else { 0 },
+        },
+        n,
+    ))
 }
 
 /// A CYC packet's value and size.

@@ -227,6 +227,8 @@ pub mod event_type {
     pub const SHUTDOWN: u32 = 31;
     pub const UINTR: u32 = 32;
     pub const UIRET: u32 = 33;
+    /// libipt 2.2's trigger event (`ptev_trig`), from a TRIG packet.
+    pub const TRIG: u32 = 34;
 }
 
 /// The timing parameters of the trace (ptxed's `--mtc-freq`, `--nom-freq`,
@@ -470,6 +472,16 @@ pub enum EventKind {
     Uiret {
         ip: Option<u64>,
     },
+    /// Trigger tracing (a TRIG packet, libipt 2.2): trigger `number`
+    /// (the packet's TRBV) fired, `mult` when more than one trigger fired
+    /// there; at `ip` when the trace placed it (a FUP, or an instruction
+    /// count from the last packet that gave an IP), before that
+    /// instruction.
+    Trig {
+        number: u8,
+        mult: bool,
+        ip: Option<u64>,
+    },
     /// Any other event type ([`event_type`]), newer ones included.
     Other(u32),
 }
@@ -570,7 +582,7 @@ impl Event {
     /// An event of the kinds a decoder of ptdec's own produces (enabled,
     /// disabled, async disabled, async branch, overflow, exec mode, stop,
     /// cbr, tsx, paging, async paging, vmcs, async vmcs, ptwrite, exstop,
-    /// mwait, pwre, pwrx, mnt); `None`
+    /// mwait, pwre, pwrx, mnt, event trace, trig); `None`
     /// for any other kind. It reads back as libipt's event with these
     /// parts would: an IP the parts leave out but do not suppress reads
     /// as 0.
@@ -675,6 +687,16 @@ impl Event {
                 (EventKind::Uintr { vector, ip: ip(i) }, event_type::UINTR)
             }
             EventKind::Uiret { ip: i } => (EventKind::Uiret { ip: ip(i) }, event_type::UIRET),
+            // A TRIG's IP may be unknown without being suppressed (an
+            // instruction count with no IP to count from): as given.
+            EventKind::Trig { number, mult, ip } => (
+                EventKind::Trig {
+                    number,
+                    mult,
+                    ip: ip.filter(|_| !sup),
+                },
+                event_type::TRIG,
+            ),
             _ => return None,
         };
         let other_ip = match (raw_type, p.tsx) {

@@ -4,7 +4,7 @@
 //! `pttc`) and `libipt_vectors.rs` (libipt's newest suite, as test vectors
 //! in `../shared/libipt-tests`). ptxed's options are mapped to ptdec's, and
 //! both listings are reduced to instruction addresses, errors, overflows and
-//! sideband lines before they are compared.
+//! sideband lines and triggers (TRIG) before they are compared.
 
 use std::path::Path;
 use std::process::Command;
@@ -36,7 +36,7 @@ pub fn sideband_options(name: &str, files: &[String]) -> Vec<String> {
 }
 
 /// ptxed's expectation reduced to what is compared: instruction
-/// addresses, errors as `[OFFSET: KIND: MESSAGE]`, overflows; and the
+/// addresses, errors as `[OFFSET: KIND: MESSAGE]`, overflows, triggers; and the
 /// instruction count of `--stat` output.
 pub fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
     let mut lines = Vec::new();
@@ -54,6 +54,8 @@ pub fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
             lines.push(l.to_string());
         } else if is_sideband_print(l) {
             lines.push(squeeze(l));
+        } else if let Some(t) = trig_line(l) {
+            lines.push(t);
         } else if l.starts_with('[') && l[1..].split([' ', ',', ']']).any(|w| w == "overflow") {
             // `[overflow]`, or with --event:time `[TIME  overflow]`.
             lines.push("[overflow]".to_string());
@@ -69,6 +71,18 @@ pub fn normalize_exp(exp: &str) -> (Vec<String>, Option<u64>) {
         }
     }
     (lines, count)
+}
+
+/// A trigger as ptxed prints it (`[trig 1a]`, `[trig 05, mult]`, with
+/// `--event:ip` `[trig 1a, ip: 0000000000001003]`), without the IP: the
+/// listing places it among the instructions, as ptdec lists it.
+pub fn trig_line(l: &str) -> Option<String> {
+    let inner = l.strip_prefix("[trig ")?.strip_suffix(']')?;
+    let parts: Vec<&str> = inner
+        .split(", ")
+        .filter(|p| !p.starts_with("ip: "))
+        .collect();
+    Some(format!("[trig {}]", parts.join(", ")))
 }
 
 /// A sideband warning or error: `[FILE:OFFSET sideband warning: MESSAGE]`.
@@ -97,6 +111,7 @@ pub fn normalize_list(list: &str) -> Vec<String> {
         .filter_map(|l| {
             if (l.len() == 16 && l.bytes().all(|b| b.is_ascii_hexdigit()))
                 || l == "[overflow]"
+                || l.starts_with("[trig ")
                 || l.contains(": error: ")
                 || l.contains(": sync error: ")
                 || is_sideband_note(l)

@@ -364,6 +364,9 @@ pub enum ListItem {
     Disabled,
     /// An internal buffer overflow.
     Overflow,
+    /// A trigger fired (TRIG): its number and whether more than one did,
+    /// as ptxed prints it (`[trig 1a]`, `[trig 05, mult]`).
+    Trig { number: u8, mult: bool },
     /// A decode error at a trace offset (of the segment): `what` is
     /// ptxed's error type (`error`, `sync error`), `message` libipt's.
     Error {
@@ -387,6 +390,13 @@ impl std::fmt::Display for ListItem {
             ListItem::Enabled => f.write_str("[enabled]"),
             ListItem::Disabled => f.write_str("[disabled]"),
             ListItem::Overflow => f.write_str("[overflow]"),
+            ListItem::Trig { number, mult } => {
+                write!(
+                    f,
+                    "[trig {number:02x}{}]",
+                    if *mult { ", mult" } else { "" }
+                )
+            }
             ListItem::Error {
                 offset,
                 what,
@@ -396,6 +406,53 @@ impl std::fmt::Display for ListItem {
             ListItem::Sideband(n) => n.fmt(f),
         }
     }
+}
+
+/// The name of the first packet from `at` of `bytes` that libipt 2.1.2
+/// does not know but a newer libipt does and ptflow reads (libipt 2.2's
+/// TRIG): where libipt answered `BAD_OPC` (at the packet, or at a PSB or
+/// an OVF whose packets it read on to it), what it stopped at. `None` when
+/// an error, a packet no libipt knows or 4 KiB of packets come first.
+pub fn newer_packet(bytes: &[u8], at: u64) -> Option<&'static str> {
+    let mut at = usize::try_from(at).ok()?;
+    let end = at.saturating_add(4096);
+    while at < end {
+        match ptflow::packet::decode(bytes, at, false) {
+            Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return Some("TRIG"),
+            Ok((p, n)) if p.known_to_libipt_2_1() => at += n,
+            _ if trig_cut(bytes, at) => return Some("TRIG"),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// A TRIG the end of `bytes` cuts, at `at`: libipt 2.1.2 answers
+/// `BAD_OPC` at its opcode before it knows the packet's length, where
+/// ptflow (and libipt 2.2) answer `EOS`.
+fn trig_cut(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at) == Some(&0xd9)
+        && ptflow::packet::decode(bytes, at, false) == Err(ptflow::Error::EOS)
+}
+
+/// Whether ptflow's packet decoder, reading on from each PSB of `bytes`
+/// to the first error, meets a packet libipt 2.1.2 does not know but a
+/// newer libipt does ([`newer_packet`]). Every PSB is read from, also one
+/// that the packets read from an earlier PSB ran over (garbage read as
+/// packets may swallow it, and a decoder may still sync there).
+pub fn holds_newer_packet(bytes: &[u8]) -> bool {
+    (0..bytes.len().saturating_sub(15))
+        .filter(|&psb| ptflow::packet::is_psb(bytes, psb))
+        .any(|psb| {
+            let mut at = psb;
+            loop {
+                match ptflow::packet::decode(bytes, at, false) {
+                    Ok((p, _)) if p.known_to_libipt() && !p.known_to_libipt_2_1() => return true,
+                    Ok((_, n)) => at += n,
+                    Err(_) => return trig_cut(bytes, at),
+                }
+            }
+        })
 }
 
 /// The listing callback's type.

@@ -724,3 +724,55 @@ fn an_async_branch_behind_an_evd() {
         .unwrap_or_else(|| panic!("no page fault with its CR2: {evs:?}"));
     assert!(branch < fault, "{evs:?}");
 }
+
+/// TRIG (libipt 2.2's trigger tracing), which libipt 2.1.2 does not know:
+/// the logs are compared up to libipt's error at it, and the flow decoder
+/// places the triggers: one counted from the PSB+'s FUP past the PTWRITE
+/// bound without an IP (which gives no IP to count from: before the nop
+/// at 0x06), one with MULT counted from it (before the syscall), one
+/// without a count while disabled (no IP).
+#[test]
+fn trig_is_compared_up_to_libipts_error_and_placed_by_its_count() {
+    let t = trace(&[
+        &PSB,
+        &MODE64,
+        &fup(0x00),
+        &PSBEND,
+        &ptw(7, true, false),
+        &[0xd9, 0x40, 0x1a, 2, 0],
+        &[0xd9, 0x60, 0x1b, 2, 0],
+        &TIP_PGD,
+        &[0xd9, 0x00, 0x1c],
+    ]);
+    let path = code_file();
+    let o = compare(&cfg(), &t, &[(&path, 0, CODE.len() as u64, BASE)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(o.libipt_newer_packet);
+    // The sync, the PSB+'s events, the code up to the PTWRITE and its
+    // event agree before libipt's error.
+    assert!(o.lines >= 4, "{o:?}");
+    let trigs: Vec<EventKind> = fast_events(&t)
+        .into_iter()
+        .filter(|k| matches!(k, EventKind::Trig { .. }))
+        .collect();
+    assert_eq!(
+        trigs,
+        [
+            EventKind::Trig {
+                number: 0x1a,
+                mult: false,
+                ip: Some(BASE + 0x06),
+            },
+            EventKind::Trig {
+                number: 0x1b,
+                mult: true,
+                ip: Some(BASE + 0x0b),
+            },
+            EventKind::Trig {
+                number: 0x1c,
+                mult: false,
+                ip: None,
+            },
+        ]
+    );
+}

@@ -134,15 +134,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             failed_at = at;
             if !self.edges.warming {
                 let off = self.offset(dec).unwrap_or(0);
+                // libipt reads events past the PSB+ as it synchronizes:
+                // the packet it stopped at is the first it does not know.
+                let newer = unknown_to_libipt(self.bytes, e, Some(bad));
                 self.list(ListItem::Error {
                     offset: off,
                     what: "sync error",
-                    message: error_message(e).to_string(),
+                    message: with_hint(e, newer),
                 });
                 self.stats.bad_psbs += 1;
-                *(self.stats.errors)
-                    .entry(format!("sync: {}", error_name(e)))
-                    .or_default() += 1;
+                let key = match newer {
+                    Some(p) => format!("sync: {} ({p})", error_name(e)),
+                    None => format!("sync: {}", error_name(e)),
+                };
+                *self.stats.errors.entry(key).or_default() += 1;
             }
             let Some(n) = next_psb(&self.cfg, self.bytes, bad + 1) else {
                 break None;
@@ -278,15 +283,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     ipt::message(e).to_string(),
                 )
             }
-            Failure::Pt(e) => (
-                GapKind::DecodeError(Box::new(format!(
-                    "{} at offset {:#x}",
-                    error_message(e),
-                    self.meta.aux_offset + off
-                ))),
-                error_name(e),
-                error_message(e).to_string(),
-            ),
+            Failure::Pt(e) => {
+                let newer = unknown_to_libipt(self.bytes, e, dec.offset().ok());
+                let message = with_hint(e, newer);
+                (
+                    GapKind::DecodeError(Box::new(format!(
+                        "{message} at offset {:#x}",
+                        self.meta.aux_offset + off
+                    ))),
+                    match newer {
+                        Some(p) => format!("{} ({p})", error_name(e)),
+                        None => error_name(e),
+                    },
+                    message,
+                )
+            }
             Failure::NoProgress(n) => (
                 GapKind::DecodeError(
                     format!(
@@ -356,5 +367,31 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             self.on_event(dec, ev);
         }
         next
+    }
+}
+
+/// What to do about a packet libipt 2.1.2 does not know.
+pub(crate) const NEWER_PACKET_HINT: &str = "--decoder fast (the default) decodes it";
+
+/// The first packet from `at` of `bytes` that libipt 2.1.2 does not
+/// know, when libipt answered `BAD_OPC` (`e`) for a packet only a newer
+/// libipt knows and ptflow reads ([`crate::decode::newer_packet`]).
+fn unknown_to_libipt(bytes: &[u8], e: PtError, at: Option<u64>) -> Option<&'static str> {
+    if e != PtError::BAD_OPC {
+        return None;
+    }
+    crate::decode::newer_packet(bytes, at?)
+}
+
+/// libipt's message for `e`, with what the packet was and what to do
+/// when only a newer libipt knows it.
+fn with_hint(e: PtError, newer: Option<&str>) -> String {
+    match newer {
+        Some(p) => format!(
+            "{}: a {p} packet (libipt 2.2), which libipt 2.1.2 does not know; \
+             {NEWER_PACKET_HINT}",
+            error_message(e)
+        ),
+        None => error_message(e).to_string(),
     }
 }

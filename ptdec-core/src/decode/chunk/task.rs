@@ -230,6 +230,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     self.on_mark(&ev.kind());
                 }
             }
+            k @ EventKind::Trig { number, mult, .. } => {
+                self.list(ListItem::Trig { number, mult });
+                self.on_mark(&k);
+            }
             k => self.on_mark(&k),
         }
     }
