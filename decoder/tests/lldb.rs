@@ -749,7 +749,8 @@ fn bundles_past_the_limits_are_refused_naming_them() {
         vec!["info".as_ref(), dir.as_os_str()],
         vec![dir.as_os_str(), "-o".as_ref(), out.as_os_str()],
     ] {
-        let started = std::time::Instant::now();
+        // Refused with one line and nothing written, within 4 GB of address
+        // space (no clock: speed is scripts/bench's business).
         let (code, err) = ptdec_under(4_000_000_000, &args);
         assert_eq!(code, Some(1), "{err}");
         assert!(
@@ -760,7 +761,6 @@ fn bundles_past_the_limits_are_refused_naming_them() {
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
         assert!(!out.exists());
     }
 
@@ -832,14 +832,15 @@ fn bundle_with_missing_modules(real: &Path, dir: &Path, n: usize) {
     std::fs::write(dir.join("trace.json"), json).unwrap();
 }
 
-/// 10^5 modules, none of them found: read in linear time (each module's
-/// next load address was found by a scan of all the others: 30 s for 10^5
-/// in a release build), and the warnings are summarised, three then a
-/// count, and one line with -q (one per module before, -q or not). The
-/// thread still decodes its 21 instructions in a.out.
+/// 10^5 modules, none of them found: the warnings are summarised, three
+/// then a count, and one line with -q (one per module before, -q or not).
+/// The thread still decodes its 21 instructions in a.out. (Finding each
+/// module's next load address was a scan of all the others, 30 s for 10^5:
+/// `input::lldb::tests::next_loads_are_found_in_n_log_n` in ptdec-core
+/// counts the loads it compares, not the time.)
 #[test]
-fn many_missing_modules_are_read_in_linear_time_and_summarised() {
-    let test = "many_missing_modules_are_read_in_linear_time_and_summarised";
+fn many_missing_modules_are_read_and_summarised() {
+    let test = "many_missing_modules_are_read_and_summarised";
     let Some(real) = bundle(test, "intelpt-trace") else {
         return;
     };
@@ -848,9 +849,7 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
     std::fs::create_dir(&dir).unwrap();
     bundle_with_missing_modules(&real, &dir, 100_000);
     let out = tmp.path().join("out.ftf");
-    let started = std::time::Instant::now();
     let o = decode(&dir, &out, &[]);
-    let took = started.elapsed();
     let err = text(&o.stderr);
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
     assert!(warnings.len() <= 6, "{warnings:#?}");
@@ -866,8 +865,6 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
     // The summary stays short: missing images are listed up to a bound.
     assert!(err.lines().count() < 80, "{} lines", err.lines().count());
-    // A debug build; quadratic, this took minutes.
-    assert!(took.as_secs() < 60, "{took:?}");
 
     let o = decode(&dir, &out, &["-q"]);
     let err = text(&o.stderr);
