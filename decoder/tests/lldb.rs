@@ -229,6 +229,56 @@ fn the_multi_core_bundle_splits_at_context_switches_as_lldb() {
     assert!(text(&report.stdout).contains("_Z3foov") || text(&report.stdout).contains("foo"));
 }
 
+/// A per-core bundle whose tscPerfZeroConversion puts the trace outside
+/// its context switches (timeZero 0) decodes nothing for its processes:
+/// the error says so without naming a --pid that was not given, says how
+/// much trace was decoded, and points at the conversion.
+#[test]
+fn a_bundle_whose_conversion_misses_its_switches_says_so() {
+    let test = "a_bundle_whose_conversion_misses_its_switches_says_so";
+    let Some(real) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(&real)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let json = std::fs::read_to_string(dir.join("trace.json")).unwrap();
+    let moved = json.replace("\"timeZero\": 18433473881008870804", "\"timeZero\": 0");
+    assert_ne!(json, moved, "no timeZero to change");
+    std::fs::write(dir.join("trace.json"), moved).unwrap();
+    let out = tmp.path().join("out.ftf");
+    let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("--pid"), "{err}");
+    for want in [
+        "nothing decoded for the processes the bundle lists: ",
+        " bytes of trace were decoded, but none of it ran in their threads (3497234/3497234 \
+         m.out, 3497234/3497496 m.out, 3497234/3497497 m.out)",
+        "placed by the bundle's tscPerfZeroConversion: if that conversion is off, the trace's \
+         times fall outside the switches",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert!(!out.exists());
+    // Given as --pid, the option is named as before.
+    let o = ptdec()
+        .arg(&dir)
+        .args(["--pid", "3497234", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing decoded for --pid 3497234"), "{err}");
+}
+
 #[test]
 fn ptdec_info_describes_a_bundle() {
     let test = "ptdec_info_describes_a_bundle";
