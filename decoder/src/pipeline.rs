@@ -513,6 +513,30 @@ pub enum RunError {
         /// A time window was given.
         window: bool,
     },
+    /// An LLDB bundle's processes (decoded by default, no `--pid` given)
+    /// ran none of the code decoded.
+    #[error(
+        "nothing decoded for the processes the bundle lists: {} bytes of trace were decoded, \
+         but none of it ran in their threads ({}){}. Nothing was written",
+        thousands(*bytes),
+        matched.join(", "),
+        if *per_core {
+            "; a per-core trace is given to threads by the cores' context switches, placed \
+             by the bundle's tscPerfZeroConversion: if that conversion is off, the trace's \
+             times fall outside the switches (`ptdec info` shows the conversion and the \
+             time range); check it against the recording"
+        } else {
+            ""
+        }
+    )]
+    NothingDecodedInBundle {
+        /// Trace bytes decoded.
+        bytes: u64,
+        /// The bundle's threads, as `pid/tid name`.
+        matched: Vec<String>,
+        /// A per-core bundle (threads found by context switches).
+        per_core: bool,
+    },
     /// A run that needs a trace's sideband was planned over raw PT.
     #[error("{what} needs a trace dir, perf.data or LLDB bundle, not raw PT")]
     NeedsTrace {
@@ -657,6 +681,15 @@ pub(crate) fn check_decoded(
             .into_iter()
             .filter(|&((pid, tid), _)| opts.wants(TaskId { pid, tid }))
             .collect();
+        // A bundle's processes are decoded by default (`cli::run::selected`):
+        // no --pid was given, so none is named.
+        if let Some(b) = trace.bundle.as_ref().filter(|_| opts.pids_of_bundle) {
+            return Err(RunError::NothingDecodedInBundle {
+                bytes: stats.bytes,
+                matched: list_threads(matched.iter()),
+                per_core: !b.cores.is_empty(),
+            });
+        }
         return Err(RunError::NothingDecodedFor {
             filter,
             matched: list_threads(matched.iter()),

@@ -820,6 +820,43 @@ fn missing_kernel_says_why() {
     assert!(m[0].reason.contains("--vmlinux"), "{}", m[0].reason);
 }
 
+/// A `--vmlinux` or a kcore that is not ELF is named with the reason and
+/// what to give instead ("found, but the decoder could not use it" named
+/// neither).
+#[test]
+fn a_kernel_file_that_is_not_elf_is_named_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = tmp.path().join("passwd");
+    std::fs::write(&text, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let kcore_dir = tmp.path().join("kcore_dir");
+    std::fs::create_dir(&kcore_dir).unwrap();
+    std::fs::write(kcore_dir.join("kcore"), "garbage\n").unwrap();
+    for (vmlinux, named) in [
+        (Some(text.clone()), text.clone()),
+        (None, kcore_dir.join("kcore")),
+    ] {
+        let store = ImageStore::new(SearchPath {
+            vmlinux,
+            ..search(Some(tmp.path()), false)
+        });
+        store.note_undecoded(
+            &mf("[kernel.kallsyms]_text", None),
+            0,
+            0xffff_ffff_8100_0000,
+            0xffff_ffff_8100_0010,
+        );
+        let m = store.missing();
+        assert_eq!(m.len(), 1);
+        let want = format!(
+            "{} was found for it, but it is not an ELF file, so the decoder cannot place its \
+             code: give --vmlinux the traced kernel's uncompressed vmlinux, or --kcore the \
+             folder with the kcore and kallsyms that `perf record --kcore` copied",
+            named.display()
+        );
+        assert_eq!(m[0].reason, want);
+    }
+}
+
 /// A program without a build-id, traced, then rebuilt in place (the same
 /// inode, as ext4 gives a file rewritten where it is) and dated back
 /// before the recording, so that neither the inode nor the time gives it

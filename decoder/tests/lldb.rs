@@ -229,6 +229,56 @@ fn the_multi_core_bundle_splits_at_context_switches_as_lldb() {
     assert!(text(&report.stdout).contains("_Z3foov") || text(&report.stdout).contains("foo"));
 }
 
+/// A per-core bundle whose tscPerfZeroConversion puts the trace outside
+/// its context switches (timeZero 0) decodes nothing for its processes:
+/// the error says so without naming a --pid that was not given, says how
+/// much trace was decoded, and points at the conversion.
+#[test]
+fn a_bundle_whose_conversion_misses_its_switches_says_so() {
+    let test = "a_bundle_whose_conversion_misses_its_switches_says_so";
+    let Some(real) = bundle(test, "intelpt-multi-core-trace") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    let cp = Command::new("cp")
+        .arg("-r")
+        .arg(&real)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let json = std::fs::read_to_string(dir.join("trace.json")).unwrap();
+    let moved = json.replace("\"timeZero\": 18433473881008870804", "\"timeZero\": 0");
+    assert_ne!(json, moved, "no timeZero to change");
+    std::fs::write(dir.join("trace.json"), moved).unwrap();
+    let out = tmp.path().join("out.ftf");
+    let o = ptdec().arg(&dir).arg("-o").arg(&out).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("--pid"), "{err}");
+    for want in [
+        "nothing decoded for the processes the bundle lists: ",
+        " bytes of trace were decoded, but none of it ran in their threads (3497234/3497234 \
+         m.out, 3497234/3497496 m.out, 3497234/3497497 m.out)",
+        "placed by the bundle's tscPerfZeroConversion: if that conversion is off, the trace's \
+         times fall outside the switches",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert!(!out.exists());
+    // Given as --pid, the option is named as before.
+    let o = ptdec()
+        .arg(&dir)
+        .args(["--pid", "3497234", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing decoded for --pid 3497234"), "{err}");
+}
+
 #[test]
 fn ptdec_info_describes_a_bundle() {
     let test = "ptdec_info_describes_a_bundle";
@@ -749,7 +799,8 @@ fn bundles_past_the_limits_are_refused_naming_them() {
         vec!["info".as_ref(), dir.as_os_str()],
         vec![dir.as_os_str(), "-o".as_ref(), out.as_os_str()],
     ] {
-        let started = std::time::Instant::now();
+        // Refused with one line and nothing written, within 4 GB of address
+        // space (no clock: speed is scripts/bench's business).
         let (code, err) = ptdec_under(4_000_000_000, &args);
         assert_eq!(code, Some(1), "{err}");
         assert!(
@@ -760,7 +811,6 @@ fn bundles_past_the_limits_are_refused_naming_them() {
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
         assert!(!out.exists());
     }
 
@@ -832,14 +882,15 @@ fn bundle_with_missing_modules(real: &Path, dir: &Path, n: usize) {
     std::fs::write(dir.join("trace.json"), json).unwrap();
 }
 
-/// 10^5 modules, none of them found: read in linear time (each module's
-/// next load address was found by a scan of all the others: 30 s for 10^5
-/// in a release build), and the warnings are summarised, three then a
-/// count, and one line with -q (one per module before, -q or not). The
-/// thread still decodes its 21 instructions in a.out.
+/// 10^5 modules, none of them found: the warnings are summarised, three
+/// then a count, and one line with -q (one per module before, -q or not).
+/// The thread still decodes its 21 instructions in a.out. (Finding each
+/// module's next load address was a scan of all the others, 30 s for 10^5:
+/// `input::lldb::tests::next_loads_are_found_in_n_log_n` in ptdec-core
+/// counts the loads it compares, not the time.)
 #[test]
-fn many_missing_modules_are_read_in_linear_time_and_summarised() {
-    let test = "many_missing_modules_are_read_in_linear_time_and_summarised";
+fn many_missing_modules_are_read_and_summarised() {
+    let test = "many_missing_modules_are_read_and_summarised";
     let Some(real) = bundle(test, "intelpt-trace") else {
         return;
     };
@@ -848,9 +899,7 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
     std::fs::create_dir(&dir).unwrap();
     bundle_with_missing_modules(&real, &dir, 100_000);
     let out = tmp.path().join("out.ftf");
-    let started = std::time::Instant::now();
     let o = decode(&dir, &out, &[]);
-    let took = started.elapsed();
     let err = text(&o.stderr);
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
     assert!(warnings.len() <= 6, "{warnings:#?}");
@@ -866,8 +915,6 @@ fn many_missing_modules_are_read_in_linear_time_and_summarised() {
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
     // The summary stays short: missing images are listed up to a bound.
     assert!(err.lines().count() < 80, "{} lines", err.lines().count());
-    // A debug build; quadratic, this took minutes.
-    assert!(took.as_secs() < 60, "{took:?}");
 
     let o = decode(&dir, &out, &["-q"]);
     let err = text(&o.stderr);

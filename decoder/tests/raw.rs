@@ -659,6 +659,29 @@ fn bad_sideband_fails_cleanly() {
         1,
         &["--pevent:sysroot", "not a folder"],
     );
+    // A --pevent:kcore that is missing or not ELF is named under that
+    // option (the errors said `--elf`, which was not given).
+    let kcore_missing = s.path("nope.kcore");
+    for (kcore, want) in [
+        (
+            &kcore_missing,
+            format!("ptdec: --pevent:kcore: cannot read {kcore_missing}: "),
+        ),
+        (
+            &good,
+            format!(
+                "ptdec: --pevent:kcore {good}: not an ELF file; give the kcore that `perf \
+                 record --kcore` copied (an ELF file), or the kernel's uncompressed vmlinux"
+            ),
+        ),
+    ] {
+        let extra = ["--pevent:kcore", kcore.as_str(), "--pevent:primary", &good];
+        check(&extra, 1, &[&want]);
+        let mut args = vec!["--pt", pt.as_str(), "--raw", code.as_str(), "-o", &out_path];
+        args.extend(extra);
+        let err = text(&s.run(&args).stderr);
+        assert!(!err.contains("--elf"), "{err}");
+    }
     // A FIFO (opened without a writer, its open waited for ever) or a
     // device (/dev/zero was read without end) as sideband or code is
     // refused by name; under `timeout`, so a hang fails rather than waits.

@@ -303,6 +303,23 @@ impl Image {
     }
 }
 
+/// Why `img`, found for a mapping (the kernel's when `kernel`), gave no
+/// code: the file, the reason and what to give instead.
+fn found_but_unused(img: &Image, kernel: bool) -> String {
+    let why = if img.is_elf {
+        "none of its segments holds the addresses traced (a different build?)"
+    } else {
+        "it is not an ELF file, so the decoder cannot place its code"
+    };
+    let todo = if kernel {
+        "give --vmlinux the traced kernel's uncompressed vmlinux, or --kcore the folder \
+         with the kcore and kallsyms that `perf record --kcore` copied"
+    } else {
+        "put the file that ran under a --sysroot"
+    };
+    format!("{} was found for it, but {why}: {todo}", img.path.display())
+}
+
 /// A file the decode needed and could not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingImage {
@@ -836,12 +853,12 @@ impl ImageStore {
             let reason = if is_kernel_name(&file.filename) {
                 match self.kernel.get_or_init(|| self.resolve_kernel()) {
                     Err(r) => r.clone(),
-                    Ok(_) => "found, but the decoder could not use it".into(),
+                    Ok(img) => found_but_unused(img, true),
                 }
             } else {
                 match self.lookup(&file) {
                     Err(r) => r,
-                    Ok(_) => "found, but the decoder could not use it".into(),
+                    Ok(img) => found_but_unused(&img, false),
                 }
             };
             let build_id = self.recorded_build_id(&file);

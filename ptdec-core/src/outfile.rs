@@ -285,15 +285,7 @@ impl OutFile {
                     format!("{} is not a folder; give a name in a folder", dir.display()),
                 )))
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "its folder {} does not exist; make it or give another name",
-                        dir.display()
-                    ),
-                )))
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(err(missing_folder(dir))),
             Err(_) => {}
         }
         sweep_dead_temps(dir, name);
@@ -515,6 +507,17 @@ fn dangling_target(link: &Path) -> io::Result<PathBuf> {
 }
 
 /// The folder `path` names an entry of: its parent, `.` for a bare name.
+/// The error for an output whose folder `dir` does not exist.
+fn missing_folder(dir: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "its folder {} does not exist; make it (mkdir -p {0}) or give another name",
+            dir.display()
+        ),
+    )
+}
+
 pub fn folder_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -745,6 +748,10 @@ impl OutDir {
         let made_root = match std::fs::DirBuilder::new().mode(mode).create(root) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+            // The root is made, not the folders above it (as for a file).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(err(missing_folder(folder_of(root))))
+            }
             Err(e) => return Err(err(e)),
         };
         let tmp = root.join(temp_name(std::ffi::OsStr::new(part)));
@@ -1416,6 +1423,28 @@ mod tests {
             assert!(e.to_string().contains(what), "{e}");
         }
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
+        // A dataset folder whose own folder is missing is named with it
+        // and how to make it (the error was a bare "No such file or
+        // directory").
+        let missing = tmp.path().join("no");
+        let e = OutDir::create(
+            &missing.join("ds"),
+            "trace=a",
+            &["calls"],
+            false,
+            PRIVATE_MODE,
+        )
+        .unwrap_err()
+        .to_string();
+        let want = format!(
+            "cannot write {}: its folder {} does not exist; make it (mkdir -p {}) or give \
+             another name",
+            missing.join("ds").display(),
+            missing.display(),
+            missing.display()
+        );
+        assert!(e.contains(&want), "{e}");
+        assert!(!missing.exists());
     }
 
     /// What is not a folder where a table or a part goes is refused when

@@ -155,9 +155,10 @@ pub enum PeventError {
         path: PathBuf,
         why: String,
     },
-    /// A `--pevent:kcore` file the image loader refused.
-    #[error("--pevent:kcore: {0}")]
-    Kcore(String),
+    /// A `--pevent:kcore` file that could not be read or used (the error
+    /// names the option and the file).
+    #[error(transparent)]
+    Kcore(crate::raw::RawError),
 }
 
 /// A process's ABI, which picks its vDSO.
@@ -444,8 +445,8 @@ impl Sideband {
         };
         let mut index = SectionIndex::default();
         for k in kcore {
-            let loaded = crate::raw::RawInput::elf_sections(k)
-                .map_err(|e| PeventError::Kcore(format!("{}: {e}", k.path.display())))?;
+            let loaded = crate::raw::RawInput::elf_sections(k, "--pevent:kcore")
+                .map_err(PeventError::Kcore)?;
             for s in loaded {
                 let i = index.add(&mut sb, s.path, s.offset, s.size, s.vaddr);
                 sb.kernel.push(i);

@@ -57,15 +57,30 @@ pub enum RawError {
         addr: u64,
         size: u64,
     },
-    /// An `--elf` file that is not ELF, or malformed.
-    #[error("--elf {path}: not an ELF file; give a raw binary as --raw FILE:ADDR")]
-    NotElf { path: PathBuf },
-    /// An `--elf` file the image loader refused.
-    #[error("--elf: {0}")]
-    Elf(#[from] ImageError),
-    /// An `--elf` file without loadable bytes.
-    #[error("--elf {path}: no PT_LOAD segment with file bytes")]
-    NoSegments { path: PathBuf },
+    /// An `--elf` (or `--pevent:kcore`: `what`) file that is not ELF.
+    #[error("{what} {}: not an ELF file; {}", path.display(), not_elf_hint(what))]
+    NotElf { what: &'static str, path: PathBuf },
+    /// An `--elf` (or `--pevent:kcore`: `what`) file the image loader
+    /// refused.
+    #[error("{what}: {source}")]
+    Elf {
+        what: &'static str,
+        source: ImageError,
+    },
+    /// An `--elf` (or `--pevent:kcore`: `what`) file without loadable
+    /// bytes.
+    #[error("{what} {}: no PT_LOAD segment with file bytes", path.display())]
+    NoSegments { what: &'static str, path: PathBuf },
+}
+
+/// What to give instead of a file that is not ELF, for option `what`.
+fn not_elf_hint(what: &str) -> &'static str {
+    if what == "--elf" {
+        "give a raw binary as --raw FILE:ADDR"
+    } else {
+        "give the kcore that `perf record --kcore` copied (an ELF file), or the kernel's \
+         uncompressed vmlinux"
+    }
 }
 
 /// A number: decimal or `0x` hex.
@@ -275,17 +290,24 @@ fn checked_range(what: &'static str, r: &FileRange, size: u64) -> Result<(u64, u
 
 /// An ELF file's image, its load bias and the sections of its PT_LOAD
 /// segments with file bytes.
-fn load_elf(e: &ElfSpec) -> Result<(Arc<Image>, u64, Vec<RawSection>), RawError> {
+fn load_elf(
+    e: &ElfSpec,
+    what: &'static str,
+) -> Result<(Arc<Image>, u64, Vec<RawSection>), RawError> {
     let search = Arc::new(SearchPath::default());
-    let img = Arc::new(Image::load(&e.path.to_string_lossy(), &e.path, search)?);
+    let img = Image::load(&e.path.to_string_lossy(), &e.path, search)
+        .map_err(|source| RawError::Elf { what, source })?;
+    let img = Arc::new(img);
     if !img.is_elf {
         return Err(RawError::NotElf {
+            what,
             path: e.path.clone(),
         });
     }
     let loads: Vec<_> = img.segments.iter().filter(|s| s.filesz > 0).collect();
     if loads.is_empty() {
         return Err(RawError::NoSegments {
+            what,
             path: e.path.clone(),
         });
     }
@@ -301,7 +323,7 @@ fn load_elf(e: &ElfSpec) -> Result<(Arc<Image>, u64, Vec<RawSection>), RawError>
         .iter()
         .map(|s| {
             let vaddr = s.vaddr.wrapping_add(bias);
-            fits("--elf", &e.path, vaddr, s.filesz)?;
+            fits(what, &e.path, vaddr, s.filesz)?;
             Ok(RawSection {
                 path: e.path.clone(),
                 offset: s.file_offset,
@@ -349,7 +371,7 @@ impl RawInput {
         let mut sections = Vec::new();
         let mut modules = Vec::new();
         for e in elfs {
-            let (img, bias, secs) = load_elf(e)?;
+            let (img, bias, secs) = load_elf(e, "--elf")?;
             for s in secs {
                 modules.push(Module {
                     start: s.vaddr,
@@ -387,9 +409,10 @@ impl RawInput {
         })
     }
 
-    /// The sections of an `--elf FILE[:BASE]` (also `--pevent:kcore`).
-    pub fn elf_sections(e: &ElfSpec) -> Result<Vec<RawSection>, RawError> {
-        load_elf(e).map(|(_, _, s)| s)
+    /// The sections of an ELF file given to option `what` (`--elf
+    /// FILE[:BASE]`, `--pevent:kcore`), which errors name.
+    pub fn elf_sections(e: &ElfSpec, what: &'static str) -> Result<Vec<RawSection>, RawError> {
+        load_elf(e, what).map(|(_, _, s)| s)
     }
 
     /// The module holding `addr` (the last one given wins where they overlap).

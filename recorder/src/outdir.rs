@@ -152,7 +152,18 @@ impl OutDir {
             .create(&dir)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => Error::OutputExists { path: dir.clone() },
-                _ => output_err(&dir)(e),
+                // Named by the -o given and its folder, never the hidden
+                // staging name (`.s.new-PID`) the user did not give.
+                kind => Error::Output {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        kind,
+                        format!(
+                            "cannot make a folder in {} ({e}); give -o a place you may write in",
+                            folder_of(path).display()
+                        ),
+                    ),
+                },
             })?;
         let d = OutDir {
             path: dir,
@@ -498,6 +509,14 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The folder `path` is in (`.` for a bare name).
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Creates the missing parents of `path` (0755) and returns them, outermost first.
 fn create_parents(path: &Path) -> Result<Vec<PathBuf>, Error> {
     let mut missing = Vec::new();
@@ -771,6 +790,33 @@ mod tests {
         d.commit().unwrap();
         assert_eq!(names(tmp.path()), ["t"]);
         assert!(out.join("data").exists());
+    }
+
+    /// A trace dir that cannot be made (here in /proc, where not even
+    /// root makes folders; a read-only folder for a user other than root)
+    /// is named as given, with its folder: the error named the hidden
+    /// staging folder `.t.new-PID` instead.
+    #[test]
+    fn a_trace_dir_that_cannot_be_made_is_named_as_given() {
+        let out = PathBuf::from(format!("/proc/ptrec-test-{}", std::process::id()));
+        for staged in [false, true] {
+            let e = if staged {
+                OutDir::create_staged(&out, false)
+            } else {
+                OutDir::create(&out, false)
+            }
+            .err()
+            .unwrap()
+            .to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "writing {}: cannot make a folder in /proc (",
+                    out.display()
+                )) && e.ends_with("); give -o a place you may write in"),
+                "{e}"
+            );
+            assert!(!e.contains(".new-"), "{e}");
+        }
     }
 
     fn names(dir: &Path) -> Vec<String> {

@@ -792,12 +792,15 @@ pub(super) fn selected(
     progress: &Progress,
 ) -> DecodeOptions {
     let set = |v: Vec<u32>| (!v.is_empty()).then(|| v.into_iter().collect::<BTreeSet<u32>>());
+    let mut pids_of_bundle = false;
     if let (true, true, Some(b)) = (tids.is_empty(), pids.is_empty(), &trace.bundle) {
         pids = b.processes.iter().map(|p| p.0).collect();
+        pids_of_bundle = true;
     }
     DecodeOptions {
         tids: set(tids),
         pids: set(pids),
+        pids_of_bundle,
         start,
         end,
         jobs: crate::decode::cpu_jobs(jobs),

@@ -293,6 +293,9 @@ pub struct DecodeOptions {
     pub tids: Option<BTreeSet<u32>>,
     /// Only these processes (`--pid`); `None`: all.
     pub pids: Option<BTreeSet<u32>>,
+    /// `pids` are an LLDB bundle's processes, decoded by default, not a
+    /// `--pid` given (errors then name no option).
+    pub pids_of_bundle: bool,
     /// Drop ops before this perf time (ns).
     pub start: Option<u64>,
     /// Drop ops after this perf time (ns); decoding of a segment stops past it.
