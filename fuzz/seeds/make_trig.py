@@ -53,8 +53,17 @@ b = b''.join([
     PSB, MODE64, fup(0x30), PSBEND, trig(0x24, icnt=1, mult=True), tnt([0]),
     trig(0x25, icnt=0, ip=True), fup(0x3c), tnt([1]), PGD,
 ])
+# Before each: a stretch of the same control flow without TRIG, timed by
+# a TSC of its own, so that a seed decodes more than a few instructions
+# before libipt 2.1.2's error at the first TRIG (flow_lockstep compares up
+# to there) and its times move (raw_pt and flow_diff write FTF on an ns
+# axis): decoder/tests/fuzz_regressions.rs wants more than 10 of a seed.
+lead = b''.join([
+    PSB, MODE64, tsc(0x800), fup(0x00), PSBEND,
+    tnt([0, 1, 1]), tsc(0x900), tnt([1, 1, 1]), tnt([0, 1, 0]), tip(0x40), tnt([1, 1, 1]), PGD,
+])
 root = 'fuzz/seeds/'
-for name, t in [('trig', a), ('trig-errors', b)]:
+for name, t in [('trig', lead + a), ('trig-errors', lead + b)]:
     for target in ['flow_diff', 'raw_pt']:
         with open(root + target + '/' + name, 'wb') as f:
             f.write(t)
