@@ -394,13 +394,18 @@ fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
 /// Where libipt 2.1.2's log stops being comparable: its first `BAD_OPC`
 /// at a packet only a newer libipt knows (libipt 2.2's TRIG, which ptflow
 /// decodes), met at the packet or while reading on from a packet before
-/// it ([`crate::decode::newer_packet`]), or a sync that failed so in a
+/// it ([`crate::decode::newer_packet`]), or any error at such a packet, or a sync that failed so in a
 /// trace that holds one (a sync error has no offset); one line earlier
 /// when that line's status holds the error's event-pending flag.
 fn newer_packet_cut(trace: &[u8], lib_log: &[Line]) -> Option<usize> {
     let k = lib_log.iter().position(|l| match *l {
         Line::Error(e, off) => {
-            e == PtError::BAD_OPC && crate::decode::newer_packet(trace, off).is_some()
+            // Any error at the newer packet itself: libipt 2.1.2's block
+            // decoder may say BAD_QUERY there, when it needed the next
+            // event and its event decoder stopped at the opcode (the
+            // flow_lockstep fuzz target found one in CI).
+            let at_it = usize::try_from(off).is_ok_and(|o| trace.get(o) == Some(&0xd9));
+            (e == PtError::BAD_OPC || at_it) && crate::decode::newer_packet(trace, off).is_some()
         }
         Line::Sync(Err(e)) => e == PtError::BAD_OPC && crate::decode::holds_newer_packet(trace),
         _ => false,
