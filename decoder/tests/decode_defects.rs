@@ -15,8 +15,8 @@ use iced_x86::code_asm::{ecx, ptr, rbx, CodeAssembler};
 use iced_x86::BlockEncoderOptions;
 use ipt::{Compression, Encoder, Packet};
 use ptdec::decode::{
-    decode, decode_raw, DecodeOptions, DecodeStats, DecoderKind, RawConfig, RawSection,
-    NO_PROGRESS_INSNS,
+    decode, decode_raw, Chunking, DecodeOptions, DecodeStats, DecoderKind, OnError, RawConfig,
+    RawSection, NO_PROGRESS_INSNS,
 };
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
@@ -545,4 +545,125 @@ fn a_thread_filter_that_matches_nothing_fails_and_lists_the_threads() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(tmp.path().join("out.ftf").exists());
+}
+
+/// A PSB+ whose FUP comes without its MODE.Exec: as the first, code in no
+/// execution mode, which the fast decoder reports as an error of its own
+/// (`NoMode`) and goes on from at the next MODE.Exec, where it used to
+/// hand the chunk to libipt (whose block cache made the output depend on
+/// what the worker decoded before); in the middle of the trace, the mode
+/// goes on from before, and no chunk starts there, so the output is the
+/// same at every chunk size.
+#[test]
+fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
+    let psb = |mode: bool| {
+        let mut p = vec![Packet::Psb];
+        if mode {
+            p.push(Packet::ModeExec {
+                csl: true,
+                csd: false,
+            });
+        }
+        p.extend([Packet::Fup(CODE, Compression::Sext48), Packet::Psbend]);
+        p
+    };
+    // `jnz $` then `jmp` back to it: a TNT bit per pass, taken or not.
+    let code = [0x75, 0xfe, 0xeb, 0xfc];
+    let tnts = |n: usize| {
+        vec![
+            Packet::Tnt8 {
+                payload: 0b101,
+                bits: 3
+            };
+            n
+        ]
+    };
+    let mut pkts = Vec::new();
+    for mode in [false, true, false, false, true, false] {
+        pkts.extend(psb(mode));
+        pkts.extend(tnts(40));
+    }
+    let pt = encode(&pkts);
+    for on_error in [OnError::Resync, OnError::NextPsb] {
+        let mut outputs = Vec::new();
+        for chunk in [u64::MAX, 1, 64, 200] {
+            let dir = tempfile::tempdir().unwrap();
+            let bin = dir.path().join("code.bin");
+            std::fs::write(&bin, code).unwrap();
+            let sections = [RawSection {
+                path: bin,
+                offset: 0,
+                size: code.len() as u64,
+                vaddr: CODE,
+            }];
+            let mut c = Collect::default();
+            let st = decode_raw(
+                &pt,
+                &sections,
+                &RawConfig::default(),
+                &DecodeOptions {
+                    decoder: DecoderKind::Fast,
+                    chunking: Chunking::Bytes(chunk),
+                    on_error,
+                    ..DecodeOptions::default()
+                },
+                &mut c,
+            )
+            .unwrap();
+            // Every chunk is the fast decoder's own; only the first PSB's
+            // stretch is lost, with one error.
+            assert!(
+                st.fallbacks.is_empty(),
+                "{on_error:?} chunk {chunk}: {:?}",
+                st.fallbacks
+            );
+            assert_eq!(st.fast_chunks, st.chunks, "{on_error:?} chunk {chunk}");
+            assert_eq!(
+                st.errors.get("NoMode"),
+                Some(&1),
+                "{on_error:?} chunk {chunk}: {:?}",
+                st.errors
+            );
+            assert_eq!(
+                st.errors.len(),
+                1,
+                "{on_error:?} chunk {chunk}: {:?}",
+                st.errors
+            );
+            assert!(
+                st.libipt_differs
+                    .keys()
+                    .any(|k| k.contains("no execution mode")),
+                "{on_error:?} chunk {chunk}: {:?}",
+                st.libipt_differs
+            );
+            // Five PSBs' stretches of 120 passes, each 1-2 instructions.
+            assert!(
+                st.insns >= 5 * 120,
+                "{on_error:?} chunk {chunk}: {}",
+                st.insns
+            );
+            let gap = c.0.iter().find_map(|o| match o {
+                Op::Gap {
+                    kind: GapKind::DecodeError(m),
+                    ..
+                } => Some(m.to_string()),
+                _ => None,
+            });
+            assert!(
+                gap.as_deref().is_some_and(|m| m.contains("MODE.Exec")),
+                "{on_error:?} chunk {chunk}: {gap:?}"
+            );
+            outputs.push((format!("{:?}", c.0), st.insns, st.chunks));
+        }
+        // Cut at the two PSBs with a mode, at most.
+        assert!(
+            outputs.iter().any(|o| o.2 == 3),
+            "{:?}",
+            outputs.iter().map(|o| o.2).collect::<Vec<_>>()
+        );
+        for o in &outputs[1..] {
+            assert_eq!((&o.0, o.1), (&outputs[0].0, outputs[0].1), "{on_error:?}");
+        }
+    }
 }

@@ -236,9 +236,14 @@ pub fn flow_diff(data: &[u8]) -> u64 {
     // Where the fast decoder went where libipt is known to decode wrong,
     // the outputs differ by design (`flow_lockstep` compares the two up
     // to that step).
+    // So is code in no execution mode, an error of the fast decoder's
+    // own, listed as such also where nothing else was decoded (and no
+    // output or statistics were written).
+    let no_mode = ipt::Error::NO_MODE.description();
     if fast_stats
         .as_ref()
         .is_some_and(|s| !s.libipt_differs.is_empty())
+        || fast_list.iter().any(|l| l.contains(no_mode))
     {
         let _ = raw_pt_with(data, DecoderKind::Fast, false, OnError::Resync);
         return fast_stats.map_or(0, |s| s.insns);

@@ -34,6 +34,10 @@ pub fn version() -> (u8, u8, u16) {
 /// libipt's message for `e` (`pt_errstr`), as ptdec's gaps and errors
 /// show it (`pttypes::Error`'s own `Display` is a shorter description).
 pub fn message(e: Error) -> &'static str {
+    // ptflow's own error, which libipt does not know.
+    if e == Error::NO_MODE {
+        return e.description();
+    }
     // SAFETY: pt_errstr returns a pointer to a static string for any
     // value (unknown codes give a generic message).
     let p = unsafe { ffi::pt_errstr(e.0) };

@@ -669,6 +669,16 @@ impl<'a> BlockDecoder<'a> {
         self.trailing_event(None)
     }
 
+    /// Code to decode in no execution mode: `NO_MODE`, where libipt
+    /// decodes on in no mode or in its block cache's (docs/decoding.md).
+    #[cold]
+    #[inline(never)]
+    fn no_mode(&mut self) -> Fail {
+        self.evdec
+            .note_libipt_differs(crate::event::CODE_IN_NO_MODE);
+        Fail::Pt(PtError::NO_MODE)
+    }
+
     /// The instruction at the decoder's IP, added to `block` (`None`: it
     /// does not fit: the block is full or it is in another section).
     fn one_insn(&mut self, code: &mut CodeCache, block: &mut Block) -> Result<Option<Insn>, Fail> {
@@ -680,7 +690,7 @@ impl<'a> BlockDecoder<'a> {
             mode::BITS64 => 64,
             mode::BITS32 => 32,
             mode::BITS16 => 16,
-            _ => return Err(Fail::Unsupported(&"an unknown code mode")),
+            _ => return Err(self.no_mode()),
         };
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
@@ -1952,9 +1962,13 @@ impl<'a> BlockDecoder<'a> {
                     None => return Err(Fail::Pt(PtError::INTERNAL)),
                 }
             }
+            // In no mode, code cannot be decoded (`NO_MODE`): only a
+            // MODE.Exec, or a PSB+ above, can end the resync, not each
+            // IP the trace gives on the way, which would fail again.
+            let no_mode = self.mode == mode::UNKNOWN;
             match ev.kind {
                 Kind::Tnt { .. } | Kind::Ignore => self.fetch_event()?,
-                Kind::Tip { .. } if ev.ip_suppressed => self.fetch_event()?,
+                Kind::Tip { .. } if ev.ip_suppressed || no_mode => self.fetch_event()?,
                 Kind::Tip { ip } => {
                     self.fetch_event()?;
                     // A PSB+ right after it (no TNT or TIP between): go on
@@ -1974,13 +1988,28 @@ impl<'a> BlockDecoder<'a> {
                     self.enabled = true;
                     return Ok(self.status(Status::EVENT_PENDING));
                 }
+                Kind::AsyncBranch { .. } | Kind::AsyncDisabled { .. } if no_mode => {
+                    self.fetch_event()?
+                }
                 Kind::AsyncBranch { from: ip, .. } | Kind::AsyncDisabled { at: ip, .. } => {
                     return at(self, ip)
                 }
+                Kind::ExecMode { ip, .. } if !ev.ip_suppressed => return at(self, ip),
+                Kind::Iflags { .. }
+                | Kind::Tsx { .. }
+                | Kind::AsyncPaging { .. }
+                | Kind::AsyncVmcs { .. }
+                | Kind::Ptwrite { .. }
+                | Kind::Exstop { .. }
+                | Kind::Mwait { .. }
+                | Kind::Trig { anchored: true, .. }
+                    if no_mode && !ev.ip_suppressed =>
+                {
+                    self.fetch_event()?
+                }
                 // MODE.Exec's iflags event binds to its FUP as the exec
                 // mode event does; so does a TRIG with its IP bit.
-                Kind::ExecMode { ip, .. }
-                | Kind::Iflags { ip, .. }
+                Kind::Iflags { ip, .. }
                 | Kind::Tsx { ip, .. }
                 | Kind::AsyncPaging { ip, .. }
                 | Kind::AsyncVmcs { ip, .. }
@@ -2175,7 +2204,9 @@ impl<'a> BlockDecoder<'a> {
             mode::BITS64 => 64,
             mode::BITS32 => 32,
             mode::BITS16 => 16,
-            _ => return Err(Fail::Unsupported(&"an unknown code mode")),
+            // Code in no mode cannot be read: it does not apply (the
+            // next instruction fails with `NO_MODE`).
+            _ => return Ok(()),
         };
         match read(self.image.insn_at(block.end_ip, bits))? {
             Some(i) if i.class.is_branch() => {}

@@ -417,6 +417,11 @@ pub struct EventDecoder<'a> {
 /// events queued before it.
 pub const ASYNC_BRANCH_BEHIND_EVENTS: &str = "an asynchronous branch behind queued events";
 
+/// Why [`EventDecoder::libipt_differs`]: code to decode in no execution
+/// mode (`PtError::NO_MODE`), which libipt decodes in no mode or in the
+/// mode its block cache holds for it.
+pub const CODE_IN_NO_MODE: &str = "code in no execution mode (no MODE.Exec)";
+
 /// A step's outcome: `Ok(true)` the packet is done, go on; `Ok(false)`
 /// an event is ready.
 type Step = Result<bool, Fail>;
@@ -465,6 +470,12 @@ impl<'a> EventDecoder<'a> {
     /// first such place is kept for the decoder's life.
     pub fn libipt_differs(&self) -> Option<&'static str> {
         self.libipt_differs
+    }
+
+    /// Says that the decoder went where libipt decodes differently, and
+    /// why (the first reason stays).
+    pub fn note_libipt_differs(&mut self, why: &'static str) {
+        self.libipt_differs.get_or_insert(why);
     }
 
     /// MODE.Exec's interrupt flag makes iflags events from now on

@@ -47,6 +47,13 @@ impl Error {
     pub const OVERFLOW: Error = Error(25);
     pub const BAD_FILE: Error = Error(26);
     pub const BAD_CPU: Error = Error(27);
+    /// ptflow's own, not libipt's: code to decode while the trace has
+    /// given no execution mode (no MODE.Exec since the decoder
+    /// synchronized, or one with the reserved CS.L and CS.D both set).
+    /// libipt has no such error: it decodes such code with its
+    /// instruction length decoder in no mode (16-bit operand sizes, no
+    /// displacements), or in the mode its block cache holds.
+    pub const NO_MODE: Error = Error(0x100);
 
     /// A short name for statistics (`Nomap`, `BadPacket`, ...).
     pub fn name(self) -> String {
@@ -86,6 +93,7 @@ impl Error {
             Error::OVERFLOW => "Overflow",
             Error::BAD_FILE => "BadFile",
             Error::BAD_CPU => "BadCpu",
+            Error::NO_MODE => "NoMode",
             _ => return None,
         })
     }
@@ -121,6 +129,7 @@ impl Error {
             Error::OVERFLOW => "internal buffer overflow",
             Error::BAD_FILE => "bad file",
             Error::BAD_CPU => "unknown CPU",
+            Error::NO_MODE => "no execution mode (MODE.Exec) given for this code",
             _ => "unknown error",
         }
     }

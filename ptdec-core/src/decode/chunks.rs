@@ -97,6 +97,9 @@ pub(super) struct Psb {
     pub header_end: u64,
     /// The TSC the PSB+ gives.
     pub tsc: Option<u64>,
+    /// Whether the PSB+ holds a MODE.Exec, a FUP.
+    pub mode: bool,
+    pub fup: bool,
 }
 
 /// Bytes searched at once for a PSB at most (windows overlap by
@@ -114,7 +117,8 @@ const FIRST_SEARCH_WINDOW: u64 = 16 << 10;
 /// TMA 7, CBR 4, MODE 2+2, FUP 7, VMCS 7, PIP 8, PSBEND 2, plus padding.
 const PSB_PLUS_MAX: u64 = 4096;
 
-/// The first PSB at or after `from` whose PSB+ ends with a PSBEND.
+/// The first PSB at or after `from` whose PSB+ ends with a PSBEND and
+/// that gives the mode of the code after it ([`mode_given`]).
 ///
 /// After a PSB whose PSB+ cannot be read, the search goes on from the
 /// byte after that PSB, not from where reading its PSB+ stopped: garbage
@@ -132,11 +136,21 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
         let mut start = 0;
         while let Some(at) = next_psb(cfg, &bytes, start) {
             let mut dec = PacketDecoder::new(cfg, &bytes[at as usize..]).ok()?;
+            let cut_short = hi < stream.len();
             if let Some(p) = psb_plus(&mut dec, lo + at) {
-                return Some(p);
-            }
-            // A PSB+ cut by the window's end: look again from that PSB.
-            if hi < stream.len() && at + PSB_PLUS_MAX > hi - lo {
+                match mode_given(&mut dec, &p) {
+                    Some(true) => return Some(p),
+                    Some(false) => {}
+                    None if !cut_short => return Some(p),
+                    // Undecided at the window's end: look again from
+                    // that PSB, in a larger window.
+                    None => {
+                        found_before = Some(lo + at);
+                        break;
+                    }
+                }
+            } else if cut_short && at + PSB_PLUS_MAX > hi - lo {
+                // A PSB+ cut by the window's end: look again from that PSB.
                 found_before = Some(lo + at);
                 break;
             }
@@ -150,6 +164,61 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
         };
     }
     None
+}
+
+/// The most bytes from a PSB that [`mode_given`] reads to decide.
+const MODE_SEARCH_MAX: u64 = 64 << 10;
+
+/// Whether a chunk may start at the PSB whose PSB+ `dec` has just read
+/// (`read` bytes of it): whether the code the trace goes on with is
+/// given its execution mode (MODE.Exec) before any code runs, so that a
+/// decode synchronized there knows what one that ran on into it from
+/// earlier knows. libipt's decoders keep the mode across a PSB+ that
+/// holds no MODE.Exec, and reset it to unknown at a sync: a chunk that
+/// started at a PSB+ whose FUP comes without MODE.Exec would decode its
+/// first code in no mode, where a larger chunk decodes it in the mode
+/// before, and the output would depend on the chunk size. Hardware sends
+/// MODE.Exec in every PSB+ with a FUP, and before every TIP.PGE (the
+/// project's real recordings do so; a PSB+ of disabled tracing has
+/// neither), so only a corrupt trace lacks it.
+///
+/// `Some(true)`: this PSB+ holds a MODE.Exec, or after it one comes before
+/// any packet that gives code to run (FUP, TIP, TIP.PGE) outside a PSB+
+/// that holds its own MODE.Exec; or a packet error comes first (decoding
+/// synchronizes again after it, at any chunk size). `Some(false)`: code
+/// comes first, or [`MODE_SEARCH_MAX`] bytes pass undecided. `None`: the
+/// bytes end first.
+fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
+    if psb.mode {
+        return Some(true);
+    }
+    if psb.fup {
+        return Some(false);
+    }
+    let (mut in_psb, mut psb_fup) = (false, false);
+    loop {
+        if dec.offset().ok()? > MODE_SEARCH_MAX {
+            return Some(false);
+        }
+        let p = match dec.next_packet() {
+            Ok(p) => p,
+            Err(e) if e == ipt::Error::EOS => return None,
+            Err(_) => return Some(true),
+        };
+        match p {
+            Packet::ModeExec { .. } => return Some(true),
+            Packet::Psb => (in_psb, psb_fup) = (true, false),
+            Packet::Psbend if in_psb => {
+                if psb_fup {
+                    return Some(false);
+                }
+                in_psb = false;
+            }
+            Packet::Fup(..) if in_psb => psb_fup = true,
+            Packet::Fup(..) | Packet::Tip(..) | Packet::TipPge(..) => return Some(false),
+            _ => {}
+        }
+    }
 }
 
 /// The offset in `bytes` of the first PSB that starts at or after `from`,
@@ -190,7 +259,7 @@ fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
     if dec.offset().ok()? != 0 || dec.next_packet().ok()? != Packet::Psb {
         return None;
     }
-    let mut tsc = None;
+    let (mut tsc, mut mode, mut fup) = (None, false, false);
     loop {
         match dec.next_packet().ok()? {
             Packet::Psbend | Packet::Ovf => {
@@ -198,12 +267,14 @@ fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
                     offset: at,
                     header_end: at + dec.offset().ok()?,
                     tsc,
+                    mode,
+                    fup,
                 });
             }
             Packet::Tsc(t) => tsc = Some(t),
+            Packet::Fup(..) => fup = true,
+            Packet::ModeExec { .. } => mode = true,
             Packet::Pad
-            | Packet::Fup(..)
-            | Packet::ModeExec { .. }
             | Packet::ModeTsx
             | Packet::Tma { .. }
             | Packet::Cbr(_)
@@ -366,7 +437,13 @@ mod tests {
     use super::*;
     use ipt::{Compression, Encoder};
 
-    /// PSB+ with a TSC and a FUP, then `n` TNT packets, `times` over.
+    const MODE64: Packet = Packet::ModeExec {
+        csl: true,
+        csd: false,
+    };
+
+    /// PSB+ with a TSC, a MODE.Exec and a FUP, then `n` TNT packets,
+    /// `times` over.
     fn trace(times: usize, n: usize) -> (Vec<u8>, Vec<u64>) {
         let mut enc = Encoder::new().unwrap();
         let mut out = Vec::new();
@@ -376,6 +453,7 @@ mod tests {
             for p in [
                 Packet::Psb,
                 Packet::Tsc(1000 * (i as u64 + 1)),
+                MODE64,
                 Packet::Fup(0x1000, Compression::Full),
                 Packet::Psbend,
             ] {
@@ -416,11 +494,12 @@ mod tests {
             assert_eq!(starts, want);
             for w in cuts.windows(2) {
                 assert_eq!(w[0].range.end, w[1].range.start);
-                // The decode range takes the next PSB+ (PSB 16, TSC 8, FUP
-                // with a full IP 9, PSBEND 2) and the lookahead.
+                // The decode range takes the next PSB+ (PSB 16, TSC 8,
+                // MODE 2, FUP with a full IP 9, PSBEND 2) and the
+                // lookahead.
                 assert_eq!(
                     w[0].decode.end,
-                    (w[1].range.start + 16 + 8 + 9 + 2 + LOOKAHEAD).min(bytes.len() as u64)
+                    (w[1].range.start + 16 + 8 + 2 + 9 + 2 + LOOKAHEAD).min(bytes.len() as u64)
                 );
             }
             assert_eq!(cuts.last().unwrap().range.end, bytes.len() as u64);
@@ -455,6 +534,7 @@ mod tests {
             &[
                 Packet::Psb,
                 Packet::Tsc(8),
+                MODE64,
                 Packet::Fup(0x1000, Compression::Full),
                 Packet::Psbend,
                 tnt,
@@ -463,7 +543,66 @@ mod tests {
         let s = Stream::new(vec![&bytes[..]]);
         let p = psb_at_or_after(&s, &PtConfig::default(), 0).unwrap();
         assert_eq!((p.offset, p.tsc), (good, Some(8)));
-        assert_eq!(p.header_end, good + 16 + 8 + 9 + 2);
+        assert_eq!(p.header_end, good + 16 + 8 + 2 + 9 + 2);
+    }
+
+    /// A chunk starts only where the trace gives the mode of the code that
+    /// comes next ([`mode_given`]): not at a PSB+ whose FUP comes without
+    /// MODE.Exec, nor at one of disabled tracing whose TIP.PGE comes
+    /// without one; at one of disabled tracing whose TIP.PGE has its
+    /// MODE.Exec, also past another such PSB+ on the way.
+    #[test]
+    fn chunks_start_only_where_the_mode_is_given() {
+        let fup = Packet::Fup(0x1000, Compression::Full);
+        let pge = Packet::TipPge(0x1000, Compression::Full);
+        let tnt = Packet::Tnt8 {
+            payload: 0b10,
+            bits: 2,
+        };
+        let cases: [(&[Packet], bool); 6] = [
+            (&[Packet::Psb, fup, Packet::Psbend, tnt], false),
+            (&[Packet::Psb, fup, MODE64, Packet::Psbend, tnt], true),
+            (&[Packet::Psb, Packet::Psbend, tnt, pge, tnt], false),
+            (&[Packet::Psb, Packet::Psbend, MODE64, pge, tnt], true),
+            (
+                &[
+                    Packet::Psb,
+                    Packet::Psbend,
+                    Packet::Psb,
+                    Packet::Psbend,
+                    MODE64,
+                    pge,
+                ],
+                true,
+            ),
+            (
+                &[
+                    Packet::Psb,
+                    Packet::Psbend,
+                    Packet::Psb,
+                    fup,
+                    Packet::Psbend,
+                    tnt,
+                ],
+                false,
+            ),
+        ];
+        for (i, (pkts, cut_here)) in cases.iter().enumerate() {
+            let mut enc = Encoder::new().unwrap();
+            let mut bytes = Vec::new();
+            for &p in pkts.iter() {
+                bytes.extend_from_slice(enc.encode(p).unwrap());
+            }
+            // Then a PSB+ that gives its mode.
+            let last = bytes.len() as u64;
+            for p in [Packet::Psb, MODE64, fup, Packet::Psbend, tnt] {
+                bytes.extend_from_slice(enc.encode(p).unwrap());
+            }
+            let s = Stream::new(vec![&bytes[..]]);
+            let p = psb_at_or_after(&s, &PtConfig::default(), 0).unwrap();
+            let want = if *cut_here { 0 } else { last };
+            assert_eq!(p.offset, want, "case {i}");
+        }
     }
 
     #[test]
@@ -476,6 +615,7 @@ mod tests {
         for p in [
             Packet::Psb,
             Packet::Tsc(5),
+            MODE64,
             Packet::Fup(0x1000, Compression::Full),
             Packet::Psbend,
         ] {
