@@ -318,6 +318,14 @@ fn render_stacks(o: &mut String, report: &Report) {
             thousands(s.execs)
         );
     }
+    if s.depth_restarts > 0 {
+        let _ = writeln!(
+            o,
+            "warning: {} calls went past {} open frames in a thread, deeper than a real program's stack gets (a corrupt or hostile trace of calls that never return): each ended every frame and restarted that thread's stack",
+            thousands(s.depth_restarts),
+            thousands(crate::stack::MAX_DEPTH as u64)
+        );
+    }
     if s.unmatched_unwinds > 0 {
         let _ = writeln!(
             o,

@@ -667,3 +667,149 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
         }
     }
 }
+
+/// Straight-line code longer than a block holds (65,535 instructions: a
+/// block's count is 16 bits, in libipt as in ptflow): the fast decoder
+/// ends the block there and goes on in the next, without handing the
+/// chunk to libipt, and both decoders count every instruction.
+#[test]
+fn straight_line_code_longer_than_a_block_is_the_fast_decoders() {
+    // 70,000 NOPs, then `jnz` back to the first; two passes, then out.
+    const NOPS: usize = 70_000;
+    let mut code = vec![0x90u8; NOPS];
+    let back = -(NOPS as i32) - 6;
+    code.extend_from_slice(&[0x0f, 0x85]);
+    code.extend_from_slice(&back.to_le_bytes());
+    code.push(0xf4); // hlt: where the not-taken branch goes
+    let mut pkts = PSB_ENABLED.to_vec();
+    pkts.push(Packet::Tnt8 {
+        payload: 0b10,
+        bits: 2,
+    });
+    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
+    let pt = encode(&pkts);
+    let mut counts = Vec::new();
+    for decoder in [DecoderKind::Libipt, DecoderKind::Fast] {
+        let (_, st) = run_with(&pt, &code, decoder);
+        if decoder == DecoderKind::Fast {
+            assert!(st.fallbacks.is_empty(), "{:?}", st.fallbacks);
+            assert_eq!(st.fast_chunks, st.chunks);
+        }
+        counts.push((st.insns, st.errors.clone()));
+    }
+    assert_eq!(counts[0], counts[1]);
+    // The two passes of NOPs and `jnz`, at least.
+    assert!(counts[1].0 >= 2 * (NOPS as u64 + 1), "{counts:?}");
+}
+
+/// Calls that never return, each steered by a TNT bit (`call f; f: jnz
+/// back`): a trace of a few hundred KB whose stack would hold a frame per
+/// call. Past `stack::MAX_DEPTH` frames the thread's stack restarts, so
+/// its memory stays bounded; the FTF is the same for every `-j` and
+/// chunk size (the decode workers' stacks give up at the bound, and the
+/// real stack takes their ops), and the summary says so.
+#[test]
+fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
+    use ptdec::emit::{EmitOptions, Target};
+    use ptdec::pipeline::{self, Input};
+    use ptdec::plan::{Ftf, Plan};
+    use ptdec::raw::{Module, RawInput};
+    use ptdec::stack::MAX_DEPTH;
+    use ptdec::symbols::SymbolCache;
+    // 0x1000: call 0x1010; 0x1010: jnz 0x1000
+    let mut code = vec![0xe8, 0x0b, 0, 0, 0];
+    code.resize(0x10, 0x90);
+    code.extend_from_slice(&[0x75, 0xee]);
+    let passes = MAX_DEPTH + 5000;
+    let mut pkts = PSB_ENABLED.to_vec();
+    let mut left = passes;
+    let mut since_psb = 0;
+    while left > 0 {
+        let bits = left.min(47);
+        left -= bits;
+        pkts.push(Packet::Tnt64 {
+            payload: (1u64 << bits) - 1,
+            bits: bits as u8,
+        });
+        since_psb += 1;
+        // A PSB+ every 4 KiB or so, at the `jnz` the decoder waits at.
+        if since_psb == 500 && left > 0 {
+            since_psb = 0;
+            pkts.extend([
+                Packet::Psb,
+                Packet::ModeExec {
+                    csl: true,
+                    csd: false,
+                },
+                Packet::Fup(CODE + 0x10, Compression::Sext48),
+                Packet::Psbend,
+            ]);
+        }
+    }
+    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
+    let pt = encode(&pkts);
+    let pt_len = pt.len() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("code.bin");
+    std::fs::write(&bin, &code).unwrap();
+    let input = RawInput {
+        pt_path: "t.pt".into(),
+        pt,
+        sections: vec![RawSection {
+            path: bin,
+            offset: 0,
+            size: code.len() as u64,
+            vaddr: CODE,
+        }],
+        modules: vec![Module {
+            start: CODE,
+            end: CODE + code.len() as u64,
+            name: "code.bin".into(),
+            image: None,
+            bias: CODE,
+        }],
+    };
+    let symbols = SymbolCache::new();
+    let cfg = RawConfig::default();
+    let mut outputs = Vec::new();
+    for (jobs, chunk) in [(1, 64 << 10), (2, 4 << 10), (2, 1 << 20)] {
+        let plan = Plan::new(
+            Input::Raw {
+                input: &input,
+                cfg: &cfg,
+                symbols: &symbols,
+            },
+            DecodeOptions {
+                jobs,
+                chunking: Chunking::Bytes(chunk),
+                ..DecodeOptions::default()
+            },
+            Default::default(),
+            Ftf {
+                emit: EmitOptions {
+                    axis: ptdec::emit::TimeAxis::Instructions,
+                    ..EmitOptions::default()
+                },
+                target: Target::Memory,
+            },
+        );
+        let r = pipeline::run(&plan, None).unwrap();
+        assert_eq!(
+            r.stack.depth_restarts, 1,
+            "-j{jobs} chunks of {chunk}: {:?}",
+            r.stack
+        );
+        assert!(
+            r.decode.chunks > 1 || chunk >= pt_len,
+            "{:?}",
+            r.decode.chunks
+        );
+        let summary = ptdec::summary::render(&r);
+        assert!(
+            summary.contains("warning: 1 calls went past 1,048,576 open frames"),
+            "{summary}"
+        );
+        outputs.push(r.written.into_iter().map(|w| w.bytes).collect::<Vec<_>>());
+    }
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}

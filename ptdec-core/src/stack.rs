@@ -45,6 +45,12 @@
 //!   gap itself is a `Gap` slice from the gap to that `Enabled` (or `End`).
 //! * `End` ends untraced time, gaps and all frames at its stamp. A later
 //!   `Enabled` starts a new segment.
+//! * A thread's stack holds at most [`MAX_DEPTH`] frames. A call, or a
+//!   signal handler's entry, past them ends every frame there and starts a
+//!   new segment at the call's source, as a restart does: no real program
+//!   gets that deep (a frame takes at least its 8-byte return address, and
+//!   a thread's stack is 8 MiB by default), but a corrupt or hostile trace
+//!   of calls that never return would hold a frame for each.
 //! * `Mark` (PTWRITE, power, event trace) changes nothing: not the frames,
 //!   not the state, not the latest stamp. A `Disabled` while no segment is
 //!   open (a thread whose trace so far held only marks) ends nothing and is
@@ -78,6 +84,17 @@ use std::num::NonZeroU64;
 
 use crate::model::ops::{Base, Cycles, GapKind, Mark, Op, Stamp};
 
+/// The most frames a thread's stack holds (module doc): past them the
+/// stack restarts ([`StackStats::depth_restarts`]), so that its memory
+/// stays bounded (about 100 MB per thread at most) whatever the trace.
+#[cfg(not(test))]
+pub const MAX_DEPTH: usize = 1 << 20;
+/// [`MAX_DEPTH`] in this crate's unit tests, which run the same rule
+/// over a few thousand ops rather than millions (the deepest other test
+/// holds 8,192 frames).
+#[cfg(test)]
+pub const MAX_DEPTH: usize = 1 << 14;
+
 use crate::model::slices::{Func, FuncRef, PlaceSpan, Resolver, Slice, SliceKind};
 
 /// What the stack did, for the summary.
@@ -94,6 +111,9 @@ pub struct StackStats {
     pub ignored_calls: u64,
     /// Resumes in an unrelated function that restarted the stack.
     pub restarts: u64,
+    /// Calls (or signal handlers' entries) past [`MAX_DEPTH`] frames,
+    /// which restarted the stack.
+    pub depth_restarts: u64,
     /// Resumes in a new program (exec) that ended the old one's frames.
     pub execs: u64,
     /// Returns that matched none of the open frames whose call was seen
@@ -124,6 +144,7 @@ impl StackStats {
         self.retroactive_frames += o.retroactive_frames;
         self.ignored_calls += o.ignored_calls;
         self.restarts += o.restarts;
+        self.depth_restarts += o.depth_restarts;
         self.execs += o.execs;
         self.unmatched_unwinds += o.unmatched_unwinds;
         self.unmatched_frames += o.unmatched_frames;
@@ -666,6 +687,14 @@ impl ThreadStack {
         if self.frames.len() <= dry.cursor {
             return no;
         }
+        // Its frames stay within MAX_DEPTH over this stack's (depths
+        // relative to the top frame here, E0): else this stack restarts
+        // where it passes the bound, op by op.
+        if i64::from(self.top_depth()) + i64::from(spec.stats.max_depth.max(0)) + 1
+            >= MAX_DEPTH as i64
+        {
+            return no;
+        }
         // Its clamping and ties are this stack's: nothing here is later
         // than its first stamp, on any axis.
         if let Some(first) = entry.first.map(|f| base.stamp(f)) {
@@ -947,12 +976,15 @@ impl ThreadStack {
             match op {
                 Op::Call {
                     at,
+                    from,
                     to,
                     ret,
                     raw_time,
-                    ..
                 } => {
                     let at = self.clamp(*at);
+                    if self.frames.len() >= MAX_DEPTH {
+                        self.too_deep(at, *from, resolver, out);
+                    }
                     return self.call(at, *to, *ret, *raw_time, resolver);
                 }
                 Op::Return { at, to, .. } => {
@@ -1016,8 +1048,20 @@ impl ThreadStack {
                 };
             }
             Op::Call {
-                to, ret, raw_time, ..
-            } => self.call(at, *to, *ret, *raw_time, resolver),
+                from,
+                to,
+                ret,
+                raw_time,
+                ..
+            } => {
+                if self.frames.len() >= MAX_DEPTH {
+                    self.too_deep(at, *from, resolver, out);
+                    if self.failed() {
+                        return;
+                    }
+                }
+                self.call(at, *to, *ret, *raw_time, resolver)
+            }
             Op::Return { to, .. } => self.ret(at, *to, resolver, out),
             Op::Jump { from, to, .. } => self.jump(at, *from, *to, resolver, out),
             Op::Gap { kind, offset, .. } => {
@@ -1222,7 +1266,9 @@ impl ThreadStack {
                 } else if let Some(Lower::Entry) = lower {
                     self.finish(untraced, VecDeque::new(), out);
                     self.pop_to_entry(func.entry, 1, at, out);
-                } else if resolver.is_function_entry(self.pid, ip, at.time) {
+                } else if resolver.is_function_entry(self.pid, ip, at.time)
+                    && self.frames.len() < MAX_DEPTH
+                {
                     // Entered from the kernel like a call: a signal handler.
                     self.finish(untraced, VecDeque::new(), out);
                     let depth = self.top_depth() + 1;
@@ -1233,8 +1279,13 @@ impl ThreadStack {
                     self.fail("a restart");
                 } else {
                     // Resumed somewhere unrelated (a context we never
-                    // saw): the old frames end where tracing stopped.
-                    self.stats.restarts += 1;
+                    // saw), or a handler's entry past MAX_DEPTH: the old
+                    // frames end where tracing stopped.
+                    if self.frames.len() >= MAX_DEPTH {
+                        self.stats.depth_restarts += 1;
+                    } else {
+                        self.stats.restarts += 1;
+                    }
                     self.restart(off_at, untraced, at, ip, resolver, out);
                 }
             }
@@ -1242,6 +1293,28 @@ impl ThreadStack {
                 // Re-enabled without a disable (a PSB): nothing changes.
             }
         }
+    }
+
+    /// A call at `from` past [`MAX_DEPTH`] frames: every frame ends here
+    /// and a new segment starts at `from`, the call's function, as a
+    /// restart does. In speculative mode the stack gives up (the real
+    /// stack decides, at its own depth).
+    #[cold]
+    #[inline(never)]
+    fn too_deep(
+        &mut self,
+        at: Stamp,
+        from: u64,
+        resolver: &dyn Resolver,
+        out: &mut dyn FnMut(Slice),
+    ) {
+        if self.entry.is_some() {
+            self.fail("a call past the depth bound");
+            return;
+        }
+        self.stats.depth_restarts += 1;
+        self.close_segment(at, out);
+        self.start_segment(at, from, resolver, out);
     }
 
     /// Ends every frame at `off_at` (where tracing stopped), writes the
@@ -2219,6 +2292,41 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(run(&with), run(&without));
+    }
+
+    /// Calls that never return (a hostile or corrupt trace): past
+    /// MAX_DEPTH frames the stack restarts at the call's function, so it
+    /// never holds more; a stitch gives the same slices wherever it
+    /// splits, declining (the real stack takes the ops) where the
+    /// speculative stack would pass the bound.
+    #[test]
+    fn calls_past_the_depth_bound_restart_the_stack() {
+        let n = MAX_DEPTH + 3;
+        let mut ops = vec![enabled(0, MAIN + 0x10), call(1, MAIN + 0x20, A)];
+        ops.extend((0..n as u64).map(|i| call(2 + i, A + 0x8, A)));
+        ops.push(end(n as u64 + 10));
+        let (slices, stats) = run(&ops);
+        assert_eq!(stats.depth_restarts, 1, "{stats:?}");
+        assert_eq!(stats.calls, n as u64 + 1);
+        assert_eq!(stats.max_depth, MAX_DEPTH as i32 - 1);
+        // main and MAX_DEPTH - 1 calls end at the restart; after it a
+        // frame of `a` (where the call was made) and the rest of the calls.
+        assert_eq!(slices.len(), 1 + (n + 1) + 1, "{:?}", &slices[..4]);
+        // The top frame, the first slice out: the restart at the call at
+        // MAX_DEPTH frames ends it.
+        let (d, t) = (MAX_DEPTH - 1, MAX_DEPTH);
+        assert_eq!(slices[0], format!("{d} a {d}-{t} i10"));
+        for k in [0, 5, MAX_DEPTH - 2, MAX_DEPTH + 2] {
+            for order in [(false, false), (true, false), (true, true)] {
+                let (want, want_stats, _) = run_split(&ops, None, &Learned::default(), order);
+                let (got, got_stats, applied) =
+                    run_split(&ops, Some(k), &Learned::default(), order);
+                assert!(got == want, "split at {k}");
+                assert_eq!(got_stats, want_stats, "split at {k}");
+                // A speculative stack that passes the bound is declined.
+                assert_eq!(applied, k > MAX_DEPTH, "split at {k}");
+            }
+        }
     }
 
     #[test]
