@@ -71,6 +71,9 @@ const OUTSIDE_SHOWN: usize = 5;
 /// and module; it is held in memory while the bundle is read).
 pub const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
 
+/// A page: the least a module without a readable file is mapped as.
+const PAGE: u64 = 4096;
+
 /// The PMU type written for the intel_pt event (any number: nothing reads
 /// it but AUXTRACE_INFO's match with the attr).
 const PMU_TYPE: u32 = 8;
@@ -789,9 +792,28 @@ impl Reader<'_> {
                         ),
                     ),
                 }
-                (PathBuf::from(system), layout)
+                (PathBuf::from(&system), layout)
             }
         };
+        // Where the module ends: past the top of the address space, its
+        // mappings wrapped round to address 0 (a loadAddress of 2^64-1
+        // was taken, and its code never found).
+        let size = layout
+            .as_deref()
+            .and_then(|l| std::fs::metadata(l).ok())
+            .map_or(PAGE, |m| m.len().max(1));
+        if load.checked_add(size).is_none() {
+            return Err(format!(
+                "{at}loadAddress {load:#x} of {} puts its {} {size} bytes past the top of the \
+                 address space (2^64): not an address LLDB records (fix {at}loadAddress)",
+                printable(&system),
+                if layout.is_some() {
+                    "file's"
+                } else {
+                    "first page's"
+                },
+            ));
+        }
         let build_id = self.build_id(member(&m, "uuid").and_then(json::leaf), at, &path);
         Ok(BModule {
             path,
@@ -1143,7 +1165,6 @@ struct Layout {
 /// or is not an ELF with PT_LOAD segments. The file is mapped, so only its
 /// headers are read in.
 fn read_layout(path: &Path) -> Option<Layout> {
-    const PAGE: u64 = 4096;
     let data = crate::inputs::open_regular(path)
         .and_then(FileBytes::map_file)
         .ok()?;
@@ -1171,9 +1192,12 @@ fn read_layout(path: &Path) -> Option<Layout> {
 /// ELF laid out by the usual linkers sits, up to `next` (the next module's
 /// load address) and at most 1 GiB.
 fn segments(layout: Option<&Layout>, load: u64, next: Option<u64>) -> Vec<(u64, u64, u64)> {
-    const PAGE: u64 = 4096;
+    // Never past the top of the address space (`Reader::module` refuses a
+    // module that does not fit below it).
+    let room = 0u64.wrapping_sub(load);
     let len = next.map_or(1 << 30, |n| n.saturating_sub(load).min(1 << 30));
-    let linear = vec![(load, len.max(PAGE), 0)];
+    let len = len.max(PAGE);
+    let linear = vec![(load, if room == 0 { len } else { len.min(room) }, 0)];
     let Some(layout) = layout.filter(|l| !l.exec.is_empty()) else {
         return linear;
     };
