@@ -505,6 +505,16 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
         assert_eq!(thread_insns(&err), vec![((1234, 3842849), 0)], "{err}");
     }
 
+    // Another vendor's CPU: said first, as what cannot record Intel PT (it
+    // was decoded without a word). The trace is decoded all the same.
+    let p = write("amd.json", &json.replace("GenuineIntel", "AuthenticAMD"));
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("cpuInfo.vendor says the CPU is \"AuthenticAMD\"")
+            && err.contains("only Intel CPUs record Intel PT"),
+        "{err}"
+    );
 }
 
 /// A per-core bundle whose context-switch file for core 51 is missing, or

@@ -561,7 +561,12 @@ impl Reader<'_> {
             })
         };
         match read() {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                if let Some(w) = c.not_intel_warning("cpuInfo.vendor") {
+                    self.warn(Kind::Bundle, w);
+                }
+                Some(c)
+            }
             Err(e) => {
                 self.warn(
                     Kind::Bundle,
