@@ -601,6 +601,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     } else {
         check_ftf_args(&a.dataset)?;
     }
+    let addr_filters = a.filter.ranges().map_err(anyhow::Error::msg)?;
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let specs = a.pevent.specs(order).map_err(anyhow::Error::msg)?;
@@ -656,7 +657,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         cpuid_15_ebx: a.cpuid_15_ebx,
         tsc_hz: a.tsc_freq,
         cycles: a.time_axis == Some(Axis::Cycles),
-        addr_filters: a.filter.ranges(),
+        addr_filters,
         tick_events: a.event_tick,
         iflags_events: a.event_iflags,
         sideband,
