@@ -600,6 +600,53 @@ fn check_reports_perfettos_import_errors() {
     // so ptdec returning within 60 s shows it stopped it rather than
     // waiting for it.
     assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+    // What it started is stopped with it: its process group is killed,
+    // not the child alone (a `sleep` a wrapper script started ran on).
+    let pidfile = dir.path().join("grandchild.pid");
+    let wrapper = dir.path().join("wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsleep 600 &\necho $! > {}\nwait\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = ptdec()
+        .args(["check", "--check-timeout", "1", "--trace-processor"])
+        .arg(&wrapper)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(err.contains("did not finish loading"), "{err}");
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    // Gone, or a zombie not yet reaped by whoever adopted it: not running.
+    let running = || {
+        std::fs::read_to_string(&stat).is_ok_and(|s| {
+            let state = s.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+    };
+    let waited = std::time::Instant::now();
+    while running() && waited.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = running();
+    if left {
+        let _ = Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(
+        !left,
+        "the wrapper's sleep (pid {}) survived ptdec",
+        pid.trim()
+    );
     // One that prints without end: its output is not held (it reached
     // 5 GB), and the answer is not what was asked for.
     let chatty = dir.path().join("chatty");
