@@ -908,6 +908,50 @@ fn splitting_again_removes_the_earlier_windows() {
     }
 }
 
+/// A second `--split` run into an `-o` whose windows another run is
+/// writing is refused, naming that run's pid, and touches none of its
+/// files (two runs wrote and removed each other's windows: a mix of both
+/// was left). The other run is this test holding the lock as ptdec does
+/// (`flock` on `.w.ftf.ptdec-split.lock`). Once it is free, a run takes
+/// it, and removes it when done.
+#[test]
+fn a_second_split_run_into_the_same_output_is_refused() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lock_path = dir.path().join(".w.ftf.ptdec-split.lock");
+    let mut held = std::fs::File::create(&lock_path).unwrap();
+    std::io::Write::write_all(&mut held, b"4242\n").unwrap();
+    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let window = dir.path().join("w-0.ftf");
+    std::fs::write(&window, b"the other run's window").unwrap();
+    let split = || {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.path().join("w.ftf"))
+            .args(["-q", "--split", "1ms"])
+            .output()
+            .unwrap()
+    };
+    let err = check_clean_failure(&split());
+    assert!(
+        err.contains("another ptdec (pid 4242) is writing the --split windows of")
+            && err.contains("give -o another name"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&window).unwrap(), b"the other run's window");
+    assert!(lock_path.exists());
+    drop(held);
+    let out = split();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    ftf::read::parse(&read_ftf(&window)).unwrap();
+    assert!(!lock_path.exists(), "the lock is removed when the run ends");
+}
+
 /// Messages that name what is wrong (issue 44): a trace dir whose `data`
 /// is a FIFO, a link to /dev/zero or a folder ("a directory without a
 /// `data` file" before); an empty `--pt` ("range 0x0..0x0 outside the

@@ -263,6 +263,11 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Some(_) => None,
         None => Some(ftf_output(&a, &trace, &trace_path, &output)?),
     };
+    // Held until the windows are written and the earlier ones removed.
+    let _split_lock = match ftf.as_ref().map(|f| (f.emit.split, &f.target)) {
+        Some((Some(_), Target::File(template))) => crate::outfile::SplitLock::take(template)?,
+        _ => None,
+    };
     let min_duration = a
         .min_duration
         .as_deref()
