@@ -533,24 +533,12 @@ where
     finish_outputs()?;
     if !end.quiet {
         eprint!("{}", summary::render(&report));
-    } else if !report.missing.is_empty() && !end.warned {
+    } else if !end.warned {
         // What `-q` still says: code that was not decoded for want of its
-        // binary (the summary lists them; it said nothing, exit 0).
-        let first = &report.missing[0];
-        let why = if first.reason.contains(&first.name) {
-            crate::text::printable(&first.reason).into_owned()
-        } else {
-            format!(
-                "{}: {}",
-                crate::text::printable(&first.name),
-                crate::text::printable(&first.reason)
-            )
-        };
-        eprintln!(
-            "ptdec: warning: the code of {} image(s) was not decoded; the first, {why} \
-             (`ptdec info` lists them; --sysroot DIR or --buildid-dir DIR give copies)",
-            report.missing.len(),
-        );
+        // binary.
+        if let Some(line) = summary::quiet_missing(&report) {
+            eprintln!("{line}");
+        }
     }
     Ok((report, more))
 }
