@@ -164,6 +164,9 @@ struct BCore {
     id: u32,
     trace: usize,
     switches: PathBuf,
+    /// The context-switch file's (device, inode), as `Reader::regular`
+    /// found it: one file named for two cores is refused.
+    switches_file: (u64, u64),
 }
 
 /// What a bundle's JSON says, files resolved against its folder.
@@ -435,8 +438,14 @@ impl Reader<'_> {
     /// outside the bundle's folder is read and remembered for the summary.
     /// A trace or context-switch file (`data`) that is no regular file
     /// refuses the bundle: LLDB saves none such, and one left out would
-    /// hide it. A module file that is none is only left out.
-    fn regular(&mut self, field: &str, path: &Path, data: bool) -> Result<(), String> {
+    /// hide it. A module file that is none is only left out. Its metadata
+    /// (links followed) when it is one.
+    fn regular(
+        &mut self,
+        field: &str,
+        path: &Path,
+        data: bool,
+    ) -> Result<std::fs::Metadata, String> {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 format!(
@@ -469,7 +478,7 @@ impl Reader<'_> {
             }
             return Err(e);
         }
-        Ok(())
+        Ok(meta)
     }
 
     /// Remembers `path` (named by `field`, and used) for the summary when
@@ -733,7 +742,7 @@ impl Reader<'_> {
             // looked at: `regular` says what it is.
             Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
                 match self.regular(&format!("{at}file"), &p, false) {
-                    Ok(()) => {
+                    Ok(_) => {
                         self.used(&format!("{at}file"), &p);
                         Some(p)
                     }
@@ -890,13 +899,14 @@ impl Reader<'_> {
         let trace = self.file_at(&trace);
         let switches = self.data_path(&c, &at, "contextSwitchTrace")?;
         let switches = self.file_at(&switches);
-        self.regular(&format!("{at}contextSwitchTrace"), &switches, true)?;
+        let meta = self.regular(&format!("{at}contextSwitchTrace"), &switches, true)?;
         let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
         self.used(&format!("{at}contextSwitchTrace"), &switches);
         Ok(BCore {
             id,
             trace,
             switches,
+            switches_file: (meta.dev(), meta.ino()),
         })
     }
 }
@@ -1066,8 +1076,7 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                         ));
                         return ControlFlow::Break(());
                     }
-                    let file = std::fs::metadata(&c.switches).map(|m| (m.dev(), m.ino()));
-                    if let Some(first) = file.ok().and_then(|f| switch_files.insert(f, i)) {
+                    if let Some(first) = switch_files.insert(c.switches_file, i) {
                         r.refused = Some(format!(
                             "cpus[{i}].contextSwitchTrace is the file cpus[{first}] names too: \
                              each core's context switches are a file of its own; give each core \
