@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 /// Why a check could not run.
@@ -104,18 +105,43 @@ pub fn default_timeout(file: &Path) -> u64 {
 /// answers to [`QUERIES`] are a few lines.
 const OUTPUT_MAX: u64 = 16 << 20;
 
+/// The process group of the trace_processor_shell running, if one is
+/// (0: none), for [`stop_running`].
+static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Kills the process group of the trace_processor_shell running, if one
+/// is: ptdec is ending on a signal, and the group, of its own, would not
+/// get a Ctrl-C from the terminal.
+pub fn stop_running() {
+    kill_group(RUNNING_GROUP.swap(0, Ordering::SeqCst));
+}
+
+/// SIGKILL to process group `pgid` (0: none).
+fn kill_group(pgid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
 /// Runs `cmd` with its stdout and stderr collected, killing it after
 /// `seconds`: `None` then. Its output is read on two threads, so a child
-/// that fills one pipe while we wait cannot hang both.
+/// that fills one pipe while we wait cannot hang both. It runs in a
+/// process group of its own, killed whole: killing the child alone left
+/// what it had started running (a `sleep` of a wrapper script, for ever).
 fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::process::Output>> {
     use std::io::Read;
+    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
     use std::time::Duration;
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()?;
+    // Its pid is its group's id; neither is reused before it is waited for.
+    let pgid = i32::try_from(child.id()).unwrap_or(0);
+    RUNNING_GROUP.store(pgid, Ordering::SeqCst);
     fn collect<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             // At most OUTPUT_MAX kept, the rest read and dropped (a tool
@@ -132,18 +158,31 @@ fn run_for(cmd: &mut Command, seconds: u64) -> std::io::Result<Option<std::proce
     let err = collect(child.stderr.take());
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => {}
+            Err(e) => {
+                RUNNING_GROUP.store(0, Ordering::SeqCst);
+                kill_group(pgid);
+                let _ = child.wait();
+                return Err(e);
+            }
         }
         if Instant::now() >= deadline {
+            // The group before the child is waited for: until then no
+            // other group can have its id.
+            RUNNING_GROUP.store(0, Ordering::SeqCst);
+            kill_group(pgid);
             let _ = child.kill();
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    // A grandchild holding the pipes open would keep the readers waiting:
-    // after a kill they are left to finish on their own.
+    RUNNING_GROUP.store(0, Ordering::SeqCst);
+    // A grandchild that left the group (setsid) and holds the pipes open
+    // would keep the readers waiting: after a kill they are left to finish
+    // on their own.
     let Some(status) = status else {
         return Ok(None);
     };

@@ -68,6 +68,8 @@ pub fn run(
         });
     let (decode, threads) = (decode_stats.map_err(RunError::from)?, threads?);
     pipeline::check_decoded(&decode, &plan.decode, trace)?;
+    let ticks = matches!(plan.input, Input::Raw { cfg, .. } if cfg.tsc_hz.is_none());
+    pipeline::check_min_duration_kept_a_call(short.as_ref(), ticks)?;
     dataset.end_threads()?;
     let s = dataset.stats();
     let rows = s.calls + s.untraced + s.gaps;

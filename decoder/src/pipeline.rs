@@ -537,6 +537,14 @@ pub enum RunError {
         /// A per-core bundle (threads found by context switches).
         per_core: bool,
     },
+    /// `--min-duration` left out every call the run decoded.
+    #[error("{}", no_call_long_enough_text(*stats, *ticks))]
+    NoCallLongEnough {
+        /// What the filter left out, and the longest call.
+        stats: MinDurationStats,
+        /// Times are TSC ticks (`ptdec raw` without a TSC frequency).
+        ticks: bool,
+    },
     /// A run that needs a trace's sideband was planned over raw PT.
     #[error("{what} needs a trace dir, perf.data or LLDB bundle, not raw PT")]
     NeedsTrace {
@@ -553,6 +561,45 @@ fn no_sync_reason(bad_psbs: u64) -> String {
             "no PSB whose PSB+ libipt can read ({} PSBs are unreadable) was found",
             thousands(bad_psbs)
         )
+    }
+}
+
+/// The message of [`RunError::NoCallLongEnough`]: the longest call, and
+/// a threshold that keeps it (exact: the duration shown is rounded).
+fn no_call_long_enough_text(m: MinDurationStats, ticks: bool) -> String {
+    let (longest, min, keep) = if ticks {
+        (
+            format!("{} TSC ticks", thousands(m.longest_call)),
+            format!("{} ticks", thousands(m.min_ns)),
+            format!("{}ns (times are TSC ticks here)", m.longest_call),
+        )
+    } else {
+        (
+            crate::text::duration(m.longest_call),
+            crate::text::duration(m.min_ns),
+            format!("{}ns", m.longest_call),
+        )
+    };
+    format!(
+        "--min-duration {min} leaves out every call: the longest of the {} calls decoded \
+         lasted {longest}. Give a lower --min-duration ({keep} or less keeps that call). \
+         Nothing was written",
+        thousands(m.calls)
+    )
+}
+
+/// `--min-duration` that left out every call there was is an error, as
+/// a run that decoded nothing is, before anything is written: the output
+/// would hold no call (it was written, exit 0, without a word).
+pub(crate) fn check_min_duration_kept_a_call(
+    short: Option<&MinDurationStats>,
+    ticks: bool,
+) -> Result<(), RunError> {
+    match short {
+        Some(&stats) if stats.left_out_every_call() => {
+            Err(RunError::NoCallLongEnough { stats, ticks })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -1345,6 +1392,7 @@ fn run_trace(
     let mut emitter = emitter?;
     let (decode_stats, threads) = (decode_stats?, threads?);
     check_decoded(&decode_stats, &plan.decode, Some(trace))?;
+    check_min_duration_kept_a_call(short.as_ref(), false)?;
     // Before any file is put in place: an empty window replaces nothing.
     emitter.flush()?;
     // What --min-duration left out was in the window all the same.
@@ -1712,6 +1760,7 @@ fn run_raw(
     let threads = stacked.1?;
     let decode_stats = stacked.0?;
     check_decoded(&decode_stats, &plan.decode, None)?;
+    check_min_duration_kept_a_call(short.as_ref(), cfg.tsc_hz.is_none())?;
     let mut report = finish_run(emitter, threads, decode_stats)?;
     report.min_duration = short;
     report.tsc_ticks = cfg.tsc_hz.is_none();

@@ -492,6 +492,23 @@ fn render_threads(o: &mut String, report: &Report) {
     }
 }
 
+/// What `-q` still says of the missing images [`render_threads`] lists: one
+/// line, naming the first, when code was not decoded for want of its
+/// binary (it said nothing, exit 0); `None` when none is missing.
+pub fn quiet_missing(report: &Report) -> Option<String> {
+    let first = report.missing.first()?;
+    let why = if first.reason.contains(&first.name) {
+        printable(&first.reason).into_owned()
+    } else {
+        format!("{}: {}", printable(&first.name), printable(&first.reason))
+    };
+    Some(format!(
+        "ptdec: warning: the code of {} image(s) was not decoded; the first, {why} \
+         (`ptdec info` lists them; --sysroot DIR or --buildid-dir DIR give copies)",
+        report.missing.len(),
+    ))
+}
+
 /// `ptdec info`: what a trace holds, without decoding.
 pub fn info(trace: &Trace, images: &ImageStore) -> String {
     let mut o = String::new();
@@ -824,6 +841,34 @@ fn info_images(o: &mut String, trace: &Trace, images: &ImageStore) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quiet_names_the_first_missing_image_in_one_line() {
+        let mut report = Report::default();
+        assert_eq!(quiet_missing(&report), None);
+        let missing = |name: &str, reason: &str| crate::images::MissingImage {
+            name: name.into(),
+            build_id: None,
+            reason: reason.into(),
+            ranges: Vec::new(),
+        };
+        report.missing = vec![
+            missing("/bin/x", "not found"),
+            missing("/lib/y.so", "not found"),
+        ];
+        assert_eq!(
+            quiet_missing(&report).unwrap(),
+            "ptdec: warning: the code of 2 image(s) was not decoded; the first, /bin/x: not \
+             found (`ptdec info` lists them; --sysroot DIR or --buildid-dir DIR give copies)"
+        );
+        // A reason that names the image is not preceded by its name.
+        report.missing = vec![missing("/bin/x", "/bin/x changed since the recording")];
+        let line = quiet_missing(&report).unwrap();
+        assert!(
+            line.contains("the first, /bin/x changed since the recording ("),
+            "{line}"
+        );
+    }
 
     #[test]
     fn numbers() {

@@ -600,6 +600,53 @@ fn check_reports_perfettos_import_errors() {
     // so ptdec returning within 60 s shows it stopped it rather than
     // waiting for it.
     assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+    // What it started is stopped with it: its process group is killed,
+    // not the child alone (a `sleep` a wrapper script started ran on).
+    let pidfile = dir.path().join("grandchild.pid");
+    let wrapper = dir.path().join("wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsleep 600 &\necho $! > {}\nwait\n",
+            pidfile.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = ptdec()
+        .args(["check", "--check-timeout", "1", "--trace-processor"])
+        .arg(&wrapper)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let err = check_clean_failure(&out);
+    assert!(err.contains("did not finish loading"), "{err}");
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let stat = format!("/proc/{}/stat", pid.trim());
+    // Gone, or a zombie not yet reaped by whoever adopted it: not running.
+    let running = || {
+        std::fs::read_to_string(&stat).is_ok_and(|s| {
+            let state = s.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+    };
+    let waited = std::time::Instant::now();
+    while running() && waited.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = running();
+    if left {
+        let _ = Command::new("kill").arg(pid.trim()).status();
+    }
+    assert!(
+        !left,
+        "the wrapper's sleep (pid {}) survived ptdec",
+        pid.trim()
+    );
     // One that prints without end: its output is not held (it reached
     // 5 GB), and the answer is not what was asked for.
     let chatty = dir.path().join("chatty");
@@ -859,6 +906,50 @@ fn splitting_again_removes_the_earlier_windows() {
     for w in after.iter().filter(|&&w| w != 999) {
         ftf::read::parse(&read_ftf(&dir.path().join(format!("w-{w}.ftf")))).unwrap();
     }
+}
+
+/// A second `--split` run into an `-o` whose windows another run is
+/// writing is refused, naming that run's pid, and touches none of its
+/// files (two runs wrote and removed each other's windows: a mix of both
+/// was left). The other run is this test holding the lock as ptdec does
+/// (`flock` on `.w.ftf.ptdec-split.lock`). Once it is free, a run takes
+/// it, and removes it when done.
+#[test]
+fn a_second_split_run_into_the_same_output_is_refused() {
+    let Some(input) = pt_tests::realdata_file(module_path!(), "perf.data.intel_pt-4.14") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lock_path = dir.path().join(".w.ftf.ptdec-split.lock");
+    let mut held = std::fs::File::create(&lock_path).unwrap();
+    std::io::Write::write_all(&mut held, b"4242\n").unwrap();
+    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let window = dir.path().join("w-0.ftf");
+    std::fs::write(&window, b"the other run's window").unwrap();
+    let split = || {
+        ptdec()
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.path().join("w.ftf"))
+            .args(["-q", "--split", "1ms"])
+            .output()
+            .unwrap()
+    };
+    let err = check_clean_failure(&split());
+    assert!(
+        err.contains("another ptdec (pid 4242) is writing the --split windows of")
+            && err.contains("give -o another name"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&window).unwrap(), b"the other run's window");
+    assert!(lock_path.exists());
+    drop(held);
+    let out = split();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    ftf::read::parse(&read_ftf(&window)).unwrap();
+    assert!(!lock_path.exists(), "the lock is removed when the run ends");
 }
 
 /// Messages that name what is wrong (issue 44): a trace dir whose `data`

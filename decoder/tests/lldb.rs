@@ -480,6 +480,41 @@ fn broken_bundles_say_what_is_wrong_and_decode_what_they_can() {
     let (code, err) = run(&p, &["--sysroot", root.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(thread_insns(&err), vec![((1234, 3842849), 21)], "{err}");
+
+    // A module whose loadAddress is the top of the address space (2^64-1),
+    // or whose file would end past it: left out, naming the field and the
+    // module (it was mapped round through address 0, without a word).
+    for (load, hex) in [
+        ("18446744073709551615", "0xffffffffffffffff"),
+        ("18446744073709547520", "0xfffffffffffff000"),
+    ] {
+        let at_top = json.replace(
+            "\"loadAddress\": 4194304",
+            &format!("\"loadAddress\": {load}"),
+        );
+        let p = write("at_top.json", &at_top);
+        let (code, err) = run(&p, &[]);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            err.contains(&format!(
+                "processes[0].modules[0].loadAddress {hex} of a.out puts its file's"
+            )) && err.contains("past the top of the address space (2^64)")
+                && err.contains("module left out"),
+            "{err}"
+        );
+        assert_eq!(thread_insns(&err), vec![((1234, 3842849), 0)], "{err}");
+    }
+
+    // Another vendor's CPU: said first, as what cannot record Intel PT (it
+    // was decoded without a word). The trace is decoded all the same.
+    let p = write("amd.json", &json.replace("GenuineIntel", "AuthenticAMD"));
+    let (code, err) = run(&p, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("cpuInfo.vendor says the CPU is \"AuthenticAMD\"")
+            && err.contains("only Intel CPUs record Intel PT"),
+        "{err}"
+    );
 }
 
 /// A per-core bundle whose context-switch file for core 51 is missing, or

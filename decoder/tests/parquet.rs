@@ -736,18 +736,20 @@ fn a_single_file_holds_the_calls_and_the_facts_in_its_footer() {
     named(upper.to_str().unwrap());
     assert_eq!(calls_of(&upper), rows);
 
-    // --min-duration leaving out every call: an empty file, as FTF's, not
-    // "nothing was traced in the window" (it said so: the window had
-    // calls, and the frequency mark that made a folder's run succeed
-    // is not in a file).
+    // --min-duration leaving out every call: an error naming the longest
+    // call, as FTF's, no file, and not "nothing was traced in the window"
+    // (it said so: the window had calls; then it wrote an empty file).
     let none = tmp.path().join("none.parquet");
     let o = ptdec()
         .args([t, "-q", "--duration", "1ms", "--min-duration", "1s", "-o"])
         .arg(&none)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(calls_of(&none).is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("leaves out every call"), "{err}");
+    assert!(!err.contains("nothing was traced in the window"), "{err}");
+    assert!(!none.exists());
 
     // `--format parquet -o -`: the same file on standard output (it was
     // refused); the summary names it.

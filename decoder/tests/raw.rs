@@ -542,6 +542,15 @@ fn bad_arguments_fail_cleanly() {
         "ADDRn_CFG is 0 (off), 1 (filter) or 2 (stop)",
     );
     check(&filter("--filter:addr3_b", "0x1g"), 2, "is not an address");
+    // A range whose first address is above its last: refused naming both
+    // (it was decoded, exit 0, as if the range were there).
+    let mut swapped = filter("--filter:addr2_cfg", "1");
+    swapped.extend(["--filter:addr2_a", "0x2000", "--filter:addr2_b", "0x1fff"]);
+    check(
+        &swapped,
+        1,
+        "--filter:addr2_a 0x2000 is above --filter:addr2_b 0x1fff",
+    );
     // Files that cannot be used: exit 1, naming the file.
     let missing = s.path("nope.pt");
     check(

@@ -306,6 +306,62 @@ fn min_duration_leaves_out_shorter_calls_and_says_so() {
     assert!(shown.iter().all(|s| s.dur >= 1000), "{shown:?}");
 }
 
+/// `--min-duration` longer than every call: an error naming the longest
+/// call and a threshold that keeps it, exit 1, and an output already there
+/// left as it was (it exited 0 with an FTF of no call, without a word).
+/// The threshold suggested keeps that call. (`ptdec report` has no
+/// `--min-duration`.)
+#[test]
+fn a_min_duration_longer_than_every_call_is_refused_naming_the_longest() {
+    let test = "a_min_duration_longer_than_every_call_is_refused_naming_the_longest";
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(trace) = interp_trace(test, tmp.path()) else {
+        return;
+    };
+    let out_path = tmp.path().join("long.ftf");
+    std::fs::write(&out_path, b"earlier").unwrap();
+    let decode = |min: &str| {
+        ptdec()
+            .arg(&trace)
+            .arg("-o")
+            .arg(&out_path)
+            .args(["-q", "--min-duration", min])
+            .output()
+            .unwrap()
+    };
+    let err = fails(&decode("1000s"), 1);
+    assert!(
+        err.contains("--min-duration 1000.000 s leaves out every call")
+            && err.contains("the longest of the")
+            && err.contains("Nothing was written"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&out_path).unwrap(), b"earlier");
+    // "(NNNns or less keeps that call)"
+    let keep = err
+        .split_once("Give a lower --min-duration (")
+        .and_then(|(_, r)| r.split_once(' '))
+        .map(|(d, _)| d.to_string())
+        .unwrap_or_else(|| panic!("no threshold suggested: {err}"));
+    // The threshold suggested keeps the longest call, and only calls as
+    // long.
+    let o = decode(&keep);
+    assert!(o.status.success(), "{keep}: {}", text(&o.stderr));
+    let ns: u64 = keep.trim_end_matches("ns").parse().unwrap();
+    let mut calls = 0;
+    for r in ftf::read::parse(&std::fs::read(&out_path).unwrap()).unwrap() {
+        if let ftf::read::RecordKind::Event(e) = r.kind {
+            if let ftf::read::EventKind::DurationComplete { end } = e.kind {
+                if e.category == "call" {
+                    assert!(end - e.ts >= ns, "{} lasts {} ns", e.name, end - e.ts);
+                    calls += 1;
+                }
+            }
+        }
+    }
+    assert!(calls >= 1, "{calls} calls kept");
+}
+
 #[test]
 fn bad_report_input_fails_with_a_clear_message() {
     let test = "bad_report_input_fails_with_a_clear_message";

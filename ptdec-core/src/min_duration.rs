@@ -17,6 +17,19 @@ pub struct MinDurationStats {
     pub calls: u64,
     /// Untraced slices (`[kernel]`, ...) shorter than it, not written.
     pub untraced: u64,
+    /// Call slices as long as it or longer, written.
+    pub kept_calls: u64,
+    /// The longest call slice seen, kept or not (ns of perf time): what a
+    /// threshold that left out every call can be lowered to.
+    pub longest_call: u64,
+}
+
+impl MinDurationStats {
+    /// The threshold left out every call there was (there was one): the
+    /// output holds no call slice.
+    pub fn left_out_every_call(&self) -> bool {
+        self.kept_calls == 0 && self.calls > 0
+    }
 }
 
 /// A [`SliceSink`] that forwards to `inner` only the slices lasting at
@@ -67,7 +80,12 @@ impl<E> SliceSink for MinDuration<'_, E> {
     }
 
     fn slice(&mut self, s: Slice) -> Result<(), E> {
-        let short = s.end.time.saturating_sub(s.start.time) < self.stats.min_ns;
+        let length = s.end.time.saturating_sub(s.start.time);
+        let short = length < self.stats.min_ns;
+        if let SliceKind::Call { .. } = s.kind {
+            self.stats.longest_call = self.stats.longest_call.max(length);
+            self.stats.kept_calls += u64::from(!short);
+        }
         match s.kind {
             SliceKind::Call { .. } if short => self.stats.calls += 1,
             SliceKind::Untraced { .. } if short => self.stats.untraced += 1,
@@ -169,6 +187,8 @@ mod tests {
         }
         let stats = f.stats();
         assert_eq!((stats.calls, stats.untraced), (1, 1));
+        assert_eq!((stats.kept_calls, stats.longest_call), (1, 1000));
+        assert!(!stats.left_out_every_call());
         let lengths: Vec<u64> = kept.0.iter().map(|s| s.end.time - s.start.time).collect();
         // A gap is kept whatever its length: it says data is missing.
         assert_eq!(lengths, [1000, 5000, 0]);

@@ -525,6 +525,106 @@ pub fn folder_of(path: &Path) -> &Path {
     }
 }
 
+/// What a `--split` run holds while it writes the window files of its
+/// `-o` (`OUT-0.ftf`, `OUT-1.ftf`, ...) and removes an earlier run's: an
+/// exclusive `flock` on `.OUT.ptdec-split.lock` in the same folder, which
+/// holds its pid. A second run into the same `-o` is refused while the
+/// first runs: both wrote their windows over each other's and removed
+/// each other's as stale, which left a mix of the two runs (refused
+/// rather than waited for: the second would only replace the first's
+/// files). Removed when dropped; a run killed leaves the file unlocked,
+/// and the next run takes it.
+pub struct SplitLock {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// `--split -o OUT` while another run holds OUT's [`SplitLock`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "another ptdec ({holder}) is writing the --split windows of {out} (it holds {lock}); \
+     wait for it to end, or give -o another name (two runs into one -o would leave a mix of \
+     both runs' windows)"
+)]
+pub struct SplitLocked {
+    /// `-o`.
+    pub out: String,
+    /// `pid N`, or what is known of the other run.
+    pub holder: String,
+    /// The lock file.
+    pub lock: String,
+}
+
+impl SplitLock {
+    /// Takes the lock of the window files named after `template`; `None`
+    /// where no lock can be made (a folder that cannot be written: the
+    /// windows then fail to be written, and say why).
+    pub fn take(template: &Path) -> Result<Option<SplitLock>, SplitLocked> {
+        use nix::fcntl::{Flock, FlockArg};
+        use std::io::Read as _;
+        let Some(name) = template.file_name() else {
+            return Ok(None);
+        };
+        let mut lock_name = std::ffi::OsString::from(".");
+        lock_name.push(std::ffi::OsStr::from_bytes(
+            &name.as_bytes()[..name.len().min(200)],
+        ));
+        lock_name.push(".ptdec-split.lock");
+        let path = folder_of(template).join(lock_name);
+        // A lock file removed by its holder between our open and our lock
+        // is taken again under its new inode; a few tries are plenty.
+        for _ in 0..100 {
+            let Ok(file) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&path)
+            else {
+                return Ok(None);
+            };
+            let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => lock,
+                Err((file, nix::errno::Errno::EWOULDBLOCK)) => {
+                    let mut text = String::new();
+                    let _ = (&file).take(32).read_to_string(&mut text);
+                    let holder = match text.trim().parse::<u32>() {
+                        Ok(pid) => format!("pid {pid}"),
+                        Err(_) => "a run that has not yet written its pid".to_string(),
+                    };
+                    return Err(SplitLocked {
+                        out: template.display().to_string(),
+                        holder,
+                        lock: path.display().to_string(),
+                    });
+                }
+                Err(_) => return Ok(None),
+            };
+            let same = match (lock.metadata(), std::fs::symlink_metadata(&path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            let _ = lock.set_len(0);
+            let _ = writeln!(*lock, "{}", std::process::id());
+            return Ok(Some(SplitLock { path, _lock: lock }));
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for SplitLock {
+    fn drop(&mut self) {
+        // Removed while still held: a run that opened it meanwhile finds
+        // it gone once it has the lock, and makes another.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// `.NAME.ptdec-PID-N.tmp`, with at most 200 bytes of NAME so that it stays
 /// within NAME_MAX (255) whenever NAME does.
 fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {

@@ -210,6 +210,16 @@ fn filters_ptsim_cannot_simulate_are_clear_errors() {
             "3",
         ),
         ("bogus", "bogus"),
+        // Past the end of the file (a trace of nothing, exit 0), or past
+        // 2^64.
+        (
+            "filter 0x40000000/0x1000 @ /bin/true",
+            "the range 0x40000000/0x1000 (file offset and size) lies past the end of /bin/true, which is",
+        ),
+        (
+            "filter 0xffffffffffffff00/0x1000 @ /bin/true",
+            "lies past the end of /bin/true",
+        ),
     ] {
         let e = ptsim::sim::ip_filter(text).unwrap_err();
         assert!(e.contains(want), "{text}: {e}");

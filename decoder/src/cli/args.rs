@@ -520,14 +520,28 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    pub fn ranges(&self) -> [ipt::AddrFilter; 4] {
+    /// The four ranges; `Err` naming both ends of one whose first address
+    /// is above its last (the hardware takes A..=B: such a range holds
+    /// nothing, and libipt was handed it without a word).
+    pub fn ranges(&self) -> Result<[ipt::AddrFilter; 4], String> {
         let f = |cfg, a, b| ipt::AddrFilter { cfg, a, b };
-        [
+        let ranges = [
             f(self.addr0_cfg, self.addr0_a, self.addr0_b),
             f(self.addr1_cfg, self.addr1_a, self.addr1_b),
             f(self.addr2_cfg, self.addr2_a, self.addr2_b),
             f(self.addr3_cfg, self.addr3_a, self.addr3_b),
-        ]
+        ];
+        for (n, r) in ranges.iter().enumerate() {
+            if r.a > r.b {
+                return Err(format!(
+                    "--filter:addr{n}_a {:#x} is above --filter:addr{n}_b {:#x}: A is the \
+                     range's first address and B its last (both included); give A <= B, as \
+                     the trace was recorded with (IA32_RTIT_ADDR{n}_A/B)",
+                    r.a, r.b
+                ));
+            }
+        }
+        Ok(ranges)
     }
 }
 

@@ -263,6 +263,11 @@ pub fn decode(a: DecodeArgs) -> Result<()> {
         Some(_) => None,
         None => Some(ftf_output(&a, &trace, &trace_path, &output)?),
     };
+    // Held until the windows are written and the earlier ones removed.
+    let _split_lock = match ftf.as_ref().map(|f| (f.emit.split, &f.target)) {
+        Some((Some(_), Target::File(template))) => crate::outfile::SplitLock::take(template)?,
+        _ => None,
+    };
     let min_duration = a
         .min_duration
         .as_deref()
@@ -528,24 +533,12 @@ where
     finish_outputs()?;
     if !end.quiet {
         eprint!("{}", summary::render(&report));
-    } else if !report.missing.is_empty() && !end.warned {
+    } else if !end.warned {
         // What `-q` still says: code that was not decoded for want of its
-        // binary (the summary lists them; it said nothing, exit 0).
-        let first = &report.missing[0];
-        let why = if first.reason.contains(&first.name) {
-            crate::text::printable(&first.reason).into_owned()
-        } else {
-            format!(
-                "{}: {}",
-                crate::text::printable(&first.name),
-                crate::text::printable(&first.reason)
-            )
-        };
-        eprintln!(
-            "ptdec: warning: the code of {} image(s) was not decoded; the first, {why} \
-             (`ptdec info` lists them; --sysroot DIR or --buildid-dir DIR give copies)",
-            report.missing.len(),
-        );
+        // binary.
+        if let Some(line) = summary::quiet_missing(&report) {
+            eprintln!("{line}");
+        }
     }
     Ok((report, more))
 }
@@ -601,6 +594,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     } else {
         check_ftf_args(&a.dataset)?;
     }
+    let addr_filters = a.filter.ranges().map_err(anyhow::Error::msg)?;
     let input = RawInput::load(&a.pt, &a.elf, &a.raw)
         .with_context(|| format!("cannot decode {}", a.pt.path.display()))?;
     let specs = a.pevent.specs(order).map_err(anyhow::Error::msg)?;
@@ -656,7 +650,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         cpuid_15_ebx: a.cpuid_15_ebx,
         tsc_hz: a.tsc_freq,
         cycles: a.time_axis == Some(Axis::Cycles),
-        addr_filters: a.filter.ranges(),
+        addr_filters,
         tick_events: a.event_tick,
         iflags_events: a.event_iflags,
         sideband,

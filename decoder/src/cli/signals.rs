@@ -25,6 +25,9 @@ pub fn on_interrupt() {
         let Some(sig) = signals.forever().next() else {
             return;
         };
+        // `--check`'s trace_processor_shell runs in a group of its own,
+        // which a Ctrl-C at the terminal does not reach.
+        crate::check::stop_running();
         let unfinished = outfile::abandon();
         let name = match sig {
             SIGINT => "SIGINT",

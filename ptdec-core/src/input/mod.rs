@@ -146,6 +146,31 @@ impl CpuId {
     pub fn is_intel(&self) -> bool {
         self.vendor == "GenuineIntel"
     }
+
+    /// A warning when the vendor is another CPU maker's (`AuthenticAMD`):
+    /// only Intel CPUs record Intel PT, so the trace is not what it says
+    /// or `whence` (where the CPU was read: perf's CPUID feature, a
+    /// bundle's `cpuInfo.vendor`) is wrong. It is still decoded: a copy
+    /// whose CPU field alone was changed decodes whole (the decode said
+    /// nothing of the vendor: no instructions, or "not Intel PT", later).
+    /// LLDB's "intel" (its early schema) and "unknown" (a CPU it could not
+    /// tell) are not warned of.
+    pub fn not_intel_warning(&self, whence: &str) -> Option<String> {
+        let v = self.vendor.trim();
+        let intel_or_unsaid = self.is_intel()
+            || v.is_empty()
+            || v.eq_ignore_ascii_case("intel")
+            || v.eq_ignore_ascii_case("unknown");
+        (!intel_or_unsaid).then(|| {
+            format!(
+                "{whence} says the CPU is {:?}, not Intel's (GenuineIntel): only Intel CPUs \
+                 record Intel PT, so this trace was not recorded as Intel PT, or {whence} is \
+                 wrong. It is decoded as Intel PT all the same, without errata workarounds; on a \
+                 machine without Intel PT, ptsim makes a real Intel PT trace",
+                crate::text::cut(v, 40)
+            )
+        })
+    }
 }
 
 /// One PERF_RECORD_AUXTRACE payload: a piece of one buffer's byte stream.
@@ -685,10 +710,11 @@ fn read_features(features: &Features<'_>, warnings: &mut Vec<String>) -> Feature
     let cpu = match features.cpuid() {
         Ok(Some(s)) => {
             let c = CpuId::parse(&s);
-            if c.is_none() {
-                warnings.push(format!(
+            match &c {
+                None => warnings.push(format!(
                     "CPUID feature {s:?} not understood; decoding without errata workarounds"
-                ));
+                )),
+                Some(c) => warnings.extend(c.not_intel_warning("the CPUID feature")),
             }
             c
         }
@@ -1203,6 +1229,28 @@ mod tests {
         assert_eq!(c.model, 151);
         assert!(CpuId::parse("AuthenticAMD").is_none());
         assert!(CpuId::parse("x,1,999,1").is_none());
+    }
+
+    #[test]
+    fn another_vendors_cpu_is_warned_of() {
+        let w = CpuId::parse("AuthenticAMD,25,33,0")
+            .unwrap()
+            .not_intel_warning("the CPUID feature")
+            .unwrap();
+        assert!(
+            w.contains("the CPUID feature says the CPU is \"AuthenticAMD\"")
+                && w.contains("only Intel CPUs record Intel PT"),
+            "{w}"
+        );
+        for said in [
+            "GenuineIntel,6,78,3",
+            "unknown,6,78,3",
+            "Unknown,0,0,0",
+            "intel,6,1,1",
+        ] {
+            let c = CpuId::parse(said).unwrap();
+            assert_eq!(c.not_intel_warning("x"), None, "{said}");
+        }
     }
 
     #[test]

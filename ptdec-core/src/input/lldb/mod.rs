@@ -71,6 +71,9 @@ const OUTSIDE_SHOWN: usize = 5;
 /// and module; it is held in memory while the bundle is read).
 pub const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
 
+/// A page: the least a module without a readable file is mapped as.
+const PAGE: u64 = 4096;
+
 /// The PMU type written for the intel_pt event (any number: nothing reads
 /// it but AUXTRACE_INFO's match with the attr).
 const PMU_TYPE: u32 = 8;
@@ -161,6 +164,9 @@ struct BCore {
     id: u32,
     trace: usize,
     switches: PathBuf,
+    /// The context-switch file's (device, inode), as `Reader::regular`
+    /// found it: one file named for two cores is refused.
+    switches_file: (u64, u64),
 }
 
 /// What a bundle's JSON says, files resolved against its folder.
@@ -432,8 +438,14 @@ impl Reader<'_> {
     /// outside the bundle's folder is read and remembered for the summary.
     /// A trace or context-switch file (`data`) that is no regular file
     /// refuses the bundle: LLDB saves none such, and one left out would
-    /// hide it. A module file that is none is only left out.
-    fn regular(&mut self, field: &str, path: &Path, data: bool) -> Result<(), String> {
+    /// hide it. A module file that is none is only left out. Its metadata
+    /// (links followed) when it is one.
+    fn regular(
+        &mut self,
+        field: &str,
+        path: &Path,
+        data: bool,
+    ) -> Result<std::fs::Metadata, String> {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 format!(
@@ -466,7 +478,7 @@ impl Reader<'_> {
             }
             return Err(e);
         }
-        Ok(())
+        Ok(meta)
     }
 
     /// Remembers `path` (named by `field`, and used) for the summary when
@@ -558,7 +570,12 @@ impl Reader<'_> {
             })
         };
         match read() {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                if let Some(w) = c.not_intel_warning("cpuInfo.vendor") {
+                    self.warn(Kind::Bundle, w);
+                }
+                Some(c)
+            }
             Err(e) => {
                 self.warn(
                     Kind::Bundle,
@@ -725,7 +742,7 @@ impl Reader<'_> {
             // looked at: `regular` says what it is.
             Some(p) if std::fs::symlink_metadata(&p).is_ok() => {
                 match self.regular(&format!("{at}file"), &p, false) {
-                    Ok(()) => {
+                    Ok(_) => {
                         self.used(&format!("{at}file"), &p);
                         Some(p)
                     }
@@ -789,9 +806,28 @@ impl Reader<'_> {
                         ),
                     ),
                 }
-                (PathBuf::from(system), layout)
+                (PathBuf::from(&system), layout)
             }
         };
+        // Where the module ends: past the top of the address space, its
+        // mappings wrapped round to address 0 (a loadAddress of 2^64-1
+        // was taken, and its code never found).
+        let size = layout
+            .as_deref()
+            .and_then(|l| std::fs::metadata(l).ok())
+            .map_or(PAGE, |m| m.len().max(1));
+        if load.checked_add(size).is_none() {
+            return Err(format!(
+                "{at}loadAddress {load:#x} of {} puts its {} {size} bytes past the top of the \
+                 address space (2^64): not an address LLDB records (fix {at}loadAddress)",
+                printable(&system),
+                if layout.is_some() {
+                    "file's"
+                } else {
+                    "first page's"
+                },
+            ));
+        }
         let build_id = self.build_id(member(&m, "uuid").and_then(json::leaf), at, &path);
         Ok(BModule {
             path,
@@ -863,13 +899,14 @@ impl Reader<'_> {
         let trace = self.file_at(&trace);
         let switches = self.data_path(&c, &at, "contextSwitchTrace")?;
         let switches = self.file_at(&switches);
-        self.regular(&format!("{at}contextSwitchTrace"), &switches, true)?;
+        let meta = self.regular(&format!("{at}contextSwitchTrace"), &switches, true)?;
         let trace = self.trace_file(&format!("{at}iptTrace"), &trace)?;
         self.used(&format!("{at}contextSwitchTrace"), &switches);
         Ok(BCore {
             id,
             trace,
             switches,
+            switches_file: (meta.dev(), meta.ino()),
         })
     }
 }
@@ -1039,8 +1076,7 @@ fn read_bundle(file: &Path, dir: &Path, sysroots: &[PathBuf]) -> Result<Bundle, 
                         ));
                         return ControlFlow::Break(());
                     }
-                    let file = std::fs::metadata(&c.switches).map(|m| (m.dev(), m.ino()));
-                    if let Some(first) = file.ok().and_then(|f| switch_files.insert(f, i)) {
+                    if let Some(first) = switch_files.insert(c.switches_file, i) {
                         r.refused = Some(format!(
                             "cpus[{i}].contextSwitchTrace is the file cpus[{first}] names too: \
                              each core's context switches are a file of its own; give each core \
@@ -1143,7 +1179,6 @@ struct Layout {
 /// or is not an ELF with PT_LOAD segments. The file is mapped, so only its
 /// headers are read in.
 fn read_layout(path: &Path) -> Option<Layout> {
-    const PAGE: u64 = 4096;
     let data = crate::inputs::open_regular(path)
         .and_then(FileBytes::map_file)
         .ok()?;
@@ -1171,9 +1206,12 @@ fn read_layout(path: &Path) -> Option<Layout> {
 /// ELF laid out by the usual linkers sits, up to `next` (the next module's
 /// load address) and at most 1 GiB.
 fn segments(layout: Option<&Layout>, load: u64, next: Option<u64>) -> Vec<(u64, u64, u64)> {
-    const PAGE: u64 = 4096;
+    // Never past the top of the address space (`Reader::module` refuses a
+    // module that does not fit below it).
+    let room = 0u64.wrapping_sub(load);
     let len = next.map_or(1 << 30, |n| n.saturating_sub(load).min(1 << 30));
-    let linear = vec![(load, len.max(PAGE), 0)];
+    let len = len.max(PAGE);
+    let linear = vec![(load, if room == 0 { len } else { len.min(room) }, 0)];
     let Some(layout) = layout.filter(|l| !l.exec.is_empty()) else {
         return linear;
     };

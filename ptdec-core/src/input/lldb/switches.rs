@@ -274,6 +274,7 @@ mod tests {
                     id: i as u32,
                     trace: 0,
                     switches: path,
+                    switches_file: (0, i as u64),
                 };
                 let attrs = lldb_attrs();
                 let mut pos = 0;
