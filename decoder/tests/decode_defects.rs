@@ -60,6 +60,18 @@ fn run(pt: &[u8], code: &[u8]) -> (Vec<Op>, DecodeStats) {
 
 /// [`run`] with the flow decoder `decoder`.
 fn run_with(pt: &[u8], code: &[u8], decoder: DecoderKind) -> (Vec<Op>, DecodeStats) {
+    run_opts(
+        pt,
+        code,
+        DecodeOptions {
+            decoder,
+            ..DecodeOptions::default()
+        },
+    )
+}
+
+/// [`run`] with the options `opts`.
+fn run_opts(pt: &[u8], code: &[u8], opts: DecodeOptions) -> (Vec<Op>, DecodeStats) {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("code.bin");
     std::fs::write(&bin, code).unwrap();
@@ -70,17 +82,7 @@ fn run_with(pt: &[u8], code: &[u8], decoder: DecoderKind) -> (Vec<Op>, DecodeSta
         vaddr: CODE,
     }];
     let mut c = Collect::default();
-    let st = decode_raw(
-        pt,
-        &sections,
-        &RawConfig::default(),
-        &DecodeOptions {
-            decoder,
-            ..DecodeOptions::default()
-        },
-        &mut c,
-    )
-    .unwrap();
+    let st = decode_raw(pt, &sections, &RawConfig::default(), &opts, &mut c).unwrap();
     (c.0, st)
 }
 
@@ -587,29 +589,16 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
     for on_error in [OnError::Resync, OnError::NextPsb] {
         let mut outputs = Vec::new();
         for chunk in [u64::MAX, 1, 64, 200] {
-            let dir = tempfile::tempdir().unwrap();
-            let bin = dir.path().join("code.bin");
-            std::fs::write(&bin, code).unwrap();
-            let sections = [RawSection {
-                path: bin,
-                offset: 0,
-                size: code.len() as u64,
-                vaddr: CODE,
-            }];
-            let mut c = Collect::default();
-            let st = decode_raw(
+            let (ops, st) = run_opts(
                 &pt,
-                &sections,
-                &RawConfig::default(),
-                &DecodeOptions {
+                &code,
+                DecodeOptions {
                     decoder: DecoderKind::Fast,
                     chunking: Chunking::Bytes(chunk),
                     on_error,
                     ..DecodeOptions::default()
                 },
-                &mut c,
-            )
-            .unwrap();
+            );
             // Every chunk is the fast decoder's own; only the first PSB's
             // stretch is lost, with one error.
             assert!(
@@ -643,7 +632,7 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
                 "{on_error:?} chunk {chunk}: {}",
                 st.insns
             );
-            let gap = c.0.iter().find_map(|o| match o {
+            let gap = ops.iter().find_map(|o| match o {
                 Op::Gap {
                     kind: GapKind::DecodeError(m),
                     ..
@@ -654,7 +643,7 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
                 gap.as_deref().is_some_and(|m| m.contains("MODE.Exec")),
                 "{on_error:?} chunk {chunk}: {gap:?}"
             );
-            outputs.push((format!("{:?}", c.0), st.insns, st.chunks));
+            outputs.push((format!("{ops:?}"), st.insns, st.chunks));
         }
         // Cut at the two PSBs with a mode, at most.
         assert!(
