@@ -97,9 +97,10 @@ pub(super) struct Psb {
     pub header_end: u64,
     /// The TSC the PSB+ gives.
     pub tsc: Option<u64>,
-    /// Whether the PSB+ holds a MODE.Exec, a FUP.
+    /// Whether the PSB+ holds a MODE.Exec, a FUP; whether an OVF ends it.
     pub mode: bool,
     pub fup: bool,
+    pub ovf: bool,
 }
 
 /// Bytes searched at once for a PSB at most (windows overlap by
@@ -183,8 +184,10 @@ const MODE_SEARCH_MAX: u64 = 64 << 10;
 /// neither), so only a corrupt trace lacks it.
 ///
 /// `Some(true)`: this PSB+ holds a MODE.Exec, or after it one comes before
-/// any packet that gives code to run (FUP, TIP, TIP.PGE) outside a PSB+
-/// that holds its own MODE.Exec; or a packet error comes first (decoding
+/// tracing resumes (a TIP.PGE, the FUP after an overflow, or a PSB+ with
+/// a FUP and no MODE.Exec of its own: FUPs of disabled tracing bind to
+/// events, as PTWRITE's do without branch tracing, and need no mode); or
+/// a packet error comes first (decoding
 /// synchronizes again after it, at any chunk size). `Some(false)`: code
 /// comes first, or [`MODE_SEARCH_MAX`] bytes pass undecided. `None`: the
 /// bytes end first.
@@ -195,7 +198,7 @@ fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
     if psb.fup {
         return Some(false);
     }
-    let (mut in_psb, mut psb_fup) = (false, false);
+    let (mut in_psb, mut psb_fup, mut after_ovf) = (false, false, psb.ovf);
     loop {
         if dec.offset().ok()? > MODE_SEARCH_MAX {
             return Some(false);
@@ -215,7 +218,12 @@ fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
                 in_psb = false;
             }
             Packet::Fup(..) if in_psb => psb_fup = true,
-            Packet::Fup(..) | Packet::Tip(..) | Packet::TipPge(..) => return Some(false),
+            // Tracing resumes: at a TIP.PGE, or at the FUP after an
+            // overflow. Other FUPs of disabled tracing bind to events
+            // (PTWRITE's without branch tracing), which need no mode.
+            Packet::TipPge(..) => return Some(false),
+            Packet::Fup(..) if after_ovf => return Some(false),
+            Packet::Ovf => after_ovf = true,
             _ => {}
         }
     }
@@ -262,13 +270,14 @@ fn psb_plus(dec: &mut PacketDecoder<'_>, at: u64) -> Option<Psb> {
     let (mut tsc, mut mode, mut fup) = (None, false, false);
     loop {
         match dec.next_packet().ok()? {
-            Packet::Psbend | Packet::Ovf => {
+            p @ (Packet::Psbend | Packet::Ovf) => {
                 return Some(Psb {
                     offset: at,
                     header_end: at + dec.offset().ok()?,
                     tsc,
                     mode,
                     fup,
+                    ovf: p == Packet::Ovf,
                 });
             }
             Packet::Tsc(t) => tsc = Some(t),
@@ -559,7 +568,8 @@ mod tests {
             payload: 0b10,
             bits: 2,
         };
-        let cases: [(&[Packet], bool); 6] = [
+        let ovf = Packet::Ovf;
+        let cases: [(&[Packet], bool); 9] = [
             (&[Packet::Psb, fup, Packet::Psbend, tnt], false),
             (&[Packet::Psb, fup, MODE64, Packet::Psbend, tnt], true),
             (&[Packet::Psb, Packet::Psbend, tnt, pge, tnt], false),
@@ -586,6 +596,12 @@ mod tests {
                 ],
                 false,
             ),
+            // A FUP of disabled tracing (a PTWRITE's): no code.
+            (&[Packet::Psb, Packet::Psbend, fup, tnt], true),
+            // The FUP after an overflow resumes tracing, also after one
+            // that ends the PSB+.
+            (&[Packet::Psb, Packet::Psbend, ovf, fup, tnt], false),
+            (&[Packet::Psb, ovf, fup, tnt], false),
         ];
         for (i, (pkts, cut_here)) in cases.iter().enumerate() {
             let mut enc = Encoder::new().unwrap();
