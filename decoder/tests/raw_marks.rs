@@ -108,6 +108,15 @@ fn trace() -> Vec<u8> {
     }
     tsc += 1000;
     put(&mut pt, Packet::Tsc(tsc));
+    // MODE.Exec before the TIP.PGE, as hardware sends it (without one the
+    // code is in no mode: a decode error of its own).
+    put(
+        &mut pt,
+        Packet::ModeExec {
+            csl: true,
+            csd: false,
+        },
+    );
     put(&mut pt, Packet::TipPge(BASE, Compression::Sext48));
     put(
         &mut pt,
