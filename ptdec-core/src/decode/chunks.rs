@@ -158,7 +158,9 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
             start = at + 1;
         }
         lo = match found_before {
-            Some(at) if at > lo => at,
+            // From that PSB; from the same place only in a larger window
+            // (a PSB at the window's start whose mode comes past its end).
+            Some(at) if at > lo || (at == lo && hi - lo < SEARCH_WINDOW) => at,
             _ if hi >= stream.len() => return None,
             // Keep the window's last bytes: a PSB may straddle its end.
             _ => (hi - 16).max(lo + 1),
@@ -170,8 +172,8 @@ pub(super) fn psb_at_or_after(stream: &Stream<'_>, cfg: &PtConfig, from: u64) ->
 /// The most bytes from a PSB that [`mode_given`] reads to decide.
 const MODE_SEARCH_MAX: u64 = 64 << 10;
 
-/// Whether a chunk may start at the PSB whose PSB+ `dec` has just read
-/// (`read` bytes of it): whether the code the trace goes on with is
+/// Whether a chunk may start at `psb`, whose PSB+ `dec` has just read:
+/// whether the code the trace goes on with is
 /// given its execution mode (MODE.Exec) before any code runs, so that a
 /// decode synchronized there knows what one that ran on into it from
 /// earlier knows. libipt's decoders keep the mode across a PSB+ that
@@ -187,8 +189,8 @@ const MODE_SEARCH_MAX: u64 = 64 << 10;
 /// tracing resumes (a TIP.PGE, the FUP after an overflow, or a PSB+ with
 /// a FUP and no MODE.Exec of its own: FUPs of disabled tracing bind to
 /// events, as PTWRITE's do without branch tracing, and need no mode); or
-/// a packet error comes first (decoding
-/// synchronizes again after it, at any chunk size). `Some(false)`: code
+/// a packet error comes first (decoding synchronizes again after it, at
+/// any chunk size). `Some(false)`: code
 /// comes first, or [`MODE_SEARCH_MAX`] bytes pass undecided. `None`: the
 /// bytes end first.
 fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
@@ -619,6 +621,22 @@ mod tests {
             let want = if *cut_here { 0 } else { last };
             assert_eq!(p.offset, want, "case {i}");
         }
+        // A PSB+ of disabled tracing at the search's start whose MODE.Exec
+        // comes past the first window (16 KiB): looked for in a larger
+        // one, not passed over.
+        let mut enc = Encoder::new().unwrap();
+        let mut bytes = Vec::new();
+        for p in [Packet::Psb, Packet::Psbend] {
+            bytes.extend_from_slice(enc.encode(p).unwrap());
+        }
+        bytes.resize(bytes.len() + 20_000, 0);
+        for p in [MODE64, pge, tnt, Packet::Psb, MODE64, fup, Packet::Psbend] {
+            bytes.extend_from_slice(enc.encode(p).unwrap());
+        }
+        bytes.resize(bytes.len() + 40_000, 0);
+        let s = Stream::new(vec![&bytes[..]]);
+        let p = psb_at_or_after(&s, &PtConfig::default(), 0).unwrap();
+        assert_eq!(p.offset, 0);
     }
 
     #[test]
