@@ -1995,18 +1995,6 @@ impl<'a> BlockDecoder<'a> {
                     return at(self, ip)
                 }
                 Kind::ExecMode { ip, .. } if !ev.ip_suppressed => return at(self, ip),
-                Kind::Iflags { .. }
-                | Kind::Tsx { .. }
-                | Kind::AsyncPaging { .. }
-                | Kind::AsyncVmcs { .. }
-                | Kind::Ptwrite { .. }
-                | Kind::Exstop { .. }
-                | Kind::Mwait { .. }
-                | Kind::Trig { anchored: true, .. }
-                    if no_mode && !ev.ip_suppressed =>
-                {
-                    self.fetch_event()?
-                }
                 // MODE.Exec's iflags event binds to its FUP as the exec
                 // mode event does; so does a TRIG with its IP bit.
                 Kind::Iflags { ip, .. }
@@ -2018,7 +2006,13 @@ impl<'a> BlockDecoder<'a> {
                 | Kind::Mwait { ip, .. }
                 | Kind::Trig {
                     ip, anchored: true, ..
-                } if !ev.ip_suppressed => return at(self, ip),
+                } if !ev.ip_suppressed => {
+                    if no_mode {
+                        self.fetch_event()?
+                    } else {
+                        return at(self, ip);
+                    }
+                }
                 Kind::Stop => {
                     self.enabled = false;
                     return Err(Fail::Pt(PtError::EVENT_IGNORED));
