@@ -517,12 +517,23 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // them: in its own loop, each with what `on_block` and
                 // `check_progress` do to it. (Each has `Status(0)`, as
                 // `status` is now.)
+                // No packet is read while following: the time and the
+                // offset the first block gets hold for the rest, which
+                // `on_followed_more` takes without looking again (and the
+                // stall's maximum is noted once, after).
+                let mut first = true;
                 if dec.follow(&mut blk, |b, (tsc, _, _), off| {
-                    self.on_followed(b, tsc, off)
+                    if std::mem::take(&mut first) {
+                        self.on_followed(b, tsc, off)
+                    } else {
+                        self.on_followed_more(b)
+                    }
                 }) > 0
-                    && self.stall.insns > NO_PROGRESS_INSNS
                 {
-                    break 'step Failure::NoProgress(self.stall.insns);
+                    self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+                    if self.stall.insns > NO_PROGRESS_INSNS {
+                        break 'step Failure::NoProgress(self.stall.insns);
+                    }
                 }
                 // libipt fills in the instructions it decoded before an
                 // error, so the block counts whatever the status.
@@ -796,6 +807,22 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         self.count_block(b);
         self.note_transfer(b);
         self.progress(off, b.ninsn);
+        self.stall.insns <= NO_PROGRESS_INSNS
+    }
+
+    /// [`ChunkDecoder::on_followed`] for a block after the first that
+    /// [`FlowDecoder::follow`] hands out in one call: the time and the
+    /// trace offset are the first block's (no packet was read), so the
+    /// clock stays, the stall goes on, and `at_start` is false already;
+    /// the stall's maximum is the caller's to note.
+    #[inline(always)]
+    fn on_followed_more(&mut self, b: &Block) -> bool {
+        debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);
+        self.resolve(Some(b.ip));
+        self.maybe_flush();
+        self.count_block(b);
+        self.note_transfer(b);
+        self.stall.insns += u64::from(b.ninsn);
         self.stall.insns <= NO_PROGRESS_INSNS
     }
 
