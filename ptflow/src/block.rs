@@ -1475,9 +1475,12 @@ impl<'a> BlockDecoder<'a> {
         // stored. Writing the whole `Block` per block was a tenth of
         // ptbench-fast's instructions (2.006 G of interp's 10 MB: 1.828 G
         // with a local, 1.744 G without writing the last block after the
-        // loop). The chunk decoder reads most fields, and with a local
-        // `ptdec report -j1` took 1.2-1.7% more instructions: it follows
-        // with `LOCAL` off.
+        // loop). The chunk decoder follows with `LOCAL` too: it took
+        // 1.2-1.7% more instructions of `ptdec report -j1` before its
+        // blocks after a call's first became cheaper (`on_followed_more`),
+        // and 0.3-0.8% fewer since (interp 8.051 to 8.023 G, shapes
+        // 7.282 to 7.225 G, the real LLDB row's 3 MB tile 5.436 to
+        // 5.412 G).
         while let Some(node) = code.node(next) {
             if node.ip != ip || left == 0 || n == max || (USER_ONLY && ip >> 63 == 1) {
                 break;

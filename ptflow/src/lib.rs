@@ -321,7 +321,9 @@ impl<'a> FastDecoder<'a> {
     /// commonest blocks, with what it does per block in `each` instead of
     /// after a return from `next_block` for every block. No packet is
     /// read on the way, so the trace offset and the time stay what they
-    /// were; `each` gets the offset too ([`Self::offset`]).
+    /// were; `each` gets the offset too ([`Self::offset`]). Each block is
+    /// handed out from a local: `block` is left as it was, for the
+    /// [`Self::next_block`] that comes next, which writes it.
     #[inline(always)]
     pub fn follow(
         &mut self,
@@ -335,7 +337,7 @@ impl<'a> FastDecoder<'a> {
         let off = self.offset().ok();
         let n = self
             .dec
-            .follow_tnt::<true, false>(code, block, u32::MAX, |b, t| each(b, t, off));
+            .follow_tnt::<true, true>(code, block, u32::MAX, |b, t| each(b, t, off));
         debug_assert_eq!(self.offset().ok(), off);
         n
     }
