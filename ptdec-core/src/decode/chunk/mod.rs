@@ -792,29 +792,24 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// or image change can be due), so the rest of `on_block` does
     /// nothing there. Whether to go on: not once more than
     /// [`NO_PROGRESS_INSNS`] instructions were decoded without progress
-    /// (the caller then stops as `check_progress` says).
+    /// (the caller then stops as `check_progress` says). The stall's
+    /// maximum is the caller's to note.
     #[inline(always)]
     fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
-        debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip));
         debug_assert!(
             !self.edges.warming && !self.need_enable && !self.listing && self.end.is_none()
         );
         debug_assert!(!self.edges.watching());
         self.set_tsc(tsc);
-        self.resolve(Some(b.ip));
         self.at_start = false;
-        self.maybe_flush();
-        self.count_block(b);
-        self.note_transfer(b);
-        self.progress(off, b.ninsn);
-        self.stall.insns <= NO_PROGRESS_INSNS
+        self.stall_at(off);
+        self.on_followed_more(b)
     }
 
     /// [`ChunkDecoder::on_followed`] for a block after the first that
     /// [`FlowDecoder::follow`] hands out in one call: the time and the
     /// trace offset are the first block's (no packet was read), so the
-    /// clock stays, the stall goes on, and `at_start` is false already;
-    /// the stall's maximum is the caller's to note.
+    /// clock stays, the stall goes on, and `at_start` is false already.
     #[inline(always)]
     fn on_followed_more(&mut self, b: &Block) -> bool {
         debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);

@@ -48,14 +48,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// after which the trace offset is `off`.
     #[inline]
     pub(super) fn progress(&mut self, off: Option<u64>, n: u16) {
+        self.stall_at(off);
+        self.stall.insns += u64::from(n);
+        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+    }
+
+    /// A new stall when the trace offset `off` is not the stall's: the
+    /// decoder read a byte since.
+    #[inline]
+    pub(super) fn stall_at(&mut self, off: Option<u64>) {
         if off != self.stall.offset {
             self.stall = Stall {
                 offset: off,
                 insns: 0,
             };
         }
-        self.stall.insns += u64::from(n);
-        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
     }
 
     /// Synchronizes at the next PSB after the last one whose PSB+ libipt
