@@ -158,31 +158,55 @@ pub(super) struct Pending {
 /// runs: a chunk's ops go into memory already mapped and of the right
 /// size, instead of growing fresh vectors (the profile showed their
 /// reallocation copies and page faults).
+///
+/// Bounded by the room it holds ([`POOL_BYTES`]) as well as by count
+/// ([`POOL_MAX`]): per-cpu traces make many runs per chunk (the real LLDB
+/// row: about 28 per 32 KiB chunk, 6 MB of ops), and with 16 vectors at
+/// most the rest started empty and grew, copying each op once more
+/// (`memcpy` under `realloc`: 3.7% of `ptdec report`'s instructions on
+/// one CPU, 7.5% with `-j1`, on a 3 MB tile of that row).
 #[derive(Default)]
-pub(super) struct OpPool(std::sync::Mutex<Vec<Vec<Op>>>);
+pub(super) struct OpPool(std::sync::Mutex<Pooled>);
+
+/// The vectors an [`OpPool`] holds and their room in bytes, all told.
+#[derive(Default)]
+pub(super) struct Pooled {
+    vecs: Vec<Vec<Op>>,
+    bytes: usize,
+}
 
 /// Vectors the pool keeps at most (more than a window's runs).
-const POOL_MAX: usize = 16;
+const POOL_MAX: usize = 256;
+
+/// The room the pool's vectors may have, all told, in bytes: what it
+/// may add to the peak memory (measured on the real LLDB row: 47 to
+/// 51 MB on one CPU, 63 to 85 MB with `-j1`, 112 to 150 MB with `-j2`).
+const POOL_BYTES: usize = 32 << 20;
 
 impl OpPool {
     /// An empty vector, with room when one was handed back.
     pub fn take(&self) -> Vec<Op> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_default()
+        let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match pool.vecs.pop() {
+            Some(v) => {
+                pool.bytes -= v.capacity() * std::mem::size_of::<Op>();
+                v
+            }
+            None => Vec::new(),
+        }
     }
 
     /// Hands `v` back for reuse.
     pub fn give(&self, mut v: Vec<Op>) {
         v.clear();
-        if v.capacity() == 0 {
+        let bytes = v.capacity() * std::mem::size_of::<Op>();
+        if bytes == 0 {
             return;
         }
         let mut pool = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < POOL_MAX {
-            pool.push(v);
+        if pool.vecs.len() < POOL_MAX && pool.bytes + bytes <= POOL_BYTES {
+            pool.bytes += bytes;
+            pool.vecs.push(v);
         }
     }
 }
@@ -291,5 +315,29 @@ mod tests {
             kept += 1;
         }
         assert_eq!(kept, POOL_MAX);
+    }
+
+    /// The room the pool holds stays within [`POOL_BYTES`]: a vector
+    /// that would pass it is dropped, and one taken out makes room again.
+    #[test]
+    fn the_pool_keeps_no_more_room_than_its_byte_bound() {
+        let pool = OpPool::default();
+        let each = POOL_BYTES / 4 / std::mem::size_of::<Op>();
+        let room = |pool: &OpPool| pool.0.lock().unwrap().bytes;
+        for _ in 0..6 {
+            pool.give(Vec::with_capacity(each));
+        }
+        let held = pool.0.lock().unwrap().vecs.len();
+        assert_eq!(held, 4);
+        assert!(room(&pool) <= POOL_BYTES);
+        let v = pool.take();
+        assert!(v.capacity() >= each);
+        assert_eq!(room(&pool), 3 * v.capacity() * std::mem::size_of::<Op>());
+        pool.give(v);
+        pool.give(Vec::with_capacity(each));
+        assert_eq!(pool.0.lock().unwrap().vecs.len(), 4);
+        // Taken out all: nothing is held.
+        while pool.take().capacity() > 0 {}
+        assert_eq!(room(&pool), 0);
     }
 }
