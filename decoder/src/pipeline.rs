@@ -1073,6 +1073,9 @@ pub struct StackSink<'a, 'e, E> {
     close_order: bool,
     /// Where what the stitch learns goes (`crate::stitch::Hints`).
     hints: Option<&'a crate::stitch::Hints>,
+    /// Groups the time spreading ended full, per thread
+    /// ([`OpSink::group_cut`]).
+    cut_groups: FastMap<(u32, u32), u64>,
 }
 
 impl<'a, 'e, E> StackSink<'a, 'e, E> {
@@ -1096,6 +1099,7 @@ impl<'a, 'e, E> StackSink<'a, 'e, E> {
             names: None,
             close_order: false,
             hints: None,
+            cut_groups: FastMap::default(),
         }
     }
 
@@ -1120,7 +1124,9 @@ impl<'a, 'e, E> StackSink<'a, 'e, E> {
             return Err(e);
         }
         for ((pid, tid), i) in keys {
-            self.threads.entry((pid, tid)).or_default().stack = self.stacks[i].stats().clone();
+            let mut stats = self.stacks[i].stats().clone();
+            stats.cut_groups += self.cut_groups.get(&(pid, tid)).copied().unwrap_or(0);
+            self.threads.entry((pid, tid)).or_default().stack = stats;
         }
         Ok(self.threads)
     }
@@ -1182,6 +1188,12 @@ impl<E> OpSink for StackSink<'_, '_, E> {
 
     fn stretch(&mut self, pid: u32, tid: u32, st: Box<Ahead>, base: Base) -> bool {
         self.take_stretch(pid, tid, st, base)
+    }
+
+    /// Counted per thread, added to its stack's stats at the end (the
+    /// thread may have no stack yet: the group goes on after this).
+    fn group_cut(&mut self, pid: u32, tid: u32) {
+        *self.cut_groups.entry((pid, tid)).or_default() += 1;
     }
 }
 

@@ -326,6 +326,22 @@ fn render_stacks(o: &mut String, report: &Report) {
             thousands(crate::stack::MAX_DEPTH as u64)
         );
     }
+    if s.cut_groups > 0 {
+        let _ = writeln!(
+            o,
+            "warning: {} times a thread had more than {} branches at one timestamp (timing packets that never move the time: corrupt or hostile PT): each such group kept the time it had, not spread, and the next began a new one",
+            thousands(s.cut_groups),
+            thousands(crate::interp::MAX_GROUP as u64)
+        );
+    }
+    if s.held_past_bound > 0 {
+        let _ = writeln!(
+            o,
+            "warning: {} slices began at the same instant as their parent but were written before it, a thread holding {} such slices back already (timing packets that never move the time: corrupt or hostile PT): Perfetto may nest those wrongly",
+            thousands(s.held_past_bound),
+            thousands(crate::stack::MAX_HELD as u64)
+        );
+    }
     if s.unmatched_unwinds > 0 {
         let _ = writeln!(
             o,

@@ -691,6 +691,140 @@ fn straight_line_code_longer_than_a_block_is_the_fast_decoders() {
     assert!(counts[1].0 >= 2 * (NOPS as u64 + 1), "{counts:?}");
 }
 
+/// PT whose timing packets never move the time (every PSB+ restates one
+/// TSC), while calls and returns go on: a loop calling a function that
+/// returns at once, 1,100,000 times, one compressed return's TNT bit each.
+/// Every slice ties with the segment's start and every op joins one group
+/// of the time spreading, so before both were bounded the whole trace was
+/// held in memory. Now the spreading ends a group at `interp::MAX_GROUP`
+/// ops, the stack holds at most `stack::MAX_HELD` slices back and writes
+/// the rest as they close, the summary says both, and the FTF is the same
+/// for every `-j` and chunk size.
+#[test]
+fn time_that_never_moves_is_held_within_bounds() {
+    use ptdec::emit::{EmitOptions, Target};
+    use ptdec::pipeline::{self, Input};
+    use ptdec::plan::{Ftf, Plan};
+    use ptdec::raw::{Module, RawInput};
+    use ptdec::symbols::SymbolCache;
+    // 0x1000: call 0x1010; 0x1005: jmp 0x1000; 0x1010: ret
+    let mut code = vec![0xe8, 0x0b, 0, 0, 0, 0xeb, 0xf9];
+    code.resize(0x10, 0x90);
+    code.push(0xc3);
+    let passes = ptdec::stack::MAX_HELD + 50_000;
+    let psb = [
+        Packet::Psb,
+        Packet::Tsc(0x10_0000),
+        Packet::ModeExec {
+            csl: true,
+            csd: false,
+        },
+        Packet::Fup(CODE, Compression::Sext48),
+        Packet::Psbend,
+    ];
+    let mut pkts = psb.to_vec();
+    let mut left = passes;
+    let mut since_psb = 0;
+    while left > 0 {
+        let bits = left.min(47);
+        left -= bits;
+        pkts.push(Packet::Tnt64 {
+            payload: (1u64 << bits) - 1,
+            bits: bits as u8,
+        });
+        since_psb += 1;
+        // A PSB+ every 4 KiB or so, at the call the decoder stops at, with
+        // the same time.
+        if since_psb == 500 && left > 0 {
+            since_psb = 0;
+            pkts.extend(psb);
+        }
+    }
+    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
+    let pt = encode(&pkts);
+    let pt_len = pt.len() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("code.bin");
+    std::fs::write(&bin, &code).unwrap();
+    let input = RawInput {
+        pt_path: "t.pt".into(),
+        pt,
+        sections: vec![RawSection {
+            path: bin,
+            offset: 0,
+            size: code.len() as u64,
+            vaddr: CODE,
+        }],
+        modules: vec![Module {
+            start: CODE,
+            end: CODE + code.len() as u64,
+            name: "code.bin".into(),
+            image: None,
+            bias: CODE,
+        }],
+    };
+    let symbols = SymbolCache::new();
+    let cfg = RawConfig::default();
+    let mut outputs = Vec::new();
+    for (jobs, chunk) in [(1, 64 << 10), (2, 4 << 10)] {
+        let plan = Plan::new(
+            Input::Raw {
+                input: &input,
+                cfg: &cfg,
+                symbols: &symbols,
+            },
+            DecodeOptions {
+                jobs,
+                chunking: Chunking::Bytes(chunk),
+                ..DecodeOptions::default()
+            },
+            // Times spread, as by default.
+            ptdec::plan::StackOptions {
+                interpolate: true,
+                ..Default::default()
+            },
+            Ftf {
+                // As the command line without --time-axis: the axis the
+                // trace calls for.
+                emit: EmitOptions {
+                    axis_auto: true,
+                    ..EmitOptions::default()
+                },
+                target: Target::Memory,
+            },
+        );
+        let r = pipeline::run(&plan, None).unwrap();
+        let what = format!("-j{jobs} chunks of {chunk}: {:?}", r.stack);
+        assert!(r.decode.chunks > 1 || chunk >= pt_len, "{what}");
+        // A call, a return and a jump a pass, in groups of MAX_GROUP.
+        let ops = 3 * passes as u64;
+        assert_eq!(
+            r.stack.cut_groups,
+            (ops - 1) / ptdec::interp::MAX_GROUP as u64,
+            "{what}"
+        );
+        // The f slices past those held back went out before the segment
+        // closed, and so do the last f, the untraced time after the trace
+        // and the end's: all tie with the segment's start.
+        let past = (passes - ptdec::stack::MAX_HELD) as u64;
+        assert!(
+            (past..=past + 3).contains(&r.stack.held_past_bound),
+            "{what}"
+        );
+        // The passes, and the call the trace ends in.
+        assert_eq!(r.stack.calls, passes as u64 + 1, "{what}");
+        let summary = ptdec::summary::render(&r);
+        for want in [
+            "branches at one timestamp (timing packets that never move the time",
+            "slices began at the same instant as their parent but were written before it, a thread holding 1,048,576",
+        ] {
+            assert!(summary.contains(want), "{want}: {summary}");
+        }
+        outputs.push(r.written.into_iter().map(|w| w.bytes).collect::<Vec<_>>());
+    }
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
 /// Calls that never return, each steered by a TNT bit (`call f; f: jnz
 /// back`): a trace of a few hundred KB whose stack would hold a frame per
 /// call. Past `stack::MAX_DEPTH` frames the thread's stack restarts, so

@@ -14,8 +14,25 @@
 //! give a call a few instructions long zero width); each keeps its order and
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
+//!
+//! A group (the branches that share a time) holds at most [`MAX_GROUP`]
+//! ops: the bench's traces share a time among 27-93, but PT whose timing
+//! packets never move the time (corrupt or hostile) would make one group
+//! of the whole trace, held in memory until its end. A branch that would
+//! join a full group ends it instead: the group goes on with the time it
+//! has (there is no later one to spread it to), the branch starts the next
+//! group, and the sink is told ([`OpSink::group_cut`]). The rule depends
+//! only on the thread's ops, so it is the same for any `-j` and chunk size.
 
 use crate::model::ops::{fix, take, Op, OpSink, PerThread, Rebase};
+
+/// The most ops a group holds, its anchor included (module doc): 64 MiB
+/// of ops per thread.
+#[cfg(not(test))]
+pub const MAX_GROUP: usize = 1 << 20;
+/// [`MAX_GROUP`] in this crate's unit tests, whose random groups reach it.
+#[cfg(test)]
+pub const MAX_GROUP: usize = 8;
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<'l, S: OpSink> {
@@ -160,7 +177,10 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
         return true;
     };
     if joins(anchor, next) {
-        return false;
+        if group.len() < MAX_GROUP {
+            return false;
+        }
+        inner.group_cut(pid, tid);
     }
     if spreads_up_to(next) {
         spread(group, next);
@@ -227,7 +247,9 @@ impl<S: OpSink> Interpolate<'_, S> {
         // With a log: `ops[..handed]` have gone on.
         let mut handed = 0;
         if let Some(anchor) = group.first() {
-            while s < ops.len() && joins(anchor, &ops[s]) {
+            // Up to a full group: the op after ends it ([`end_group`]).
+            let room = MAX_GROUP.saturating_sub(group.len());
+            while s < ops.len() && s < room && joins(anchor, &ops[s]) {
                 s += 1;
             }
             // (Joined: the anchor's time, or a mark; the latest time
@@ -277,7 +299,10 @@ impl<S: OpSink> Interpolate<'_, S> {
             }
             if let Some(a) = open {
                 if joins(&ops[a], &ops[k]) {
-                    continue;
+                    if k - a < MAX_GROUP {
+                        continue;
+                    }
+                    inner.group_cut(pid, tid);
                 }
                 if spreads_up_to(&ops[k]) {
                     let (before, from) = ops.split_at_mut(k);
@@ -552,6 +577,61 @@ mod tests {
                 .collect();
         assert_eq!(t1, [100, 105, 110]);
         assert_eq!(t2, [500, 600]);
+    }
+
+    /// What went on, and how many groups were cut full.
+    #[derive(Default)]
+    struct Cuts {
+        ops: Vec<Op>,
+        cuts: usize,
+    }
+    impl OpSink for Cuts {
+        fn op(&mut self, _pid: u32, _tid: u32, op: Op) {
+            self.ops.push(op);
+        }
+        fn group_cut(&mut self, _pid: u32, _tid: u32) {
+            self.cuts += 1;
+        }
+    }
+
+    /// A group holds at most MAX_GROUP ops: a branch at the time of a full
+    /// group ends it, the group keeps its time (nothing later to spread it
+    /// to), the branch anchors the next group, which is spread as any;
+    /// the sink is told once. One by one and in one run alike.
+    #[test]
+    fn a_full_group_ends_and_keeps_its_time() {
+        let n = MAX_GROUP as u64 + 3;
+        let mut input: Vec<Op> = (0..n).map(|k| call(100, 10 * k)).collect();
+        input.push(call(200, 10 * n));
+        let mut want: Vec<u64> = vec![100; MAX_GROUP];
+        want.extend([100, 133, 166, 200]);
+        let mut one = Interpolate::new(Cuts::default());
+        for op in input.clone() {
+            one.op(1, 1, op);
+        }
+        let one = one.finish();
+        let times = |ops: &[Op]| ops.iter().map(|o| o.stamp().time).collect::<Vec<_>>();
+        assert_eq!(times(&one.ops), want);
+        assert_eq!(one.cuts, 1);
+        for cut in [1, MAX_GROUP - 1, MAX_GROUP, MAX_GROUP + 1, input.len()] {
+            let mut runs = Interpolate::new(Cuts::default());
+            let (a, b) = input.split_at(cut);
+            runs.run_ops(1, 1, &mut a.to_vec(), 0, None);
+            runs.run_ops(1, 1, &mut b.to_vec(), 0, None);
+            let runs = runs.finish();
+            assert_eq!(runs.ops, one.ops, "cut at {cut}");
+            assert_eq!(runs.cuts, 1, "cut at {cut}");
+        }
+        // Time that never moves: groups of MAX_GROUP, none spread.
+        let mut flat = Interpolate::new(Cuts::default());
+        let mut all: Vec<Op> = (0..5 * MAX_GROUP as u64 + 1)
+            .map(|k| call(100, k))
+            .collect();
+        flat.ops(1, 1, &mut all);
+        assert!(flat.held(1, 1) <= MAX_GROUP);
+        let flat = flat.finish();
+        assert_eq!(flat.cuts, 5);
+        assert!(flat.ops.iter().all(|o| o.stamp().time == 100));
     }
 
     /// `ops` (the groups spread where they lie) gives what `op` gives one

@@ -66,7 +66,15 @@
 //! count or cycle count) is held back and follows its parent: a reader that
 //! breaks timestamp ties by file order (Perfetto's sorter does) then sees the
 //! parent first and nests them right. Held-back slices are few: only those
-//! tied with an open ancestor.
+//! tied with an open ancestor. A thread holds at most [`MAX_HELD`] of them:
+//! past that (PT whose timing packets never move the time, corrupt or
+//! hostile, makes every slice tie with its parent, and would hold them all
+//! until the parent closes) a tied slice goes out as it closes, before its
+//! parent, and is counted ([`StackStats::held_past_bound`]); the summary
+//! warns that Perfetto may nest those wrongly. A speculative stack gives up
+//! at the bound, and [`ThreadStack::apply`] declines a stretch that could
+//! pass it over the real stack's, so the output is the same for any `-j`
+//! and chunk size.
 //!
 //! In close order ([`ThreadStack::close_order`], for `report`, which sums
 //! children into their parent) nothing is held back: every slice comes out
@@ -94,6 +102,15 @@ pub const MAX_DEPTH: usize = 1 << 20;
 /// holds 8,192 frames).
 #[cfg(test)]
 pub const MAX_DEPTH: usize = 1 << 14;
+
+/// The most slices a thread holds back for the parent they tie with (the
+/// module doc's output order): about 150 MB of slices per thread at most.
+#[cfg(not(test))]
+pub const MAX_HELD: usize = 1 << 20;
+/// [`MAX_HELD`] in this crate's unit tests (the most the other tests hold
+/// is 2,048).
+#[cfg(test)]
+pub const MAX_HELD: usize = 1 << 12;
 
 use crate::model::slices::{Func, FuncRef, PlaceSpan, Resolver, Slice, SliceKind};
 
@@ -132,6 +149,12 @@ pub struct StackStats {
     /// The most slices held at once for their parent
     /// ([`ThreadStack::placing_roots`]).
     pub max_unplaced: u64,
+    /// Slices that tied with their parent but went out before it, the
+    /// thread holding [`MAX_HELD`] already (module doc).
+    pub held_past_bound: u64,
+    /// Groups of branches at one time that the time spreading ended full
+    /// (`crate::interp::MAX_GROUP`), left with the time they had.
+    pub cut_groups: u64,
 }
 
 impl StackStats {
@@ -153,6 +176,8 @@ impl StackStats {
         self.empty_frames += o.empty_frames;
         self.max_depth = self.max_depth.max(o.max_depth);
         self.max_unplaced = self.max_unplaced.max(o.max_unplaced);
+        self.held_past_bound += o.held_past_bound;
+        self.cut_groups += o.cut_groups;
     }
 }
 
@@ -223,6 +248,12 @@ pub struct ThreadStack {
     /// Slices moved from one held queue into another ([`hold`]): linear
     /// in the slices held, which the tests check.
     held_moves: u64,
+    /// The slices held now, in the frames' `held` and in `base_held`
+    /// (at most [`MAX_HELD`]).
+    held_now: usize,
+    /// The most `held_now` was (what a speculative stack adds to the real
+    /// one's at most: [`ThreadStack::apply`]).
+    held_peak: usize,
     /// A closed bottom-level slice started at `base` (held or out).
     base_tied: bool,
     /// Slices go out as they close; nothing is held back.
@@ -528,6 +559,8 @@ impl ThreadStack {
             base_held: VecDeque::new(),
             base_parentless: 0,
             held_moves: 0,
+            held_now: 0,
+            held_peak: 0,
             base_tied: false,
             close_order: false,
             next_id: NonZeroU64::MIN,
@@ -616,6 +649,31 @@ impl ThreadStack {
         }
     }
 
+    /// A tied slice goes out before its parent, the thread holding
+    /// [`MAX_HELD`] already; a speculative stack gives up (the real one
+    /// decides, with what it holds).
+    #[cold]
+    #[inline(never)]
+    fn held_past_bound(&mut self) {
+        if self.entry.is_some() {
+            self.fail("a slice held past the bound");
+        }
+        self.stats.held_past_bound += 1;
+    }
+
+    /// Counts a group the time spreading ended full
+    /// ([`StackStats::cut_groups`]).
+    pub fn count_cut_group(&mut self) {
+        self.stats.cut_groups += 1;
+    }
+
+    /// The slices held back for their parents now (tests check it against
+    /// the queues).
+    #[cfg(test)]
+    fn held_in_queues(&self) -> usize {
+        self.frames.iter().map(|f| f.held.len()).sum::<usize>() + self.base_held.len()
+    }
+
     /// Hands a slice out, or records it in speculative mode.
     #[inline]
     fn put(&mut self, slice: Slice, out: &mut dyn FnMut(Slice)) {
@@ -693,6 +751,11 @@ impl ThreadStack {
         if i64::from(self.top_depth()) + i64::from(spec.stats.max_depth.max(0)) + 1
             >= MAX_DEPTH as i64
         {
+            return no;
+        }
+        // What it held stays within MAX_HELD over what this stack holds:
+        // else this stack would let some out early, op by op.
+        if self.held_now + spec.held_peak > MAX_HELD {
             return no;
         }
         // Its clamping and ties are this stack's: nothing here is later
@@ -900,6 +963,9 @@ impl ThreadStack {
     ) {
         let rebase = Rebase { base, depth, ids };
         self.next_id = self.next_id.saturating_add(spec.next_id.get() - 1);
+        // Its frames come with what they hold (it holds nothing else).
+        self.held_now += spec.held_now;
+        self.held_peak = self.held_peak.max(self.held_now);
         for mut f in spec.frames {
             if let Some(i) = f.ret_of_entry.take() {
                 f.ret = rets[i];
@@ -1710,13 +1776,20 @@ impl ThreadStack {
     /// the parent they tie with.
     #[inline]
     fn finish(&mut self, mut slice: Slice, held: VecDeque<Slice>, out: &mut dyn FnMut(Slice)) {
+        // Tied with its parent, but the thread holds MAX_HELD already.
+        let mut past_bound = false;
         if let Some(parent) = self.frames.last_mut() {
             slice.parent = Some(parent.id);
             if ties(&parent.start, &slice.start) {
                 parent.tied = true;
                 if !self.close_order {
-                    self.held_moves += hold(&mut parent.held, slice, held);
-                    return;
+                    if self.held_now < MAX_HELD {
+                        self.held_now += 1;
+                        self.held_peak = self.held_peak.max(self.held_now);
+                        self.held_moves += hold(&mut parent.held, slice, held);
+                        return;
+                    }
+                    past_bound = true;
                 }
             }
         } else if self.entry.is_some() {
@@ -1731,10 +1804,15 @@ impl ThreadStack {
             if self.base.is_some_and(|b| ties(&b, &slice.start)) {
                 self.base_tied = true;
                 if !self.close_order {
-                    // The slices held behind it have their parents.
-                    self.base_parentless += usize::from(slice.parent.is_none());
-                    self.held_moves += hold(&mut self.base_held, slice, held);
-                    return;
+                    if self.held_now < MAX_HELD {
+                        self.held_now += 1;
+                        self.held_peak = self.held_peak.max(self.held_now);
+                        // The slices held behind it have their parents.
+                        self.base_parentless += usize::from(slice.parent.is_none());
+                        self.held_moves += hold(&mut self.base_held, slice, held);
+                        return;
+                    }
+                    past_bound = true;
                 }
             }
             if self.place_roots && self.below.is_none() {
@@ -1746,12 +1824,16 @@ impl ThreadStack {
                 return;
             }
         }
+        if past_bound {
+            self.held_past_bound();
+        }
         self.put(slice, out);
         // Most frames hold nothing: no iterator to make and drop (20
         // instructions a slice), nor the deque (never allocated: its drop
         // was 63 M instructions of `ptdec report`'s 8.1 G on the bench's
         // interpreter trace, 18 a slice, for nothing to free).
         if !held.is_empty() {
+            self.held_now -= held.len();
             for h in held {
                 self.put(h, out);
             }
@@ -1767,6 +1849,7 @@ impl ThreadStack {
         if !self.unplaced.is_empty() {
             self.place(None, out);
         }
+        self.held_now -= self.base_held.len();
         self.base_held.drain(..).for_each(&mut *out);
         self.base_parentless = 0;
         self.base_tied = false;
@@ -2292,6 +2375,151 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(run(&with), run(&without));
+    }
+
+    /// Time that never moves (two instants here): every slice ties with
+    /// its parent and would be held until the parent closes. A thread
+    /// holds at most MAX_HELD: past it a tied slice goes out before its
+    /// parent, counted; what is held is what the queues hold, op by op;
+    /// every slice still comes out, parents as in close order; and the
+    /// stitch gives the same slices and stats split anywhere, declining
+    /// where the speculative stack's holding would pass the bound over the
+    /// real stack's (a split just before `a`'s call, the first op of the
+    /// second instant: it holds 2,000 there, the real stack 3,000).
+    #[test]
+    fn slices_tied_past_the_held_bound_go_out_before_their_parent() {
+        const R: usize = 3000;
+        const P: usize = 2000;
+        assert!(R < MAX_HELD && P < MAX_HELD && R + P > MAX_HELD);
+        let mut insns = 0;
+        let mut at = |time: u64| {
+            insns += 10;
+            Stamp {
+                time,
+                insns,
+                cycles: crate::model::ops::Cycles::NONE,
+            }
+        };
+        let mut ops = vec![Op::Enabled {
+            at: at(7),
+            ip: MAIN + 1,
+            first: false,
+        }];
+        for _ in 0..R {
+            ops.push(Op::Call {
+                at: at(7),
+                from: MAIN + 0x10,
+                to: C,
+                ret: MAIN + 0x15,
+                raw_time: 7,
+            });
+            ops.push(Op::Return {
+                at: at(7),
+                from: C + 0x10,
+                to: MAIN + 0x15,
+            });
+        }
+        let call_a = ops.len();
+        ops.push(Op::Call {
+            at: at(8),
+            from: MAIN + 0x20,
+            to: A,
+            ret: MAIN + 0x25,
+            raw_time: 7,
+        });
+        for _ in 0..P {
+            ops.push(Op::Call {
+                at: at(8),
+                from: A + 0x10,
+                to: B,
+                ret: A + 0x15,
+                raw_time: 7,
+            });
+            ops.push(Op::Return {
+                at: at(8),
+                from: B + 0x10,
+                to: A + 0x15,
+            });
+        }
+        ops.push(Op::Return {
+            at: at(8),
+            from: A + 0x30,
+            to: MAIN + 0x25,
+        });
+        ops.push(Op::End { at: at(8) });
+        let map = Map::new();
+        let mut st = ThreadStack::new(1, 2);
+        let mut out = Vec::new();
+        for op in &ops {
+            st.push(op, &map, &mut |sl: Slice| out.push(sl));
+            assert_eq!(st.held_now, st.held_in_queues());
+            assert!(st.held_now <= MAX_HELD);
+        }
+        assert_eq!(st.held_now, 0);
+        // The b's past the bound (a ties with nothing).
+        let past = (R + P - MAX_HELD) as u64;
+        assert_eq!(st.stats().held_past_bound, past);
+        // Every slice, each with the parent close order gives it.
+        let mut co = ThreadStack::new(1, 2).in_close_order();
+        let mut want = Vec::new();
+        for op in &ops {
+            co.push(op, &map, &mut |sl: Slice| want.push(sl));
+        }
+        assert_eq!(co.stats().held_past_bound, 0);
+        let key = |v: &[Slice]| {
+            let mut k: Vec<_> = v.iter().map(|s| (s.id, s.parent, s.depth)).collect();
+            k.sort_unstable();
+            k
+        };
+        assert_eq!(key(&out), key(&want));
+        assert_eq!(out.len(), 1 + R + 1 + P);
+        // The first b past the bound goes out before a; those held before
+        // it come right after a.
+        let pos = |f: u64| {
+            out.iter()
+                .position(|s| matches!(&s.kind, SliceKind::Call { func, .. } if func.entry == f))
+        };
+        let first_b = pos(B).expect("b");
+        let a = pos(A).expect("a");
+        assert!(first_b < a);
+        assert_eq!(
+            out[a + 1..]
+                .iter()
+                .filter(|s| matches!(&s.kind, SliceKind::Call { func, .. } if func.entry == B))
+                .count(),
+            MAX_HELD - R
+        );
+        // Split anywhere that matters: the same as one stack.
+        for order in [(false, false), (true, false), (true, true)] {
+            let (want, want_stats, _) = run_split(&ops, None, &Learned::default(), order);
+            let mut applied = Vec::new();
+            for k in [
+                1,
+                2,
+                R,
+                2 * R,
+                call_a,
+                call_a + 1,
+                call_a + 2 * (MAX_HELD - R),
+                call_a + 2 * P,
+                ops.len() - 2,
+            ] {
+                let (got, stats, a) = run_split(&ops, Some(k), &Learned::default(), order);
+                assert_eq!(got, want, "split at {k}, order {order:?}");
+                assert_eq!(stats, want_stats, "split at {k}, order {order:?}");
+                if a {
+                    applied.push(k);
+                }
+            }
+            if !order.0 {
+                // Perfetto's order: the stretch from a's call holds 2,000
+                // over the real stack's 3,000, so it is declined.
+                assert!(!applied.contains(&call_a), "{applied:?}");
+            } else {
+                // Close order holds nothing: it applies there.
+                assert!(applied.contains(&call_a), "{applied:?}");
+            }
+        }
     }
 
     /// Calls that never return (a hostile or corrupt trace): past
@@ -2984,7 +3212,8 @@ mod tests {
             }
             stack.held_moves
         };
-        const DEPTH: usize = 1 << 12;
+        // Both within what a thread holds back (MAX_HELD).
+        const DEPTH: usize = MAX_HELD / 4;
         let (one, two) = (moves(DEPTH), moves(2 * DEPTH));
         assert!(one <= 2 * DEPTH as u64, "{one} moves for {DEPTH} frames");
         assert!(

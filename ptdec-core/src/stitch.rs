@@ -189,6 +189,10 @@ impl OpSink for Feed<'_> {
         self.stack
             .push(&op, self.resolver, &mut |_| unreachable!("recorded"));
     }
+
+    fn group_cut(&mut self, _pid: u32, _tid: u32) {
+        self.stack.count_cut_group();
+    }
 }
 
 /// Builds the call stack of a run's ops ahead with `stack` (speculative:

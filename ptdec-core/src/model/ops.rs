@@ -573,6 +573,11 @@ pub trait OpSink {
     fn stretch(&mut self, _pid: u32, _tid: u32, _stretch: Box<Ahead>, _base: Base) -> bool {
         false
     }
+
+    /// The time spreading ended a group of thread (pid, tid) that was
+    /// full ([`crate::interp::MAX_GROUP`]) at a branch of the same time:
+    /// for the summary's warning. Nothing to do by default.
+    fn group_cut(&mut self, _pid: u32, _tid: u32) {}
 }
 
 impl<S: OpSink + ?Sized> OpSink for &mut S {
@@ -597,6 +602,10 @@ impl<S: OpSink + ?Sized> OpSink for &mut S {
 
     fn stretch(&mut self, pid: u32, tid: u32, stretch: Box<Ahead>, base: Base) -> bool {
         (**self).stretch(pid, tid, stretch, base)
+    }
+
+    fn group_cut(&mut self, pid: u32, tid: u32) {
+        (**self).group_cut(pid, tid)
     }
 }
 
