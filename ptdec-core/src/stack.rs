@@ -2390,7 +2390,7 @@ mod tests {
     fn slices_tied_past_the_held_bound_go_out_before_their_parent() {
         const R: usize = 3000;
         const P: usize = 2000;
-        assert!(R < MAX_HELD && P < MAX_HELD && R + P > MAX_HELD);
+        const _: () = assert!(R < MAX_HELD && P < MAX_HELD && R + P > MAX_HELD);
         let mut insns = 0;
         let mut at = |time: u64| {
             insns += 10;
