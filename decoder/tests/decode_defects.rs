@@ -702,16 +702,13 @@ fn straight_line_code_longer_than_a_block_is_the_fast_decoders() {
 /// for every `-j` and chunk size.
 #[test]
 fn time_that_never_moves_is_held_within_bounds() {
-    use ptdec::emit::{EmitOptions, Target};
-    use ptdec::pipeline::{self, Input};
-    use ptdec::plan::{Ftf, Plan};
-    use ptdec::raw::{Module, RawInput};
-    use ptdec::symbols::SymbolCache;
+    use ptdec::emit::EmitOptions;
     // 0x1000: call 0x1010; 0x1005: jmp 0x1000; 0x1010: ret
     let mut code = vec![0xe8, 0x0b, 0, 0, 0, 0xeb, 0xf9];
     code.resize(0x10, 0x90);
     code.push(0xc3);
     let passes = ptdec::stack::MAX_HELD + 50_000;
+    // Every PSB+ (at the call the decoder stops at) with the same time.
     let psb = [
         Packet::Psb,
         Packet::Tsc(0x10_0000),
@@ -722,78 +719,28 @@ fn time_that_never_moves_is_held_within_bounds() {
         Packet::Fup(CODE, Compression::Sext48),
         Packet::Psbend,
     ];
-    let mut pkts = psb.to_vec();
-    let mut left = passes;
-    let mut since_psb = 0;
-    while left > 0 {
-        let bits = left.min(47);
-        left -= bits;
-        pkts.push(Packet::Tnt64 {
-            payload: (1u64 << bits) - 1,
-            bits: bits as u8,
-        });
-        since_psb += 1;
-        // A PSB+ every 4 KiB or so, at the call the decoder stops at, with
-        // the same time.
-        if since_psb == 500 && left > 0 {
-            since_psb = 0;
-            pkts.extend(psb);
-        }
-    }
-    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
-    let pt = encode(&pkts);
+    let pt = taken_passes(&psb, &psb, passes);
     let pt_len = pt.len() as u64;
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("code.bin");
-    std::fs::write(&bin, &code).unwrap();
-    let input = RawInput {
-        pt_path: "t.pt".into(),
-        pt,
-        sections: vec![RawSection {
-            path: bin,
-            offset: 0,
-            size: code.len() as u64,
-            vaddr: CODE,
-        }],
-        modules: vec![Module {
-            start: CODE,
-            end: CODE + code.len() as u64,
-            name: "code.bin".into(),
-            image: None,
-            bias: CODE,
-        }],
-    };
-    let symbols = SymbolCache::new();
-    let cfg = RawConfig::default();
+    let input = code_input(dir.path(), pt, &code);
     let mut outputs = Vec::new();
     for (jobs, chunk) in [(1, 64 << 10), (2, 4 << 10)] {
-        let plan = Plan::new(
-            Input::Raw {
-                input: &input,
-                cfg: &cfg,
-                symbols: &symbols,
-            },
-            DecodeOptions {
-                jobs,
-                chunking: Chunking::Bytes(chunk),
-                ..DecodeOptions::default()
-            },
+        let r = run_raw_ftf(
+            &input,
+            jobs,
+            chunk,
             // Times spread, as by default.
             ptdec::plan::StackOptions {
                 interpolate: true,
                 ..Default::default()
             },
-            Ftf {
-                // As the command line without --time-axis: the axis the
-                // trace calls for.
-                emit: EmitOptions {
-                    axis_auto: true,
-                    ..EmitOptions::default()
-                },
-                target: Target::Memory,
+            // As the command line without --time-axis: the axis the trace
+            // calls for.
+            EmitOptions {
+                axis_auto: true,
+                ..EmitOptions::default()
             },
         );
-        let r = pipeline::run(&plan, None).unwrap();
         let what = format!("-j{jobs} chunks of {chunk}: {:?}", r.stack);
         assert!(r.decode.chunks > 1 || chunk >= pt_len, "{what}");
         // A call, a return and a jump a pass, in groups of MAX_GROUP.
@@ -825,26 +772,10 @@ fn time_that_never_moves_is_held_within_bounds() {
     assert!(outputs.iter().all(|o| *o == outputs[0]));
 }
 
-/// Calls that never return, each steered by a TNT bit (`call f; f: jnz
-/// back`): a trace of a few hundred KB whose stack would hold a frame per
-/// call. Past `stack::MAX_DEPTH` frames the thread's stack restarts, so
-/// its memory stays bounded; the FTF is the same for every `-j` and
-/// chunk size (the decode workers' stacks give up at the bound, and the
-/// real stack takes their ops), and the summary says so.
-#[test]
-fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
-    use ptdec::emit::{EmitOptions, Target};
-    use ptdec::pipeline::{self, Input};
-    use ptdec::plan::{Ftf, Plan};
-    use ptdec::raw::{Module, RawInput};
-    use ptdec::stack::MAX_DEPTH;
-    use ptdec::symbols::SymbolCache;
-    // 0x1000: call 0x1010; 0x1010: jnz 0x1000
-    let mut code = vec![0xe8, 0x0b, 0, 0, 0];
-    code.resize(0x10, 0x90);
-    code.extend_from_slice(&[0x75, 0xee]);
-    let passes = MAX_DEPTH + 5000;
-    let mut pkts = PSB_ENABLED.to_vec();
+/// PT of `passes` taken branches after `head`: one TNT bit each, 47 to a
+/// packet, with `psb` every 500 packets (4 KiB or so), and the end.
+fn taken_passes(head: &[Packet], psb: &[Packet], passes: usize) -> Vec<u8> {
+    let mut pkts = head.to_vec();
     let mut left = passes;
     let mut since_psb = 0;
     while left > 0 {
@@ -855,27 +786,20 @@ fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
             bits: bits as u8,
         });
         since_psb += 1;
-        // A PSB+ every 4 KiB or so, at the `jnz` the decoder waits at.
         if since_psb == 500 && left > 0 {
             since_psb = 0;
-            pkts.extend([
-                Packet::Psb,
-                Packet::ModeExec {
-                    csl: true,
-                    csd: false,
-                },
-                Packet::Fup(CODE + 0x10, Compression::Sext48),
-                Packet::Psbend,
-            ]);
+            pkts.extend_from_slice(psb);
         }
     }
     pkts.push(Packet::TipPgd(0, Compression::Suppressed));
-    let pt = encode(&pkts);
-    let pt_len = pt.len() as u64;
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("code.bin");
-    std::fs::write(&bin, &code).unwrap();
-    let input = RawInput {
+    encode(&pkts)
+}
+
+/// Raw PT `pt` of `code` at CODE, the code written to `dir` as `code.bin`.
+fn code_input(dir: &Path, pt: Vec<u8>, code: &[u8]) -> ptdec::raw::RawInput {
+    let bin = dir.join("code.bin");
+    std::fs::write(&bin, code).unwrap();
+    ptdec::raw::RawInput {
         pt_path: "t.pt".into(),
         pt,
         sections: vec![RawSection {
@@ -884,39 +808,90 @@ fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
             size: code.len() as u64,
             vaddr: CODE,
         }],
-        modules: vec![Module {
+        modules: vec![ptdec::raw::Module {
             start: CODE,
             end: CODE + code.len() as u64,
             name: "code.bin".into(),
             image: None,
             bias: CODE,
         }],
-    };
-    let symbols = SymbolCache::new();
+    }
+}
+
+/// Decodes `input` into an FTF in memory with `jobs` workers and chunks of
+/// `chunk` bytes.
+fn run_raw_ftf(
+    input: &ptdec::raw::RawInput,
+    jobs: usize,
+    chunk: u64,
+    stacks: ptdec::plan::StackOptions,
+    emit: ptdec::emit::EmitOptions,
+) -> ptdec::pipeline::Report {
+    use ptdec::pipeline::{self, Input};
+    use ptdec::plan::{Ftf, Plan};
+    let symbols = ptdec::symbols::SymbolCache::new();
     let cfg = RawConfig::default();
+    let plan = Plan::new(
+        Input::Raw {
+            input,
+            cfg: &cfg,
+            symbols: &symbols,
+        },
+        DecodeOptions {
+            jobs,
+            chunking: Chunking::Bytes(chunk),
+            ..DecodeOptions::default()
+        },
+        stacks,
+        Ftf {
+            emit,
+            target: ptdec::emit::Target::Memory,
+        },
+    );
+    pipeline::run(&plan, None).unwrap()
+}
+
+/// Calls that never return, each steered by a TNT bit (`call f; f: jnz
+/// back`): a trace of a few hundred KB whose stack would hold a frame per
+/// call. Past `stack::MAX_DEPTH` frames the thread's stack restarts, so
+/// its memory stays bounded; the FTF is the same for every `-j` and
+/// chunk size (the decode workers' stacks give up at the bound, and the
+/// real stack takes their ops), and the summary says so.
+#[test]
+fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
+    use ptdec::emit::EmitOptions;
+    use ptdec::stack::MAX_DEPTH;
+    // 0x1000: call 0x1010; 0x1010: jnz 0x1000
+    let mut code = vec![0xe8, 0x0b, 0, 0, 0];
+    code.resize(0x10, 0x90);
+    code.extend_from_slice(&[0x75, 0xee]);
+    let passes = MAX_DEPTH + 5000;
+    // A PSB+ at the `jnz` the decoder waits at.
+    let psb = [
+        Packet::Psb,
+        Packet::ModeExec {
+            csl: true,
+            csd: false,
+        },
+        Packet::Fup(CODE + 0x10, Compression::Sext48),
+        Packet::Psbend,
+    ];
+    let pt = taken_passes(&PSB_ENABLED, &psb, passes);
+    let pt_len = pt.len() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let input = code_input(dir.path(), pt, &code);
     let mut outputs = Vec::new();
     for (jobs, chunk) in [(1, 64 << 10), (2, 4 << 10), (2, 1 << 20)] {
-        let plan = Plan::new(
-            Input::Raw {
-                input: &input,
-                cfg: &cfg,
-                symbols: &symbols,
-            },
-            DecodeOptions {
-                jobs,
-                chunking: Chunking::Bytes(chunk),
-                ..DecodeOptions::default()
-            },
+        let r = run_raw_ftf(
+            &input,
+            jobs,
+            chunk,
             Default::default(),
-            Ftf {
-                emit: EmitOptions {
-                    axis: ptdec::emit::TimeAxis::Instructions,
-                    ..EmitOptions::default()
-                },
-                target: Target::Memory,
+            EmitOptions {
+                axis: ptdec::emit::TimeAxis::Instructions,
+                ..EmitOptions::default()
             },
         );
-        let r = pipeline::run(&plan, None).unwrap();
         assert_eq!(
             r.stack.depth_restarts, 1,
             "-j{jobs} chunks of {chunk}: {:?}",

@@ -2400,52 +2400,45 @@ mod tests {
                 cycles: crate::model::ops::Cycles::NONE,
             }
         };
+        // A call from `from` to `to` at `time` and its return.
+        let mut pair = |time: u64, from: u64, to: u64| {
+            [
+                Op::Call {
+                    at: at(time),
+                    from,
+                    to,
+                    ret: from + 5,
+                    raw_time: time,
+                },
+                Op::Return {
+                    at: at(time),
+                    from: to + 0x10,
+                    to: from + 5,
+                },
+            ]
+        };
         let mut ops = vec![Op::Enabled {
-            at: at(7),
+            at: Stamp {
+                time: 7,
+                insns: 0,
+                cycles: crate::model::ops::Cycles::NONE,
+            },
             ip: MAIN + 1,
             first: false,
         }];
         for _ in 0..R {
-            ops.push(Op::Call {
-                at: at(7),
-                from: MAIN + 0x10,
-                to: C,
-                ret: MAIN + 0x15,
-                raw_time: 7,
-            });
-            ops.push(Op::Return {
-                at: at(7),
-                from: C + 0x10,
-                to: MAIN + 0x15,
-            });
+            ops.extend(pair(7, MAIN + 0x10, C));
         }
         let call_a = ops.len();
-        ops.push(Op::Call {
-            at: at(8),
-            from: MAIN + 0x20,
-            to: A,
-            ret: MAIN + 0x25,
-            raw_time: 7,
-        });
+        let [call, ret] = pair(8, MAIN + 0x20, A);
+        ops.push(call);
         for _ in 0..P {
-            ops.push(Op::Call {
-                at: at(8),
-                from: A + 0x10,
-                to: B,
-                ret: A + 0x15,
-                raw_time: 7,
-            });
-            ops.push(Op::Return {
-                at: at(8),
-                from: B + 0x10,
-                to: A + 0x15,
-            });
+            ops.extend(pair(8, A + 0x10, B));
         }
-        ops.push(Op::Return {
-            at: at(8),
-            from: A + 0x30,
-            to: MAIN + 0x25,
-        });
+        // a returns after its calls.
+        let mut ret = ret;
+        *ret.stamp_mut() = at(8);
+        ops.push(ret);
         ops.push(Op::End { at: at(8) });
         let map = Map::new();
         let mut st = ThreadStack::new(1, 2);
