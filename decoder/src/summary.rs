@@ -399,7 +399,7 @@ fn render_shaping(o: &mut String, report: &Report) {
     if e.no_time {
         let _ = writeln!(
             o,
-            "  time axis     instructions: the trace has no timing packets (TSC/MTC), so no slice has a duration in time; each thread's instruction count is written as ns (1 instruction = 1 ns in Perfetto)"
+            "  time axis     instructions: the trace has no timing packets (TSC/MTC), or none that moves the time, so no slice has a duration in time; each thread's instruction count is written as ns (1 instruction = 1 ns in Perfetto)"
         );
     }
     if e.zero_width_calls > 0 {

@@ -178,7 +178,7 @@ pub enum EmitError {
     #[error(transparent)]
     Output(#[from] crate::outfile::OutFileError),
     /// `--time-axis ns` on a trace without timing packets.
-    #[error("the trace has no timing packets (TSC/MTC): on --time-axis ns every slice would sit at one instant; use --time-axis instructions (the default for such traces)")]
+    #[error("the trace has no timing packets (TSC/MTC), or none that moves the time: on --time-axis ns every slice would sit at one instant; use --time-axis instructions (the default for such traces)")]
     NoTime,
 }
 
