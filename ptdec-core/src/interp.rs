@@ -169,6 +169,16 @@ fn spread(group: &mut [Op], next: &Op) {
     }
 }
 
+/// Tells `inner` a full group was ended: out of line, so that the loops
+/// that join ops to groups keep their registers (inlined, the sink's map
+/// made `Interpolate::run_ops` 5 instructions an op dearer on the real
+/// LLDB row, where nearly every op joins a group).
+#[cold]
+#[inline(never)]
+fn group_cut<S: OpSink>(inner: &mut S, pid: u32, tid: u32) {
+    inner.group_cut(pid, tid);
+}
+
 /// What `next` does to the thread's `group`: `false`, it joins it (a
 /// branch or mark at the anchor's time); otherwise the group is spread up
 /// to `next` where that is due and handed to `inner`, and `true`.
@@ -180,7 +190,7 @@ fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, 
         if group.len() < MAX_GROUP {
             return false;
         }
-        inner.group_cut(pid, tid);
+        group_cut(inner, pid, tid);
     }
     if spreads_up_to(next) {
         spread(group, next);
@@ -282,8 +292,12 @@ impl<S: OpSink> Interpolate<'_, S> {
         let first = handed;
         pieces.clear();
         // The rest, in place: `open` is where the group being gathered
-        // starts (its anchor).
+        // starts (its anchor), with the anchor's time and the index the
+        // group is full at (in locals: `joins` and `k - a` on the anchor
+        // made the loop 6 instructions an op dearer where nearly every op
+        // joins, as on the real LLDB row).
         let mut open: Option<usize> = None;
+        let (mut anchor_time, mut full_at) = (0, 0);
         for k in s..ops.len() {
             if k >= fixed {
                 fix(&mut ops[k]);
@@ -298,11 +312,11 @@ impl<S: OpSink> Interpolate<'_, S> {
                 }
             }
             if let Some(a) = open {
-                if joins(&ops[a], &ops[k]) {
-                    if k - a < MAX_GROUP {
+                if spreads(&ops[k]) && ops[k].stamp().time == anchor_time {
+                    if k < full_at {
                         continue;
                     }
-                    inner.group_cut(pid, tid);
+                    group_cut(inner, pid, tid);
                 }
                 if spreads_up_to(&ops[k]) {
                     let (before, from) = ops.split_at_mut(k);
@@ -312,6 +326,8 @@ impl<S: OpSink> Interpolate<'_, S> {
             }
             if matches!(ops[k], Op::Enabled { .. }) || is_branch(&ops[k]) {
                 open = Some(k);
+                anchor_time = ops[k].stamp().time;
+                full_at = k + MAX_GROUP;
             }
         }
         if LOG {
