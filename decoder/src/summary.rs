@@ -233,6 +233,16 @@ fn render_decoded(o: &mut String, report: &Report) {
             }
         );
     }
+    if d.chunks_in_pieces > 0 {
+        let _ = writeln!(
+            o,
+            "  in pieces     {} chunks made more ops than a chunk may hold (16 a byte of trace, at \
+             least 1,048,576; a byte of corrupt or hostile PT can stand for a million): decoded \
+             again by libipt on the output thread and handed on in pieces, so that memory stays \
+             bounded",
+            thousands(d.chunks_in_pieces)
+        );
+    }
     if !d.libipt_differs.is_empty() {
         let by: Vec<String> = d
             .libipt_differs

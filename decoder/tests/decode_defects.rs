@@ -819,11 +819,21 @@ fn code_input(dir: &Path, pt: Vec<u8>, code: &[u8]) -> ptdec::raw::RawInput {
 }
 
 /// Decodes `input` into an FTF in memory with `jobs` workers and chunks of
-/// `chunk` bytes.
+/// `chunk` bytes (by libipt, as `DecodeOptions`' default).
 fn run_raw_ftf(
     input: &ptdec::raw::RawInput,
     jobs: usize,
     chunk: u64,
+    stacks: ptdec::plan::StackOptions,
+    emit: ptdec::emit::EmitOptions,
+) -> ptdec::pipeline::Report {
+    run_raw_ftf_with(input, (jobs, chunk, DecoderKind::default()), stacks, emit)
+}
+
+/// [`run_raw_ftf`] with the flow decoder `decoder`.
+fn run_raw_ftf_with(
+    input: &ptdec::raw::RawInput,
+    (jobs, chunk, decoder): (usize, u64, DecoderKind),
     stacks: ptdec::plan::StackOptions,
     emit: ptdec::emit::EmitOptions,
 ) -> ptdec::pipeline::Report {
@@ -840,6 +850,7 @@ fn run_raw_ftf(
         DecodeOptions {
             jobs,
             chunking: Chunking::Bytes(chunk),
+            decoder,
             ..DecodeOptions::default()
         },
         stacks,
@@ -905,6 +916,77 @@ fn calls_that_never_return_restart_the_stack_at_the_depth_bound() {
         let summary = ptdec::summary::render(&r);
         assert!(
             summary.contains("warning: 1 calls went past 1,048,576 open frames"),
+            "{summary}"
+        );
+        outputs.push(r.written.into_iter().map(|w| w.bytes).collect::<Vec<_>>());
+    }
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
+/// A byte of PT can stand for a million ops: a TNT bit taking a branch
+/// back over a chain of direct jumps, which need no packet (here 50,000
+/// jumps a pass, six passes a byte, 6,000,000 ops from 20 bytes of TNT).
+/// Held whole, such a chunk took 64 MiB of ops a byte of trace (48 bytes
+/// took 1.3 GB). Past its bound (`decode::chunk_ops_bound`: 1,048,576 ops
+/// for a chunk this small) the decode worker gives the chunk back, and
+/// the calling thread decodes it again and hands it on in pieces, so at
+/// most about a stall's ops are held at once; every instruction is
+/// counted, the FTF is the same for every `-j` and chunk size, and the
+/// summary says what happened.
+#[test]
+fn a_byte_standing_for_a_million_ops_is_held_within_bounds() {
+    use ptdec::emit::EmitOptions;
+    const JUMPS: usize = 50_000;
+    const BYTES: usize = 20;
+    // 0x1000: JUMPS times `jmp` to the next instruction, then `jnz` back
+    // to the first; `hlt` where the branch not taken goes.
+    let mut code = [0xeb, 0x00].repeat(JUMPS);
+    let back = -(code.len() as i32) - 6;
+    code.extend_from_slice(&[0x0f, 0x85]);
+    code.extend_from_slice(&back.to_le_bytes());
+    code.push(0xf4);
+    let mut pkts = PSB_ENABLED.to_vec();
+    for _ in 0..BYTES {
+        pkts.push(Packet::Tnt8 {
+            payload: 0b11_1111,
+            bits: 6,
+        });
+    }
+    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
+    let pt = encode(&pkts);
+    let dir = tempfile::tempdir().unwrap();
+    let input = code_input(dir.path(), pt, &code);
+    let passes = 6 * BYTES as u64 + 1;
+    let mut outputs = Vec::new();
+    for (jobs, chunk, decoder) in [
+        (1, 64 << 10, DecoderKind::Libipt),
+        (2, 4 << 10, DecoderKind::Fast),
+    ] {
+        let r = run_raw_ftf_with(
+            &input,
+            (jobs, chunk, decoder),
+            ptdec::plan::StackOptions::default(),
+            EmitOptions {
+                axis_auto: true,
+                ..EmitOptions::default()
+            },
+        );
+        let d = &r.decode;
+        let what = format!("-j{jobs} chunks of {chunk}, {decoder:?}: {d:?}");
+        assert_eq!(d.insns, passes * (JUMPS as u64 + 1), "{what}");
+        // The fast decoder gave the chunk to libipt, and says why.
+        let why = d.fallbacks.get("more ops than a chunk may hold");
+        assert_eq!(why, (decoder == DecoderKind::Fast).then_some(&1), "{what}");
+        assert!(d.errors.is_empty(), "{what}");
+        assert_eq!(d.chunks_in_pieces, d.chunks, "{what}");
+        assert!(
+            d.max_ops_held <= (ptdec::decode::NO_PROGRESS_INSNS + (1 << 16))
+                && d.max_ops_held * 8 < d.ops,
+            "{what}"
+        );
+        let summary = ptdec::summary::render(&r);
+        assert!(
+            summary.contains("chunks made more ops than a chunk may hold"),
             "{summary}"
         );
         outputs.push(r.written.into_iter().map(|w| w.bytes).collect::<Vec<_>>());

@@ -139,17 +139,48 @@ fn raw_input(data: &[u8]) -> RawInput {
 }
 
 /// `ptdec raw --pt DATA --raw image.bin:BASE`: `data` is the raw PT.
-/// Returns the instructions decoded (0 when decoding failed).
+/// Checked besides: decoded with every chunk handed on in pieces (its ops
+/// past a bound of 3, `DecodeOptions::chunk_ops`: decoded again on the
+/// calling thread and flushed as they fill up), the FTF and the counts
+/// are the same. Returns the instructions decoded (0 when decoding
+/// failed).
 pub fn raw_pt(data: &[u8]) -> u64 {
     let input = raw_input(data);
     let symbols = SymbolCache::new();
     let cfg = RawConfig::default();
-    let input = Input::Raw {
-        input: &input,
-        cfg: &cfg,
-        symbols: &symbols,
+    let run = |decode: DecodeOptions| {
+        let input = Input::Raw {
+            input: &input,
+            cfg: &cfg,
+            symbols: &symbols,
+        };
+        run_ftf(input, decode).map(|r| {
+            let bytes: Vec<Vec<u8>> = r.written.into_iter().map(|w| w.bytes).collect();
+            (bytes, r.decode)
+        })
     };
-    run_ftf(input, decode_options()).map_or(0, |r| r.decode.insns)
+    let whole = run(decode_options());
+    let pieces = run(DecodeOptions {
+        chunk_ops: Some(3),
+        ..decode_options()
+    });
+    match (&whole, &pieces) {
+        (Ok((a, sa)), Ok((b, sb))) => {
+            assert_eq!(
+                (sa.insns, sa.ops, &sa.threads, &sa.errors),
+                (sb.insns, sb.ops, &sb.threads, &sb.errors),
+                "in pieces: other counts"
+            );
+            assert!(a == b, "in pieces: another FTF");
+        }
+        (Err(_), Err(_)) => {}
+        _ => panic!(
+            "in pieces: {:?} against {:?}",
+            pieces.as_ref().map(|p| &p.1),
+            whole.as_ref().map(|w| &w.1)
+        ),
+    }
+    whole.map_or(0, |w| w.1.insns)
 }
 
 /// What one decoder made of raw PT: the instruction listing (`ptdec raw

@@ -714,6 +714,99 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
     }
 }
 
+/// A chunk whose ops pass its bound (`DecodeOptions::chunk_ops`; here 700
+/// ops, which nearly every 4 KiB chunk of these traces passes) is given
+/// back by its decode worker, decoded again by libipt on the calling
+/// thread and handed on in pieces of about that many ops, so that a chunk
+/// of hostile PT, where a byte can stand for a million ops, is never held
+/// whole. Nothing changes: every thread's ops, stamps included, are those
+/// of one chunk on one worker (one buffer, and two threads on two CPUs),
+/// and so are the FTF's slices (byte for byte from one buffer) and the
+/// per-thread statistics.
+#[test]
+fn chunks_over_their_op_bound_go_on_in_pieces_and_change_nothing() {
+    let test = "chunks_over_their_op_bound_go_on_in_pieces_and_change_nothing";
+    let Some(progs) = programs(test) else { return };
+    const BOUND: usize = 700;
+    for (args, spec, per_cpu) in [
+        (vec![], "interp_run=100", None),
+        (vec!["2".to_string()], "interp_run=50", Some(2)),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("trace");
+        simulate(&progs, "interp", &args, &[spec], per_cpu, &dir);
+        let what = format!("interp {args:?} per-cpu {per_cpu:?}");
+        let whole = DecodeOptions {
+            chunking: ptdec::decode::Chunking::Sequential,
+            jobs: 1,
+            ..DecodeOptions::default()
+        };
+        let (a, sa) = decode_all(&dir, &whole);
+        assert_eq!(sa.chunks_in_pieces, 0, "{what}");
+        let (reference, placed, ref_stats) = ftf_bytes(&dir, whole, "whole");
+        for (jobs, chunk, sequential_stacks) in [
+            (1, 4 << 10, false),
+            (2, 4 << 10, false),
+            (2, 16 << 10, true),
+        ] {
+            let opts = DecodeOptions {
+                jobs,
+                chunking: ptdec::decode::Chunking::Bytes(chunk),
+                chunk_ops: Some(BOUND),
+                sequential_stacks,
+                ..DecodeOptions::default()
+            };
+            let how = format!("{what}: -j{jobs}, {chunk} B chunks");
+            let (b, sb) = decode_all(&dir, &opts);
+            eprintln!(
+                "{how}: {} of {} chunks in pieces; {} ops, at most {} a piece, {} held at once",
+                sb.chunks_in_pieces, sb.chunks, sb.ops, sb.max_chunk_ops, sb.max_ops_held
+            );
+            assert!(
+                sb.chunks >= 8 && sb.chunks_in_pieces * 10 >= sb.chunks * 9,
+                "{how}: {} of {} chunks in pieces",
+                sb.chunks_in_pieces,
+                sb.chunks
+            );
+            // A piece goes on when it holds the bound, between two blocks
+            // and outside a stall that made ops.
+            assert!(
+                sb.max_chunk_ops < 3 * BOUND as u64,
+                "{how}: a piece of {} ops",
+                sb.max_chunk_ops
+            );
+            assert_eq!(b.0.len(), a.0.len(), "{how}: threads");
+            for (k, ops) in &a.0 {
+                let got = b.0.get(k).map_or(&[][..], Vec::as_slice);
+                let i = got.iter().zip(ops).position(|(x, y)| x != y);
+                assert!(
+                    i.is_none() && got.len() == ops.len(),
+                    "{how}: thread {k:?} differs at {i:?} of {}/{}: {:?} vs {:?}",
+                    got.len(),
+                    ops.len(),
+                    i.map(|i| &got[i]),
+                    i.map(|i| &ops[i]),
+                );
+            }
+            assert_eq!(
+                (sb.insns, sb.blocks, sb.ops, &sb.threads),
+                (sa.insns, sa.blocks, sa.ops, &sa.threads),
+                "{how}"
+            );
+            let (got, got_placed, st) = ftf_bytes(&dir, opts, &format!("pieces-j{jobs}-{chunk}"));
+            assert!(st.chunks_in_pieces > 0, "{how}");
+            assert!(got_placed == placed, "{how}: other slices");
+            assert_eq!(
+                st.threads, ref_stats.threads,
+                "{how}: per-thread statistics"
+            );
+            if per_cpu.is_none() {
+                assert!(got == reference, "{how}: the FTF differs");
+            }
+        }
+    }
+}
+
 /// `ptdec report`'s answers, as JSON (every row, the slowest calls) and as
 /// folded stacks, for `dir` decoded with `decode`; per thread or not; and
 /// the number of chunks decoded.

@@ -195,6 +195,22 @@ pub const DEFAULT_CHUNK_BYTES_CYC: u64 = 256 << 10;
 /// always let through, however large. `ptdec --chunk-size` is at most this.
 pub const MAX_BYTES_IN_FLIGHT: u64 = 8 << 20;
 
+/// The most ops a decode worker holds of a chunk of `len` bytes: 16 an
+/// average byte, and at least 1,048,576 (64 MiB of ops). Real traces stay
+/// far below it (about 1.3 ops a byte of call-dense code, 3.2 on the real
+/// LLDB row), but a byte of PT can stand for a million ops: a TNT bit
+/// taking a branch back over a chain of direct jumps, which need no
+/// packet, up to [`NO_PROGRESS_INSNS`] instructions a byte. A chunk that
+/// would pass the bound is decoded again on the calling thread when its
+/// turn comes, by libipt, and its runs handed on in pieces as they fill
+/// up (`chunk::decode_chunk_flushing`), so memory stays bounded: at most
+/// the window's chunks of at most this many ops each.
+pub fn chunk_ops_bound(len: u64) -> usize {
+    usize::try_from(len.saturating_mul(16))
+        .unwrap_or(usize::MAX)
+        .max(1 << 20)
+}
+
 /// The most decode workers ([`DecodeOptions::jobs`] is clamped to it, and
 /// to the chunks [`MAX_BYTES_IN_FLIGHT`] lets decode at once).
 pub const MAX_JOBS: usize = 256;
@@ -323,6 +339,11 @@ pub struct DecodeOptions {
     /// Chunks decoded ahead of delivery at most (`None`: twice the
     /// workers, plus two).
     pub window: Option<usize>,
+    /// The most ops a decode worker holds of one chunk before it gives the
+    /// chunk to the calling thread, which decodes it again and hands its
+    /// runs on in pieces ([`chunk_ops_bound`]; `None`: that bound). Tests
+    /// set it low, to decode every chunk in pieces.
+    pub chunk_ops: Option<usize>,
     /// Which flow decoder decodes (`--decoder`).
     pub decoder: DecoderKind,
     /// Where decoding goes on after a decode error (`--on-error`).
@@ -528,10 +549,15 @@ pub struct DecodeStats {
     /// window.
     pub chunks: u64,
     pub chunks_skipped: u64,
-    /// The most ops of one chunk, and the most held at once by the
-    /// ordering stage and the reorder buffer (the memory bound).
+    /// The most ops of one chunk (of one piece, for a chunk handed on in
+    /// pieces), and the most held at once by the ordering stage and the
+    /// reorder buffer (the memory bound).
     pub max_chunk_ops: u64,
     pub max_ops_held: u64,
+    /// Chunks whose ops passed their bound on a decode worker
+    /// ([`chunk_ops_bound`]), decoded again on the calling thread and
+    /// handed on in pieces.
+    pub chunks_in_pieces: u64,
     /// Trace bytes decoded.
     pub bytes: u64,
     /// Ops whose call stacks the decode workers built (`crate::stitch`),
@@ -915,15 +941,34 @@ fn decode_segments(
         progress.add(job.meta.len);
         return Ok(orderer.finish(sink));
     }
-    let mut deliver = |k: usize, out, held: usize| {
+    // A chunk over its op bound is decoded again here, with these images.
+    let mut images_here: Option<worker_images::WorkerImages<'_, '_>> = None;
+    let mut deliver = |k: usize, out: chunk::ChunkOutput, held: usize| {
         let job = &jobs[k];
         let now = held + orderer.held_ops();
         orderer.stats.max_ops_held = orderer.stats.max_ops_held.max(now as u64);
-        orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
+        if out.over_bound {
+            orderer.stats.chunks_in_pieces += 1;
+            let images = match &mut images_here {
+                Some(i) => &*i,
+                None => &*images_here.insert(worker_images::WorkerImages::new(setup)?),
+            };
+            let bytes = segments[job.stream].stream.bytes(job.decode.clone());
+            decode_in_pieces(
+                images,
+                &pool,
+                (job, &bytes, Some(out)),
+                (&mut orderer, watermarks[k]),
+                sink,
+            )?;
+        } else {
+            orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
+        }
         let start = job.decode.start + job.meta.warmup;
         segments[job.stream]
             .stream
             .for_each_piece(start..start + job.meta.len, release);
+        Ok(())
     };
     let streams: Vec<&Stream<'_>> = segments.iter().map(|s| &s.stream).collect();
     let shared = workers::Shared {
@@ -1055,13 +1100,29 @@ fn decode_in_place(
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
     let images = worker_images::WorkerImages::new(setup)?;
+    decode_in_pieces(&images, pool, (job, bytes, None), (orderer, None), sink)
+}
+
+/// Decodes `job` on this thread, handing its runs to the orderer as they
+/// fill up (`chunk::decode_chunk_flushing`; `chunk::decode_chunk_again`
+/// for a chunk a worker handed on as over its op bound, `gave_up`), and
+/// then the rest: with the next chunk's start time as the watermark.
+fn decode_in_pieces(
+    images: &worker_images::WorkerImages<'_, '_>,
+    pool: &runs::OpPool,
+    (job, bytes, gave_up): (&ChunkJob, &[u8], Option<chunk::ChunkOutput>),
+    (orderer, watermark): (&mut Orderer<'_>, Option<u64>),
+    sink: &mut dyn OpSink,
+) -> Result<(), DecodeError> {
+    let mut st = orderer.begin(job.stream, job.meta.first);
     let out = {
-        let mut flush = |runs| orderer.flushed(runs, sink);
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            chunk::decode_chunk_flushing(&images, pool, job.meta, bytes, Some(&mut flush))
+        let mut flush = |p| orderer.piece(&mut st, p, watermark, sink);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match gave_up {
+            Some(g) => chunk::decode_chunk_again(images, pool, job.meta, bytes, &mut flush, g),
+            None => chunk::decode_chunk_flushing(images, pool, job.meta, bytes, Some(&mut flush)),
         }))
         .unwrap_or_else(|p| Err(DecodeError::Worker(workers::panic_message(&*p))))?
     };
-    orderer.chunk(job.stream, job.meta.first, out, None, sink);
+    orderer.end(st, out, watermark, sink);
     Ok(())
 }

@@ -24,10 +24,30 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sideband::timeline::TaskId;
 
-use super::chunk::ChunkOutput;
+use super::chunk::{ChunkOutput, Piece};
 use super::runs::{OpPool, Run};
 use super::{DecodeOptions, DecodeStats};
 use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp, ThreadStats};
+
+/// A chunk's stitch to the chunk before it in its segment, taken when it
+/// begins ([`Orderer::begin`]), and how far its runs have come.
+pub(super) struct ChunkStart {
+    segment: usize,
+    first: bool,
+    /// The previous chunk's open task and last CBR ratio.
+    prev_open: Option<TaskId>,
+    prev_cbr: Option<u16>,
+    /// The run the previous chunk left that this one goes on with.
+    prev_tail: Option<Tail>,
+    /// The tail of the chunk's runs so far (`prev_tail` before any).
+    tail: Option<Tail>,
+    /// The chunk's first runs came (and were stitched).
+    begun: bool,
+    /// The chunk's first CBR mark came and was dropped.
+    cbr_dropped: bool,
+    /// Pieces with runs handed on.
+    pieces: u64,
+}
 
 /// Per thread: what has been handed to the sink so far.
 #[derive(Debug, Default)]
@@ -133,10 +153,75 @@ impl<'o> Orderer<'o> {
         &mut self,
         segment: usize,
         first: bool,
+        out: ChunkOutput,
+        watermark: Option<u64>,
+        sink: &mut dyn OpSink,
+    ) {
+        let st = self.begin(segment, first);
+        self.end(st, out, watermark, sink);
+    }
+
+    /// A chunk begins: what its first runs are stitched to. Its runs come
+    /// in pieces ([`Orderer::piece`], as `chunk::decode_chunk_flushing`
+    /// hands them on), then the rest with its output ([`Orderer::end`]);
+    /// together, what [`Orderer::chunk`] does with the whole.
+    pub fn begin(&mut self, segment: usize, first: bool) -> ChunkStart {
+        let prev_open = self.open[segment];
+        // The run the previous chunk left open goes on; so does one it
+        // left with tracing off, when it left none open (one decoder
+        // would go on with it at the next enable).
+        let tail = self.tail[segment]
+            .take()
+            .filter(|t| !first && (prev_open == Some(t.task) || (prev_open.is_none() && !t.open)));
+        ChunkStart {
+            segment,
+            first,
+            prev_open,
+            prev_cbr: self.cbr[segment],
+            prev_tail: tail,
+            tail,
+            begun: false,
+            cbr_dropped: false,
+            pieces: 0,
+        }
+    }
+
+    /// Hands on runs a chunk flushed before its end (see
+    /// `chunk::decode_chunk_flushing`); its output, given to
+    /// [`Orderer::end`] when it ends, holds the rest and its statistics.
+    /// The chunk's first runs are stitched as [`Orderer::chunk`] would;
+    /// per-cpu runs wait for the watermark as there, and for the run the
+    /// chunk goes on with (no later run of it starts before that one).
+    pub fn piece(
+        &mut self,
+        st: &mut ChunkStart,
+        piece: Piece,
+        watermark: Option<u64>,
+        sink: &mut dyn OpSink,
+    ) {
+        let mut runs = piece.runs;
+        if runs.is_empty() {
+            return;
+        }
+        st.pieces += 1;
+        self.stitch(st, &mut runs, piece.sync_task, piece.sync_cbr);
+        let last = runs.last().map(|r| (r.task, r.start));
+        st.tail = Tail::of(&runs, last.map(|l| l.0), st.tail);
+        let n: usize = runs.iter().map(|r| r.ops.len()).sum();
+        self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n as u64);
+        self.stats.max_ops_held = self.stats.max_ops_held.max((n + self.held_ops) as u64);
+        self.hand_on(runs, watermark, last.map(|l| l.1), sink);
+    }
+
+    /// A chunk ends ([`Orderer::begin`]): its output, after any pieces.
+    pub fn end(
+        &mut self,
+        mut st: ChunkStart,
         mut out: ChunkOutput,
         watermark: Option<u64>,
         sink: &mut dyn OpSink,
     ) {
+        let segment = st.segment;
         self.stats.merge_chunk(&out.stats);
         // One decoder synchronizes once at a segment's start. When the
         // segment's first chunks could not (a corrupt start), the first
@@ -152,41 +237,79 @@ impl<'o> Orderer<'o> {
         self.lost[segment] = out.stats.ends_unsynced;
         let n_ops: usize = out.runs.iter().map(|r| r.ops.len()).sum();
         self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n_ops as u64);
-        let prev_open = std::mem::replace(&mut self.open[segment], out.open_task);
-        if !first && prev_open.is_some() && prev_open == out.sync_task {
-            if let Some(r) = out.runs.first_mut() {
+        self.open[segment] = out.open_task;
+        if out.last_cbr.is_some() {
+            self.cbr[segment] = out.last_cbr;
+        }
+        self.stitch(&mut st, &mut out.runs, out.sync_task, out.sync_cbr);
+        self.tail[segment] = match (st.pieces, st.tail, out.runs.is_empty()) {
+            // The chunk's last run was handed on in a piece: its tail, now
+            // that the chunk says whether it is still traced.
+            (1.., Some(t), true) => out.open_task.is_none_or(|o| o == t.task).then_some(Tail {
+                open: out.open_task.is_some(),
+                ..t
+            }),
+            (1.., None, true) => None,
+            _ => Tail::of(&out.runs, out.open_task, st.tail),
+        };
+        self.hand_on(out.runs, watermark, None, sink);
+    }
+
+    /// Stitches a chunk's runs, as they come, to the chunk before: the
+    /// enable it synchronized with and the CBR its PSB+ restated are
+    /// dropped where one decoder running through the PSB would not have
+    /// made them, and a gap at code without an image made again is undone
+    /// ([`repeated_gap`]).
+    fn stitch(
+        &mut self,
+        st: &mut ChunkStart,
+        runs: &mut [Run],
+        sync_task: Option<TaskId>,
+        sync_cbr: Option<u16>,
+    ) {
+        if runs.is_empty() {
+            return;
+        }
+        let begins = !std::mem::replace(&mut st.begun, true);
+        if begins && !st.first && st.prev_open.is_some() && st.prev_open == sync_task {
+            if let Some(r) = runs.first_mut() {
                 if matches!(r.ops.first(), Some(Op::Enabled { .. })) {
                     r.skip.first = true;
                 }
             }
         }
-        let prev_cbr = self.cbr[segment];
-        if out.last_cbr.is_some() {
-            self.cbr[segment] = out.last_cbr;
+        // `sync_cbr` is set when the chunk's first CBR mark is made, if
+        // ever: a piece before that has none to drop, and after it the
+        // mark is in the first piece looked at.
+        if !st.cbr_dropped && !st.first && sync_cbr.is_some() && sync_cbr == st.prev_cbr {
+            st.cbr_dropped = drop_first_cbr(runs);
         }
-        if !first && out.sync_cbr.is_some() && out.sync_cbr == prev_cbr {
-            drop_first_cbr(&mut out.runs);
-        }
-        // The run the previous chunk left open goes on; so does one it
-        // left with tracing off, when it left none open (one decoder
-        // would go on with it at the next enable).
-        let prev_tail = self.tail[segment]
-            .take()
-            .filter(|t| !first && (prev_open == Some(t.task) || (prev_open.is_none() && !t.open)));
-        if let Some(t) = prev_tail {
-            if out.runs.first().is_some_and(|r| r.task == t.task) {
-                let removed = repeated_gap(&mut out.runs, t, self.cycles);
+        if let (true, Some(t)) = (begins, st.prev_tail) {
+            if runs[0].task == t.task {
+                let removed = repeated_gap(runs, t, self.cycles);
                 self.stats.no_image = self.stats.no_image.saturating_sub(removed);
             }
         }
-        self.tail[segment] = Tail::of(&out.runs, out.open_task, prev_tail);
+    }
+
+    /// Hands runs on: at once from per-thread buffers; from per-cpu ones
+    /// held, and those before the watermark (and not after the start
+    /// `going_on`, the run a chunk in pieces goes on with) released in
+    /// start order.
+    fn hand_on(
+        &mut self,
+        runs: Vec<Run>,
+        watermark: Option<u64>,
+        going_on: Option<u64>,
+        sink: &mut dyn OpSink,
+    ) {
         if !self.per_cpu {
-            for r in out.runs {
+            for r in runs {
                 self.emit(r, sink);
             }
             return;
         }
-        for r in out.runs {
+        for r in runs {
             self.held_ops += r.ops.len();
             self.held.insert((r.start, self.arrivals), r);
             self.arrivals += 1;
@@ -194,24 +317,11 @@ impl<'o> Orderer<'o> {
         let wm = watermark.unwrap_or(u64::MAX);
         self.stats.max_ops_held = self.stats.max_ops_held.max(self.held_ops as u64);
         while let Some(e) = self.held.first_entry() {
-            if e.key().0 >= wm {
+            if e.key().0 >= wm || going_on.is_some_and(|g| e.key().0 > g) {
                 break;
             }
             let r = e.remove();
             self.held_ops -= r.ops.len();
-            self.emit(r, sink);
-        }
-    }
-
-    /// Hands on runs a chunk flushed before its end (see
-    /// `chunk::decode_chunk_flushing`; per-thread buffers only): its
-    /// output, delivered through [`Orderer::chunk`] when it ends, holds the
-    /// rest and its statistics.
-    pub fn flushed(&mut self, runs: Vec<Run>, sink: &mut dyn OpSink) {
-        debug_assert!(!self.per_cpu);
-        let n: usize = runs.iter().map(|r| r.ops.len()).sum();
-        self.stats.max_chunk_ops = self.stats.max_chunk_ops.max(n as u64);
-        for r in runs {
             self.emit(r, sink);
         }
     }
@@ -654,17 +764,18 @@ fn repeated_gap(runs: &mut [Run], prev: Tail, cycles: bool) -> u64 {
 }
 
 /// Removes the first CBR mark of a chunk's runs (see
-/// [`ChunkOutput::sync_cbr`]).
-fn drop_first_cbr(runs: &mut [Run]) {
+/// [`ChunkOutput::sync_cbr`]); whether there was one.
+fn drop_first_cbr(runs: &mut [Run]) -> bool {
     for r in runs {
         let at = r.ops.iter().position(
             |op| matches!(op, Op::Mark { mark, .. } if matches!(**mark, Mark::Cbr { .. })),
         );
         if let Some(i) = at {
             r.skip.at = Some(i);
-            return;
+            return true;
         }
     }
+    false
 }
 
 /// Hands one op of `task` to the sink, noting it in the thread's state and
@@ -774,6 +885,7 @@ mod tests {
             sync_task: sync,
             sync_cbr: None,
             last_cbr: None,
+            over_bound: false,
         }
     }
 

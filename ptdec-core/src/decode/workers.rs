@@ -144,10 +144,7 @@ fn decode_job(
 
 /// [`run`] on the calling thread: each chunk in order is decoded, then
 /// delivered, as a worker and the delivery would, with nothing held.
-fn run_inline(
-    shared: &Shared<'_, '_>,
-    deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
-) -> Result<(), DecodeError> {
+fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), DecodeError> {
     let setup = shared.setup;
     let images = WorkerImages::new(setup)?;
     let mut prepare = shared
@@ -161,10 +158,14 @@ fn run_inline(
         }
         let out = decode_job(shared, &images, &mut prepare, job)?;
         let held = out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
-        deliver(k, out, held);
+        deliver(k, out, held)?;
     }
     Ok(())
 }
+
+/// What [`run`] hands each decoded chunk to, in order: `(k, output,
+/// held)`; an error ends the decode.
+pub(super) type Deliver<'d> = dyn FnMut(usize, ChunkOutput, usize) -> Result<(), DecodeError> + 'd;
 
 /// Decodes the jobs on `limits.threads` workers, at most `limits.window`
 /// chunks and `limits.bytes` of trace ahead of delivery, and calls
@@ -174,7 +175,7 @@ fn run_inline(
 pub(super) fn run(
     shared: &Shared<'_, '_>,
     limits: Limits,
-    deliver: &mut dyn FnMut(usize, ChunkOutput, usize),
+    deliver: &mut Deliver<'_>,
 ) -> Result<(), DecodeError> {
     let Shared {
         setup,
@@ -240,7 +241,7 @@ pub(super) fn run(
         let mut held_ops = 0usize;
         let mut delivered = 0usize;
         let mut result = Ok(());
-        for (k, r) in rx.iter() {
+        'receive: for (k, r) in rx.iter() {
             let out = match r {
                 Ok(o) => o,
                 Err(e) => {
@@ -253,7 +254,10 @@ pub(super) fn run(
             while let Some(out) = ready.remove(&delivered) {
                 held_ops -= out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
                 let held = held_ops + out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
-                deliver(delivered, out, held);
+                if let Err(e) = deliver(delivered, out, held) {
+                    result = Err(e);
+                    break 'receive;
+                }
                 delivered += 1;
                 *gate.0.lock().unwrap_or_else(|p| p.into_inner()) = delivered;
                 gate.1.notify_all();

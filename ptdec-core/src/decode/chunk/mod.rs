@@ -39,7 +39,7 @@ use super::chunks::{next_psb, psb_holding};
 use super::clock::Clock;
 use super::context::{event_place, Context, Owner};
 use super::edges::Edges;
-use super::runs::{OpPool, Pending, Run};
+use super::runs::{OpPool, Pending, Run, Tally};
 use super::setup::{is_kernel_ip, DecodeSetup};
 use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
@@ -112,7 +112,46 @@ pub(super) struct ChunkOutput {
     pub sync_cbr: Option<u16>,
     /// The ratio of the chunk's last CBR mark.
     pub last_cbr: Option<u16>,
+    /// The chunk would hold more ops than its bound
+    /// ([`super::chunk_ops_bound`]): nothing else here is set, and the
+    /// calling thread decodes it again in pieces ([`decode_chunk_flushing`]).
+    pub over_bound: bool,
 }
+
+impl ChunkOutput {
+    /// What a worker hands on for a chunk over its op bound: only why its
+    /// fast decoder gave the chunk to libipt, if it did, for
+    /// [`decode_chunk_again`].
+    fn over_bound(why: Option<&'static str>) -> ChunkOutput {
+        ChunkOutput {
+            runs: Vec::new(),
+            stats: ChunkStats {
+                fallbacks: why.into_iter().map(|w| (w, 1)).collect(),
+                ..ChunkStats::default()
+            },
+            open_task: None,
+            sync_task: None,
+            sync_cbr: None,
+            last_cbr: None,
+            over_bound: true,
+        }
+    }
+}
+
+/// Runs a chunk hands on before its end ([`decode_chunk_flushing`]), with
+/// what the ordering stage needs to stitch the chunk's first run to the
+/// chunk before (as [`ChunkOutput`]'s fields of the same names, as they
+/// stand when the piece is handed on: the sync's task is known by then,
+/// and the sync's CBR once the chunk's first CBR mark is made).
+pub(super) struct Piece {
+    pub runs: Vec<Run>,
+    pub sync_task: Option<TaskId>,
+    pub sync_cbr: Option<u16>,
+}
+
+/// Why a chunk's fast decode gave it to libipt when its ops passed the
+/// bound (`DecodeStats::fallbacks`).
+pub(super) const OVER_BOUND: &str = "more ops than a chunk may hold";
 
 /// Where a chunk sits: in its buffer's stream, in its segment, whose it is.
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +176,11 @@ pub(super) struct ChunkMeta {
     /// Bytes before the chunk that its decoder reads first, only to warm
     /// libipt's timing up (see [`decode_chunk`]); 0: none.
     pub warmup: u64,
+}
+
+/// A disable or a gap: an op after which a run is not traced on.
+fn is_closing(op: &Op) -> bool {
+    matches!(op, Op::Disabled { .. } | Op::Gap { .. })
 }
 
 /// Why decoding stopped before the chunk's end.
@@ -176,7 +220,8 @@ pub(super) fn decode_chunk(
 }
 
 /// Ops a chunk decoded with a flush (see [`decode_chunk_flushing`]) holds
-/// before it hands its runs on.
+/// before it hands its runs on (fewer where the chunk's op bound,
+/// `DecodeOptions::chunk_ops`, is lower).
 pub(super) const FLUSH_OPS: usize = 1 << 16;
 
 /// [`decode_chunk`], handing the runs decoded so far to `flush` whenever
@@ -184,75 +229,113 @@ pub(super) const FLUSH_OPS: usize = 1 << 16;
 /// pending): the current run goes on in a new one whose counters start
 /// from 0, as the next chunk's would. For a chunk as long as its trace
 /// (`ptdec raw` with a listing or sideband, which are decoded in one
-/// piece), memory then stays bounded however long the trace. The flushed
-/// runs and the returned output together are the chunk's runs. Only libipt
-/// flushes: the fast decoder may give a chunk up to libipt after any
-/// number of ops, so with it such a chunk is held whole.
+/// piece), and for a chunk whose ops pass its bound
+/// ([`super::chunk_ops_bound`]), memory then stays bounded however many
+/// ops the trace makes. The flushed runs and the returned output together
+/// are the chunk's runs.
+///
+/// Only libipt flushes: the fast decoder may give a chunk up to libipt
+/// after any number of ops. So the fast decoder holds a chunk whole, up to
+/// its op bound; past it, libipt decodes the chunk again, flushing.
+/// Without a flush (a decode worker), a chunk whose ops pass the bound
+/// comes back as [`ChunkOutput::over_bound`], for the calling thread to
+/// decode again with one.
 pub(super) fn decode_chunk_flushing(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
-    flush: Option<&mut dyn FnMut(Vec<Run>)>,
+    flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<ChunkOutput, super::DecodeError> {
-    if images.setup.opts.decoder == DecoderKind::Fast {
+    let flushing = flush.is_some();
+    let why = if images.setup.opts.decoder == DecoderKind::Fast {
         match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Fast, None)? {
             Ok(mut out) => {
                 out.stats.fast = 1;
                 return Ok(out);
             }
-            Err(why) => {
-                let mut out =
-                    decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)?
-                        .expect("libipt decodes every chunk");
-                *out.stats.fallbacks.entry(why).or_default() += 1;
-                return Ok(out);
+            Err(Stopped::OverBound) if !flushing => {
+                return Ok(ChunkOutput::over_bound(Some(OVER_BOUND)))
             }
+            Err(Stopped::OverBound) => Some(OVER_BOUND),
+            Err(Stopped::Unsupported(why)) => Some(why),
+            Err(Stopped::WarmUp) => unreachable!("a decode without warm-up always ends"),
         }
+    } else {
+        None
+    };
+    let mut out = match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)? {
+        Ok(out) => out,
+        Err(Stopped::OverBound) => return Ok(ChunkOutput::over_bound(why)),
+        Err(_) => unreachable!("libipt decodes every chunk"),
+    };
+    if let Some(why) = why {
+        *out.stats.fallbacks.entry(why).or_default() += 1;
     }
-    Ok(
-        decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)?
-            .expect("libipt decodes every chunk"),
-    )
+    Ok(out)
 }
 
-/// [`decode_chunk`] with one flow decoder: `Err(why)` when the fast one
-/// gave up (libipt never does).
+/// A chunk a decode worker handed on as over its op bound (`gave_up`,
+/// [`ChunkOutput::over_bound`]) decoded again, by libipt, its runs handed
+/// to `flush` as they fill up: libipt directly, as the worker's fast
+/// decoder, if it ran, went over the bound or gave the chunk up.
+pub(super) fn decode_chunk_again(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    meta: ChunkMeta,
+    bytes: &[u8],
+    flush: &mut dyn FnMut(Piece),
+    gave_up: ChunkOutput,
+) -> Result<ChunkOutput, super::DecodeError> {
+    let mut out =
+        match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, Some(flush))? {
+            Ok(out) => out,
+            Err(_) => unreachable!("libipt with a flush decodes every chunk"),
+        };
+    for (why, n) in gave_up.stats.fallbacks {
+        *out.stats.fallbacks.entry(why).or_default() += n;
+    }
+    Ok(out)
+}
+
+/// [`decode_chunk`] with one flow decoder: `Err` when the fast one gave up
+/// or the ops passed the chunk's bound (never `Stopped::WarmUp`).
 fn decode_chunk_warm(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
     kind: DecoderKind,
-    mut flush: Option<&mut dyn FnMut(Vec<Run>)>,
-) -> Result<Result<ChunkOutput, &'static str>, super::DecodeError> {
+    mut flush: Option<&mut dyn FnMut(Piece)>,
+) -> Result<Result<ChunkOutput, Stopped>, super::DecodeError> {
     // A warm-up that fails has flushed nothing (nothing is flushed while
     // warming up).
-    let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Vec<Run>));
+    let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Piece));
     match decode_chunk_from(images, pool, meta, bytes, kind, again)? {
-        Ok(Some(out)) => Ok(Ok(out)),
-        Ok(None) => {
+        Err(Stopped::WarmUp) => {
             let w = (meta.warmup as usize).min(bytes.len());
             let meta = ChunkMeta { warmup: 0, ..meta };
-            Ok(
-                decode_chunk_from(images, pool, meta, &bytes[w..], kind, flush)?
-                    .map(|o| o.expect("a decode without warm-up always ends")),
-            )
+            let r = decode_chunk_from(images, pool, meta, &bytes[w..], kind, flush)?;
+            assert!(
+                !matches!(r, Err(Stopped::WarmUp)),
+                "a decode without warm-up always ends"
+            );
+            Ok(r)
         }
-        Err(why) => Ok(Err(why)),
+        r => Ok(r),
     }
 }
 
-/// [`decode_chunk`] once: `Ok(None)` when the warm-up failed, `Err(why)`
-/// when the fast decoder gave up.
+/// [`decode_chunk`] once: `Err` when the warm-up failed, the fast decoder
+/// gave up, or the ops passed the chunk's bound.
 fn decode_chunk_from(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     meta: ChunkMeta,
     bytes: &[u8],
     kind: DecoderKind,
-    flush: Option<&mut dyn FnMut(Vec<Run>)>,
-) -> Result<Result<Option<ChunkOutput>, &'static str>, super::DecodeError> {
+    flush: Option<&mut dyn FnMut(Piece)>,
+) -> Result<Result<ChunkOutput, Stopped>, super::DecodeError> {
     let cfg = images.setup.pt_config();
     match kind {
         DecoderKind::Libipt => {
@@ -265,26 +348,19 @@ fn decode_chunk_from(
             // No memory besides the file sections: the callback only records
             // the address libipt found no code at (for the NoImage gap).
             dec.dec.image().set_memory(Vec::new());
-            Ok(Ok(run_chunk(
-                &mut dec, images, pool, meta, bytes, false, flush,
-            )
-            .ok()))
+            Ok(run_chunk(&mut dec, images, pool, meta, bytes, false, flush))
         }
         DecoderKind::Fast => {
             let dec = match FastDecoder::new(&cfg.settings(), bytes) {
                 Ok(d) => d,
-                Err(why) => return Ok(Err(why)),
+                Err(why) => return Ok(Err(Stopped::Unsupported(why))),
             };
             let mut dec = Fast {
                 dec,
                 images,
                 unsupported: None,
             };
-            match run_chunk(&mut dec, images, pool, meta, bytes, true, None) {
-                Ok(out) => Ok(Ok(Some(out))),
-                Err(Stopped::WarmUp) => Ok(Ok(None)),
-                Err(Stopped::Unsupported(why)) => Ok(Err(why)),
-            }
+            Ok(run_chunk(&mut dec, images, pool, meta, bytes, true, None))
         }
     }
 }
@@ -295,6 +371,9 @@ enum Stopped {
     WarmUp,
     /// The fast decoder met something it does not follow.
     Unsupported(&'static str),
+    /// The chunk's ops passed its bound ([`super::chunk_ops_bound`]),
+    /// with no flush to hand them to.
+    OverBound,
 }
 
 /// One chunk through `dec`.
@@ -305,9 +384,19 @@ fn run_chunk(
     meta: ChunkMeta,
     bytes: &[u8],
     fast: bool,
-    flush: Option<&mut dyn FnMut(Vec<Run>)>,
+    flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
+    let bound = setup
+        .opts
+        .chunk_ops
+        .unwrap_or_else(|| super::chunk_ops_bound(meta.len))
+        .max(1);
+    // With a flush, the bound is where the runs are handed on.
+    let (op_bound, flush_ops) = match flush {
+        Some(_) => (usize::MAX, bound.min(FLUSH_OPS)),
+        None => (bound, usize::MAX),
+    };
     let time = meta.start_time.unwrap_or(0);
     let mut st = ChunkDecoder {
         images,
@@ -333,6 +422,12 @@ fn run_chunk(
         clock: Clock::new(time, setup.cycles),
         lost_first: meta.after_loss,
         flush,
+        op_bound,
+        flush_ops,
+        runs_ops: 0,
+        over_bound: false,
+        continued: None,
+        flush_wait: None,
         listing: setup.opts.insn_list.is_some(),
         cycles: setup.cycles,
         stats: ChunkStats {
@@ -342,25 +437,34 @@ fn run_chunk(
         end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
         list_buf: (setup.opts.insn_list.is_some() && dec.unsupported().is_none() && fast)
             .then(Default::default),
+        list_over: Default::default(),
     };
     st.run_decoder(dec);
+    st.over_bound |= st.list_over.get();
     if let Some(why) = dec.libipt_differs() {
         *st.stats.libipt_differs.entry(why).or_default() += 1;
     }
-    if let (Some(buf), None, Some(f)) = (&st.list_buf, dec.unsupported(), &setup.opts.insn_list) {
+    // Not where libipt decodes the chunk again (over its op bound too).
+    if let (Some(buf), None, Some(f), false) = (
+        &st.list_buf,
+        dec.unsupported(),
+        &setup.opts.insn_list,
+        st.over_bound,
+    ) {
         for item in buf.take() {
             (f.0)(&item);
         }
     }
-    if st.edges.warming || dec.unsupported().is_some() {
+    if st.edges.warming || st.over_bound || dec.unsupported().is_some() {
         for r in st.runs.drain(..).chain(st.run.take()) {
             pool.give(r.ops);
         }
         // An error in the warm-up is libipt's too: it decodes the chunk
         // again without one, and so does the fast decoder.
-        return Err(match dec.unsupported() {
-            Some(why) => Stopped::Unsupported(why),
-            None => Stopped::WarmUp,
+        return Err(match (dec.unsupported(), st.over_bound) {
+            (Some(why), _) => Stopped::Unsupported(why),
+            (None, true) => Stopped::OverBound,
+            (None, false) => Stopped::WarmUp,
         });
     }
     st.finish();
@@ -375,6 +479,7 @@ fn run_chunk(
         sync_task: st.sync_task,
         sync_cbr: st.sync_cbr,
         last_cbr: st.marked_cbr,
+        over_bound: false,
     })
 }
 
@@ -423,11 +528,28 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     stats: ChunkStats,
     /// Decoding stops past this perf time (`--start/--duration`).
     end: Option<u64>,
-    /// Where runs go when they hold [`FLUSH_OPS`] ops (see
+    /// Where runs go when they hold `flush_ops` ops (see
     /// [`decode_chunk_flushing`]).
-    flush: Option<&'f mut dyn FnMut(Vec<Run>)>,
-    /// Listing items held until the chunk's decode is kept (fast decoder).
+    flush: Option<&'f mut dyn FnMut(Piece)>,
+    flush_ops: usize,
+    /// Past this many ops held (in `runs` and `run`) decoding stops, the
+    /// chunk over its bound (`over_bound`; `usize::MAX` with a flush).
+    op_bound: usize,
+    /// Ops in `runs`.
+    runs_ops: usize,
+    over_bound: bool,
+    /// `Some`: the current run goes on from one a flush handed on, its
+    /// counters starting at that one's last op: whether the op was a
+    /// disable or gap, and its time (as `switch_to` and `finish` ask of
+    /// the current run's last op).
+    continued: Option<(bool, u64)>,
+    /// The current run's ops were all the stall's at this trace offset
+    /// when a flush was due: none is handed on before the stall ends.
+    flush_wait: Option<Option<u64>>,
+    /// Listing items held until the chunk's decode is kept (fast decoder),
+    /// and whether more came than the op bound (`op_bound`) lets it hold.
     list_buf: Option<std::cell::RefCell<Vec<ListItem>>>,
+    list_over: std::cell::Cell<bool>,
     /// The setup's `opts.insn_list.is_some()` and `cycles`, asked per
     /// block (the chunk decoder asks these fields, not the setup): kept
     /// here, next to the rest of the per-block state. Behind three
@@ -869,22 +991,106 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     }
 
     /// [`ChunkDecoder::maybe_flush`] where there is a flush.
+    ///
+    /// Out of line: the decode workers' chunks have no flush, and this
+    /// beside them in the decoder's loop made it dearer.
+    ///
+    /// Not the ops the current stall made: a stall that reaches the
+    /// no-progress bound drops them (`drop_stall_ops`), which it could not
+    /// do once they were handed on. So the current run is cut after its
+    /// last op before the stall: what comes before goes on, and a new run
+    /// holds the rest, its counters starting there (its ops' stamps
+    /// rebased to it), as a run a flush starts always does. The runs then
+    /// hold at most `flush_ops` ops plus a stall's (at most
+    /// [`NO_PROGRESS_INSNS`]). The new run keeps the start of the one it
+    /// goes on from (the per-cpu runs' order), and what that one's last
+    /// op was (`continued`, for [`ChunkDecoder::last_closed`]). Empty runs
+    /// are not handed on, as `finish` drops them.
+    #[cold]
+    #[inline(never)]
     fn flush_if_full(&mut self) {
         if self.pending.set || self.edges.watching() {
             return;
         }
-        let held: usize = self.runs.iter().map(|r| r.ops.len()).sum::<usize>()
-            + self.run.as_ref().map_or(0, |r| r.ops.len());
-        if held < FLUSH_OPS {
+        let held = self.runs_ops + self.run.as_ref().map_or(0, |r| r.ops.len());
+        if held < self.flush_ops || self.flush_wait == Some(self.stall.offset) {
             return;
         }
         let mut runs = std::mem::take(&mut self.runs);
+        self.runs_ops = 0;
         if let Some(r) = self.run.as_mut() {
-            let next = Run::new(r.task, self.clock.time, self.pool.take());
-            runs.push(std::mem::replace(r, next));
+            let stall_start = r.insns.saturating_sub(self.stall.insns);
+            let cut = r.ops.len()
+                - r.ops
+                    .iter()
+                    .rev()
+                    .take_while(|o| o.stamp().insns > stall_start)
+                    .count();
+            if cut == 0 && !r.ops.is_empty() {
+                // All the stall's: none goes on before it ends.
+                self.flush_wait = Some(self.stall.offset);
+            }
+            // The new run's counters start at the last op handed on (so
+            // that op's stamp is the new run's 0), and none starts before
+            // an op goes on.
+            if let Some(last) = cut.checked_sub(1).map(|i| r.ops[i].stamp()) {
+                let (insns, cycles) = (last.insns, last.cycles.get().unwrap_or(0));
+                let mut next = Run::new(r.task, r.start, self.pool.take());
+                next.ops.extend(r.ops.drain(cut..));
+                for op in &mut next.ops {
+                    let s = op.stamp_mut();
+                    s.insns -= insns;
+                    s.cycles = s.cycles.get().map(|c| c.saturating_sub(cycles)).into();
+                }
+                next.insns = r.insns - insns;
+                next.cycles = r.cycles - cycles;
+                r.insns = insns;
+                r.cycles = cycles;
+                if !next.ops.is_empty() {
+                    // Counted as pushed into the run they left: the new
+                    // run's counted afresh (more are pushed, and a stall
+                    // may drop some), the one handed on counted again by
+                    // the ordering stage.
+                    let mut tally = Tally::default();
+                    for (i, op) in next.ops.iter().enumerate() {
+                        tally.add(i, op);
+                    }
+                    next.tally = tally;
+                    r.tally.n = usize::MAX;
+                }
+                let r = std::mem::replace(r, next);
+                self.continued = r.ops.last().map(|op| (is_closing(op), last.time));
+                runs.push(r);
+            }
         }
+        let mut piece = Vec::with_capacity(runs.len());
+        for r in runs {
+            if r.ops.is_empty() && r.insns == 0 {
+                self.pool.give(r.ops);
+            } else {
+                piece.push(r);
+            }
+        }
+        if piece.is_empty() {
+            return;
+        }
+        let (sync_task, sync_cbr) = (self.sync_task, self.sync_cbr);
         if let Some(f) = self.flush.as_mut() {
-            f(runs);
+            f(Piece {
+                runs: piece,
+                sync_task,
+                sync_cbr,
+            });
+        }
+    }
+
+    /// Whether run `r` (the current one) ends in a disable or gap, as one
+    /// run of all that a flush handed on of it and `r` would (`None`: no
+    /// op).
+    pub(super) fn last_closed(&self, r: &Run) -> Option<bool> {
+        match r.ops.last() {
+            Some(op) => Some(is_closing(op)),
+            None => self.continued.map(|c| c.0),
         }
     }
 
@@ -893,7 +1099,16 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn list(&self, item: ListItem) {
         if let Some(f) = &self.setup().opts.insn_list {
             match &self.list_buf {
-                Some(buf) => buf.borrow_mut().push(item),
+                // Held back up to the op bound: past it, libipt decodes the
+                // chunk again and lists it (`run_chunk`).
+                Some(buf) => {
+                    let mut buf = buf.borrow_mut();
+                    if buf.len() < self.op_bound {
+                        buf.push(item);
+                    } else {
+                        self.list_over.set(true);
+                    }
+                }
                 None => (f.0)(&item),
             }
         }
@@ -913,14 +1128,26 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 
     fn finish(&mut self) {
         self.pending.set = false;
+        // The current run, where it goes on from one a flush handed on and
+        // has no op of its own: that one's last op, at the new run's 0
+        // (the run may be dropped below, as empty).
+        let continued = self
+            .run
+            .as_ref()
+            .filter(|r| r.ops.is_empty())
+            .and_then(|r| self.continued.map(|c| (r.task, c)));
         if let Some(r) = self.run.take() {
             self.runs.push(r);
         }
         if self.meta.before_loss {
             if let Some(r) = self.runs.last_mut() {
+                let time = match (r.ops.is_empty(), continued) {
+                    (true, Some((_, (_, t)))) => t,
+                    _ => self.clock.time,
+                };
                 let at = r.ops.last().map_or(
                     Stamp {
-                        time: self.clock.time,
+                        time,
                         ..Stamp::default()
                     },
                     Op::stamp,
@@ -937,10 +1164,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         self.runs.retain(|r| !r.ops.is_empty() || r.insns > 0);
         let open = !self.need_enable
             && !self.meta.before_loss
-            && self.runs.last().is_some_and(|r| {
-                Some(r.task) == self.ctx.task
-                    && !matches!(r.ops.last(), Some(Op::Gap { .. } | Op::Disabled { .. }))
-            });
+            && match continued {
+                Some((task, (closed, _))) => Some(task) == self.ctx.task && !closed,
+                None => self.runs.last().is_some_and(|r| {
+                    Some(r.task) == self.ctx.task && !r.ops.last().is_some_and(is_closing)
+                }),
+            };
         self.open = open;
     }
 }

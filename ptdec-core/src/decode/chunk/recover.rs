@@ -62,7 +62,25 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 offset: off,
                 insns: 0,
             };
+            if self.runs_ops + self.run.as_ref().map_or(0, |r| r.ops.len()) > self.op_bound {
+                self.op_bound_passed();
+            }
         }
+    }
+
+    /// The ops held passed the chunk's op bound (a decode worker's, with
+    /// no flush; `decode::chunk_ops_bound`): decoding stops, as at the
+    /// no-progress bound, and `run_decoder` ends there with `over_bound`
+    /// (its output is thrown away: the calling thread decodes the chunk
+    /// again, in pieces). Asked whenever the trace offset moves
+    /// ([`ChunkDecoder::stall_at`]), not per block: between two moves at
+    /// most [`NO_PROGRESS_INSNS`] instructions make ops, so at most that
+    /// many more are held.
+    #[cold]
+    #[inline(never)]
+    fn op_bound_passed(&mut self) {
+        self.over_bound = true;
+        self.stall.insns = NO_PROGRESS_INSNS + 1;
     }
 
     /// Synchronizes at the next PSB after the last one whose PSB+ libipt
@@ -269,9 +287,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         failure: Failure,
         last_sync: &mut Option<u64>,
     ) -> Option<Status> {
-        if self.edges.warming {
-            // A decode error before the chunk: decode it again without
-            // the warm-up (`decode_chunk`).
+        // A decode error before the chunk: decode it again without the
+        // warm-up (`decode_chunk`). Past the chunk's op bound: the calling
+        // thread decodes it again, in pieces (`check_op_bound`).
+        if self.edges.warming || self.over_bound {
             return None;
         }
         let off = self.offset(dec).unwrap_or(0);

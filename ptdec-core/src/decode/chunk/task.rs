@@ -18,10 +18,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return;
         }
         if let Some(mut r) = self.run.take() {
-            if !matches!(
-                r.ops.last(),
-                Some(Op::Disabled { .. }) | Some(Op::Gap { .. }) | None
-            ) {
+            if self.last_closed(&r) == Some(false) {
                 let at = Stamp {
                     time: self.clock.time,
                     insns: r.insns,
@@ -33,8 +30,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     kernel: true,
                 });
             }
+            self.runs_ops += r.ops.len();
             self.runs.push(r);
         }
+        self.continued = None;
         self.ctx.task = task;
         self.run = task.map(|task| Run::new(task, self.clock.time, self.pool.take()));
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
