@@ -551,6 +551,42 @@ fn hundred_megabytes_count_every_call_as_the_truth_says() {
     );
 }
 
+/// The two traces the window and pieces tests decode, each in a temporary
+/// dir (kept while it is used): the interpreter on one buffer, and on two
+/// threads on two CPUs; with what to call each, and its CPUs.
+fn interp_traces(progs: &Path) -> Vec<(tempfile::TempDir, PathBuf, String, Option<u32>)> {
+    [
+        (vec![], "interp_run=100", None),
+        (vec!["2".to_string()], "interp_run=50", Some(2)),
+    ]
+    .into_iter()
+    .map(|(args, spec, per_cpu)| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("trace");
+        simulate(progs, "interp", &args, &[spec], per_cpu, &dir);
+        let what = format!("interp {args:?} per-cpu {per_cpu:?}");
+        (tmp, dir, what, per_cpu)
+    })
+    .collect()
+}
+
+/// `got` has `want`'s threads and every thread's ops, stamps included.
+fn assert_same_ops(what: &str, want: &AllOps, got: &AllOps) {
+    assert_eq!(got.0.len(), want.0.len(), "{what}: threads");
+    for (k, ops) in &want.0 {
+        let g = got.0.get(k).map_or(&[][..], Vec::as_slice);
+        let i = g.iter().zip(ops).position(|(x, y)| x != y);
+        assert!(
+            i.is_none() && g.len() == ops.len(),
+            "{what}: thread {k:?} differs at {i:?} of {}/{}: {:?} vs {:?}",
+            g.len(),
+            ops.len(),
+            i.map(|i| &g[i]),
+            i.map(|i| &ops[i]),
+        );
+    }
+}
+
 fn decode_all(dir: &Path, opts: &DecodeOptions) -> (AllOps, DecodeStats) {
     let trace = Trace::open(dir).unwrap();
     let mut sink = AllOps::default();
@@ -570,13 +606,7 @@ fn decode_all(dir: &Path, opts: &DecodeOptions) -> (AllOps, DecodeStats) {
 fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
     let test = "a_small_window_bounds_the_ops_held_and_changes_nothing";
     let Some(progs) = programs(test) else { return };
-    for (args, spec, per_cpu) in [
-        (vec![], "interp_run=100", None),
-        (vec!["2".to_string()], "interp_run=50", Some(2)),
-    ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("trace");
-        simulate(&progs, "interp", &args, &[spec], per_cpu, &dir);
+    for (_tmp, dir, what, per_cpu) in interp_traces(&progs) {
         let whole = DecodeOptions {
             chunking: ptdec::decode::Chunking::Sequential,
             jobs: 1,
@@ -591,22 +621,10 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
         let (a, sa) = decode_all(&dir, &whole);
         let (b, sb) = decode_all(&dir, &small);
         let (c, _) = decode_all(&dir, &DecodeOptions::default());
-        let what = format!("interp {args:?} per-cpu {per_cpu:?}");
         assert!(sb.chunks >= 20, "{what}: only {} chunks", sb.chunks);
         assert_eq!(sa.chunks as usize, sa.segments as usize, "{what}");
-        for (k, ops) in &a.0 {
-            for (name, other) in [("4 KiB chunks", &b), ("default chunks", &c)] {
-                let got = other.0.get(k).map_or(&[][..], Vec::as_slice);
-                let i = got.iter().zip(ops).position(|(x, y)| x != y);
-                assert!(
-                    i.is_none() && got.len() == ops.len(),
-                    "{what}: {name}: thread {k:?} differs at {i:?} of {}/{}",
-                    got.len(),
-                    ops.len()
-                );
-            }
-        }
-        assert_eq!(b.0.len(), a.0.len(), "{what}: threads");
+        assert_same_ops(&format!("{what}: 4 KiB chunks"), &a, &b);
+        assert_same_ops(&format!("{what}: default chunks"), &a, &c);
         // Two chunks in the reorder window, one being handed over, and
         // per-cpu runs waiting for the time watermark (a chunk per CPU).
         let bound = 5 * sb.max_chunk_ops;
@@ -728,14 +746,7 @@ fn chunks_over_their_op_bound_go_on_in_pieces_and_change_nothing() {
     let test = "chunks_over_their_op_bound_go_on_in_pieces_and_change_nothing";
     let Some(progs) = programs(test) else { return };
     const BOUND: usize = 700;
-    for (args, spec, per_cpu) in [
-        (vec![], "interp_run=100", None),
-        (vec!["2".to_string()], "interp_run=50", Some(2)),
-    ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("trace");
-        simulate(&progs, "interp", &args, &[spec], per_cpu, &dir);
-        let what = format!("interp {args:?} per-cpu {per_cpu:?}");
+    for (_tmp, dir, what, per_cpu) in interp_traces(&progs) {
         let whole = DecodeOptions {
             chunking: ptdec::decode::Chunking::Sequential,
             jobs: 1,
@@ -775,19 +786,7 @@ fn chunks_over_their_op_bound_go_on_in_pieces_and_change_nothing() {
                 "{how}: a piece of {} ops",
                 sb.max_chunk_ops
             );
-            assert_eq!(b.0.len(), a.0.len(), "{how}: threads");
-            for (k, ops) in &a.0 {
-                let got = b.0.get(k).map_or(&[][..], Vec::as_slice);
-                let i = got.iter().zip(ops).position(|(x, y)| x != y);
-                assert!(
-                    i.is_none() && got.len() == ops.len(),
-                    "{how}: thread {k:?} differs at {i:?} of {}/{}: {:?} vs {:?}",
-                    got.len(),
-                    ops.len(),
-                    i.map(|i| &got[i]),
-                    i.map(|i| &ops[i]),
-                );
-            }
+            assert_same_ops(&how, &a, &b);
             assert_eq!(
                 (sb.insns, sb.blocks, sb.ops, &sb.threads),
                 (sa.insns, sa.blocks, sa.ops, &sa.threads),
