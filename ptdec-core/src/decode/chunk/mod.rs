@@ -264,21 +264,14 @@ pub(super) fn decode_chunk_flushing(
     } else {
         None
     };
-    let mut out = match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)? {
-        Ok(out) => out,
-        Err(Stopped::OverBound) => return Ok(ChunkOutput::over_bound(why)),
-        Err(_) => unreachable!("libipt decodes every chunk"),
-    };
-    if let Some(why) = why {
-        *out.stats.fallbacks.entry(why).or_default() += 1;
-    }
-    Ok(out)
+    decode_by_libipt(images, pool, (meta, bytes), flush, why)
 }
 
 /// A chunk a decode worker handed on as over its op bound (`gave_up`,
 /// [`ChunkOutput::over_bound`]) decoded again, by libipt, its runs handed
 /// to `flush` as they fill up: libipt directly, as the worker's fast
-/// decoder, if it ran, went over the bound or gave the chunk up.
+/// decoder, if it ran, went over the bound or gave the chunk up (the
+/// reason it handed on, at most one, counts as the fallback).
 pub(super) fn decode_chunk_again(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
@@ -287,13 +280,27 @@ pub(super) fn decode_chunk_again(
     flush: &mut dyn FnMut(Piece),
     gave_up: ChunkOutput,
 ) -> Result<ChunkOutput, super::DecodeError> {
-    let mut out =
-        match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, Some(flush))? {
-            Ok(out) => out,
-            Err(_) => unreachable!("libipt with a flush decodes every chunk"),
-        };
-    for (why, n) in gave_up.stats.fallbacks {
-        *out.stats.fallbacks.entry(why).or_default() += n;
+    let why = gave_up.stats.fallbacks.into_keys().next();
+    decode_by_libipt(images, pool, (meta, bytes), Some(flush), why)
+}
+
+/// The chunk decoded by libipt, `why` the fast decoder gave it up (counted
+/// as a fallback); without a flush, [`ChunkOutput::over_bound`] where its
+/// ops pass the bound (with a flush they never do).
+fn decode_by_libipt(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    (meta, bytes): (ChunkMeta, &[u8]),
+    flush: Option<&mut dyn FnMut(Piece)>,
+    why: Option<&'static str>,
+) -> Result<ChunkOutput, super::DecodeError> {
+    let mut out = match decode_chunk_warm(images, pool, meta, bytes, DecoderKind::Libipt, flush)? {
+        Ok(out) => out,
+        Err(Stopped::OverBound) => return Ok(ChunkOutput::over_bound(why)),
+        Err(_) => unreachable!("libipt decodes every chunk"),
+    };
+    if let Some(why) = why {
+        *out.stats.fallbacks.entry(why).or_default() += 1;
     }
     Ok(out)
 }
@@ -1012,20 +1019,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         if self.pending.set || self.edges.watching() {
             return;
         }
-        let held = self.runs_ops + self.run.as_ref().map_or(0, |r| r.ops.len());
-        if held < self.flush_ops || self.flush_wait == Some(self.stall.offset) {
+        if self.held_ops() < self.flush_ops || self.flush_wait == Some(self.stall.offset) {
             return;
         }
         let mut runs = std::mem::take(&mut self.runs);
         self.runs_ops = 0;
         if let Some(r) = self.run.as_mut() {
-            let stall_start = r.insns.saturating_sub(self.stall.insns);
-            let cut = r.ops.len()
-                - r.ops
-                    .iter()
-                    .rev()
-                    .take_while(|o| o.stamp().insns > stall_start)
-                    .count();
+            let cut = recover::first_stall_op(r, self.stall.insns);
             if cut == 0 && !r.ops.is_empty() {
                 // All the stall's: none goes on before it ends.
                 self.flush_wait = Some(self.stall.offset);

@@ -62,7 +62,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 offset: off,
                 insns: 0,
             };
-            if self.runs_ops + self.run.as_ref().map_or(0, |r| r.ops.len()) > self.op_bound {
+            if self.held_ops() > self.op_bound {
                 self.op_bound_passed();
             }
         }
@@ -81,6 +81,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn op_bound_passed(&mut self) {
         self.over_bound = true;
         self.stall.insns = NO_PROGRESS_INSNS + 1;
+    }
+
+    /// The ops held: in the finished runs and the current one.
+    #[inline]
+    pub(super) fn held_ops(&self) -> usize {
+        self.runs_ops + self.run.as_ref().map_or(0, |r| r.ops.len())
     }
 
     /// Synchronizes at the next PSB after the last one whose PSB+ libipt
@@ -204,13 +210,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let Some(r) = self.run.as_mut() else {
             return;
         };
-        let start = r.insns.saturating_sub(stall);
-        let mark = r.ops.len()
-            - r.ops
-                .iter()
-                .rev()
-                .take_while(|o| o.stamp().insns > start)
-                .count();
+        let mark = first_stall_op(r, stall);
         if r.ops.len() <= mark {
             return;
         }
@@ -289,7 +289,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     ) -> Option<Status> {
         // A decode error before the chunk: decode it again without the
         // warm-up (`decode_chunk`). Past the chunk's op bound: the calling
-        // thread decodes it again, in pieces (`check_op_bound`).
+        // thread decodes it again, in pieces (`op_bound_passed`).
         if self.edges.warming || self.over_bound {
             return None;
         }
@@ -420,4 +420,17 @@ fn with_hint(e: PtError, newer: Option<&str>) -> String {
         ),
         None => error_message(e).to_string(),
     }
+}
+
+/// Where the ops the current stall of `stall` instructions made begin in
+/// run `r` (the current run; its length when there are none): those
+/// stamped after the stall's first instruction, found from the end.
+pub(super) fn first_stall_op(r: &Run, stall: u64) -> usize {
+    let start = r.insns.saturating_sub(stall);
+    r.ops.len()
+        - r.ops
+            .iter()
+            .rev()
+            .take_while(|o| o.stamp().insns > start)
+            .count()
 }
