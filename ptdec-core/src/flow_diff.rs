@@ -587,7 +587,12 @@ fn logs_agree(lib_log: &[Line], fast_log: &[Line], fast: &Fast) -> Result<(), St
         logs_agree(lib_log, fast_part, fast)?;
         return match fast_log.get(k) {
             Some(&Line::Insn(i)) if i == ip => Ok(()),
-            None if fast.dec.unsupported().is_some() => Ok(()),
+            // The fast decoder stopped before libipt's defect: at what it
+            // does not support, or before a step where libipt is known
+            // to decode wrong (code in no mode after a later sync).
+            None if fast.dec.unsupported().is_some() || fast.dec.libipt_differs().is_some() => {
+                Ok(())
+            }
             other => Err(format!(
                 "line {k}: libipt's block at {ip:#x} from its cache in another mode, fast {other:?}"
             )),

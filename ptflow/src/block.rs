@@ -690,7 +690,12 @@ impl<'a> BlockDecoder<'a> {
             mode::BITS64 => 64,
             mode::BITS32 => 32,
             mode::BITS16 => 16,
-            _ => return Err(self.no_mode()),
+            _ => {
+                // libipt looks for the code first: no code is `NOMAP`
+                // in any mode.
+                self.image.find(self.ip)?;
+                return Err(self.no_mode());
+            }
         };
         let s = self.image.find(self.ip)?;
         let isid = s.isid as i32;
