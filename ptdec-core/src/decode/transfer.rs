@@ -78,7 +78,10 @@ impl Insns<'_, '_, '_> {
             RETURN | FAR_RETURN => Some(Transfer::Return),
             JUMP | FAR_JUMP => Some(Transfer::Jump),
             COND_JUMP | OTHER | PTWRITE => None,
-            _ => self.classify_insn(b),
+            _ => {
+                let copy = *b;
+                self.classify_insn(&copy)
+            }
         }
     }
 
@@ -122,7 +125,8 @@ impl Insns<'_, '_, '_> {
         if b.truncated || b.size != 0 {
             return Some(b.size);
         }
-        self.last_len_cached(b)
+        let copy = *b;
+        self.last_len_cached(&copy)
     }
 
     /// [`Insns::last_len`] when the decoder did not say.

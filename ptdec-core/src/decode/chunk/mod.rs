@@ -648,17 +648,28 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // `status` is now.)
                 // No packet is read while following: the time and the
                 // offset the first block gets hold for the rest, which
-                // `on_followed_more` takes without looking again (and the
+                // `on_followed` takes without looking again (and the
                 // stall's maximum is noted once, after).
+                // The blocks and their instructions are counted, and the
+                // last one's end noted, once after: the count is
+                // `follow`'s, the instructions are what the stall grew by
+                // after the first block's `stall_at`, the end is kept in a
+                // local (three updates of `self` a block less in the loop).
                 let mut first = true;
-                if dec.follow(&mut blk, |b, (tsc, _, _), off| {
+                let mut last_end = 0;
+                let mut stall_base = 0;
+                let followed = dec.follow(&mut blk, |b, (tsc, _, _), off| {
+                    last_end = b.end_ip;
                     if std::mem::take(&mut first) {
-                        self.on_followed(b, tsc, off)
-                    } else {
-                        self.on_followed_more(b)
+                        self.begin_followed(tsc, off);
+                        stall_base = self.stall.insns;
                     }
-                }) > 0
-                {
+                    self.on_followed(b)
+                });
+                if followed > 0 {
+                    self.stats.blocks += u64::from(followed);
+                    self.stats.insns += self.stall.insns - stall_base;
+                    self.last_ip = last_end;
                     self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
                     if self.stall.insns > NO_PROGRESS_INSNS {
                         break 'step Failure::NoProgress(self.stall.insns);
@@ -922,9 +933,29 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// nothing there. Whether to go on: not once more than
     /// [`NO_PROGRESS_INSNS`] instructions were decoded without progress
     /// (the caller then stops as `check_progress` says). The stall's
-    /// maximum is the caller's to note.
+    /// maximum, the block count, the instructions' in the chunk's stats
+    /// and the last block's end (`last_ip`) are the caller's to note, once
+    /// after `follow`.
+    ///
+    /// Before the first block that [`FlowDecoder::follow`] hands out in
+    /// one call, [`ChunkDecoder::begin_followed`] takes its time and the
+    /// trace offset: they hold for the rest (no packet was read), so the
+    /// clock stays, the stall goes on, and `at_start` is false already.
     #[inline(always)]
-    fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
+    fn on_followed(&mut self, b: &Block) -> bool {
+        debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);
+        self.resolve(Some(b.ip));
+        self.maybe_flush();
+        self.count_run_insns(b);
+        self.note_transfer(b);
+        self.stall.insns += u64::from(b.ninsn);
+        self.stall.insns <= NO_PROGRESS_INSNS
+    }
+
+    /// [`ChunkDecoder::on_followed`]'s work before the first block of a
+    /// `follow`: its time `tsc`, and the trace offset `off` after it.
+    #[inline(always)]
+    fn begin_followed(&mut self, tsc: u64, off: Option<u64>) {
         debug_assert!(
             !self.edges.warming && !self.need_enable && !self.listing && self.end.is_none()
         );
@@ -932,35 +963,28 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         self.set_tsc(tsc);
         self.at_start = false;
         self.stall_at(off);
-        self.on_followed_more(b)
-    }
-
-    /// [`ChunkDecoder::on_followed`] for a block after the first that
-    /// [`FlowDecoder::follow`] hands out in one call: the time and the
-    /// trace offset are the first block's (no packet was read), so the
-    /// clock stays, the stall goes on, and `at_start` is false already.
-    #[inline(always)]
-    fn on_followed_more(&mut self, b: &Block) -> bool {
-        debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);
-        self.resolve(Some(b.ip));
-        self.maybe_flush();
-        self.count_block(b);
-        self.note_transfer(b);
-        self.stall.insns += u64::from(b.ninsn);
-        self.stall.insns <= NO_PROGRESS_INSNS
     }
 
     /// Counts block `b`'s instructions; its end is the last IP.
     #[inline(always)]
     fn count_block(&mut self, b: &Block) {
-        let n = u64::from(b.ninsn);
         self.stats.blocks += 1;
-        self.stats.insns += n;
+        self.stats.insns += u64::from(b.ninsn);
+        self.count_run_insns(b);
+        self.last_ip = b.end_ip;
+    }
+
+    /// Block `b`'s instructions in the current run's count (or, with
+    /// none, the chunk's unattributed ones): [`ChunkDecoder::count_block`]
+    /// but for the chunk's counts and the last IP, which a followed
+    /// block's caller notes once, after `follow`.
+    #[inline(always)]
+    fn count_run_insns(&mut self, b: &Block) {
+        let n = u64::from(b.ninsn);
         match self.run.as_mut() {
             Some(r) => r.insns += n,
             None => self.stats.unattributed_insns += n,
         }
-        self.last_ip = b.end_ip;
     }
 
     /// The transfer `b`'s last instruction makes, if any, pending until
