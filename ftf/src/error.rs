@@ -16,16 +16,6 @@ pub enum Error {
         count: usize,
     },
 
-    /// A record would exceed the 4095-word size limit (cannot happen with the
-    /// writer's own layouts; kept so the writer never panics).
-    #[error("an FTF {record} record would take {words} words, over the 4095-word limit")]
-    RecordTooLarge {
-        /// Which record kind.
-        record: &'static str,
-        /// Its size in 64-bit words.
-        words: usize,
-    },
-
     /// Every table slot was pinned by the record being written (cannot happen
     /// with at most 15 arguments; kept so the writer never panics).
     #[error("no free {table} table slot for one record")]
