@@ -593,53 +593,43 @@ impl<W: Write> Writer<W> {
 
     /// The index of `s`, one of the program's own strings (see
     /// [`StaticStrings`]), emitting its string record first when needed.
-    #[inline]
+    ///
+    /// Its slot is the first of [`STATIC_PROBES`] from its way that holds
+    /// it, else the first empty one, else its way. (Direct-mapped, two
+    /// names every event uses could share a way, depending on where the
+    /// linker put them, and evict each other: one build spent 4% of
+    /// `ptdec`'s instructions so.) All the probes are looked at here,
+    /// inline: with two looked at before the out-of-line rest, one name of
+    /// every slice still went that way on the bench's interp trace, 194 M
+    /// instructions of FTF's 11.8 G. Always inline: with the slot found
+    /// here, LLVM left it out of line, 1.9% more instructions.
+    #[inline(always)]
     fn static_ref(&mut self, s: &'static str) -> Result<u16> {
         let way = StaticStrings::way(s);
-        // Its way, then the next ones the probing may have put it in: where
-        // another name took its way (one argument name of every event did
-        // so in a build, and went the slow way each time; with two ways
-        // looked at here, one name of every slice still went the slow way
-        // on the bench's interp trace, 194 M instructions of FTF's 11.8 G).
+        let mut slot = way;
         for k in 0..STATIC_PROBES {
-            let (p, n, index, generation) = self.statics.0[(way + k) % STATIC_WAYS];
+            let w = (way + k) % STATIC_WAYS;
+            let (p, n, index, generation) = self.statics.0[w];
             if p == s.as_ptr() as usize && n == s.len() {
                 if index != 0 && self.strings.touch_generation(index, generation, self.epoch) {
                     return Ok(index);
                 }
+                slot = w;
                 break;
             }
             if p == 0 {
+                slot = w;
                 break;
             }
         }
-        self.static_ref_probing(s, way)
+        self.static_ref_miss(s, slot)
     }
 
-    /// [`Writer::static_ref`] when `s` is not in its way: its slot is the
-    /// first of [`STATIC_PROBES`] from there that holds it, else the first
-    /// empty one, else its way. (Direct-mapped, two names every event uses
-    /// could share a way, depending on where the linker put them, and
-    /// evict each other: one build spent 4% of `ptdec`'s instructions so.)
+    /// [`Writer::static_ref`] when `s` is not in its slots: its string
+    /// record, and `slot` names it from now on.
     #[inline(never)]
-    fn static_ref_probing(&mut self, s: &'static str, base: usize) -> Result<u16> {
+    fn static_ref_miss(&mut self, s: &'static str, slot: usize) -> Result<u16> {
         let (ptr, len) = (s.as_ptr() as usize, s.len());
-        let mut slot = base;
-        for k in 0..STATIC_PROBES {
-            let w = (base + k) % STATIC_WAYS;
-            let (p, n, index, generation) = self.statics.0[w];
-            if p == ptr && n == len {
-                if index != 0 && self.strings.touch_generation(index, generation, self.epoch) {
-                    return Ok(index);
-                }
-                slot = w;
-                break;
-            }
-            if p == 0 {
-                slot = w;
-                break;
-            }
-        }
         let index = self.string_ref(s)?;
         let generation = self.strings.generation(index);
         self.statics.0[slot] = (ptr, len, index, generation);
@@ -726,6 +716,7 @@ pub fn write_header(
 /// more.)
 struct Words {
     buf: [u8; 8 * (3 + 2 * MAX_ARGS)],
+    /// Bytes of `buf` written (8 a word).
     len: usize,
 }
 
