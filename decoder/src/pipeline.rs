@@ -1197,6 +1197,44 @@ impl<E> OpSink for StackSink<'_, '_, E> {
     }
 }
 
+/// Where a stack's slices and marks go: the sink, and the first error
+/// it gave (after which nothing more goes to it).
+struct To<'o, 'e, E> {
+    out: &'o mut (dyn SliceSink<Error = E> + 'e),
+    error: &'o mut Option<E>,
+}
+
+impl<E> To<'_, '_, E> {
+    /// `op` to `stack` (thread pid, tid's), its slices to the sink: 1 when
+    /// `op` went to the stack, 0 for a mark (which goes straight to the
+    /// sink; the stack ignores it).
+    #[inline(always)]
+    fn push(
+        &mut self,
+        stack: &mut ThreadStack,
+        resolver: &dyn Resolver,
+        pid: u32,
+        tid: u32,
+        op: &Op,
+    ) -> u64 {
+        if let Op::Mark { at, mark } = op {
+            if let Err(e) = self.out.mark(pid, tid, at, mark) {
+                *self.error = Some(e);
+            }
+            return 0;
+        }
+        let (out, error) = (&mut *self.out, &mut *self.error);
+        stack.push(op, resolver, &mut |s| {
+            if error.is_none() {
+                if let Err(e) = out.slice(s) {
+                    *error = Some(e);
+                }
+            }
+        });
+        1
+    }
+}
+
 impl<E> StackSink<'_, '_, E> {
     /// The index of thread (pid, tid)'s stack, made for `op` when it has
     /// none; `None` (and `self.error` set) when registering it failed.
@@ -1230,23 +1268,38 @@ impl<E> StackSink<'_, '_, E> {
         // Two loops, not a test per op; the ops counted once per run (a
         // count and a test per op were 80 M instructions of `ptdec
         // report`'s 8.0 G on the bench's interpreter trace).
+        // The stack, sink and resolver taken apart once: through `self`,
+        // each op indexed the stacks again (a bounds check) and reloaded
+        // them.
         let mut n = 0;
+        let StackSink {
+            stacks,
+            out,
+            error,
+            resolver,
+            ..
+        } = self;
+        let stack = &mut stacks[i];
+        let mut to = To {
+            out: &mut **out,
+            error,
+        };
         match rebase {
             None => {
                 for op in ops.iter() {
-                    if self.error.is_some() {
+                    if to.error.is_some() {
                         break;
                     }
-                    n += self.push_uncounted(pid, tid, i, op);
+                    n += to.push(stack, *resolver, pid, tid, op);
                 }
             }
             Some(r) => {
                 for op in ops.iter_mut() {
-                    if self.error.is_some() {
+                    if to.error.is_some() {
                         break;
                     }
                     r.apply(op.stamp_mut());
-                    n += self.push_uncounted(pid, tid, i, op);
+                    n += to.push(stack, *resolver, pid, tid, op);
                 }
             }
         }
@@ -1264,24 +1317,11 @@ impl<E> StackSink<'_, '_, E> {
     /// stack, 0 for a mark.
     #[inline(always)]
     fn push_uncounted(&mut self, pid: u32, tid: u32, i: usize, op: &Op) -> u64 {
-        if let Op::Mark { at, mark } = op {
-            // Marks go straight to the sink; the stack ignores them.
-            if let Err(e) = self.out.mark(pid, tid, at, mark) {
-                self.error = Some(e);
-            }
-            return 0;
-        }
-        let stack = &mut self.stacks[i];
-        let out = &mut *self.out;
-        let error = &mut self.error;
-        stack.push(op, self.resolver, &mut |s| {
-            if error.is_none() {
-                if let Err(e) = out.slice(s) {
-                    *error = Some(e);
-                }
-            }
-        });
-        1
+        let mut to = To {
+            out: &mut *self.out,
+            error: &mut self.error,
+        };
+        to.push(&mut self.stacks[i], self.resolver, pid, tid, op)
     }
 
     /// Counts `n` ops handed to the stacks, telling `on_op` each time the
