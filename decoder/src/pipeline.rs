@@ -869,7 +869,7 @@ impl<E> SliceSink for StopOnError<'_, E> {
         self.check(r)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), E> {
+    fn slice(&mut self, s: &Slice) -> Result<(), E> {
         let r = self.out.slice(s);
         self.check(r)
     }
@@ -964,8 +964,8 @@ impl SliceSink for EmitQueue {
         Ok(())
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
-        self.push(EmitCall::Slice(s));
+    fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
+        self.push(EmitCall::Slice(s.clone()));
         Ok(())
     }
 
@@ -1226,7 +1226,7 @@ impl<E> To<'_, '_, E> {
         let (out, error) = (&mut *self.out, &mut *self.error);
         stack.push(op, resolver, &mut |s| {
             if error.is_none() {
-                if let Err(e) = out.slice(s) {
+                if let Err(e) = out.slice(&s) {
                     *error = Some(e);
                 }
             }
@@ -1364,7 +1364,7 @@ impl<E> StackSink<'_, '_, E> {
                 return;
             }
             let r = match item {
-                Item::Slice(s) => out.slice(s),
+                Item::Slice(s) => out.slice(&s),
                 Item::Mark(at, m) => out.mark(pid, tid, &at, &m),
                 _ => Ok(()),
             };

@@ -79,7 +79,7 @@ impl<E> SliceSink for MinDuration<'_, E> {
         self.inner.thread(pid, tid, name, process, renames)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), E> {
+    fn slice(&mut self, s: &Slice) -> Result<(), E> {
         let length = s.end.time.saturating_sub(s.start.time);
         let short = length < self.stats.min_ns;
         if let SliceKind::Call { .. } = s.kind {
@@ -126,8 +126,8 @@ mod tests {
         ) -> Result<(), Infallible> {
             Ok(())
         }
-        fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
-            self.0.push(s);
+        fn slice(&mut self, s: &Slice) -> Result<(), Infallible> {
+            self.0.push(s.clone());
             Ok(())
         }
         fn set_origin(&mut self, _: u64) {}
@@ -183,7 +183,7 @@ mod tests {
             slice(0, 5000, kernel()),
             slice(7, 7, gap()),
         ] {
-            f.slice(s).unwrap();
+            f.slice(&s).unwrap();
         }
         let stats = f.stats();
         assert_eq!((stats.calls, stats.untraced), (1, 1));

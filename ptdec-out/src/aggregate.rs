@@ -643,7 +643,7 @@ impl Aggregator {
 
     /// Adds one slice; `window` is its [`SlowCall::window`] when known.
     #[inline(always)]
-    pub fn add(&mut self, s: Slice, window: Option<(u64, u64)>) {
+    pub fn add(&mut self, s: &Slice, window: Option<(u64, u64)>) {
         self.add_with(s, |_| window)
     }
 
@@ -652,27 +652,27 @@ impl Aggregator {
     /// of the latest raw time was 1.8% of `ptdec report --slowest 10`'s
     /// instructions on the bench's interp trace).
     #[inline(always)]
-    pub fn add_with(&mut self, s: Slice, window: impl FnOnce(&Slice) -> Option<(u64, u64)>) {
+    pub fn add_with(&mut self, s: &Slice, window: impl FnOnce(&Slice) -> Option<(u64, u64)>) {
         // With a window, the slices outside it never reach the items, so
         // the thread tells how `s` was entered from the slices before it,
         // in the window or not (a tail call into the window is one).
         // Without, the items tell ([`Entry`]).
         let entry = if self.opts.range.is_some() {
             let ti = self.thread((s.pid, s.tid));
-            Some(self.threads[ti].entry(&s))
+            Some(self.threads[ti].entry(s))
         } else {
             None
         };
-        let Some(ns) = self.ns(&s) else { return };
+        let Some(ns) = self.ns(s) else { return };
         let func = self.kind_id(&s.kind);
         let ti = self.thread((s.pid, s.tid));
         let th = &mut self.threads[ti];
         // Its children: the items above it on the stack that lie inside it.
         // Most slices are leaves, with none.
-        if th.items.last().is_some_and(|top| top.inside(&s)) {
-            self.add_parent(&s, window, entry, ns, func, ti);
+        if th.items.last().is_some_and(|top| top.inside(s)) {
+            self.add_parent(s, window, entry, ns, func, ti);
         } else {
-            self.add_leaf(&s, window, entry, ns, func, ti);
+            self.add_leaf(s, window, entry, ns, func, ti);
         }
     }
 
@@ -1118,7 +1118,7 @@ impl SliceSink for Aggregator {
         Ok(())
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
+    fn slice(&mut self, s: &Slice) -> Result<(), Infallible> {
         self.add(s, None);
         Ok(())
     }
@@ -1247,7 +1247,7 @@ mod tests {
         let mut agg = Aggregator::new(opts, 0);
         let mut stack = ThreadStack::close_order(1, 1);
         for op in ops {
-            stack.push(op, &Map, &mut |s| agg.add(s, None));
+            stack.push(op, &Map, &mut |s| agg.add(&s, None));
         }
         agg.finish()
     }
@@ -1835,7 +1835,7 @@ mod tests {
                 for s in slices.drain(..) {
                     let window = (rng.u8(..3) == 0).then(|| (rng.u64(..100), rng.u64(..100)));
                     model.add(s.clone(), window);
-                    agg.add(s, window);
+                    agg.add(&s, window);
                 }
             }
             let mut stats = StackStats::default();
@@ -1987,7 +1987,7 @@ mod tests {
                 let mut stack = ThreadStack::close_order(1, t);
                 let d = 10 + u64::from(t % 1000);
                 for op in [call(0, 0, MAIN + 0x10, A), ret(d, d, A + 0x10, MAIN + 0x15)] {
-                    stack.push(&op, &Map, &mut |s| agg.add(s, None));
+                    stack.push(&op, &Map, &mut |s| agg.add(&s, None));
                 }
             }
             let (a, steps) = agg.finish_counted();
@@ -2055,7 +2055,7 @@ mod tests {
                     let k = rng.usize(k..threads);
                     for _ in 0..1 + rng.usize(..6) {
                         if let Some((s, w)) = per_thread[k].get(next[k]) {
-                            agg.add(s.clone(), *w);
+                            agg.add(s, *w);
                             next[k] += 1;
                         }
                     }

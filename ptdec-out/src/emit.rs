@@ -1434,8 +1434,8 @@ impl SliceSink for Emitter {
         Emitter::thread(self, pid, tid, name, process, renames)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), EmitError> {
-        Emitter::slice(self, &s)
+    fn slice(&mut self, s: &Slice) -> Result<(), EmitError> {
+        Emitter::slice(self, s)
     }
 
     fn set_origin(&mut self, origin: u64) {

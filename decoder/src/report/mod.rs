@@ -169,7 +169,7 @@ impl SliceSink for WithRawTimes<'_> {
         self.aggregator.thread(pid, tid, name, process, renames)
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), Infallible> {
+    fn slice(&mut self, s: &Slice) -> Result<(), Infallible> {
         let raw = self.raw;
         self.aggregator.add_with(s, |s| raw.borrow_mut().window(s));
         Ok(())

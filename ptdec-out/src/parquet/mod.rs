@@ -1786,12 +1786,12 @@ impl SliceSink for Dataset {
         Ok(())
     }
 
-    fn slice(&mut self, s: Slice) -> Result<(), DatasetError> {
+    fn slice(&mut self, s: &Slice) -> Result<(), DatasetError> {
         let ti = self.thread_index((s.pid, s.tid));
         let th = &mut self.state[ti];
-        let kind = Self::kind(th, &s);
+        let kind = Self::kind(th, s);
         let insns = s.insns();
-        let ns = window_ns(self.opts.range, &s);
+        let ns = window_ns(self.opts.range, s);
         let (child_insns, child_ns) = take_sum(&mut th.children, s.id.get(), s.depth);
         let (self_insns, self_ns) = (
             insns.saturating_sub(child_insns),
@@ -1822,18 +1822,16 @@ impl SliceSink for Dataset {
         let parent_id = s.parent.map(|p| Self::call_id(ordinal, p)).transpose()?;
         let call_id = Self::call_id(ordinal, s.id)?;
         let pseudo = self.pseudo_name(&s.kind);
-        // The function moved out of the slice, not cloned: a clone and its
-        // drop are two atomic operations a row.
-        let (name, addr, unknown_start) = match s.kind {
+        // The slice is the stacks' (`SliceSink::slice` takes it by
+        // reference): a function with a symbol is interned, and its clone
+        // a copy; one without is counted, an atomic increment.
+        let (name, addr, unknown_start) = match &s.kind {
             SliceKind::Call {
                 func,
                 unknown_start,
                 ..
-            } => {
-                let entry = func.entry;
-                (Name::Func(func), entry, unknown_start)
-            }
-            SliceKind::Untraced { ip, .. } => (Name::Pseudo(pseudo), ip, false),
+            } => (Name::Func(func.clone()), func.entry, *unknown_start),
+            SliceKind::Untraced { ip, .. } => (Name::Pseudo(pseudo), *ip, false),
             SliceKind::Gap { .. } => (Name::Pseudo(pseudo), 0, false),
         };
         let row = Row {

@@ -179,7 +179,7 @@ fn write(dir: &Path, opts: DatasetOptions, slices: Vec<Slice>) -> DatasetStats {
             named.push((s.pid, s.tid));
             ds.thread(s.pid, s.tid, "prog", "prog", &[]).unwrap();
         }
-        ds.slice(s).unwrap();
+        ds.slice(&s).unwrap();
     }
     ds.finish().unwrap()
 }
@@ -342,7 +342,7 @@ fn each_trace_is_put_in_place_whole_beside_the_others() {
     )
     .unwrap();
     ds.thread(1, 1, "prog", "prog", &[]).unwrap();
-    ds.slice(gap((1, 1), 1, (0, 1))).unwrap();
+    ds.slice(&gap((1, 1), 1, (0, 1))).unwrap();
     ds.finish().unwrap();
     for t in TABLES {
         assert_eq!(names(&dir.join(t)), ["trace=t", "trace=u"], "{t}");
