@@ -129,8 +129,9 @@ impl<'l, S: OpSink> Interpolate<'l, S> {
 /// cpu-clock`, `ptdec report` on the bench's 10 MB interp trace, one
 /// core), where a multiplication takes a few cycles.
 ///
-/// Exact where `p` and `d` fit in 32 bits (as they do for all but
-/// hostile traces; others divide): with `m = ceil(2^64 / d)`, `m·d =
+/// Exact where `p` and `d` fit in 32 bits (on the bench's traces, whose
+/// timing packets come a few hundred ns apart, they do; a product past
+/// 2^32, as sparse timing can make, divides): with `m = ceil(2^64 / d)`, `m·d =
 /// 2^64 + e` for an `e < d`, so `p·m / 2^64 = p/d + p·e/(d·2^64)`, whose
 /// second term is below `2^32/2^64 <= 1/d`, while `p/d` lies at least
 /// `1/d` below the next whole number: the whole part is `p / d`'s. (The

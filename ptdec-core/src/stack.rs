@@ -425,8 +425,9 @@ pub struct Entry {
     /// The stamp of the first op taken (before clamping).
     first: Option<Stamp>,
     /// The stack met what it cannot follow without the entry frames (a gap,
-    /// the end, a tail call out of an entry frame, a restart): the stitch
-    /// decodes this stretch with the real stack instead.
+    /// the end, a restart, a new segment, a call past the depth bound, ...:
+    /// the reasons `ThreadStack::fail` is given): the stitch decodes
+    /// this stretch with the real stack instead.
     pub failed: bool,
     /// (epoch, consumed, known, entry) of E`consumed` as guessed (see
     /// [`Assert::Is`]).

@@ -372,13 +372,10 @@ pub trait SliceSink {
         process: &str,
         renames: &[(u64, String)],
     ) -> Result<(), Self::Error>;
-    /// One slice. By reference: the stacks make each slice where their
-    /// `out` takes it, and a sink that read it from there would have it
-    /// copied first (taken by value, the stacks' closure copied every
-    /// slice to hand it on, in 16-byte pieces read back right after the
-    /// narrower stores that made them, which the CPU cannot forward: the
-    /// profile of `ptdec report` showed the copy). A sink that keeps the
-    /// slice clones it.
+    /// One slice, by reference: taken by value, it was copied once more
+    /// by the closure that hands the stacks' slices to the sink, to pass
+    /// it on (for `ptdec report`, 1% of the CPU time on the bench's
+    /// interp trace). A sink that keeps the slice clones it.
     fn slice(&mut self, s: &Slice) -> Result<(), Self::Error>;
     /// The perf time written as 0.
     fn set_origin(&mut self, origin: u64);

@@ -1823,8 +1823,9 @@ impl SliceSink for Dataset {
         let call_id = Self::call_id(ordinal, s.id)?;
         let pseudo = self.pseudo_name(&s.kind);
         // The slice is the stacks' (`SliceSink::slice` takes it by
-        // reference): a function with a symbol is interned, and its clone
-        // a copy; one without is counted, an atomic increment.
+        // reference), so the row's function is a clone: a copy for a
+        // function with a symbol (interned); for one without (counted), an
+        // atomic increment, and a decrement when the row is dropped.
         let (name, addr, unknown_start) = match &s.kind {
             SliceKind::Call {
                 func,
