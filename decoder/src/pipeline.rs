@@ -295,6 +295,16 @@ impl Resolver for TraceResolver<'_> {
         })
     }
 
+    fn place_over(&self, pid: u32, addr: u64, time: u64) -> (PlaceAndSpan, u64, u64) {
+        self.with_resolved(pid, addr, time, |r| {
+            (
+                ((r.entry, r.func.as_ref().map(|f| f.entry)), r.span),
+                r.since,
+                r.until,
+            )
+        })
+    }
+
     /// An exec COMM of the thread after `after` and at most
     /// [`EXEC_SLACK`] after `upto`, and `ip` in a mapping made at or after
     /// it. Not before `after`: the new program's first syscalls (ld.so's
@@ -1655,9 +1665,16 @@ impl Stacks<'_> {
             && self.decode.end.is_none()
             && !self.decode.sequential_stacks)
             .then_some(&ahead as &dyn crate::model::ops::Prepare);
+        // The decode workers tell jumps inside a function, and leave out
+        // those the stacks would do nothing at (`decode::runs`).
+        let spans = crate::model::slices::ResolverSpans {
+            make: Box::new(|| {
+                Box::new(TraceResolver::new(&trace.timeline, images, symbols)) as Box<dyn Resolver>
+            }),
+        };
         let opts = self.decode;
         let decode_stats = self.feed(&mut sink, prepare, |ops, prepare| {
-            crate::decode::decode_with(trace, images, opts, ops, prepare)
+            crate::decode::decode_with(trace, images, opts, ops, prepare, Some(&spans))
         });
         (decode_stats, sink.finish())
     }

@@ -258,6 +258,14 @@ fn render_decoded(o: &mut String, report: &Report) {
             by.join(", ")
         );
     }
+    if d.quiet_jumps > 0 {
+        let _ = writeln!(
+            o,
+            "  quiet jumps   {} jumps inside a function left out before the call stacks, which do \
+             nothing at them (docs/decoding.md)",
+            thousands(d.quiet_jumps)
+        );
+    }
     if d.stacks_ahead_ops > 0 || d.stacks_ahead_declined > 0 {
         let _ = writeln!(
             o,

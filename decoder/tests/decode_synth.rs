@@ -156,9 +156,12 @@ fn expected_ops(events: &[Event], injected: &[Injected]) -> Vec<Op> {
                         raw_time: s.time,
                     }),
                     InsnClass::Return => ops.push(Op::Return { at: s, from, to }),
-                    InsnClass::DirectJump | InsnClass::IndirectJump => {
-                        ops.push(Op::Jump { at: s, from, to })
-                    }
+                    InsnClass::DirectJump | InsnClass::IndirectJump => ops.push(Op::Jump {
+                        at: s,
+                        from,
+                        to,
+                        inside: false,
+                    }),
                     InsnClass::FarTransfer => {
                         ops.push(Op::Disabled {
                             at: s,

@@ -211,6 +211,9 @@ fn the_dataset_agrees_with_the_ftf_and_the_report() {
             vec![("PTDEC_STACKS_AHEAD", "1")],
         ),
         (vec!["-j1", "--chunk-size", "4K"], vec![]),
+        // Every jump inside a function an op (none left out as quiet):
+        // the stacks and times are the same.
+        (vec!["-j1"], vec![("PTDEC_KEEP_QUIET_JUMPS", "1")]),
     ] {
         let other = tmp.path().join("other");
         let o = other.to_str().unwrap();
@@ -229,6 +232,26 @@ fn the_dataset_agrees_with_the_ftf_and_the_report() {
         run(&a, &env);
         assert!(calls(&other) == rows, "{args:?} {env:?}: other rows");
     }
+    // The decode workers left jumps out as quiet (the summary says how
+    // many) unless told to keep them: the last comparison was of two
+    // decodes that differ.
+    let quiet = |env: &[(&str, &str)]| {
+        let out = ptdec()
+            .args(["report", t])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        err.lines()
+            .find(|l| l.trim_start().starts_with("quiet jumps"))
+            .map(|l| {
+                let n = l.split_whitespace().nth(2).unwrap();
+                n.replace(',', "").parse::<u64>().unwrap()
+            })
+    };
+    let n = quiet(&[]);
+    assert!(n.is_some_and(|n| n > 1000), "quiet jumps: {n:?}");
+    assert_eq!(quiet(&[("PTDEC_KEEP_QUIET_JUMPS", "1")]), None);
 
     // Depths and times are the FTF's, slice for slice (the emitter's own
     // record of what it wrote, with the stack's depth).

@@ -15,6 +15,14 @@
 //! stays within the interval. Instruction counts (`insns`) are exact either
 //! way; `--no-interpolate` turns this off.
 //!
+//! A jump inside one function (`Op::Jump`'s `inside`: the decode worker
+//! asked the stacks' resolver) is not counted among the branches that
+//! need a ns each, and takes its time by instruction count, kept between
+//! the times of the counted ops around it: the decode workers leave most
+//! such jumps out (`decode::runs`'s quiet jumps), the first of each run
+//! in, so the times of the other ops must not depend on them. Without a
+//! resolver (the library's `decode`) no jump is `inside`.
+//!
 //! A group (the branches that share a time) holds at most [`MAX_GROUP`]
 //! ops: the bench's traces share a time among 27-93, but PT whose timing
 //! packets never move the time (corrupt or hostile) would make one group
@@ -166,7 +174,10 @@ impl Quotient {
 }
 
 /// Spreads the times of `group[1..]` between `group[0]` (the anchor) and
-/// `next` by instruction count.
+/// `next` by instruction count. A jump inside a function (`Op::Jump`'s
+/// `inside`) is not counted among the group's branches (module doc): it
+/// takes its time by instruction count too, kept between the times of
+/// the counted ops around it, and moves none of theirs.
 fn spread(group: &mut [Op], next: &Op) {
     let (Some(first), Some(_)) = (group.first(), group.get(1)) else {
         return;
@@ -178,9 +189,11 @@ fn spread(group: &mut [Op], next: &Op) {
     let (dt, di) = (b.time - a.time, b.insns - a.insns);
     // Rounding down to whole ns gives branches a few instructions apart the
     // same time, and their calls zero width. When the interval has a ns for
-    // each branch (`distinct`), no two share one: each is moved up past the
-    // one before it, then down below the one after it (and below `next`).
-    let distinct = dt > (group.len() - 1) as u64;
+    // each branch counted (`distinct`), no two share one: each is moved up
+    // past the one before it, then down below the one after it (and below
+    // `next`). Counted only when the interval is short for the group.
+    let distinct = dt > (group.len() - 1) as u64
+        || dt > group[1..].iter().filter(|op| !is_inside(op)).count() as u64;
     let mut prev = a.time;
     let by_di = Quotient::by(di);
     // In place, without a vector of times (the profile showed its
@@ -195,22 +208,41 @@ fn spread(group: &mut [Op], next: &Op) {
         };
         let mut t = t.min(b.time);
         if distinct {
-            t = t.max(prev + 1);
-            prev = t;
+            if is_inside(op) {
+                // No later than the next counted op: it gets prev + 1 or
+                // more, from instructions no fewer.
+                t = t.max(prev);
+            } else {
+                t = t.max(prev + 1);
+                prev = t;
+            }
         }
         op.stamp_mut().time = t;
     }
-    // The times rise strictly now: only a tail that reached `next`'s time
-    // moves down (most groups have none: one pass, not two).
+    // The counted times rise strictly now: only a tail that reached
+    // `next`'s time moves down (most groups have none: one pass, not two),
+    // a jump inside a function to no later than the counted op after it.
     if !distinct || prev < b.time {
         return;
     }
     let mut after = b.time;
     for op in group[1..].iter_mut().rev() {
+        let inside = is_inside(op);
         let t = &mut op.stamp_mut().time;
-        *t = (*t).min(after - 1);
-        after = *t;
+        if inside {
+            *t = (*t).min(after);
+        } else {
+            *t = (*t).min(after - 1);
+            after = *t;
+        }
     }
+}
+
+/// Whether `op` is a jump inside a function, which the spreading does
+/// not count ([`spread`]).
+#[inline]
+fn is_inside(op: &Op) -> bool {
+    matches!(op, Op::Jump { inside: true, .. })
 }
 
 /// Tells `inner` a full group was ended: out of line, so that the loops
@@ -565,6 +597,87 @@ mod tests {
             ps.extend([top, top.saturating_sub(1)]);
             for p in ps {
                 assert_eq!(q.of(p), p / d, "{p} / {d}");
+            }
+        }
+    }
+
+    /// Jumps inside a function (`inside`) move no other op's time: random
+    /// groups spread whole and with a random part of their inside jumps
+    /// left out give the other ops the same times. Every time stays in
+    /// `[anchor, next]` and rises with the ops; where the interval has a
+    /// ns for each branch counted, the counted ones get one each, though
+    /// the inside jumps alone would leave too few.
+    #[test]
+    fn inside_jumps_move_no_other_time() {
+        // Its own test, not the one under test.
+        let inside = |op: &Op| matches!(op, Op::Jump { inside: true, .. });
+        let mut rng = fastrand::Rng::with_seed(0x6a09_e667_f3bc_c908);
+        for _ in 0..3000 {
+            let (t0, i0) = (rng.u64(0..1000), rng.u64(0..1000));
+            let n = rng.usize(1..40);
+            let mut insns = i0;
+            let mut group = vec![call(t0, i0)];
+            for _ in 0..n {
+                insns += rng.u64(0..6);
+                let op = match rng.u8(0..4) {
+                    0 => call(t0, insns),
+                    1 => Op::Jump {
+                        at: at(t0, insns),
+                        from: 1,
+                        to: 2,
+                        inside: false,
+                    },
+                    _ => Op::Jump {
+                        at: at(t0, insns),
+                        from: 1,
+                        to: 2,
+                        inside: true,
+                    },
+                };
+                group.push(op);
+            }
+            let next = call(t0 + rng.u64(1..60), insns + rng.u64(1..20));
+            let keep: Vec<bool> = (0..group.len())
+                .map(|i| i == 0 || !inside(&group[i]) || rng.bool())
+                .collect();
+            let mut fewer: Vec<Op> = group
+                .iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(op, _)| op.clone())
+                .collect();
+            spread(&mut group, &next);
+            spread(&mut fewer, &next);
+            let kept: Vec<&Op> = group
+                .iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(o, _)| o)
+                .collect();
+            for (a, b) in kept.iter().zip(&fewer) {
+                if !inside(a) {
+                    assert_eq!(a.stamp().time, b.stamp().time, "{group:?}\n{fewer:?}");
+                }
+            }
+            for g in [&group, &fewer] {
+                let ts: Vec<u64> = g.iter().map(|o| o.stamp().time).collect();
+                assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+                assert!(
+                    ts.iter().all(|&t| t0 <= t && t <= next.stamp().time),
+                    "{ts:?}"
+                );
+                let counted: Vec<u64> = g[1..]
+                    .iter()
+                    .filter(|o| !inside(o))
+                    .map(|o| o.stamp().time)
+                    .collect();
+                let dt = next.stamp().time - t0;
+                if dt > counted.len() as u64 {
+                    let mut all = vec![t0];
+                    all.extend(&counted);
+                    all.push(next.stamp().time);
+                    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+                }
             }
         }
     }

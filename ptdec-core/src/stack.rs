@@ -1096,7 +1096,7 @@ impl ThreadStack {
                     let at = self.clamp(*at);
                     return self.ret(at, *to, resolver, out);
                 }
-                Op::Jump { at, from, to } => {
+                Op::Jump { at, from, to, .. } => {
                     let at = self.clamp(*at);
                     return self.jump(at, *from, *to, resolver, out);
                 }
@@ -2064,7 +2064,12 @@ mod tests {
         Op::Return { at: s(t), from, to }
     }
     fn jump(t: u64, from: u64, to: u64) -> Op {
-        Op::Jump { at: s(t), from, to }
+        Op::Jump {
+            at: s(t),
+            from,
+            to,
+            inside: false,
+        }
     }
     fn disabled(t: u64, ip: u64, kernel: bool) -> Op {
         Op::Disabled {
@@ -2811,6 +2816,7 @@ mod tests {
                 at: at(50),
                 from: B + 0x20,
                 to: C,
+                inside: false,
             },
             // c returns into a: a was running.
             Op::Return {

@@ -1755,7 +1755,12 @@ mod tests {
                 }
                 15 | 16 => {
                     let to = func(rng) + rng.u64(..2) * 0x30;
-                    ops.push(Op::Jump { at, from, to });
+                    ops.push(Op::Jump {
+                        at,
+                        from,
+                        to,
+                        inside: false,
+                    });
                     at_fn = to & !0xfff;
                 }
                 17 | 18 => {
@@ -1889,11 +1894,13 @@ mod tests {
                 at: at(20, 20),
                 from: A + 0x20,
                 to: B,
+                inside: false,
             },
             Op::Jump {
                 at: at(30, 30),
                 from: B + 0x20,
                 to: F,
+                inside: false,
             },
             ret(40, 40, F + 0x50, MAIN + 0x15),
             // A signal: f's entry from the kernel, then back to main.
@@ -1914,12 +1921,14 @@ mod tests {
                 at: at(80, 70),
                 from: MAIN + 0x40,
                 to: MAIN + 0x60,
+                inside: false,
             },
             call(90, 80, MAIN + 0x60, B),
             Op::Jump {
                 at: at(95, 85),
                 from: B + 0x10,
                 to: B + 0x40,
+                inside: false,
             },
             ret(100, 90, B + 0x50, MAIN + 0x65),
             // A gap, and a segment that begins inside a, which tail-calls
@@ -1938,6 +1947,7 @@ mod tests {
                 at: at(130, 110),
                 from: A + 0x20,
                 to: B,
+                inside: false,
             },
             Op::End { at: at(140, 120) },
         ];

@@ -800,6 +800,8 @@ pub(super) fn selected(
         jobs: crate::decode::cpu_jobs(jobs),
         chunking: crate::decode::Chunking::of(chunk_bytes),
         sequential_stacks: sequential_stacks(),
+        // Tests compare the output with and without (docs/decoding.md).
+        keep_quiet_jumps: std::env::var_os("PTDEC_KEEP_QUIET_JUMPS").is_some(),
         progress: progress.callback(),
         ..DecodeOptions::default()
     }

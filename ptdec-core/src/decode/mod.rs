@@ -120,6 +120,7 @@ mod context;
 mod edges;
 mod flow_decoder;
 mod order;
+mod places;
 mod runs;
 mod setup;
 mod transfer;
@@ -320,6 +321,10 @@ pub struct DecodeOptions {
     /// ahead on the decode workers (`crate::stitch`): the output is the
     /// same either way; tests compare the two.
     pub sequential_stacks: bool,
+    /// With `decode_with`'s `spans`: jumps inside a function are marked
+    /// so, but none is left out (`runs`'s quiet jumps). The output is the
+    /// same either way; tests compare the two.
+    pub keep_quiet_jumps: bool,
     /// Worker threads; 0: `available_parallelism`. At most [`MAX_JOBS`],
     /// and at most as many as chunks fit in [`MAX_BYTES_IN_FLIGHT`].
     pub jobs: usize,
@@ -565,6 +570,10 @@ pub struct DecodeStats {
     /// (an assumption did not hold: it took their ops one by one).
     pub stacks_ahead_ops: u64,
     pub stacks_ahead_declined: u64,
+    /// Jumps inside a function the decode workers left out, as the call
+    /// stacks would do nothing at them (`runs`'s quiet jumps; counted
+    /// among the threads' jumps and among `ops`).
+    pub quiet_jumps: u64,
     /// Synchronizations at a PSB (the first, and after errors when
     /// resynchronizing at the error was not possible).
     pub syncs: u64,
@@ -600,7 +609,8 @@ pub struct DecodeStats {
     /// Instructions decoded while no thread was known to run (per-cpu
     /// buffers without switch sideband); their ops are dropped.
     pub unattributed_insns: u64,
-    /// Ops handed to the sink.
+    /// Ops handed to the sink, and the jumps the decode workers left out
+    /// (`quiet_jumps`).
     pub ops: u64,
     /// First and last TSC seen by the decoders.
     pub tsc_span: Option<(u64, u64)>,
@@ -759,21 +769,26 @@ pub fn decode(
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
 ) -> Result<DecodeStats, DecodeError> {
-    decode_with(trace, images, opts, sink, None)
+    decode_with(trace, images, opts, sink, None, None)
 }
 
 /// [`decode`], with `prepare` run by the decode workers on each run of
 /// ops they decoded (`crate::stitch`: the call stacks built ahead, which
-/// the sink takes through [`OpSink::stretch`]).
+/// the sink takes through [`OpSink::stretch`]), and `spans` asked by
+/// them whether a jump stays in its function (`runs`'s quiet jumps: such
+/// jumps are marked `inside`, and some left out, as the call stacks
+/// would do nothing at them; not for a sink that wants every jump).
 pub fn decode_with(
     trace: &dyn TraceSource,
     images: &dyn CodeImages,
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
     prepare: Option<&dyn crate::model::ops::Prepare>,
+    spans: Option<&dyn crate::model::slices::JumpSpans>,
 ) -> Result<DecodeStats, DecodeError> {
     images.add_known_build_ids(trace.build_ids());
-    let setup = DecodeSetup::new(trace, images, opts);
+    let mut setup = DecodeSetup::new(trace, images, opts);
+    setup.jump_spans = spans;
     let buffers = trace.buffers();
     let mut stats = DecodeStats::default();
     let mut segments = Vec::new();

@@ -385,7 +385,15 @@ impl<'o> Orderer<'o> {
             return;
         }
         self.seen.insert(task);
+        // The jumps the decoder left out (`runs`'s quiet jumps) count as
+        // jumps and ops, so that the counts do not depend on where runs
+        // begin (the first jump of each is kept): none is left out with a
+        // time window.
+        self.stats.quiet_jumps += run.dropped;
+        self.stats.ops += run.dropped;
         let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();
+        ts.jumps += run.dropped;
+        ts.ops += run.dropped;
         let (base_insns, base_cycles) = (th.insns, th.cycles);
         th.insns += run.insns;
         th.cycles += run.cycles;

@@ -3,12 +3,36 @@
 //! (so that the ordering stage need not go over them again); the transfer
 //! that ended the last block waits in a [`Pending`] for its target; op
 //! vectors come back from the ordering stage through an [`OpPool`].
+//!
+//! **Quiet jumps.** Given a way to ask where functions hold
+//! ([`JumpPlaces`], from the stacks' resolver), a jump is marked `inside`
+//! when its source and target lie in one function, the target not its
+//! entry, and it is left out (counted in [`Run::dropped`], never an op)
+//! when, besides, the run's op before it, marks aside, is a jump at the
+//! same time into that function's span (the span holds both its ends).
+//! Such a jump changes no call stack: after the jump before it, the top
+//! frame runs that function, or no frame of it is known and
+//! `ThreadStack::jump` finds the same again (`lower_frame_of` answers as
+//! it did; a speculative stack has recorded what it assumed already). It
+//! changes no time either: it joins its group (the same time as the jump
+//! before), and the time spreading does not count an `inside` jump
+//! among a group's branches (`crate::interp`), so the ops around it get
+//! the same times whether it is there or not. Which jumps are left out
+//! depends on where runs begin (the first of a run is kept), so neither
+//! may depend on them. Interpreters' dispatch jumps (`jmp *%rax` from
+//! one handler to the next, all in one function) are most of them: a
+//! 64-byte op made, handed over, spread and pushed through the stacks
+//! for nothing, each.
+
+use std::cell::RefCell;
 
 use sideband::timeline::TaskId;
 
 use super::transfer::Transfer;
 use crate::model::ops::ThreadStats;
 use crate::model::ops::{push_made, Op, Stamp};
+use super::places::JumpPlaces;
+use crate::model::slices::PlaceSpan;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.
 #[derive(Debug)]
@@ -29,6 +53,16 @@ pub(super) struct Run {
     /// What the ordering stage counts of `ops`, kept as they are pushed
     /// ([`Run::push`]) so that it need not go over them again.
     pub tally: Tally,
+    /// Jumps left out (the module doc's quiet jumps), which the ordering
+    /// stage counts among the thread's jumps.
+    pub dropped: u64,
+    /// When the last op pushed (marks aside) was a jump whose target a
+    /// span holds: its time; that span is `span`.
+    quiet: Option<u64>,
+    /// The span of the last jump's target that had one (kept across
+    /// other ops: after a call returns, the next jump most often stays
+    /// in the same function, and this answers without asking).
+    span: PlaceSpan,
 }
 
 impl Run {
@@ -43,23 +77,91 @@ impl Run {
             skip: Skip::default(),
             stretch: None,
             tally: Tally::default(),
+            dropped: 0,
+            quiet: None,
+            span: PlaceSpan::default(),
         }
     }
 
     /// Appends `op`, tallied.
     #[inline]
     pub fn push(&mut self, op: Op) {
+        if !matches!(op, Op::Mark { .. }) {
+            self.quiet = None;
+        }
         self.tally.add(self.ops.len(), &op);
         self.ops.push(op);
+    }
+
+    /// Forgets the last op's jump: the ops after `mark` were dropped (a
+    /// stall's), and a jump left out next must follow one kept.
+    pub(super) fn truncate(&mut self, mark: usize) {
+        self.ops.truncate(mark);
+        self.quiet = None;
+    }
+
+    /// The jump `p` to `to`, asking `places` where functions hold: left
+    /// out when quiet (unless `keep`), else appended with `inside` (module
+    /// doc).
+    #[inline(always)]
+    pub(super) fn push_jump(
+        &mut self,
+        p: &Pending,
+        to: u64,
+        places: &RefCell<JumpPlaces<'_>>,
+        keep: bool,
+    ) {
+        // Most: a jump from and into the span of the last jump's target
+        // (an interpreter's dispatch), left out when that jump was the
+        // last op, at the same time.
+        let t = p.at.time;
+        if self.span.holds_both(to, p.from, t) {
+            if self.quiet == Some(t) && !keep {
+                self.dropped += 1;
+                return;
+            }
+            self.push_transfer(p, to, true);
+            self.quiet = Some(t);
+            return;
+        }
+        self.push_jump_asked(p, to, places);
+    }
+
+    /// [`Run::push_jump`] where the last jump's span does not answer: the
+    /// worker's `places` do.
+    #[inline(never)]
+    fn push_jump_asked(&mut self, p: &Pending, to: u64, places: &RefCell<JumpPlaces<'_>>) {
+        let (t, from) = (p.at.time, p.from);
+        let pid = self.task.pid;
+        let places = &mut *places.borrow_mut();
+        let ((to_entry, to_func), span) = places.place(pid, to, t);
+        // Most often the target's span holds the source too.
+        let inside = match (span, to_entry, to_func) {
+            (Some(s), ..) if s.holds(from, t) => true,
+            (_, false, Some(f)) => places.place(pid, from, t).0 == (false, Some(f)),
+            _ => false,
+        };
+        self.push_transfer(p, to, inside);
+        match span {
+            Some(s) => {
+                self.span = s;
+                self.quiet = Some(t);
+            }
+            None => self.quiet = None,
+        }
     }
 
     /// Appends the transfer `p` to `to`, tallied from its parts, and
     /// made in place ([`push_made`]: made first and copied, the op waited
     /// on store forwarding, a quarter of the decode worker's samples in
     /// `ptdec report` on one core).
+    /// `inside`: a jump's (module doc); not asked of others.
     #[inline(always)]
-    pub(super) fn push_transfer(&mut self, p: &Pending, to: u64) {
+    pub(super) fn push_transfer(&mut self, p: &Pending, to: u64, inside: bool) {
         let (at, from) = (p.at, p.from);
+        if p.kind != Transfer::Jump {
+            self.quiet = None;
+        }
         if self.ops.len() >= 2 {
             let c = &mut self.tally.counts;
             match p.kind {
@@ -81,7 +183,12 @@ impl Run {
                 raw_time: at.time,
             },
             Transfer::Return => Op::Return { at, from, to },
-            Transfer::Jump => Op::Jump { at, from, to },
+            Transfer::Jump => Op::Jump {
+                at,
+                from,
+                to,
+                inside,
+            },
         });
     }
 }
@@ -215,6 +322,7 @@ impl OpPool {
 mod tests {
     use super::*;
     use crate::model::ops::GapKind;
+    use crate::model::slices::SpanOf;
 
     fn at(time: u64) -> Stamp {
         Stamp {
@@ -225,6 +333,109 @@ mod tests {
 
     const TASK: TaskId = TaskId { pid: 1, tid: 2 };
 
+    /// A function at [0x1000, 0x2000) (its entry 0x1000) for the quiet
+    /// jumps: a span inside it, the entry's answer, nothing elsewhere.
+    fn places() -> (
+        RefCell<JumpPlaces<'static>>,
+        std::rc::Rc<std::cell::Cell<u32>>,
+    ) {
+        let asked = std::rc::Rc::new(std::cell::Cell::new(0));
+        let count = asked.clone();
+        let ask: SpanOf<'static> = Box::new(move |pid, addr, _time| {
+            assert_eq!(pid, TASK.pid);
+            count.set(count.get() + 1);
+            let span = PlaceSpan {
+                lo: 0x1000,
+                hi: 0x2000,
+                since: 0,
+                until: u64::MAX,
+                func: 0x1000,
+            };
+            match addr {
+                0x1000 => (((true, Some(0x1000)), None), 0, u64::MAX),
+                0x1001..0x2000 => (((false, Some(0x1000)), Some(span)), 0, u64::MAX),
+                _ => (((false, None), None), 0, u64::MAX),
+            }
+        });
+        (RefCell::new(JumpPlaces::new(ask)), asked)
+    }
+
+    /// A jump is left out where the run's op before it (marks aside) is a
+    /// jump at its time into the span that holds it: not after a call, a
+    /// new time, or a jump to an entry; never with `keep`. The others are
+    /// marked `inside` as they lie, and those left out counted.
+    #[test]
+    fn quiet_jumps_are_left_out_and_the_rest_marked() {
+        let (places, asked) = places();
+        let mut r = Run::new(TASK, 0, Vec::new());
+        r.push(Op::Enabled {
+            at: at(10),
+            ip: 0x1100,
+            first: false,
+        });
+        let step = |r: &mut Run, kind, t, from, to, keep| {
+            let p = Pending {
+                set: true,
+                kind,
+                at: at(t),
+                from,
+                ret: from + 5,
+            };
+            match kind {
+                Transfer::Jump => r.push_jump(&p, to, &places, keep),
+                _ => r.push_transfer(&p, to, false),
+            }
+        };
+        step(&mut r, Transfer::Jump, 10, 0x1100, 0x1200, false); // kept: after an enable
+        step(&mut r, Transfer::Jump, 10, 0x1300, 0x1400, false); // left out
+        step(&mut r, Transfer::Jump, 20, 0x1500, 0x1600, false); // kept: a later time
+        step(&mut r, Transfer::Jump, 20, 0x1500, 0x1600, true); // kept: keep
+        step(&mut r, Transfer::Call, 20, 0x1600, 0x3000, false);
+        step(&mut r, Transfer::Jump, 20, 0x1700, 0x1800, false); // kept: after a call
+        step(&mut r, Transfer::Jump, 20, 0x1900, 0x1000, false); // kept: to the entry
+        step(&mut r, Transfer::Jump, 20, 0x1100, 0x1200, false); // kept: after it
+        r.push(Op::Mark {
+            at: at(20),
+            mark: Box::new(crate::model::ops::Mark::Cbr {
+                ratio: 1,
+                cpu: None,
+            }),
+        });
+        step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // left out: marks aside
+        step(&mut r, Transfer::Jump, 20, 0x1300, 0x3000, false); // kept: out of it
+        step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // kept: after it
+        let jumps: Vec<(u64, u64, bool)> = r
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Jump {
+                    from, to, inside, ..
+                } => Some((*from, *to, *inside)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            jumps,
+            [
+                (0x1100, 0x1200, true),
+                (0x1500, 0x1600, true),
+                (0x1500, 0x1600, true),
+                (0x1700, 0x1800, true),
+                (0x1900, 0x1000, false),
+                (0x1100, 0x1200, true),
+                (0x1300, 0x3000, false),
+                (0x1300, 0x1400, true),
+            ]
+        );
+        assert_eq!(r.dropped, 2);
+        assert_eq!(r.tally.n, r.ops.len());
+        // The ops after the first two are tallied: seven jumps and a call.
+        assert_eq!((r.tally.counts.jumps, r.tally.counts.calls), (7, 1));
+        // Asked once for the span, once for the entry and once for 0x3000:
+        // what was asked is kept.
+        assert_eq!(asked.get(), 3);
+    }
+
     #[test]
     fn a_run_tallies_its_ops_after_the_first_two() {
         let mut r = Run::new(TASK, 5, Vec::new());
@@ -232,6 +443,7 @@ mod tests {
             at: at(10),
             from: 1,
             to: 2,
+            inside: false,
         });
         r.push(Op::Return {
             at: at(11),
@@ -254,13 +466,13 @@ mod tests {
             from: 7,
             ret: 9,
         };
-        r.push_transfer(&p, 100);
+        r.push_transfer(&p, 100, false);
         let p = Pending {
             kind: Transfer::Return,
             at: at(40),
             ..p
         };
-        r.push_transfer(&p, 9);
+        r.push_transfer(&p, 9, false);
         let c = &r.tally.counts;
         assert_eq!((c.calls, c.returns, c.jumps, c.gaps), (1, 1, 0, 1));
         assert_eq!((r.tally.n, r.tally.span), (5, (20, 40)));
@@ -278,7 +490,7 @@ mod tests {
         assert!(matches!(r.ops[4], Op::Return { from: 7, to: 9, .. }));
         // Pushed as a transfer before the third op: not counted either.
         let mut r = Run::new(TASK, 5, Vec::new());
-        r.push_transfer(&p, 1);
+        r.push_transfer(&p, 1, false);
         assert_eq!((r.tally.n, r.tally.counts.returns), (1, 0));
     }
 

@@ -11,6 +11,7 @@ use sideband::timeconv::TscConversion;
 use sideband::timeline::{Mapping, TaskId, Timeline};
 
 use super::{DecodeOptions, OnError, RawConfig, RawSection};
+use crate::model::slices::JumpSpans;
 use crate::model::source::{BufferOwner, CodeImages, RawSideband, Recording, Segment, TraceSource};
 
 /// A file section for libipt: `size` bytes at `offset` of `path` loaded at `vaddr`.
@@ -124,6 +125,9 @@ pub(super) struct DecodeSetup<'t> {
     /// libipt's tick and iflags events (raw decodes: ptxed's `--event:*`).
     pub tick_events: bool,
     pub iflags_events: bool,
+    /// Where the decode workers ask whether a jump stays in its function
+    /// (`runs`'s quiet jumps); `None`: every jump is an op, none `inside`.
+    pub jump_spans: Option<&'t dyn JumpSpans>,
 }
 
 /// How far (ns) a context switch or mmap may lie after libipt's time
@@ -260,6 +264,7 @@ impl<'t> DecodeSetup<'t> {
             addr_filters: Default::default(),
             tick_events: false,
             iflags_events: false,
+            jump_spans: None,
         }
     }
 
@@ -304,6 +309,7 @@ impl<'t> DecodeSetup<'t> {
             addr_filters: cfg.addr_filters,
             tick_events: cfg.tick_events,
             iflags_events: cfg.iflags_events,
+            jump_spans: None,
         }
     }
 

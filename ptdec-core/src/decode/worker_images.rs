@@ -54,6 +54,13 @@ pub(super) struct WorkerImages<'s, 't> {
     pub code: RefCell<ptflow::code::CodeCache>,
     /// The set-up's section index of each cache id.
     section_of: FastMap<u32, usize>,
+    /// Where this worker asks whether a jump stays in its function
+    /// (`runs`'s quiet jumps): from the set-up's `jump_spans`, unless the
+    /// decode keeps a time window (its ops are cut to it one by one, and
+    /// the jumps left out past its end would be counted).
+    pub places: Option<RefCell<super::places::JumpPlaces<'t>>>,
+    /// The options' `keep_quiet_jumps`: none is left out.
+    pub keep_quiet: bool,
     /// The fast decoder's sections, mapped once (`None`: the file could
     /// not be mapped or is shorter than the section).
     fast_sections: RefCell<FastMap<u32, Option<ptflow::code::Section>>>,
@@ -122,6 +129,11 @@ impl<'s, 't> WorkerImages<'s, 't> {
             emu,
             code: RefCell::default(),
             section_of,
+            places: setup
+                .jump_spans
+                .filter(|_| setup.opts.start.is_none() && setup.opts.end.is_none())
+                .map(|j| RefCell::new(super::places::JumpPlaces::new(j.worker()))),
+            keep_quiet: setup.opts.keep_quiet_jumps,
             fast_sections: RefCell::default(),
             files: RefCell::default(),
             probe_lookups,

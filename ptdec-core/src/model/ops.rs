@@ -250,7 +250,17 @@ pub enum Op {
     Return { at: Stamp, from: u64, to: u64 },
     /// An unconditional jump at `from` to `to` (direct or indirect); the stack
     /// stage decides whether it is a tail call (a jump to a function's entry).
-    Jump { at: Stamp, from: u64, to: u64 },
+    /// `inside`: `from` and `to` lie in one function, `to` not its entry, as
+    /// the decode worker found (one span of the stacks' resolver, `JumpSpans`
+    /// in `model::slices`, holds both); time spreading then does not count
+    /// the jump among its group's branches (`crate::interp`). Always `false`
+    /// when the decode was given no `JumpSpans`.
+    Jump {
+        at: Stamp,
+        from: u64,
+        to: u64,
+        inside: bool,
+    },
     /// The flow has a hole; after it the call stack restarts, never guessed.
     Gap {
         at: Stamp,
@@ -334,7 +344,8 @@ pub struct ThreadStats {
     pub returns: u64,
     pub jumps: u64,
     pub gaps: u64,
-    /// Ops handed to the sink.
+    /// Ops handed to the sink, and the jumps the decode workers left out
+    /// (`decode::runs`'s quiet jumps).
     pub ops: u64,
     /// Perf time of the first and last op.
     pub span: Option<(u64, u64)>,
@@ -634,7 +645,12 @@ pub fn test_op(pick: u64, at: Stamp) -> Op {
             }),
         },
         3 => Op::Return { at, from: 1, to: 2 },
-        4 => Op::Jump { at, from: 1, to: 2 },
+        4 => Op::Jump {
+            at,
+            from: 1,
+            to: 2,
+            inside: false,
+        },
         5 => Op::Gap {
             at,
             kind: GapKind::Overflow,
@@ -725,7 +741,12 @@ mod tests {
                 raw_time: 1,
             },
             Op::Return { at, from: 0, to: 1 },
-            Op::Jump { at, from: 0, to: 1 },
+            Op::Jump {
+                at,
+                from: 0,
+                to: 1,
+                inside: false,
+            },
             Op::Gap {
                 at,
                 kind: GapKind::Overflow,

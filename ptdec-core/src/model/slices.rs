@@ -128,10 +128,43 @@ impl PlaceSpan {
     pub fn holds(&self, addr: u64, time: u64) -> bool {
         self.lo < addr && addr < self.hi && self.since <= time && time < self.until
     }
+
+    /// Whether the span answers for `a` and `b` at `time`.
+    #[inline]
+    pub fn holds_both(&self, a: u64, b: u64, time: u64) -> bool {
+        self.since <= time && time < self.until && self.lo < a.min(b) && a.max(b) < self.hi
+    }
 }
 
 /// What [`Resolver::place_and_span`] answers.
 pub type PlaceAndSpan = ((bool, Option<u64>), Option<PlaceSpan>);
+
+/// One worker's way to ask the stacks' resolver ([`JumpSpans::worker`]):
+/// `(pid, addr, time)` to what [`Resolver::place_over`] answers.
+pub type SpanOf<'s> = Box<dyn FnMut(u32, u64, u64) -> (PlaceAndSpan, u64, u64) + 's>;
+
+/// Given to the decode by the stage that keeps call stacks, so that the
+/// decode workers can tell a jump that stays inside one function
+/// (`Op::Jump`'s `inside`) and leave out those the stacks would make
+/// nothing of (`decode::runs`); [`JumpSpans::worker`] is called once per
+/// worker.
+pub trait JumpSpans: Sync {
+    /// One worker's way to ask.
+    fn worker(&self) -> SpanOf<'_>;
+}
+
+/// [`JumpSpans`] with a resolver of its own for each worker, made by
+/// `make` (each keeps its own caches).
+pub struct ResolverSpans<'a> {
+    pub make: Box<dyn Fn() -> Box<dyn Resolver + 'a> + Sync + 'a>,
+}
+
+impl JumpSpans for ResolverSpans<'_> {
+    fn worker(&self) -> SpanOf<'_> {
+        let resolver = (self.make)();
+        Box::new(move |pid, addr, time| resolver.place_over(pid, addr, time))
+    }
+}
 
 /// Where function identity comes from.
 pub trait Resolver {
@@ -163,6 +196,15 @@ pub trait Resolver {
     /// inside a function asks nothing.
     fn place_and_span(&self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
         (self.place_of(pid, addr, time), None)
+    }
+
+    /// [`Resolver::place_and_span`], and the perf times `[since, until)`
+    /// over which `place_of(pid, addr, _)` gives that answer (`since ==
+    /// until` when the resolver cannot say). A decode worker keeps those
+    /// of the jump targets no span holds, as functions' entries
+    /// (`decode::runs`).
+    fn place_over(&self, pid: u32, addr: u64, time: u64) -> (PlaceAndSpan, u64, u64) {
+        (self.place_and_span(pid, addr, time), time, time)
     }
 
     /// [`Resolver::function_of`], and the perf times `[since, until)` over

@@ -826,7 +826,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     }
 
     /// A pending transfer completes at `to`, or is dropped (`None`).
-    #[inline]
+    /// Always inline: with the jumps' test (`Run::push_jump`) LLVM left it
+    /// out of line, and the call per transfer cost more than that test
+    /// (434 M of `ptdec report`'s instructions on the bench's shapes).
+    #[inline(always)]
     fn resolve(&mut self, to: Option<u64>) {
         if !std::mem::take(&mut self.pending.set) {
             return;
@@ -837,7 +840,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let Some(r) = self.run.as_mut() else {
             return;
         };
-        r.push_transfer(&self.pending, to);
+        match (&self.images.places, self.pending.kind) {
+            (Some(places), Transfer::Jump) => {
+                r.push_jump(&self.pending, to, places, self.images.keep_quiet)
+            }
+            _ => r.push_transfer(&self.pending, to, false),
+        }
     }
 
     fn on_block(&mut self, dec: &mut impl FlowDecoder, b: &Block) -> Flow {

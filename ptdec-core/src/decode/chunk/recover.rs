@@ -220,7 +220,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
         }
         self.stats.no_progress_ops += (r.ops.len() - mark) as u64;
-        r.ops.truncate(mark);
+        r.truncate(mark);
         r.tally.n = mark;
     }
 
