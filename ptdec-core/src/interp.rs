@@ -30,7 +30,9 @@
 //! join a full group ends it instead: the group goes on with the time it
 //! has (there is no later one to spread it to), the branch starts the next
 //! group, and the sink is told ([`OpSink::group_cut`]). The rule depends
-//! only on the thread's ops, so it is the same for any `-j` and chunk size.
+//! only on the thread's ops, so it is the same for any `-j` and chunk size,
+//! but for the jumps inside a function the decode workers left out, which
+//! the group counts (docs/decoding.md, issue 47's quiet jumps).
 
 use crate::model::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 

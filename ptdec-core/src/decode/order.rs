@@ -387,8 +387,9 @@ impl<'o> Orderer<'o> {
         self.seen.insert(task);
         // The jumps the decoder left out (`runs`'s quiet jumps) count as
         // jumps and ops, so that the counts do not depend on where runs
-        // begin (the first jump of each is kept): none is left out with a
-        // time window.
+        // begin (the first jump of each is kept; but for jumps left out in
+        // a stall whose ops are then dropped, `chunk::recover`): none is
+        // left out with a time window.
         self.stats.quiet_jumps += run.dropped;
         self.stats.ops += run.dropped;
         let ts = self.stats.threads.entry((task.pid, task.tid)).or_default();

@@ -6,8 +6,8 @@
 //!
 //! **Quiet jumps.** Given a way to ask where functions hold
 //! ([`JumpPlaces`], from the stacks' resolver), a jump is marked `inside`
-//! when its source and target lie in one function, the target not its
-//! entry, and it is left out (counted in [`Run::dropped`], never an op)
+//! when its source and target lie in one function, neither its entry,
+//! and it is left out (counted in [`Run::dropped`], never an op)
 //! when, besides, the run's op before it, marks aside, is a jump at the
 //! same time into that function's span (the span holds both its ends).
 //! Such a jump changes no call stack: after the jump before it, the top
@@ -28,10 +28,10 @@ use std::cell::RefCell;
 
 use sideband::timeline::TaskId;
 
+use super::places::JumpPlaces;
 use super::transfer::Transfer;
 use crate::model::ops::ThreadStats;
 use crate::model::ops::{push_made, Op, Stamp};
-use super::places::JumpPlaces;
 use crate::model::slices::PlaceSpan;
 
 /// A stretch of one task's ops on one buffer; counters are run-local.

@@ -55,11 +55,12 @@ pub(super) struct WorkerImages<'s, 't> {
     /// The set-up's section index of each cache id.
     section_of: FastMap<u32, usize>,
     /// Where this worker asks whether a jump stays in its function
-    /// (`runs`'s quiet jumps): from the set-up's `jump_spans`, unless the
-    /// decode keeps a time window (its ops are cut to it one by one, and
-    /// the jumps left out past its end would be counted).
+    /// (`runs`'s quiet jumps): from the set-up's `jump_spans`.
     pub places: Option<RefCell<super::places::JumpPlaces<'t>>>,
-    /// The options' `keep_quiet_jumps`: none is left out.
+    /// Jumps are marked `inside` but none is left out: the options'
+    /// `keep_quiet_jumps`, or a time window (its ops are cut to it one by
+    /// one, and jumps left out past its end would be counted). Marked
+    /// all the same, so that a window's times are the whole decode's.
     pub keep_quiet: bool,
     /// The fast decoder's sections, mapped once (`None`: the file could
     /// not be mapped or is shorter than the section).
@@ -131,9 +132,10 @@ impl<'s, 't> WorkerImages<'s, 't> {
             section_of,
             places: setup
                 .jump_spans
-                .filter(|_| setup.opts.start.is_none() && setup.opts.end.is_none())
                 .map(|j| RefCell::new(super::places::JumpPlaces::new(j.worker()))),
-            keep_quiet: setup.opts.keep_quiet_jumps,
+            keep_quiet: setup.opts.keep_quiet_jumps
+                || setup.opts.start.is_some()
+                || setup.opts.end.is_some(),
             fast_sections: RefCell::default(),
             files: RefCell::default(),
             probe_lookups,

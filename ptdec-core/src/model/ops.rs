@@ -250,7 +250,7 @@ pub enum Op {
     Return { at: Stamp, from: u64, to: u64 },
     /// An unconditional jump at `from` to `to` (direct or indirect); the stack
     /// stage decides whether it is a tail call (a jump to a function's entry).
-    /// `inside`: `from` and `to` lie in one function, `to` not its entry, as
+    /// `inside`: `from` and `to` lie in one function, neither its entry, as
     /// the decode worker found (one span of the stacks' resolver, `JumpSpans`
     /// in `model::slices`, holds both); time spreading then does not count
     /// the jump among its group's branches (`crate::interp`). Always `false`
