@@ -30,9 +30,11 @@
 //! join a full group ends it instead: the group goes on with the time it
 //! has (there is no later one to spread it to), the branch starts the next
 //! group, and the sink is told ([`OpSink::group_cut`]). The rule depends
-//! only on the thread's ops, so it is the same for any `-j` and chunk size,
-//! but for the jumps inside a function the decode workers left out, which
-//! the group counts (docs/decoding.md, issue 47's quiet jumps).
+//! only on the thread's ops, so it is the same for any `-j` and chunk size.
+//! Jumps inside a function are not counted toward [`MAX_GROUP`] (the
+//! decode workers leave most out, the first of each run in), only toward
+//! the bound on all of a group's ops, [`MAX_GROUP_OPS`]: PT that reaches
+//! that one (hostile) may be cut where runs begin.
 
 use crate::model::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 
@@ -44,11 +46,48 @@ pub const MAX_GROUP: usize = 1 << 20;
 #[cfg(test)]
 pub const MAX_GROUP: usize = 8;
 
+/// The most ops a group holds, the jumps inside a function among them,
+/// which [`MAX_GROUP`] does not count: the decode workers leave most of
+/// those out, the first of each run in, so a cut counting them would
+/// land where runs begin. This bound is for PT that makes a group of
+/// those alone (kept ones alternate between functions without a call):
+/// only there may the cut depend on `-j` and the chunk size.
+pub const MAX_GROUP_OPS: usize = 4 * MAX_GROUP;
+
+/// A thread's group held for the time after it, and how many of its ops
+/// are jumps inside a function (`is_inside`).
+#[derive(Debug, Default)]
+struct Group {
+    ops: Vec<Op>,
+    inside: usize,
+}
+
+impl Group {
+    fn push(&mut self, op: Op) {
+        self.inside += usize::from(is_inside(&op));
+        self.ops.push(op);
+    }
+
+    /// `next`, at the anchor's time, may not join: it is counted and
+    /// [`MAX_GROUP`] ops are, or [`MAX_GROUP_OPS`] ops are there in all.
+    /// (A jump inside a function joins a group its counted ops fill, so
+    /// that the next group's anchor is the same op with or without it.)
+    fn full(&self, next: &Op) -> bool {
+        let n = self.ops.len();
+        n >= MAX_GROUP_OPS || (n - self.inside >= MAX_GROUP && !is_inside(next))
+    }
+
+    fn clear(&mut self) {
+        self.ops.clear();
+        self.inside = 0;
+    }
+}
+
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
 pub struct Interpolate<'l, S: OpSink> {
     inner: S,
     /// Per thread: the anchor op and the branches that share its time.
-    pending: PerThread<Vec<Op>>,
+    pending: PerThread<Group>,
     /// See [`Interpolate::with_log`].
     log: Option<&'l mut dyn RawLog>,
     /// Per thread, with a log: the latest raw time it was told.
@@ -113,7 +152,7 @@ impl<'l, S: OpSink> Interpolate<'l, S> {
     pub fn held(&self, pid: u32, tid: u32) -> usize {
         self.pending
             .find(pid, tid)
-            .map_or(0, |i| self.pending.items[i].len())
+            .map_or(0, |i| self.pending.items[i].ops.len())
     }
 
     /// The inner sink; what is held is dropped.
@@ -124,7 +163,7 @@ impl<'l, S: OpSink> Interpolate<'l, S> {
     /// Forwards what is still held and returns the inner sink.
     pub fn finish(mut self) -> S {
         for ((pid, tid), i) in self.pending.sorted() {
-            for op in std::mem::take(&mut self.pending.items[i]) {
+            for op in std::mem::take(&mut self.pending.items[i].ops) {
                 self.inner.op(pid, tid, op);
             }
         }
@@ -260,21 +299,21 @@ fn group_cut<S: OpSink>(inner: &mut S, pid: u32, tid: u32) {
 /// What `next` does to the thread's `group`: `false`, it joins it (a
 /// branch or mark at the anchor's time); otherwise the group is spread up
 /// to `next` where that is due and handed to `inner`, and `true`.
-fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Vec<Op>, next: &Op) -> bool {
-    let Some(anchor) = group.first() else {
+fn end_group<S: OpSink>(inner: &mut S, pid: u32, tid: u32, group: &mut Group, next: &Op) -> bool {
+    let Some(anchor) = group.ops.first() else {
         return true;
     };
     if joins(anchor, next) {
-        if group.len() < MAX_GROUP {
+        if !group.full(next) {
             return false;
         }
         group_cut(inner, pid, tid);
     }
     if spreads_up_to(next) {
-        spread(group, next);
+        spread(&mut group.ops, next);
     }
     // Together: as one by one, without a call per op.
-    inner.ops(pid, tid, group);
+    inner.ops(pid, tid, &mut group.ops);
     group.clear();
     true
 }
@@ -334,17 +373,19 @@ impl<S: OpSink> Interpolate<'_, S> {
         let mut fixed = 0;
         // With a log: `ops[..handed]` have gone on.
         let mut handed = 0;
-        if let Some(anchor) = group.first() {
+        if let Some(anchor) = group.ops.first() {
             // Up to a full group: the op after ends it ([`end_group`]).
-            let room = MAX_GROUP.saturating_sub(group.len());
-            while s < ops.len() && s < room && joins(anchor, &ops[s]) {
-                s += 1;
-            }
             // (Joined: the anchor's time, or a mark; the latest time
             // stays.)
-            for op in &mut ops[..s] {
-                fix(op);
-                group.push(take(op));
+            let anchor_time = anchor.stamp().time;
+            while s < ops.len()
+                && spreads(&ops[s])
+                && ops[s].stamp().time == anchor_time
+                && !group.full(&ops[s])
+            {
+                fix(&mut ops[s]);
+                group.push(take(&mut ops[s]));
+                s += 1;
             }
             let Some(next) = ops.get_mut(s) else {
                 if LOG {
@@ -376,6 +417,10 @@ impl<S: OpSink> Interpolate<'_, S> {
         // joins, as on the real LLDB row).
         let mut open: Option<usize> = None;
         let (mut anchor_time, mut full_at) = (0, 0);
+        // Past `full_at`: the counted ops of the open group before
+        // `counted_to` ([`Group::full`]'s rule, counted as the group
+        // passes MAX_GROUP ops, each op once).
+        let (mut counted, mut counted_to) = (0, 0);
         for k in s..ops.len() {
             if k >= fixed {
                 fix(&mut ops[k]);
@@ -394,6 +439,18 @@ impl<S: OpSink> Interpolate<'_, S> {
                     if k < full_at {
                         continue;
                     }
+                    // `ops[a..k]` hold MAX_GROUP ops or more: full as
+                    // `Group::full` says.
+                    let from = counted_to.max(a);
+                    counted += ops[from..k].iter().filter(|op| !is_inside(op)).count();
+                    counted_to = k;
+                    if k - a < MAX_GROUP_OPS && (counted < MAX_GROUP || is_inside(&ops[k])) {
+                        full_at = match counted < MAX_GROUP {
+                            true => (k + MAX_GROUP - counted).min(a + MAX_GROUP_OPS),
+                            false => k + 1,
+                        };
+                        continue;
+                    }
                     group_cut(inner, pid, tid);
                 }
                 if spreads_up_to(&ops[k]) {
@@ -406,6 +463,7 @@ impl<S: OpSink> Interpolate<'_, S> {
                 open = Some(k);
                 anchor_time = ops[k].stamp().time;
                 full_at = k + MAX_GROUP;
+                (counted, counted_to) = (0, k);
             }
         }
         if LOG {
@@ -421,7 +479,10 @@ impl<S: OpSink> Interpolate<'_, S> {
         }
         // The group still open waits for the op after it.
         let end = open.unwrap_or(ops.len());
-        pending.items[gi].extend(ops[end..].iter_mut().map(take));
+        let group = &mut pending.items[gi];
+        for op in &mut ops[end..] {
+            group.push(take(op));
+        }
         handed..end
     }
 }
@@ -851,6 +912,77 @@ mod tests {
         let flat = flat.finish();
         assert_eq!(flat.cuts, 5);
         assert!(flat.ops.iter().all(|o| o.stamp().time == 100));
+    }
+
+    /// A group is cut where its ops other than jumps inside a function
+    /// reach MAX_GROUP, so the cut and every other op's time do not
+    /// depend on which of those jumps are there (the decode workers leave
+    /// some out, by where runs begin); one by one or in runs cut anywhere.
+    /// A group of such jumps alone ends at MAX_GROUP_OPS.
+    #[test]
+    fn a_group_is_cut_where_its_counted_ops_fill_it() {
+        let inside = |time: u64, insns: u64| Op::Jump {
+            at: at(time, insns),
+            from: 1,
+            to: 2,
+            inside: true,
+        };
+        let mut rng = fastrand::Rng::with_seed(0xbb67_ae85_84ca_a73b);
+        for _ in 0..200 {
+            // Calls at one time, past two full groups, with inside jumps
+            // between them, then a later call.
+            let mut full: Vec<Op> = Vec::new();
+            let mut insns = 0;
+            let calls = 2 * MAX_GROUP + rng.usize(0..MAX_GROUP);
+            for _ in 0..calls {
+                insns += 1 + rng.u64(0..3);
+                full.push(call(100, insns));
+                for _ in 0..rng.usize(0..3) {
+                    insns += 1;
+                    full.push(inside(100, insns));
+                }
+            }
+            insns += 5;
+            full.push(call(100 + rng.u64(1..40), insns));
+            let fewer: Vec<Op> = full
+                .iter()
+                .filter(|op| !is_inside(op) || rng.bool())
+                .cloned()
+                .collect();
+            let counted = |ops: &[Op]| -> Vec<(u64, u64)> {
+                ops.iter()
+                    .filter(|op| !is_inside(op))
+                    .map(|op| (op.stamp().insns, op.stamp().time))
+                    .collect()
+            };
+            let mut outs = Vec::new();
+            for input in [&full, &fewer] {
+                let mut one = Interpolate::new(Cuts::default());
+                for op in input.iter().cloned() {
+                    one.op(1, 1, op);
+                }
+                let one = one.finish();
+                let cut = rng.usize(0..=input.len());
+                let mut runs = Interpolate::new(Cuts::default());
+                let (a, b) = input.split_at(cut);
+                runs.run_ops(1, 1, &mut a.to_vec(), 0, None);
+                runs.run_ops(1, 1, &mut b.to_vec(), 0, None);
+                let runs = runs.finish();
+                assert_eq!(runs.ops, one.ops, "cut at {cut}");
+                assert_eq!(runs.cuts, one.cuts, "cut at {cut}");
+                outs.push((counted(&one.ops), one.cuts));
+            }
+            assert_eq!(outs[0], outs[1]);
+            assert_eq!(outs[0].1, (calls - 1) / MAX_GROUP);
+        }
+        // Inside jumps alone at one time: groups of MAX_GROUP_OPS.
+        let mut flat = Interpolate::new(Cuts::default());
+        let mut all: Vec<Op> = (0..3 * MAX_GROUP_OPS as u64 + 1)
+            .map(|k| if k == 0 { call(100, 0) } else { inside(100, k) })
+            .collect();
+        flat.ops(1, 1, &mut all);
+        assert!(flat.held(1, 1) <= MAX_GROUP_OPS);
+        assert_eq!(flat.finish().cuts, 3);
     }
 
     /// `ops` (the groups spread where they lie) gives what `op` gives one
