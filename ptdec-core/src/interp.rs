@@ -417,10 +417,8 @@ impl<S: OpSink> Interpolate<'_, S> {
         // joins, as on the real LLDB row).
         let mut open: Option<usize> = None;
         let (mut anchor_time, mut full_at) = (0, 0);
-        // Past `full_at`: the counted ops of the open group before
-        // `counted_to` ([`Group::full`]'s rule, counted as the group
-        // passes MAX_GROUP ops, each op once).
-        let (mut counted, mut counted_to) = (0, 0);
+        // Past `full_at`: what [`past_full`] counted of the open group.
+        let mut tally = Counted::default();
         for k in s..ops.len() {
             if k >= fixed {
                 fix(&mut ops[k]);
@@ -439,16 +437,8 @@ impl<S: OpSink> Interpolate<'_, S> {
                     if k < full_at {
                         continue;
                     }
-                    // `ops[a..k]` hold MAX_GROUP ops or more: full as
-                    // `Group::full` says.
-                    let from = counted_to.max(a);
-                    counted += ops[from..k].iter().filter(|op| !is_inside(op)).count();
-                    counted_to = k;
-                    if k - a < MAX_GROUP_OPS && (counted < MAX_GROUP || is_inside(&ops[k])) {
-                        full_at = match counted < MAX_GROUP {
-                            true => (k + MAX_GROUP - counted).min(a + MAX_GROUP_OPS),
-                            false => k + 1,
-                        };
+                    if let Some(at) = past_full(ops, a, k, &mut tally) {
+                        full_at = at;
                         continue;
                     }
                     group_cut(inner, pid, tid);
@@ -463,7 +453,7 @@ impl<S: OpSink> Interpolate<'_, S> {
                 open = Some(k);
                 anchor_time = ops[k].stamp().time;
                 full_at = k + MAX_GROUP;
-                (counted, counted_to) = (0, k);
+                tally = Counted { n: 0, to: k };
             }
         }
         if LOG {
@@ -485,6 +475,35 @@ impl<S: OpSink> Interpolate<'_, S> {
         }
         handed..end
     }
+}
+
+/// The ops of a group other than jumps inside a function, `n` of them
+/// before index `to` ([`past_full`]).
+#[derive(Default, Clone, Copy)]
+struct Counted {
+    n: usize,
+    to: usize,
+}
+
+/// The group `ops[a..k]`, of MAX_GROUP ops or more, and `ops[k]` at its
+/// time: `None` when the group is full for it ([`Group::full`]'s rule),
+/// else the index to look again at. Counts each op once, in `tally`.
+/// Out of line: in the pass over a run, its state made every op dearer
+/// (15 instructions an op on the bench's interp trace).
+#[cold]
+#[inline(never)]
+fn past_full(ops: &[Op], a: usize, k: usize, tally: &mut Counted) -> Option<usize> {
+    let from = tally.to.max(a);
+    tally.n += ops[from..k].iter().filter(|op| !is_inside(op)).count();
+    tally.to = k;
+    let counted = tally.n;
+    if k - a >= MAX_GROUP_OPS || (counted >= MAX_GROUP && !is_inside(&ops[k])) {
+        return None;
+    }
+    Some(match counted < MAX_GROUP {
+        true => (k + MAX_GROUP - counted).min(a + MAX_GROUP_OPS),
+        false => k + 1,
+    })
 }
 
 /// `Some(t)` when the latest time moves on to `t` with `op` (fixed):
