@@ -24,7 +24,8 @@
 //! resolver (the library's `decode`) no jump is `inside`.
 //!
 //! A group (the branches that share a time) holds at most [`MAX_GROUP`]
-//! ops: the bench's traces share a time among 27-93, but PT whose timing
+//! ops besides jumps inside a function: the bench's traces share a time
+//! among 27-93, but PT whose timing
 //! packets never move the time (corrupt or hostile) would make one group
 //! of the whole trace, held in memory until its end. A branch that would
 //! join a full group ends it instead: the group goes on with the time it
@@ -38,8 +39,8 @@
 
 use crate::model::ops::{fix, take, Op, OpSink, PerThread, Rebase};
 
-/// The most ops a group holds, its anchor included (module doc): 64 MiB
-/// of ops per thread.
+/// The most ops a group holds besides jumps inside a function, its
+/// anchor included (module doc); [`MAX_GROUP_OPS`] bounds all of them.
 #[cfg(not(test))]
 pub const MAX_GROUP: usize = 1 << 20;
 /// [`MAX_GROUP`] in this crate's unit tests, whose random groups reach it.
@@ -51,7 +52,8 @@ pub const MAX_GROUP: usize = 8;
 /// those out, the first of each run in, so a cut counting them would
 /// land where runs begin. This bound is for PT that makes a group of
 /// those alone (kept ones alternate between functions without a call):
-/// only there may the cut depend on `-j` and the chunk size.
+/// only there may the cut depend on `-j` and the chunk size. 256 MiB of
+/// ops per thread.
 pub const MAX_GROUP_OPS: usize = 4 * MAX_GROUP;
 
 /// A thread's group held for the time after it, and how many of its ops

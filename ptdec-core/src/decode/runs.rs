@@ -8,8 +8,8 @@
 //! ([`JumpPlaces`], from the stacks' resolver), a jump is marked `inside`
 //! when its source and target lie in one function, neither its entry,
 //! and it is left out (counted in [`Run::dropped`], never an op)
-//! when, besides, the run's op before it, marks aside, is a jump at the
-//! same time into that function's span (the span holds both its ends).
+//! when, besides, the run's op before it is a jump at the same time into
+//! that function's span (the span holds both its ends).
 //! Such a jump changes no call stack: after the jump before it, the top
 //! frame runs that function, or no frame of it is known and
 //! `ThreadStack::jump` finds the same again (`lower_frame_of` answers as
@@ -56,7 +56,7 @@ pub(super) struct Run {
     /// Jumps left out (the module doc's quiet jumps), which the ordering
     /// stage counts among the thread's jumps.
     pub dropped: u64,
-    /// When the last op pushed (marks aside) was a jump whose target a
+    /// When the last op pushed was a jump whose target a
     /// span holds: its time; that span is `span`.
     quiet: Option<u64>,
     /// The span of the last jump's target that had one (kept across
@@ -86,9 +86,7 @@ impl Run {
     /// Appends `op`, tallied.
     #[inline]
     pub fn push(&mut self, op: Op) {
-        if !matches!(op, Op::Mark { .. }) {
-            self.quiet = None;
-        }
+        self.quiet = None;
         self.tally.add(self.ops.len(), &op);
         self.ops.push(op);
     }
@@ -360,9 +358,9 @@ mod tests {
         (RefCell::new(JumpPlaces::new(ask)), asked)
     }
 
-    /// A jump is left out where the run's op before it (marks aside) is a
-    /// jump at its time into the span that holds it: not after a call, a
-    /// new time, or a jump to an entry; never with `keep`. The others are
+    /// A jump is left out where the run's op before it is a jump at its
+    /// time into the span that holds it: not after a call, a mark, a new
+    /// time, or a jump to an entry; never with `keep`. The others are
     /// marked `inside` as they lie, and those left out counted.
     #[test]
     fn quiet_jumps_are_left_out_and_the_rest_marked() {
@@ -401,7 +399,8 @@ mod tests {
                 cpu: None,
             }),
         });
-        step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // left out: marks aside
+        step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // kept: after a mark
+        step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // left out
         step(&mut r, Transfer::Jump, 20, 0x1300, 0x3000, false); // kept: out of it
         step(&mut r, Transfer::Jump, 20, 0x1300, 0x1400, false); // kept: after it
         let jumps: Vec<(u64, u64, bool)> = r
@@ -423,14 +422,15 @@ mod tests {
                 (0x1700, 0x1800, true),
                 (0x1900, 0x1000, false),
                 (0x1100, 0x1200, true),
+                (0x1300, 0x1400, true),
                 (0x1300, 0x3000, false),
                 (0x1300, 0x1400, true),
             ]
         );
         assert_eq!(r.dropped, 2);
         assert_eq!(r.tally.n, r.ops.len());
-        // The ops after the first two are tallied: seven jumps and a call.
-        assert_eq!((r.tally.counts.jumps, r.tally.counts.calls), (7, 1));
+        // The ops after the first two are tallied: eight jumps and a call.
+        assert_eq!((r.tally.counts.jumps, r.tally.counts.calls), (8, 1));
         // Asked once for the span, once for the entry and once for 0x3000:
         // what was asked is kept.
         assert_eq!(asked.get(), 3);
