@@ -76,13 +76,21 @@ impl Group {
     /// that the next group's anchor is the same op with or without it.)
     fn full(&self, next: &Op) -> bool {
         let n = self.ops.len();
-        n >= MAX_GROUP_OPS || (n - self.inside >= MAX_GROUP && !is_inside(next))
+        full_for(n, n - self.inside, next)
     }
 
     fn clear(&mut self) {
         self.ops.clear();
         self.inside = 0;
     }
+}
+
+/// The rule of a full group ([`Group::full`], [`past_full`]): a group of
+/// `n` ops, `counted` of them not jumps inside a function, takes no
+/// `next` at its time.
+#[inline]
+fn full_for(n: usize, counted: usize, next: &Op) -> bool {
+    n >= MAX_GROUP_OPS || (counted >= MAX_GROUP && !is_inside(next))
 }
 
 /// An [`OpSink`] adapter that assigns interpolated times, then forwards.
@@ -499,7 +507,7 @@ fn past_full(ops: &[Op], a: usize, k: usize, tally: &mut Counted) -> Option<usiz
     tally.n += ops[from..k].iter().filter(|op| !is_inside(op)).count();
     tally.to = k;
     let counted = tally.n;
-    if k - a >= MAX_GROUP_OPS || (counted >= MAX_GROUP && !is_inside(&ops[k])) {
+    if full_for(k - a, counted, &ops[k]) {
         return None;
     }
     Some(match counted < MAX_GROUP {
@@ -895,6 +903,25 @@ mod tests {
         }
     }
 
+    /// `input` of thread (1, 1) through the spreading one op at a time.
+    fn one_by_one(input: &[Op]) -> Cuts {
+        let mut one = Interpolate::new(Cuts::default());
+        for op in input.iter().cloned() {
+            one.op(1, 1, op);
+        }
+        one.finish()
+    }
+
+    /// `input` of thread (1, 1) through the spreading as two runs, cut
+    /// before `cut`.
+    fn in_two_runs(input: &[Op], cut: usize) -> Cuts {
+        let mut runs = Interpolate::new(Cuts::default());
+        let (a, b) = input.split_at(cut);
+        runs.run_ops(1, 1, &mut a.to_vec(), 0, None);
+        runs.run_ops(1, 1, &mut b.to_vec(), 0, None);
+        runs.finish()
+    }
+
     /// A group holds at most MAX_GROUP ops: a branch at the time of a full
     /// group ends it, the group keeps its time (nothing later to spread it
     /// to), the branch anchors the next group, which is spread as any;
@@ -906,20 +933,12 @@ mod tests {
         input.push(call(200, 10 * n));
         let mut want: Vec<u64> = vec![100; MAX_GROUP];
         want.extend([100, 133, 166, 200]);
-        let mut one = Interpolate::new(Cuts::default());
-        for op in input.clone() {
-            one.op(1, 1, op);
-        }
-        let one = one.finish();
+        let one = one_by_one(&input);
         let times = |ops: &[Op]| ops.iter().map(|o| o.stamp().time).collect::<Vec<_>>();
         assert_eq!(times(&one.ops), want);
         assert_eq!(one.cuts, 1);
         for cut in [1, MAX_GROUP - 1, MAX_GROUP, MAX_GROUP + 1, input.len()] {
-            let mut runs = Interpolate::new(Cuts::default());
-            let (a, b) = input.split_at(cut);
-            runs.run_ops(1, 1, &mut a.to_vec(), 0, None);
-            runs.run_ops(1, 1, &mut b.to_vec(), 0, None);
-            let runs = runs.finish();
+            let runs = in_two_runs(&input, cut);
             assert_eq!(runs.ops, one.ops, "cut at {cut}");
             assert_eq!(runs.cuts, 1, "cut at {cut}");
         }
@@ -978,17 +997,9 @@ mod tests {
             };
             let mut outs = Vec::new();
             for input in [&full, &fewer] {
-                let mut one = Interpolate::new(Cuts::default());
-                for op in input.iter().cloned() {
-                    one.op(1, 1, op);
-                }
-                let one = one.finish();
+                let one = one_by_one(input);
                 let cut = rng.usize(0..=input.len());
-                let mut runs = Interpolate::new(Cuts::default());
-                let (a, b) = input.split_at(cut);
-                runs.run_ops(1, 1, &mut a.to_vec(), 0, None);
-                runs.run_ops(1, 1, &mut b.to_vec(), 0, None);
-                let runs = runs.finish();
+                let runs = in_two_runs(input, cut);
                 assert_eq!(runs.ops, one.ops, "cut at {cut}");
                 assert_eq!(runs.cuts, one.cuts, "cut at {cut}");
                 outs.push((counted(&one.ops), one.cuts));

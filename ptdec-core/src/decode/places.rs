@@ -31,6 +31,14 @@ struct Point {
 /// The spans and answers a worker keeps ([`JumpPlaces`]).
 const PLACE_SLOTS: usize = 128;
 
+/// Where [`JumpPlaces`] keeps a span of `addr`, and an answer at it.
+fn slots(addr: u64) -> (usize, usize) {
+    (
+        (addr >> 4) as usize % PLACE_SLOTS,
+        addr as usize % PLACE_SLOTS,
+    )
+}
+
 impl<'s> JumpPlaces<'s> {
     pub fn new(ask: SpanOf<'s>) -> Self {
         JumpPlaces {
@@ -44,12 +52,11 @@ impl<'s> JumpPlaces<'s> {
     /// `pid` at `time`; the span, when there is one, holds `addr`.
     #[inline(always)]
     pub fn place(&mut self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
-        let slot = (addr >> 4) as usize % PLACE_SLOTS;
+        let (slot, pslot) = slots(addr);
         let (p, span) = self.spans[slot];
         if p == pid && span.holds(addr, time) {
             return ((false, Some(span.func)), Some(span));
         }
-        let pslot = addr as usize % PLACE_SLOTS;
         let pt = self.points[pslot];
         if pt.pid == pid && pt.addr == addr && pt.since <= time && time < pt.until {
             return (pt.place, None);
@@ -60,8 +67,7 @@ impl<'s> JumpPlaces<'s> {
     /// [`JumpPlaces::place`] where nothing kept answers.
     #[inline(never)]
     fn ask_and_keep(&mut self, pid: u32, addr: u64, time: u64) -> PlaceAndSpan {
-        let slot = (addr >> 4) as usize % PLACE_SLOTS;
-        let pslot = addr as usize % PLACE_SLOTS;
+        let (slot, pslot) = slots(addr);
         let ((place, span), since, until) = (self.ask)(pid, addr, time);
         match span.filter(|s| s.holds(addr, time)) {
             Some(s) => {
