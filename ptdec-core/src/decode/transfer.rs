@@ -40,6 +40,24 @@ impl Transfer {
         }
     }
 
+    /// The transfer a block the fast decoder followed makes
+    /// (`FlowDecoder::follow`): it ends at a conditional branch, a near
+    /// return or a direct near call or jump, which its class says, so
+    /// nothing is looked up, and nothing of the block but its class is
+    /// read (`Insns::classify` may look the instruction up, for which
+    /// the whole block was built for every followed block).
+    #[inline(always)]
+    pub(super) fn of_followed(b: &Block) -> Option<Transfer> {
+        use ipt::iclass::*;
+        debug_assert!(matches!(b.iclass, CALL | RETURN | JUMP | COND_JUMP));
+        match b.iclass {
+            CALL => Some(Transfer::Call),
+            RETURN => Some(Transfer::Return),
+            JUMP => Some(Transfer::Jump),
+            _ => None,
+        }
+    }
+
     /// The transfer `insn` makes, by its flow control.
     pub(super) fn of_insn(insn: &iced_x86::Instruction) -> Option<Transfer> {
         use iced_x86::FlowControl as F;
