@@ -1197,6 +1197,7 @@ impl ThreadStack {
 
     /// Stamps never go backwards within a thread, so slices never end before
     /// they start.
+    ///
     /// `self.last` is written field by field: made whole and copied, the
     /// copy read the new stamp back in a 16-byte word just after its
     /// 8-byte stores and waited on store forwarding (perf annotate of

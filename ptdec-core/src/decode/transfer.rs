@@ -44,8 +44,9 @@ impl Transfer {
     /// (`FlowDecoder::follow`): it ends at a conditional branch, a near
     /// return or a direct near call or jump, which its class says, so
     /// nothing is looked up, and nothing of the block but its class is
-    /// read (`Insns::classify` may look the instruction up, for which
-    /// the whole block was built for every followed block).
+    /// read. (`Insns::classify` may look the instruction up from a copy
+    /// of the block: the copy stays out of memory, but every field of
+    /// every followed block was computed for it.)
     #[inline(always)]
     pub(super) fn of_followed(b: &Block) -> Option<Transfer> {
         use ipt::iclass::*;

@@ -1026,10 +1026,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// [`ChunkDecoder::note_transfer`] for a block the fast decoder
     /// followed ([`Transfer::of_followed`]: its class says what it does,
     /// and the decoder gave the call's length). Through `note_transfer`,
-    /// whose lookups for the other classes need the whole block, every
-    /// followed block was built whole: 0.7% of `ptdec report`'s
-    /// instructions on the bench's interp trace, 1.2% on shapes
-    /// (cachegrind).
+    /// whose lookups for the other classes take a copy of the block,
+    /// every field of every followed block was computed: 0.7% of `ptdec
+    /// report`'s instructions on the bench's interp trace, 1.2% on
+    /// shapes (cachegrind).
     #[inline(always)]
     fn note_followed_transfer(&mut self, b: &Block) {
         if let Some(kind) = Transfer::of_followed(b) {
