@@ -1832,52 +1832,53 @@ impl ThreadStack {
         // forwarding (perf annotate of `ptdec report` on one CPU, the
         // bench's interp trace: a fifth of `ThreadStack::close`'s
         // samples).
-        if self.entry.is_none() && frame.held.capacity() == 0 {
-            if let Some(parent) = self.frames.last() {
-                if !ties(&parent.start, &frame.start) {
-                    let parent = parent.id;
-                    std::mem::forget(frame.held);
-                    out(Slice {
-                        pid: self.pid,
-                        tid: self.tid,
-                        depth: frame.depth,
-                        id: frame.id,
-                        parent: Some(parent),
-                        start: frame.start,
-                        end,
-                        kind: SliceKind::Call {
-                            func: frame.func,
-                            unknown_start: frame.unknown_start,
-                            call_time: frame.call_time,
-                            unmatched: frame.unmatched,
-                        },
-                    });
-                    return;
-                }
-            }
-        }
-        self.close_other(frame, end, out);
-    }
-
-    /// [`ThreadStack::close`] but for its commonest case.
-    #[inline(never)]
-    fn close_other(&mut self, frame: Frame, end: Stamp, out: &mut dyn FnMut(Slice)) {
-        let slice = Slice {
-            pid: self.pid,
-            tid: self.tid,
-            depth: frame.depth,
-            id: frame.id,
-            parent: None,
-            start: frame.start,
+        let fast = self.entry.is_none() && frame.held.capacity() == 0;
+        let parent = match self.frames.last() {
+            Some(p) if fast && !ties(&p.start, &frame.start) => Some(p.id),
+            _ => None,
+        };
+        let Frame {
+            start,
+            id,
+            func,
+            call_time,
+            held,
+            depth,
+            unknown_start,
+            unmatched,
+            ..
+        } = frame;
+        let (pid, tid) = (self.pid, self.tid);
+        // Made at each call (in line), not once before them.
+        let slice = move |parent| Slice {
+            pid,
+            tid,
+            depth,
+            id,
+            parent,
+            start,
             end,
             kind: SliceKind::Call {
-                func: frame.func,
-                unknown_start: frame.unknown_start,
-                call_time: frame.call_time,
-                unmatched: frame.unmatched,
+                func,
+                unknown_start,
+                call_time,
+                unmatched,
             },
         };
-        self.finish(slice, frame.held, out);
+        match parent {
+            Some(_) => {
+                std::mem::forget(held);
+                out(slice(parent));
+            }
+            None => self.close_other(slice(None), held, out),
+        }
+    }
+
+    /// [`ThreadStack::close`] but for its commonest case: its slice
+    /// (`parent` not set yet) and the slices held behind it.
+    #[inline(never)]
+    fn close_other(&mut self, slice: Slice, held: VecDeque<Slice>, out: &mut dyn FnMut(Slice)) {
+        self.finish(slice, held, out);
     }
 
     /// Emits `slice` and the slices held behind it, or holds them all behind
