@@ -1245,6 +1245,29 @@ impl<E> To<'_, '_, E> {
     }
 }
 
+impl<E> To<'_, '_, E> {
+    /// A leaf call `call` and its return `ret` to `stack` at once
+    /// ([`ThreadStack::push_leaf`]), its slice to the sink: `false`
+    /// (nothing done) where that does not apply.
+    #[inline(always)]
+    fn leaf(
+        &mut self,
+        stack: &mut ThreadStack,
+        resolver: &dyn Resolver,
+        call: &Op,
+        ret: &Op,
+    ) -> bool {
+        let (out, error) = (&mut *self.out, &mut *self.error);
+        stack.push_leaf(call, ret, resolver, &mut |s| {
+            if error.is_none() {
+                if let Err(e) = out.slice(&s) {
+                    *error = Some(e);
+                }
+            }
+        })
+    }
+}
+
 impl<E> StackSink<'_, '_, E> {
     /// The index of thread (pid, tid)'s stack, made for `op` when it has
     /// none; `None` (and `self.error` set) when registering it failed.
@@ -1294,22 +1317,44 @@ impl<E> StackSink<'_, '_, E> {
             out: &mut **out,
             error,
         };
+        // A call whose return is the next op (a leaf: nearly every call
+        // of an interpreter) goes with it at once, without a frame
+        // (`ThreadStack::push_leaf`).
+        let leaf = |ops: &[Op], i: usize| {
+            matches!(ops[i], Op::Call { .. }) && matches!(ops.get(i + 1), Some(Op::Return { .. }))
+        };
+        let mut i = 0;
         match rebase {
             None => {
-                for op in ops.iter() {
-                    if to.error.is_some() {
-                        break;
+                while i < ops.len() && to.error.is_none() {
+                    if leaf(ops, i) && to.leaf(stack, *resolver, &ops[i], &ops[i + 1]) {
+                        n += 2;
+                        i += 2;
+                        continue;
                     }
-                    n += to.push(stack, *resolver, pid, tid, op);
+                    n += to.push(stack, *resolver, pid, tid, &ops[i]);
+                    i += 1;
                 }
             }
             Some(r) => {
-                for op in ops.iter_mut() {
-                    if to.error.is_some() {
-                        break;
+                // Whether ops[i] is fixed already (looked at as a leaf's
+                // return).
+                let mut fixed = false;
+                while i < ops.len() && to.error.is_none() {
+                    if !std::mem::take(&mut fixed) {
+                        r.apply(ops[i].stamp_mut());
                     }
-                    r.apply(op.stamp_mut());
-                    n += to.push(stack, *resolver, pid, tid, op);
+                    if leaf(ops, i) {
+                        r.apply(ops[i + 1].stamp_mut());
+                        if to.leaf(stack, *resolver, &ops[i], &ops[i + 1]) {
+                            n += 2;
+                            i += 2;
+                            continue;
+                        }
+                        fixed = true;
+                    }
+                    n += to.push(stack, *resolver, pid, tid, &ops[i]);
+                    i += 1;
                 }
             }
         }
