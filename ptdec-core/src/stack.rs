@@ -2313,6 +2313,15 @@ mod tests {
                 }
             }
             ops.push(end(t + 1));
+            if round % 2 == 1 {
+                // With cycles, which tie and are clamped too: a count
+                // that stands still across two ns (a tie by cycles where
+                // the times differ), and goes back where the time does.
+                for op in &mut ops {
+                    let at = op.stamp_mut();
+                    at.cycles = crate::model::ops::Cycles::some(at.time / 2);
+                }
+            }
             let modes: [fn() -> ThreadStack; 3] = [
                 || ThreadStack::new(1, 2),
                 || ThreadStack::close_order(1, 2),
@@ -2340,6 +2349,8 @@ mod tests {
                 let what = format!("round {round}, mode {m}, {leaves} leaves: {ops:?}");
                 assert_eq!(a, b, "{what}");
                 assert_eq!(one.stats(), two.stats(), "{what}");
+                assert_eq!(one.last_stamp(), two.last_stamp(), "{what}");
+                assert_eq!(one.open_frames(), two.open_frames(), "{what}");
                 all_leaves += leaves;
             }
         }
