@@ -1169,10 +1169,7 @@ impl ThreadStack {
             return false;
         }
         self.stats.calls += 1;
-        let (func, _) = match self.callees.func(*to, start.time) {
-            Some(f) => (f.clone(), true),
-            None => self.resolve_callee(resolver, *to, start.time),
-        };
+        let (func, _) = self.callee(resolver, *to, start.time);
         let id = self.alloc_id();
         self.stats.max_depth = self.stats.max_depth.max(depth);
         let end = self.clamp(*ret_at);
@@ -1545,13 +1542,20 @@ impl ThreadStack {
             return;
         }
         self.stats.calls += 1;
-        let (func, known) = match self.callees.func(to, at.time) {
-            Some(f) => (f.clone(), true),
-            None => self.resolve_callee(resolver, to, at.time),
-        };
+        let (func, known) = self.callee(resolver, to, at.time);
         let depth = self.top_depth() + 1;
         self.open(func, known, at, Some(ret), false, depth)
             .call_time = Some(raw_time);
+    }
+
+    /// The function a call to `to` at `t` enters, and whether a symbol
+    /// says it: from [`Callees`], else [`ThreadStack::resolve_callee`].
+    #[inline(always)]
+    fn callee(&mut self, resolver: &dyn Resolver, to: u64, t: u64) -> (FuncRef, bool) {
+        match self.callees.func(to, t) {
+            Some(f) => (f.clone(), true),
+            None => self.resolve_callee(resolver, to, t),
+        }
     }
 
     /// [`ThreadStack::resolve`] for a call's target `to`, kept in
