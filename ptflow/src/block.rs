@@ -395,6 +395,21 @@ fn successor(code: &CodeCache, node: &Node, cur: u32, from: u32, slot: usize) ->
     }
 }
 
+/// The TNT (its bits, how many, no IP) or TIP (no bits, none left, its
+/// IP) that the event decoder's fast path just made event `ev`, as
+/// [`BlockDecoder::follow_tnt`] keeps it in locals.
+#[inline(always)]
+fn next_in_locals(ev: &Ev) -> (u64, u8, u64) {
+    match ev.kind {
+        Kind::Tnt { bits, size } => (bits, size, 0),
+        Kind::Tip { ip } => (0, 0, ip),
+        _ => {
+            debug_assert!(false, "the fast path gives a TNT or a TIP");
+            (0, 0, 0)
+        }
+    }
+}
+
 /// The block of the fast path's cached run `node` (from its IP, in
 /// 64-bit code: `BlockDecoder::fast`).
 #[inline(always)]
@@ -1431,12 +1446,17 @@ impl<'a> BlockDecoder<'a> {
     /// [`Self::next_block`] for as long as it would hand out blocks of
     /// the fast path's commonest kinds, each with `Status(0)`: a cached
     /// run, linked from the last one, that ends at a conditional branch or
-    /// compressed return taking a bit of the TNT in progress (not its
-    /// last, whose block fetches the next event), or at a direct call or
-    /// jump, at most `max` of them (direct jumps take no bit: code that
-    /// loops through them would go on for ever). `each` gets every such
-    /// block (in `block`) with the time after it ([`Self::time`]); the
-    /// first block of another kind is left to [`Self::next_block`]. The
+    /// compressed return taking a bit of the TNT in progress, at an
+    /// indirect branch going to the TIP in progress, or at a direct call
+    /// or jump, at most `max` of them (direct jumps take no bit: code that
+    /// loops through them would go on for ever). A branch that uses up
+    /// its TNT or TIP is followed only where the event decoder's fast path
+    /// gives the next event (a TNT or a TIP right after it, with no event
+    /// binding there: [`EventDecoder::next_event_fast`]), as
+    /// `next_block`'s fast path takes it. `each` gets every such block (in
+    /// `block`) with the time after it ([`Self::time`]) and the trace
+    /// offset after it; the first block of another kind is left to
+    /// [`Self::next_block`]. The
     /// number handed out. The same blocks and the same state as that many
     /// calls of `next_block`, but the IP, the link and the TNT stay in
     /// registers from one block to the next, where `next_block` reads and
@@ -1451,7 +1471,7 @@ impl<'a> BlockDecoder<'a> {
         code: &CodeCache,
         block: &mut Block,
         max: u32,
-        mut each: impl FnMut(&Block, (u64, u32, u32)) -> bool,
+        mut each: impl FnMut(&Block, (u64, u32, u32), Option<u64>) -> bool,
     ) -> u32 {
         debug_assert!(!self.fast || self.fast_ready());
         if !self.fast {
@@ -1460,8 +1480,12 @@ impl<'a> BlockDecoder<'a> {
         let Some(ev) = self.event.as_mut() else {
             return 0;
         };
-        let Kind::Tnt { bits, size } = &mut ev.kind else {
-            return 0;
+        // The event in progress in locals: a TNT's bits and how many are
+        // left, or (`left` 0) a TIP's IP.
+        let (mut tnt, mut left, mut tip) = match ev.kind {
+            Kind::Tnt { bits, size } if size != 0 => (bits, size, 0),
+            Kind::Tip { ip } if !ev.ip_suppressed => (0, 0, ip),
+            _ => return 0,
         };
         let gen = code.gen();
         let chain = self.chain;
@@ -1471,10 +1495,8 @@ impl<'a> BlockDecoder<'a> {
         let mut n = 0;
         let (mut next, mut from, mut slot) = (chain.next, chain.from, chain.slot);
         let mut ip = self.ip;
-        let mut left = *size;
-        let tnt = *bits;
-        // (No packet is read here: the time stays.)
-        let time = (self.tsc, self.lost_mtc, self.lost_cyc);
+        let mut time = (self.tsc, self.lost_mtc, self.lost_cyc);
+        let mut off = self.evdec.offset().ok();
         // With `LOCAL`, each block is handed out from a local and `block`
         // is not written: the fields `each` does not read are never
         // stored. Writing the whole `Block` per block was a tenth of
@@ -1487,12 +1509,18 @@ impl<'a> BlockDecoder<'a> {
         // 7.282 to 7.225 G, the real LLDB row's 3 MB tile 5.436 to
         // 5.412 G).
         while let Some(node) = code.node(next) {
-            if node.ip != ip || left == 0 || n == max || (USER_ONLY && ip >> 63 == 1) {
+            if node.ip != ip || n == max || (USER_ONLY && ip >> 63 == 1) {
                 break;
             }
             let last = &node.last;
             let cur = next;
-            // As next_block_fast's arms for these kinds.
+            let mut indirect = NO_NODE;
+            // As next_block_fast's arms for these kinds. A branch that
+            // uses up its event takes the next one first, from the event
+            // decoder's fast path (a TNT or a TIP right after it, with no
+            // event binding here: the block's status is `Status(0)`); where
+            // that path cannot say, nothing has changed and the block is
+            // left to `next_block`.
             let (to, to_slot) = match last.class {
                 Class::CondJump if left > 1 => {
                     left -= 1;
@@ -1516,23 +1544,73 @@ impl<'a> BlockDecoder<'a> {
                     self.retstack.log_call(last, gen, cur);
                     (cur, NEXT_NOT_TAKEN)
                 }
+                Class::CondJump | Class::Return if left == 1 => {
+                    let taken = tnt & 1 != 0;
+                    if last.class == Class::Return && (!taken || self.retstack.is_empty()) {
+                        break;
+                    }
+                    if !refill_fast_of!(self, ev) {
+                        break;
+                    }
+                    (tnt, left, tip) = next_in_locals(ev);
+                    time = (self.tsc, self.lost_mtc, self.lost_cyc);
+                    off = self.evdec.offset().ok();
+                    if last.class == Class::Return {
+                        let Ok((to, (call_gen, call))) = self.retstack.pop_call() else {
+                            unreachable!("a return address was there");
+                        };
+                        ip = to;
+                        (if call_gen == gen { call } else { NO_NODE }, NEXT_RETURN)
+                    } else {
+                        let (to_ip, to_slot) = cond_branch_to(last, taken);
+                        ip = to_ip;
+                        (cur, to_slot)
+                    }
+                }
+                Class::Return
+                | Class::Call
+                | Class::Jump
+                | Class::FarCall
+                | Class::FarJump
+                | Class::FarReturn
+                    if left == 0 && !last.direct =>
+                {
+                    if !refill_fast_of!(self, ev) {
+                        break;
+                    }
+                    ip = tip;
+                    (tnt, left, tip) = next_in_locals(ev);
+                    time = (self.tsc, self.lost_mtc, self.lost_cyc);
+                    off = self.evdec.offset().ok();
+                    // As `next_block_fast`: the run at the target in the
+                    // direct-mapped cache, by the node's cache key.
+                    indirect = code.cached_node(node.key, ip);
+                    self.retstack.log_call(last, gen, cur);
+                    (cur, NEXT_INDIRECT)
+                }
                 _ => break,
             };
             let go_on = if LOCAL {
-                each(&fast_block(node, self.speculative), time)
+                each(&fast_block(node, self.speculative), time, off)
             } else {
                 *block = fast_block(node, self.speculative);
-                each(block, time)
+                each(block, time, off)
             };
             n += 1;
             from = to;
             slot = to_slot as u8;
-            next = successor(code, node, cur, from, to_slot);
+            next = if indirect != NO_NODE {
+                indirect
+            } else {
+                successor(code, node, cur, from, to_slot)
+            };
             if !go_on {
                 break;
             }
         }
-        *size = left;
+        if let Kind::Tnt { size, .. } = &mut ev.kind {
+            *size = left;
+        }
         self.ip = ip;
         self.chain = Chain {
             gen,

@@ -2,7 +2,8 @@
 //! packet layouts, decoded block by block and with blocks followed in the
 //! decoder's own loop. The blocks followed must be the blocks
 //! `next_block` hands out, each with the trace offset and time after it,
-//! and the events must not change.
+//! and the events must not change: also where a followed block uses up
+//! its TNT or TIP and the decoder reads the next packet.
 
 use pttypes::Block;
 
@@ -21,9 +22,27 @@ const CODE: &[u8] = &[
     0xeb, 0xf9, // 0x05: jmp 0x00
 ];
 
+/// A loop, a call to a loop that returns, and two indirect jumps.
+const CALLS: &[u8] = &[
+    0x75, 0xfe, //                   0x00: jnz 0x00
+    0x75, 0x07, //                   0x02: jnz 0x0b
+    0xe8, 0x04, 0x00, 0x00, 0x00, // 0x04: call 0x0d
+    0xff, 0xe0, //                   0x09: jmp *%rax
+    0xff, 0xe0, //                   0x0b: jmp *%rax
+    0x75, 0xfe, //                   0x0d: jnz 0x0d
+    0xc3, //                         0x0f: ret
+];
+
 /// FUP with the full address (IPBytes 6).
 fn fup(base: u64, off: u64) -> Vec<u8> {
     let mut v = vec![0x1d | (6 << 5)];
+    v.extend_from_slice(&(base + off).to_le_bytes());
+    v
+}
+
+/// TIP with the full address (IPBytes 6).
+fn tip(base: u64, off: u64) -> Vec<u8> {
+    let mut v = vec![0x0d | (6 << 5)];
     v.extend_from_slice(&(base + off).to_le_bytes());
     v
 }
@@ -82,10 +101,22 @@ enum How {
     FollowOff,
 }
 
-/// The items decoded from `t` with the code at `base`, and how many
+/// The items decoded from `t` with `CODE` at `base`, and how many
 /// blocks `follow` handed out.
 fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
-    let mut dec = super::test_packets::fast_decoder("follow", CODE, base, t);
+    let (items, followed) = decode_code(("follow", CODE), t, base, how);
+    (items, followed.len())
+}
+
+/// The items decoded from `t` with `code` (file `tag`) at `base`, and
+/// the blocks `follow` handed out.
+fn decode_code(
+    (tag, bytes): (&str, &[u8]),
+    t: &[u8],
+    base: u64,
+    how: How,
+) -> (Vec<Item>, Vec<Blk>) {
+    let mut dec = super::test_packets::fast_decoder(tag, bytes, base, t);
     let each_max = match how {
         How::OneByOne => 0,
         How::Follow { each_max } => {
@@ -100,7 +131,7 @@ fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
     };
     let mut code = CodeCache::default();
     let mut out = Vec::new();
-    let mut followed = 0;
+    let mut followed = Vec::new();
     let mut status = dec.sync_forward().expect("a PSB");
     for _ in 0..1000 {
         while status.event_pending() {
@@ -116,12 +147,12 @@ fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
             let mut n = 0;
             let handed = dec.follow(&code, &mut b, |b, time, off| {
                 out.push(Item::Block(blk(b), off, time.0));
+                followed.push(blk(b));
                 n += 1;
                 n < each_max
             });
             assert_eq!(handed as usize, n, "follow counts what it handed out");
             assert!(n <= each_max, "it stops when told");
-            followed += n;
         }
         match dec.next_block(&mut code, &mut b) {
             Ok(s) => status = s,
@@ -167,6 +198,70 @@ fn followed_blocks_are_the_blocks_next_block_hands_out() {
         assert!(n >= 8, "{n} blocks followed, each_max {each_max}");
     }
     // The TSC amid the loops: blocks after it have its time.
+    assert!(one
+        .iter()
+        .any(|i| matches!(i, Item::Block(_, _, 0x1234_5678))));
+}
+
+/// Calls, returns and indirect jumps through [`CALLS`], with a TSC amid
+/// the packets.
+fn calls(base: u64) -> Vec<u8> {
+    let (t, f) = (true, false);
+    [
+        &PSB[..],
+        &MODE64,
+        &fup(base, 0),
+        &PSBEND,
+        // 0: taken twice, on to 2; 2: on to the call; 0xd: taken twice,
+        // on to the return (compressed, the packet's last bit).
+        &tnt(&[t, t, f, f]),
+        &tnt(&[t, t, f, t]),
+        // 9: back to 0.
+        &tip(base, 0),
+        // 0: on to 2; 2: taken, to 0xb.
+        &tnt(&[f, t]),
+        // 0xb: to 0xb again, then to 2.
+        &tip(base, 0xb),
+        &tip(base, 2),
+        // Three times (the runs are linked the first time, followed
+        // after): 2: on to the call; 0xd: on to the return; 9: to 0; 0:
+        // on to 2.
+        &tnt(&[f, f, t]),
+        &tip(base, 0),
+        &tnt(&[f, f, f, t]),
+        &tip(base, 0),
+        &tnt(&[f, f, f, t]),
+        &tip(base, 0),
+        &tsc(0x1234_5678),
+        // 0: taken, on to 2; 2: taken, to 0xb; to 0.
+        &tnt(&[t, f, t]),
+        &tip(base, 0),
+        &tnt(&[t]),
+        &TIP_PGD,
+    ]
+    .concat()
+}
+
+#[test]
+fn followed_blocks_go_on_through_the_next_packets() {
+    let trace = calls(BASE);
+    let (one, _) = decode_code(("calls", CALLS), &trace, BASE, How::OneByOne);
+    let mut all = Vec::new();
+    for each_max in [usize::MAX, 1, 2, 3] {
+        let (items, followed) =
+            decode_code(("calls", CALLS), &trace, BASE, How::Follow { each_max });
+        assert_eq!(items, one, "each_max {each_max}");
+        all.extend(followed);
+    }
+    // Blocks that used up their packet were followed: the return taking
+    // a TNT's last bit, and the indirect jumps taking a TIP (a TIP after
+    // one, too).
+    for end in [0xf, 0x9, 0xb] {
+        assert!(
+            all.iter().any(|b| b.end_ip == BASE + end),
+            "no block ending at {end:#x} followed: {all:x?}"
+        );
+    }
     assert!(one
         .iter()
         .any(|i| matches!(i, Item::Block(_, _, 0x1234_5678))));

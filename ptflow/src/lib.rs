@@ -298,7 +298,7 @@ impl<'a> FastDecoder<'a> {
         loop {
             left -= self
                 .dec
-                .follow_tnt::<false, true>(code, block, left, |b, t| {
+                .follow_tnt::<false, true>(code, block, left, |b, t, _| {
                     each(b, t);
                     true
                 });
@@ -319,9 +319,11 @@ impl<'a> FastDecoder<'a> {
     /// and the decoder is where as many calls of [`Self::next_block`]
     /// would have left it: the chunk decoder's own loop over the
     /// commonest blocks, with what it does per block in `each` instead of
-    /// after a return from `next_block` for every block. No packet is
-    /// read on the way, so the trace offset and the time stay what they
-    /// were; `each` gets the offset too ([`Self::offset`]). Each block is
+    /// after a return from `next_block` for every block. Packets are
+    /// read on the way only where a block uses up its TNT or TIP and the
+    /// next packet is a TNT or a TIP with no event binding there; `each`
+    /// gets the time and the trace offset ([`Self::offset`]) after each
+    /// block, as `next_block` would have left them. Each block is
     /// handed out from a local: `block` is left as it was, for the
     /// [`Self::next_block`] that comes next, which writes it.
     #[inline(always)]
@@ -329,17 +331,13 @@ impl<'a> FastDecoder<'a> {
         &mut self,
         code: &CodeCache,
         block: &mut pttypes::Block,
-        mut each: impl FnMut(&pttypes::Block, (u64, u32, u32), Option<u64>) -> bool,
+        each: impl FnMut(&pttypes::Block, (u64, u32, u32), Option<u64>) -> bool,
     ) -> u32 {
         if !self.follow {
             return 0;
         }
-        let off = self.offset().ok();
-        let n = self
-            .dec
-            .follow_tnt::<true, true>(code, block, u32::MAX, |b, t| each(b, t, off));
-        debug_assert_eq!(self.offset().ok(), off);
-        n
+        self.dec
+            .follow_tnt::<true, true>(code, block, u32::MAX, each)
     }
 
     /// The next block, written into `block` (see

@@ -646,29 +646,26 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // them: in its own loop, each with what `on_block` and
                 // `check_progress` do to it. (Each has `Status(0)`, as
                 // `status` is now.)
-                // No packet is read while following: the time and the
-                // offset the first block gets hold for the rest, which
-                // `on_followed` takes without looking again (and the
-                // stall's maximum is noted once, after).
                 // The blocks and their instructions are counted, and the
                 // last one's end noted, once after: the count is
-                // `follow`'s, the instructions are what the stall grew by
-                // after the first block's `stall_at`, the end is kept in a
-                // local (three updates of `self` a block less in the loop).
+                // `follow`'s, the instructions and the end are kept in
+                // locals (three updates of `self` a block less in the
+                // loop), and the stall's maximum is noted where a stall
+                // ends and once after.
                 let mut first = true;
                 let mut last_end = 0;
-                let mut stall_base = 0;
+                let mut insns = 0;
                 let followed = dec.follow(&mut blk, |b, (tsc, _, _), off| {
                     last_end = b.end_ip;
+                    insns += u64::from(b.ninsn);
                     if std::mem::take(&mut first) {
-                        self.begin_followed(tsc, off);
-                        stall_base = self.stall.insns;
+                        self.begin_followed();
                     }
-                    self.on_followed(b)
+                    self.on_followed(b, tsc, off)
                 });
                 if followed > 0 {
                     self.stats.blocks += u64::from(followed);
-                    self.stats.insns += self.stall.insns - stall_base;
+                    self.stats.insns += insns;
                     self.last_ip = last_end;
                     self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
                     if self.stall.insns > NO_PROGRESS_INSNS {
@@ -944,8 +941,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         Flow::Continue
     }
 
-    /// What [`ChunkDecoder::on_block`] and then
-    /// [`ChunkDecoder::check_progress`] do to a block the decoder
+    /// What [`ChunkDecoder::block_time`], [`ChunkDecoder::on_block`] and
+    /// then [`ChunkDecoder::check_progress`] do to a block the decoder
     /// followed in its own loop ([`FlowDecoder::follow`]), given its time
     /// `tsc` and the trace offset `off` after it: the decoder follows
     /// only where `update_follow` lets it (no end time, no chunk edge
@@ -954,37 +951,57 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// or image change can be due), so the rest of `on_block` does
     /// nothing there. Whether to go on: not once more than
     /// [`NO_PROGRESS_INSNS`] instructions were decoded without progress
-    /// (the caller then stops as `check_progress` says). The stall's
-    /// maximum, the block count, the instructions' in the chunk's stats
-    /// and the last block's end (`last_ip`) are the caller's to note, once
-    /// after `follow`.
+    /// (the caller then stops as `check_progress` says). The block count,
+    /// the instructions' in the chunk's stats, the last block's end
+    /// (`last_ip`) and the stall's maximum at the end are the caller's to
+    /// note, once after `follow`.
     ///
-    /// Before the first block that [`FlowDecoder::follow`] hands out in
-    /// one call, [`ChunkDecoder::begin_followed`] takes its time and the
-    /// trace offset: they hold for the rest (no packet was read), so the
-    /// clock stays, the stall goes on, and `at_start` is false already.
+    /// The decoder reads a packet while following only where a block
+    /// uses up its TNT or TIP, so the time and the offset mostly stay
+    /// from one block to the next: each is compared, and the work of a
+    /// change is out of line.
     #[inline(always)]
-    fn on_followed(&mut self, b: &Block) -> bool {
+    fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
         debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);
+        if tsc != self.clock.tsc {
+            self.followed_time(tsc);
+        }
         self.resolve(Some(b.ip));
         self.maybe_flush();
         self.count_run_insns(b);
         self.note_followed_transfer(b);
+        if off != self.stall.offset {
+            self.followed_stall(off);
+        }
         self.stall.insns += u64::from(b.ninsn);
         self.stall.insns <= NO_PROGRESS_INSNS
     }
 
+    /// [`ChunkDecoder::on_followed`] where the time moved.
+    #[inline(never)]
+    fn followed_time(&mut self, tsc: u64) {
+        self.set_tsc(tsc);
+    }
+
+    /// [`ChunkDecoder::on_followed`] where the trace offset moved: the
+    /// stall that ends there counts in its maximum, and a new one starts
+    /// (`stall_at`).
+    #[inline(never)]
+    fn followed_stall(&mut self, off: Option<u64>) {
+        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+        self.stall_at(off);
+    }
+
     /// [`ChunkDecoder::on_followed`]'s work before the first block of a
-    /// `follow`: its time `tsc`, and the trace offset `off` after it.
+    /// `follow`: `at_start` is false from there (the rest of
+    /// `on_block`'s state is checked).
     #[inline(always)]
-    fn begin_followed(&mut self, tsc: u64, off: Option<u64>) {
+    fn begin_followed(&mut self) {
         debug_assert!(
             !self.edges.warming && !self.need_enable && !self.listing && self.end.is_none()
         );
         debug_assert!(!self.edges.watching());
-        self.set_tsc(tsc);
         self.at_start = false;
-        self.stall_at(off);
     }
 
     /// Counts block `b`'s instructions; its end is the last IP.
