@@ -1745,9 +1745,14 @@ impl Stacks<'_> {
         sink.on_op = self.on_op;
         sink.close_order = self.close_order;
         sink.names = Some((file, "raw PT".into()));
+        // As for a trace: the workers leave out the jumps inside a
+        // function that the stacks would do nothing at.
+        let spans = crate::model::slices::ResolverSpans {
+            make: Box::new(|| Box::new(RawResolver::new(input, symbols)) as Box<dyn Resolver>),
+        };
         let opts = self.decode;
         let decode_stats = self.feed(&mut sink, None, |ops, _| {
-            decode_raw(&input.pt, &input.sections, cfg, opts, ops)
+            decode_raw(&input.pt, &input.sections, cfg, opts, ops, Some(&spans))
         });
         (decode_stats, sink.finish())
     }

@@ -82,7 +82,7 @@ fn run_opts(pt: &[u8], code: &[u8], opts: DecodeOptions) -> (Vec<Op>, DecodeStat
         vaddr: CODE,
     }];
     let mut c = Collect::default();
-    let st = decode_raw(pt, &sections, &RawConfig::default(), &opts, &mut c).unwrap();
+    let st = decode_raw(pt, &sections, &RawConfig::default(), &opts, &mut c, None).unwrap();
     (c.0, st)
 }
 

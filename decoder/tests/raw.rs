@@ -907,7 +907,7 @@ fn a_listing_decodes_a_long_raw_trace_in_bounded_memory() {
     };
     let decode = |opts: &DecodeOptions| {
         let mut sink = Collect::default();
-        let stats = decode_raw(&pt, &sections, &raw, opts, &mut sink).unwrap();
+        let stats = decode_raw(&pt, &sections, &raw, opts, &mut sink, None).unwrap();
         (sink.0, stats)
     };
     let (plain, _) = decode(&DecodeOptions::default());

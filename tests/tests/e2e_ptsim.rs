@@ -851,6 +851,81 @@ fn common_expected(w: &ptdec::emit::Written) -> Vec<pt_tests::ExpectedSlice> {
         .collect()
 }
 
+/// `ptdec raw` of a real program's trace (ptsim's, its PT alone, the
+/// static binary as `--elf`): the decode workers leave out the jumps
+/// inside a function that the stacks would do nothing at, asking the raw
+/// decode's own resolver, as a trace dir's decode does, and the FTF is
+/// byte for byte the one with every jump kept. The calls are the
+/// truth's.
+#[test]
+fn raw_pt_leaves_out_quiet_jumps_with_the_same_output() {
+    let test = "raw_pt_leaves_out_quiet_jumps_with_the_same_output";
+    let Some(progs) = programs(test) else { return };
+    let (_tmp, dir) = simulate(&progs, "tailcall", DEFAULT);
+    let bytes = std::fs::read(dir.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
+    let mut pt = Vec::new();
+    for e in file.events() {
+        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    let pt_path = dir.join("tailcall.pt");
+    std::fs::write(&pt_path, &pt).unwrap();
+    let input = ptdec::raw::RawInput::load(
+        &ptdec::raw::FileRange {
+            path: pt_path,
+            from: 0,
+            to: None,
+        },
+        &[ptdec::raw::ElfSpec {
+            path: progs.join("tailcall"),
+            base: None,
+        }],
+        &[],
+    )
+    .unwrap();
+    let symbols = SymbolCache::new();
+    let decode_raw = |keep_quiet_jumps: bool, out: &Path| {
+        let cfg = ptdec::decode::RawConfig::default();
+        let input = ptdec::pipeline::Input::Raw {
+            input: &input,
+            cfg: &cfg,
+            symbols: &symbols,
+        };
+        let decode = DecodeOptions {
+            keep_quiet_jumps,
+            chunking: ptdec::decode::Chunking::Bytes(4096),
+            ..DecodeOptions::default()
+        };
+        let emit = EmitOptions {
+            axis: TimeAxis::Instructions,
+            ..EmitOptions::default()
+        };
+        common::ftf_run(
+            input,
+            decode,
+            Default::default(),
+            emit,
+            Target::File(out.to_path_buf()),
+        )
+        .unwrap()
+    };
+    let (quiet, kept) = (dir.join("quiet.ftf"), dir.join("kept.ftf"));
+    let q = decode_raw(false, &quiet);
+    let k = decode_raw(true, &kept);
+    assert!(q.decode.quiet_jumps > 0, "no quiet jumps");
+    assert_eq!(k.decode.quiet_jumps, 0);
+    assert!(
+        std::fs::read(&quiet).unwrap() == std::fs::read(&kept).unwrap(),
+        "the FTF with jumps left out differs"
+    );
+    let lines: Vec<TruthLine> = truth(&dir).into_values().flatten().collect();
+    let calls = lines.iter().filter(|l| l.kind == "call").count() as u64;
+    assert_eq!(q.stack.calls, calls);
+    assert_eq!(q.decode.insns, truth_insns(&dir).values().sum::<u64>());
+}
+
 /// A real program traced without timing packets (ptsim with TSC and MTC
 /// off), its Intel PT taken out of the perf.data and decoded as raw PT
 /// with the program's ELF (`ptdec raw`'s path): every op has the same time.

@@ -832,12 +832,14 @@ pub fn decode_with(
 /// of one trace buffer, no perf.data around them) as one thread,
 /// [`RAW_TASK`], with an image made of `sections`. `Stamp::time` is in TSC
 /// ticks, or ns when `cfg.tsc_hz` is given; `opts.start`/`end` compare with it.
+/// `spans`: as [`decode_with`]'s.
 pub fn decode_raw(
     pt: &[u8],
     sections: &[RawSection],
     cfg: &RawConfig,
     opts: &DecodeOptions,
     sink: &mut dyn OpSink,
+    spans: Option<&dyn crate::model::slices::JumpSpans>,
 ) -> Result<DecodeStats, DecodeError> {
     if let Some((family, model, stepping)) = cfg.cpu {
         let cpu = Cpu {
@@ -867,7 +869,8 @@ pub fn decode_raw(
     } else {
         opts
     };
-    let setup = DecodeSetup::raw(sections, cfg, opts);
+    let mut setup = DecodeSetup::raw(sections, cfg, opts);
+    setup.jump_spans = spans;
     let segment = SegmentPlan {
         stream: Stream::new(vec![pt]),
         aux_offset: 0,
