@@ -1819,8 +1819,11 @@ fn finish_run(
 pub struct RawResolver<'a> {
     input: &'a RawInput,
     symbols: &'a SymbolCache,
-    near: RefCell<Box<[Option<(u64, RawResolved)>]>>,
+    near: RefCell<Box<[Option<RawNear>]>>,
 }
+
+/// A [`RawResolver::near`] slot: an address and its answer.
+type RawNear = (u64, RawResolved);
 
 /// What [`RawResolver`] answers for an address.
 #[derive(Clone)]
@@ -2318,8 +2321,8 @@ mod resolver_tests {
             .segments
             .iter()
             .find(|s| s.executable)
-            .expect("an executable segment")
-            .clone();
+            .copied()
+            .expect("an executable segment");
         let bias = 0x5555_0000_0000u64;
         let (start, end) = (bias + text.vaddr, bias + text.vaddr + text.filesz);
         let module = |start: u64, end: u64, image: Option<Arc<Image>>| Module {

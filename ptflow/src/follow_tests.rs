@@ -101,6 +101,32 @@ enum How {
     FollowOff,
 }
 
+/// The test's [`super::block::Follow`]: each block goes to `out` with
+/// the time and offset the decoder told last (before the first block,
+/// and since where it read a packet), and to `followed`; at most
+/// `each_max` of them per call.
+struct Each<'a> {
+    told: Option<(Option<u64>, u64)>,
+    out: &'a mut Vec<Item>,
+    followed: &'a mut Vec<Blk>,
+    n: usize,
+    each_max: usize,
+}
+
+impl super::block::Follow for Each<'_> {
+    fn moved(&mut self, time: (u64, u32, u32), offset: Option<u64>) {
+        self.told = Some((offset, time.0));
+    }
+
+    fn block(&mut self, b: &Block) -> bool {
+        let (off, time) = self.told.expect("told before the first block");
+        self.out.push(Item::Block(blk(b), off, time));
+        self.followed.push(blk(b));
+        self.n += 1;
+        self.n < self.each_max
+    }
+}
+
 /// The items decoded from `t` with `CODE` at `base`, and how many
 /// blocks `follow` handed out.
 fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
@@ -144,13 +170,15 @@ fn decode_code(
         }
         let mut b = Block::default();
         if each_max > 0 {
-            let mut n = 0;
-            let handed = dec.follow(&code, &mut b, |b, time, off| {
-                out.push(Item::Block(blk(b), off, time.0));
-                followed.push(blk(b));
-                n += 1;
-                n < each_max
-            });
+            let mut each = Each {
+                told: None,
+                out: &mut out,
+                followed: &mut followed,
+                n: 0,
+                each_max,
+            };
+            let handed = dec.follow(&code, &mut b, &mut each);
+            let n = each.n;
             assert_eq!(handed as usize, n, "follow counts what it handed out");
             assert!(n <= each_max, "it stops when told");
         }
@@ -265,6 +293,48 @@ fn followed_blocks_go_on_through_the_next_packets() {
     assert!(one
         .iter()
         .any(|i| matches!(i, Item::Block(_, _, 0x1234_5678))));
+}
+
+/// A syscall and a jump back to it.
+const SYSCALLS: &[u8] = &[
+    0x0f, 0x05, // 0x00: syscall
+    0xeb, 0xfc, // 0x02: jmp 0x00
+];
+
+/// A far transfer is never followed: its block is the chunk decoder's to
+/// look at one by one (a syscall leaves to the kernel, a far jump maybe
+/// to another mode). Here each syscall goes to a TIP of the jump after
+/// it, as if the kernel came straight back.
+#[test]
+fn far_transfers_are_left_to_next_block() {
+    let mut trace = [&PSB[..], &MODE64, &fup(BASE, 0), &PSBEND].concat();
+    for _ in 0..8 {
+        trace.extend(tip(BASE, 2));
+    }
+    trace.extend(TIP_PGD);
+    let code = ("syscalls", SYSCALLS);
+    let (one, _) = decode_code(code, &trace, BASE, How::OneByOne);
+    let (items, followed) = decode_code(
+        code,
+        &trace,
+        BASE,
+        How::Follow {
+            each_max: usize::MAX,
+        },
+    );
+    assert_eq!(items, one);
+    assert!(
+        one.iter()
+            .filter(|i| matches!(i, Item::Block(b, ..) if b.end_ip == BASE))
+            .count()
+            >= 8,
+        "{one:x?}"
+    );
+    assert!(
+        followed.iter().all(|b| b.end_ip != BASE),
+        "a syscall's block was followed: {followed:x?}"
+    );
+    assert!(!followed.is_empty(), "the jumps back were followed");
 }
 
 #[test]

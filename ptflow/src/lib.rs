@@ -294,18 +294,35 @@ impl<'a> FastDecoder<'a> {
         max: u32,
         mut each: impl FnMut(&pttypes::Block, (u64, u32, u32)),
     ) -> Result<Status, PtError> {
+        /// `each` with the time the decoder told last.
+        struct Each<F> {
+            each: F,
+            time: (u64, u32, u32),
+        }
+        impl<F: FnMut(&pttypes::Block, (u64, u32, u32))> block::Follow for Each<F> {
+            #[inline(always)]
+            fn moved(&mut self, time: (u64, u32, u32), _: Option<u64>) {
+                self.time = time;
+            }
+            #[inline(always)]
+            fn block(&mut self, b: &pttypes::Block) -> bool {
+                (self.each)(b, self.time);
+                true
+            }
+        }
         let mut left = max;
+        let mut f = Each {
+            each: &mut each,
+            time: self.time(),
+        };
         loop {
             left -= self
                 .dec
-                .follow_tnt::<false, true>(code, block, left, |b, t, _| {
-                    each(b, t);
-                    true
-                });
+                .follow_tnt::<false, true>(code, block, left, &mut f);
             match self.next_block(code, block) {
                 Ok(Status(0)) if left > 0 => {
                     left -= 1;
-                    each(block, self.time());
+                    (f.each)(block, self.time());
                 }
                 r => return r,
             }
@@ -322,8 +339,10 @@ impl<'a> FastDecoder<'a> {
     /// after a return from `next_block` for every block. Packets are
     /// read on the way only where a block uses up its TNT or TIP and the
     /// next packet is a TNT or a TIP with no event binding there; `each`
-    /// gets the time and the trace offset ([`Self::offset`]) after each
-    /// block, as `next_block` would have left them. Each block is
+    /// is told the time and the trace offset ([`Self::offset`]) after the
+    /// first block and after each block for which a packet was read,
+    /// before that block, as `next_block` would have left them
+    /// ([`block::Follow`]). Each block is
     /// handed out from a local: `block` is left as it was, for the
     /// [`Self::next_block`] that comes next, which writes it.
     #[inline(always)]
@@ -331,7 +350,7 @@ impl<'a> FastDecoder<'a> {
         &mut self,
         code: &CodeCache,
         block: &mut pttypes::Block,
-        each: impl FnMut(&pttypes::Block, (u64, u32, u32), Option<u64>) -> bool,
+        each: &mut impl block::Follow,
     ) -> u32 {
         if !self.follow {
             return 0;

@@ -30,19 +30,16 @@ pub(crate) trait FlowDecoder {
     /// The next block, written into `block` (in place: see
     /// `ptflow::block::BlockDecoder::next_block`), and the status.
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError>;
-    /// Blocks with `Status(0)` in user code, each to `each` with the time
-    /// after it, for as long as `each` returns `true` and the decoder has
+    /// Blocks with `Status(0)` in user code, each to `each`, for as long as `each` returns `true` and the decoder has
     /// them at hand; the number handed out. The same blocks as that many
-    /// calls of `next_block`, with no packet read on the way (the offset
-    /// and time stay). Only while following is on (`set_follow`), the chunk
+    /// calls of `next_block` (a TNT or TIP packet may be read on the
+    /// way). Only while following is on (`set_follow`), the chunk
     /// decoder's sign that it does nothing at a block but what `each`
-    /// does; libipt's hands out none. `each` gets the offset too.
+    /// does; libipt's hands out none. Before the first block, and before
+    /// each for which a packet was read, `each` is told the time and the
+    /// trace offset after that block (`ptflow::block::Follow`).
     #[inline]
-    fn follow(
-        &mut self,
-        _block: &mut Block,
-        _each: impl FnMut(&Block, (u64, u32, u32), Option<u64>) -> bool,
-    ) -> u32 {
+    fn follow(&mut self, _block: &mut Block, _each: &mut impl ptflow::block::Follow) -> u32 {
         0
     }
     fn event(&mut self) -> Result<(Event, Status), PtError>;
@@ -159,11 +156,7 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
         self.dec.next_block(&mut code, block)
     }
     #[inline(always)]
-    fn follow(
-        &mut self,
-        block: &mut Block,
-        each: impl FnMut(&Block, (u64, u32, u32), Option<u64>) -> bool,
-    ) -> u32 {
+    fn follow(&mut self, block: &mut Block, each: &mut impl ptflow::block::Follow) -> u32 {
         if self.unsupported.is_some() {
             return 0;
         }

@@ -41,8 +41,8 @@ impl Transfer {
     }
 
     /// The transfer a block the fast decoder followed makes
-    /// (`FlowDecoder::follow`): it ends at a conditional branch, a near
-    /// return or a direct near call or jump, which its class says, so
+    /// (`FlowDecoder::follow`): it ends at a conditional branch or a near
+    /// call, jump or return, which its class says, so
     /// nothing is looked up, and nothing of the block but its class is
     /// read. (`Insns::classify` may look the instruction up from a copy
     /// of the block: the copy stays out of memory, but every field of

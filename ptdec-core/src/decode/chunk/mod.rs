@@ -32,6 +32,7 @@ use ipt::{
 };
 
 use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt};
+use ptflow::block::Follow;
 use ptflow::FastDecoder;
 use sideband::timeline::TaskId;
 
@@ -573,6 +574,29 @@ enum Flow {
     Stop,
 }
 
+/// The chunk decoder as the fast decoder's [`Follow`], with the counts
+/// it notes once after `follow`: the last block's end and the
+/// instructions.
+struct Following<'c, 'i, 's, 't, 'f> {
+    chunk: &'c mut ChunkDecoder<'i, 's, 't, 'f>,
+    last_end: u64,
+    insns: u64,
+}
+
+impl Follow for Following<'_, '_, '_, '_, '_> {
+    #[inline(always)]
+    fn moved(&mut self, (tsc, _, _): (u64, u32, u32), offset: Option<u64>) {
+        self.chunk.followed_moved(tsc, offset);
+    }
+
+    #[inline(always)]
+    fn block(&mut self, b: &Block) -> bool {
+        self.last_end = b.end_ip;
+        self.insns += u64::from(b.ninsn);
+        self.chunk.on_followed(b)
+    }
+}
+
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn setup(&self) -> &DecodeSetup<'_> {
         self.images.setup
@@ -652,17 +676,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // locals (three updates of `self` a block less in the
                 // loop), and the stall's maximum is noted where a stall
                 // ends and once after.
-                let mut first = true;
-                let mut last_end = 0;
-                let mut insns = 0;
-                let followed = dec.follow(&mut blk, |b, (tsc, _, _), off| {
-                    last_end = b.end_ip;
-                    insns += u64::from(b.ninsn);
-                    if std::mem::take(&mut first) {
-                        self.begin_followed();
-                    }
-                    self.on_followed(b, tsc, off)
-                });
+                let mut f = Following {
+                    chunk: self,
+                    last_end: 0,
+                    insns: 0,
+                };
+                let followed = dec.follow(&mut blk, &mut f);
+                let (last_end, insns) = (f.last_end, f.insns);
                 if followed > 0 {
                     self.stats.blocks += u64::from(followed);
                     self.stats.insns += insns;
@@ -941,67 +961,67 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         Flow::Continue
     }
 
-    /// What [`ChunkDecoder::block_time`], [`ChunkDecoder::on_block`] and
-    /// then [`ChunkDecoder::check_progress`] do to a block the decoder
-    /// followed in its own loop ([`FlowDecoder::follow`]), given its time
-    /// `tsc` and the trace offset `off` after it: the decoder follows
-    /// only where `update_follow` lets it (no end time, no chunk edge
-    /// looked for inside blocks, no enable due, no listing, no emulated
-    /// ptwrite, not warming up) and only in user code (no context switch
-    /// or image change can be due), so the rest of `on_block` does
-    /// nothing there. Whether to go on: not once more than
+    /// What [`ChunkDecoder::on_block`] and then
+    /// [`ChunkDecoder::check_progress`] do to a block the decoder
+    /// followed in its own loop ([`FlowDecoder::follow`]): the decoder
+    /// follows only where `update_follow` lets it (no end time, no chunk
+    /// edge looked for inside blocks, no enable due, no listing, no
+    /// emulated ptwrite, not warming up) and only in user code (no
+    /// context switch or image change can be due), so the rest of
+    /// `on_block` does nothing there. Whether to go on: not once more than
     /// [`NO_PROGRESS_INSNS`] instructions were decoded without progress
     /// (the caller then stops as `check_progress` says). The block count,
     /// the instructions' in the chunk's stats, the last block's end
     /// (`last_ip`) and the stall's maximum at the end are the caller's to
     /// note, once after `follow`.
     ///
-    /// The decoder reads a packet while following only where a block
-    /// uses up its TNT or TIP, so the time and the offset mostly stay
-    /// from one block to the next: each is compared, and the work of a
-    /// change is out of line.
+    /// The time and the trace offset after the block are what
+    /// [`ChunkDecoder::followed_moved`] was last told: the decoder tells
+    /// them before the first block and before a block for which it read
+    /// a packet, not at every block (compared at every block, as
+    /// `Option`s, they cost the real LLDB row's 202 M blocks 1.6 G
+    /// instructions, more than following the blocks that read a packet
+    /// saved there).
     #[inline(always)]
-    fn on_followed(&mut self, b: &Block, tsc: u64, off: Option<u64>) -> bool {
+    fn on_followed(&mut self, b: &Block) -> bool {
         debug_assert!(b.ninsn > 0 && !is_kernel_ip(b.ip) && !self.at_start);
-        if tsc != self.clock.tsc {
-            self.followed_time(tsc);
-        }
         self.resolve(Some(b.ip));
         self.maybe_flush();
         self.count_run_insns(b);
         self.note_followed_transfer(b);
-        if off != self.stall.offset {
-            self.followed_stall(off);
-        }
         self.stall.insns += u64::from(b.ninsn);
         self.stall.insns <= NO_PROGRESS_INSNS
     }
 
-    /// [`ChunkDecoder::on_followed`] where the time moved.
-    #[inline(never)]
-    fn followed_time(&mut self, tsc: u64) {
-        self.set_tsc(tsc);
-    }
-
-    /// [`ChunkDecoder::on_followed`] where the trace offset moved: the
-    /// stall that ends there counts in its maximum, and a new one starts
-    /// (`stall_at`).
-    #[inline(never)]
-    fn followed_stall(&mut self, off: Option<u64>) {
-        self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
-        self.stall_at(off);
-    }
-
-    /// [`ChunkDecoder::on_followed`]'s work before the first block of a
-    /// `follow`: `at_start` is false from there (the rest of
-    /// `on_block`'s state is checked).
+    /// What [`ChunkDecoder::block_time`] and `check_progress` do before a
+    /// followed block, told before the first one of a `follow` and
+    /// before each one for which the decoder read a packet: its time
+    /// `tsc`, and the trace offset `off` after it, where a new stall
+    /// starts (the one that ends there counts in its maximum). (Before
+    /// the block's ops, not after as `check_progress` is: a flush,
+    /// which only a one-chunk decode makes, then cuts the run before the
+    /// new stall rather than the old one, which the output does not
+    /// show.) `at_start` is false from there.
     #[inline(always)]
-    fn begin_followed(&mut self) {
+    fn followed_moved(&mut self, tsc: u64, off: Option<u64>) {
         debug_assert!(
             !self.edges.warming && !self.need_enable && !self.listing && self.end.is_none()
         );
         debug_assert!(!self.edges.watching());
         self.at_start = false;
+        if tsc != self.clock.tsc {
+            self.followed_time(tsc);
+        }
+        if off != self.stall.offset {
+            self.stats.max_stall = self.stats.max_stall.max(self.stall.insns);
+            self.stall_at(off);
+        }
+    }
+
+    /// [`ChunkDecoder::followed_moved`] where the time moved.
+    #[inline(never)]
+    fn followed_time(&mut self, tsc: u64) {
+        self.set_tsc(tsc);
     }
 
     /// Counts block `b`'s instructions; its end is the last IP.
