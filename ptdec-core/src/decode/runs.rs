@@ -150,13 +150,11 @@ impl Run {
     }
 
     /// Appends the transfer `p` to `to`, tallied from its parts, and
-    /// made in place ([`push_made`]: made first and copied, the op waited
-    /// on store forwarding, a quarter of the decode worker's samples in
-    /// `ptdec report` on one core).
+    /// made in place ([`push_transfer_op`]).
     /// `inside`: a jump's (module doc); not asked of others.
     #[inline(always)]
     pub(super) fn push_transfer(&mut self, p: &Pending, to: u64, inside: bool) {
-        let (at, from) = (p.at, p.from);
+        let at = p.at;
         if p.kind != Transfer::Jump {
             self.quiet = None;
         }
@@ -171,24 +169,36 @@ impl Run {
             *span = (span.0.min(at.time), span.1.max(at.time));
         }
         self.tally.n += 1;
-        let (kind, ret) = (p.kind, p.ret);
-        push_made(&mut self.ops, || match kind {
-            Transfer::Call => Op::Call {
-                at,
-                from,
-                to,
-                ret,
-                raw_time: at.time,
-            },
-            Transfer::Return => Op::Return { at, from, to },
-            Transfer::Jump => Op::Jump {
-                at,
-                from,
-                to,
-                inside,
-            },
-        });
+        push_transfer_op(&mut self.ops, p, to, inside);
     }
+}
+
+/// The op of transfer `p` to `to` pushed onto `ops`, made where it goes.
+/// Out of line, so that `Vec::push` is in line here: in the chunk
+/// decoder's follow loop LLVM left `push` out (and the closure that made
+/// the op), and the op made on the stack in 8-byte stores was read back
+/// in 16-byte words as it was copied, waiting on store forwarding (4.5% of
+/// `ptdec report`'s samples on interp, one core, 80% of them on that
+/// read).
+#[inline(never)]
+fn push_transfer_op(ops: &mut Vec<Op>, p: &Pending, to: u64, inside: bool) {
+    let (at, from, ret) = (p.at, p.from, p.ret);
+    push_made(ops, || match p.kind {
+        Transfer::Call => Op::Call {
+            at,
+            from,
+            to,
+            ret,
+            raw_time: at.time,
+        },
+        Transfer::Return => Op::Return { at, from, to },
+        Transfer::Jump => Op::Jump {
+            at,
+            from,
+            to,
+            inside,
+        },
+    });
 }
 
 /// See [`Run::tally`]: the calls, returns, jumps and gaps among a run's
