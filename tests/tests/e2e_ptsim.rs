@@ -851,6 +851,36 @@ fn common_expected(w: &ptdec::emit::Written) -> Vec<pt_tests::ExpectedSlice> {
         .collect()
 }
 
+/// The PT of ptsim's trace dir `dir` of program `prog` alone, written
+/// beside it, as `ptdec raw`'s input with the program (static) as its
+/// `--elf`.
+fn raw_input(dir: &Path, progs: &Path, prog: &str) -> ptdec::raw::RawInput {
+    let bytes = std::fs::read(dir.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
+    let mut pt = Vec::new();
+    for e in file.events() {
+        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
+            pt.extend_from_slice(&a.data);
+        }
+    }
+    assert!(pt.len() > 100, "{} bytes of PT", pt.len());
+    let pt_path = dir.join(format!("{prog}.pt"));
+    std::fs::write(&pt_path, &pt).unwrap();
+    ptdec::raw::RawInput::load(
+        &ptdec::raw::FileRange {
+            path: pt_path,
+            from: 0,
+            to: None,
+        },
+        &[ptdec::raw::ElfSpec {
+            path: progs.join(prog),
+            base: None,
+        }],
+        &[],
+    )
+    .unwrap()
+}
+
 /// `ptdec raw` of a real program's trace (ptsim's, its PT alone, the
 /// static binary as `--elf`): the decode workers leave out the jumps
 /// inside a function that the stacks would do nothing at, asking the raw
@@ -862,29 +892,7 @@ fn raw_pt_leaves_out_quiet_jumps_with_the_same_output() {
     let test = "raw_pt_leaves_out_quiet_jumps_with_the_same_output";
     let Some(progs) = programs(test) else { return };
     let (_tmp, dir) = simulate(&progs, "tailcall", DEFAULT);
-    let bytes = std::fs::read(dir.join("data")).unwrap();
-    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
-    let mut pt = Vec::new();
-    for e in file.events() {
-        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
-            pt.extend_from_slice(&a.data);
-        }
-    }
-    let pt_path = dir.join("tailcall.pt");
-    std::fs::write(&pt_path, &pt).unwrap();
-    let input = ptdec::raw::RawInput::load(
-        &ptdec::raw::FileRange {
-            path: pt_path,
-            from: 0,
-            to: None,
-        },
-        &[ptdec::raw::ElfSpec {
-            path: progs.join("tailcall"),
-            base: None,
-        }],
-        &[],
-    )
-    .unwrap();
+    let input = raw_input(&dir, &progs, "tailcall");
     let symbols = SymbolCache::new();
     let decode_raw = |keep_quiet_jumps: bool, out: &Path| {
         let cfg = ptdec::decode::RawConfig::default();
@@ -946,30 +954,8 @@ fn a_real_trace_without_timing_packets_loads_whole_in_perfetto() {
         },
     };
     let (_tmp, dir) = simulate(&progs, "deep", no_timing);
-    let bytes = std::fs::read(dir.join("data")).unwrap();
-    let file = sideband::file::PerfFile::parse(&bytes).unwrap();
-    let mut pt = Vec::new();
-    for e in file.events() {
-        if let sideband::record::Record::Auxtrace(a) = e.unwrap().1.record {
-            pt.extend_from_slice(&a.data);
-        }
-    }
-    assert!(pt.len() > 1000, "{} bytes of PT", pt.len());
-    let pt_path = dir.join("deep.pt");
-    std::fs::write(&pt_path, &pt).unwrap();
-    let input = ptdec::raw::RawInput::load(
-        &ptdec::raw::FileRange {
-            path: pt_path,
-            from: 0,
-            to: None,
-        },
-        &[ptdec::raw::ElfSpec {
-            path: progs.join("deep"),
-            base: None,
-        }],
-        &[],
-    )
-    .unwrap();
+    let input = raw_input(&dir, &progs, "deep");
+    assert!(input.pt.len() > 1000, "{} bytes of PT", input.pt.len());
     let symbols = SymbolCache::new();
     let decode_raw = |emit: EmitOptions, out: &Path| {
         let cfg = ptdec::decode::RawConfig::default();
