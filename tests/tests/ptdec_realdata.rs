@@ -135,3 +135,76 @@ fn ptwrite_payloads_of_the_alder_lake_recording_equal_perfs() {
         common::fxt_agrees(test, &python, &report.written[0].bytes);
     }
 }
+
+/// `ptdec raw` of a real core's trace (LLDB's multi-core bundle, a
+/// Skylake server running a loop of `jmp`s) cut off at several places, as
+/// a trace ends when the program is killed or the buffer fills up: the
+/// decode workers leave out the loop's jumps (the stacks do nothing at
+/// them), and the call still open where the trace ends ends at the last
+/// of them all the same (`Run::tail`), its instructions counted to there.
+/// The FTF is byte for byte the one with every jump kept.
+#[test]
+fn raw_pt_cut_in_a_loop_of_quiet_jumps_ends_as_with_every_jump_kept() {
+    let test = "raw_pt_cut_in_a_loop_of_quiet_jumps_ends_as_with_every_jump_kept";
+    let bundle = "lldb/intelpt-multi-core-trace";
+    let Some(core) = pt_tests::realdata_file(test, &format!("{bundle}/cores/51.intelpt_trace"))
+    else {
+        return;
+    };
+    let elf = pt_tests::realdata(&format!("{bundle}/modules/m.out"));
+    let pt = std::fs::read(&core).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let symbols = SymbolCache::new();
+    let cfg = ptdec::decode::RawConfig {
+        cpu: Some((6, 85, 4)),
+        ..Default::default()
+    };
+    // Its first 1,081 bytes are before a PSB, then code without an image
+    // before the loop: cut in the loop's packets.
+    for cut in [
+        pt.len(),
+        pt.len() - 138,
+        pt.len() - 738,
+        pt.len() - 1238,
+        pt.len() - 1538,
+    ] {
+        let path = dir.path().join(format!("cut-{cut}.pt"));
+        std::fs::write(&path, &pt[..cut]).unwrap();
+        let input = ptdec::raw::RawInput::load(
+            &ptdec::raw::FileRange {
+                path,
+                from: 0,
+                to: None,
+            },
+            &[ptdec::raw::ElfSpec {
+                path: elf.clone(),
+                base: None,
+            }],
+            &[],
+        )
+        .unwrap();
+        let ftf = |keep_quiet_jumps: bool| {
+            let input = ptdec::pipeline::Input::Raw {
+                input: &input,
+                cfg: &cfg,
+                symbols: &symbols,
+            };
+            // As `ptdec raw` decodes (the fast decoder, resynchronizing
+            // after the code without an image).
+            let decode = DecodeOptions {
+                keep_quiet_jumps,
+                decoder: ptdec::decode::DecoderKind::Fast,
+                ..DecodeOptions::default()
+            };
+            let emit = EmitOptions::default();
+            let r =
+                common::ftf_run(input, decode, Default::default(), emit, Target::Memory).unwrap();
+            (r.written[0].bytes.clone(), r.decode.quiet_jumps)
+        };
+        let (quiet, left_out) = ftf(false);
+        let (kept, none) = ftf(true);
+        assert!(left_out > 100, "cut at {cut}: {left_out} quiet jumps");
+        assert_eq!(none, 0);
+        assert!(quiet == kept, "cut at {cut}: the FTF differs");
+    }
+}

@@ -686,6 +686,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         insn_list: list.as_ref().map(InsnList::callback),
         decoder,
         on_error,
+        keep_quiet_jumps: keep_quiet_jumps(),
         ..DecodeOptions::default()
     };
     if let Some(layout) = layout {
@@ -800,11 +801,17 @@ pub(super) fn selected(
         jobs: crate::decode::cpu_jobs(jobs),
         chunking: crate::decode::Chunking::of(chunk_bytes),
         sequential_stacks: sequential_stacks(),
-        // Tests compare the output with and without (docs/decoding.md).
-        keep_quiet_jumps: std::env::var_os("PTDEC_KEEP_QUIET_JUMPS").is_some(),
+        keep_quiet_jumps: keep_quiet_jumps(),
         progress: progress.callback(),
         ..DecodeOptions::default()
     }
+}
+
+/// Whether the decode workers keep every jump inside a function as an op
+/// (`PTDEC_KEEP_QUIET_JUMPS`): tests compare the output with and without
+/// (docs/decoding.md).
+fn keep_quiet_jumps() -> bool {
+    std::env::var_os("PTDEC_KEEP_QUIET_JUMPS").is_some()
 }
 
 /// Whether every call stack is built on the output thread, none on the

@@ -56,6 +56,14 @@ pub(super) struct Run {
     /// Jumps left out (the module doc's quiet jumps), which the ordering
     /// stage counts among the thread's jumps.
     pub dropped: u64,
+    /// The last jump left out, where no op came after it: `ops.len()`
+    /// when it was left out, and its stamp. The ordering stage takes that
+    /// stamp as the thread's latest ([`Run::tail_stamp`]), where the
+    /// thread's `Op::End` closes its open frames, as it would at that jump
+    /// had it been kept: a trace that ends in a loop of quiet jumps (cut
+    /// off, killed) would otherwise end its open calls at the last op
+    /// kept, their instructions short by the loop's.
+    pub tail: Option<(usize, Stamp)>,
     /// When the last op pushed was a jump whose target a
     /// span holds: its time; that span is `span`.
     quiet: Option<u64>,
@@ -78,6 +86,7 @@ impl Run {
             stretch: None,
             tally: Tally::default(),
             dropped: 0,
+            tail: None,
             quiet: None,
             span: PlaceSpan::default(),
         }
@@ -92,10 +101,46 @@ impl Run {
     }
 
     /// Forgets the last op's jump: the ops after `mark` were dropped (a
-    /// stall's), and a jump left out next must follow one kept.
-    pub(super) fn truncate(&mut self, mark: usize) {
+    /// stall's), and a jump left out next must follow one kept. A jump
+    /// left out after `start` instructions of the run (the stall's) goes
+    /// with them.
+    pub(super) fn truncate(&mut self, mark: usize, start: u64) {
         self.ops.truncate(mark);
         self.quiet = None;
+        self.forget_tail(|(n, at)| n > mark || at.insns > start);
+    }
+
+    /// Forgets [`Run::tail`] where `gone` says so of it.
+    pub(super) fn forget_tail(&mut self, gone: impl FnOnce((usize, Stamp)) -> bool) {
+        if self.tail.is_some_and(gone) {
+            self.tail = None;
+        }
+    }
+
+    /// The stamp of the last jump left out when no op came after it
+    /// ([`Run::tail`]); `n`: the run's ops when it was handed on.
+    pub fn tail_stamp(&self, n: usize) -> Option<Stamp> {
+        self.tail.filter(|&(k, _)| k == n).map(|(_, at)| at)
+    }
+
+    /// [`Run::tail`] when the run is cut before op `cut` (a flush): the
+    /// part from `cut` on, whose stamps count from `base` (`(insns,
+    /// cycles)`), takes the jump left out after its ops; the part before
+    /// keeps one left out after its last op.
+    pub(super) fn split_tail(
+        &mut self,
+        cut: usize,
+        (insns, cycles): (u64, u64),
+    ) -> Option<(usize, Stamp)> {
+        let tail = self.tail.take()?;
+        if tail.0 <= cut {
+            self.tail = (tail.0 == cut).then_some(tail);
+            return None;
+        }
+        let mut at = tail.1;
+        at.insns -= insns;
+        at.cycles = at.cycles.get().map(|c| c.saturating_sub(cycles)).into();
+        Some((tail.0 - cut, at))
     }
 
     /// The jump `p` to `to`, asking `places` where functions hold: left
@@ -116,6 +161,7 @@ impl Run {
         if self.span.holds_both(to, p.from, t) {
             if self.quiet == Some(t) && !keep {
                 self.dropped += 1;
+                self.tail = Some((self.ops.len(), p.at));
                 return;
             }
             self.push_transfer(p, to, true);

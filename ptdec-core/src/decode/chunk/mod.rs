@@ -1000,8 +1000,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// starts (the one that ends there counts in its maximum). (Before
     /// the block's ops, not after as `check_progress` is: a flush,
     /// which only a one-chunk decode makes, then cuts the run before the
-    /// new stall rather than the old one, which the output does not
-    /// show.) `at_start` is false from there.
+    /// new stall rather than the old one, and the chunk's op bound
+    /// (`stall_at`) is asked before the block's op is counted, so it may
+    /// be found passed one move of the offset later; neither shows in
+    /// the output.) `at_start` is false from there.
     #[inline(always)]
     fn followed_moved(&mut self, tsc: u64, off: Option<u64>) {
         debug_assert!(
@@ -1150,6 +1152,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     s.insns -= insns;
                     s.cycles = s.cycles.get().map(|c| c.saturating_sub(cycles)).into();
                 }
+                next.tail = r.split_tail(cut, (insns, cycles));
                 next.insns = r.insns - insns;
                 next.cycles = r.cycles - cycles;
                 r.insns = insns;

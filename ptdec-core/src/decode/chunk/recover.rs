@@ -211,7 +211,10 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return;
         };
         let mark = first_stall_op(r, stall);
+        let start = r.insns.saturating_sub(stall);
         if r.ops.len() <= mark {
+            // No op to drop; a jump left out in the stall goes.
+            r.forget_tail(|(_, at)| at.insns > start);
             return;
         }
         for (i, op) in r.ops.iter().enumerate().skip(mark) {
@@ -220,7 +223,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
         }
         self.stats.no_progress_ops += (r.ops.len() - mark) as u64;
-        r.truncate(mark);
+        r.truncate(mark, start);
         r.tally.n = mark;
     }
 
