@@ -2305,11 +2305,12 @@ mod resolver_tests {
 
     /// [`RawResolver`] over the test binary's code given three times:
     /// whole, as `--elf`; its first pages again before it in the list (a
-    /// module that loses where they overlap); raw bytes over a stretch of
-    /// its code after it (a module that wins). Wherever a span is given,
-    /// every address inside it is resolved (by a resolver with an empty
-    /// table) as the span says, every answer is a fresh resolver's, and
-    /// most addresses inside a function get a span.
+    /// module that loses where they overlap, of another name and load
+    /// address); raw bytes over a stretch of its code after it (a module
+    /// that wins). Every answer is what the module `RawInput::module`
+    /// picks and its symbol table (`SymbolCache::lookup`) say, wherever a
+    /// span is given every address inside it is resolved so, and most
+    /// addresses inside a function get a span.
     #[test]
     fn a_raw_span_answers_as_place_of_throughout() {
         use crate::raw::Module;
@@ -2325,37 +2326,53 @@ mod resolver_tests {
             .expect("an executable segment");
         let bias = 0x5555_0000_0000u64;
         let (start, end) = (bias + text.vaddr, bias + text.vaddr + text.filesz);
-        let module = |start: u64, end: u64, image: Option<Arc<Image>>| Module {
-            start,
-            end,
-            name: "m".into(),
-            image,
-            bias,
-        };
+        let module =
+            |name: &str, (start, end): (u64, u64), image: Option<Arc<Image>>, bias| Module {
+                start,
+                end,
+                name: name.into(),
+                image,
+                bias,
+            };
         let third = text.filesz / 3;
         let input = RawInput {
             pt_path: "t.pt".into(),
             pt: Vec::new(),
             sections: Vec::new(),
             modules: vec![
-                module(start, start + 0x4000, Some(image.clone())),
-                module(start, end, Some(image.clone())),
-                module(start + third, start + third + 0x3000, None),
+                module(
+                    "loses",
+                    (start, start + 0x4000),
+                    Some(image.clone()),
+                    bias - 0x40,
+                ),
+                module("m", (start, end), Some(image.clone()), bias),
+                module("wins", (start + third, start + third + 0x3000), None, 0),
             ],
         };
         let symbols = SymbolCache::new();
+        // What the module `RawInput::module` picks and its symbols say:
+        // (entry?, the function's entry, module).
+        let oracle = |a: u64| {
+            let m = input.module(a)?;
+            let link = a.wrapping_sub(m.bias);
+            let sym = symbols.lookup(m.image.as_ref()?, link)?;
+            Some((sym.vaddr == link, a - (link - sym.vaddr), m.name.clone()))
+        };
+        let answer = |r: &RawResolver, a: u64| {
+            let (entry, func) = r.place_of(1, a, 0);
+            let f = r.function_of(1, a, 0);
+            assert_eq!(func, f.as_ref().map(|f| f.entry), "{a:#x}");
+            f.map(|f| (entry, f.entry, f.module.to_string()))
+        };
         let r = RawResolver::new(&input, &symbols);
         let mut rng = fastrand::Rng::with_seed(47);
         let (mut spans, mut inside) = (0, 0);
         for _ in 0..2000 {
             let addr = start + rng.u64(..text.filesz);
             let (place, span) = r.place_and_span(1, addr, 0);
-            let fresh = RawResolver::new(&input, &symbols);
-            assert_eq!(place, fresh.place_of(1, addr, 0), "{addr:#x}");
-            assert_eq!(
-                r.function_of(1, addr, 5).map(|f| f.name.clone()),
-                fresh.function_of(1, addr, 0).map(|f| f.name.clone())
-            );
+            assert_eq!(answer(&r, addr), oracle(addr), "{addr:#x}");
+            assert_eq!(place, r.place_of(1, addr, 0), "{addr:#x}");
             if !place.0 && place.1.is_some() {
                 inside += 1;
             }
@@ -2373,10 +2390,9 @@ mod resolver_tests {
                 if a <= span.lo || a >= span.hi {
                     continue;
                 }
-                let fresh = RawResolver::new(&input, &symbols);
                 assert_eq!(
-                    fresh.place_of(1, a, 0),
-                    (false, Some(span.func)),
+                    oracle(a).map(|(entry, func, _)| (entry, func)),
+                    Some((false, span.func)),
                     "{addr:#x}: {span:x?}, {a:#x}"
                 );
             }

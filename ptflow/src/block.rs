@@ -1473,8 +1473,8 @@ impl<'a> BlockDecoder<'a> {
     /// number handed out. The same blocks and the same state as that many
     /// calls of `next_block`, but the IP, the link and the TNT stay in
     /// registers from one block to the next, where `next_block` reads and
-    /// writes them in the decoder for every block. `each` returns whether
-    /// to go on after its block; with `USER_ONLY`, a block in kernel code
+    /// writes them in the decoder for every block. `each.block` returns
+    /// whether to go on after its block; with `USER_ONLY`, a block in kernel code
     /// (an IP with bit 63 set) is left to `next_block` too. With `LOCAL`,
     /// `each` gets each block from a local and `block` is left as it was:
     /// for a caller that calls `next_block` next, which writes it.

@@ -103,12 +103,14 @@ enum How {
 
 /// The test's [`super::block::Follow`]: each block goes to `out` with
 /// the time and offset the decoder told last (before the first block,
-/// and since where it read a packet), and to `followed`; at most
+/// and since where it read a packet), and to `followed` with whether the
+/// decoder read a packet for it (told so before it, not first); at most
 /// `each_max` of them per call.
 struct Each<'a> {
     told: Option<(Option<u64>, u64)>,
+    read: bool,
     out: &'a mut Vec<Item>,
-    followed: &'a mut Vec<Blk>,
+    followed: &'a mut Vec<(Blk, bool)>,
     n: usize,
     each_max: usize,
 }
@@ -116,12 +118,13 @@ struct Each<'a> {
 impl super::block::Follow for Each<'_> {
     fn moved(&mut self, time: (u64, u32, u32), offset: Option<u64>) {
         self.told = Some((offset, time.0));
+        self.read = self.n > 0;
     }
 
     fn block(&mut self, b: &Block) -> bool {
         let (off, time) = self.told.expect("told before the first block");
         self.out.push(Item::Block(blk(b), off, time));
-        self.followed.push(blk(b));
+        self.followed.push((blk(b), std::mem::take(&mut self.read)));
         self.n += 1;
         self.n < self.each_max
     }
@@ -135,13 +138,14 @@ fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
 }
 
 /// The items decoded from `t` with `code` (file `tag`) at `base`, and
-/// the blocks `follow` handed out.
+/// the blocks `follow` handed out, each with whether the decoder read a
+/// packet for it.
 fn decode_code(
     (tag, bytes): (&str, &[u8]),
     t: &[u8],
     base: u64,
     how: How,
-) -> (Vec<Item>, Vec<Blk>) {
+) -> (Vec<Item>, Vec<(Blk, bool)>) {
     let mut dec = super::test_packets::fast_decoder(tag, bytes, base, t);
     let each_max = match how {
         How::OneByOne => 0,
@@ -172,6 +176,7 @@ fn decode_code(
         if each_max > 0 {
             let mut each = Each {
                 told: None,
+                read: false,
                 out: &mut out,
                 followed: &mut followed,
                 n: 0,
@@ -281,13 +286,13 @@ fn followed_blocks_go_on_through_the_next_packets() {
         assert_eq!(items, one, "each_max {each_max}");
         all.extend(followed);
     }
-    // Blocks that used up their packet were followed: the return taking
-    // a TNT's last bit, and the indirect jumps taking a TIP (a TIP after
-    // one, too).
-    for end in [0xf, 0x9, 0xb] {
+    // Blocks that used up their packet were followed: a conditional
+    // branch and a return taking a TNT's last bit, and the indirect jumps
+    // taking a TIP (a TIP after one, too).
+    for end in [0x2, 0xf, 0x9, 0xb] {
         assert!(
-            all.iter().any(|b| b.end_ip == BASE + end),
-            "no block ending at {end:#x} followed: {all:x?}"
+            all.iter().any(|&(b, read)| read && b.end_ip == BASE + end),
+            "no block ending at {end:#x} followed with the next packet read: {all:x?}"
         );
     }
     assert!(one
@@ -331,7 +336,7 @@ fn far_transfers_are_left_to_next_block() {
         "{one:x?}"
     );
     assert!(
-        followed.iter().all(|b| b.end_ip != BASE),
+        followed.iter().all(|(b, _)| b.end_ip != BASE),
         "a syscall's block was followed: {followed:x?}"
     );
     assert!(!followed.is_empty(), "the jumps back were followed");

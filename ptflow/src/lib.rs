@@ -330,21 +330,22 @@ impl<'a> FastDecoder<'a> {
     }
 
     /// While following is on ([`Self::set_follow`]), the blocks
-    /// [`BlockDecoder::follow_tnt`] hands out in user code, each to `each`
-    /// with the time after it, for as long as `each` returns `true`; the
-    /// number handed out (0 with following off). Each has `Status(0)`,
-    /// and the decoder is where as many calls of [`Self::next_block`]
-    /// would have left it: the chunk decoder's own loop over the
-    /// commonest blocks, with what it does per block in `each` instead of
-    /// after a return from `next_block` for every block. Packets are
-    /// read on the way only where a block uses up its TNT or TIP and the
-    /// next packet is a TNT or a TIP with no event binding there; `each`
-    /// is told the time and the trace offset ([`Self::offset`]) after the
-    /// first block and after each block for which a packet was read,
-    /// before that block, as `next_block` would have left them
-    /// ([`block::Follow`]). Each block is
-    /// handed out from a local: `block` is left as it was, for the
-    /// [`Self::next_block`] that comes next, which writes it.
+    /// [`BlockDecoder::follow_tnt`] hands out in user code, each to
+    /// `each` ([`block::Follow::block`]), for as long as that returns
+    /// `true`; the number handed out (0 with following off). Each has
+    /// `Status(0)`, and the decoder is where as many calls of
+    /// [`Self::next_block`] would have left it: the chunk decoder's own
+    /// loop over the commonest blocks, with what it does per block in
+    /// `each` instead of after a return from `next_block` for every block.
+    /// Packets are read on the way only where a block uses up its TNT or
+    /// TIP and the next packet is a TNT or a TIP with no event binding
+    /// there. Before the first block, and before each block for which a
+    /// packet was read, `each` is told the time and the trace offset
+    /// ([`Self::offset`]) after that block, as `next_block` would have
+    /// left them ([`block::Follow::moved`]); they hold for the blocks
+    /// after it until the next. Each block is handed out from a local:
+    /// `block` is left as it was, for the [`Self::next_block`] that comes
+    /// next, which writes it.
     #[inline(always)]
     pub fn follow(
         &mut self,

@@ -30,14 +30,16 @@ pub(crate) trait FlowDecoder {
     /// The next block, written into `block` (in place: see
     /// `ptflow::block::BlockDecoder::next_block`), and the status.
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError>;
-    /// Blocks with `Status(0)` in user code, each to `each`, for as long as `each` returns `true` and the decoder has
-    /// them at hand; the number handed out. The same blocks as that many
-    /// calls of `next_block` (a TNT or TIP packet may be read on the
-    /// way). Only while following is on (`set_follow`), the chunk
-    /// decoder's sign that it does nothing at a block but what `each`
-    /// does; libipt's hands out none. Before the first block, and before
-    /// each for which a packet was read, `each` is told the time and the
-    /// trace offset after that block (`ptflow::block::Follow`).
+    /// Blocks with `Status(0)` in user code, each to `each`
+    /// (`ptflow::block::Follow::block`), for as long as that returns
+    /// `true` and the decoder has them at hand; the number handed out.
+    /// The same blocks as that many calls of `next_block` (a TNT or TIP
+    /// packet may be read on the way). Only while following is on
+    /// (`set_follow`), the chunk decoder's sign that it does nothing at a
+    /// block but what `each` does; libipt's hands out none. Before the
+    /// first block, and before each for which a packet was read, `each`
+    /// is told the time and the trace offset after that block
+    /// (`ptflow::block::Follow::moved`).
     #[inline]
     fn follow(&mut self, _block: &mut Block, _each: &mut impl ptflow::block::Follow) -> u32 {
         0
