@@ -35,7 +35,9 @@ none) or of MMAP2 records, made under target/bench/sideband/.
 A real-hardware row (REAL: LLDB's multi-core bundle from
 ../shared/realdata, its cores' PT tiled to 30 MB under target/bench/, time
 moved on from copy to copy) runs
-the decoders alone, FTF and report on one core and both flow decoders, and
+the decoders alone, FTF and report on one core and both flow decoders,
+`ptdec raw` of each core's trace on one core (the bytes of LLDB's,
+simple-pt's or kAFL's trace files, without the context switches), and
 says how many chunks the fast decoder handed to libipt (target: none):
 `--only lldb-multicore` runs it alone.
 
@@ -66,6 +68,7 @@ import hashlib
 import json
 import os
 import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -263,6 +266,26 @@ def generate(name, size_name, mb, args):
         f.write(key)
     return trace, r
 
+
+# The real rows' `ptdec raw` of each core's trace (raw_script).
+RAW_ROW = "ptdec raw, each core's trace, 1 core"
+
+def raw_script(trace, out):
+    """A shell command that decodes each core's trace of the LLDB bundle
+    `trace` with `ptdec raw`, its module as `--elf` and its CPU as
+    `--cpu`, into `out`."""
+    with open(os.path.join(trace, "trace.json")) as f:
+        bundle = json.load(f)
+    cpu = bundle["cpuInfo"]
+    module = bundle["processes"][0]["modules"][0]
+    elf = "%s:%#x" % (os.path.join(trace, module["file"]), int(module["loadAddress"]))
+    steps = []
+    for c in bundle["cpus"]:
+        steps.append(" ".join(shlex.quote(a) for a in [
+            os.path.join(REL, "ptdec"), "raw", "-q", "--pt", os.path.join(trace, c["iptTrace"]),
+            "--elf", elf, "--cpu", "%d/%d/%d" % (cpu["family"], cpu["model"], cpu["stepping"]),
+            "-o", os.path.join(out, "raw-%s.ftf" % c["id"])]))
+    return " && ".join(steps)
 
 def tile_real(name):
     """The real recording `name` (REAL) as an LLDB bundle in target/bench/
@@ -675,6 +698,11 @@ def main():
             keep = {"ptdec 1 core", "ptdec --decoder libipt -j1", "ptdec --decoder fast -j1",
                     "ptdec report --decoder fast, 1 core, no --slowest", "bare libipt", "bare fast"}
             tools = [t for t in tools if t[0] in keep]
+            # Its cores' traces as raw PT (`ptdec raw`, as LLDB's,
+            # simple-pt's or kAFL's trace files are decoded), one after
+            # the other on one core: the same bytes as the bundle's, with
+            # no context switches (each core's trace one thread).
+            tools.append((RAW_ROW, ["taskset", "-c", "0", "sh", "-c", raw_script(trace, out)], True))
         seen = set()
         tools = [t for t in tools if not (t[0] in seen or seen.add(t[0]))]
         res = {}
@@ -864,6 +892,9 @@ def main():
         if real:
             if one in res:
                 res[one]["ratio"] = "CPU: %s x bare libipt (FTF, 1 core)" % ratio(cpu(one), cpu("bare libipt"))
+            if RAW_ROW in res:
+                res[RAW_ROW]["ratio"] = "CPU: %s x bare libipt (FTF of each core's trace, no context switches)" % (
+                    ratio(cpu(RAW_ROW), cpu("bare libipt")))
             # The issue's target on real rows: no chunk handed to libipt.
             checks.append((name, size_name, "chunks of `ptdec report --decoder fast`", fallbacks(trace, env)))
         if "ptdec report -j1" in res:
