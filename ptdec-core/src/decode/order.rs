@@ -423,7 +423,7 @@ impl<'o> Orderer<'o> {
         }
         .filter(|&p| p <= ops.len());
         let plain = stretch.is_none() && start.is_none() && end.is_none();
-        let tail = run.tail_stamp(ops.len());
+        let tail = run.tail_stamp(ops);
         if let (true, Some(p), false, true) = (plain, prefix, h.th.fresh, run.tally.n == ops.len())
         {
             h.tallied(run, ops, p, &mut self.batch, sink);
@@ -433,7 +433,7 @@ impl<'o> Orderer<'o> {
             h.one_by_one(run, ops, stretch, (start, end), sink);
         }
         // A jump left out after the run's last op: the thread's latest
-        // stamp, where its `Op::End` ends what is open (`Run::tail`).
+        // stamp, where its `Op::End` ends what is open (`Run::tail_insns`).
         if let (Some(mut at), Some(_)) = (tail, h.th.last) {
             h.fix.apply(&mut at);
             h.th.last = Some(at);

@@ -1152,7 +1152,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     s.insns -= insns;
                     s.cycles = s.cycles.get().map(|c| c.saturating_sub(cycles)).into();
                 }
-                next.tail = r.split_tail(cut, (insns, cycles));
+                (next.tail_insns, next.tail_cycles) = r.tail_after((insns, cycles));
                 next.insns = r.insns - insns;
                 next.cycles = r.cycles - cycles;
                 r.insns = insns;

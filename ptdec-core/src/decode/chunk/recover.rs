@@ -214,7 +214,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         let start = r.insns.saturating_sub(stall);
         if r.ops.len() <= mark {
             // No op to drop; a jump left out in the stall goes.
-            r.forget_tail(|(_, at)| at.insns > start);
+            r.forget_tail(start);
             return;
         }
         for (i, op) in r.ops.iter().enumerate().skip(mark) {
