@@ -893,35 +893,19 @@ fn raw_pt_leaves_out_quiet_jumps_with_the_same_output() {
     let Some(progs) = programs(test) else { return };
     let (_tmp, dir) = simulate(&progs, "tailcall", DEFAULT);
     let input = raw_input(&dir, &progs, "tailcall");
-    let symbols = SymbolCache::new();
-    let decode_raw = |keep_quiet_jumps: bool, out: &Path| {
-        let cfg = ptdec::decode::RawConfig::default();
-        let input = ptdec::pipeline::Input::Raw {
-            input: &input,
-            cfg: &cfg,
-            symbols: &symbols,
-        };
-        let decode = DecodeOptions {
-            keep_quiet_jumps,
-            chunking: ptdec::decode::Chunking::Bytes(4096),
-            ..DecodeOptions::default()
-        };
-        let emit = EmitOptions {
-            axis: TimeAxis::Instructions,
-            ..EmitOptions::default()
-        };
-        common::ftf_run(
-            input,
-            decode,
-            Default::default(),
-            emit,
-            Target::File(out.to_path_buf()),
-        )
-        .unwrap()
-    };
+    let (symbols, cfg) = (SymbolCache::new(), ptdec::decode::RawConfig::default());
     let (quiet, kept) = (dir.join("quiet.ftf"), dir.join("kept.ftf"));
-    let q = decode_raw(false, &quiet);
-    let k = decode_raw(true, &kept);
+    let run = |keep, out: &Path| {
+        let chunks = ptdec::decode::Chunking::Bytes(4096);
+        common::raw_ftf_run(
+            (&input, &cfg, &symbols),
+            keep,
+            chunks,
+            Target::File(out.into()),
+        )
+    };
+    let q = run(false, &quiet);
+    let k = run(true, &kept);
     assert!(q.decode.quiet_jumps > 0, "no quiet jumps");
     assert_eq!(k.decode.quiet_jumps, 0);
     assert!(

@@ -183,22 +183,9 @@ fn raw_pt_cut_in_a_loop_of_quiet_jumps_ends_as_with_every_jump_kept() {
             &[],
         )
         .unwrap();
-        let ftf = |keep_quiet_jumps: bool| {
-            let input = ptdec::pipeline::Input::Raw {
-                input: &input,
-                cfg: &cfg,
-                symbols: &symbols,
-            };
-            // As `ptdec raw` decodes (the fast decoder, resynchronizing
-            // after the code without an image).
-            let decode = DecodeOptions {
-                keep_quiet_jumps,
-                decoder: ptdec::decode::DecoderKind::Fast,
-                ..DecodeOptions::default()
-            };
-            let emit = EmitOptions::default();
-            let r =
-                common::ftf_run(input, decode, Default::default(), emit, Target::Memory).unwrap();
+        let ftf = |keep| {
+            let chunks = ptdec::decode::Chunking::Auto;
+            let r = common::raw_ftf_run((&input, &cfg, &symbols), keep, chunks, Target::Memory);
             (r.written[0].bytes.clone(), r.decode.quiet_jumps)
         };
         let (quiet, left_out) = ftf(false);

@@ -292,6 +292,38 @@ pub fn ftf_run(
     ptdec::pipeline::run(&plan, None)
 }
 
+/// Raw PT (`input`, with `cfg`) decoded into FTF by [`ftf_run`] as
+/// `ptdec raw` decodes it (the fast flow decoder), with every jump inside
+/// a function kept as an op or not (`keep_quiet_jumps`).
+pub fn raw_ftf_run(
+    (input, cfg, symbols): (
+        &ptdec::raw::RawInput,
+        &ptdec::decode::RawConfig,
+        &ptdec::symbols::SymbolCache,
+    ),
+    keep_quiet_jumps: bool,
+    chunking: ptdec::decode::Chunking,
+    target: ptdec::emit::Target,
+) -> ptdec::pipeline::Report {
+    let input = ptdec::pipeline::Input::Raw {
+        input,
+        cfg,
+        symbols,
+    };
+    let decode = ptdec::decode::DecodeOptions {
+        keep_quiet_jumps,
+        chunking,
+        decoder: ptdec::decode::DecoderKind::Fast,
+        ..ptdec::decode::DecodeOptions::default()
+    };
+    // The axis the trace has: instructions without timing packets.
+    let emit = ptdec::emit::EmitOptions {
+        axis_auto: true,
+        ..ptdec::emit::EmitOptions::default()
+    };
+    ftf_run(input, decode, Default::default(), emit, target).unwrap()
+}
+
 /// `ptdec report`'s run on the trace dir `dir` as the CLI makes it
 /// (interpolated times), with `decode`, folded stacks, per thread or not,
 /// and the `slowest` longest calls; binaries from their recorded paths and
