@@ -47,11 +47,43 @@ pub struct TraceResolver<'a> {
     /// direct-mapped table, found without hashing (the stacks ask for
     /// every call and jump, and the hash lookups were 6% of `ptdec
     /// report`'s instructions on an interpreter).
-    near: RefCell<Box<[Option<Near>]>>,
+    near: NearTable<Near>,
 }
 
-/// Slots of [`TraceResolver::near`] (a power of two).
+/// Slots of a [`NearTable`] (a power of two).
 const NEAR_SLOTS: usize = 2048;
+
+/// A resolver's small direct-mapped table of its last answers, found
+/// without hashing ([`TraceResolver::near`], [`RawResolver::near`]).
+struct NearTable<T>(RefCell<Box<[Option<T>]>>);
+
+impl<T> NearTable<T> {
+    fn new() -> Self {
+        NearTable(RefCell::new((0..NEAR_SLOTS).map(|_| None).collect()))
+    }
+
+    /// `f` of the entry in slot `k` (any number: it is masked) where
+    /// `hit` takes it, else of `make`'s, which then takes the slot.
+    #[inline]
+    fn with<R>(
+        &self,
+        k: usize,
+        hit: impl FnOnce(&T) -> bool,
+        make: impl FnOnce() -> T,
+        f: impl FnOnce(&T) -> R,
+    ) -> R {
+        let k = k & (NEAR_SLOTS - 1);
+        if let Some(e) = &self.0.borrow()[k] {
+            if hit(e) {
+                return f(e);
+            }
+        }
+        let e = make();
+        let out = f(&e);
+        self.0.borrow_mut()[k] = Some(e);
+        out
+    }
+}
 
 /// A [`TraceResolver::near`] slot: (pid, addr)'s resolution.
 struct Near {
@@ -79,7 +111,7 @@ impl<'a> TraceResolver<'a> {
             images,
             symbols,
             cache: RefCell::new(FastMap::default()),
-            near: RefCell::new((0..NEAR_SLOTS).map(|_| None).collect()),
+            near: NearTable::new(),
         }
     }
 
@@ -88,17 +120,17 @@ impl<'a> TraceResolver<'a> {
     /// profile showed the `Arc` clones of a returned copy).
     #[inline]
     fn with_resolved<R>(&self, pid: u32, addr: u64, t: u64, f: impl FnOnce(&Resolved) -> R) -> R {
-        let k = (addr ^ (addr >> 11) ^ u64::from(pid).wrapping_mul(0x9e37_79b9)) as usize
-            & (NEAR_SLOTS - 1);
-        if let Some(n) = &self.near.borrow()[k] {
-            if n.addr == addr && n.pid == pid && n.r.since <= t && t < n.r.until {
-                return f(&n.r);
-            }
-        }
-        let r = self.resolved(pid, addr, t);
-        let out = f(&r);
-        self.near.borrow_mut()[k] = Some(Near { pid, addr, r });
-        out
+        let k = (addr ^ (addr >> 11) ^ u64::from(pid).wrapping_mul(0x9e37_79b9)) as usize;
+        self.near.with(
+            k,
+            |n| n.addr == addr && n.pid == pid && n.r.since <= t && t < n.r.until,
+            || Near {
+                pid,
+                addr,
+                r: self.resolved(pid, addr, t),
+            },
+            |n| f(&n.r),
+        )
     }
 
     /// (pid, addr)'s resolution at `t`, from `cache` or made (and kept).
@@ -1214,7 +1246,7 @@ struct To<'o, 'e, E> {
     error: &'o mut Option<E>,
 }
 
-impl<E> To<'_, '_, E> {
+impl<'o, 'e, E> To<'o, 'e, E> {
     /// `op` to `stack` (thread pid, tid's), its slices to the sink: 1 when
     /// `op` went to the stack, 0 for a mark (which goes straight to the
     /// sink; the stack ignores it).
@@ -1233,19 +1265,10 @@ impl<E> To<'_, '_, E> {
             }
             return 0;
         }
-        let (out, error) = (&mut *self.out, &mut *self.error);
-        stack.push(op, resolver, &mut |s| {
-            if error.is_none() {
-                if let Err(e) = out.slice(&s) {
-                    *error = Some(e);
-                }
-            }
-        });
+        stack.push(op, resolver, &mut self.slices());
         1
     }
-}
 
-impl<E> To<'_, '_, E> {
     /// A leaf call `call` and its return `ret` to `stack` at once
     /// ([`ThreadStack::push_leaf`]), its slice to the sink: `false`
     /// (nothing done) where that does not apply.
@@ -1257,14 +1280,21 @@ impl<E> To<'_, '_, E> {
         call: &Op,
         ret: &Op,
     ) -> bool {
+        stack.push_leaf(call, ret, resolver, &mut self.slices())
+    }
+
+    /// Where a stack's slices go: to the sink until it gives an error,
+    /// which is kept.
+    #[inline(always)]
+    fn slices(&mut self) -> impl FnMut(Slice) + use<'_, 'o, 'e, E> {
         let (out, error) = (&mut *self.out, &mut *self.error);
-        stack.push_leaf(call, ret, resolver, &mut |s| {
+        move |s| {
             if error.is_none() {
                 if let Err(e) = out.slice(&s) {
                     *error = Some(e);
                 }
             }
-        })
+        }
     }
 }
 
@@ -1819,7 +1849,7 @@ fn finish_run(
 pub struct RawResolver<'a> {
     input: &'a RawInput,
     symbols: &'a SymbolCache,
-    near: RefCell<Box<[Option<RawNear>]>>,
+    near: NearTable<RawNear>,
 }
 
 /// A [`RawResolver::near`] slot: an address and its answer.
@@ -1838,23 +1868,19 @@ impl<'a> RawResolver<'a> {
         Self {
             input,
             symbols,
-            near: RefCell::new((0..NEAR_SLOTS).map(|_| None).collect()),
+            near: NearTable::new(),
         }
     }
 
     /// `f` of `addr`'s answer, from the table or made (and kept there).
     #[inline]
     fn with_resolved<R>(&self, addr: u64, f: impl FnOnce(&RawResolved) -> R) -> R {
-        let k = (addr ^ (addr >> 11)) as usize & (NEAR_SLOTS - 1);
-        if let Some((a, r)) = &self.near.borrow()[k] {
-            if *a == addr {
-                return f(r);
-            }
-        }
-        let r = self.resolve(addr);
-        let out = f(&r);
-        self.near.borrow_mut()[k] = Some((addr, r));
-        out
+        self.near.with(
+            (addr ^ (addr >> 11)) as usize,
+            |(a, _)| *a == addr,
+            || (addr, self.resolve(addr)),
+            |(_, r)| f(r),
+        )
     }
 
     /// The function containing `addr`, whether `addr` is its entry, and
