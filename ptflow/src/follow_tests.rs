@@ -301,45 +301,72 @@ fn followed_blocks_go_on_through_the_next_packets() {
 }
 
 /// A syscall and a jump back to it.
-const SYSCALLS: &[u8] = &[
-    0x0f, 0x05, // 0x00: syscall
-    0xeb, 0xfc, // 0x02: jmp 0x00
+/// A far transfer at 0, and a jump back to it at `.1`, for each kind the
+/// fast decoder knows: a syscall (`FarCall`), a far jump through memory
+/// (`FarJump`) and a far return (`FarReturn`).
+const FAR_TRANSFERS: [(&str, u64, &[u8]); 3] = [
+    (
+        "syscalls",
+        2,
+        &[
+            0x0f, 0x05, // 0x00: syscall
+            0xeb, 0xfc, // 0x02: jmp 0x00
+        ],
+    ),
+    (
+        "far jumps",
+        6,
+        &[
+            0xff, 0x2d, 0, 0, 0, 0, // 0x00: ljmp *0x0(%rip)
+            0xeb, 0xf8, // 0x06: jmp 0x00
+        ],
+    ),
+    (
+        "far returns",
+        2,
+        &[
+            0x48, 0xcb, // 0x00: lretq
+            0xeb, 0xfc, // 0x02: jmp 0x00
+        ],
+    ),
 ];
 
 /// A far transfer is never followed: its block is the chunk decoder's to
-/// look at one by one (a syscall leaves to the kernel, a far jump maybe
-/// to another mode). Here each syscall goes to a TIP of the jump after
-/// it, as if the kernel came straight back.
+/// look at one by one (a syscall leaves to the kernel, a far jump or
+/// return maybe to another mode). Here each far transfer goes to a TIP
+/// of the jump after it, as if it came straight back.
 #[test]
 fn far_transfers_are_left_to_next_block() {
-    let mut trace = [&PSB[..], &MODE64, &fup(BASE, 0), &PSBEND].concat();
-    for _ in 0..8 {
-        trace.extend(tip(BASE, 2));
+    for (tag, back, bytes) in FAR_TRANSFERS {
+        let mut trace = [&PSB[..], &MODE64, &fup(BASE, 0), &PSBEND].concat();
+        for _ in 0..8 {
+            trace.extend(tip(BASE, back));
+        }
+        trace.extend(TIP_PGD);
+        let code = (tag, bytes);
+        let (one, _) = decode_code(code, &trace, BASE, How::OneByOne);
+        let (items, followed) = decode_code(
+            code,
+            &trace,
+            BASE,
+            How::Follow {
+                each_max: usize::MAX,
+            },
+        );
+        assert_eq!(items, one, "{tag}");
+        assert!(
+            one.iter()
+                .filter(|i| matches!(i, Item::Block(b, ..) if b.end_ip == BASE))
+                .count()
+                >= 8,
+            "{tag}: {one:x?}"
+        );
+        assert!(
+            followed.iter().all(|(b, _)| b.end_ip != BASE),
+            "{tag}: a far transfer's block was followed: {followed:x?}"
+        );
+        assert!(!followed.is_empty(), "{tag}: the jumps back were followed");
     }
-    trace.extend(TIP_PGD);
-    let code = ("syscalls", SYSCALLS);
-    let (one, _) = decode_code(code, &trace, BASE, How::OneByOne);
-    let (items, followed) = decode_code(
-        code,
-        &trace,
-        BASE,
-        How::Follow {
-            each_max: usize::MAX,
-        },
-    );
-    assert_eq!(items, one);
-    assert!(
-        one.iter()
-            .filter(|i| matches!(i, Item::Block(b, ..) if b.end_ip == BASE))
-            .count()
-            >= 8,
-        "{one:x?}"
-    );
-    assert!(
-        followed.iter().all(|(b, _)| b.end_ip != BASE),
-        "a syscall's block was followed: {followed:x?}"
-    );
-    assert!(!followed.is_empty(), "the jumps back were followed");
 }
 
 #[test]
