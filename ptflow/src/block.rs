@@ -1513,6 +1513,20 @@ impl<'a> BlockDecoder<'a> {
         // Whether `each` is to be told the time and offset before the next
         // block: before the first, and where a packet was read.
         let mut moved = true;
+        // After a branch that used up the event in progress, the next one
+        // into the locals, from the event decoder's fast path; `false`
+        // where that path cannot say (nothing changed).
+        macro_rules! refilled {
+            ($d:ident) => {
+                refill_fast_of!($d, ev) && {
+                    (tnt, left, tip) = next_in_locals(ev);
+                    time = ($d.tsc, $d.lost_mtc, $d.lost_cyc);
+                    off = $d.evdec.offset().ok();
+                    moved = true;
+                    true
+                }
+            };
+        }
         // With `LOCAL`, each block is handed out from a local and `block`
         // is not written: the fields `each` does not read are never
         // stored. Writing the whole `Block` per block was a tenth of
@@ -1569,13 +1583,9 @@ impl<'a> BlockDecoder<'a> {
                 if class == Class::Return && (!taken || self.retstack.is_empty()) {
                     break;
                 }
-                if !refill_fast_of!(self, ev) {
+                if !refilled!(self) {
                     break;
                 }
-                (tnt, left, tip) = next_in_locals(ev);
-                time = (self.tsc, self.lost_mtc, self.lost_cyc);
-                off = self.evdec.offset().ok();
-                moved = true;
                 if class == Class::Return {
                     let Ok((to, (call_gen, call))) = self.retstack.pop_call() else {
                         unreachable!("a return address was there");
@@ -1594,14 +1604,11 @@ impl<'a> BlockDecoder<'a> {
                 && !last.direct
                 && (class == Class::Return || class == Class::Call || class == Class::Jump)
             {
-                if !refill_fast_of!(self, ev) {
+                let target = tip;
+                if !refilled!(self) {
                     break;
                 }
-                ip = tip;
-                (tnt, left, tip) = next_in_locals(ev);
-                time = (self.tsc, self.lost_mtc, self.lost_cyc);
-                off = self.evdec.offset().ok();
-                moved = true;
+                ip = target;
                 // As `next_block_fast`: the run at the target in the
                 // direct-mapped cache, by the node's cache key.
                 indirect = code.cached_node(node.key, ip);
