@@ -149,7 +149,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ptdec: {}", sideband::error::display_chain(e.as_ref()));
+            sideband::say!("ptdec: {}", sideband::error::display_chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }

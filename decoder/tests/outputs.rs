@@ -130,6 +130,45 @@ fn a_closed_stdout_is_an_error() {
     }
 }
 
+/// Standard error full (`2>/dev/full`) or closed to a reader that has
+/// gone: the messages are lost, never a panic (std's `eprintln!` panicked,
+/// exit 101, after a finished decode). A decode that wrote its FTF exits 0
+/// with the FTF whole; one that failed exits 1 as it would have.
+#[test]
+fn a_full_or_gone_stderr_loses_the_messages_not_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    let ftf = tmp.path().join("out.ftf");
+    let f = ftf.to_str().unwrap();
+    let missing = tmp.path().join("no-such-trace");
+    let m = missing.to_str().unwrap();
+    let mut redirects = vec!["exec \"$0\" \"$@\" 2>&-"];
+    if Path::new("/dev/full").exists() {
+        redirects.push("exec \"$0\" \"$@\" 2>/dev/full");
+    }
+    // A reader that has gone: stderr a pipe into `true`, which exits at once.
+    // (Standard output stays the test's, through fd 3.)
+    let gone = "{ \"$0\" \"$@\" 2>&1 1>&3 | (exec 0<&-; true); exit ${PIPESTATUS[0]}; } 3>&1";
+    redirects.push(gone);
+    for redirect in redirects {
+        let _ = std::fs::remove_file(&ftf);
+        let o = via_bash(redirect, &[d, "-o", f]);
+        assert_eq!(o.status.code(), Some(0), "{redirect}: {o:?}");
+        ftf::read::parse(&std::fs::read(&ftf).unwrap()).unwrap();
+        let o = via_bash(redirect, &["report", d]);
+        assert_eq!(o.status.code(), Some(0), "{redirect}: {o:?}");
+        assert!(
+            text(&o.stdout).contains("by self time"),
+            "{redirect}: {o:?}"
+        );
+        let o = via_bash(redirect, &[m, "-o", f]);
+        assert_eq!(o.status.code(), Some(1), "{redirect}: {o:?}");
+    }
+}
+
 /// Every command names a failed write to standard output the same way
 /// (`outfile::Stdout`; `ptdec dump` printed a bare "No space left on
 /// device"), standard output open for reading only (`1<FILE`) says what

@@ -256,7 +256,7 @@ fn run(args: Args) -> anyhow::Result<i32> {
         None
     } else {
         Some(Box::new(|p: &ptrec::session::Progress| {
-            eprint!(
+            sideband::say_part!(
                 "\rptrec: {:.1}s, {:.1} MiB written, {:.1} MiB/s{}{}   ",
                 p.elapsed.as_secs_f64(),
                 p.bytes_written as f64 / (1 << 20) as f64,
@@ -278,20 +278,20 @@ fn run(args: Args) -> anyhow::Result<i32> {
         }))
     };
     for w in ptrec::outdir::leftovers(&opts.out) {
-        eprintln!("ptrec: warning: {w}");
+        sideband::say!("ptrec: warning: {w}");
     }
     let result = record::record(&opts, &stop, progress);
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = forwarder.join();
     let summary = result?;
     if !args.quiet {
-        eprintln!();
+        sideband::say!();
     }
     for w in &summary.warnings {
-        eprintln!("ptrec: warning: {w}");
+        sideband::say!("ptrec: warning: {w}");
     }
     let r = &summary.report;
-    eprintln!(
+    sideband::say!(
         "ptrec: wrote {} ({:.1} MiB: {} bytes of trace, {} of sideband){}",
         summary.out.display(),
         r.file_bytes as f64 / (1 << 20) as f64,
@@ -304,10 +304,11 @@ fn run(args: Args) -> anyhow::Result<i32> {
         }
     );
     if r.lost_records > 0 || r.truncated_aux > 0 {
-        eprintln!(
+        sideband::say!(
             "ptrec: warning: the kernel lost {} sideband records and truncated {} AUX buffers; \
              use larger rings (-m) or snapshot mode (-S)",
-            r.lost_records, r.truncated_aux
+            r.lost_records,
+            r.truncated_aux
         );
     }
     Ok(summary.child_status.unwrap_or(0))
@@ -318,7 +319,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
-            eprintln!("ptrec: {}", sideband::error::display_chain(e.as_ref()));
+            sideband::say!("ptrec: {}", sideband::error::display_chain(e.as_ref()));
             ExitCode::from(2)
         }
     }

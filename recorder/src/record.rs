@@ -867,7 +867,7 @@ fn spawn_control(
                         }
                     }
                     "ping" | "" => {}
-                    other => eprintln!("ptrec: unknown control command {other:?} (snapshot, enable, disable, stop, ping)"),
+                    other => sideband::say!("ptrec: unknown control command {other:?} (snapshot, enable, disable, stop, ping)"),
                 }
                 if let Some(a) = &mut ack_file {
                     let _ = a.write_all(b"ack\n");

@@ -86,6 +86,28 @@
 //! ```
 #![deny(unsafe_code)]
 
+/// `eprintln!` that never panics. Where standard error cannot be written
+/// (`2>/dev/full`, a pipe whose reader is gone), std's `eprintln!` panics
+/// ("failed printing to stderr"), turning a finished run into exit 101;
+/// here the message is lost and the program goes on to its own exit
+/// status. Every binary's messages go through it.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the newline (`eprint!` that never panics).
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::write!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod addr_filter;
 pub mod attr;
 pub mod auxtrace_info;

@@ -97,7 +97,7 @@ pub fn dump(file: &Path) -> Result<()> {
 pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
     let tp = crate::check::find_trace_processor(a.trace_processor.as_deref())?;
     let r = crate::check::check(&tp, file, a.check_timeout)?;
-    print!("{}", crate::check::render(file, &r, None));
+    print(&crate::check::render(file, &r, None))?;
     if r.failed() {
         bail!(
             "Perfetto reported import errors or data loss in {}",
@@ -179,7 +179,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
         }
     }
     if !a.quiet {
-        eprint!("{}", summary::render(&run));
+        sideband::say_part!("{}", summary::render(&run));
     }
     Ok(())
 }

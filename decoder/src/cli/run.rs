@@ -138,7 +138,7 @@ pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs, quiet: bool)
         );
     }
     match &trace.bundle {
-        Some(b) if quiet && trace.warnings.len() > 1 => eprintln!(
+        Some(b) if quiet && trace.warnings.len() > 1 => sideband::say!(
             "ptdec: warning: {} warnings about the bundle {}, the first: {}; run without -q to \
              see more of them",
             b.warnings,
@@ -150,11 +150,11 @@ pub(super) fn open_decodable(trace_path: &Path, images: &ImageArgs, quiet: bool)
         Some(_) => trace
             .warnings
             .iter()
-            .for_each(|w| eprintln!("ptdec: warning: {w}")),
+            .for_each(|w| sideband::say!("ptdec: warning: {w}")),
         None => trace
             .warnings
             .iter()
-            .for_each(|w| eprintln!("ptdec: warning: {}: {w}", trace_path.display())),
+            .for_each(|w| sideband::say!("ptdec: warning: {}: {w}", trace_path.display())),
     }
     Ok(trace)
 }
@@ -437,7 +437,7 @@ fn run_dataset(
     };
     if !quiet {
         let rows = stats.calls + stats.untraced + stats.gaps;
-        eprintln!(
+        sideband::say!(
             "{} {}: {} calls, {} untraced, {} gaps, {} marks, {} threads; {} bytes ({:.1} per row of calls)",
             if single { "file" } else { "dataset" },
             output.display(),
@@ -452,7 +452,7 @@ fn run_dataset(
     }
     // Whatever -q says: what was asked for is not in the file.
     if stats.marks_unwritten > 0 {
-        eprintln!(
+        sideband::say!(
             "ptdec: warning: {} marks (PTWRITE, power, frequency, events) are not in {}: a single \
              file holds the calls; write a dataset folder (-o DIR --format parquet) for the marks table",
             stats.marks_unwritten,
@@ -489,7 +489,7 @@ fn run_and_report(
     let (report, ()) = run_timed(progress, end, run, finish_outputs)?;
     // Whatever -q says: the folder holds files that look like this run's.
     for (path, why) in &report.stale.kept {
-        eprintln!(
+        sideband::say!(
             "ptdec: warning: {} is named as a --split window of {} that this run did not \
              write, and was left as it is ({why}); it is not part of this run's output",
             path.display(),
@@ -532,12 +532,12 @@ where
     report.wall_time = Some(wall_time);
     finish_outputs()?;
     if !end.quiet {
-        eprint!("{}", summary::render(&report));
+        sideband::say_part!("{}", summary::render(&report));
     } else if !end.warned {
         // What `-q` still says: code that was not decoded for want of its
         // binary.
         if let Some(line) = summary::quiet_missing(&report) {
-            eprintln!("{line}");
+            sideband::say!("{line}");
         }
     }
     Ok((report, more))
@@ -553,7 +553,7 @@ fn check_written(report: &pipeline::Report, a: &CheckArgs) -> Result<()> {
             bail!("--check needs -o FILE (it reads the file back), not -");
         };
         let r = crate::check::check(&tp, path, a.check_timeout)?;
-        eprint!("{}", crate::check::render(path, &r, Some(w.events)));
+        sideband::say_part!("{}", crate::check::render(path, &r, Some(w.events)));
         if r.failed() || r.slices != w.events {
             failed.push(path.display().to_string());
         }
@@ -601,7 +601,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
     let print = a.pevent.print(order);
     if a.insn_list.is_none() && !a.quiet {
         if let Some(opt) = print_option(&a) {
-            eprintln!(
+            sideband::say!(
                 "ptdec: warning: {opt} lists sideband in --insn-list FILE, which is not \
                  given: nothing is listed (add --insn-list FILE, or - for stdout)"
             );
@@ -613,7 +613,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
         let sb = Sideband::load(&specs, &a.pevent.kcore, print)?;
         if !sb.missing.is_empty() && !a.quiet {
             let names: Vec<String> = sb.missing.iter().map(|p| p.display().to_string()).collect();
-            eprintln!(
+            sideband::say!(
                 "ptdec: warning: files the sideband maps do not exist, their code is missing \
                  (give --pevent:sysroot DIR where they are): {}",
                 names.join(", ")
@@ -623,7 +623,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
             (sb.not_regular.iter()).partition(|(_, &kind)| kind == crate::inputs::LINK_LOOP);
         if !loops.is_empty() && !a.quiet {
             let names: Vec<String> = loops.iter().map(|(p, _)| p.display().to_string()).collect();
-            eprintln!(
+            sideband::say!(
                 "ptdec: warning: files the sideband maps are symbolic link loops (links that \
                  lead back to each other, ELOOP), their code is missing (fix or remove the \
                  links, or give --pevent:sysroot DIR where the files are): {}",
@@ -634,7 +634,7 @@ pub fn decode_raw(a: RawArgs, order: Option<&ArgOrder>) -> Result<()> {
             let names: Vec<String> = (odd.iter())
                 .map(|(p, kind)| format!("{} ({kind})", p.display()))
                 .collect();
-            eprintln!(
+            sideband::say!(
                 "ptdec: warning: files the sideband maps are not regular files, their code is \
                  missing (not read: a device or FIFO may never end): {}",
                 names.join(", ")

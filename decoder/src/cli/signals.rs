@@ -59,7 +59,7 @@ pub fn on_interrupt() {
         } else {
             ""
         };
-        eprintln!("{nl}ptdec: interrupted by {name}{what}");
+        sideband::say!("{nl}ptdec: interrupted by {name}{what}");
         std::process::exit(128 + sig);
     });
 }
