@@ -447,6 +447,37 @@ impl Report {
         self.warnings = images.warnings();
         self.warnings
             .extend(images.changed_code_hint(&self.decode.errors));
+        self.warnings.extend(self.no_code_hint());
+    }
+
+    /// Trace decoded, not one instruction, every error a lack of code,
+    /// and no image missing: the trace's addresses and times matched none
+    /// of the mappings the sideband gives, which a damaged record (an
+    /// AUXTRACE record's tid or cpu, AUXTRACE_INFO's fields) or a
+    /// sideband from another run explains; said, as the summary alone
+    /// ("errors Nomap ...") did not.
+    fn no_code_hint(&self) -> Option<String> {
+        let d = &self.decode;
+        let nomap: u64 = d
+            .errors
+            .iter()
+            .filter(|(k, _)| k.contains("Nomap"))
+            .map(|(_, n)| n)
+            .sum();
+        if d.bytes == 0 || d.insns > 0 || nomap == 0 || !self.missing.is_empty() {
+            return None;
+        }
+        if d.errors.keys().any(|k| !k.contains("Nomap")) {
+            return None;
+        }
+        Some(format!(
+            "no instruction was decoded: at each of the {} places the trace went, no image \
+             was mapped at that address in that thread at that time, though no image file is \
+             missing; the sideband does not describe this trace (a damaged AUXTRACE record's \
+             tid or cpu, damaged AUXTRACE_INFO fields, or sideband of another run): `ptdec \
+             info` shows the threads, buffers and mappings it gives",
+            thousands(nomap)
+        ))
     }
 }
 
@@ -475,6 +506,18 @@ pub enum RunError {
     )]
     CutBeforeTrace {
         /// The reader's warning about the cut.
+        warning: String,
+    },
+    /// The records are damaged before any trace data could be read (an
+    /// AUXTRACE record's size of 0, say, has the trace bytes after it read
+    /// as records): nothing decoded.
+    #[error(
+        "nothing decoded: no trace data could be read, as the recording's records are damaged \
+         before it ({warning}); `ptdec info` shows what the sideband holds; copy or record the \
+         file again. Nothing was written"
+    )]
+    DamagedBeforeTrace {
+        /// The reader's warning about the damage.
         warning: String,
     },
     /// The recording has AUXTRACE_INFO but no trace data at all.
@@ -730,6 +773,9 @@ pub(crate) fn check_decoded(
     if let Some(t) = trace.filter(|_| stats.bytes == 0 && stats.chunks == 0) {
         if let Some(w) = crate::input::cut_warning(&t.warnings, true) {
             return Err(RunError::CutBeforeTrace { warning: w.clone() });
+        }
+        if let Some(w) = t.warnings.iter().find(|w| w.contains(" is damaged (")) {
+            return Err(RunError::DamagedBeforeTrace { warning: w.clone() });
         }
         // Not cut, as far as the file tells (a pipe-mode file cut on a
         // record boundary does not): an empty output is no answer either.
@@ -2197,6 +2243,42 @@ mod tap_tests {
             let decoded = raw(&mut ops.iter());
             assert_eq!(raw(&mut got.iter().map(|g| &g.0)), decoded);
         }
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    /// The hint that no instruction was decoded comes where trace was
+    /// decoded, every error was a lack of code and no image is missing;
+    /// not with an instruction decoded, another error, an image missing,
+    /// or no trace.
+    #[test]
+    fn no_code_anywhere_with_no_image_missing_is_said() {
+        let report = |bytes: u64, insns: u64, errors: &[(&str, u64)], missing: bool| {
+            let mut r = Report::default();
+            r.decode.bytes = bytes;
+            r.decode.insns = insns;
+            r.decode.errors = errors.iter().map(|&(k, n)| (k.to_string(), n)).collect();
+            if missing {
+                r.missing.push(MissingImage {
+                    name: "/lib/x.so".into(),
+                    build_id: None,
+                    reason: "not found".into(),
+                    ranges: Vec::new(),
+                });
+            }
+            r.no_code_hint()
+        };
+        let hint = report(4096, 0, &[("Nomap", 1234)], false).expect("said");
+        assert!(hint.contains("no instruction was decoded"), "{hint}");
+        assert!(hint.contains("1,234 places"), "{hint}");
+        assert_eq!(report(4096, 1, &[("Nomap", 1234)], false), None);
+        assert_eq!(report(4096, 0, &[("Nomap", 9), ("BadOpc", 1)], false), None);
+        assert_eq!(report(4096, 0, &[("Nomap", 1234)], true), None);
+        assert_eq!(report(0, 0, &[("Nomap", 1234)], false), None);
+        assert_eq!(report(4096, 0, &[], false), None);
     }
 }
 

@@ -130,6 +130,44 @@ fn a_closed_stdout_is_an_error() {
     }
 }
 
+/// A recording whose first AUXTRACE record says its trace data is 0
+/// bytes long: the trace bytes after it are read as records until one is
+/// damaged, and nothing is left to decode. An error naming the damage,
+/// exit 1 and no output (it was exit 0 and an FTF of no slices, the
+/// damage only a warning that said "the trace before it is decoded").
+#[test]
+fn records_damaged_before_any_trace_data_are_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(dir) = trace_dir(module_path!(), tmp.path()) else {
+        return;
+    };
+    let data = dir.join("data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let aux = PerfFile::parse(&bytes)
+        .unwrap()
+        .raw_records()
+        .find(|r| r.header.kind == sideband::record::kind::AUXTRACE)
+        .map(|r| r.offset as usize)
+        .unwrap();
+    // The AUXTRACE record's `size` (of the trace data after it) follows
+    // its 8-byte header.
+    bytes[aux + 8..aux + 16].copy_from_slice(&0u64.to_le_bytes());
+    std::fs::write(&data, &bytes).unwrap();
+    let d = dir.to_str().unwrap();
+    let out = tmp.path().join("out.ftf");
+    for args in [vec![d, "-o", out.to_str().unwrap()], vec!["report", d]] {
+        let o = Command::new(EXE).args(&args).output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("nothing decoded") && err.contains("damaged"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(!out.exists(), "{args:?}");
+    }
+}
+
 /// Standard error full (`2>/dev/full`) or closed to a reader that has
 /// gone: the messages are lost, never a panic (std's `eprintln!` panicked,
 /// exit 101, after a finished decode). A decode that wrote its FTF exits 0
