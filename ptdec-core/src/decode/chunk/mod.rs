@@ -446,6 +446,7 @@ fn run_chunk(
         list_buf: (setup.opts.insn_list.is_some() && dec.unsupported().is_none() && fast)
             .then(Default::default),
         list_over: Default::default(),
+        fell_back: !fast && setup.opts.decoder == DecoderKind::Fast,
     };
     st.run_decoder(dec);
     st.over_bound |= st.list_over.get();
@@ -558,6 +559,9 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// and whether more came than the op bound (`op_bound`) lets it hold.
     list_buf: Option<std::cell::RefCell<Vec<ListItem>>>,
     list_over: std::cell::Cell<bool>,
+    /// libipt decodes this chunk because the fast decoder, the one asked
+    /// for, gave it up (what an error message says to do differs).
+    fell_back: bool,
     /// The setup's `opts.insn_list.is_some()` and `cycles`, asked per
     /// block (the chunk decoder asks these fields, not the setup): kept
     /// here, next to the rest of the per-block state. Behind three

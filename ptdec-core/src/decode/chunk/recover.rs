@@ -171,7 +171,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 self.list(ListItem::Error {
                     offset: off,
                     what: "sync error",
-                    message: with_hint(e, newer),
+                    message: with_hint(e, newer, self.fell_back),
                 });
                 self.stats.bad_psbs += 1;
                 let key = match newer {
@@ -314,7 +314,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
             Failure::Pt(e) => {
                 let newer = unknown_to_libipt(self.bytes, e, dec.offset().ok());
-                let message = with_hint(e, newer);
+                let message = with_hint(e, newer, self.fell_back);
                 (
                     GapKind::DecodeError(Box::new(format!(
                         "{message} at offset {:#x}",
@@ -402,6 +402,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
 /// What to do about a packet libipt 2.1.2 does not know.
 pub(crate) const NEWER_PACKET_HINT: &str = "--decoder fast (the default) decodes it";
 
+/// What a packet libipt 2.1.2 does not know means where libipt decoded
+/// the chunk because the fast decoder gave it up: the user has the fast
+/// decoder already.
+const FELL_BACK_HINT: &str = "libipt decoded this chunk as the fast decoder could not (the \
+    summary's `flow decoder` line says why)";
+
 /// The first packet from `at` of `bytes` that libipt 2.1.2 does not
 /// know, when libipt answered `BAD_OPC` (`e`) for a packet only a newer
 /// libipt knows and ptflow reads ([`crate::decode::newer_packet`]).
@@ -413,12 +419,16 @@ fn unknown_to_libipt(bytes: &[u8], e: PtError, at: Option<u64>) -> Option<&'stat
 }
 
 /// libipt's message for `e`, with what the packet was and what to do
-/// when only a newer libipt knows it.
-fn with_hint(e: PtError, newer: Option<&str>) -> String {
+/// when only a newer libipt knows it (`fell_back`: libipt decodes the
+/// chunk in the fast decoder's stead, so there is nothing to do).
+fn with_hint(e: PtError, newer: Option<&str>, fell_back: bool) -> String {
+    let hint = match fell_back {
+        true => FELL_BACK_HINT,
+        false => NEWER_PACKET_HINT,
+    };
     match newer {
         Some(p) => format!(
-            "{}: a {p} packet (libipt 2.2), which libipt 2.1.2 does not know; \
-             {NEWER_PACKET_HINT}",
+            "{}: a {p} packet (libipt 2.2), which libipt 2.1.2 does not know; {hint}",
             error_message(e)
         ),
         None => error_message(e).to_string(),
@@ -436,4 +446,30 @@ pub(super) fn first_stall_op(r: &Run, stall: u64) -> usize {
             .rev()
             .take_while(|o| o.stamp().insns > start)
             .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A packet libipt 2.1.2 does not know tells the user of `--decoder
+    /// libipt` to take the fast decoder, and the user of the fast decoder,
+    /// whose chunk libipt decoded in its stead, why libipt is there.
+    #[test]
+    fn a_newer_packet_says_what_to_do_by_who_asked_for_libipt() {
+        let asked = with_hint(PtError::BAD_OPC, Some("TRIG"), false);
+        assert!(asked.contains("a TRIG packet (libipt 2.2)"), "{asked}");
+        assert!(asked.contains(NEWER_PACKET_HINT), "{asked}");
+        let fell_back = with_hint(PtError::BAD_OPC, Some("TRIG"), true);
+        assert!(
+            fell_back.contains("a TRIG packet (libipt 2.2)"),
+            "{fell_back}"
+        );
+        assert!(fell_back.contains(FELL_BACK_HINT), "{fell_back}");
+        assert!(!fell_back.contains("--decoder fast"), "{fell_back}");
+        assert_eq!(
+            with_hint(PtError::BAD_OPC, None, true),
+            with_hint(PtError::BAD_OPC, None, false)
+        );
+    }
 }
