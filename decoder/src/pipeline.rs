@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use sideband::timeline::{Mapping, TaskId, Timeline};
 
-use crate::decode::{decode_raw, DecodeError, DecodeOptions, DecodeStats, RawConfig, StopFlag};
+use crate::decode::{
+    decode_raw, DecodeError, DecodeOptions, DecodeStats, DecoderKind, RawConfig, StopFlag,
+};
 use crate::emit::{EmitError, EmitStats, Emitter, Target, TimeAxis, Written};
 use crate::images::{is_kernel_name, Image, ImageStore, MissingImage};
 use crate::input::Trace;
@@ -452,10 +454,10 @@ impl Report {
 
     /// Trace decoded, not one instruction, every error a lack of code,
     /// and no image missing: the trace's addresses and times matched none
-    /// of the mappings the sideband gives, which a damaged record (an
-    /// AUXTRACE record's tid or cpu, AUXTRACE_INFO's fields) or a
-    /// sideband from another run explains; said, as the summary alone
-    /// ("errors Nomap ...") did not.
+    /// of the files mapped, which code in memory no file maps (JIT code)
+    /// explains, or a damaged record (an AUXTRACE record's tid or cpu,
+    /// AUXTRACE_INFO's fields) or a sideband from another run; said, as
+    /// the summary alone ("errors Nomap ...") did not.
     fn no_code_hint(&self) -> Option<String> {
         let d = &self.decode;
         let nomap: u64 = d
@@ -471,11 +473,12 @@ impl Report {
             return None;
         }
         Some(format!(
-            "no instruction was decoded: at each of the {} places the trace went, no image \
-             was mapped at that address in that thread at that time, though no image file is \
-             missing; the sideband does not describe this trace (a damaged AUXTRACE record's \
-             tid or cpu, damaged AUXTRACE_INFO fields, or sideband of another run): `ptdec \
-             info` shows the threads, buffers and mappings it gives",
+            "no instruction was decoded: all {} times the trace needed code, no file was \
+             mapped at that address in that thread at that time, though no image file is \
+             missing; either the code ran in memory no file maps (JIT code, anonymous \
+             memory), or the recording's threads, times or mappings do not describe this \
+             trace (a damaged record, or sideband of another run): `ptdec info` shows the \
+             threads, buffers and mappings it gives",
             thousands(nomap)
         ))
     }
@@ -774,8 +777,16 @@ pub(crate) fn check_decoded(
         if let Some(w) = crate::input::cut_warning(&t.warnings, true) {
             return Err(RunError::CutBeforeTrace { warning: w.clone() });
         }
+        // Damaged records, and not a byte of trace read (not one that a
+        // --tid or --pid left out): the damage came before any.
+        let no_bytes = t
+            .buffers
+            .iter()
+            .all(|b| b.chunks.iter().all(|c| c.len == 0));
         if let Some(w) = t.warnings.iter().find(|w| w.contains(" is damaged (")) {
-            return Err(RunError::DamagedBeforeTrace { warning: w.clone() });
+            if no_bytes {
+                return Err(RunError::DamagedBeforeTrace { warning: w.clone() });
+            }
         }
         // Not cut, as far as the file tells (a pipe-mode file cut on a
         // record boundary does not): an empty output is no answer either.
@@ -793,12 +804,15 @@ pub(crate) fn check_decoded(
                 warning: w.clone(),
             });
         }
-        // libipt stopped at a packet only a newer libipt knows (the
-        // errors count it as `... (TRIG)`): say so, not "not Intel PT".
+        // libipt, asked for, stopped at a packet only a newer libipt
+        // knows (the errors count it as `... (TRIG)`): say so, not "not
+        // Intel PT". (Where it decoded chunks the fast decoder gave up,
+        // the fast decoder is already what the message would suggest.)
         if let Some(packet) = stats
             .errors
             .keys()
             .find_map(|k| k.strip_suffix(" (TRIG)").map(|_| "TRIG"))
+            .filter(|_| opts.decoder == DecoderKind::Libipt)
         {
             return Err(RunError::NewerPacket {
                 bytes: stats.bytes,
@@ -2273,7 +2287,7 @@ mod report_tests {
         };
         let hint = report(4096, 0, &[("Nomap", 1234)], false).expect("said");
         assert!(hint.contains("no instruction was decoded"), "{hint}");
-        assert!(hint.contains("1,234 places"), "{hint}");
+        assert!(hint.contains("all 1,234 times"), "{hint}");
         assert_eq!(report(4096, 1, &[("Nomap", 1234)], false), None);
         assert_eq!(report(4096, 0, &[("Nomap", 9), ("BadOpc", 1)], false), None);
         assert_eq!(report(4096, 0, &[("Nomap", 1234)], true), None);

@@ -1555,9 +1555,10 @@ impl<'a> BlockDecoder<'a> {
             // a jump table, one indirect branch per block whose target
             // changes from block to block. `perf annotate` put a fifth of
             // ptbench-fast's samples at it; as tests, commonest first,
-            // ptbench-fast took 11-12% less CPU on the bench's interp and
-            // shapes traces and 3% less on the real LLDB row (medians of
-            // 9, `perf stat`), for 10% more instructions.
+            // ptbench-fast took 15% less CPU on the bench's interp trace,
+            // 11% less on shapes and 1.4% less on the real LLDB row
+            // (medians of 11 interleaved runs, `perf stat`), for 10% more
+            // instructions.
             let class = last.class;
             let (to, to_slot) = if class == Class::CondJump && left > 1 {
                 left -= 1;

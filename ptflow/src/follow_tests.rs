@@ -300,7 +300,6 @@ fn followed_blocks_go_on_through_the_next_packets() {
         .any(|i| matches!(i, Item::Block(_, _, 0x1234_5678))));
 }
 
-/// A syscall and a jump back to it.
 /// A far transfer at 0, and a jump back to it at `.1`, for each kind the
 /// fast decoder knows: a syscall (`FarCall`), a far jump through memory
 /// (`FarJump`) and a far return (`FarReturn`).

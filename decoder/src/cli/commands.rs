@@ -97,14 +97,16 @@ pub fn dump(file: &Path) -> Result<()> {
 pub fn check(file: &Path, a: &CheckArgs) -> Result<()> {
     let tp = crate::check::find_trace_processor(a.trace_processor.as_deref())?;
     let r = crate::check::check(&tp, file, a.check_timeout)?;
-    print(&crate::check::render(file, &r, None))?;
+    // A failed check stays one where its report cannot be printed (a
+    // reader that has gone ends a print quietly).
+    let printed = print(&crate::check::render(file, &r, None));
     if r.failed() {
         bail!(
             "Perfetto reported import errors or data loss in {}",
             file.display()
         );
     }
-    Ok(())
+    printed
 }
 
 /// `ptdec report`: the decode of `ptdec TRACE` into `crate::report`'s
