@@ -460,18 +460,11 @@ impl Report {
     /// the summary alone ("errors Nomap ...") did not.
     fn no_code_hint(&self) -> Option<String> {
         let d = &self.decode;
-        let nomap: u64 = d
-            .errors
-            .iter()
-            .filter(|(k, _)| k.contains("Nomap"))
-            .map(|(_, n)| n)
-            .sum();
-        if d.bytes == 0 || d.insns > 0 || nomap == 0 || !self.missing.is_empty() {
+        let all_nomap = !d.errors.is_empty() && d.errors.keys().all(|k| k.contains("Nomap"));
+        if d.bytes == 0 || d.insns > 0 || !all_nomap || !self.missing.is_empty() {
             return None;
         }
-        if d.errors.keys().any(|k| !k.contains("Nomap")) {
-            return None;
-        }
+        let nomap: u64 = d.errors.values().sum();
         Some(format!(
             "no instruction was decoded: all {} times the trace needed code, no file was \
              mapped at that address in that thread at that time, though no image file is \
@@ -779,12 +772,11 @@ pub(crate) fn check_decoded(
         }
         // Damaged records, and not a byte of trace read (not one that a
         // --tid or --pid left out): the damage came before any.
-        let no_bytes = t
-            .buffers
-            .iter()
-            .all(|b| b.chunks.iter().all(|c| c.len == 0));
         if let Some(w) = t.warnings.iter().find(|w| w.contains(" is damaged (")) {
-            if no_bytes {
+            if t.buffers
+                .iter()
+                .all(|b| b.chunks.iter().all(|c| c.len == 0))
+            {
                 return Err(RunError::DamagedBeforeTrace { warning: w.clone() });
             }
         }
