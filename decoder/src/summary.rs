@@ -238,8 +238,7 @@ fn render_decoded(o: &mut String, report: &Report) {
             o,
             "  in pieces     {} chunks made more ops than a chunk may hold (16 a byte of trace, at \
              least 1,048,576; a byte of corrupt or hostile PT can stand for a million): decoded \
-             again by libipt on the output thread and handed on in pieces, so that memory stays \
-             bounded",
+             again on the output thread and handed on in pieces, so that memory stays bounded",
             thousands(d.chunks_in_pieces)
         );
     }

@@ -77,7 +77,7 @@
 //! and block decoders follow it. Anything else (code in an unknown
 //! mode, an instruction iced-x86 cannot decode,
 //! perf's emulated ptwrite) makes it stop
-//! with [`Fail::Unsupported`], and ptdec decodes that chunk with libipt
+//! with [`Fail::Unsupported`], and ptdec decodes that PSB interval with libipt
 //! instead: the output is the same either way (but for libipt's SKL014
 //! defect, and its block cache's for code run in two modes, which lists
 //! the mode the code was first cached in), and ptdec's summary counts

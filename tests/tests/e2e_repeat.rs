@@ -956,6 +956,84 @@ fn overwrite_aux_start(dir: &Path, n: usize, with: impl FnOnce(usize) -> Vec<u8>
     std::fs::write(&path, data).unwrap();
 }
 
+/// A ptsim trace with 8 bytes of its AUX data overwritten at
+/// pseudo-random places, for each of the first three choices (seeds)
+/// that make the fast decoder give a chunk up (a corrupt TIP sends it to
+/// bytes iced-x86 cannot decode) with decode errors besides: the ops and
+/// the instructions are the same for chunks of 1 byte, 4 KiB, 64 KiB and
+/// 8 MiB. The fast decoder decodes such a chunk again in parts, one from
+/// each PSB, and libipt only the part it stopped in, so what libipt
+/// decodes (it goes on at the next PSB after an error, where the fast
+/// decoder synchronizes again at the error) does not follow the chunk
+/// size.
+#[test]
+fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
+    let test = "chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
+    let (aux, aux_len) = {
+        let trace = Trace::open(&dir).unwrap();
+        let c = &trace.buffers[0].chunks[0];
+        (c.file_offset, c.len)
+    };
+    let clean = std::fs::read(dir.join("data")).unwrap();
+    let decode_dir = |chunk: u64| {
+        let trace = Trace::open(&dir).unwrap();
+        let mut sink = AllOps::default();
+        let opts = DecodeOptions {
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
+            jobs: 2,
+            decoder: ptdec::decode::DecoderKind::Fast,
+            ..DecodeOptions::default()
+        };
+        let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
+        (sink, stats)
+    };
+    let mut tried = Vec::new();
+    for seed in 1..=60u64 {
+        let mut data = clean.clone();
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        for _ in 0..8 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            data[aux + (x % aux_len as u64) as usize] = (x >> 24) as u8;
+        }
+        std::fs::write(dir.join("data"), &data).unwrap();
+        let (want, whole) = decode_dir(8 << 20);
+        let gave_up = whole.fallbacks.keys().any(|k| k.contains("iced-x86"));
+        let errors: u64 = whole.errors.values().sum();
+        if !gave_up || errors < 2 {
+            continue;
+        }
+        for chunk in [1, 4 << 10, 64 << 10] {
+            let (got, st) = decode_dir(chunk);
+            eprintln!(
+                "seed {seed}, chunks of {chunk}: {} instructions, {} errors, fallbacks {:?}",
+                st.insns,
+                st.errors.values().sum::<u64>(),
+                st.fallbacks
+            );
+            assert_eq!(st.insns, whole.insns, "seed {seed}, chunks of {chunk}");
+            assert!(
+                got.0 == want.0,
+                "seed {seed}, chunks of {chunk}: other ops than in one chunk"
+            );
+        }
+        tried.push(seed);
+        if tried.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        tried.len(),
+        3,
+        "fewer than 3 of 60 corruptions made the fast decoder give a chunk up with errors besides"
+    );
+}
+
 /// Random bytes (xorshift) with a PSB at the start of every KiB.
 fn garbage_with_psbs(n: usize) -> Vec<u8> {
     let mut x = 0x5eed_u64;

@@ -423,6 +423,36 @@ pub(super) fn cut(
     (cuts, skipped_before + skipped_after)
 }
 
+/// The cuts of one chunk, `range`, at every PSB in it that a chunk may
+/// start at ([`psb_at_or_after`]): what [`cut`] makes of those bytes at a
+/// chunk size of one byte. The last cut's decoder reads to `decode_end`
+/// (the chunk's own end of reading); `tsc` is the chunk's.
+pub(super) fn cut_within(
+    stream: &Stream<'_>,
+    cfg: &PtConfig,
+    range: Range<u64>,
+    decode_end: u64,
+    tsc: Option<u64>,
+) -> Vec<Cut> {
+    let (mut start, mut tsc) = (range.start, tsc);
+    let mut cuts = Vec::new();
+    while let Some(p) = psb_at_or_after(stream, cfg, start + 1).filter(|p| p.offset < range.end) {
+        cuts.push(Cut {
+            range: start..p.offset,
+            decode: start..(p.header_end + LOOKAHEAD).min(stream.len()),
+            tsc,
+        });
+        start = p.offset;
+        tsc = p.tsc.or(tsc);
+    }
+    cuts.push(Cut {
+        range: start..range.end,
+        decode: start..decode_end,
+        tsc,
+    });
+    cuts
+}
+
 /// A time window for [`cut`], as tests on a PSB's TSC.
 pub(super) struct Window<'a> {
     /// A window was given (else every chunk is cut).
@@ -516,6 +546,32 @@ mod tests {
             assert_eq!(cuts.last().unwrap().range.end, bytes.len() as u64);
             let tscs: Vec<u64> = cuts.iter().map(|c| c.tsc.unwrap()).collect();
             assert!(tscs.windows(2).all(|w| w[0] < w[1]), "{tscs:?}");
+        }
+    }
+
+    /// A chunk cut within at every PSB is what the whole stream cut at
+    /// one byte holds of it, but for the last cut's decode range, which
+    /// is the chunk's.
+    #[test]
+    fn a_chunk_cut_within_is_the_stream_cut_at_one_byte() {
+        let (bytes, _) = trace(10, 300);
+        let cfg = PtConfig::default();
+        let s = Stream::new(vec![&bytes[..777], &bytes[777..]]);
+        let (fine, _) = cut(&s, &cfg, 1, &Window::ALL, &|_| {});
+        let (chunks, _) = cut(&s, &cfg, 1000, &Window::ALL, &|_| {});
+        assert!(chunks.len() > 1 && fine.len() > chunks.len());
+        for c in &chunks {
+            let within = cut_within(&s, &cfg, c.range.clone(), c.decode.end, c.tsc);
+            let (last, rest) = within.split_last().unwrap();
+            let want: Vec<&Cut> = fine
+                .iter()
+                .filter(|f| c.range.contains(&f.range.start))
+                .collect();
+            assert_eq!(within.len(), want.len());
+            assert!(rest.iter().zip(&want).all(|(a, b)| a == *b));
+            let want_last = want.last().unwrap();
+            assert_eq!((&last.range, last.tsc), (&want_last.range, want_last.tsc));
+            assert_eq!(last.decode, last.range.start..c.decode.end);
         }
     }
 

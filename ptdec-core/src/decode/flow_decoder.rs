@@ -12,7 +12,7 @@ use ptflow::FastDecoder;
 /// Which flow decoder decodes (`--decoder`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum DecoderKind {
-    /// ptdec's own, with libipt for the chunks it does not handle.
+    /// ptdec's own, with libipt for the PSB intervals it does not handle.
     Fast,
     /// libipt's block decoder for everything.
     #[default]

@@ -1,5 +1,5 @@
 //! The decoding stage: a flow decoder (libipt's block decoder, or ptdec's
-//! own in `crate::flow` with libipt for the chunks it does not handle:
+//! own in `crate::flow` with libipt for the PSB intervals it does not handle:
 //! [`DecoderKind`], `flow_decoder`) over the AUX data of a
 //! trace, with the sideband applied, producing per-thread [`Op`](crate::model::ops::Op)s for the
 //! call-stack stage, on all cores and in memory bounded by a window of
@@ -66,9 +66,10 @@
 //! the calling thread, so the listing is in order; with perf_event
 //! sideband ([`RawSideband`], read by `crate::pevent`) too, since its
 //! replay is sequential: the image then changes at libipt's events as the
-//! sideband says, as in ptxed. That chunk
-//! hands its runs on whenever they hold `chunk::FLUSH_OPS` ops
-//! (`chunk::decode_chunk_flushing`), so memory stays bounded however long
+//! sideband says, as in ptxed. The fast decoder holds that chunk's ops up
+//! to its op bound; past it, the chunk is decoded in parts, one from each
+//! PSB (`parts::decode_here`), and libipt hands a part's runs on whenever
+//! they hold `chunk::FLUSH_OPS` ops, so memory stays bounded however long
 //! the trace.
 //!
 //! # Errors
@@ -120,6 +121,7 @@ mod context;
 mod edges;
 mod flow_decoder;
 mod order;
+mod parts;
 mod places;
 mod runs;
 mod setup;
@@ -139,13 +141,14 @@ pub use crate::model::ops::ThreadStats;
 pub use crate::model::source::RawSection;
 use crate::model::source::{CodeImages, RawSideband, SbNote, TraceSource};
 
-use chunk::{ChunkMeta, ChunkStats};
+use chunk::{ChunkMeta, ChunkStats, GaveUp, Redo};
 use chunks::{cut, Stream};
 use context::Owner;
 pub use flow_decoder::DecoderKind;
 use order::Orderer;
+use parts::ChunkJob;
 use setup::DecodeSetup;
-use workers::{ChunkJob, Progress};
+use workers::Progress;
 
 /// With CYC, how far before a chunk its decoder starts to warm libipt's
 /// timing up (it syncs at the first PSB in these bytes): more than perf's
@@ -953,39 +956,41 @@ fn decode_segments(
     // sideband): decoded here, its runs handed on as they fill up, so that
     // memory stays bounded however long the trace.
     if opts.chunking == Chunking::Sequential && jobs.len() == 1 && !setup.per_cpu {
-        let job = &jobs[0];
-        let bytes = segments[job.stream].stream.bytes(job.decode.clone());
-        decode_in_place(setup, &pool, job, &bytes, &mut orderer, sink)?;
-        progress.add(job.meta.len);
+        decode_in_place(
+            setup,
+            &pool,
+            (&segments[0].stream, &jobs[0]),
+            &mut orderer,
+            sink,
+        )?;
+        progress.add(jobs[0].meta.len);
         return Ok(orderer.finish(sink));
     }
     // A chunk over its op bound is decoded again here, with these images.
     let mut images_here: Option<worker_images::WorkerImages<'_, '_>> = None;
-    let mut deliver = |k: usize, out: chunk::ChunkOutput, held: usize| {
+    let mut deliver = |k: usize, mut out: chunk::ChunkOutput, held: usize| {
         let job = &jobs[k];
         let now = held + orderer.held_ops();
         orderer.stats.max_ops_held = orderer.stats.max_ops_held.max(now as u64);
-        if out.over_bound {
+        let stream = &segments[job.stream].stream;
+        if let Some(redo) = out.redo.take() {
             orderer.stats.chunks_in_pieces += 1;
             let images = match &mut images_here {
                 Some(i) => &*i,
                 None => &*images_here.insert(worker_images::WorkerImages::new(setup)?),
             };
-            let bytes = segments[job.stream].stream.bytes(job.decode.clone());
-            decode_in_pieces(
+            parts::decode_here(
                 images,
                 &pool,
-                (job, &bytes, Some(out)),
+                (stream, job, redo),
                 (&mut orderer, watermarks[k]),
                 sink,
             )?;
         } else {
-            orderer.chunk(job.stream, job.meta.first, out, watermarks[k], sink);
+            parts::deliver(&mut orderer, job, out, watermarks[k], sink);
         }
-        let start = job.decode.start + job.meta.warmup;
-        segments[job.stream]
-            .stream
-            .for_each_piece(start..start + job.meta.len, release);
+        let start = job.start();
+        stream.for_each_piece(start..start + job.meta.len, release);
         Ok(())
     };
     let streams: Vec<&Stream<'_>> = segments.iter().map(|s| &s.stream).collect();
@@ -1107,40 +1112,34 @@ fn in_window(
     (lo, hi)
 }
 
-/// Decodes `job`, the one chunk of a sequential decode, on this thread,
-/// handing its runs to `orderer` as they fill up.
+/// Decodes `job`, the one chunk of a sequential decode, on this thread:
+/// by the fast decoder, holding its ops up to the chunk's op bound, and
+/// past it (or where it gave the chunk up) in parts, handing runs to
+/// `orderer` as they fill up (`parts::decode_here`).
 fn decode_in_place(
     setup: &DecodeSetup<'_>,
     pool: &runs::OpPool,
-    job: &ChunkJob,
-    bytes: &[u8],
+    (stream, job): (&Stream<'_>, &ChunkJob),
     orderer: &mut Orderer<'_>,
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
     let images = worker_images::WorkerImages::new(setup)?;
-    decode_in_pieces(&images, pool, (job, bytes, None), (orderer, None), sink)
-}
-
-/// Decodes `job` on this thread, handing its runs to the orderer as they
-/// fill up (`chunk::decode_chunk_flushing`; `chunk::decode_chunk_again`
-/// for a chunk a worker handed on as over its op bound, `gave_up`), and
-/// then the rest: with the next chunk's start time as the watermark.
-fn decode_in_pieces(
-    images: &worker_images::WorkerImages<'_, '_>,
-    pool: &runs::OpPool,
-    (job, bytes, gave_up): (&ChunkJob, &[u8], Option<chunk::ChunkOutput>),
-    (orderer, watermark): (&mut Orderer<'_>, Option<u64>),
-    sink: &mut dyn OpSink,
-) -> Result<(), DecodeError> {
-    let mut st = orderer.begin(job.stream, job.meta.first);
-    let out = {
-        let mut flush = |p| orderer.piece(&mut st, p, watermark, sink);
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match gave_up {
-            Some(g) => chunk::decode_chunk_again(images, pool, job.meta, bytes, &mut flush, g),
-            None => chunk::decode_chunk_flushing(images, pool, job.meta, bytes, Some(&mut flush)),
-        }))
-        .unwrap_or_else(|p| Err(DecodeError::Worker(workers::panic_message(&*p))))?
+    let redo = if setup.opts.decoder == DecoderKind::Libipt {
+        Redo::Libipt(None)
+    } else {
+        let fast = parts::caught(|| {
+            let bytes = stream.bytes(job.decode.clone());
+            chunk::decode_fast(&images, pool, job.meta, &bytes)
+        })?;
+        match fast {
+            Ok(out) => {
+                orderer.chunk(job.stream, job.meta.first, out, None, sink);
+                return Ok(());
+            }
+            Err(GaveUp::Refused(why)) => Redo::Libipt(Some(why)),
+            Err(GaveUp::At(why)) => Redo::Parts(why),
+            Err(GaveUp::OverBound) => Redo::Fast,
+        }
     };
-    orderer.end(st, out, watermark, sink);
-    Ok(())
+    parts::decode_here(&images, pool, (stream, job, redo), (orderer, None), sink)
 }

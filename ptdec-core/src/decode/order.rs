@@ -162,7 +162,7 @@ impl<'o> Orderer<'o> {
     }
 
     /// A chunk begins: what its first runs are stitched to. Its runs come
-    /// in pieces ([`Orderer::piece`], as `chunk::decode_chunk_flushing`
+    /// in pieces ([`Orderer::piece`], as `chunk::decode_by_libipt`
     /// hands them on), then the rest with its output ([`Orderer::end`]);
     /// together, what [`Orderer::chunk`] does with the whole.
     pub fn begin(&mut self, segment: usize, first: bool) -> ChunkStart {
@@ -187,7 +187,7 @@ impl<'o> Orderer<'o> {
     }
 
     /// Hands on runs a chunk flushed before its end (see
-    /// `chunk::decode_chunk_flushing`); its output, given to
+    /// `chunk::decode_by_libipt`); its output, given to
     /// [`Orderer::end`] when it ends, holds the rest and its statistics.
     /// The chunk's first runs are stitched as [`Orderer::chunk`] would;
     /// per-cpu runs wait for the watermark as there, and for the run the
@@ -901,7 +901,8 @@ mod tests {
             sync_task: sync,
             sync_cbr: None,
             last_cbr: None,
-            over_bound: false,
+            redo: None,
+            parts: Vec::new(),
         }
     }
 

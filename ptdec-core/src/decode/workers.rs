@@ -32,8 +32,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use super::chunk::{decode_chunk, ChunkMeta, ChunkOutput};
+use super::chunk::ChunkOutput;
 use super::chunks::Stream;
+use super::parts::{decode_on_worker, panic_message, ChunkJob};
 use super::runs::OpPool;
 use super::setup::DecodeSetup;
 use super::worker_images::WorkerImages;
@@ -50,14 +51,6 @@ fn yield_to_delivery() {
     let _ = rustix::process::nice(WORKER_NICE);
 }
 
-/// One chunk to decode: its stream (segment), the stream range to read
-/// and where it sits.
-pub(super) struct ChunkJob {
-    pub stream: usize,
-    pub decode: std::ops::Range<u64>,
-    pub meta: ChunkMeta,
-}
-
 /// Decoded bytes of all chunks, for the progress callback.
 pub(super) struct Progress<'a> {
     pub done: AtomicU64,
@@ -72,14 +65,6 @@ impl Progress<'_> {
             f(done.min(self.total), self.total);
         }
     }
-}
-
-/// The text of a worker's panic.
-pub(super) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 /// What the workers share: the set-up, the segments' bytes, the chunks to
@@ -126,18 +111,16 @@ fn decode_job(
     prepare: &mut Option<crate::model::ops::Preparer<'_>>,
     job: &ChunkJob,
 ) -> Result<ChunkOutput, DecodeError> {
-    let bytes = shared.streams[job.stream].bytes(job.decode.clone());
     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let mut r = decode_chunk(images, shared.pool, job.meta, &bytes);
+        let mut r = decode_on_worker(images, shared.pool, shared.streams[job.stream], job);
         if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
-            for run in &mut out.runs {
+            for run in out.runs_mut() {
                 run.stretch = prep(run.task, &run.ops, shared.setup.cycles);
             }
         }
         r
     }))
     .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))));
-    drop(bytes);
     shared.progress.add(job.meta.len);
     r
 }
@@ -157,7 +140,7 @@ fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), 
             return Err(DecodeError::Stopped);
         }
         let out = decode_job(shared, &images, &mut prepare, job)?;
-        let held = out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+        let held = out.ops_held();
         deliver(k, out, held)?;
     }
     Ok(())
@@ -249,11 +232,11 @@ pub(super) fn run(
                     break;
                 }
             };
-            held_ops += out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+            held_ops += out.ops_held();
             ready.insert(k, out);
             while let Some(out) = ready.remove(&delivered) {
-                held_ops -= out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
-                let held = held_ops + out.runs.iter().map(|r| r.ops.len()).sum::<usize>();
+                let held = held_ops;
+                held_ops -= out.ops_held();
                 if let Err(e) = deliver(delivered, out, held) {
                     result = Err(e);
                     break 'receive;

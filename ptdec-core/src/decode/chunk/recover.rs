@@ -291,7 +291,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         last_sync: &mut Option<u64>,
     ) -> Option<Status> {
         // A decode error before the chunk: decode it again without the
-        // warm-up (`decode_chunk`). Past the chunk's op bound: the calling
+        // warm-up (`decode_fast`). Past the chunk's op bound: the calling
         // thread decodes it again, in pieces (`op_bound_passed`).
         if self.edges.warming || self.over_bound {
             return None;
