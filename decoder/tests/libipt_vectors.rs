@@ -3,7 +3,8 @@
 //! expectation (`X-ptxed.exp`) is decoded once per CPU it names, as
 //! libipt's `test.bash` runs ptxed (`--raw X.bin:ORG --cpu F/M OPTIONS
 //! --pt X.pt` and its sideband files), by ptdec's default flow decoder (the
-//! fast one, which hands a chunk it does not handle to libipt 2.1.2), and
+//! fast one, which hands a PSB interval it does not handle to libipt
+//! 2.1.2), and
 //! its `--insn-list` must equal ptxed's output as `ptt.rs` compares them
 //! (the shared `ptxed` module). The vectors come from a newer libipt than
 //! the one ptdec is built with, so they hold what 2.1.2 does not know;

@@ -734,8 +734,8 @@ fn a_small_window_bounds_the_ops_held_and_changes_nothing() {
 
 /// A chunk whose ops pass its bound (`DecodeOptions::chunk_ops`; here 700
 /// ops, which nearly every 4 KiB chunk of these traces passes) is given
-/// back by its decode worker, decoded again by libipt on the calling
-/// thread and handed on in pieces of about that many ops, so that a chunk
+/// back by its decode worker, decoded again on the calling thread and
+/// handed on in pieces of about that many ops, so that a chunk
 /// of hostile PT, where a byte can stand for a million ops, is never held
 /// whole. Nothing changes: every thread's ops, stamps included, are those
 /// of one chunk on one worker (one buffer, and two threads on two CPUs),
@@ -979,13 +979,14 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
         (c.file_offset, c.len)
     };
     let clean = std::fs::read(dir.join("data")).unwrap();
-    let decode_dir = |chunk: u64| {
+    let decode_dir = |chunk: u64, chunk_ops: Option<usize>| {
         let trace = Trace::open(&dir).unwrap();
         let mut sink = AllOps::default();
         let opts = DecodeOptions {
             chunking: ptdec::decode::Chunking::Bytes(chunk),
             jobs: 2,
             decoder: ptdec::decode::DecoderKind::Fast,
+            chunk_ops,
             ..DecodeOptions::default()
         };
         let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
@@ -1002,25 +1003,37 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
             data[aux + (x % aux_len as u64) as usize] = (x >> 24) as u8;
         }
         std::fs::write(dir.join("data"), &data).unwrap();
-        let (want, whole) = decode_dir(8 << 20);
+        let (want, whole) = decode_dir(8 << 20, None);
         let gave_up = whole.fallbacks.keys().any(|k| k.contains("iced-x86"));
         let errors: u64 = whole.errors.values().sum();
         if !gave_up || errors < 2 {
             continue;
         }
-        for chunk in [1, 4 << 10, 64 << 10] {
-            let (got, st) = decode_dir(chunk);
+        // With 2,000 ops a chunk at most, every chunk is decoded again on
+        // the calling thread (with a flush, and in parts where the fast
+        // decoder gives it up).
+        for (chunk, ops) in [
+            (1, None),
+            (4 << 10, None),
+            (64 << 10, None),
+            (64 << 10, Some(2000)),
+        ] {
+            let (got, st) = decode_dir(chunk, ops);
             eprintln!(
-                "seed {seed}, chunks of {chunk}: {} instructions, {} errors, fallbacks {:?}",
+                "seed {seed}, chunks of {chunk}, ops bound {ops:?}: {} instructions, {} errors, \
+                 fallbacks {:?}, {} chunks in pieces",
                 st.insns,
                 st.errors.values().sum::<u64>(),
-                st.fallbacks
+                st.fallbacks,
+                st.chunks_in_pieces
             );
-            assert_eq!(st.insns, whole.insns, "seed {seed}, chunks of {chunk}");
-            assert!(
-                got.0 == want.0,
-                "seed {seed}, chunks of {chunk}: other ops than in one chunk"
-            );
+            let what = format!("seed {seed}, chunks of {chunk}, ops bound {ops:?}");
+            assert_eq!(st.insns, whole.insns, "{what}");
+            assert_eq!(st.errors, whole.errors, "{what}");
+            assert!(got.0 == want.0, "{what}: other ops than in one chunk");
+            if ops.is_some() {
+                assert!(st.chunks_in_pieces >= whole.bytes / (64 << 10), "{what}");
+            }
         }
         tried.push(seed);
         if tried.len() == 3 {

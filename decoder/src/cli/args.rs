@@ -549,8 +549,9 @@ impl FilterArgs {
 /// `ptdec raw`.
 #[derive(Args)]
 pub struct FlowArgs {
-    /// The flow decoder: `fast` (ptdec's own, with libipt for the chunks it
-    /// does not handle; the output is the same with --on-error next-psb)
+    /// The flow decoder: `fast` (ptdec's own, with libipt for the PSB
+    /// intervals it does not handle; the output is the same with
+    /// --on-error next-psb)
     /// or `libipt` (libipt's block decoder for all, the reference).
     /// Default: fast.
     /// Example: --decoder libipt

@@ -424,33 +424,59 @@ pub(super) fn cut(
 }
 
 /// The cuts of one chunk, `range`, at every PSB in it that a chunk may
-/// start at ([`psb_at_or_after`]): what [`cut`] makes of those bytes at a
-/// chunk size of one byte. The last cut's decoder reads to `decode_end`
-/// (the chunk's own end of reading); `tsc` is the chunk's.
-pub(super) fn cut_within(
-    stream: &Stream<'_>,
-    cfg: &PtConfig,
+/// start at ([`psb_at_or_after`]), found one at a time: what [`cut`]
+/// makes of those bytes at a chunk size of one byte, but that the last
+/// cut's decoder reads to `decode_end` (the chunk's own end of reading),
+/// and that each cut's `tsc` is its own PSB+'s (none for the first: the
+/// chunk's is known).
+pub(super) fn cuts_within<'s, 't>(
+    stream: &'s Stream<'t>,
+    cfg: PtConfig,
     range: Range<u64>,
     decode_end: u64,
-    tsc: Option<u64>,
-) -> Vec<Cut> {
-    let (mut start, mut tsc) = (range.start, tsc);
-    let mut cuts = Vec::new();
-    while let Some(p) = psb_at_or_after(stream, cfg, start + 1).filter(|p| p.offset < range.end) {
-        cuts.push(Cut {
-            range: start..p.offset,
-            decode: start..(p.header_end + LOOKAHEAD).min(stream.len()),
-            tsc,
-        });
-        start = p.offset;
-        tsc = p.tsc.or(tsc);
+) -> CutsWithin<'s, 't> {
+    CutsWithin {
+        stream,
+        cfg,
+        end: range.end,
+        decode_end,
+        next: Some((range.start, None)),
     }
-    cuts.push(Cut {
-        range: start..range.end,
-        decode: start..decode_end,
-        tsc,
-    });
-    cuts
+}
+
+/// The iterator [`cuts_within`] returns.
+pub(super) struct CutsWithin<'s, 't> {
+    stream: &'s Stream<'t>,
+    cfg: PtConfig,
+    end: u64,
+    decode_end: u64,
+    /// The next cut's start and TSC.
+    next: Option<(u64, Option<u64>)>,
+}
+
+impl Iterator for CutsWithin<'_, '_> {
+    type Item = Cut;
+
+    fn next(&mut self) -> Option<Cut> {
+        let (start, tsc) = self.next.take()?;
+        let psb =
+            psb_at_or_after(self.stream, &self.cfg, start + 1).filter(|p| p.offset < self.end);
+        Some(match psb {
+            Some(p) => {
+                self.next = Some((p.offset, p.tsc));
+                Cut {
+                    range: start..p.offset,
+                    decode: start..(p.header_end + LOOKAHEAD).min(self.stream.len()),
+                    tsc,
+                }
+            }
+            None => Cut {
+                range: start..self.end,
+                decode: start..self.decode_end,
+                tsc,
+            },
+        })
+    }
 }
 
 /// A time window for [`cut`], as tests on a PSB's TSC.
@@ -551,7 +577,7 @@ mod tests {
 
     /// A chunk cut within at every PSB is what the whole stream cut at
     /// one byte holds of it, but for the last cut's decode range, which
-    /// is the chunk's.
+    /// is the chunk's, and the first cut's TSC, which is not given.
     #[test]
     fn a_chunk_cut_within_is_the_stream_cut_at_one_byte() {
         let (bytes, _) = trace(10, 300);
@@ -561,17 +587,25 @@ mod tests {
         let (chunks, _) = cut(&s, &cfg, 1000, &Window::ALL, &|_| {});
         assert!(chunks.len() > 1 && fine.len() > chunks.len());
         for c in &chunks {
-            let within = cut_within(&s, &cfg, c.range.clone(), c.decode.end, c.tsc);
-            let (last, rest) = within.split_last().unwrap();
+            let within: Vec<Cut> = cuts_within(&s, cfg, c.range.clone(), c.decode.end).collect();
             let want: Vec<&Cut> = fine
                 .iter()
                 .filter(|f| c.range.contains(&f.range.start))
                 .collect();
             assert_eq!(within.len(), want.len());
-            assert!(rest.iter().zip(&want).all(|(a, b)| a == *b));
-            let want_last = want.last().unwrap();
-            assert_eq!((&last.range, last.tsc), (&want_last.range, want_last.tsc));
-            assert_eq!(last.decode, last.range.start..c.decode.end);
+            for (k, (a, b)) in within.iter().zip(&want).enumerate() {
+                assert_eq!(a.range, b.range);
+                assert_eq!(a.tsc, if k == 0 { None } else { b.tsc });
+                let last = k + 1 == within.len();
+                assert_eq!(
+                    a.decode,
+                    if last {
+                        a.range.start..c.decode.end
+                    } else {
+                        b.decode.clone()
+                    }
+                );
+            }
         }
     }
 

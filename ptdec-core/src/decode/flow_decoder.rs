@@ -126,6 +126,11 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     }
 }
 
+/// Why the fast decoder gives up where an image holds perf's emulated
+/// ptwrite (patched copies of code): wherever that image is, so a chunk
+/// is not cut in parts for it (`GaveUp::Refused`).
+pub(crate) const EMULATED_PTWRITE: &str = "emulated ptwrite (patched code)";
+
 /// ptdec's own flow decoder with the worker's decoded code.
 pub(crate) struct Fast<'a, 'w, 's, 't> {
     pub dec: FastDecoder<'a>,
@@ -185,8 +190,7 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     }
     fn set_image(&mut self, isids: &[u32], overlays: &[u32]) {
         if !overlays.is_empty() {
-            self.unsupported
-                .get_or_insert("emulated ptwrite (patched code)");
+            self.unsupported.get_or_insert(EMULATED_PTWRITE);
             return;
         }
         self.dec.set_image(self.images.fast_image(isids));

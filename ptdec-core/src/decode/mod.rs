@@ -67,10 +67,10 @@
 //! sideband ([`RawSideband`], read by `crate::pevent`) too, since its
 //! replay is sequential: the image then changes at libipt's events as the
 //! sideband says, as in ptxed. The fast decoder holds that chunk's ops up
-//! to its op bound; past it, the chunk is decoded in parts, one from each
-//! PSB (`parts::decode_here`), and libipt hands a part's runs on whenever
-//! they hold `chunk::FLUSH_OPS` ops, so memory stays bounded however long
-//! the trace.
+//! to its op bound; past it, it decodes the chunk again and hands its
+//! runs on whenever they hold `chunk::FLUSH_OPS` ops
+//! (`parts::decode_here`), as libipt does where it decodes the chunk, so
+//! memory stays bounded however long the trace.
 //!
 //! # Errors
 //!
@@ -141,7 +141,7 @@ pub use crate::model::ops::ThreadStats;
 pub use crate::model::source::RawSection;
 use crate::model::source::{CodeImages, RawSideband, SbNote, TraceSource};
 
-use chunk::{ChunkMeta, ChunkStats, GaveUp, Redo};
+use chunk::{ChunkMeta, ChunkStats, Redo};
 use chunks::{cut, Stream};
 use context::Owner;
 pub use flow_decoder::DecoderKind;
@@ -206,9 +206,9 @@ pub const MAX_BYTES_IN_FLIGHT: u64 = 8 << 20;
 /// taking a branch back over a chain of direct jumps, which need no
 /// packet, up to [`NO_PROGRESS_INSNS`] instructions a byte. A chunk that
 /// would pass the bound is decoded again on the calling thread when its
-/// turn comes, by libipt, and its runs handed on in pieces as they fill
-/// up (`chunk::decode_chunk_flushing`), so memory stays bounded: at most
-/// the window's chunks of at most this many ops each.
+/// turn comes, and its runs handed on in pieces as they fill up
+/// (`parts::decode_here`), so memory stays bounded: at most the window's
+/// chunks of at most this many ops each.
 pub fn chunk_ops_bound(len: u64) -> usize {
     usize::try_from(len.saturating_mul(16))
         .unwrap_or(usize::MAX)
@@ -553,8 +553,8 @@ pub struct DecodeStats {
     /// Segments decoded and skipped (by the thread filters).
     pub segments: u64,
     pub segments_skipped: u64,
-    /// Chunks decoded, and skipped as outside the `--start/--duration`
-    /// window.
+    /// Chunks decoded (each part counted of a chunk decoded in parts,
+    /// `parts`), and skipped as outside the `--start/--duration` window.
     pub chunks: u64,
     pub chunks_skipped: u64,
     /// The most ops of one chunk (of one piece, for a chunk handed on in
@@ -619,9 +619,10 @@ pub struct DecodeStats {
     pub tsc_span: Option<(u64, u64)>,
     /// First and last perf time of the ops handed over.
     pub time_span: Option<(u64, u64)>,
-    /// Chunks ptdec's own flow decoder decoded (`--decoder fast`).
+    /// Chunks (and parts, as `chunks` counts them) ptdec's own flow
+    /// decoder decoded (`--decoder fast`).
     pub fast_chunks: u64,
-    /// Chunks it handed to libipt, by why.
+    /// Chunks and parts it handed to libipt, by why.
     pub fallbacks: BTreeMap<String, u64>,
     /// Chunks it decoded where libipt 2.1.2 is known to decode wrong, by
     /// why (docs/decoding.md): `--decoder libipt` gives other output
@@ -1061,7 +1062,7 @@ fn segment_jobs(
     let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
     for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
         // With CYC, a warm-up from a PSB before the chunk (in the
-        // previous chunk's last WARMUP_BYTES): see `chunk::decode_chunk`.
+        // previous chunk's last WARMUP_BYTES): see `chunk::decode_fast`.
         let warmup = match ci {
             _ if !setup.cycles || c.range.start == 0 => 0,
             0 => c.range.start.min(WARMUP_BYTES),
@@ -1080,6 +1081,7 @@ fn segment_jobs(
                 owner: seg.owner,
                 start_time: times[ci],
                 warmup,
+                op_limit: None,
             },
         });
     }
@@ -1136,9 +1138,7 @@ fn decode_in_place(
                 orderer.chunk(job.stream, job.meta.first, out, None, sink);
                 return Ok(());
             }
-            Err(GaveUp::Refused(why)) => Redo::Libipt(Some(why)),
-            Err(GaveUp::At(why)) => Redo::Parts(why),
-            Err(GaveUp::OverBound) => Redo::Fast,
+            Err(g) => g.redo(),
         }
     };
     parts::decode_here(&images, pool, (stream, job, redo), (orderer, None), sink)

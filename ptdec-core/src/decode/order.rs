@@ -163,7 +163,7 @@ impl<'o> Orderer<'o> {
 
     /// A chunk begins: what its first runs are stitched to. Its runs come
     /// in pieces ([`Orderer::piece`], as `chunk::decode_by_libipt`
-    /// hands them on), then the rest with its output ([`Orderer::end`]);
+    /// and `chunk::decode_fast_flushing` hand them on), then the rest with its output ([`Orderer::end`]);
     /// together, what [`Orderer::chunk`] does with the whole.
     pub fn begin(&mut self, segment: usize, first: bool) -> ChunkStart {
         let prev_open = self.open[segment];

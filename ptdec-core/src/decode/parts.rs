@@ -17,16 +17,19 @@
 //! chunks at any size.
 //!
 //! A worker decodes the parts and hands them on together
-//! ([`ChunkOutput::parts`]), holding at most the chunk's op bound; past
-//! it, and for a chunk that was over its bound in one piece, the calling
-//! thread decodes the parts when the chunk's turn comes ([`decode_here`]),
-//! a part over its bound by libipt, its runs handed on as they fill up.
+//! ([`ChunkOutput::parts`]), holding at most the chunk's op bound in all;
+//! past it, the calling thread decodes the parts when the chunk's turn
+//! comes ([`decode_here`]), handing each on as it is decoded, and a part
+//! over its own bound in pieces. Not where perf_event sideband is
+//! replayed (`ptdec raw --pevent`): its replay runs once through the one
+//! chunk of such a decode, and each part would replay it again from the
+//! start; libipt decodes the chunk there, as before.
 
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 
 use super::chunk::{self, ChunkMeta, ChunkOutput, GaveUp, Redo};
-use super::chunks::{cut_within, Stream};
+use super::chunks::{cuts_within, CutsWithin, Stream};
 use super::flow_decoder::DecoderKind;
 use super::order::Orderer;
 use super::runs::OpPool;
@@ -64,60 +67,82 @@ pub(super) fn caught<T>(f: impl FnOnce() -> Result<T, DecodeError>) -> Result<T,
         .unwrap_or_else(|p| Err(DecodeError::Worker(panic_message(&*p))))
 }
 
-/// `job` cut at every PSB in it that a chunk may start at: the jobs of
-/// its parts, in order (one, `job` itself, where it holds no other PSB).
-fn part_jobs(setup: &DecodeSetup<'_>, stream: &Stream<'_>, job: &ChunkJob) -> Vec<ChunkJob> {
-    let start = job.start();
-    let cuts = cut_within(
-        stream,
-        &setup.pt_config(),
-        start..start + job.meta.len,
-        job.decode.end,
-        None,
-    );
-    let n = cuts.len();
-    let mut time = job.meta.start_time;
-    let mut prev_start = start;
-    let mut jobs = Vec::with_capacity(n);
-    for (i, c) in cuts.into_iter().enumerate() {
-        let (first, last) = (i == 0, i + 1 == n);
-        // As `super::segment_jobs` warms a chunk up with CYC.
-        let warmup = match first {
-            true => job.meta.warmup,
-            false if setup.cycles => (c.range.start - prev_start).min(WARMUP_BYTES),
-            false => 0,
-        };
-        if !first {
-            time = c.tsc.map(|t| setup.perf_time(t)).or(time);
+/// The parts of `job`, one from each PSB in it that a chunk may start at
+/// (one, `job` itself, where it holds no other), found one at a time:
+/// the chunk of a sequential decode is as long as its trace.
+struct Parts<'a, 't> {
+    setup: &'a DecodeSetup<'t>,
+    job: &'a ChunkJob,
+    cuts: std::iter::Peekable<CutsWithin<'a, 't>>,
+    /// The start time of the last part returned (before any, the chunk's).
+    time: Option<u64>,
+    /// The start of the last part returned.
+    prev_start: Option<u64>,
+}
+
+impl<'a, 't> Parts<'a, 't> {
+    fn new(setup: &'a DecodeSetup<'t>, stream: &'a Stream<'t>, job: &'a ChunkJob) -> Self {
+        let start = job.start();
+        let range = start..start + job.meta.len;
+        Parts {
+            setup,
+            job,
+            cuts: cuts_within(stream, setup.pt_config(), range, job.decode.end).peekable(),
+            time: job.meta.start_time,
+            prev_start: None,
         }
-        prev_start = c.range.start;
-        jobs.push(ChunkJob {
+    }
+
+    /// Whether another part follows the last one returned, and its start
+    /// time.
+    fn next_time(&mut self) -> Option<Option<u64>> {
+        let (setup, time) = (self.setup, self.time);
+        let first = self.prev_start.is_none();
+        self.cuts.peek().map(|c| match first {
+            true => time,
+            false => c.tsc.map(|t| setup.perf_time(t)).or(time),
+        })
+    }
+}
+
+impl Iterator for Parts<'_, '_> {
+    type Item = ChunkJob;
+
+    fn next(&mut self) -> Option<ChunkJob> {
+        self.time = self.next_time()?;
+        let c = self.cuts.next()?;
+        let job = self.job;
+        let first = self.prev_start.is_none();
+        let last = self.cuts.peek().is_none();
+        // As `super::segment_jobs` warms a chunk up with CYC.
+        let warmup = match self.prev_start {
+            None => job.meta.warmup,
+            Some(prev) if self.setup.cycles => (c.range.start - prev).min(WARMUP_BYTES),
+            Some(_) => 0,
+        };
+        self.prev_start = Some(c.range.start);
+        Some(ChunkJob {
             stream: job.stream,
             decode: c.decode.start - warmup..c.decode.end,
             meta: ChunkMeta {
-                aux_offset: job.meta.aux_offset + (c.range.start - start),
+                aux_offset: job.meta.aux_offset + (c.range.start - job.start()),
                 len: c.range.end - c.range.start,
                 after_loss: job.meta.after_loss && first,
                 before_loss: job.meta.before_loss && last,
                 first: job.meta.first && first,
                 last: job.meta.last && last,
-                start_time: time,
+                start_time: self.time,
                 warmup,
                 ..job.meta
             },
-        });
+        })
     }
-    jobs
 }
 
-/// The ops bound of a chunk (`DecodeOptions::chunk_ops`, or
-/// [`super::chunk_ops_bound`]).
-fn ops_bound(setup: &DecodeSetup<'_>, meta: &ChunkMeta) -> usize {
-    setup
-        .opts
-        .chunk_ops
-        .unwrap_or_else(|| super::chunk_ops_bound(meta.len))
-        .max(1)
+/// Whether a chunk the fast decoder gave up may be decoded in parts: not
+/// where perf_event sideband is replayed (the module doc says why).
+fn in_parts_may(setup: &DecodeSetup<'_>) -> bool {
+    setup.sideband().is_none()
 }
 
 /// A decode worker's output for `job`, with no flush: the fast decoder's
@@ -130,54 +155,69 @@ pub(super) fn decode_on_worker(
     stream: &Stream<'_>,
     job: &ChunkJob,
 ) -> Result<ChunkOutput, DecodeError> {
+    let setup = images.setup;
     let bytes = stream.bytes(job.decode.clone());
-    if images.setup.opts.decoder == DecoderKind::Libipt {
-        return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, None);
-    }
-    let why = match chunk::decode_fast(images, pool, job.meta, &bytes)? {
-        Ok(out) => return Ok(out),
-        Err(GaveUp::Refused(why)) => {
+    let redo = if setup.opts.decoder == DecoderKind::Libipt {
+        Redo::Libipt(None)
+    } else {
+        match chunk::decode_fast(images, pool, job.meta, &bytes)? {
+            Ok(out) => return Ok(out),
+            Err(g) => g.redo(),
+        }
+    };
+    let why = match redo {
+        Redo::Libipt(why) => {
+            return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, why)
+        }
+        Redo::Fast => return Ok(ChunkOutput::over_bound(redo)),
+        Redo::Parts(why) if !in_parts_may(setup) => {
             return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, Some(why))
         }
-        Err(GaveUp::OverBound) => return Ok(ChunkOutput::over_bound(Redo::Fast)),
-        Err(GaveUp::At(why)) => why,
+        // A part's listing goes out as it is decoded: where a later part
+        // sent the chunk to the calling thread, it would come out twice.
+        Redo::Parts(_) if setup.opts.insn_list.is_some() => {
+            return Ok(ChunkOutput::over_bound(redo))
+        }
+        Redo::Parts(why) => why,
     };
-    let parts = part_jobs(images.setup, stream, job);
-    if parts.len() == 1 {
-        return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, Some(why));
-    }
     drop(bytes);
-    let bound = ops_bound(images.setup, &job.meta);
+    let mut parts = Parts::new(setup, stream, job);
+    let bound = chunk::op_bound(setup, job.meta.len);
     let mut held = 0;
-    let mut outs = Vec::with_capacity(parts.len());
-    for p in &parts {
+    let mut outs = Vec::new();
+    while let Some(mut p) = parts.next() {
         let bytes = stream.bytes(p.decode.clone());
+        if outs.is_empty() && parts.next_time().is_none() {
+            // One part: the chunk.
+            return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, Some(why));
+        }
+        // What the chunk's bound leaves.
+        p.meta.op_limit = Some(bound - held);
         let out = match chunk::decode_fast(images, pool, p.meta, &bytes)? {
             Ok(out) => out,
-            Err(g @ (GaveUp::At(_) | GaveUp::Refused(_))) => {
-                chunk::decode_by_libipt(images, pool, (p.meta, &bytes), None, Some(g.why()))?
-            }
-            Err(GaveUp::OverBound) => ChunkOutput::over_bound(Redo::Parts(why)),
+            Err(GaveUp::OverBound) => ChunkOutput::over_bound(Redo::Fast),
+            Err(g) => chunk::decode_by_libipt(images, pool, (p.meta, &bytes), None, Some(g.why()))?,
         };
         held += out.ops_held();
-        if out.redo.is_some() || held > bound {
+        if out.redo.is_some() || held >= bound {
             for (_, o) in outs.into_iter().chain([(p.meta, out)]) {
                 o.give_back(pool);
             }
-            return Ok(ChunkOutput::over_bound(Redo::Parts(why)));
+            return Ok(ChunkOutput::over_bound(redo));
         }
         outs.push((p.meta, out));
     }
     Ok(ChunkOutput::in_parts(outs))
 }
 
-/// The watermark of part `i` of `metas`, handed to the ordering stage
-/// before part `i + 1` and then the next chunk, whose start time is
-/// `watermark`: the earlier of the two start times.
-fn part_watermark(metas: &[ChunkMeta], i: usize, watermark: Option<u64>) -> Option<u64> {
-    match metas.get(i + 1) {
-        Some(next) => {
-            let t = next.start_time.unwrap_or(0);
+/// The watermark of a part followed by one starting at `next` (`None`:
+/// the chunk's last part), handed to the ordering stage before that part
+/// and then the next chunk, whose start time is `watermark`: the earlier
+/// of the two start times.
+fn part_watermark(next: Option<Option<u64>>, watermark: Option<u64>) -> Option<u64> {
+    match next {
+        Some(t) => {
+            let t = t.unwrap_or(0);
             Some(watermark.map_or(t, |w| w.min(t)))
         }
         None => watermark,
@@ -197,10 +237,9 @@ pub(super) fn deliver(
         orderer.chunk(job.stream, job.meta.first, out, watermark, sink);
         return;
     }
-    let parts = std::mem::take(&mut out.parts);
-    let metas: Vec<ChunkMeta> = parts.iter().map(|p| p.0).collect();
-    for (i, (meta, out)) in parts.into_iter().enumerate() {
-        let wm = part_watermark(&metas, i, watermark);
+    let mut parts = std::mem::take(&mut out.parts).into_iter().peekable();
+    while let Some((meta, out)) = parts.next() {
+        let wm = part_watermark(parts.peek().map(|p| p.0.start_time), watermark);
         orderer.chunk(job.stream, meta.first, out, wm, sink);
     }
 }
@@ -223,18 +262,12 @@ pub(super) fn decode_here(
             return by_libipt(images, pool, (stream, job, why), (orderer, watermark), sink)
         }
         Redo::Parts(why) => why,
+        // A dry run over the whole chunk gives it up only where it meets
+        // something it does not follow: never over its bound (with a
+        // flush), never at the settings (which the first try met).
         Redo::Fast => match fast_flushing(images, pool, (stream, job), (orderer, watermark), sink)?
         {
             None => return Ok(()),
-            Some(GaveUp::Refused(why)) => {
-                return by_libipt(
-                    images,
-                    pool,
-                    (stream, job, Some(why)),
-                    (orderer, watermark),
-                    sink,
-                )
-            }
             Some(g) => g.why(),
         },
     };
@@ -245,7 +278,7 @@ pub(super) fn decode_here(
 /// in parts: each part by the fast decoder, holding its ops, or with a
 /// flush where they pass the part's bound; by libipt where the fast
 /// decoder gives the part up too (the whole chunk where it holds one
-/// part).
+/// part, or where sideband is replayed).
 fn in_parts(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
@@ -253,19 +286,22 @@ fn in_parts(
     (orderer, watermark): (&mut Orderer<'_>, Option<u64>),
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
-    let parts = caught(|| Ok(part_jobs(images.setup, stream, job)))?;
-    if parts.len() == 1 {
-        return by_libipt(
-            images,
-            pool,
-            (stream, job, Some(why)),
-            (orderer, watermark),
-            sink,
-        );
-    }
-    let metas: Vec<ChunkMeta> = parts.iter().map(|p| p.meta).collect();
-    for (i, p) in parts.iter().enumerate() {
-        let wm = part_watermark(&metas, i, watermark);
+    let setup = images.setup;
+    let mut parts = Parts::new(setup, stream, job);
+    let mut first = true;
+    while let Some(p) = caught(|| Ok(parts.next()))? {
+        let next = caught(|| Ok(parts.next_time()))?;
+        if first && (next.is_none() || !in_parts_may(setup)) {
+            return by_libipt(
+                images,
+                pool,
+                (stream, job, Some(why)),
+                (orderer, watermark),
+                sink,
+            );
+        }
+        first = false;
+        let wm = part_watermark(next, watermark);
         let fast = caught(|| {
             let bytes = stream.bytes(p.decode.clone());
             chunk::decode_fast(images, pool, p.meta, &bytes)
@@ -276,7 +312,7 @@ fn in_parts(
                 continue;
             }
             Err(GaveUp::OverBound) => {
-                match fast_flushing(images, pool, (stream, p), (orderer, wm), sink)? {
+                match fast_flushing(images, pool, (stream, &p), (orderer, wm), sink)? {
                     None => continue,
                     Some(g) => g,
                 }
@@ -286,7 +322,7 @@ fn in_parts(
         by_libipt(
             images,
             pool,
-            (stream, p, Some(gave_up.why())),
+            (stream, &p, Some(gave_up.why())),
             (orderer, wm),
             sink,
         )?;
@@ -343,30 +379,16 @@ fn by_libipt(
 mod tests {
     use super::*;
 
-    fn meta(start_time: Option<u64>) -> ChunkMeta {
-        ChunkMeta {
-            aux_offset: 0,
-            len: 1,
-            after_loss: false,
-            before_loss: false,
-            first: false,
-            last: false,
-            owner: None,
-            start_time,
-            warmup: 0,
-        }
-    }
-
     /// A part's watermark is the next part's start time, or the next
     /// chunk's where that is earlier (per-cpu chunks of other CPUs);
     /// the last part's is the chunk's.
     #[test]
     fn a_part_waits_for_the_next_part_or_the_next_chunk() {
-        let metas = [meta(Some(10)), meta(Some(20)), meta(Some(30))];
-        assert_eq!(part_watermark(&metas, 0, Some(50)), Some(20));
-        assert_eq!(part_watermark(&metas, 1, Some(25)), Some(25));
-        assert_eq!(part_watermark(&metas, 1, None), Some(30));
-        assert_eq!(part_watermark(&metas, 2, Some(50)), Some(50));
-        assert_eq!(part_watermark(&metas, 2, None), None);
+        assert_eq!(part_watermark(Some(Some(20)), Some(50)), Some(20));
+        assert_eq!(part_watermark(Some(Some(30)), Some(25)), Some(25));
+        assert_eq!(part_watermark(Some(Some(30)), None), Some(30));
+        assert_eq!(part_watermark(Some(None), Some(25)), Some(0));
+        assert_eq!(part_watermark(None, Some(50)), Some(50));
+        assert_eq!(part_watermark(None, None), None);
     }
 }

@@ -31,7 +31,7 @@ use ipt::{
     Block, BlockDecoder, Config as PtConfig, Error as PtError, Event as PtEvent, EventKind, Status,
 };
 
-use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt};
+use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt, EMULATED_PTWRITE};
 use ptflow::block::Follow;
 use ptflow::FastDecoder;
 use sideband::timeline::TaskId;
@@ -170,10 +170,14 @@ impl ChunkOutput {
         }
     }
 
-    /// The ops it holds, its parts' included.
+    /// The ops it holds, its parts' included (parts hold no parts).
     pub(super) fn ops_held(&self) -> usize {
-        let own: usize = self.runs.iter().map(|r| r.ops.len()).sum();
-        own + self.parts.iter().map(|p| p.1.ops_held()).sum::<usize>()
+        self.runs_ref().map(|r| r.ops.len()).sum()
+    }
+
+    fn runs_ref(&self) -> impl Iterator<Item = &Run> {
+        let parts = self.parts.iter().flat_map(|p| p.1.runs.iter());
+        self.runs.iter().chain(parts)
     }
 
     /// Its runs, its parts' included.
@@ -184,11 +188,9 @@ impl ChunkOutput {
 
     /// Gives its op vectors back to `pool`.
     pub(super) fn give_back(self, pool: &OpPool) {
-        for r in self.runs {
+        let parts = self.parts.into_iter().flat_map(|p| p.1.runs);
+        for r in self.runs.into_iter().chain(parts) {
             pool.give(r.ops);
-        }
-        for p in self.parts {
-            p.1.give_back(pool);
         }
     }
 }
@@ -227,6 +229,19 @@ pub(super) struct ChunkMeta {
     /// Bytes before the chunk that its decoder reads first, only to warm
     /// libipt's timing up (see [`decode_fast`]); 0: none.
     pub warmup: u64,
+    /// Ops it may hold, where fewer than [`op_bound`] says (a part of a
+    /// chunk on a worker: what the chunk's bound leaves, `super::parts`).
+    pub op_limit: Option<usize>,
+}
+
+/// The ops a decode worker may hold of a chunk of `len` bytes
+/// (`DecodeOptions::chunk_ops`, or [`super::chunk_ops_bound`]).
+pub(super) fn op_bound(setup: &DecodeSetup<'_>, len: u64) -> usize {
+    setup
+        .opts
+        .chunk_ops
+        .unwrap_or_else(|| super::chunk_ops_bound(len))
+        .max(1)
 }
 
 /// A disable or a gap: an op after which a run is not traced on.
@@ -253,8 +268,9 @@ struct Stall {
 /// Why the fast decoder did not decode a chunk ([`decode_fast`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum GaveUp {
-    /// It does not decode the trace's settings (`FastDecoder::new`): it
-    /// would not decode any part of the trace; libipt decodes the chunk.
+    /// It does not decode the trace's settings (`FastDecoder::new`), or
+    /// an image ([`EMULATED_PTWRITE`]): it would not decode the parts
+    /// either; libipt decodes the chunk.
     Refused(&'static str),
     /// It met something it does not follow (why) somewhere in the chunk:
     /// the chunk is decoded again in parts, one from each PSB, and libipt
@@ -267,6 +283,15 @@ pub(super) enum GaveUp {
 }
 
 impl GaveUp {
+    /// How the chunk is decoded instead.
+    pub(super) fn redo(self) -> Redo {
+        match self {
+            GaveUp::Refused(why) => Redo::Libipt(Some(why)),
+            GaveUp::At(why) => Redo::Parts(why),
+            GaveUp::OverBound => Redo::Fast,
+        }
+    }
+
     /// Why, as `DecodeStats::fallbacks` counts it.
     pub(super) fn why(self) -> &'static str {
         match self {
@@ -470,7 +495,8 @@ enum Stopped {
     WarmUp,
     /// The fast decoder met something it does not follow.
     Unsupported(&'static str),
-    /// The fast decoder does not decode the trace's settings.
+    /// The fast decoder does not decode the trace's settings, or an image
+    /// ([`EMULATED_PTWRITE`]).
     Refused(&'static str),
     /// The chunk's ops passed its bound ([`super::chunk_ops_bound`]),
     /// with no flush to hand them to.
@@ -515,14 +541,14 @@ fn run_chunk(
     flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
-    let bound = setup
-        .opts
-        .chunk_ops
-        .unwrap_or_else(|| super::chunk_ops_bound(meta.len))
-        .max(1);
-    // With a flush, the bound is where the runs are handed on.
+    let bound = op_bound(setup, meta.len).min(meta.op_limit.unwrap_or(usize::MAX));
+    let held_listing =
+        setup.opts.insn_list.is_some() && dec.unsupported().is_none() && how == How::Fast;
+    // With a flush, the bound is where the runs are handed on. A listing
+    // held back counts with the ops, up to LIST_HELD.
     let (op_bound, flush_ops) = match flush {
         Some(_) => (usize::MAX, bound.min(FLUSH_OPS)),
+        None if held_listing => (bound.min(LIST_HELD), usize::MAX),
         None => (bound, usize::MAX),
     };
     let time = meta.start_time.unwrap_or(0);
@@ -564,10 +590,7 @@ fn run_chunk(
             ..ChunkStats::default()
         },
         end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
-        list_buf: (setup.opts.insn_list.is_some()
-            && dec.unsupported().is_none()
-            && how == How::Fast)
-            .then(Default::default),
+        list_buf: held_listing.then(Default::default),
         list_off: how == How::Dry,
         list_over: Default::default(),
         fell_back: how == How::Libipt && setup.opts.decoder == DecoderKind::Fast,
@@ -577,7 +600,7 @@ fn run_chunk(
     if let Some(why) = dec.libipt_differs() {
         *st.stats.libipt_differs.entry(why).or_default() += 1;
     }
-    // Not where libipt decodes the chunk again (over its op bound too).
+    // Not where the chunk is decoded again (over its op bound too).
     if let (Some(buf), None, Some(f), false) = (
         &st.list_buf,
         dec.unsupported(),
@@ -595,6 +618,7 @@ fn run_chunk(
         // An error in the warm-up is libipt's too: it decodes the chunk
         // again without one, and so does the fast decoder.
         return Err(match (dec.unsupported(), st.over_bound) {
+            (Some(EMULATED_PTWRITE), _) => Stopped::Refused(EMULATED_PTWRITE),
             (Some(why), _) => Stopped::Unsupported(why),
             (None, true) => Stopped::OverBound,
             (None, false) => Stopped::WarmUp,
@@ -1344,12 +1368,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         if let Some(f) = &self.setup().opts.insn_list {
             match &self.list_buf {
-                // Held back up to the op bound and LIST_HELD: past it,
-                // the chunk is decoded again, its listing handed on as it
-                // comes (`super::parts::decode_here`).
+                // Held back, counted with the ops against the op bound
+                // (at most LIST_HELD): past it, decoding stops
+                // (`stall_at`) and the chunk is decoded again, its listing
+                // handed on as it comes (`super::parts::decode_here`).
                 Some(buf) => {
                     let mut buf = buf.borrow_mut();
-                    if buf.len() < self.op_bound.min(LIST_HELD) {
+                    if buf.len() < self.op_bound {
                         buf.push(item);
                     } else {
                         self.list_over.set(true);

@@ -62,7 +62,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 offset: off,
                 insns: 0,
             };
-            if self.held_ops() > self.op_bound {
+            if self.held_ops() + self.listing_held() > self.op_bound {
                 self.op_bound_passed();
             }
         }
@@ -81,6 +81,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     fn op_bound_passed(&mut self) {
         self.over_bound = true;
         self.stall.insns = NO_PROGRESS_INSNS + 1;
+    }
+
+    /// Listing items held back ([`ChunkDecoder::list`]).
+    #[inline]
+    fn listing_held(&self) -> usize {
+        self.list_buf.as_ref().map_or(0, |b| b.borrow().len())
     }
 
     /// The ops held: in the finished runs and the current one.
