@@ -237,7 +237,7 @@ fn render_decoded(o: &mut String, report: &Report) {
         let _ = writeln!(
             o,
             "  in pieces     {} chunks made more ops than a chunk may hold (16 a byte of trace, at \
-             least 1,048,576; a byte of corrupt or hostile PT can stand for a million): decoded \
+             least 1,048,576, at most 4,194,304; a byte of corrupt or hostile PT can stand for a million): decoded \
              again on the output thread and handed on in pieces, so that memory stays bounded",
             thousands(d.chunks_in_pieces)
         );

@@ -1047,6 +1047,60 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
     );
 }
 
+/// A ptsim trace of about 6 M ops whose PSBs after the first are
+/// overwritten with zeros (PADs): one chunk as long as the trace, whose
+/// decode worker holds at most `decode::MAX_CHUNK_OPS` of its ops and
+/// gives it back; the calling thread decodes it again and hands its ops
+/// on in pieces. Nothing holds more than that bound plus a stall's ops
+/// and a flush's, and the ops are those of the same trace cut at one
+/// byte (one chunk whatever the size).
+#[test]
+fn a_long_stretch_without_psb_is_held_within_the_chunk_bound() {
+    let test = "a_long_stretch_without_psb_is_held_within_the_chunk_bound";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=1200"], None, &dir);
+    let path = dir.join("data");
+    let mut data = std::fs::read(&path).unwrap();
+    let psb = [0x02u8, 0x82].repeat(8);
+    let at: Vec<usize> = data
+        .windows(16)
+        .enumerate()
+        .filter(|(_, w)| *w == &psb[..])
+        .map(|(i, _)| i)
+        .collect();
+    assert!(at.len() > 100, "{} PSBs", at.len());
+    for &i in &at[1..] {
+        data[i..i + 16].fill(0);
+    }
+    std::fs::write(&path, &data).unwrap();
+    let decode_dir = |chunk: u64| {
+        let trace = Trace::open(&dir).unwrap();
+        let mut sink = AllOps::default();
+        let opts = DecodeOptions {
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
+            jobs: 2,
+            decoder: ptdec::decode::DecoderKind::Fast,
+            ..DecodeOptions::default()
+        };
+        let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
+        (sink, stats)
+    };
+    let (ops, st) = decode_dir(32 << 10);
+    eprintln!(
+        "{} ops in {} chunks, {} in pieces, at most {} held",
+        st.ops, st.chunks, st.chunks_in_pieces, st.max_ops_held
+    );
+    assert!(st.ops > ptdec::decode::MAX_CHUNK_OPS as u64, "{st:?}");
+    assert_eq!((st.chunks, st.chunks_in_pieces), (1, 1), "{st:?}");
+    let bound =
+        ptdec::decode::MAX_CHUNK_OPS + ptdec::decode::NO_PROGRESS_INSNS as usize + (1 << 16);
+    assert!(st.max_ops_held as usize <= bound, "{st:?}");
+    let (again, _) = decode_dir(1);
+    assert!(ops.0 == again.0);
+}
+
 /// Random bytes (xorshift) with a PSB at the start of every KiB.
 fn garbage_with_psbs(n: usize) -> Vec<u8> {
     let mut x = 0x5eed_u64;

@@ -209,11 +209,20 @@ pub const MAX_BYTES_IN_FLIGHT: u64 = 8 << 20;
 /// turn comes, and its runs handed on in pieces as they fill up
 /// (`parts::decode_here`), so memory stays bounded: at most the window's
 /// chunks of at most this many ops each.
+///
+/// And at most [`MAX_CHUNK_OPS`]: a chunk is as long as the trace between
+/// two PSBs, and trace without PSB (corrupt, or hostile) made one chunk
+/// whose ops the worker held up to 16 a byte of it (a 40 MB stretch
+/// without PSB ran out of 4 GB of address space).
 pub fn chunk_ops_bound(len: u64) -> usize {
     usize::try_from(len.saturating_mul(16))
         .unwrap_or(usize::MAX)
-        .max(1 << 20)
+        .clamp(1 << 20, MAX_CHUNK_OPS)
 }
+
+/// The most ops a decode worker holds of any chunk (256 MiB of ops; real
+/// traces make about 100,000 ops a 32 KiB chunk).
+pub const MAX_CHUNK_OPS: usize = 1 << 22;
 
 /// The most decode workers ([`DecodeOptions::jobs`] is clamped to it, and
 /// to the chunks [`MAX_BYTES_IN_FLIGHT`] lets decode at once).
