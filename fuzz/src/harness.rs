@@ -195,7 +195,6 @@ fn raw_pt_with(
     list: bool,
     on_error: OnError,
 ) -> (Vec<String>, Vec<Vec<u8>>, Option<DecodeStats>) {
-    let input = raw_input(data);
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l = lines.clone();
     let mut o = decode_options();
@@ -206,15 +205,7 @@ fn raw_pt_with(
             l.lock().unwrap().push(item.to_string());
         }));
     }
-    let symbols = SymbolCache::new();
-    let cfg = RawConfig::default();
-    let input = Input::Raw {
-        input: &input,
-        cfg: &cfg,
-        symbols: &symbols,
-    };
-    let r = run_ftf(input, o);
-    let (ftf, stats) = match r {
+    let (ftf, stats) = match run_raw(data, o, EmitOptions::default()) {
         Ok(r) => (
             r.written.into_iter().map(|w| w.bytes).collect(),
             Some(r.decode),
@@ -225,14 +216,9 @@ fn raw_pt_with(
     (lines, ftf, stats)
 }
 
-/// Whether the fast decoder gave any part of raw PT `data` to libipt (its
-/// statistics; the time axis chosen as `ptdec raw` chooses it, so that a
-/// trace without timing packets is decoded rather than refused).
-fn fast_gave_up(data: &[u8]) -> bool {
+/// Raw PT `data` decoded into FTF in memory, as `ptdec raw` runs it.
+fn run_raw(data: &[u8], o: DecodeOptions, emit: EmitOptions) -> Result<Report, RunError> {
     let input = raw_input(data);
-    let mut o = decode_options();
-    o.decoder = DecoderKind::Fast;
-    o.on_error = NEXT_PSB;
     let symbols = SymbolCache::new();
     let cfg = RawConfig::default();
     let input = Input::Raw {
@@ -241,14 +227,24 @@ fn fast_gave_up(data: &[u8]) -> bool {
         symbols: &symbols,
     };
     let out = Ftf {
-        emit: EmitOptions {
-            axis_auto: true,
-            ..EmitOptions::default()
-        },
+        emit,
         target: Target::Memory,
     };
-    let plan = Plan::new(input, o, Default::default(), out);
-    pipeline::run(&plan, None).is_ok_and(|r| !r.decode.fallbacks.is_empty())
+    pipeline::run(&Plan::new(input, o, Default::default(), out), None)
+}
+
+/// Whether the fast decoder gave any part of raw PT `data` to libipt (its
+/// statistics; the time axis chosen as `ptdec raw` chooses it, so that a
+/// trace without timing packets is decoded rather than refused).
+fn fast_gave_up(data: &[u8]) -> bool {
+    let mut o = decode_options();
+    o.decoder = DecoderKind::Fast;
+    o.on_error = NEXT_PSB;
+    let emit = EmitOptions {
+        axis_auto: true,
+        ..EmitOptions::default()
+    };
+    run_raw(data, o, emit).is_ok_and(|r| !r.decode.fallbacks.is_empty())
 }
 
 /// Whether MODE.Exec packets in `trace` give more than one mode. Code

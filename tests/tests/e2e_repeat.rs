@@ -979,19 +979,7 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
         (c.file_offset, c.len)
     };
     let clean = std::fs::read(dir.join("data")).unwrap();
-    let decode_dir = |chunk: u64, chunk_ops: Option<usize>| {
-        let trace = Trace::open(&dir).unwrap();
-        let mut sink = AllOps::default();
-        let opts = DecodeOptions {
-            chunking: ptdec::decode::Chunking::Bytes(chunk),
-            jobs: 2,
-            decoder: ptdec::decode::DecoderKind::Fast,
-            chunk_ops,
-            ..DecodeOptions::default()
-        };
-        let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
-        (sink, stats)
-    };
+    let decode_dir = |chunk: u64, chunk_ops: Option<usize>| decode_fast(&dir, chunk, chunk_ops);
     let mut tried = Vec::new();
     for seed in 1..=60u64 {
         let mut data = clean.clone();
@@ -1075,18 +1063,7 @@ fn a_long_stretch_without_psb_is_held_within_the_chunk_bound() {
         data[i..i + 16].fill(0);
     }
     std::fs::write(&path, &data).unwrap();
-    let decode_dir = |chunk: u64| {
-        let trace = Trace::open(&dir).unwrap();
-        let mut sink = AllOps::default();
-        let opts = DecodeOptions {
-            chunking: ptdec::decode::Chunking::Bytes(chunk),
-            jobs: 2,
-            decoder: ptdec::decode::DecoderKind::Fast,
-            ..DecodeOptions::default()
-        };
-        let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
-        (sink, stats)
-    };
+    let decode_dir = |chunk: u64| decode_fast(&dir, chunk, None);
     let (ops, st) = decode_dir(32 << 10);
     eprintln!(
         "{} ops in {} chunks, {} in pieces, at most {} held",
@@ -1099,6 +1076,23 @@ fn a_long_stretch_without_psb_is_held_within_the_chunk_bound() {
     assert!(st.max_ops_held as usize <= bound, "{st:?}");
     let (again, _) = decode_dir(1);
     assert!(ops.0 == again.0);
+}
+
+/// The trace in `dir` decoded by the fast decoder on 2 workers, in
+/// chunks of `chunk` bytes holding at most `chunk_ops` ops (`None`: the
+/// default bound): every op, and the statistics.
+fn decode_fast(dir: &Path, chunk: u64, chunk_ops: Option<usize>) -> (AllOps, DecodeStats) {
+    let trace = Trace::open(dir).unwrap();
+    let mut sink = AllOps::default();
+    let opts = DecodeOptions {
+        chunking: ptdec::decode::Chunking::Bytes(chunk),
+        jobs: 2,
+        decoder: ptdec::decode::DecoderKind::Fast,
+        chunk_ops,
+        ..DecodeOptions::default()
+    };
+    let stats = decode(&trace, &images(dir), &opts, &mut sink).unwrap();
+    (sink, stats)
 }
 
 /// Random bytes (xorshift) with a PSB at the start of every KiB.
