@@ -262,12 +262,20 @@ pub(super) fn decode_here(
             return by_libipt(images, pool, (stream, job, why), (orderer, watermark), sink)
         }
         Redo::Parts(why) => why,
-        // A dry run over the whole chunk gives it up only where it meets
-        // something it does not follow: never over its bound (with a
-        // flush), never at the settings (which the first try met).
+        // The dry run, with a flush, never passes a bound; it may meet an
+        // emulated ptwrite image past where the first try stopped.
         Redo::Fast => match fast_flushing(images, pool, (stream, job), (orderer, watermark), sink)?
         {
             None => return Ok(()),
+            Some(GaveUp::Refused(why)) => {
+                return by_libipt(
+                    images,
+                    pool,
+                    (stream, job, Some(why)),
+                    (orderer, watermark),
+                    sink,
+                )
+            }
             Some(g) => g.why(),
         },
     };
