@@ -38,6 +38,8 @@ struct RetStack {
     top: u8,
     /// How many addresses it holds (at most 64).
     len: u8,
+    /// A PSB+ emptied it of calls made before it ([`Self::clear_at_psb`]).
+    dropped_at_psb: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -57,6 +59,7 @@ impl Default for RetStack {
             }; 64],
             top: 0,
             len: 0,
+            dropped_at_psb: false,
         }
     }
 }
@@ -101,6 +104,21 @@ impl RetStack {
         self.top = self.top.wrapping_sub(1) & 63;
         let e = self.entries[usize::from(self.top & 63)];
         Ok((e.ip, (e.gen, e.call)))
+    }
+
+    /// Empties the stack at a PSB+ decoded through. The hardware
+    /// compresses only returns whose calls it saw since the last PSB (the
+    /// SDM's return compression; perf's decoder empties its stack at
+    /// every PSB too), so on a sound trace this changes nothing; on a
+    /// corrupt one, a compressed return against a call made before the
+    /// PSB is an error here as it is in a chunk that starts at that PSB,
+    /// so the output does not depend on where chunks start. libipt 2.1.2
+    /// keeps its stack through a PSB and pops such a call: `pop`'s
+    /// caller says the two differ from there.
+    #[inline]
+    fn clear_at_psb(&mut self) {
+        self.dropped_at_psb |= self.len != 0;
+        self.len = 0;
     }
 
     /// Forgets the calls' nodes (another image: their links may not
@@ -1217,7 +1235,16 @@ impl<'a> BlockDecoder<'a> {
             }
             Class::Return => match self.cond_branch() {
                 Ok(true) => {
-                    self.ip = self.retstack.pop().map_err(pt)?;
+                    self.ip = match self.retstack.pop() {
+                        Ok(ip) => ip,
+                        Err(e) => {
+                            if self.retstack.dropped_at_psb {
+                                self.evdec
+                                    .note_libipt_differs(crate::event::RETURN_PAST_PSB);
+                            }
+                            return Err(pt(e));
+                        }
+                    };
                     return Ok(());
                 }
                 Ok(false) => return Err(Fail::Pt(PtError::BAD_RETCOMP)),
@@ -2155,6 +2182,11 @@ impl<'a> BlockDecoder<'a> {
         let Some(mut ev) = self.event else {
             return Err(Fail::Pt(PtError::INTERNAL));
         };
+        if ev.status_update {
+            // A PSB+'s status updates, handed out where it was decoded
+            // through (as at a sync, where the stack starts empty).
+            self.retstack.clear_at_psb();
+        }
         match ev.kind {
             Kind::Tnt { size, .. } => {
                 // A tick on the first bit used of a TNT with a new time;

@@ -417,6 +417,13 @@ pub struct EventDecoder<'a> {
 /// events queued before it.
 pub const ASYNC_BRANCH_BEHIND_EVENTS: &str = "an asynchronous branch behind queued events";
 
+/// Why [`EventDecoder::libipt_differs`]: a compressed return with an
+/// empty return stack after a PSB+ emptied it of calls made before it
+/// (the block decoder's `RetStack::clear_at_psb`): libipt 2.1.2 keeps its
+/// stack through a PSB and returns to such a call; the hardware never
+/// compresses that return, so only corrupt trace goes there.
+pub const RETURN_PAST_PSB: &str = "a compressed return to a call made before a PSB";
+
 /// Why [`EventDecoder::libipt_differs`]: code to decode in no execution
 /// mode (`PtError::NO_MODE`), which libipt decodes in no mode or in the
 /// mode its block cache holds for it.

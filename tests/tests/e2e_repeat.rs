@@ -1035,6 +1035,87 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
     );
 }
 
+/// A ptsim trace whose TIPs are corrupted (the two payload bytes of one to
+/// four 16-bit IP updates changed): the decoder goes on elsewhere, where
+/// calls and returns no longer pair, and a compressed return can come
+/// after a PSB with only calls made before the PSB to return to. The
+/// hardware compresses no such return, so the return stack is emptied at
+/// every PSB decoded through, as at a chunk's start: the ops, instructions
+/// and errors are the same for chunks of 1 byte (a chunk at every PSB), 4
+/// KiB, 32 KiB, 64 KiB and 8 MiB (one chunk). Before, a chunk that decoded
+/// through the PSB returned to a call made before it where a chunk that
+/// started at the PSB said "return with an empty return stack". Passes
+/// only if three of the first 240 corruptions met such a return (seeds 35,
+/// 40 and 49 do).
+#[test]
+fn a_compressed_return_past_a_psb_decodes_alike_for_any_chunk_size() {
+    let test = "a_compressed_return_past_a_psb_decodes_alike_for_any_chunk_size";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
+    let (aux, aux_len) = {
+        let trace = Trace::open(&dir).unwrap();
+        let c = &trace.buffers[0].chunks[0];
+        (c.file_offset as usize, c.len as usize)
+    };
+    let clean = std::fs::read(dir.join("data")).unwrap();
+    let mut met = Vec::new();
+    for seed in 1..=240u64 {
+        let mut data = clean.clone();
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..1 + next() % 4 {
+            // The first TIP with a 16-bit IP update (0x2d) at or after a
+            // random place past the first 32 KiB.
+            let from = aux + 0x8000 + (next() % (aux_len as u64 - 0x8400)) as usize;
+            let Some(at) = data[from..aux + aux_len - 4]
+                .iter()
+                .position(|&b| b == 0x2d)
+            else {
+                continue;
+            };
+            let r = next();
+            data[from + at + 1] = r as u8;
+            data[from + at + 2] = (r >> 8) as u8;
+        }
+        std::fs::write(dir.join("data"), &data).unwrap();
+        let (want, whole) = decode_fast(&dir, 1, None);
+        let mut past_psb = false;
+        let mut runs = vec![(1, whole.clone())];
+        for chunk in [4 << 10, 32 << 10, 64 << 10, 8 << 20] {
+            let (got, st) = decode_fast(&dir, chunk, None);
+            past_psb |= st
+                .libipt_differs
+                .contains_key(ptflow::event::RETURN_PAST_PSB);
+            let what = format!("seed {seed}, chunks of {chunk}");
+            assert_eq!(st.insns, whole.insns, "{what}: instructions");
+            assert_eq!(st.errors, whole.errors, "{what}: errors");
+            assert!(got.0 == want.0, "{what}: other ops than at one-byte chunks");
+            runs.push((chunk, st));
+        }
+        if past_psb {
+            eprintln!(
+                "seed {seed}: a compressed return past a PSB; {} instructions, errors {:?}",
+                whole.insns, whole.errors
+            );
+            met.push(seed);
+            if met.len() == 3 {
+                break;
+            }
+        }
+    }
+    assert!(
+        met.len() == 3,
+        "only {met:?} of 240 corruptions met a compressed return past a PSB"
+    );
+}
+
 /// A ptsim trace of about 6 M ops whose PSBs after the first are
 /// overwritten with zeros (PADs): one chunk as long as the trace, whose
 /// decode worker holds at most `decode::MAX_CHUNK_OPS` of its ops and

@@ -141,7 +141,7 @@ pub use crate::model::ops::ThreadStats;
 pub use crate::model::source::RawSection;
 use crate::model::source::{CodeImages, RawSideband, SbNote, TraceSource};
 
-use chunk::{ChunkMeta, ChunkStats, Redo};
+use chunk::{ChunkMeta, ChunkStats};
 use chunks::{cut, Stream};
 use context::Owner;
 pub use flow_decoder::DecoderKind;
@@ -1135,20 +1135,13 @@ fn decode_in_place(
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
     let images = worker_images::WorkerImages::new(setup)?;
-    let redo = if setup.opts.decoder == DecoderKind::Libipt {
-        Redo::Libipt(None)
-    } else {
-        let fast = parts::caught(|| {
-            let bytes = stream.bytes(job.decode.clone());
-            chunk::decode_fast(&images, pool, job.meta, &bytes)
-        })?;
-        match fast {
-            Ok(out) => {
-                orderer.chunk(job.stream, job.meta.first, out, None, sink);
-                return Ok(());
-            }
-            Err(g) => g.redo(),
+    let first = parts::caught(|| parts::first_try(&images, pool, stream, job))?;
+    let redo = match first {
+        Ok(out) => {
+            orderer.chunk(job.stream, job.meta.first, out, None, sink);
+            return Ok(());
         }
+        Err(redo) => redo,
     };
     parts::decode_here(&images, pool, (stream, job, redo), (orderer, None), sink)
 }

@@ -145,6 +145,22 @@ fn in_parts_may(setup: &DecodeSetup<'_>) -> bool {
     setup.sideband().is_none()
 }
 
+/// The first try at `job`'s chunk, on a worker or on the
+/// calling thread: the fast decoder's output, or how to decode the chunk
+/// instead (libipt where it was asked for).
+pub(super) fn first_try(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    stream: &Stream<'_>,
+    job: &ChunkJob,
+) -> Result<Result<ChunkOutput, Redo>, DecodeError> {
+    if images.setup.opts.decoder == DecoderKind::Libipt {
+        return Ok(Err(Redo::Libipt(None)));
+    }
+    let bytes = stream.bytes(job.decode.clone());
+    Ok(chunk::decode_fast(images, pool, job.meta, &bytes)?.map_err(GaveUp::redo))
+}
+
 /// A decode worker's output for `job`, with no flush: the fast decoder's
 /// (in parts where it gave the chunk up), or libipt's where libipt was
 /// asked for or the fast decoder refused the trace's settings; or
@@ -156,15 +172,13 @@ pub(super) fn decode_on_worker(
     job: &ChunkJob,
 ) -> Result<ChunkOutput, DecodeError> {
     let setup = images.setup;
-    let bytes = stream.bytes(job.decode.clone());
-    let redo = if setup.opts.decoder == DecoderKind::Libipt {
-        Redo::Libipt(None)
-    } else {
-        match chunk::decode_fast(images, pool, job.meta, &bytes)? {
-            Ok(out) => return Ok(out),
-            Err(g) => g.redo(),
-        }
+    let redo = match first_try(images, pool, stream, job)? {
+        Ok(out) => return Ok(out),
+        Err(redo) => redo,
     };
+    // Fetched again where the fast decoder gave the chunk up: a copy only
+    // where the chunk spans two of the stream's pieces.
+    let bytes = stream.bytes(job.decode.clone());
     let why = match redo {
         Redo::Libipt(why) => {
             return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, why)
