@@ -11,7 +11,7 @@ use std::path::Path;
 
 use iced_x86::code_asm::*;
 use iced_x86::BlockEncoderOptions;
-use ptdec::decode::{decode, DecodeOptions, DecodeStats, ProgressCallback};
+use ptdec::decode::{decode, DecodeOptions, DecodeStats, DecoderKind, ProgressCallback};
 use ptdec::images::{ImageStore, SearchPath};
 use ptdec::input::Trace;
 use ptdec::model::ops::{GapKind, Op, OpSink, Stamp};
@@ -555,7 +555,7 @@ fn overflows_are_gaps_exactly_where_injected() {
 /// them. With the PERF_RECORD_AUX truncated flag the decoder knows data was
 /// lost (LostData gaps); without it, libipt trips over the hole (a decode
 /// error) and resynchronizes at the next PSB. Either way what follows
-/// decodes exactly.
+/// decodes exactly, for any chunk size and either decoder.
 #[test]
 fn dropped_bytes_are_lost_data_and_resync() {
     // Every return a TIP and an MTC per CTC tick: enough bytes for a few PSBs.
@@ -576,7 +576,16 @@ fn dropped_bytes_are_lost_data_and_resync() {
     let t = drop_bytes(&out.bytes, cut..cut + 333, &out.stats.psb_offsets);
     assert!(t.resync_at.is_some());
     let want = expected_ops(&events, &out.stats.injected);
-    for flagged in [true, false] {
+    // Whatever the chunk size (a chunk at every PSB; a chunk from the
+    // loss to the first PSB after it would decode nothing), with either
+    // decoder (the fast decoder gives every chunk of this trace to
+    // libipt, in parts: its image file is not mapped).
+    let runs = [true, false].into_iter().flat_map(|flagged| {
+        [DecoderKind::Libipt, DecoderKind::Fast]
+            .into_iter()
+            .flat_map(move |d| [1, 2100, 32 << 10].map(|c| (flagged, d, c)))
+    });
+    for (flagged, decoder, chunk) in runs {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = t.bytes.split_at(cut);
         write_trace(
@@ -588,7 +597,12 @@ fn dropped_bytes_are_lost_data_and_resync() {
                 truncated_at: flagged.then_some(cut as u64),
             },
         );
-        let (c, stats, _) = run_decode(dir.path(), &DecodeOptions::default());
+        let opts = DecodeOptions {
+            chunking: ptdec::decode::Chunking::Bytes(chunk),
+            decoder,
+            ..DecodeOptions::default()
+        };
+        let (c, stats, _) = run_decode(dir.path(), &opts);
         let ops = &c.ops[&(PID, TID)];
         let gaps: Vec<&Op> = ops.iter().filter(|o| matches!(o, Op::Gap { .. })).collect();
         if flagged {
@@ -602,7 +616,10 @@ fn dropped_bytes_are_lost_data_and_resync() {
                 )),
                 "{gaps:?}"
             );
-            assert_eq!(stats.lost_data, 2, "{gaps:?}");
+            assert_eq!(
+                stats.lost_data, 2,
+                "{decoder:?}, chunks of {chunk}: {gaps:?}"
+            );
             assert!(stats.errors.is_empty(), "{:?}", stats.errors);
         } else {
             // The hole derails the decoder: into a wrong packet or an

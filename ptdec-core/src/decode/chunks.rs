@@ -231,6 +231,22 @@ fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
     }
 }
 
+/// Whether `range` of the stream holds no PSB (as [`next_psb`] finds
+/// one), read a window at a time.
+fn no_psb_in(stream: &Stream<'_>, cfg: &PtConfig, range: Range<u64>) -> bool {
+    let mut lo = range.start;
+    while lo < range.end {
+        let hi = lo.saturating_add(SEARCH_WINDOW).min(range.end);
+        // With the 15 bytes after the window: a PSB that starts in it.
+        let bytes = stream.bytes(lo..(hi + 15).min(stream.len()));
+        if next_psb(cfg, &bytes, 0).is_some_and(|at| lo + at < range.end) {
+            return false;
+        }
+        lo = hi;
+    }
+    true
+}
+
 /// The offset in `bytes` of the first PSB that starts at or after `from`,
 /// as libipt's packet decoder finds it.
 pub(super) fn next_psb(cfg: &PtConfig, bytes: &[u8], from: u64) -> Option<u64> {
@@ -374,8 +390,20 @@ pub(super) fn cut(
     } else {
         0
     };
+    // A segment with no PSB before the first a chunk may start at (its
+    // bytes follow lost data): its first chunk's decoder synchronizes at
+    // that PSB, so the next chunk starts at a later one. A chunk from the
+    // segment's start to that PSB would decode nothing, and the loss it
+    // starts after would be lost with it (the gap goes with a chunk's
+    // first run).
+    let mut first_psb = 0;
     let (mut start, mut tsc, mut pos) = if k0 == 0 {
-        (0, find(0).and_then(|p| p.tsc), chunk_bytes)
+        let p = find(0);
+        first_psb = p.map_or(0, |p| p.offset);
+        if !no_psb_in(stream, cfg, 0..first_psb) {
+            first_psb = 0;
+        }
+        (0, p.and_then(|p| p.tsc), chunk_bytes)
     } else {
         match find(k0 * chunk_bytes) {
             Some(p) => (p.offset, p.tsc, (p.offset / chunk_bytes + 1) * chunk_bytes),
@@ -389,7 +417,7 @@ pub(super) fn cut(
         let Some(p) = find(pos) else {
             break;
         };
-        if p.offset > start {
+        if p.offset > start.max(first_psb) {
             psbs.push(p);
         }
         pos = (p.offset / chunk_bytes + 1) * chunk_bytes;
@@ -435,12 +463,22 @@ pub(super) fn cuts_within<'s, 't>(
     range: Range<u64>,
     decode_end: u64,
 ) -> CutsWithin<'s, 't> {
+    // As `cut` does, the first cut of a chunk with no PSB before the first
+    // a chunk may start at (a segment's first, after lost data) reaches
+    // past that PSB.
+    let first_from = match psb_at_or_after(stream, &cfg, range.start) {
+        Some(p) if p.offset > range.start && no_psb_in(stream, &cfg, range.start..p.offset) => {
+            p.offset + 1
+        }
+        _ => range.start + 1,
+    };
     CutsWithin {
         stream,
         cfg,
         end: range.end,
         decode_end,
         next: Some((range.start, None)),
+        first_from: Some(first_from),
     }
 }
 
@@ -452,6 +490,9 @@ pub(super) struct CutsWithin<'s, 't> {
     decode_end: u64,
     /// The next cut's start and TSC.
     next: Option<(u64, Option<u64>)>,
+    /// Where the first cut's end is looked for (after its start, or after
+    /// the first PSB where it does not start at one).
+    first_from: Option<u64>,
 }
 
 impl Iterator for CutsWithin<'_, '_> {
@@ -459,8 +500,8 @@ impl Iterator for CutsWithin<'_, '_> {
 
     fn next(&mut self) -> Option<Cut> {
         let (start, tsc) = self.next.take()?;
-        let psb =
-            psb_at_or_after(self.stream, &self.cfg, start + 1).filter(|p| p.offset < self.end);
+        let from = self.first_from.take().unwrap_or(start + 1);
+        let psb = psb_at_or_after(self.stream, &self.cfg, from).filter(|p| p.offset < self.end);
         Some(match psb {
             Some(p) => {
                 self.next = Some((p.offset, p.tsc));
