@@ -1159,6 +1159,65 @@ fn a_long_stretch_without_psb_is_held_within_the_chunk_bound() {
     assert!(ops.0 == again.0);
 }
 
+/// The ops the decode workers hold across chunks stay within the budget
+/// (`DecodeOptions::ops_in_flight`, `decode::MAX_OPS_IN_FLIGHT`) whatever
+/// the window lets them decode ahead. The output waits 300 ms at its
+/// first op, so that 2 workers with a window of 64 chunks decode all 30
+/// chunks of this trace (about 20,000 ops each) ahead of it: more than
+/// 400,000 ops held without a budget. With a budget of 50,000 they hold
+/// at most twice that: no chunk but the next to deliver starts while the
+/// chunks not delivered hold the budget, and each worker holds at most
+/// its share (25,000 ops) of the chunk it decodes. With a budget of
+/// 16,000 the share (8,000) is less than the chunks make: they are
+/// decoded again on the calling thread, in pieces. The ops are the same
+/// every time.
+#[test]
+fn the_ops_held_across_workers_stay_within_the_budget() {
+    let test = "the_ops_held_across_workers_stay_within_the_budget";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
+    /// Every op, the first after a wait.
+    struct Slow(AllOps, bool);
+    impl ptdec::model::ops::OpSink for Slow {
+        fn op(&mut self, pid: u32, tid: u32, op: ptdec::model::ops::Op) {
+            if !std::mem::replace(&mut self.1, true) {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            self.0.op(pid, tid, op);
+        }
+    }
+    let run = |budget: Option<usize>| {
+        let trace = Trace::open(&dir).unwrap();
+        let mut sink = Slow(AllOps::default(), false);
+        let opts = DecodeOptions {
+            chunking: ptdec::decode::Chunking::Bytes(4 << 10),
+            jobs: 2,
+            window: Some(64),
+            decoder: ptdec::decode::DecoderKind::Fast,
+            ops_in_flight: budget,
+            ..DecodeOptions::default()
+        };
+        let stats = decode(&trace, &images(&dir), &opts, &mut sink).unwrap();
+        eprintln!(
+            "budget {budget:?}: {} ops in {} chunks, {} in pieces, at most {} held",
+            stats.ops, stats.chunks, stats.chunks_in_pieces, stats.max_ops_held
+        );
+        (sink.0, stats)
+    };
+    let (want, free) = run(None);
+    assert!(free.max_ops_held > 400_000, "{free:?}");
+    let (got, st) = run(Some(50_000));
+    assert!(got.0 == want.0, "other ops with a budget of 50,000");
+    assert_eq!(st.chunks_in_pieces, 0, "{st:?}");
+    assert!(st.max_ops_held <= 2 * 50_000, "{st:?}");
+    let (got, st) = run(Some(16_000));
+    assert!(got.0 == want.0, "other ops with a budget of 16,000");
+    assert!(st.chunks_in_pieces > st.chunks / 2, "{st:?}");
+    assert!(st.max_ops_held <= 2 * 16_000, "{st:?}");
+}
+
 /// The trace in `dir` decoded by the fast decoder on 2 workers, in
 /// chunks of `chunk` bytes holding at most `chunk_ops` ops (`None`: the
 /// default bound): every op, and the statistics.

@@ -224,6 +224,21 @@ pub fn chunk_ops_bound(len: u64) -> usize {
 /// traces make about 100,000 ops a 32 KiB chunk).
 pub const MAX_CHUNK_OPS: usize = 1 << 22;
 
+/// The most ops the decode workers hold at once, of all the chunks they
+/// decoded and the output has not taken (2 GiB of ops; a 32 KiB chunk of
+/// real trace makes about 100,000). The window of chunks bounds memory
+/// for the usual chunk; this bounds it for any, whatever `-j` is: a
+/// worker starts no chunk but the next to deliver while the chunks
+/// decoded and not delivered hold this many, and holds at most its share
+/// (this divided by the workers) of the chunk it decodes; past its share
+/// the chunk is decoded again on the calling thread, its runs handed on
+/// in pieces, as one over [`chunk_ops_bound`] is. So the workers hold
+/// at most twice this. At `-j2` the share is past [`MAX_CHUNK_OPS`] and
+/// the window holds less than this: nothing changes there; at `-j64` a
+/// worker's share of a chunk is 524,288 ops, five times what a chunk of
+/// the bench's real LLDB recording makes.
+pub const MAX_OPS_IN_FLIGHT: usize = 1 << 25;
+
 /// The most decode workers ([`DecodeOptions::jobs`] is clamped to it, and
 /// to the chunks [`MAX_BYTES_IN_FLIGHT`] lets decode at once).
 pub const MAX_JOBS: usize = 256;
@@ -361,6 +376,9 @@ pub struct DecodeOptions {
     /// runs on in pieces ([`chunk_ops_bound`]; `None`: that bound). Tests
     /// set it low, to decode every chunk in pieces.
     pub chunk_ops: Option<usize>,
+    /// The most ops the decode workers hold at once, across chunks
+    /// ([`MAX_OPS_IN_FLIGHT`]; `None`: that budget). Tests set it low.
+    pub ops_in_flight: Option<usize>,
     /// Which flow decoder decodes (`--decoder`).
     pub decoder: DecoderKind,
     /// Where decoding goes on after a decode error (`--on-error`).
@@ -568,7 +586,7 @@ pub struct DecodeStats {
     pub chunks_skipped: u64,
     /// The most ops of one chunk (of one piece, for a chunk handed on in
     /// pieces), and the most held at once by the ordering stage and the
-    /// reorder buffer (the memory bound).
+    /// chunks decoded and not delivered (the memory bound).
     pub max_chunk_ops: u64,
     pub max_ops_held: u64,
     /// Chunks whose ops passed their bound on a decode worker
@@ -1016,6 +1034,7 @@ fn decode_segments(
         threads,
         window,
         bytes: MAX_BYTES_IN_FLIGHT,
+        ops: opts.ops_in_flight.unwrap_or(MAX_OPS_IN_FLIGHT),
         inline: workers::inline_on_one_cpu(threads),
     };
     workers::run(&shared, limits, &mut deliver)?;

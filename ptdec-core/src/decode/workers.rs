@@ -9,7 +9,13 @@
 //! chunks from the next one to deliver through `k` hold at most
 //! [`Limits::bytes`] of trace (the next one always may start), so at most
 //! `window` chunks and that many bytes are decoded and not yet delivered:
-//! memory is bounded by the window, not by the trace.
+//! memory is bounded by the window, not by the trace. Nor may it start one
+//! (but the next to deliver) while the chunks decoded and not delivered
+//! hold [`Limits::ops`] ops, and it holds at most its share of that
+//! (over the workers) of the chunk it decodes, handing a chunk past it to
+//! the calling thread to decode in pieces: so the ops held stay within
+//! twice that budget however many workers run and whatever the chunks
+//! make ([`super::MAX_OPS_IN_FLIGHT`]).
 //!
 //! # Priority
 //!
@@ -87,6 +93,10 @@ pub(super) struct Limits {
     pub window: usize,
     /// Trace bytes of those chunks, at most (beyond the next to deliver).
     pub bytes: u64,
+    /// Ops those chunks hold: no chunk but the next to deliver starts
+    /// while they hold this many, and a worker holds at most its share
+    /// (this over `threads`) of a chunk ([`super::MAX_OPS_IN_FLIGHT`]).
+    pub ops: usize,
     /// Decode on the calling thread, each chunk just before it is
     /// delivered, with no worker ([`run_inline`]).
     pub inline: bool,
@@ -109,10 +119,24 @@ fn decode_job(
     shared: &Shared<'_, '_>,
     images: &WorkerImages<'_, '_>,
     prepare: &mut Option<crate::model::ops::Preparer<'_>>,
-    job: &ChunkJob,
+    (job, share): (&ChunkJob, Option<usize>),
 ) -> Result<ChunkOutput, DecodeError> {
     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let mut r = decode_on_worker(images, shared.pool, shared.streams[job.stream], job);
+        let stream = shared.streams[job.stream];
+        let mut r = match share {
+            Some(share) => {
+                let limited = ChunkJob {
+                    stream: job.stream,
+                    decode: job.decode.clone(),
+                    meta: super::chunk::ChunkMeta {
+                        op_limit: Some(job.meta.op_limit.map_or(share, |l| l.min(share))),
+                        ..job.meta
+                    },
+                };
+                decode_on_worker(images, shared.pool, stream, &limited)
+            }
+            None => decode_on_worker(images, shared.pool, stream, job),
+        };
         if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
             for run in out.runs_mut() {
                 run.stretch = prep(run.task, &run.ops, shared.setup.cycles);
@@ -139,7 +163,7 @@ fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), 
         if stop.is_stopped() {
             return Err(DecodeError::Stopped);
         }
-        let out = decode_job(shared, &images, &mut prepare, job)?;
+        let out = decode_job(shared, &images, &mut prepare, (job, None))?;
         let held = out.ops_held();
         deliver(k, out, held)?;
     }
@@ -153,8 +177,8 @@ pub(super) type Deliver<'d> = dyn FnMut(usize, ChunkOutput, usize) -> Result<(),
 /// Decodes the jobs on `limits.threads` workers, at most `limits.window`
 /// chunks and `limits.bytes` of trace ahead of delivery, and calls
 /// `deliver(k, output, held)` for each in order, on the calling thread
-/// (`held`: ops of the chunks decoded and waiting in the reorder buffer,
-/// this one's included).
+/// (`held`: ops of the chunks decoded and not delivered, this one's
+/// included).
 pub(super) fn run(
     shared: &Shared<'_, '_>,
     limits: Limits,
@@ -178,8 +202,14 @@ pub(super) fn run(
             Some(*sum)
         }))
         .collect();
+    // Ops of the chunks decoded and not delivered.
+    let in_flight = AtomicUsize::new(0);
+    let share = (limits.ops / threads).max(1);
     let too_far = |k: usize, delivered: usize| {
-        k >= delivered + window || (k > delivered && ends[k + 1] - ends[delivered] > limits.bytes)
+        k >= delivered + window
+            || (k > delivered
+                && (ends[k + 1] - ends[delivered] > limits.bytes
+                    || in_flight.load(Ordering::Relaxed) >= limits.ops))
     };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -188,7 +218,8 @@ pub(super) fn run(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, stop, gate, too_far) = (&next, &stop, &gate, &too_far);
+            let (next, stop, gate, too_far, in_flight) =
+                (&next, &stop, &gate, &too_far, &in_flight);
             scope.spawn(move || {
                 yield_to_delivery();
                 let images = match WorkerImages::new(setup) {
@@ -212,7 +243,10 @@ pub(super) fn run(
                     if stop.load(Ordering::Relaxed) || setup.opts.stop.is_stopped() {
                         break;
                     }
-                    let r = decode_job(shared, &images, &mut prepare, job);
+                    let r = decode_job(shared, &images, &mut prepare, (job, Some(share)));
+                    if let Ok(out) = &r {
+                        in_flight.fetch_add(out.ops_held(), Ordering::Relaxed);
+                    }
                     if tx.send((k, r)).is_err() {
                         break;
                     }
@@ -221,7 +255,6 @@ pub(super) fn run(
         }
         drop(tx);
         let mut ready: BTreeMap<usize, ChunkOutput> = BTreeMap::new();
-        let mut held_ops = 0usize;
         let mut delivered = 0usize;
         let mut result = Ok(());
         'receive: for (k, r) in rx.iter() {
@@ -232,11 +265,11 @@ pub(super) fn run(
                     break;
                 }
             };
-            held_ops += out.ops_held();
             ready.insert(k, out);
             while let Some(out) = ready.remove(&delivered) {
-                let held = held_ops;
-                held_ops -= out.ops_held();
+                // This chunk's and those decoded after it, received or
+                // still in the channel.
+                let held = in_flight.fetch_sub(out.ops_held(), Ordering::Relaxed);
                 if let Err(e) = deliver(delivered, out, held) {
                     result = Err(e);
                     break 'receive;
