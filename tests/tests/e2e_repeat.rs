@@ -969,25 +969,15 @@ fn overwrite_aux_start(dir: &Path, n: usize, with: impl FnOnce(usize) -> Vec<u8>
 #[test]
 fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
     let test = "chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size";
-    let Some(progs) = programs(test) else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("trace");
-    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
-    let (aux, aux_len) = {
-        let trace = Trace::open(&dir).unwrap();
-        let c = &trace.buffers[0].chunks[0];
-        (c.file_offset, c.len)
-    };
-    let clean = std::fs::read(dir.join("data")).unwrap();
-    let decode_dir = |chunk: u64, chunk_ops: Option<usize>| decode_fast(&dir, chunk, chunk_ops);
+    let Some(c) = corruptible(test) else { return };
+    let (dir, aux, aux_len) = (&c.dir, c.aux, c.aux_len);
+    let decode_dir = |chunk: u64, chunk_ops: Option<usize>| decode_fast(dir, chunk, chunk_ops);
     let mut tried = Vec::new();
     for seed in 1..=60u64 {
-        let mut data = clean.clone();
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut data = c.clean.clone();
+        let mut next = xorshift(seed);
         for _ in 0..8 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next();
             data[aux + (x % aux_len as u64) as usize] = (x >> 24) as u8;
         }
         std::fs::write(dir.join("data"), &data).unwrap();
@@ -1050,26 +1040,12 @@ fn chunks_the_fast_decoder_gives_up_decode_alike_for_any_chunk_size() {
 #[test]
 fn a_compressed_return_past_a_psb_decodes_alike_for_any_chunk_size() {
     let test = "a_compressed_return_past_a_psb_decodes_alike_for_any_chunk_size";
-    let Some(progs) = programs(test) else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("trace");
-    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
-    let (aux, aux_len) = {
-        let trace = Trace::open(&dir).unwrap();
-        let c = &trace.buffers[0].chunks[0];
-        (c.file_offset as usize, c.len as usize)
-    };
-    let clean = std::fs::read(dir.join("data")).unwrap();
+    let Some(c) = corruptible(test) else { return };
+    let (dir, aux, aux_len) = (&c.dir, c.aux, c.aux_len);
     let mut met = Vec::new();
     for seed in 1..=240u64 {
-        let mut data = clean.clone();
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut data = c.clean.clone();
+        let mut next = xorshift(seed);
         for _ in 0..1 + next() % 4 {
             // The first TIP with a 16-bit IP update (0x2d) at or after a
             // random place past the first 32 KiB.
@@ -1085,11 +1061,11 @@ fn a_compressed_return_past_a_psb_decodes_alike_for_any_chunk_size() {
             data[from + at + 2] = (r >> 8) as u8;
         }
         std::fs::write(dir.join("data"), &data).unwrap();
-        let (want, whole) = decode_fast(&dir, 1, None);
+        let (want, whole) = decode_fast(dir, 1, None);
         let mut past_psb = false;
         let mut runs = vec![(1, whole.clone())];
         for chunk in [4 << 10, 32 << 10, 64 << 10, 8 << 20] {
-            let (got, st) = decode_fast(&dir, chunk, None);
+            let (got, st) = decode_fast(dir, chunk, None);
             past_psb |= st
                 .libipt_differs
                 .contains_key(ptflow::event::RETURN_PAST_PSB);
@@ -1216,6 +1192,49 @@ fn the_ops_held_across_workers_stay_within_the_budget() {
     assert!(got.0 == want.0, "other ops with a budget of 16,000");
     assert!(st.chunks_in_pieces > st.chunks / 2, "{st:?}");
     assert!(st.max_ops_held <= 2 * 16_000, "{st:?}");
+}
+
+/// A ptsim trace of the interpreter (`interp_run=100`) in a temporary
+/// folder, for a test to corrupt: the trace's folder, where its AUX
+/// payload lies in `data` (offset and length), and `data` as written.
+struct Corruptible {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    aux: usize,
+    aux_len: usize,
+    clean: Vec<u8>,
+}
+
+/// [`Corruptible`], or `None` where the test programs cannot be built.
+fn corruptible(test: &str) -> Option<Corruptible> {
+    let progs = programs(test)?;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("trace");
+    simulate(&progs, "interp", &[], &["interp_run=100"], None, &dir);
+    let (aux, aux_len) = {
+        let trace = Trace::open(&dir).unwrap();
+        let c = &trace.buffers[0].chunks[0];
+        (c.file_offset as usize, c.len as usize)
+    };
+    let clean = std::fs::read(dir.join("data")).unwrap();
+    Some(Corruptible {
+        _tmp: tmp,
+        dir,
+        aux,
+        aux_len,
+        clean,
+    })
+}
+
+/// Pseudo-random numbers from `seed` (xorshift).
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
 }
 
 /// The trace in `dir` decoded by the fast decoder on 2 workers, in
