@@ -657,6 +657,69 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
     }
 }
 
+/// A compressed return after a PSB to a call made before it, which the
+/// hardware never writes (it compresses only returns whose calls it saw
+/// since the last PSB): `call f` at CODE, a PSB+ at `f`'s `ret`, then a
+/// TNT bit taking the return. The fast decoder empties its return stack
+/// at a PSB+ it decodes through, as a chunk starting at that PSB starts
+/// with an empty one: "return with an empty return stack" in one chunk
+/// and at one-byte chunks alike, and the summary counts the chunk where
+/// libipt differs. libipt keeps its stack through the PSB and returns to
+/// the call in one chunk, but not in a chunk cut at the PSB (docs/
+/// decoding.md, "A compressed return past a PSB").
+#[test]
+fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
+    // CODE: call CODE+7; CODE+5: jnz $ (needs a TNT bit); CODE+7: ret.
+    let code = [0xe8, 0x02, 0x00, 0x00, 0x00, 0x75, 0xfe, 0xc3];
+    let psb_at = |ip: u64| {
+        [
+            Packet::Psb,
+            Packet::ModeExec {
+                csl: true,
+                csd: false,
+            },
+            Packet::Fup(ip, Compression::Sext48),
+            Packet::Psbend,
+        ]
+    };
+    let mut pkts = psb_at(CODE).to_vec();
+    pkts.extend(psb_at(CODE + 7));
+    pkts.push(Packet::Tnt8 {
+        payload: 1,
+        bits: 1,
+    });
+    let pt = encode(&pkts);
+    let run = |decoder, chunk| {
+        run_opts(
+            &pt,
+            &code,
+            DecodeOptions {
+                decoder,
+                chunking: Chunking::Bytes(chunk),
+                ..DecodeOptions::default()
+            },
+        )
+    };
+    let empty = |st: &DecodeStats| st.errors.get("RetstackEmpty").copied();
+    let (whole, st) = run(DecoderKind::Fast, u64::MAX);
+    assert_eq!(st.chunks, 1);
+    assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
+    assert!(
+        st.libipt_differs.keys().any(|k| k.contains("before a PSB")),
+        "{:?}",
+        st.libipt_differs
+    );
+    let (cut, st) = run(DecoderKind::Fast, 1);
+    assert_eq!(st.chunks, 2);
+    assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
+    assert_eq!(format!("{whole:?}"), format!("{cut:?}"));
+    // libipt: the return to CODE+5 in one chunk, the error in two.
+    let (_, st) = run(DecoderKind::Libipt, u64::MAX);
+    assert_eq!(empty(&st), None, "{:?}", st.errors);
+    let (_, st) = run(DecoderKind::Libipt, 1);
+    assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
+}
+
 /// Straight-line code longer than a block holds (65,535 instructions: a
 /// block's count is 16 bits, in libipt as in ptflow): the fast decoder
 /// ends the block there and goes on in the next, without handing the

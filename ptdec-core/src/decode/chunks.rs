@@ -403,6 +403,7 @@ pub(super) fn cut(
         if !no_psb_in(stream, cfg, 0..first_psb) {
             first_psb = 0;
         }
+        stream.for_each_piece(0..first_psb, release);
         (0, p.and_then(|p| p.tsc), chunk_bytes)
     } else {
         match find(k0 * chunk_bytes) {

@@ -217,8 +217,13 @@ pub const MAX_BYTES_IN_FLIGHT: u64 = 8 << 20;
 pub fn chunk_ops_bound(len: u64) -> usize {
     usize::try_from(len.saturating_mul(16))
         .unwrap_or(usize::MAX)
-        .clamp(1 << 20, MAX_CHUNK_OPS)
+        .clamp(MIN_CHUNK_OPS, MAX_CHUNK_OPS)
 }
+
+/// The fewest ops a decode worker may hold of a chunk, whatever its
+/// length and however many workers share [`MAX_OPS_IN_FLIGHT`] (64 MiB
+/// of ops).
+pub const MIN_CHUNK_OPS: usize = 1 << 20;
 
 /// The most ops a decode worker holds of any chunk (256 MiB of ops; real
 /// traces make about 100,000 ops a 32 KiB chunk).
@@ -227,16 +232,17 @@ pub const MAX_CHUNK_OPS: usize = 1 << 22;
 /// The most ops the decode workers hold at once, of all the chunks they
 /// decoded and the output has not taken (2 GiB of ops; a 32 KiB chunk of
 /// real trace makes about 100,000). The window of chunks bounds memory
-/// for the usual chunk; this bounds it for any, whatever `-j` is: a
-/// worker starts no chunk but the next to deliver while the chunks
-/// decoded and not delivered hold this many, and holds at most its share
-/// (this divided by the workers) of the chunk it decodes; past its share
-/// the chunk is decoded again on the calling thread, its runs handed on
-/// in pieces, as one over [`chunk_ops_bound`] is. So the workers hold
-/// at most twice this. At `-j2` the share is past [`MAX_CHUNK_OPS`] and
-/// the window holds less than this: nothing changes there; at `-j64` a
-/// worker's share of a chunk is 524,288 ops, five times what a chunk of
-/// the bench's real LLDB recording makes.
+/// for the usual chunk; this bounds it for any: a worker starts no chunk
+/// but the next to deliver while the chunks decoded and not delivered
+/// hold this many, and holds at most its share of the chunk it decodes:
+/// this divided by the workers, and at least [`MIN_CHUNK_OPS`]; past its
+/// share the chunk is decoded again on the calling thread, its runs
+/// handed on in pieces, as one over [`chunk_ops_bound`] is. So the
+/// workers hold at most this plus a share each: 2 GiB more up to 32
+/// workers, 64 MiB a worker past that (`-j64`: 6 GiB, where the window
+/// of 130 chunks of up to 4,194,304 ops each let them hold 33 GiB). At
+/// `-j2` the share is past [`MAX_CHUNK_OPS`] and the window holds less
+/// than this: nothing changes there.
 pub const MAX_OPS_IN_FLIGHT: usize = 1 << 25;
 
 /// The most decode workers ([`DecodeOptions::jobs`] is clamped to it, and

@@ -12,10 +12,10 @@
 //! memory is bounded by the window, not by the trace. Nor may it start one
 //! (but the next to deliver) while the chunks decoded and not delivered
 //! hold [`Limits::ops`] ops, and it holds at most its share of that
-//! (over the workers) of the chunk it decodes, handing a chunk past it to
-//! the calling thread to decode in pieces: so the ops held stay within
-//! twice that budget however many workers run and whatever the chunks
-//! make ([`super::MAX_OPS_IN_FLIGHT`]).
+//! (over the workers, with a floor) of the chunk it decodes, handing a
+//! chunk past it to the calling thread to decode in pieces: so the ops
+//! held stay within that budget plus a share a worker, whatever the
+//! chunks make ([`super::MAX_OPS_IN_FLIGHT`]).
 //!
 //! # Priority
 //!
@@ -95,7 +95,8 @@ pub(super) struct Limits {
     pub bytes: u64,
     /// Ops those chunks hold: no chunk but the next to deliver starts
     /// while they hold this many, and a worker holds at most its share
-    /// (this over `threads`) of a chunk ([`super::MAX_OPS_IN_FLIGHT`]).
+    /// (this over `threads`, at least [`super::MIN_CHUNK_OPS`] or this)
+    /// of a chunk ([`super::MAX_OPS_IN_FLIGHT`]).
     pub ops: usize,
     /// Decode on the calling thread, each chunk just before it is
     /// delivered, with no worker ([`run_inline`]).
@@ -204,7 +205,11 @@ pub(super) fn run(
         .collect();
     // Ops of the chunks decoded and not delivered.
     let in_flight = AtomicUsize::new(0);
-    let share = (limits.ops / threads).max(1);
+    // At least what a chunk may hold by its own bound's floor (or the
+    // budget, where a test sets it lower), so that a chunk of real trace
+    // (256 KiB with CYC: about 800,000 ops of the densest) is not decoded
+    // twice on many cores.
+    let share = (limits.ops / threads).max(super::MIN_CHUNK_OPS.min(limits.ops));
     let too_far = |k: usize, delivered: usize| {
         k >= delivered + window
             || (k > delivered
@@ -291,7 +296,11 @@ pub(super) fn run(
             )));
         }
         if result.is_err() {
+            // Under the gate's lock: a worker that tested `stop` there and
+            // is about to wait cannot miss the notification.
+            let held = gate.0.lock().unwrap_or_else(|p| p.into_inner());
             stop.store(true, Ordering::Relaxed);
+            drop(held);
             gate.1.notify_all();
         }
         // Workers still running see `stop` (or a closed channel) and end.
