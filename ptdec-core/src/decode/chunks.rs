@@ -231,6 +231,19 @@ fn mode_given(dec: &mut PacketDecoder<'_>, psb: &Psb) -> Option<bool> {
     }
 }
 
+/// Where the first cut from `start` looks for its end from (before one
+/// past it): `first`, the first PSB at or after `start` that a chunk may
+/// start at, where no PSB at all lies before it (the bytes after lost
+/// data, which a decoder starting at `start` skips to `first`); else
+/// `start`. Both [`cut`] and [`cuts_within`] cut so.
+fn past_unsynced(stream: &Stream<'_>, cfg: &PtConfig, start: u64, first: u64) -> u64 {
+    if first > start && no_psb_in(stream, cfg, start..first) {
+        first
+    } else {
+        start
+    }
+}
+
 /// Whether `range` of the stream holds no PSB (as [`next_psb`] finds
 /// one), read a window at a time.
 fn no_psb_in(stream: &Stream<'_>, cfg: &PtConfig, range: Range<u64>) -> bool {
@@ -399,10 +412,7 @@ pub(super) fn cut(
     let mut first_psb = 0;
     let (mut start, mut tsc, mut pos) = if k0 == 0 {
         let p = find(0);
-        first_psb = p.map_or(0, |p| p.offset);
-        if !no_psb_in(stream, cfg, 0..first_psb) {
-            first_psb = 0;
-        }
+        first_psb = past_unsynced(stream, cfg, 0, p.map_or(0, |p| p.offset));
         stream.for_each_piece(0..first_psb, release);
         (0, p.and_then(|p| p.tsc), chunk_bytes)
     } else {
@@ -467,12 +477,8 @@ pub(super) fn cuts_within<'s, 't>(
     // As `cut` does, the first cut of a chunk with no PSB before the first
     // a chunk may start at (a segment's first, after lost data) reaches
     // past that PSB.
-    let first_from = match psb_at_or_after(stream, &cfg, range.start) {
-        Some(p) if p.offset > range.start && no_psb_in(stream, &cfg, range.start..p.offset) => {
-            p.offset + 1
-        }
-        _ => range.start + 1,
-    };
+    let first = psb_at_or_after(stream, &cfg, range.start).map_or(range.start, |p| p.offset);
+    let first_from = past_unsynced(stream, &cfg, range.start, first) + 1;
     CutsWithin {
         stream,
         cfg,

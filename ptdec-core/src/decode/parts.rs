@@ -196,7 +196,7 @@ pub(super) fn decode_on_worker(
     };
     drop(bytes);
     let mut parts = Parts::new(setup, stream, job);
-    let bound = chunk::op_bound(setup, job.meta.len).min(job.meta.op_limit.unwrap_or(usize::MAX));
+    let bound = chunk::op_bound(setup, &job.meta);
     let mut held = 0;
     let mut outs = Vec::new();
     while let Some(mut p) = parts.next() {

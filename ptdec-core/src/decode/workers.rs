@@ -123,21 +123,16 @@ fn decode_job(
     (job, share): (&ChunkJob, Option<usize>),
 ) -> Result<ChunkOutput, DecodeError> {
     let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let stream = shared.streams[job.stream];
-        let mut r = match share {
-            Some(share) => {
-                let limited = ChunkJob {
-                    stream: job.stream,
-                    decode: job.decode.clone(),
-                    meta: super::chunk::ChunkMeta {
-                        op_limit: Some(job.meta.op_limit.map_or(share, |l| l.min(share))),
-                        ..job.meta
-                    },
-                };
-                decode_on_worker(images, shared.pool, stream, &limited)
-            }
-            None => decode_on_worker(images, shared.pool, stream, job),
-        };
+        let limited = share.map(|share| ChunkJob {
+            stream: job.stream,
+            decode: job.decode.clone(),
+            meta: super::chunk::ChunkMeta {
+                op_limit: Some(job.meta.op_limit.map_or(share, |l| l.min(share))),
+                ..job.meta
+            },
+        });
+        let job = limited.as_ref().unwrap_or(job);
+        let mut r = decode_on_worker(images, shared.pool, shared.streams[job.stream], job);
         if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
             for run in out.runs_mut() {
                 run.stretch = prep(run.task, &run.ops, shared.setup.cycles);

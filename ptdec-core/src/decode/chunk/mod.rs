@@ -234,14 +234,16 @@ pub(super) struct ChunkMeta {
     pub op_limit: Option<usize>,
 }
 
-/// The ops a decode worker may hold of a chunk of `len` bytes
-/// (`DecodeOptions::chunk_ops`, or [`super::chunk_ops_bound`]).
-pub(super) fn op_bound(setup: &DecodeSetup<'_>, len: u64) -> usize {
+/// The ops a decode worker may hold of the chunk `meta` places
+/// (`DecodeOptions::chunk_ops`, or [`super::chunk_ops_bound`] of its
+/// length), or fewer where its [`ChunkMeta::op_limit`] says.
+pub(super) fn op_bound(setup: &DecodeSetup<'_>, meta: &ChunkMeta) -> usize {
     setup
         .opts
         .chunk_ops
-        .unwrap_or_else(|| super::chunk_ops_bound(len))
+        .unwrap_or_else(|| super::chunk_ops_bound(meta.len))
         .max(1)
+        .min(meta.op_limit.unwrap_or(usize::MAX))
 }
 
 /// A disable or a gap: an op after which a run is not traced on.
@@ -541,7 +543,7 @@ fn run_chunk(
     flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
-    let bound = op_bound(setup, meta.len).min(meta.op_limit.unwrap_or(usize::MAX));
+    let bound = op_bound(setup, &meta);
     let held_listing =
         setup.opts.insn_list.is_some() && dec.unsupported().is_none() && how == How::Fast;
     // With a flush, the bound is where the runs are handed on. A listing
