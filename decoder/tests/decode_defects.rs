@@ -720,6 +720,77 @@ fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
     assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
 }
 
+/// A PSB+ that restates a changed CBR, right after a branch whose target
+/// is the PSB's IP: the branch was taken before the PSB, so its op comes
+/// before the CBR mark, in one chunk as in a chunk cut at the PSB (which
+/// hands the branch out with the chunk before). One chunk made the mark
+/// first, before a jump of an earlier time, and the time spread up to
+/// that mark moved with the chunk size (by 1-18 ns on a ptsim trace whose
+/// PSB+ a probe changed).
+#[test]
+fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
+    // CODE: jnz CODE+4; nop; nop; CODE+4: jmp CODE.
+    let code = [0x75, 0x02, 0x90, 0x90, 0xeb, 0xfa];
+    let psb = |tsc: u64, cbr: u8, ip: u64| {
+        [
+            Packet::Psb,
+            Packet::Tsc(tsc),
+            Packet::Cbr(cbr),
+            Packet::ModeExec {
+                csl: true,
+                csd: false,
+            },
+            Packet::Fup(ip, Compression::Sext48),
+            Packet::Psbend,
+        ]
+    };
+    let taken = |bits: u8| Packet::Tnt8 {
+        payload: (1 << bits) - 1,
+        bits,
+    };
+    // Three rounds (the last jump's target the PSB's IP), two more.
+    let mut pkts = psb(1000, 10, CODE).to_vec();
+    pkts.push(taken(3));
+    pkts.extend(psb(2000, 20, CODE));
+    pkts.push(taken(2));
+    pkts.push(Packet::TipPgd(0, Compression::Suppressed));
+    let pt = encode(&pkts);
+    for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
+        let run = |chunk| {
+            run_opts(
+                &pt,
+                &code,
+                DecodeOptions {
+                    decoder,
+                    chunking: Chunking::Bytes(chunk),
+                    ..DecodeOptions::default()
+                },
+            )
+        };
+        let (whole, st) = run(u64::MAX);
+        assert_eq!(st.chunks, 1, "{decoder:?}");
+        assert!(st.errors.is_empty(), "{decoder:?}: {:?}", st.errors);
+        // The changed ratio's mark, after the third jump.
+        let shape: String = whole
+            .iter()
+            .filter_map(|op| match op {
+                Op::Jump { to: CODE, .. } => Some('j'),
+                Op::Mark { .. } => Some('m'),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            shape.starts_with("mjjjmj"),
+            "{decoder:?}: {shape} {whole:?}"
+        );
+        let times: Vec<u64> = whole.iter().map(|op| op.stamp().time).collect();
+        assert!(times.is_sorted(), "{decoder:?}: {times:?}");
+        let (cut, st) = run(1);
+        assert_eq!(st.chunks, 2, "{decoder:?}");
+        assert_eq!(format!("{whole:?}"), format!("{cut:?}"), "{decoder:?}");
+    }
+}
+
 /// Straight-line code longer than a block holds (65,535 instructions: a
 /// block's count is 16 bits, in libipt as in ptflow): the fast decoder
 /// ends the block there and goes on in the next, without handing the

@@ -46,6 +46,7 @@ use super::transfer::{Insns, Transfer};
 use super::worker_images::WorkerImages;
 use super::{ListItem, NO_PROGRESS_INSNS};
 use crate::model::ops::{GapKind, Op, Stamp};
+use crate::model::source::EventPlace;
 use crate::model::source::SbNote;
 
 mod recover;
@@ -564,12 +565,15 @@ fn run_chunk(
         run: None,
         ctx: Context::of(meta.owner, setup),
         pending: Pending::default(),
+        marks_at: None,
         need_enable: true,
         last_ip: 0,
         edges: Edges::new(meta.warmup, meta.len, meta.last),
         emu: Default::default(),
         marked_cbr: None,
         sync_cbr: None,
+        held_cbr: None,
+        psb_ip_insns: None,
         at_start: true,
         sync_task: None,
         open: false,
@@ -659,6 +663,9 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// Who runs on the buffer, and whose code the decoder sees.
     ctx: Context<'i>,
     pending: Pending,
+    /// Where in the current run the marks made while a transfer was
+    /// pending start ([`ChunkDecoder::marks_after_transfer`]).
+    marks_at: Option<usize>,
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
     last_ip: u64,
@@ -671,6 +678,12 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     marked_cbr: Option<u16>,
     /// See [`ChunkOutput::sync_cbr`].
     sync_cbr: Option<u16>,
+    /// A CBR restated by a PSB+ decoded through, not marked yet
+    /// ([`ChunkDecoder::release_cbr`]).
+    held_cbr: Option<EventKind>,
+    /// `stats.insns` at the last status update that carried an IP: the
+    /// decoder is at the IP of a PSB+ while it is the same.
+    psb_ip_insns: Option<u64>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
     /// See [`ChunkOutput::sync_task`].
@@ -898,7 +911,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return false;
         }
         self.stats.start_sync |= !self.edges.warming;
-        self.pending.set = false;
+        self.drop_pending();
         true
     }
 
@@ -1022,6 +1035,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         if !std::mem::take(&mut self.pending.set) {
             return;
         }
+        if self.marks_at.is_some() {
+            return self.resolve_before_marks(to);
+        }
+        self.push_pending(to);
+    }
+
+    /// The pending transfer's op, to `to` (none for `None`).
+    #[inline(always)]
+    fn push_pending(&mut self, to: Option<u64>) {
         let Some(to) = to else {
             return;
         };
@@ -1034,6 +1056,40 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             }
             _ => r.push_transfer(&self.pending, to, false),
         }
+    }
+
+    /// [`ChunkDecoder::resolve`] where marks were made while the
+    /// transfer was pending (`marks_at`): its branch was taken before
+    /// them, so its op goes before them. Events come after the block
+    /// whose last instruction the branch is; a chunk cut at a PSB between
+    /// the two hands out the transfer with the chunk before, the PSB+'s
+    /// status updates (a CBR restated) with the next: one chunk put the
+    /// mark first, and time spread up to it changed with the chunk size.
+    #[cold]
+    #[inline(never)]
+    fn resolve_before_marks(&mut self, to: Option<u64>) {
+        let at = self.marks_at.take().unwrap_or(usize::MAX);
+        let marks = match self.run.as_mut() {
+            Some(r) if at < r.ops.len() && to.is_some() => {
+                let marks = r.ops.split_off(at);
+                r.tally.n = at;
+                marks
+            }
+            _ => Vec::new(),
+        };
+        self.push_pending(to);
+        if let Some(r) = self.run.as_mut() {
+            for m in marks {
+                r.push(m);
+            }
+        }
+    }
+
+    /// The transfer pending is dropped, not resolved: the marks made
+    /// while it was pending stay where they are.
+    fn drop_pending(&mut self) {
+        self.pending.set = false;
+        self.marks_at = None;
     }
 
     fn on_block(&mut self, dec: &mut impl FlowDecoder, b: &Block) -> Flow {
@@ -1400,7 +1456,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     }
 
     fn finish(&mut self) {
-        self.pending.set = false;
+        self.release_cbr();
+        self.drop_pending();
         // The current run, where it goes on from one a flush handed on and
         // has no op of its own: that one's last op, at the new run's 0
         // (the run may be dropped below, as empty).

@@ -236,8 +236,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// State after the decoder (re)synchronized: a traced stretch starts
     /// with the next block, nothing is pending.
     pub(super) fn synced(&mut self, dec: &mut impl FlowDecoder) {
+        self.release_cbr();
         self.need_enable = true;
-        self.pending.set = false;
+        self.drop_pending();
         self.stall = Stall::default();
         self.update_time(dec, None);
         self.update_follow(dec);
@@ -303,7 +304,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return None;
         }
         let off = self.offset(dec).unwrap_or(0);
-        self.pending.set = false;
+        self.drop_pending();
         if let Failure::NoProgress(_) = failure {
             self.drop_stall_ops();
         }

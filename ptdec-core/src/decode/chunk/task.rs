@@ -34,6 +34,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             self.runs.push(r);
         }
         self.continued = None;
+        // Marks made while a transfer was pending stay in the run they
+        // are in.
+        self.marks_at = None;
         self.ctx.task = task;
         self.run = task.map(|task| Run::new(task, self.clock.time, self.pool.take()));
         if self.run.is_some() && std::mem::take(&mut self.lost_first) {
@@ -107,6 +110,18 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         // (`need_enable` is false once a traced block or enable was seen)
         // and ends at the next enable, so its slices pair one to one.
         let update = ev.status_update();
+        // A CBR restated by a PSB+ decoded through is marked once the
+        // decoder is at the PSB's IP ([`Self::release_cbr`]).
+        // (An enable's update comes where the PSB is reached, before
+        // the walk; a MODE.Exec's once at its IP.)
+        let at_ip = !matches!(ev.kind(), EventKind::Enabled { .. })
+            && matches!(event_place(ev), EventPlace::Ip(_));
+        if !update || at_ip {
+            self.release_cbr();
+        }
+        if update && at_ip {
+            self.psb_ip_insns = Some(self.stats.insns);
+        }
         match ev.kind() {
             EventKind::Enabled { ip, .. } => {
                 if update && !self.need_enable {
@@ -162,7 +177,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     // and each would start another). A handler the
                     // decoder can follow starts with the enable of its
                     // first block, as at a PSB.
-                    self.pending.set = false;
+                    self.drop_pending();
                     self.last_ip = to.unwrap_or(from);
                     return;
                 }
@@ -180,7 +195,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 self.last_ip = to;
             }
             EventKind::Overflow { ip } => {
-                self.pending.set = false;
+                self.drop_pending();
                 self.at_start = false;
                 self.stats.overflows += 1;
                 self.list(ListItem::Overflow);
@@ -226,7 +241,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                         self.sync_cbr = ratio;
                     }
                     self.marked_cbr = ratio;
-                    self.on_mark(&ev.kind());
+                    if update
+                        && !self.need_enable
+                        && self.run.is_some()
+                        && self.psb_ip_insns != Some(self.stats.insns)
+                    {
+                        self.held_cbr = Some(ev.kind());
+                    } else {
+                        self.on_mark(&ev.kind());
+                    }
                 }
             }
             k @ EventKind::Trig { number, mult, .. } => {
@@ -234,6 +257,23 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 self.on_mark(&k);
             }
             k => self.on_mark(&k),
+        }
+    }
+
+    /// Marks the CBR a PSB+ decoded through restated (`held_cbr`).
+    ///
+    /// libipt hands out a PSB+'s status updates where it reaches the PSB:
+    /// those that carry its IP once it has walked there (the code up to
+    /// it may need no packet: a direct jump), the others (a CBR) at once.
+    /// A chunk cut at that PSB starts with the CBR, the walk the chunk
+    /// before's; decoded through, the mark came before the walk. So a
+    /// CBR update that comes before the decoder is at the PSB's IP (no
+    /// status update bound to an IP, as a MODE.Exec's, since the last
+    /// instruction) is held until one comes, or any event that is not a
+    /// status update.
+    pub(super) fn release_cbr(&mut self) {
+        if let Some(kind) = self.held_cbr.take() {
+            self.on_mark(&kind);
         }
     }
 
@@ -253,6 +293,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         self.at_start = false;
         let at = self.stamp();
+        if self.pending.set && self.marks_at.is_none() {
+            // The branch pending was taken before this event: its op
+            // goes before the mark once its target is known
+            // ([`ChunkDecoder::resolve_before_marks`]).
+            self.marks_at = self.run.as_ref().map(|r| r.ops.len());
+        }
         self.push(Op::Mark {
             at,
             mark: Box::new(mark),
