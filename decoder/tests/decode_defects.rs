@@ -720,6 +720,66 @@ fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
     assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
 }
 
+/// The same past 64 calls: `n` nested calls made after the PSB, all
+/// returned, then one compressed return more, against the call made
+/// before it. libipt's return stack holds 64 addresses: below 64 calls
+/// it still holds that call and returns to it, where the fast decoder
+/// fails and says libipt differs; from 64 on, libipt has lost it too and
+/// fails alike, and nothing differs.
+#[test]
+fn a_return_past_a_psb_and_64_calls_differs_from_libipt_no_more() {
+    // CODE: call f; CODE+5: jnz $; f = CODE+7: jnz CODE+14; call f;
+    // CODE+14: ret.
+    let code = [
+        0xe8, 0x02, 0x00, 0x00, 0x00, 0x75, 0xfe, 0x75, 0x05, 0xe8, 0xf9, 0xff, 0xff, 0xff, 0xc3,
+    ];
+    let psb_at = |ip: u64| {
+        [
+            Packet::Psb,
+            Packet::ModeExec {
+                csl: true,
+                csd: false,
+            },
+            Packet::Fup(ip, Compression::Sext48),
+            Packet::Psbend,
+        ]
+    };
+    for (n, differs) in [(63, true), (64, false)] {
+        let mut pkts = psb_at(CODE).to_vec();
+        // The PSB at f's entry, after the first call.
+        pkts.extend(psb_at(CODE + 7));
+        // n calls (jnz not taken), then jnz taken, n + 1 returns.
+        let mut bits = vec![false; n];
+        bits.extend(vec![true; n + 2]);
+        for six in bits.chunks(6) {
+            let payload = six.iter().fold(0u8, |p, &b| p << 1 | u8::from(b));
+            pkts.push(Packet::Tnt8 {
+                payload,
+                bits: six.len() as u8,
+            });
+        }
+        let pt = encode(&pkts);
+        let (_, fast) = run_with(&pt, &code, DecoderKind::Fast);
+        let (_, lib) = run_with(&pt, &code, DecoderKind::Libipt);
+        let empty = |st: &DecodeStats| st.errors.get("RetstackEmpty").copied();
+        assert_eq!(empty(&fast), Some(1), "{n}: {:?}", fast.errors);
+        assert_eq!(
+            fast.libipt_differs
+                .keys()
+                .any(|k| k.contains("before a PSB")),
+            differs,
+            "{n}: {:?}",
+            fast.libipt_differs
+        );
+        assert_eq!(
+            empty(&lib),
+            (!differs).then_some(1),
+            "{n}: {:?}",
+            lib.errors
+        );
+    }
+}
+
 /// A PSB+ that restates a changed CBR, right after a branch whose target
 /// is the PSB's IP: the branch was taken before the PSB, so its op comes
 /// before the CBR mark, in one chunk as in a chunk cut at the PSB (which

@@ -38,8 +38,10 @@ struct RetStack {
     top: u8,
     /// How many addresses it holds (at most 64).
     len: u8,
-    /// A PSB+ emptied it of calls made before it ([`Self::clear_at_psb`]).
-    dropped_at_psb: bool,
+    /// How many of the (at most 64) return addresses libipt holds
+    /// beneath these are of calls made before a PSB+ decoded through,
+    /// which it keeps and this stack does not ([`Self::clear_at_psb`]).
+    pre_psb: u8,
 }
 
 #[derive(Clone, Copy)]
@@ -59,7 +61,7 @@ impl Default for RetStack {
             }; 64],
             top: 0,
             len: 0,
-            dropped_at_psb: false,
+            pre_psb: 0,
         }
     }
 }
@@ -71,6 +73,10 @@ impl RetStack {
         self.top = (self.top + 1) & 63;
         if self.len < 64 {
             self.len += 1;
+        }
+        // libipt's stack was full: the push overwrote its oldest address.
+        if self.pre_psb != 0 && self.pre_psb + self.len > 64 {
+            self.pre_psb -= 1;
         }
     }
 
@@ -113,11 +119,12 @@ impl RetStack {
     /// corrupt one, a compressed return against a call made before the
     /// PSB is an error here as it is in a chunk that starts at that PSB,
     /// so the output does not depend on where chunks start. libipt 2.1.2
-    /// keeps its stack through a PSB and pops such a call: `pop`'s
-    /// caller says the two differ from there.
+    /// keeps its stack through a PSB and pops such a call while it has
+    /// one (`pre_psb`: 64 pushes after the PSB overwrite them all), where
+    /// `pop`'s caller says the two differ.
     #[inline]
     fn clear_at_psb(&mut self) {
-        self.dropped_at_psb |= self.len != 0;
+        self.pre_psb = (self.pre_psb + self.len).min(64);
         self.len = 0;
     }
 
@@ -1238,7 +1245,7 @@ impl<'a> BlockDecoder<'a> {
                     self.ip = match self.retstack.pop() {
                         Ok(ip) => ip,
                         Err(e) => {
-                            if self.retstack.dropped_at_psb {
+                            if self.retstack.pre_psb != 0 {
                                 self.evdec
                                     .note_libipt_differs(crate::event::RETURN_PAST_PSB);
                             }
