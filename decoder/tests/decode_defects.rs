@@ -53,6 +53,26 @@ const PSB_ENABLED: [Packet; 4] = [
     Packet::Psbend,
 ];
 
+/// [`run`] with the flow decoder `decoder` in chunks of `chunk` bytes.
+fn run_chunked(pt: &[u8], code: &[u8], decoder: DecoderKind, chunk: u64) -> (Vec<Op>, DecodeStats) {
+    run_opts(
+        pt,
+        code,
+        DecodeOptions {
+            decoder,
+            chunking: Chunking::Bytes(chunk),
+            ..DecodeOptions::default()
+        },
+    )
+}
+
+/// A PSB+ with tracing on at `ip` ([`PSB_ENABLED`] at another IP).
+fn psb_at(ip: u64) -> [Packet; 4] {
+    let mut p = PSB_ENABLED;
+    p[2] = Packet::Fup(ip, Compression::Sext48);
+    p
+}
+
 /// Decodes `pt` against `code` loaded at CODE.
 fn run(pt: &[u8], code: &[u8]) -> (Vec<Op>, DecodeStats) {
     run_with(pt, code, DecoderKind::default())
@@ -671,17 +691,6 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
 fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
     // CODE: call CODE+7; CODE+5: jnz $ (needs a TNT bit); CODE+7: ret.
     let code = [0xe8, 0x02, 0x00, 0x00, 0x00, 0x75, 0xfe, 0xc3];
-    let psb_at = |ip: u64| {
-        [
-            Packet::Psb,
-            Packet::ModeExec {
-                csl: true,
-                csd: false,
-            },
-            Packet::Fup(ip, Compression::Sext48),
-            Packet::Psbend,
-        ]
-    };
     let mut pkts = psb_at(CODE).to_vec();
     pkts.extend(psb_at(CODE + 7));
     pkts.push(Packet::Tnt8 {
@@ -689,17 +698,7 @@ fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
         bits: 1,
     });
     let pt = encode(&pkts);
-    let run = |decoder, chunk| {
-        run_opts(
-            &pt,
-            &code,
-            DecodeOptions {
-                decoder,
-                chunking: Chunking::Bytes(chunk),
-                ..DecodeOptions::default()
-            },
-        )
-    };
+    let run = |decoder, chunk| run_chunked(&pt, &code, decoder, chunk);
     let empty = |st: &DecodeStats| st.errors.get("RetstackEmpty").copied();
     let (whole, st) = run(DecoderKind::Fast, u64::MAX);
     assert_eq!(st.chunks, 1);
@@ -733,17 +732,6 @@ fn a_return_past_a_psb_and_64_calls_differs_from_libipt_no_more() {
     let code = [
         0xe8, 0x02, 0x00, 0x00, 0x00, 0x75, 0xfe, 0x75, 0x05, 0xe8, 0xf9, 0xff, 0xff, 0xff, 0xc3,
     ];
-    let psb_at = |ip: u64| {
-        [
-            Packet::Psb,
-            Packet::ModeExec {
-                csl: true,
-                csd: false,
-            },
-            Packet::Fup(ip, Compression::Sext48),
-            Packet::Psbend,
-        ]
-    };
     for (n, differs) in [(63, true), (64, false)] {
         let mut pkts = psb_at(CODE).to_vec();
         // The PSB at f's entry, after the first call.
@@ -816,17 +804,7 @@ fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
     pkts.push(Packet::TipPgd(0, Compression::Suppressed));
     let pt = encode(&pkts);
     for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
-        let run = |chunk| {
-            run_opts(
-                &pt,
-                &code,
-                DecodeOptions {
-                    decoder,
-                    chunking: Chunking::Bytes(chunk),
-                    ..DecodeOptions::default()
-                },
-            )
-        };
+        let run = |chunk| run_chunked(&pt, &code, decoder, chunk);
         let (whole, st) = run(u64::MAX);
         assert_eq!(st.chunks, 1, "{decoder:?}");
         assert!(st.errors.is_empty(), "{decoder:?}: {:?}", st.errors);
