@@ -829,6 +829,140 @@ fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
     }
 }
 
+/// The loop of [`a_cbr_restated_at_a_psb_comes_after_the_branch_before_it`]
+/// (CODE: jnz CODE+4; nop; nop; CODE+4: jmp CODE), each PSB+ at CODE.
+const JNZ_JMP_LOOP: [u8; 6] = [0x75, 0x02, 0x90, 0x90, 0xeb, 0xfa];
+
+/// A PSB+ at CODE with a TSC and `cbrs`, and MODE.Exec unless `no_mode`.
+fn psb_cbrs(tsc: u64, cbrs: &[u8], no_mode: bool) -> Vec<Packet> {
+    let mut p = vec![Packet::Psb, Packet::Tsc(tsc)];
+    p.extend(cbrs.iter().map(|&c| Packet::Cbr(c)));
+    if !no_mode {
+        p.push(PSB_ENABLED[1]);
+    }
+    p.extend([Packet::Fup(CODE, Compression::Sext48), Packet::Psbend]);
+    p
+}
+
+/// `bits` taken branches in one TNT.
+fn taken(bits: u8) -> Packet {
+    Packet::Tnt8 {
+        payload: (1 << bits) - 1,
+        bits,
+    }
+}
+
+/// `pt` over [`JNZ_JMP_LOOP`] with each flow decoder in one chunk and in
+/// chunks of one byte (a chunk at every PSB): the same ops, which are
+/// returned with each decoder's statistics.
+fn same_ops_however_cut(pt: &[u8], on_error: OnError) -> Vec<(Vec<Op>, DecodeStats)> {
+    let mut outs = Vec::new();
+    for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
+        let run = |chunk| {
+            run_opts(
+                pt,
+                &JNZ_JMP_LOOP,
+                DecodeOptions {
+                    decoder,
+                    on_error,
+                    chunking: Chunking::Bytes(chunk),
+                    ..DecodeOptions::default()
+                },
+            )
+        };
+        let (whole, st) = run(u64::MAX);
+        let (cut, cut_st) = run(1);
+        assert!(cut_st.chunks > st.chunks, "{decoder:?}");
+        assert_eq!(format!("{whole:?}"), format!("{cut:?}"), "{decoder:?}");
+        assert_eq!(st.errors, cut_st.errors, "{decoder:?}");
+        outs.push((whole, st));
+    }
+    outs
+}
+
+/// The CBR ratios marked, in order.
+fn cbr_marks(ops: &[Op]) -> Vec<u16> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Mark { mark, .. } => match **mark {
+                ptdec::model::ops::Mark::Cbr { ratio, .. } => Some(ratio),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// A packet that cannot be read right after a PSB+ (a CBR of ratio 0,
+/// as a probe inserted): one gap however the trace is cut. The chunk
+/// before that PSB, walking to its IP, met the packet too and made a
+/// gap of its own: two where one decoder running through makes one.
+#[test]
+fn a_bad_packet_right_after_a_psb_plus_is_one_gap_however_the_trace_is_cut() {
+    let mut pkts = psb_cbrs(1000, &[10], false);
+    pkts.push(taken(3));
+    pkts.extend(psb_cbrs(2000, &[10], false));
+    pkts.extend([Packet::Cbr(0), taken(2)]);
+    pkts.extend(psb_cbrs(3000, &[10], false));
+    pkts.extend([taken(2), Packet::TipPgd(0, Compression::Suppressed)]);
+    for on_error in [OnError::Resync, OnError::NextPsb] {
+        for (ops, st) in same_ops_however_cut(&encode(&pkts), on_error) {
+            let gaps = ops.iter().filter(|op| matches!(op, Op::Gap { .. })).count();
+            assert_eq!(gaps, 1, "{on_error:?} {ops:?}");
+            assert_eq!(st.errors.get("BadPacket"), Some(&1), "{:?}", st.errors);
+        }
+    }
+}
+
+/// After a decode error with no PSB left in its chunk, the chunk takes
+/// the next PSB+'s status updates, as one decoder synchronizing there
+/// does, and the next chunk, which starts at that PSB, takes them too.
+/// A PSB+ with two CBRs (hostile) was marked twice at small chunk sizes:
+/// the ordering stage drops only a first CBR mark that restates the last
+/// one. Now the chunk before leaves them to the next.
+#[test]
+fn the_cbrs_of_a_psb_plus_after_an_error_are_marked_once_however_the_trace_is_cut() {
+    let mut pkts = psb_cbrs(1000, &[10], false);
+    // A TIP where the jnz wants a TNT bit: the error, then the next PSB.
+    pkts.extend([taken(2), Packet::Tip(CODE, Compression::Sext48)]);
+    pkts.extend(psb_cbrs(2000, &[1, 20], false));
+    pkts.extend([taken(2), Packet::TipPgd(0, Compression::Suppressed)]);
+    for (ops, st) in same_ops_however_cut(&encode(&pkts), OnError::NextPsb) {
+        assert_eq!(cbr_marks(&ops), [10, 1, 20], "{ops:?}");
+        assert_eq!(st.errors.values().sum::<u64>(), 1, "{:?}", st.errors);
+    }
+}
+
+/// A PSB+ without a MODE.Exec (hostile) has no status update bound to
+/// its IP, at which a restated CBR decoded through is marked
+/// ([`a_cbr_restated_at_a_psb_comes_after_the_branch_before_it`]): the
+/// CBR held there is marked at the next event, not lost when the next
+/// PSB+'s CBR is held in turn (found by a review).
+#[test]
+fn a_cbr_held_at_a_psb_plus_without_mode_exec_is_not_lost() {
+    let mut pkts = psb_cbrs(1000, &[10], false);
+    pkts.push(taken(3));
+    pkts.extend(psb_cbrs(2000, &[20], true));
+    pkts.push(taken(3));
+    pkts.extend(psb_cbrs(3000, &[30], false));
+    pkts.extend([taken(2), Packet::TipPgd(0, Compression::Suppressed)]);
+    // Where it is marked follows the chunk size here (the walk to the
+    // PSB's IP has no event to end it: the mark comes at the next PSB+'s
+    // status update or at the PSB where a chunk starts), not whether.
+    let pt = encode(&pkts);
+    for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
+        for chunk in [1, u64::MAX] {
+            let (ops, st) = run_chunked(&pt, &JNZ_JMP_LOOP, decoder, chunk);
+            assert!(st.errors.is_empty(), "{:?}", st.errors);
+            assert_eq!(
+                cbr_marks(&ops),
+                [10, 20, 30],
+                "{decoder:?} {chunk}: {ops:?}"
+            );
+        }
+    }
+}
+
 /// Straight-line code longer than a block holds (65,535 instructions: a
 /// block's count is 16 bits, in libipt as in ptflow): the fast decoder
 /// ends the block there and goes on in the next, without handing the

@@ -664,7 +664,7 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     ctx: Context<'i>,
     pending: Pending,
     /// Where in the current run the marks made while a transfer was
-    /// pending start ([`ChunkDecoder::marks_after_transfer`]).
+    /// pending start ([`ChunkDecoder::resolve_before_marks`]).
     marks_at: Option<usize>,
     /// After a sync: the first block starts a traced stretch.
     need_enable: bool,
@@ -883,6 +883,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 }
             };
             if failure == Failure::Pt(PtError::EOS) {
+                return;
+            }
+            // A packet that cannot be read, met while walking to the next
+            // chunk's first IP, after its PSB+ was read: that chunk's
+            // packet, which it meets too, from its own sync (libipt reads
+            // the packet after a PSB+ before it hands out the block at
+            // the PSB's IP: a CBR of ratio 0 right after PSBEND). Its gap
+            // is that chunk's, as one decoder running through makes one:
+            // this chunk ends there. Not an error the decoder's state
+            // makes (a query the packet does not answer, code without an
+            // image on the walk), which that chunk, synchronized afresh,
+            // may not meet.
+            if self.edges.stop_at.is_some()
+                && matches!(failure, Failure::Pt(e) if e == PtError::BAD_OPC || e == PtError::BAD_PACKET)
+            {
                 return;
             }
             match self.recover(dec, failure, &mut last_sync) {

@@ -231,12 +231,17 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     self.clock.cbr = c;
                 }
                 // Every PSB+ restates the CBR: a restatement of the ratio
-                // the chunk has already marked is no change.
+                // the chunk has already marked is no change. At the next
+                // chunk's PSB after an error (`at_boundary`), that chunk
+                // marks what its PSB+ states: the ordering stage drops a
+                // first CBR mark that restates the last one handed on,
+                // but not two (a hostile PSB+ with two CBRs gave two
+                // pairs of marks here).
                 let ratio = match ev.kind() {
                     EventKind::Cbr { ratio } => Some(ratio),
                     _ => None,
                 };
-                if !(update && ratio == self.marked_cbr) {
+                if !(update && (ratio == self.marked_cbr || self.edges.at_boundary)) {
                     if self.marked_cbr.is_none() && update {
                         self.sync_cbr = ratio;
                     }
@@ -246,7 +251,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                         && self.run.is_some()
                         && self.psb_ip_insns != Some(self.stats.insns)
                     {
-                        self.held_cbr = Some(ev.kind());
+                        // One held already (a PSB+ with no status update
+                        // bound to an IP, as hostile PT makes): marked
+                        // first, not lost.
+                        if let Some(k) = self.held_cbr.replace(ev.kind()) {
+                            self.on_mark(&k);
+                        }
                     } else {
                         self.on_mark(&ev.kind());
                     }
