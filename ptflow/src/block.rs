@@ -124,8 +124,7 @@ impl RetStack {
     /// so the output does not depend on where chunks start. libipt 2.1.2
     /// keeps its stack through a PSB and pops such a call while it has
     /// one (`pre_psb_limit`: 64 calls on the stack at once after the PSB
-    /// overwrite them all), where
-    /// `pop`'s caller says the two differ.
+    /// overwrite them all), where `pop`'s caller says the two differ.
     #[inline]
     fn clear_at_psb(&mut self) {
         // The calls it held join those libipt holds from before (the

@@ -681,8 +681,9 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// A CBR restated by a PSB+ decoded through, not marked yet
     /// ([`ChunkDecoder::release_cbr`]).
     held_cbr: Option<EventKind>,
-    /// `stats.insns` at the last status update that carried an IP: the
-    /// decoder is at the IP of a PSB+ while it is the same.
+    /// `stats.insns` at the last status update bound to an IP (a
+    /// MODE.Exec's, not an enable's, which comes before the walk to
+    /// it): the decoder is at the IP of a PSB+ while it is the same.
     psb_ip_insns: Option<u64>,
     /// Nothing has been decoded yet (the first enable is the sync's).
     at_start: bool,
