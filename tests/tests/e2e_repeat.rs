@@ -1174,6 +1174,42 @@ fn corruptible(test: &str) -> Option<Corruptible> {
     })
 }
 
+/// An opcode no decoder knows written right after the PSBEND of the
+/// trace's second PSB+ (as a review did): libipt and ptflow meet it as
+/// they read that PSB+, so a chunk that ends at that PSB stops at the
+/// error with no PSB left, and the chunk that starts there cannot
+/// synchronize at its PSB. The bytes up to the next PSB are skipped after
+/// an error however the trace is cut; at small chunk sizes they were
+/// counted as bytes before a first sync instead. Their number is the same
+/// to within a PSB+: one decoder counts from the error (inside the PSB+
+/// it could not read) to its offset after the next PSB+, the chunk from
+/// its PSB to the next.
+#[test]
+fn bytes_after_an_unreadable_psb_plus_are_skipped_however_the_trace_is_cut() {
+    let test = "bytes_after_an_unreadable_psb_plus_are_skipped_however_the_trace_is_cut";
+    let Some(c) = corruptible(test) else { return };
+    let aux = &c.clean[c.aux..c.aux + c.aux_len];
+    let psb = [0x02, 0x82, 0x02, 0x82];
+    let second = (1..aux.len() - 4)
+        .find(|&i| aux[i..i + 4] == psb && aux[i - 1] != 0x82)
+        .expect("a second PSB");
+    let end = second
+        + (second..aux.len() - 1)
+            .position(|i| aux[i..i + 2] == [0x02, 0x23])
+            .expect("its PSBEND");
+    let mut data = c.clean.clone();
+    data[c.aux + end + 2..c.aux + end + 4].copy_from_slice(&[0x02, 0x04]);
+    std::fs::write(c.dir.join("data"), data).unwrap();
+    let (whole_ops, whole) = decode_fast(&c.dir, 16 << 20, None);
+    assert!(whole.skipped_bytes > 0, "{whole:?}");
+    // A chunk at every PSB (one size: the test runs in debug in CI).
+    let (ops, st) = decode_fast(&c.dir, 1, None);
+    assert!(ops.0 == whole_ops.0, "other ops at a chunk per PSB");
+    assert_eq!(st.unsynced_bytes, whole.unsynced_bytes);
+    let d = st.skipped_bytes.abs_diff(whole.skipped_bytes);
+    assert!(d < 64, "{st:?} against {whole:?}");
+}
+
 /// Pseudo-random numbers from `seed` (xorshift).
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;

@@ -222,6 +222,13 @@ impl<'o> Orderer<'o> {
         sink: &mut dyn OpSink,
     ) {
         let segment = st.segment;
+        // The bytes a chunk could not synchronize in, after a chunk of a
+        // segment that synchronized stopped at an error with no PSB left
+        // in it: one decoder skips them after that error, and counts them
+        // so, not as bytes before a first sync.
+        if self.synced[segment] && self.lost[segment] {
+            out.stats.skipped_bytes += std::mem::take(&mut out.stats.unsynced_bytes);
+        }
         self.stats.merge_chunk(&out.stats);
         // One decoder synchronizes once at a segment's start. When the
         // segment's first chunks could not (a corrupt start), the first

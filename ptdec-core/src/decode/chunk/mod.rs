@@ -886,16 +886,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             if failure == Failure::Pt(PtError::EOS) {
                 return;
             }
-            // A packet that cannot be read, met while walking to the next
-            // chunk's first IP, after its PSB+ was read: that chunk's
-            // packet, which it meets too, from its own sync (libipt reads
-            // the packet after a PSB+ before it hands out the block at
-            // the PSB's IP: a CBR of ratio 0 right after PSBEND). Its gap
-            // is that chunk's, as one decoder running through makes one:
-            // this chunk ends there. Not an error the decoder's state
-            // makes (a query the packet does not answer, code without an
-            // image on the walk), which that chunk, synchronized afresh,
-            // may not meet.
+            // A packet that cannot be read (BAD_OPC, BAD_PACKET), met while
+            // walking to the next chunk's first IP, after its PSB+ was
+            // read: that chunk's packet, which it meets too, from its own
+            // sync (libipt reads the packet after a PSB+ before it hands
+            // out the block at the PSB's IP: a CBR of ratio 0 right after
+            // PSBEND). Its gap is that chunk's, as one decoder running
+            // through makes one: this chunk ends there. Not an error the
+            // decoder's state makes (a query the packet does not answer,
+            // code without an image on the walk), which that chunk,
+            // synchronized afresh, may not meet. (ptflow also makes a
+            // BAD_PACKET of its state, a suppressed TIP at an indirect
+            // branch or a TRIG without an anchor; a review found neither
+            // reachable here: a walk that needs a packet past a PSB+ fails
+            // at PSBEND with BAD_QUERY first.)
             if self.edges.stop_at.is_some()
                 && matches!(failure, Failure::Pt(e) if e == PtError::BAD_OPC || e == PtError::BAD_PACKET)
             {
