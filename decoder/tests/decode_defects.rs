@@ -777,34 +777,16 @@ fn a_return_past_a_psb_and_64_calls_differs_from_libipt_no_more() {
 /// PSB+ a probe changed).
 #[test]
 fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
-    // CODE: jnz CODE+4; nop; nop; CODE+4: jmp CODE.
-    let code = [0x75, 0x02, 0x90, 0x90, 0xeb, 0xfa];
-    let psb = |tsc: u64, cbr: u8, ip: u64| {
-        [
-            Packet::Psb,
-            Packet::Tsc(tsc),
-            Packet::Cbr(cbr),
-            Packet::ModeExec {
-                csl: true,
-                csd: false,
-            },
-            Packet::Fup(ip, Compression::Sext48),
-            Packet::Psbend,
-        ]
-    };
-    let taken = |bits: u8| Packet::Tnt8 {
-        payload: (1 << bits) - 1,
-        bits,
-    };
-    // Three rounds (the last jump's target the PSB's IP), two more.
-    let mut pkts = psb(1000, 10, CODE).to_vec();
+    // Three rounds of JNZ_JMP_LOOP (the last jump's target the PSB's
+    // IP), two more.
+    let mut pkts = psb_cbrs(1000, &[10], false);
     pkts.push(taken(3));
-    pkts.extend(psb(2000, 20, CODE));
+    pkts.extend(psb_cbrs(2000, &[20], false));
     pkts.push(taken(2));
     pkts.push(Packet::TipPgd(0, Compression::Suppressed));
     let pt = encode(&pkts);
     for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
-        let run = |chunk| run_chunked(&pt, &code, decoder, chunk);
+        let run = |chunk| run_chunked(&pt, &JNZ_JMP_LOOP, decoder, chunk);
         let (whole, st) = run(u64::MAX);
         assert_eq!(st.chunks, 1, "{decoder:?}");
         assert!(st.errors.is_empty(), "{decoder:?}: {:?}", st.errors);
@@ -829,8 +811,8 @@ fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
     }
 }
 
-/// The loop of [`a_cbr_restated_at_a_psb_comes_after_the_branch_before_it`]
-/// (CODE: jnz CODE+4; nop; nop; CODE+4: jmp CODE), each PSB+ at CODE.
+/// CODE: jnz CODE+4; nop; nop; CODE+4: jmp CODE: a loop that takes a
+/// TNT bit a round, each PSB+ at CODE.
 const JNZ_JMP_LOOP: [u8; 6] = [0x75, 0x02, 0x90, 0x90, 0xeb, 0xfa];
 
 /// A PSB+ at CODE with a TSC and `cbrs`, and MODE.Exec unless `no_mode`.
