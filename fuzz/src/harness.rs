@@ -368,13 +368,19 @@ fn unlisted(data: &[u8], fast_ftf: Vec<Vec<u8>>, fast_stats: Option<DecodeStats>
         let (_, lib_ftf, lib_stats) = raw_pt_with(data, DecoderKind::Libipt, false, NEXT_PSB);
         assert!(lib_ftf == fast_ftf, "the FTF differs without a listing");
         // Block counts differ (libipt's block cache); the fast decoder's
-        // own counters are its only.
+        // own counters are its only. libipt decodes each chunk in parts,
+        // one from each PSB, which the chunk count counts (with the most
+        // ops of one, and the stacks built ahead over them).
         let strip = |s: Option<DecodeStats>| {
             s.map(|s| DecodeStats {
                 blocks: 0,
                 fast_chunks: 0,
                 fallbacks: Default::default(),
                 max_ops_held: 0,
+                chunks: 0,
+                max_chunk_ops: 0,
+                stacks_ahead_ops: 0,
+                stacks_ahead_declined: 0,
                 ..s
             })
         };

@@ -4,7 +4,7 @@
 //! that libipt's block decoder and ptdec's own (`crate::flow`) run under
 //! the same chunk decoder and produce the same ops.
 
-use ipt::{Block, BlockDecoder, Error as PtError, Event, Status};
+use ipt::{Block, BlockDecoder, Config as PtConfig, Error as PtError, Event, Status};
 
 use super::worker_images::WorkerImages;
 use ptflow::FastDecoder;
@@ -45,6 +45,13 @@ pub(crate) trait FlowDecoder {
         0
     }
     fn event(&mut self) -> Result<(Event, Status), PtError>;
+    /// The error a decoder of this kind, made afresh on `bytes` and
+    /// synchronized at the PSB at offset `psb`, meets first among that
+    /// PSB+'s status updates and the events it hands out right after
+    /// them, before any block, with the decoder's offset then; `None`
+    /// where it meets none there (or cannot be made). This decoder is
+    /// left as it is.
+    fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)>;
     fn offset(&self) -> Result<u64, PtError>;
     fn sync_offset(&self) -> Result<u64, PtError>;
     /// (TSC, lost MTC, lost CYC) as `pt_blk_time` answers.
@@ -95,6 +102,16 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         self.dec.event()
+    }
+    fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)> {
+        let dec = BlockDecoder::new(cfg, bytes).ok()?;
+        first_error_after_psb(
+            Libipt {
+                dec,
+                images: self.images,
+            },
+            psb,
+        )
     }
     fn offset(&self) -> Result<u64, PtError> {
         self.dec.offset()
@@ -176,6 +193,17 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
         }
         self.dec.event()
     }
+    fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)> {
+        let dec = FastDecoder::new(&cfg.settings(), bytes).ok()?;
+        first_error_after_psb(
+            Fast {
+                dec,
+                images: self.images,
+                unsupported: None,
+            },
+            psb,
+        )
+    }
     fn offset(&self) -> Result<u64, PtError> {
         self.dec.offset()
     }
@@ -207,4 +235,19 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn set_follow(&mut self, on: bool) {
         self.dec.set_follow(on);
     }
+}
+
+/// [`FlowDecoder::error_after_psb`] with `dec`, made afresh.
+fn first_error_after_psb(mut dec: impl FlowDecoder, psb: u64) -> Option<(PtError, u64)> {
+    let mut status = match dec.sync_set(psb) {
+        Ok(s) => s,
+        Err(e) => return Some((e, dec.offset().ok()?)),
+    };
+    while status.event_pending() {
+        match dec.event() {
+            Ok((_, s)) => status = s,
+            Err(e) => return Some((e, dec.offset().ok()?)),
+        }
+    }
+    None
 }

@@ -905,6 +905,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             {
                 return;
             }
+            // Any other error met there (an enable without an IP right
+            // after PSBEND) is that chunk's too where a decoder
+            // synchronized at its PSB meets it at the same offset, before
+            // any block: it makes the gap; this chunk ends.
+            if let (Some(_), Failure::Pt(e)) = (self.edges.stop_at, failure) {
+                if e != PtError::NOMAP && self.next_chunk_meets(dec, e) {
+                    return;
+                }
+            }
             match self.recover(dec, failure, &mut last_sync) {
                 Some(s) => status = s,
                 None => {
@@ -913,6 +922,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 }
             }
         }
+    }
+
+    /// Whether the next chunk, synchronized at its PSB (where this one
+    /// ends), meets error `e` at the offset `dec` met it, among that
+    /// PSB+'s status updates and the events right after them. Cold: only
+    /// an error while walking to the next chunk's first IP asks.
+    #[cold]
+    #[inline(never)]
+    fn next_chunk_meets(&self, dec: &impl FlowDecoder, e: PtError) -> bool {
+        let Ok(at) = dec.offset() else {
+            return false;
+        };
+        let psb = self.meta.warmup + self.meta.len;
+        dec.error_after_psb(&self.cfg, self.bytes, psb) == Some((e, at))
     }
 
     /// Decoder offsets less the warm-up: offsets in the chunk.
