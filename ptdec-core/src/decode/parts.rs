@@ -151,11 +151,12 @@ fn in_parts_may(setup: &DecodeSetup<'_>) -> bool {
 /// no listing is asked for (a listing is ptxed's, of one decoder running
 /// through), the decode is not [`Chunking::Sequential`] (one decoder
 /// through each segment, as those two need), and the trace has no CYC
-/// (a part warms libipt's timing up from the PSB before it only, as a
-/// chunk of one PSB interval does, and with CYC that interval may not
-/// calibrate the cycles as a longer one does: a ptsim trace with
-/// `--cyc --psb-period 0` gives other times at chunks of one interval
-/// than at any larger size, with either decoder). libipt keeps its state across a PSB it decodes
+/// (a part warms its decoder up from the PSB before it only, as a chunk
+/// of one PSB interval does, and with CYC that may count cycles
+/// otherwise than a longer warm-up: a ptsim trace with `--cyc
+/// --psb-period 0` gives 4 cycles more on 10 of 5,622 slices at chunks
+/// of one interval than at any larger size, with either decoder).
+/// libipt keeps its state across a PSB it decodes
 /// through (the calls on its return stack: a compressed return on corrupt
 /// trace may go to one made before the PSB) and, after an error, goes on
 /// at the next PSB after its read position; a chunk starts afresh at its
