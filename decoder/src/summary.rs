@@ -251,8 +251,8 @@ fn render_decoded(o: &mut String, report: &Report) {
         let _ = writeln!(
             o,
             "  libipt differs  in {} chunks ptdec's own flow decoder decoded where libipt 2.1.2 \
-             is known to decode wrong ({}; docs/decoding.md): ptxed gives other output there, \
-             and so may `--decoder libipt`",
+             is known to decode wrong ({}; docs/decoding.md): `--decoder libipt` gives other \
+             output there",
             thousands(d.libipt_differs.values().sum::<u64>()),
             by.join(", ")
         );

@@ -55,31 +55,12 @@ const PSB_ENABLED: [Packet; 4] = [
 
 /// [`run`] with the flow decoder `decoder` in chunks of `chunk` bytes.
 fn run_chunked(pt: &[u8], code: &[u8], decoder: DecoderKind, chunk: u64) -> (Vec<Op>, DecodeStats) {
-    run_cut(pt, code, decoder, Chunking::Bytes(chunk))
-}
-
-/// [`run_chunked`] with one decoder running through the trace
-/// ([`Chunking::Sequential`], as a listing decodes): libipt decodes
-/// chunks of any size in parts, one from each PSB, and so runs through a
-/// PSB only here.
-fn run_through(pt: &[u8], code: &[u8], decoder: DecoderKind) -> (Vec<Op>, DecodeStats) {
-    run_cut(pt, code, decoder, Chunking::Sequential)
-}
-
-/// [`run`] with the flow decoder `decoder`, the trace cut as `chunking`
-/// says.
-fn run_cut(
-    pt: &[u8],
-    code: &[u8],
-    decoder: DecoderKind,
-    chunking: Chunking,
-) -> (Vec<Op>, DecodeStats) {
     run_opts(
         pt,
         code,
         DecodeOptions {
             decoder,
-            chunking,
+            chunking: Chunking::Bytes(chunk),
             ..DecodeOptions::default()
         },
     )
@@ -704,10 +685,8 @@ fn code_in_no_mode_is_an_error_and_no_chunk_starts_without_a_mode() {
 /// with an empty one: "return with an empty return stack" in one chunk
 /// and at one-byte chunks alike, and the summary counts the chunk where
 /// libipt differs. libipt keeps its stack through the PSB and returns to
-/// the call where it runs through (a listing); `--decoder libipt`
-/// decodes chunks of any size from each PSB, so it fails there too,
-/// where it returned to the call in one chunk before the forty-second
-/// session (docs/decoding.md, "A compressed return past a PSB").
+/// the call in one chunk, but not in a chunk cut at the PSB (docs/
+/// decoding.md, "A compressed return past a PSB").
 #[test]
 fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
     // CODE: call CODE+7; CODE+5: jnz $ (needs a TNT bit); CODE+7: ret.
@@ -733,18 +712,11 @@ fn a_compressed_return_past_a_psb_is_an_error_however_the_trace_is_cut() {
     assert_eq!(st.chunks, 2);
     assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
     assert_eq!(format!("{whole:?}"), format!("{cut:?}"));
-    // libipt running through: the return to CODE+5. Decoding chunks of
-    // any size in parts, one from each PSB: the error, as the fast
-    // decoder's.
-    let (_, st) = run_through(&pt, &code, DecoderKind::Libipt);
+    // libipt: the return to CODE+5 in one chunk, the error in two.
+    let (_, st) = run(DecoderKind::Libipt, u64::MAX);
     assert_eq!(empty(&st), None, "{:?}", st.errors);
-    let mut libipt = Vec::new();
-    for chunk in [1, u64::MAX] {
-        let (ops, st) = run(DecoderKind::Libipt, chunk);
-        assert_eq!(empty(&st), Some(1), "{chunk}: {:?}", st.errors);
-        libipt.push(format!("{ops:?}"));
-    }
-    assert_eq!(libipt[0], libipt[1]);
+    let (_, st) = run(DecoderKind::Libipt, 1);
+    assert_eq!(empty(&st), Some(1), "{:?}", st.errors);
 }
 
 /// The same past 64 calls: `n` nested calls made after the PSB, all
@@ -776,7 +748,7 @@ fn a_return_past_a_psb_and_64_calls_differs_from_libipt_no_more() {
         }
         let pt = encode(&pkts);
         let (_, fast) = run_with(&pt, &code, DecoderKind::Fast);
-        let (_, lib) = run_through(&pt, &code, DecoderKind::Libipt);
+        let (_, lib) = run_with(&pt, &code, DecoderKind::Libipt);
         let empty = |st: &DecodeStats| st.errors.get("RetstackEmpty").copied();
         assert_eq!(empty(&fast), Some(1), "{n}: {:?}", fast.errors);
         assert_eq!(
@@ -815,7 +787,7 @@ fn a_cbr_restated_at_a_psb_comes_after_the_branch_before_it() {
     let pt = encode(&pkts);
     for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
         let run = |chunk| run_chunked(&pt, &JNZ_JMP_LOOP, decoder, chunk);
-        let (whole, st) = run_through(&pt, &JNZ_JMP_LOOP, decoder);
+        let (whole, st) = run(u64::MAX);
         assert_eq!(st.chunks, 1, "{decoder:?}");
         assert!(st.errors.is_empty(), "{decoder:?}: {:?}", st.errors);
         // The changed ratio's mark, after the third jump.
@@ -868,22 +840,20 @@ fn taken(bits: u8) -> Packet {
 fn same_ops_however_cut(pt: &[u8], on_error: OnError) -> Vec<(Vec<Op>, DecodeStats)> {
     let mut outs = Vec::new();
     for decoder in [DecoderKind::Fast, DecoderKind::Libipt] {
-        let run = |chunking| {
+        let run = |chunk| {
             run_opts(
                 pt,
                 &JNZ_JMP_LOOP,
                 DecodeOptions {
                     decoder,
                     on_error,
-                    chunking,
+                    chunking: Chunking::Bytes(chunk),
                     ..DecodeOptions::default()
                 },
             )
         };
-        // One decoder through the trace, as libipt runs through a PSB
-        // only there (`run_through`), against a chunk per PSB.
-        let (whole, st) = run(Chunking::Sequential);
-        let (cut, cut_st) = run(Chunking::Bytes(1));
+        let (whole, st) = run(u64::MAX);
+        let (cut, cut_st) = run(1);
         assert!(cut_st.chunks > st.chunks, "{decoder:?}");
         assert_eq!(format!("{whole:?}"), format!("{cut:?}"), "{decoder:?}");
         assert_eq!(st.errors, cut_st.errors, "{decoder:?}");

@@ -195,23 +195,11 @@ fn raw_pt_with(
     list: bool,
     on_error: OnError,
 ) -> (Vec<String>, Vec<Vec<u8>>, Option<DecodeStats>) {
-    raw_pt_cut(data, decoder, list, on_error, decode_options().chunking)
-}
-
-/// [`raw_pt_with`], the trace cut into chunks as `chunking` says.
-fn raw_pt_cut(
-    data: &[u8],
-    decoder: DecoderKind,
-    list: bool,
-    on_error: OnError,
-    chunking: ptdec::decode::Chunking,
-) -> (Vec<String>, Vec<Vec<u8>>, Option<DecodeStats>) {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l = lines.clone();
     let mut o = decode_options();
     o.decoder = decoder;
     o.on_error = on_error;
-    o.chunking = chunking;
     if list {
         o.insn_list = Some(ListCallback::new(move |item| {
             l.lock().unwrap().push(item.to_string());
@@ -376,56 +364,30 @@ const LISTED_STALL: u64 = 1 << 16;
 /// listing against the fast decoder's (`fast_ftf`, `fast_stats`), then
 /// the fast decoder's resync at the error. The instructions decoded.
 fn unlisted(data: &[u8], fast_ftf: Vec<Vec<u8>>, fast_stats: Option<DecodeStats>) -> u64 {
-    let decoded = insns(&fast_stats);
     if !differs_by_design(&fast_stats) {
         let (_, lib_ftf, lib_stats) = raw_pt_with(data, DecoderKind::Libipt, false, NEXT_PSB);
-        // libipt decodes each chunk in parts, one from each PSB (not a
-        // listing, nor with CYC): compared with the fast decoder cut
-        // alike, a chunk from each PSB. A part that starts at a PSB does
-        // not always decode on fuzzed bytes as one decoder running
-        // through that PSB does (see `flow_diff`), which is the chunk
-        // size's matter, not the decoders'.
-        let parts = |s: &Option<DecodeStats>| s.as_ref().map_or(0, |s| s.chunks);
-        let (fast_ftf, fast_stats) = if parts(&lib_stats) > parts(&fast_stats) {
-            let (_, ftf, stats) = raw_pt_cut(
-                data,
-                DecoderKind::Fast,
-                false,
-                NEXT_PSB,
-                ptdec::decode::Chunking::Bytes(1),
-            );
-            (ftf, stats)
-        } else {
-            (fast_ftf, fast_stats)
-        };
         assert!(lib_ftf == fast_ftf, "the FTF differs without a listing");
         // Block counts differ (libipt's block cache); the fast decoder's
-        // own counters are its only. libipt decodes each chunk in parts,
-        // one from each PSB, which the chunk count counts (with the most
-        // ops of one, and the stacks built ahead over them).
+        // own counters are its only.
         let strip = |s: Option<DecodeStats>| {
             s.map(|s| DecodeStats {
                 blocks: 0,
                 fast_chunks: 0,
                 fallbacks: Default::default(),
                 max_ops_held: 0,
-                chunks: 0,
-                max_chunk_ops: 0,
-                stacks_ahead_ops: 0,
-                stacks_ahead_declined: 0,
                 ..s
             })
         };
         assert_eq!(
             strip(lib_stats),
-            strip(fast_stats),
+            strip(fast_stats.clone()),
             "decode statistics without a listing"
         );
     }
     // The fast decoder's resync at the error, which libipt 2.1.2 has not
     // (nothing to compare with): it must not panic nor run unbounded.
     let _ = raw_pt_with(data, DecoderKind::Fast, false, OnError::Resync);
-    decoded
+    insns(&fast_stats)
 }
 
 /// `flow_diff` for raw PT with a packet libipt 2.1.2 does not know

@@ -185,13 +185,6 @@ fn both_agree(what: &str, dir: &Path, chunk: Option<u64>) -> (u64, u64) {
         lib_stats.stacks_ahead_declined
     );
     let strip = |s: &ptdec::decode::DecodeStats| ptdec::decode::DecodeStats {
-        // libipt decodes each chunk in parts, one from each PSB, which
-        // `chunks` counts; the most ops of one are a part's, and the
-        // stacks built ahead are built over parts.
-        chunks: 0,
-        max_chunk_ops: 0,
-        stacks_ahead_ops: 0,
-        stacks_ahead_declined: 0,
         fast_chunks: 0,
         fallbacks: Default::default(),
         max_ops_held: 0,

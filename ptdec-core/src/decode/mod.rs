@@ -658,9 +658,8 @@ pub struct DecodeStats {
     /// Chunks and parts it handed to libipt, by why.
     pub fallbacks: BTreeMap<String, u64>,
     /// Chunks it decoded where libipt 2.1.2 is known to decode wrong, by
-    /// why (docs/decoding.md): ptxed gives other output there, and so may
-    /// `--decoder libipt` (not at a compressed return past a PSB, where it
-    /// decodes chunks from each PSB: `parts::libipt_in_parts`).
+    /// why (docs/decoding.md): `--decoder libipt` gives other output
+    /// there.
     pub libipt_differs: BTreeMap<String, u64>,
 }
 

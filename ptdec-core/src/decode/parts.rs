@@ -1,7 +1,6 @@
 //! A chunk the fast decoder gave up, decoded again in parts: one from each
 //! PSB in it, each by the fast decoder, and by libipt only where the fast
-//! decoder gives that part up too. With `--decoder libipt`, every chunk
-//! is decoded by libipt in such parts ([`libipt_in_parts`] says where).
+//! decoder gives that part up too.
 //!
 //! The fast decoder gives a chunk up where it meets something it does not
 //! follow (an instruction iced-x86 cannot decode, a packet it does not
@@ -36,7 +35,7 @@ use super::order::Orderer;
 use super::runs::OpPool;
 use super::setup::DecodeSetup;
 use super::worker_images::WorkerImages;
-use super::{Chunking, DecodeError, WARMUP_BYTES};
+use super::{DecodeError, WARMUP_BYTES};
 use crate::model::ops::OpSink;
 
 /// One chunk to decode: its stream (segment), the stream range to read
@@ -146,34 +145,6 @@ fn in_parts_may(setup: &DecodeSetup<'_>) -> bool {
     setup.sideband().is_none()
 }
 
-/// Whether libipt, asked for (`--decoder libipt`), decodes each chunk in
-/// parts, one from each PSB: where parts may be (no sideband replayed),
-/// no listing is asked for (a listing is ptxed's, of one decoder running
-/// through), the decode is not [`Chunking::Sequential`] (one decoder
-/// through each segment, as those two need), and the trace has no CYC
-/// (a part warms its decoder up from the PSB before it only, as a chunk
-/// of one PSB interval does, and with CYC that may count cycles
-/// otherwise than a longer warm-up: a ptsim trace with `--cyc
-/// --psb-period 0` gives 4 cycles more on 10 of 5,622 slices at chunks
-/// of one interval than at any larger size, with either decoder).
-/// libipt keeps its state across a PSB it decodes
-/// through (the calls on its return stack: a compressed return on corrupt
-/// trace may go to one made before the PSB) and, after an error, goes on
-/// at the next PSB after its read position; a chunk starts afresh at its
-/// PSB. So where libipt decoded whole chunks its output on corrupt trace
-/// followed the chunk size; decoded from each PSB it is that of chunks
-/// of one PSB interval, whatever the size. The fast decoder empties its
-/// return stack at each PSB+ for the same reason (docs/decoding.md, "A
-/// compressed return past a PSB"). On a sound trace the output is the
-/// same either way.
-fn libipt_in_parts(setup: &DecodeSetup<'_>) -> bool {
-    setup.opts.decoder == DecoderKind::Libipt
-        && in_parts_may(setup)
-        && setup.opts.insn_list.is_none()
-        && setup.opts.chunking != Chunking::Sequential
-        && !setup.cycles
-}
-
 /// The first try at `job`'s chunk, on a worker or on the
 /// calling thread: the fast decoder's output, or how to decode the chunk
 /// instead (libipt where it was asked for).
@@ -208,9 +179,7 @@ pub(super) fn decode_on_worker(
     // Fetched again where the fast decoder gave the chunk up: a copy only
     // where the chunk spans two of the stream's pieces.
     let bytes = stream.bytes(job.decode.clone());
-    // `None`: libipt decodes every part, as asked.
     let why = match redo {
-        Redo::Libipt(None) if libipt_in_parts(setup) => None,
         Redo::Libipt(why) => {
             return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, why)
         }
@@ -223,7 +192,7 @@ pub(super) fn decode_on_worker(
         Redo::Parts(_) if setup.opts.insn_list.is_some() => {
             return Ok(ChunkOutput::over_bound(redo))
         }
-        Redo::Parts(why) => Some(why),
+        Redo::Parts(why) => why,
     };
     drop(bytes);
     let mut parts = Parts::new(setup, stream, job);
@@ -234,19 +203,14 @@ pub(super) fn decode_on_worker(
         let bytes = stream.bytes(p.decode.clone());
         if outs.is_empty() && parts.next_time().is_none() {
             // One part: the chunk.
-            return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, why);
+            return chunk::decode_by_libipt(images, pool, (job.meta, &bytes), None, Some(why));
         }
         // What the chunk's bound leaves.
         p.meta.op_limit = Some(bound - held);
-        let out = match why.map(|_| chunk::decode_fast(images, pool, p.meta, &bytes)) {
-            None => chunk::decode_by_libipt(images, pool, (p.meta, &bytes), None, None)?,
-            Some(fast) => match fast? {
-                Ok(out) => out,
-                Err(GaveUp::OverBound) => ChunkOutput::over_bound(Redo::Fast),
-                Err(g) => {
-                    chunk::decode_by_libipt(images, pool, (p.meta, &bytes), None, Some(g.why()))?
-                }
-            },
+        let out = match chunk::decode_fast(images, pool, p.meta, &bytes)? {
+            Ok(out) => out,
+            Err(GaveUp::OverBound) => ChunkOutput::over_bound(Redo::Fast),
+            Err(g) => chunk::decode_by_libipt(images, pool, (p.meta, &bytes), None, Some(g.why()))?,
         };
         held += out.ops_held();
         if out.redo.is_some() || held >= bound {
@@ -307,13 +271,11 @@ pub(super) fn decode_here(
     (orderer, watermark): (&mut Orderer<'_>, Option<u64>),
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
-    // `None`: libipt decodes every part, as asked.
     let why = match redo {
-        Redo::Libipt(None) if libipt_in_parts(images.setup) => None,
         Redo::Libipt(why) => {
             return by_libipt(images, pool, (stream, job, why), (orderer, watermark), sink)
         }
-        Redo::Parts(why) => Some(why),
+        Redo::Parts(why) => why,
         // The dry run, with a flush, never passes a bound; it may meet an
         // emulated ptwrite image past where the first try stopped.
         Redo::Fast => match fast_flushing(images, pool, (stream, job), (orderer, watermark), sink)?
@@ -328,7 +290,7 @@ pub(super) fn decode_here(
                     sink,
                 )
             }
-            Some(g) => Some(g.why()),
+            Some(g) => g.why(),
         },
     };
     in_parts(images, pool, (stream, job, why), (orderer, watermark), sink)
@@ -338,12 +300,11 @@ pub(super) fn decode_here(
 /// in parts: each part by the fast decoder, holding its ops, or with a
 /// flush where they pass the part's bound; by libipt where the fast
 /// decoder gives the part up too (the whole chunk where it holds one
-/// part, or where sideband is replayed). `why` `None`: libipt decodes
-/// every part, as asked ([`libipt_in_parts`]).
+/// part, or where sideband is replayed).
 fn in_parts(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
-    (stream, job, why): (&Stream<'_>, &ChunkJob, Option<&'static str>),
+    (stream, job, why): (&Stream<'_>, &ChunkJob, &'static str),
     (orderer, watermark): (&mut Orderer<'_>, Option<u64>),
     sink: &mut dyn OpSink,
 ) -> Result<(), DecodeError> {
@@ -353,14 +314,16 @@ fn in_parts(
     while let Some(p) = caught(|| Ok(parts.next()))? {
         let next = caught(|| Ok(parts.next_time()))?;
         if first && (next.is_none() || !in_parts_may(setup)) {
-            return by_libipt(images, pool, (stream, job, why), (orderer, watermark), sink);
+            return by_libipt(
+                images,
+                pool,
+                (stream, job, Some(why)),
+                (orderer, watermark),
+                sink,
+            );
         }
         first = false;
         let wm = part_watermark(next, watermark);
-        if why.is_none() {
-            by_libipt(images, pool, (stream, &p, None), (orderer, wm), sink)?;
-            continue;
-        }
         let fast = caught(|| {
             let bytes = stream.bytes(p.decode.clone());
             chunk::decode_fast(images, pool, p.meta, &bytes)
