@@ -579,6 +579,7 @@ fn run_chunk(
         open: false,
         stall: Stall::default(),
         last_error_offset: None,
+        next_chunk_error: None,
         clock: Clock::new(time, setup.cycles),
         lost_first: meta.after_loss,
         flush,
@@ -695,6 +696,10 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     stall: Stall,
     /// Where the last error was (a second one there skips to the next PSB).
     last_error_offset: Option<u64>,
+    /// The first error of a decoder synchronized at the next chunk's PSB
+    /// and its offset, once asked ([`ChunkDecoder::next_chunk_meets`]):
+    /// the same for every error this chunk meets, so looked for once.
+    next_chunk_error: Option<Option<(PtError, u64)>>,
     /// The decoder's TSC and perf time, the CBR, the cycles.
     clock: Clock,
     /// The segment follows lost data: the first run starts with a gap.
@@ -927,15 +932,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// Whether the next chunk, synchronized at its PSB (where this one
     /// ends), meets error `e` at the offset `dec` met it, among that
     /// PSB+'s status updates and the events right after them. Cold: only
-    /// an error while walking to the next chunk's first IP asks.
+    /// an error while walking to the next chunk's first IP asks, and the
+    /// answer is kept: a hostile trace may hold many errors there, and a
+    /// long run of events after the PSB+ to read again for each.
     #[cold]
     #[inline(never)]
-    fn next_chunk_meets(&self, dec: &impl FlowDecoder, e: PtError) -> bool {
+    fn next_chunk_meets(&mut self, dec: &impl FlowDecoder, e: PtError) -> bool {
         let Ok(at) = dec.offset() else {
             return false;
         };
         let psb = self.meta.warmup + self.meta.len;
-        dec.error_after_psb(&self.cfg, self.bytes, psb) == Some((e, at))
+        let first = *self
+            .next_chunk_error
+            .get_or_insert_with(|| dec.error_after_psb(&self.cfg, self.bytes, psb));
+        first == Some((e, at))
     }
 
     /// Decoder offsets less the warm-up: offsets in the chunk.
