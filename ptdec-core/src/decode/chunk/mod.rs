@@ -905,17 +905,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             // branch or a TRIG without an anchor; a review found neither
             // reachable here: a walk that needs a packet past a PSB+ fails
             // at PSBEND with BAD_QUERY first.)
-            if self.edges.stop_at.is_some()
-                && matches!(failure, Failure::Pt(e) if e == PtError::BAD_OPC || e == PtError::BAD_PACKET)
-            {
-                return;
-            }
             // Any other error met there (an enable without an IP right
             // after PSBEND) is that chunk's too where a decoder
             // synchronized at its PSB meets it at the same offset, before
             // any block: it makes the gap; this chunk ends.
             if let (Some(_), Failure::Pt(e)) = (self.edges.stop_at, failure) {
-                if e != PtError::NOMAP && self.next_chunk_meets(dec, e) {
+                if e == PtError::BAD_OPC
+                    || e == PtError::BAD_PACKET
+                    || (e != PtError::NOMAP && self.next_chunk_meets(dec, e))
+                {
                     return;
                 }
             }
