@@ -17,6 +17,10 @@ pub(super) struct Clock {
     cycles: bool,
     /// The TSC cycles were last counted at.
     last_cycle_tsc: Option<u64>,
+    /// Cycles do not count yet, though the TSC they count from moves: a
+    /// chunk's steps before its first block are the previous chunk's
+    /// (`ChunkDecoder::cycles_from_first_block`).
+    pub cycles_wait: bool,
     /// The least and greatest TSC seen.
     pub span: Option<(u64, u64)>,
 }
@@ -30,6 +34,7 @@ impl Clock {
             cbr: 0,
             cycles,
             last_cycle_tsc: None,
+            cycles_wait: false,
             span: None,
         }
     }
@@ -37,8 +42,9 @@ impl Clock {
     /// The decoder's TSC is now `tsc`: perf time follows (`perf_time`
     /// converts), and the core cycles since the last TSC are returned when
     /// cycles are counted (TSC ticks scaled by the CBR over the max
-    /// non-turbo ratio `nom`, or ticks when either is unknown). The TSC
-    /// libipt answers right after a sync (0 or all-ones) is no time.
+    /// non-turbo ratio `nom`, or ticks when either is unknown; none while
+    /// [`Clock::cycles_wait`]). The TSC libipt answers right after a sync
+    /// (0 or all-ones) is no time.
     #[inline(always)]
     pub(super) fn set_tsc(
         &mut self,
@@ -51,7 +57,10 @@ impl Clock {
         }
         let mut cycles = None;
         if self.cycles {
-            if let Some(prev) = self.last_cycle_tsc.filter(|&p| tsc > p) {
+            if let Some(prev) = self
+                .last_cycle_tsc
+                .filter(|&p| tsc > p && !self.cycles_wait)
+            {
                 let d = tsc - prev;
                 cycles = Some(if self.cbr != 0 && nom != 0 {
                     d * u64::from(self.cbr) / nom
@@ -113,6 +122,11 @@ mod tests {
         // Backwards: no cycles, and the count restarts there.
         assert_eq!(c.set_tsc(1200, 24, conv), None);
         assert_eq!(c.set_tsc(1224, 24, conv), Some(36));
+        // Waiting: the count moves on without counting.
+        c.cycles_wait = true;
+        assert_eq!(c.set_tsc(1300, 24, conv), None);
+        c.cycles_wait = false;
+        assert_eq!(c.set_tsc(1324, 24, conv), Some(36));
         // Without counting: never.
         let mut c = Clock::new(0, false);
         c.set_tsc(1, 24, conv);

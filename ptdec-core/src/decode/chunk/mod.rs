@@ -807,6 +807,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                             }
                             status = s;
                             if self.edges.warming && !self.warmed_up(dec, &ev) {
+                                if let EventKind::Enabled { .. } = ev.kind() {
+                                    self.warm_up_image(dec, &ev);
+                                }
                                 continue;
                             }
                             self.update_time(dec, ev.tsc());
@@ -966,6 +969,26 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         true
     }
 
+    /// In the warm-up, tracing is on from `ev`: the decoder gets the image
+    /// of the task running then, to walk the warm-up's code with. Without
+    /// one every warm-up met NOMAP at its first block, and every chunk
+    /// was decoded again without it, starting uncalibrated: where the CBR
+    /// changes, the times near a chunk's start followed the chunk size.
+    /// No run is started and nothing is noted: the chunk's own enable
+    /// picks its task again.
+    #[cold]
+    fn warm_up_image(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
+        let setup = self.images.setup;
+        let t = match ev.tsc() {
+            Some(tsc) if tsc != 0 && tsc != u64::MAX => setup.perf_time(tsc),
+            _ => self.clock.time,
+        };
+        let task = self.ctx.task;
+        self.ctx.task = self.task_at(t);
+        self.refresh_image(dec, t);
+        self.ctx.task = task;
+    }
+
     /// Whether `ev` says the next chunk's PSB+ was read with tracing off:
     /// then decoding stops ([`Edges::at_next_chunk`]). Events after it
     /// belong to the next chunk.
@@ -991,6 +1014,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         None
     }
 
+    /// The chunk's first block is taken: its cycles count from here.
+    /// With CYC the chunk before walks into this chunk to its first IP
+    /// ([`Edges::stop_at`]) and counts the cycles of every step of the
+    /// TSC up to and with that block's; from the chunk's own PSB+ until
+    /// here ([`Clock::cycles_wait`], set at its enable) this chunk does
+    /// not count them again. Counted by both, a thread's cycles after a
+    /// chunk edge were too many by those steps, where one decoder running
+    /// through counts each once. (Where tracing is off at the PSB the
+    /// chunk before stops there: both count from the PSB+'s TSC.)
+    #[cold]
+    fn cycles_from_first_block(&mut self, dec: &mut impl FlowDecoder) {
+        self.clock.cycles_wait = false;
+        self.update_follow(dec);
+    }
+
     /// Tells the decoder whether it may follow blocks in its own loop
     /// from here (`FlowDecoder::set_follow`, with
     /// [`ChunkDecoder::on_followed`] at each block): only where
@@ -998,15 +1036,16 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// but count it and note its transfer. So not while the chunk's
     /// first IP or the next chunk's is looked for inside blocks, nor in
     /// the warm-up, nor before the first block of a traced stretch (its
-    /// enable comes first), nor with an end time (decoding stops past
-    /// it), nor for an instruction listing, nor where emulated ptwrite is
-    /// followed block by block.
+    /// enable comes first) or of a chunk whose cycles wait for it, nor
+    /// with an end time (decoding stops past it), nor for an instruction
+    /// listing, nor where emulated ptwrite is followed block by block.
     fn update_follow(&self, dec: &mut impl FlowDecoder) {
         dec.set_follow(
             !self.listing
                 && self.images.emu.is_empty()
                 && self.end.is_none()
                 && !self.need_enable
+                && !self.clock.cycles_wait
                 && !self.edges.watching(),
         );
     }
@@ -1171,6 +1210,9 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         self.resolve(Some(b.ip));
         self.at_start = false;
+        if self.clock.cycles_wait {
+            self.cycles_from_first_block(dec);
+        }
         self.maybe_flush();
         // The next chunk starts at `stop_at`: count what comes before it.
         let mut stop = false;
