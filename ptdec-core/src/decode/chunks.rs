@@ -88,6 +88,26 @@ impl<'t> Stream<'t> {
     }
 }
 
+/// The bytes a chunk at stream offset `start` warms up with CYC (see
+/// `chunk::decode_fast`): from the last PSB among the `max` bytes before
+/// it, found by its pattern, else all `max` (its decoder synchronizes at
+/// the first PSB in them). One PSB interval gives the calibration one
+/// decoder running through has at the chunk's PSB, as chunks of one
+/// interval each show (`e2e_ptsim`'s CYC variant); the whole 64 KiB, with
+/// perf's default PSB period of 16 KiB, decoded four times as much.
+pub(super) fn warmup_len(stream: &Stream<'_>, start: u64, max: u64) -> u64 {
+    const PSB: [u8; 16] = [
+        0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02,
+        0x82,
+    ];
+    let lo = start.saturating_sub(max);
+    let bytes = stream.bytes(lo..start);
+    match memchr::memmem::rfind(&bytes, &PSB) {
+        Some(at) => start - (lo + at as u64),
+        None => start - lo,
+    }
+}
+
 /// A PSB and its PSB+.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Psb {
@@ -620,6 +640,33 @@ mod tests {
             assert_eq!(cuts.last().unwrap().range.end, bytes.len() as u64);
             let tscs: Vec<u64> = cuts.iter().map(|c| c.tsc.unwrap()).collect();
             assert!(tscs.windows(2).all(|w| w[0] < w[1]), "{tscs:?}");
+        }
+    }
+
+    /// A warm-up starts at the last PSB before the chunk within its
+    /// bound, in one piece or across pieces, else takes the whole bound.
+    #[test]
+    fn a_warm_up_starts_at_the_last_psb_before_the_chunk() {
+        let (bytes, psbs) = trace(10, 300);
+        for pieces in [
+            vec![&bytes[..]],
+            vec![
+                &bytes[..psbs[3] as usize + 5],
+                &bytes[psbs[3] as usize + 5..],
+            ],
+        ] {
+            let s = Stream::new(pieces);
+            for i in 1..psbs.len() {
+                let start = psbs[i];
+                let len = start - psbs[i - 1];
+                assert_eq!(warmup_len(&s, start, 1 << 20), len, "{i}");
+                assert_eq!(warmup_len(&s, start, len), len, "{i}");
+                // The PSB before lies beyond the bound: all of it.
+                assert_eq!(warmup_len(&s, start, len - 1), len - 1, "{i}");
+                // Mid-interval, the PSB before the offset.
+                assert_eq!(warmup_len(&s, start - 7, 1 << 20), len - 7, "{i}");
+            }
+            assert_eq!(warmup_len(&s, 0, 1 << 20), 0);
         }
     }
 
