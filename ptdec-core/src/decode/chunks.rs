@@ -90,22 +90,56 @@ impl<'t> Stream<'t> {
 
 /// The bytes a chunk at stream offset `start` warms up with CYC (see
 /// `chunk::decode_fast`): from the last PSB among the `max` bytes before
-/// it, found by its pattern, else all `max` (its decoder synchronizes at
-/// the first PSB in them). One PSB interval gives the calibration one
-/// decoder running through has at the chunk's PSB, as chunks of one
-/// interval each show (`e2e_ptsim`'s CYC variant); the whole 64 KiB, with
-/// perf's default PSB period of 16 KiB, decoded four times as much.
-pub(super) fn warmup_len(stream: &Stream<'_>, start: u64, max: u64) -> u64 {
+/// it, found by its pattern, whose stretch up to `start` holds two MTCs,
+/// else from the earliest PSB there (but from the last where they hold
+/// no MTC at all), else all `max` (its decoder synchronizes at the first
+/// PSB in them). libipt calibrates CYC at each
+/// MTC from the cycles since the one before (`pt_tcal_update_mtc`), and a
+/// PSB+ keeps that state: a warm-up that has seen the last MTC before the
+/// chunk's PSB, and the one before it, leaves the decoder as one running
+/// through leaves it there (`e2e_ptsim`'s CYC variant compares the two;
+/// a hostile-input probe of this session found one PSB interval without
+/// an MTC, `--mtc-period 9`, not enough). The whole 64 KiB, with perf's
+/// default PSB period of 16 KiB and MTC period, decoded four times what
+/// this does.
+pub(super) fn warmup_len(cfg: &PtConfig, stream: &Stream<'_>, start: u64, max: u64) -> u64 {
     const PSB: [u8; 16] = [
         0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02,
         0x82,
     ];
     let lo = start.saturating_sub(max);
     let bytes = stream.bytes(lo..start);
-    match memchr::memmem::rfind(&bytes, &PSB) {
+    let (mut end, mut nearest, mut from) = (bytes.len(), None, None);
+    while let Some(at) = memchr::memmem::rfind(&bytes[..end], &PSB) {
+        nearest.get_or_insert(at);
+        let n = mtcs(cfg, &bytes[at..]);
+        // No MTC at all (`mtc=0`): libipt calibrates from the TSC of
+        // each PSB+, and one interval does.
+        from = if n == 0 { nearest } else { Some(at) };
+        if n >= 2 {
+            break;
+        }
+        end = at;
+    }
+    match from {
         Some(at) => start - (lo + at as u64),
         None => start - lo,
     }
+}
+
+/// The MTC packets in `bytes` (until one cannot be read).
+fn mtcs(cfg: &PtConfig, bytes: &[u8]) -> usize {
+    let Ok(mut dec) = PacketDecoder::new(cfg, bytes) else {
+        return 0;
+    };
+    if dec.sync_forward().is_err() {
+        return 0;
+    }
+    let mut n = 0;
+    while let Ok(p) = dec.next_packet() {
+        n += usize::from(matches!(p, Packet::Mtc(_)));
+    }
+    n
 }
 
 /// A PSB and its PSB+.
@@ -580,6 +614,12 @@ mod tests {
     /// PSB+ with a TSC, a MODE.Exec and a FUP, then `n` TNT packets,
     /// `times` over.
     fn trace(times: usize, n: usize) -> (Vec<u8>, Vec<u64>) {
+        trace_mtc(times, n, 0)
+    }
+
+    /// [`trace`] with `mtcs` MTC packets among each stretch's TNTs, the
+    /// first before the first TNT.
+    fn trace_mtc(times: usize, n: usize, mtcs: usize) -> (Vec<u8>, Vec<u64>) {
         let mut enc = Encoder::new().unwrap();
         let mut out = Vec::new();
         let mut psbs = Vec::new();
@@ -594,7 +634,10 @@ mod tests {
             ] {
                 out.extend_from_slice(enc.encode(p).unwrap());
             }
-            for _ in 0..n {
+            for k in 0..n {
+                if mtcs > 0 && (k * mtcs) % n == 0 {
+                    out.extend_from_slice(enc.encode(Packet::Mtc(k as u8)).unwrap());
+                }
                 out.extend_from_slice(
                     enc.encode(Packet::Tnt8 {
                         payload: 0b1010,
@@ -647,7 +690,8 @@ mod tests {
     /// bound, in one piece or across pieces, else takes the whole bound.
     #[test]
     fn a_warm_up_starts_at_the_last_psb_before_the_chunk() {
-        let (bytes, psbs) = trace(10, 300);
+        let (bytes, psbs) = trace_mtc(10, 300, 2);
+        let cfg = PtConfig::default();
         for pieces in [
             vec![&bytes[..]],
             vec![
@@ -659,14 +703,40 @@ mod tests {
             for i in 1..psbs.len() {
                 let start = psbs[i];
                 let len = start - psbs[i - 1];
-                assert_eq!(warmup_len(&s, start, 1 << 20), len, "{i}");
-                assert_eq!(warmup_len(&s, start, len), len, "{i}");
+                assert_eq!(warmup_len(&cfg, &s, start, 1 << 20), len, "{i}");
+                assert_eq!(warmup_len(&cfg, &s, start, len), len, "{i}");
                 // The PSB before lies beyond the bound: all of it.
-                assert_eq!(warmup_len(&s, start, len - 1), len - 1, "{i}");
+                assert_eq!(warmup_len(&cfg, &s, start, len - 1), len - 1, "{i}");
                 // Mid-interval, the PSB before the offset.
-                assert_eq!(warmup_len(&s, start - 7, 1 << 20), len - 7, "{i}");
+                assert_eq!(warmup_len(&cfg, &s, start - 7, 1 << 20), len - 7, "{i}");
             }
-            assert_eq!(warmup_len(&s, 0, 1 << 20), 0);
+            assert_eq!(warmup_len(&cfg, &s, 0, 1 << 20), 0);
+        }
+        // One MTC a stretch: two stretches, or as many as there are.
+        let (bytes, psbs) = trace_mtc(10, 300, 1);
+        let s = Stream::new(vec![&bytes[..]]);
+        assert_eq!(warmup_len(&cfg, &s, psbs[1], 1 << 20), psbs[1]);
+        for i in 2..psbs.len() {
+            assert_eq!(
+                warmup_len(&cfg, &s, psbs[i], 1 << 20),
+                psbs[i] - psbs[i - 2],
+                "{i}"
+            );
+            // Bounded: the earliest PSB within.
+            assert_eq!(
+                warmup_len(&cfg, &s, psbs[i], psbs[i] - psbs[i - 1]),
+                psbs[i] - psbs[i - 1]
+            );
+        }
+        // No MTC at all: one stretch.
+        let (bytes, psbs) = trace(10, 300);
+        let s = Stream::new(vec![&bytes[..]]);
+        for i in 1..psbs.len() {
+            assert_eq!(
+                warmup_len(&cfg, &s, psbs[i], 1 << 20),
+                psbs[i] - psbs[i - 1],
+                "{i}"
+            );
         }
     }
 

@@ -151,10 +151,9 @@ use setup::DecodeSetup;
 use workers::Progress;
 
 /// With CYC, how far before a chunk its decoder starts to warm libipt's
-/// timing up at most: from the last PSB before the chunk in these bytes
-/// ([`chunks::warmup_len`]), else from the first PSB in them. More than
-/// perf's default PSB period (16 KiB), so a PSB+ interval is decoded
-/// first.
+/// timing up at most: from a PSB in these bytes ([`chunks::warmup_len`]
+/// says which), else from the first PSB in them. More than perf's default
+/// PSB period (16 KiB), so a PSB+ interval is decoded first.
 const WARMUP_BYTES: u64 = 64 << 10;
 
 /// Chunk size when [`DecodeOptions::chunking`] is `Auto` and the
@@ -1095,18 +1094,12 @@ fn segment_jobs(
         .collect();
     let (lo, hi) = in_window(&times, start, end, slack);
     stats.chunks_skipped += (n - (hi - lo)) as u64;
-    let starts: Vec<u64> = cuts.iter().map(|c| c.range.start).collect();
     for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
-        // With CYC, a warm-up from the last PSB before the chunk (in the
-        // previous chunk's last WARMUP_BYTES): see `chunk::decode_fast`.
-        let warmup = match ci {
-            _ if !setup.cycles || c.range.start == 0 => 0,
-            0 => chunks::warmup_len(&seg.stream, c.range.start, WARMUP_BYTES),
-            _ => chunks::warmup_len(
-                &seg.stream,
-                c.range.start,
-                (c.range.start - starts[ci - 1]).min(WARMUP_BYTES),
-            ),
+        // With CYC, a warm-up from a PSB before the chunk, in the segment's
+        // last WARMUP_BYTES before it: see `chunk::decode_fast`.
+        let warmup = match setup.cycles {
+            true => chunks::warmup_len(cfg, &seg.stream, c.range.start, WARMUP_BYTES),
+            false => 0,
         };
         jobs.push(ChunkJob {
             stream: si,
