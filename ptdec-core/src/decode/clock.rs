@@ -17,9 +17,9 @@ pub(super) struct Clock {
     cycles: bool,
     /// The TSC cycles were last counted at.
     last_cycle_tsc: Option<u64>,
-    /// Cycles do not count yet, though the TSC they count from moves: a
-    /// chunk's steps before its first block are the previous chunk's
-    /// (`ChunkDecoder::cycles_from_first_block`).
+    /// Cycles do not count, though the TSC they count from moves: the
+    /// chunk walks into the next one, which counts them
+    /// (`ChunkDecoder::at_next_chunk`).
     pub cycles_wait: bool,
     /// The least and greatest TSC seen.
     pub span: Option<(u64, u64)>,
@@ -125,8 +125,7 @@ mod tests {
         // Waiting: the count moves on without counting.
         c.cycles_wait = true;
         assert_eq!(c.set_tsc(1300, 24, conv), None);
-        c.cycles_wait = false;
-        assert_eq!(c.set_tsc(1324, 24, conv), Some(36));
+        assert_eq!(c.set_tsc(1324, 24, conv), None);
         // Without counting: never.
         let mut c = Clock::new(0, false);
         c.set_tsc(1, 24, conv);

@@ -976,29 +976,55 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// changes, the times near a chunk's start followed the chunk size.
     /// No run is started and nothing is noted: the chunk's own enable
     /// picks its task again.
+    /// The task and the image's time are picked as `enable` picks them
+    /// (a real enable on a CPU's buffer looks a little later, past a late
+    /// switch record). The clock does not move in the warm-up: the time
+    /// is the event's.
     #[cold]
     fn warm_up_image(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
         let setup = self.images.setup;
-        let t = match ev.tsc() {
-            Some(tsc) if tsc != 0 && tsc != u64::MAX => setup.perf_time(tsc),
-            _ => self.clock.time,
+        let (EventKind::Enabled { ip, .. }, Some(now)) = (ev.kind(), ev.tsc()) else {
+            return;
         };
+        if now == 0 || now == u64::MAX {
+            return;
+        }
+        let now = setup.perf_time(now);
+        let t = now.saturating_add(setup.switch_slack);
         let task = self.ctx.task;
-        self.ctx.task = self.task_at(t);
-        self.refresh_image(dec, t);
+        self.ctx.task = match self.ctx.owner {
+            Some(Owner::Cpu(_)) if !ev.status_update() => self.task_at(t),
+            _ => self.task_at(now),
+        };
+        let image_t = self.ctx.image_time(ip, t, now);
+        self.refresh_image(dec, image_t);
         self.ctx.task = task;
     }
 
     /// Whether `ev` says the next chunk's PSB+ was read with tracing off:
     /// then decoding stops ([`Edges::at_next_chunk`]). Events after it
     /// belong to the next chunk.
+    ///
+    /// Once it says where the next chunk starts, this chunk walks there
+    /// and its cycles stop ([`Clock::cycles_wait`]): the next chunk counts
+    /// the TSC's steps from its PSB+'s TSC on, whatever its decoder (warmed
+    /// up or synchronized there), and every path that ends a chunk at the
+    /// next one's PSB+ (walked to its first IP, stopped at its status
+    /// update, synchronized there after an error) has counted up to that
+    /// TSC and no further. Counted by both, a thread's cycles after a
+    /// chunk edge were too many by the steps of the walk (the block at the
+    /// next chunk's first IP, whose time is read after it: 4 cycles on 10
+    /// calls of a ptsim trace at chunks of one PSB interval, and on every
+    /// call around them).
     fn at_next_chunk(&mut self, dec: &impl FlowDecoder, ev: &PtEvent) -> bool {
-        self.edges.at_next_chunk(
+        let stop = self.edges.at_next_chunk(
             ev.status_update(),
             dec.offset().ok(),
             &ev.kind(),
             self.need_enable,
-        )
+        );
+        self.clock.cycles_wait |= self.edges.stop_at.is_some();
+        stop
     }
 
     /// How many of `b`'s instructions come before `ip` (`None`: `ip` is not
@@ -1014,21 +1040,6 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         None
     }
 
-    /// The chunk's first block is taken: its cycles count from here.
-    /// With CYC the chunk before walks into this chunk to its first IP
-    /// ([`Edges::stop_at`]) and counts the cycles of every step of the
-    /// TSC up to and with that block's; from the chunk's own PSB+ until
-    /// here ([`Clock::cycles_wait`], set at its enable) this chunk does
-    /// not count them again. Counted by both, a thread's cycles after a
-    /// chunk edge were too many by those steps, where one decoder running
-    /// through counts each once. (Where tracing is off at the PSB the
-    /// chunk before stops there: both count from the PSB+'s TSC.)
-    #[cold]
-    fn cycles_from_first_block(&mut self, dec: &mut impl FlowDecoder) {
-        self.clock.cycles_wait = false;
-        self.update_follow(dec);
-    }
-
     /// Tells the decoder whether it may follow blocks in its own loop
     /// from here (`FlowDecoder::set_follow`, with
     /// [`ChunkDecoder::on_followed`] at each block): only where
@@ -1036,16 +1047,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// but count it and note its transfer. So not while the chunk's
     /// first IP or the next chunk's is looked for inside blocks, nor in
     /// the warm-up, nor before the first block of a traced stretch (its
-    /// enable comes first) or of a chunk whose cycles wait for it, nor
-    /// with an end time (decoding stops past it), nor for an instruction
-    /// listing, nor where emulated ptwrite is followed block by block.
+    /// enable comes first), nor with an end time (decoding stops past
+    /// it), nor for an instruction listing, nor where emulated ptwrite is
+    /// followed block by block.
     fn update_follow(&self, dec: &mut impl FlowDecoder) {
         dec.set_follow(
             !self.listing
                 && self.images.emu.is_empty()
                 && self.end.is_none()
                 && !self.need_enable
-                && !self.clock.cycles_wait
                 && !self.edges.watching(),
         );
     }
@@ -1210,9 +1220,6 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         self.resolve(Some(b.ip));
         self.at_start = false;
-        if self.clock.cycles_wait {
-            self.cycles_from_first_block(dec);
-        }
         self.maybe_flush();
         // The next chunk starts at `stop_at`: count what comes before it.
         let mut stop = false;

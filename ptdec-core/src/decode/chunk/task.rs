@@ -132,9 +132,6 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // Tracing is on at the chunk's PSB: the ordering stage may
                 // drop this enable (see the module doc).
                 let sync = update && self.at_start && !self.meta.first;
-                // With CYC: the chunk's cycles count from its first block
-                // (`ChunkDecoder::cycles_from_first_block`).
-                self.clock.cycles_wait |= sync && self.cycles;
                 self.enable(dec, ip, sync);
                 if sync {
                     self.sync_task = self.ctx.task;
