@@ -91,17 +91,18 @@ impl<'t> Stream<'t> {
 /// The bytes a chunk at stream offset `start` warms up with CYC (see
 /// `chunk::decode_fast`): from the last PSB among the `max` bytes before
 /// it, found by its pattern, whose stretch up to `start` holds two MTCs,
-/// else from the earliest PSB there (but from the last where they hold
-/// no MTC at all), else all `max` (its decoder synchronizes at the first
-/// PSB in them). libipt calibrates CYC at each
-/// MTC from the cycles since the one before (`pt_tcal_update_mtc`), and a
-/// PSB+ keeps that state: a warm-up that has seen the last MTC before the
-/// chunk's PSB, and the one before it, leaves the decoder as one running
-/// through leaves it there (`e2e_ptsim`'s CYC variant compares the two;
-/// a hostile-input probe of this session found one PSB interval without
-/// an MTC, `--mtc-period 9`, not enough). The whole 64 KiB, with perf's
-/// default PSB period of 16 KiB and MTC period, decoded four times what
-/// this does.
+/// looking back over at most [`WARMUP_PSBS`] PSBs (else from the earliest
+/// of them, but from the last where they hold no MTC at all), else all
+/// `max` (its decoder synchronizes at the first PSB in them). libipt
+/// calibrates CYC at each MTC from the cycles since the one before
+/// (`pt_tcal_update_mtc`), and a PSB+ keeps that state: a warm-up that has
+/// seen the last MTC before the chunk's PSB, and the one before it,
+/// leaves the decoder as one running through leaves it there
+/// (`e2e_ptsim`'s CYC variant compares the two; a hostile-input probe of
+/// this session found one PSB interval without an MTC, `--mtc-period 9`,
+/// not enough). Each stretch is read once: the cost is linear in the
+/// bytes looked at, bounded by `max` and by the PSBs (a trace of nothing
+/// but PSBs, each chunk looking at all 64 KiB again, took minutes).
 pub(super) fn warmup_len(cfg: &PtConfig, stream: &Stream<'_>, start: u64, max: u64) -> u64 {
     const PSB: [u8; 16] = [
         0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02,
@@ -109,17 +110,23 @@ pub(super) fn warmup_len(cfg: &PtConfig, stream: &Stream<'_>, start: u64, max: u
     ];
     let lo = start.saturating_sub(max);
     let bytes = stream.bytes(lo..start);
-    let (mut end, mut nearest, mut from) = (bytes.len(), None, None);
-    while let Some(at) = memchr::memmem::rfind(&bytes[..end], &PSB) {
+    let (mut end, mut seen, mut nearest, mut from) = (bytes.len(), 0, None, None);
+    for _ in 0..WARMUP_PSBS {
+        let Some(at) = memchr::memmem::rfind(&bytes[..end], &PSB) else {
+            break;
+        };
         nearest.get_or_insert(at);
-        let n = mtcs(cfg, &bytes[at..]);
-        // No MTC at all (`mtc=0`): libipt calibrates from the TSC of
-        // each PSB+, and one interval does.
-        from = if n == 0 { nearest } else { Some(at) };
-        if n >= 2 {
+        from = Some(at);
+        seen += mtcs(cfg, &bytes[at..end]);
+        if seen >= 2 {
             break;
         }
         end = at;
+    }
+    // No MTC at all (`mtc=0`): libipt calibrates from the TSC of each
+    // PSB+, and one interval does.
+    if seen == 0 {
+        from = nearest;
     }
     match from {
         Some(at) => start - (lo + at as u64),
@@ -127,7 +134,11 @@ pub(super) fn warmup_len(cfg: &PtConfig, stream: &Stream<'_>, start: u64, max: u
     }
 }
 
-/// The MTC packets in `bytes` (until one cannot be read).
+/// The PSBs a warm-up looks back over at most ([`warmup_len`]).
+const WARMUP_PSBS: usize = 8;
+
+/// The MTC packets in `bytes`, which start with a PSB (until a packet
+/// cannot be read).
 fn mtcs(cfg: &PtConfig, bytes: &[u8]) -> usize {
     let Ok(mut dec) = PacketDecoder::new(cfg, bytes) else {
         return 0;
@@ -737,6 +748,21 @@ mod tests {
                 psbs[i] - psbs[i - 1],
                 "{i}"
             );
+        }
+        // Two MTCs in the first stretch only, then none: back to the
+        // first PSB within WARMUP_PSBS, one stretch beyond them.
+        let (mut bytes, _) = trace_mtc(1, 10, 2);
+        let (rest, mut psbs) = trace(19, 10);
+        psbs.iter_mut().for_each(|p| *p += bytes.len() as u64);
+        psbs.insert(0, 0);
+        bytes.extend_from_slice(&rest);
+        let s = Stream::new(vec![&bytes[..]]);
+        for i in 1..psbs.len() {
+            let want = match i <= WARMUP_PSBS {
+                true => psbs[i],
+                false => psbs[i] - psbs[i - 1],
+            };
+            assert_eq!(warmup_len(&cfg, &s, psbs[i], 1 << 20), want, "{i}");
         }
     }
 

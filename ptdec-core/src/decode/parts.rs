@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 
 use super::chunk::{self, ChunkMeta, ChunkOutput, GaveUp, Redo};
-use super::chunks::{cuts_within, CutsWithin, Stream};
+use super::chunks::{cuts_within, warmup_len, CutsWithin, Stream};
 use super::flow_decoder::DecoderKind;
 use super::order::Orderer;
 use super::runs::OpPool;
@@ -72,6 +72,7 @@ pub(super) fn caught<T>(f: impl FnOnce() -> Result<T, DecodeError>) -> Result<T,
 /// the chunk of a sequential decode is as long as its trace.
 struct Parts<'a, 't> {
     setup: &'a DecodeSetup<'t>,
+    stream: &'a Stream<'t>,
     job: &'a ChunkJob,
     cuts: std::iter::Peekable<CutsWithin<'a, 't>>,
     /// The start time of the last part returned (before any, the chunk's).
@@ -86,6 +87,7 @@ impl<'a, 't> Parts<'a, 't> {
         let range = start..start + job.meta.len;
         Parts {
             setup,
+            stream,
             job,
             cuts: cuts_within(stream, setup.pt_config(), range, job.decode.end).peekable(),
             time: job.meta.start_time,
@@ -114,10 +116,16 @@ impl Iterator for Parts<'_, '_> {
         let job = self.job;
         let first = self.prev_start.is_none();
         let last = self.cuts.peek().is_none();
-        // As `super::segment_jobs` warms a chunk up with CYC.
+        // As `super::segment_jobs` warms a chunk up with CYC: a part warms
+        // up as a chunk starting at its PSB does.
         let warmup = match self.prev_start {
             None => job.meta.warmup,
-            Some(prev) if self.setup.cycles => (c.range.start - prev).min(WARMUP_BYTES),
+            Some(_) if self.setup.cycles => warmup_len(
+                &self.setup.pt_config(),
+                self.stream,
+                c.range.start,
+                WARMUP_BYTES,
+            ),
             Some(_) => 0,
         };
         self.prev_start = Some(c.range.start);
