@@ -235,9 +235,8 @@ fn images(dir: &Path) -> ImageStore {
 /// per PSB, two workers, a window of three chunks): the ops must be the
 /// same, stamps and all, as from one decoder running through the PSBs.
 /// With CYC (`cycle_accurate`) the cycle counts too: the chunk decoder
-/// warms libipt's calibration up from the PSB before its own, and counts
-/// cycles from its first block, up to which the chunk before counted
-/// them.
+/// warms libipt's calibration up from a PSB before its own, and a chunk
+/// counts cycles up to the next chunk's PSB+, the next one from there.
 fn decode_ops(dir: &Path, frequent_psbs: bool, cycle_accurate: bool) -> (Branches, DecodeStats) {
     let trace = Trace::open(dir).unwrap();
     let mut all = AllOps::default();

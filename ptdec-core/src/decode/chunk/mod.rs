@@ -976,6 +976,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// changes, the times near a chunk's start followed the chunk size.
     /// No run is started and nothing is noted: the chunk's own enable
     /// picks its task again.
+    ///
     /// The task and the image's time are picked as `enable` picks them
     /// (a real enable on a CPU's buffer looks a little later, past a late
     /// switch record). The clock does not move in the warm-up: the time
