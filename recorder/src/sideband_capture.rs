@@ -248,15 +248,22 @@ mod tests {
         let mut bytes = Vec::new();
         cap.drain(&mut bytes).unwrap();
         // The live ring feeds the timeline through the same interface as a
-        // perf.data file does.
+        // perf.data file does, in time order: the rings are drained one CPU
+        // after the other, and a child that moved between CPUs has records
+        // on each (in drain order, the last record's time could come before
+        // the MMAP2 records, whose mappings the map at that time lacked: a
+        // failure seen once in CI on a loaded machine).
         let attrs = cap.attr_set().unwrap();
         let mut timeline = sideband::timeline::Timeline::new();
+        let mut events: Vec<_> = sideband::parse::ring_records(&bytes)
+            .map(|raw| sideband::parse::parse_event_le(&attrs, &raw.unwrap()).unwrap())
+            .collect();
+        events.sort_by_key(|e| e.sample_id.time.unwrap_or(0));
         let mut last_time = 0;
-        for raw in sideband::parse::ring_records(&bytes) {
-            let event = sideband::parse::parse_event_le(&attrs, &raw.unwrap()).unwrap();
+        for event in &events {
             assert_eq!(event.sample_id.pid, Some(pid as u32), "{event:?}");
-            last_time = event.sample_id.time.unwrap_or(last_time);
-            timeline.apply(&event);
+            last_time = event.sample_id.time.unwrap_or(last_time).max(last_time);
+            timeline.apply(event);
         }
         let pid = pid as u32;
         assert_eq!(
