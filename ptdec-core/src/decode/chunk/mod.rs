@@ -978,26 +978,20 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// picks its task again.
     ///
     /// The task and the image's time are picked as `enable` picks them
-    /// (a real enable on a CPU's buffer looks a little later, past a late
-    /// switch record). The clock does not move in the warm-up: the time
-    /// is the event's.
+    /// (`task_enabled_at`, `image_time_enabled`). The clock does not move
+    /// in the warm-up: the time is the event's.
     #[cold]
     fn warm_up_image(&mut self, dec: &mut impl FlowDecoder, ev: &PtEvent) {
-        let setup = self.images.setup;
         let (EventKind::Enabled { ip, .. }, Some(now)) = (ev.kind(), ev.tsc()) else {
             return;
         };
         if now == 0 || now == u64::MAX {
             return;
         }
-        let now = setup.perf_time(now);
-        let t = now.saturating_add(setup.switch_slack);
+        let now = self.images.setup.perf_time(now);
         let task = self.ctx.task;
-        self.ctx.task = match self.ctx.owner {
-            Some(Owner::Cpu(_)) if !ev.status_update() => self.task_at(t),
-            _ => self.task_at(now),
-        };
-        let image_t = self.ctx.image_time(ip, t, now);
+        self.ctx.task = self.task_enabled_at(now, ev.status_update());
+        let image_t = self.image_time_enabled(ip, now);
         self.refresh_image(dec, image_t);
         self.ctx.task = task;
     }

@@ -79,18 +79,34 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         dec.set_image(isids, &overlays);
     }
 
-    /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`.
-    /// At a chunk's PSB (`sync`) tracing was already on: the task is the
-    /// one running now, without the slack a real enable gets.
+    /// The task running where tracing (re)starts at perf time `now`: on a
+    /// CPU's buffer a real enable looks the switch slack later, past a
+    /// late switch record; at a chunk's PSB (`sync`) tracing was already
+    /// on, and the task is the one running at `now`.
+    pub(super) fn task_enabled_at(&self, now: u64, sync: bool) -> Option<TaskId> {
+        match self.ctx.owner {
+            Some(Owner::Cpu(_)) if !sync => {
+                self.task_at(now.saturating_add(self.setup().switch_slack))
+            }
+            _ => self.task_at(now),
+        }
+    }
+
+    /// The time whose image the current task takes where tracing
+    /// (re)starts at `ip` at perf time `now`: now plus the slack, or now
+    /// ([`Context::image_time`]).
+    pub(super) fn image_time_enabled(&self, ip: u64, now: u64) -> u64 {
+        let t = now.saturating_add(self.setup().switch_slack);
+        self.ctx.image_time(ip, t, now)
+    }
+
+    /// Tracing (re)starts at `ip`: pick the task and image, emit `Enabled`
+    /// ([`Self::task_enabled_at`]; `sync`: at a chunk's PSB).
     pub(super) fn enable(&mut self, dec: &mut impl FlowDecoder, ip: u64, sync: bool) {
-        let t = self.clock.time.saturating_add(self.setup().switch_slack);
-        let task = match self.ctx.owner {
-            Some(Owner::Cpu(_)) if !sync => self.task_at(t),
-            _ => self.task_at(self.clock.time),
-        };
+        let now = self.clock.time;
+        let task = self.task_enabled_at(now, sync);
         self.switch_to(task, ip);
-        // The image of now plus the slack, or of now ([`Context::image_time`]).
-        let image_t = self.ctx.image_time(ip, t, self.clock.time);
+        let image_t = self.image_time_enabled(ip, now);
         self.refresh_image(dec, image_t);
         let at = self.stamp();
         self.push(Op::Enabled {
