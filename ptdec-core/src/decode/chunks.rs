@@ -555,6 +555,7 @@ pub(super) fn cuts_within<'s, 't>(
 }
 
 /// The iterator [`cuts_within`] returns.
+#[derive(Clone)]
 pub(super) struct CutsWithin<'s, 't> {
     stream: &'s Stream<'t>,
     cfg: PtConfig,

@@ -141,7 +141,7 @@ pub use crate::model::ops::ThreadStats;
 pub use crate::model::source::RawSection;
 use crate::model::source::{CodeImages, RawSideband, SbNote, TraceSource};
 
-use chunk::{ChunkMeta, ChunkStats};
+use chunk::{ChunkMeta, ChunkStats, NextChunk};
 use chunks::{cut, Stream};
 use context::Owner;
 pub use flow_decoder::DecoderKind;
@@ -1094,13 +1094,29 @@ fn segment_jobs(
         .collect();
     let (lo, hi) = in_window(&times, start, end, slack);
     stats.chunks_skipped += (n - (hi - lo)) as u64;
-    for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
-        // With CYC, a warm-up from a PSB before the chunk, in the segment's
-        // last WARMUP_BYTES before it: see `chunk::decode_fast`.
-        let warmup = match setup.cycles {
-            true => chunks::warmup_len(cfg, &seg.stream, c.range.start, WARMUP_BYTES),
+    // With CYC, a warm-up from a PSB before each chunk, in the segment's
+    // last WARMUP_BYTES before it: see `chunk::decode_fast`. The next
+    // chunk's too, which a chunk decodes as it is decoded where an error
+    // lies on the walk to its first IP (`chunk::NextChunk`).
+    let warmups: Vec<u64> = (lo..(hi + 1).min(n))
+        .map(|ci| match setup.cycles {
+            true => chunks::warmup_len(cfg, &seg.stream, cuts[ci].range.start, WARMUP_BYTES),
             false => 0,
-        };
+        })
+        .collect();
+    let next_chunks: Vec<Option<NextChunk>> = (lo..hi)
+        .map(|ci| {
+            let next = cuts.get(ci + 1)?;
+            let warmup = warmups[ci + 1 - lo];
+            (warmup > 0).then(|| NextChunk {
+                warmup,
+                len: next.range.end - next.range.start,
+                last: next.range.end == len,
+            })
+        })
+        .collect();
+    for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
+        let warmup = warmups[ci - lo];
         jobs.push(ChunkJob {
             stream: si,
             decode: c.decode.start - warmup..c.decode.end,
@@ -1115,6 +1131,7 @@ fn segment_jobs(
                 start_time: times[ci],
                 warmup,
                 op_limit: None,
+                next: next_chunks[ci - lo],
             },
         });
     }

@@ -28,7 +28,7 @@
 use std::ops::Range;
 use std::panic::AssertUnwindSafe;
 
-use super::chunk::{self, ChunkMeta, ChunkOutput, GaveUp, Redo};
+use super::chunk::{self, ChunkMeta, ChunkOutput, GaveUp, NextChunk, Redo};
 use super::chunks::{cuts_within, warmup_len, CutsWithin, Stream};
 use super::flow_decoder::DecoderKind;
 use super::order::Orderer;
@@ -120,13 +120,19 @@ impl Iterator for Parts<'_, '_> {
         // up as a chunk starting at its PSB does.
         let warmup = match self.prev_start {
             None => job.meta.warmup,
-            Some(_) if self.setup.cycles => warmup_len(
-                &self.setup.pt_config(),
-                self.stream,
-                c.range.start,
-                WARMUP_BYTES,
-            ),
-            Some(_) => 0,
+            Some(_) => self.warmup_at(c.range.start),
+        };
+        // The next part, or after the last the chunk's next.
+        let next = match self.cuts.clone().take(2).collect::<Vec<_>>().as_slice() {
+            [] => job.meta.next,
+            [n, more @ ..] => {
+                let warmup = self.warmup_at(n.range.start);
+                (warmup > 0).then(|| NextChunk {
+                    warmup,
+                    len: n.range.end - n.range.start,
+                    last: job.meta.last && more.is_empty(),
+                })
+            }
         };
         self.prev_start = Some(c.range.start);
         Some(ChunkJob {
@@ -141,9 +147,21 @@ impl Iterator for Parts<'_, '_> {
                 last: job.meta.last && last,
                 start_time: self.time,
                 warmup,
+                next,
                 ..job.meta
             },
         })
+    }
+}
+
+impl Parts<'_, '_> {
+    /// The warm-up of a part starting at stream offset `start` (not the
+    /// first), as `super::segment_jobs` gives a chunk one.
+    fn warmup_at(&self, start: u64) -> u64 {
+        match self.setup.cycles {
+            true => warmup_len(&self.setup.pt_config(), self.stream, start, WARMUP_BYTES),
+            false => 0,
+        }
     }
 }
 

@@ -233,6 +233,23 @@ pub(super) struct ChunkMeta {
     /// Ops it may hold, where fewer than [`op_bound`] says (a part of a
     /// chunk on a worker: what the chunk's bound leaves, `super::parts`).
     pub op_limit: Option<usize>,
+    /// The next chunk of the segment (or part of the chunk), where it
+    /// warms up: what [`ChunkDecoder::next_chunk_meets`] decodes as it is
+    /// decoded. `None`: no next chunk, or one synchronized at its PSB.
+    pub next: Option<NextChunk>,
+}
+
+/// The next chunk and its bytes from its warm-up's start to where this
+/// chunk's reading ends, where it warms up.
+type NextBytes<'b> = Option<(NextChunk, &'b [u8])>;
+
+/// The next chunk as its decoder sees it: its warm-up bytes before its
+/// PSB (more than 0), its length, whether it is the segment's last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NextChunk {
+    pub warmup: u64,
+    pub len: u64,
+    pub last: bool,
 }
 
 /// The ops a decode worker may hold of the chunk `meta` places
@@ -438,11 +455,20 @@ fn decode_chunk_warm(
     // A warm-up that fails has flushed nothing (nothing is flushed while
     // warming up).
     let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Piece));
-    match decode_chunk_from(images, pool, meta, bytes, how, again)? {
+    // The next chunk's bytes from its warm-up, up to where this chunk's
+    // reading ends: its PSB lies `meta.warmup + meta.len` in. Its warm-up
+    // starts within this chunk's bytes: a chunk's warm-up starts at the
+    // last PSB with two MTCs before it, or the last PSB, within a bound
+    // back, so the next one's starts no earlier (`chunks::warmup_len`).
+    let next = meta.next.and_then(|n| {
+        let from = (meta.warmup + meta.len).checked_sub(n.warmup)?;
+        Some((n, bytes.get(usize::try_from(from).ok()?..)?))
+    });
+    match decode_chunk_from(images, pool, (meta, bytes, next), how, again)? {
         Err(Stopped::WarmUp) => {
             let w = (meta.warmup as usize).min(bytes.len());
             let meta = ChunkMeta { warmup: 0, ..meta };
-            let r = decode_chunk_from(images, pool, meta, &bytes[w..], how, flush)?;
+            let r = decode_chunk_from(images, pool, (meta, &bytes[w..], next), how, flush)?;
             assert!(
                 !matches!(r, Err(Stopped::WarmUp)),
                 "a decode without warm-up always ends"
@@ -455,11 +481,10 @@ fn decode_chunk_warm(
 
 /// [`decode_chunk_warm`] once: `Err` when the warm-up failed, the fast decoder
 /// gave up, or the ops passed the chunk's bound.
-fn decode_chunk_from(
+fn decode_chunk_from<'b>(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
-    meta: ChunkMeta,
-    bytes: &[u8],
+    (meta, bytes, next): (ChunkMeta, &'b [u8], NextBytes<'b>),
     how: How,
     flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<Result<ChunkOutput, Stopped>, super::DecodeError> {
@@ -475,7 +500,14 @@ fn decode_chunk_from(
             // No memory besides the file sections: the callback only records
             // the address libipt found no code at (for the NoImage gap).
             dec.dec.image().set_memory(Vec::new());
-            Ok(run_chunk(&mut dec, images, pool, (meta, bytes), how, flush))
+            Ok(run_chunk(
+                &mut dec,
+                images,
+                pool,
+                (meta, bytes, next),
+                how,
+                flush,
+            ))
         }
         How::Fast | How::FastListing | How::Dry => {
             let dec = match FastDecoder::new(&cfg.settings(), bytes) {
@@ -487,8 +519,82 @@ fn decode_chunk_from(
                 images,
                 unsupported: None,
             };
-            Ok(run_chunk(&mut dec, images, pool, (meta, bytes), how, flush))
+            Ok(run_chunk(
+                &mut dec,
+                images,
+                pool,
+                (meta, bytes, next),
+                how,
+                flush,
+            ))
         }
+    }
+}
+
+/// The first error past its warm-up that the decoder of chunk `meta`'s
+/// next chunk `next` meets, reading `bytes` (from its warm-up's start
+/// to where chunk `meta`'s reading ends), made as chunk `meta`'s was
+/// (`how`), its offset in `bytes`: `Some(None)` where it meets none
+/// there; `None` where its warm-up fails (the next chunk is decoded
+/// without one) or the fast decoder gives it up. Nothing it decodes is
+/// kept or listed. See [`ChunkDecoder::next_chunk_meets`].
+#[cold]
+#[inline(never)]
+fn probe_next(
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    (meta, next, bytes): (ChunkMeta, NextChunk, &[u8]),
+    how: How,
+) -> Option<Option<(PtError, u64)>> {
+    let meta = ChunkMeta {
+        aux_offset: meta.aux_offset + meta.len,
+        len: next.len,
+        after_loss: false,
+        first: false,
+        last: next.last,
+        warmup: next.warmup,
+        next: None,
+        ..meta
+    };
+    let cfg = images.setup.pt_config();
+    match how {
+        How::Libipt => {
+            let dec = BlockDecoder::new(&cfg, bytes).ok()?;
+            let mut dec = Libipt { dec, images };
+            dec.dec.image().set_memory(Vec::new());
+            probe_with(&mut dec, images, pool, (meta, bytes), how)
+        }
+        How::Fast | How::FastListing | How::Dry => {
+            let dec = FastDecoder::new(&cfg.settings(), bytes).ok()?;
+            let mut dec = Fast {
+                dec,
+                images,
+                unsupported: None,
+            };
+            probe_with(&mut dec, images, pool, (meta, bytes), How::Dry)
+        }
+    }
+}
+
+/// [`probe_next`] with the decoder `dec`.
+fn probe_with(
+    dec: &mut impl FlowDecoder,
+    images: &WorkerImages<'_, '_>,
+    pool: &OpPool,
+    (meta, bytes): (ChunkMeta, &[u8]),
+    how: How,
+) -> Option<Option<(PtError, u64)>> {
+    let mut st = ChunkDecoder::new(images, pool, (meta, bytes, None), how, None, false);
+    st.list_off = true;
+    st.probe = Some(None);
+    st.run_decoder(dec);
+    for r in st.runs.drain(..).chain(st.run.take()) {
+        pool.give(r.ops);
+    }
+    let found = st.probe.flatten();
+    match found.is_none() && (st.edges.warming || dec.unsupported().is_some()) {
+        true => None,
+        false => Some(found),
     }
 }
 
@@ -535,73 +641,18 @@ enum How {
 }
 
 /// One chunk through `dec`.
-fn run_chunk(
+fn run_chunk<'b>(
     dec: &mut impl FlowDecoder,
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
-    (meta, bytes): (ChunkMeta, &[u8]),
+    (meta, bytes, next): (ChunkMeta, &'b [u8], NextBytes<'b>),
     how: How,
     flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<ChunkOutput, Stopped> {
     let setup = images.setup;
-    let bound = op_bound(setup, &meta);
     let held_listing =
         setup.opts.insn_list.is_some() && dec.unsupported().is_none() && how == How::Fast;
-    // With a flush, the bound is where the runs are handed on. A listing
-    // held back counts with the ops, up to LIST_HELD.
-    let (op_bound, flush_ops) = match flush {
-        Some(_) => (usize::MAX, bound.min(FLUSH_OPS)),
-        None if held_listing => (bound.min(LIST_HELD), usize::MAX),
-        None => (bound, usize::MAX),
-    };
-    let time = meta.start_time.unwrap_or(0);
-    let mut st = ChunkDecoder {
-        images,
-        bytes,
-        cfg: setup.pt_config(),
-        pool,
-        meta,
-        runs: Vec::new(),
-        run: None,
-        ctx: Context::of(meta.owner, setup),
-        pending: Pending::default(),
-        marks_at: None,
-        need_enable: true,
-        last_ip: 0,
-        edges: Edges::new(meta.warmup, meta.len, meta.last),
-        emu: Default::default(),
-        marked_cbr: None,
-        sync_cbr: None,
-        held_cbr: None,
-        psb_ip_insns: None,
-        at_start: true,
-        sync_task: None,
-        open: false,
-        stall: Stall::default(),
-        last_error_offset: None,
-        next_chunk_error: None,
-        clock: Clock::new(time, setup.cycles),
-        lost_first: meta.after_loss,
-        flush,
-        op_bound,
-        flush_ops,
-        runs_ops: 0,
-        over_bound: false,
-        continued: None,
-        flush_wait: None,
-        listing: setup.opts.insn_list.is_some(),
-        cycles: setup.cycles,
-        stats: ChunkStats {
-            bytes: meta.len,
-            fast: u64::from(how != How::Libipt),
-            ..ChunkStats::default()
-        },
-        end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
-        list_buf: held_listing.then(Default::default),
-        list_off: how == How::Dry,
-        list_over: Default::default(),
-        fell_back: how == How::Libipt && setup.opts.decoder == DecoderKind::Fast,
-    };
+    let mut st = ChunkDecoder::new(images, pool, (meta, bytes, next), how, flush, held_listing);
     st.run_decoder(dec);
     st.over_bound |= st.list_over.get();
     if let Some(why) = dec.libipt_differs() {
@@ -646,6 +697,82 @@ fn run_chunk(
         redo: None,
         parts: Vec::new(),
     })
+}
+
+impl<'i, 's, 't, 'f> ChunkDecoder<'i, 's, 't, 'f> {
+    /// The decoder of the chunk `meta` in `bytes` (see [`decode_fast`]),
+    /// decoded as `how` says; `next`: the next chunk and its bytes, where
+    /// it warms up; `held_listing`: the listing is held until the chunk
+    /// is decoded whole.
+    fn new(
+        images: &'i WorkerImages<'s, 't>,
+        pool: &'i OpPool,
+        (meta, bytes, next): (ChunkMeta, &'i [u8], NextBytes<'i>),
+        how: How,
+        flush: Option<&'f mut dyn FnMut(Piece)>,
+        held_listing: bool,
+    ) -> Self {
+        let setup = images.setup;
+        let bound = op_bound(setup, &meta);
+        // With a flush, the bound is where the runs are handed on. A listing
+        // held back counts with the ops, up to LIST_HELD.
+        let (op_bound, flush_ops) = match flush {
+            Some(_) => (usize::MAX, bound.min(FLUSH_OPS)),
+            None if held_listing => (bound.min(LIST_HELD), usize::MAX),
+            None => (bound, usize::MAX),
+        };
+        let time = meta.start_time.unwrap_or(0);
+        ChunkDecoder {
+            images,
+            bytes,
+            cfg: setup.pt_config(),
+            pool,
+            meta,
+            runs: Vec::new(),
+            run: None,
+            ctx: Context::of(meta.owner, setup),
+            pending: Pending::default(),
+            marks_at: None,
+            need_enable: true,
+            last_ip: 0,
+            edges: Edges::new(meta.warmup, meta.len, meta.last),
+            emu: Default::default(),
+            marked_cbr: None,
+            sync_cbr: None,
+            held_cbr: None,
+            psb_ip_insns: None,
+            at_start: true,
+            sync_task: None,
+            open: false,
+            stall: Stall::default(),
+            last_error_offset: None,
+            next_chunk_error: None,
+            clock: Clock::new(time, setup.cycles),
+            lost_first: meta.after_loss,
+            flush,
+            op_bound,
+            flush_ops,
+            runs_ops: 0,
+            over_bound: false,
+            continued: None,
+            flush_wait: None,
+            listing: setup.opts.insn_list.is_some(),
+            cycles: setup.cycles,
+            stats: ChunkStats {
+                bytes: meta.len,
+                fast: u64::from(how != How::Libipt),
+                ..ChunkStats::default()
+            },
+            end: setup.opts.end.map(|e| e.saturating_add(setup.switch_slack)),
+            list_buf: held_listing.then(Default::default),
+            list_off: how == How::Dry,
+            list_over: Default::default(),
+            fell_back: how == How::Libipt && setup.opts.decoder == DecoderKind::Fast,
+            how,
+            next,
+            probe: None,
+        }
+    }
 }
 
 /// The decoder of one chunk: libipt's block decoder and what ptdec tracks
@@ -743,6 +870,16 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// on that test).
     listing: bool,
     cycles: bool,
+    /// How the chunk is decoded: the next chunk's decoder, where it is
+    /// asked for, is made alike ([`ChunkDecoder::next_chunk_meets`]).
+    how: How,
+    /// The next chunk and its bytes, where it warms up ([`ChunkMeta::next`]).
+    next: NextBytes<'i>,
+    /// This decoder is the next chunk's, run by the chunk before it
+    /// ([`ChunkDecoder::next_chunk_meets`]): `Some(None)` until it meets an
+    /// error past its warm-up, then that error and its offset, and
+    /// decoding stops.
+    probe: Option<Option<(PtError, u64)>>,
 }
 
 enum Flow {
@@ -894,6 +1031,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             if failure == Failure::Pt(PtError::EOS) {
                 return;
             }
+            // The next chunk's decoder, run by the chunk before: its first
+            // error past the warm-up is the answer.
+            if let (Some(None), false, Failure::Pt(e)) = (self.probe, self.edges.warming, failure) {
+                self.probe = Some(Some((e, dec.offset().unwrap_or(u64::MAX))));
+                return;
+            }
             // A packet that cannot be read (BAD_OPC, BAD_PACKET), met while
             // walking to the next chunk's first IP, after its PSB+ was
             // read: that chunk's packet, which it meets too, from its own
@@ -936,6 +1079,18 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// an error while walking to the next chunk's first IP asks, and the
     /// answer is kept: a hostile trace may hold many errors there, and a
     /// long run of events after the PSB+ to read again for each.
+    ///
+    /// Where the next chunk warms up (with CYC), its decoder is not one
+    /// synchronized afresh: it reads from a PSB before, through this
+    /// chunk's last bytes, and carries its state over the PSB as this
+    /// chunk's decoder does, so it may meet an error that a fresh one does
+    /// not (a PSB+ copied from elsewhere, whose IP is not where the flow
+    /// is). Then the next chunk's decoder is run as it is run
+    /// ([`probe_next`]), over the bytes this chunk reads, and its first
+    /// error past its warm-up is the answer; where its warm-up fails, the
+    /// next chunk is decoded without one, and a fresh decoder answers.
+    /// Asking a fresh decoder there made the gap twice at small chunk
+    /// sizes, once by each chunk.
     #[cold]
     #[inline(never)]
     fn next_chunk_meets(&mut self, dec: &impl FlowDecoder, e: PtError) -> bool {
@@ -943,9 +1098,17 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return false;
         };
         let psb = self.meta.warmup + self.meta.len;
-        let first = *self
-            .next_chunk_error
-            .get_or_insert_with(|| dec.error_after_psb(&self.cfg, self.bytes, psb));
+        let (images, pool, how, next, meta) =
+            (self.images, self.pool, self.how, self.next, self.meta);
+        let first = *self.next_chunk_error.get_or_insert_with(|| {
+            // The next chunk's offsets from its warm-up's start, made this
+            // chunk's.
+            let warm = next.and_then(|(n, bytes)| {
+                let first = probe_next(images, pool, (meta, n, bytes), how)?;
+                Some(first.and_then(|(e, o)| Some((e, (o.checked_sub(n.warmup)?) + psb))))
+            });
+            warm.unwrap_or_else(|| dec.error_after_psb(&self.cfg, self.bytes, psb))
+        });
         first == Some((e, at))
     }
 
