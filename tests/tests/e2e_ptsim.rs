@@ -815,52 +815,18 @@ fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
         },
     };
     let (tmp, dir) = simulate(&progs, "interp", v);
-    let data = std::fs::read(dir.join("data")).unwrap();
-    let file = sideband::file::PerfFile::parse(&data).unwrap();
-    let auxes: Vec<Vec<u8>> = file
-        .events()
-        .filter_map(|e| match e.unwrap().1.record {
-            sideband::record::Record::Auxtrace(a) => Some(a.data.into_owned()),
-            _ => None,
-        })
-        .collect();
-    let [aux] = auxes.as_slice() else {
-        panic!("{} AUX records", auxes.len());
-    };
-    let base = data
-        .windows(aux.len())
-        .position(|w| w == aux.as_slice())
-        .unwrap();
-    // The packets, from the first PSB.
-    let mut packets = Vec::new();
-    let mut at = (0..aux.len())
-        .find(|&i| ptflow::packet::is_psb(aux, i))
-        .unwrap();
-    while let Ok((p, n)) = ptflow::packet::decode_known(aux, at, false, false) {
-        packets.push((at, p));
-        at += n;
-    }
-    let psbs: Vec<usize> = packets
-        .iter()
-        .filter(|(o, _)| ptflow::packet::is_psb(aux, *o))
-        .map(|(o, _)| *o)
-        .collect();
+    let (data, base, aux, packets) = aux_packets(&dir);
+    let psbs = psbs_of(&aux, &packets);
     assert!(psbs.len() >= 3, "PSBs at {psbs:?}");
-    let end_of = |psb: usize| {
-        packets
-            .iter()
-            .find(|(o, p)| *o > psb && matches!(p, ptflow::packet::Packet::Psbend))
-            .map(|(o, _)| o + 2)
-            .unwrap()
-    };
     // An earlier PSB+ (its TSC in the past), over the last PSB interval.
     let src = psbs[psbs.len() / 2];
-    let copy = &aux[src..end_of(src)];
+    let copy = &aux[src..psb_plus_end(&packets, src)];
     let last = psbs[psbs.len() - 1];
+    let from = psb_plus_end(&packets, psbs[psbs.len() - 2]);
     let spots: Vec<usize> = packets
         .iter()
         .map(|(o, _)| *o)
-        .filter(|&o| o >= end_of(psbs[psbs.len() - 2]) && o + copy.len() < last)
+        .filter(|&o| o >= from && o + copy.len() < last)
         .collect();
     assert!(spots.len() >= 20, "{} packets to copy over", spots.len());
     let picked: Vec<usize> = (0..20).map(|i| spots[i * spots.len() / 20]).collect();
@@ -877,37 +843,12 @@ fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
                 std::os::unix::fs::symlink(entry.path(), mdir.join(entry.file_name())).unwrap();
             }
         }
-        let trace = Trace::open(&mdir).unwrap();
-        let images = images(&mdir);
-        let symbols = SymbolCache::for_search(images.search());
         for decoder in [
             ptdec::decode::DecoderKind::Fast,
             ptdec::decode::DecoderKind::Libipt,
         ] {
-            let run = |chunking, name: &str| {
-                let input = ptdec::pipeline::Input::Trace {
-                    trace: &trace,
-                    images: &images,
-                    symbols: &symbols,
-                };
-                let decode = DecodeOptions {
-                    decoder,
-                    chunking,
-                    ..DecodeOptions::default()
-                };
-                let out = mdir.join(format!("{decoder:?}-{name}.ftf"));
-                let target = Target::File(out.clone());
-                let r = common::ftf_run(
-                    input,
-                    decode,
-                    Default::default(),
-                    EmitOptions::default(),
-                    target,
-                );
-                (std::fs::read(out).unwrap(), r.unwrap())
-            };
-            let (whole, st) = run(ptdec::decode::Chunking::Sequential, "whole");
-            let (cut, cut_st) = run(ptdec::decode::Chunking::Bytes(1), "cut");
+            let (whole, st) = ftf_chunked(&mdir, decoder, ptdec::decode::Chunking::Sequential);
+            let (cut, cut_st) = ftf_chunked(&mdir, decoder, ptdec::decode::Chunking::Bytes(1));
             assert!(cut_st.decode.chunks > st.decode.chunks, "copied at {q}");
             assert_eq!(
                 st.decode.errors, cut_st.decode.errors,
@@ -925,6 +866,152 @@ fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
     });
     // Not a test of sound traces: the copies make errors.
     assert!(errors.into_inner() >= 20, "too few decode errors");
+}
+
+/// A trace whose buffer lost data right after a PSB+ read with tracing
+/// off (a real program's, ptsim `--psb-period 0 --drop-bytes` cutting
+/// there; the PSB came after an MTC, the program in a syscall): decoded
+/// in chunks of one PSB and whole, with either flow decoder, the same
+/// FTF. The lost-data gap is at the last time the trace tells before the
+/// loss, that PSB+'s, however the trace is cut: the chunk that starts at
+/// that PSB+ has no op, only its time, and put the gap there, while one
+/// decoder running through put it at its last op before, so the calls
+/// cut by the loss ended 660 ns apart.
+#[test]
+fn lost_data_after_a_psb_plus_with_tracing_off_is_one_gap_however_cut() {
+    let test = "lost_data_after_a_psb_plus_with_tracing_off_is_one_gap_however_cut";
+    let Some(progs) = programs(test) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = |drop: Option<(u64, u64)>, dir: &Path| {
+        let mut o = ptsim::sim::Options::new(progs.join("interp"), Vec::new(), dir);
+        o.env = Some(Vec::new());
+        o.pt.psb_period = 0;
+        o.drop_bytes = drop;
+        ptsim::sim::run(o).unwrap();
+    };
+    let whole_dir = tmp.path().join("whole");
+    sim(None, &whole_dir);
+    let (_, _, aux, packets) = aux_packets(&whole_dir);
+    // The first PSB+ after the first with no FUP: tracing is off there.
+    let psbs = psbs_of(&aux, &packets);
+    let off = psbs
+        .iter()
+        .skip(1)
+        .map(|&p| (p, psb_plus_end(&packets, p)))
+        .find(|&(p, end)| {
+            !packets
+                .iter()
+                .any(|(o, k)| (p..end).contains(o) && matches!(k, ptflow::packet::Packet::Fup(..)))
+        });
+    let Some((_, end)) = off else {
+        panic!("no PSB+ with tracing off among {psbs:?}");
+    };
+    let dir = tmp.path().join("cut");
+    sim(Some((end as u64, 300)), &dir);
+    for decoder in [
+        ptdec::decode::DecoderKind::Fast,
+        ptdec::decode::DecoderKind::Libipt,
+    ] {
+        let (whole, st) = ftf_chunked(&dir, decoder, ptdec::decode::Chunking::Sequential);
+        let (cut, cut_st) = ftf_chunked(&dir, decoder, ptdec::decode::Chunking::Bytes(1));
+        assert!(cut_st.decode.chunks > st.decode.chunks);
+        assert_eq!(st.decode.lost_data, cut_st.decode.lost_data, "{decoder:?}");
+        assert!(st.decode.lost_data > 0, "{decoder:?}: no data lost");
+        assert!(
+            whole == cut,
+            "{decoder:?}: the FTF cut at every PSB differs"
+        );
+    }
+}
+
+/// A perf.data's bytes, where the PT lies in them, the PT, and its
+/// packets from the first PSB on (their offsets in the PT).
+type AuxPackets = (
+    Vec<u8>,
+    usize,
+    Vec<u8>,
+    Vec<(usize, ptflow::packet::Packet)>,
+);
+
+/// The PT of ptsim's trace dir `dir` (its first AUX record), as
+/// [`AuxPackets`].
+fn aux_packets(dir: &Path) -> AuxPackets {
+    let data = std::fs::read(dir.join("data")).unwrap();
+    let file = sideband::file::PerfFile::parse(&data).unwrap();
+    let auxes: Vec<Vec<u8>> = file
+        .events()
+        .filter_map(|e| match e.unwrap().1.record {
+            sideband::record::Record::Auxtrace(a) => Some(a.data.into_owned()),
+            _ => None,
+        })
+        .collect();
+    let aux = auxes
+        .first()
+        .unwrap_or_else(|| panic!("no AUX record"))
+        .clone();
+    let base = data
+        .windows(aux.len())
+        .position(|w| w == aux.as_slice())
+        .unwrap();
+    let mut packets = Vec::new();
+    let mut at = (0..aux.len())
+        .find(|&i| ptflow::packet::is_psb(&aux, i))
+        .unwrap();
+    while let Ok((p, n)) = ptflow::packet::decode_known(&aux, at, false, false) {
+        packets.push((at, p));
+        at += n;
+    }
+    (data, base, aux, packets)
+}
+
+/// The offsets of the PSBs among `packets` of `aux`.
+fn psbs_of(aux: &[u8], packets: &[(usize, ptflow::packet::Packet)]) -> Vec<usize> {
+    packets
+        .iter()
+        .filter(|(o, _)| ptflow::packet::is_psb(aux, *o))
+        .map(|(o, _)| *o)
+        .collect()
+}
+
+/// Where the PSB+ of the PSB at `psb` ends (after its PSBEND).
+fn psb_plus_end(packets: &[(usize, ptflow::packet::Packet)], psb: usize) -> usize {
+    packets
+        .iter()
+        .find(|(o, p)| *o > psb && matches!(p, ptflow::packet::Packet::Psbend))
+        .map(|(o, _)| o + 2)
+        .unwrap()
+}
+
+/// Trace dir `dir` decoded into FTF by `decoder` in `chunking`: its
+/// bytes and the run's report.
+fn ftf_chunked(
+    dir: &Path,
+    decoder: ptdec::decode::DecoderKind,
+    chunking: ptdec::decode::Chunking,
+) -> (Vec<u8>, Report) {
+    let trace = Trace::open(dir).unwrap();
+    let images = images(dir);
+    let symbols = SymbolCache::for_search(images.search());
+    let input = ptdec::pipeline::Input::Trace {
+        trace: &trace,
+        images: &images,
+        symbols: &symbols,
+    };
+    let decode = DecodeOptions {
+        decoder,
+        chunking,
+        ..DecodeOptions::default()
+    };
+    let out = dir.join(format!("{decoder:?}-{chunking:?}.ftf"));
+    let target = Target::File(out.clone());
+    let r = common::ftf_run(
+        input,
+        decode,
+        Default::default(),
+        EmitOptions::default(),
+        target,
+    );
+    (std::fs::read(out).unwrap(), r.unwrap())
 }
 
 /// Recursion 700 levels deep (fixtures/programs/deep.c), deeper than the

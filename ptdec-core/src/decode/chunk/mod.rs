@@ -1729,17 +1729,25 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
         if self.meta.before_loss {
             if let Some(r) = self.runs.last_mut() {
-                let time = match (r.ops.is_empty(), continued) {
-                    (true, Some((_, (_, t)))) => t,
-                    _ => self.clock.time,
-                };
-                let at = r.ops.last().map_or(
-                    Stamp {
-                        time,
+                // At the last time the trace tells before the loss (a
+                // PSB+ or an MTC may follow the last op, with tracing
+                // off), whatever the chunk size: the last op's stamp, or
+                // the one a flush handed on, as late as the clock. The
+                // chunk that starts at a PSB+ read with tracing off has
+                // no op, only that PSB+'s time; one decoder running
+                // through had put the gap at its last op before it.
+                let last = match (r.ops.last(), continued) {
+                    (Some(op), _) => op.stamp(),
+                    (None, Some((_, (_, t)))) => Stamp {
+                        time: t,
                         ..Stamp::default()
                     },
-                    Op::stamp,
-                );
+                    (None, None) => Stamp::default(),
+                };
+                let at = Stamp {
+                    time: last.time.max(self.clock.time),
+                    ..last
+                };
                 let offset = self.meta.aux_offset + self.meta.len;
                 r.push(Op::Gap {
                     at,
