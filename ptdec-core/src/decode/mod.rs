@@ -1104,22 +1104,29 @@ fn segment_jobs(
             false => 0,
         })
         .collect();
-    let next_chunks: Vec<Option<NextChunk>> = (lo..hi)
+    // Each chunk's next, and where its warm-up starts.
+    let nexts: Vec<Option<(NextChunk, u64)>> = (lo..hi)
         .map(|ci| {
             let next = cuts.get(ci + 1)?;
             let warmup = warmups[ci + 1 - lo];
-            (warmup > 0).then(|| NextChunk {
-                warmup,
-                len: next.range.end - next.range.start,
-                last: next.range.end == len,
+            (warmup > 0).then(|| {
+                let n = NextChunk {
+                    warmup,
+                    len: next.range.end - next.range.start,
+                    last: next.range.end == len,
+                    start_time: times[ci + 1],
+                };
+                (n, next.range.start - warmup)
             })
         })
         .collect();
     for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
-        let warmup = warmups[ci - lo];
+        let (warmup, next) = (warmups[ci - lo], nexts[ci - lo]);
+        let from = c.decode.start - warmup;
+        let lead = next.map_or(0, |(_, at)| from.saturating_sub(at));
         jobs.push(ChunkJob {
             stream: si,
-            decode: c.decode.start - warmup..c.decode.end,
+            decode: from - lead..c.decode.end,
             meta: ChunkMeta {
                 aux_offset: seg.aux_offset + c.range.start,
                 len: c.range.end - c.range.start,
@@ -1131,7 +1138,8 @@ fn segment_jobs(
                 start_time: times[ci],
                 warmup,
                 op_limit: None,
-                next: next_chunks[ci - lo],
+                next: next.map(|(n, _)| n),
+                lead,
             },
         });
     }

@@ -49,7 +49,7 @@ pub(super) struct ChunkJob {
 impl ChunkJob {
     /// Stream offset of the chunk's first byte (after its warm-up).
     pub(super) fn start(&self) -> u64 {
-        self.decode.start + self.meta.warmup
+        self.decode.start + self.meta.lead + self.meta.warmup
     }
 }
 
@@ -122,22 +122,38 @@ impl Iterator for Parts<'_, '_> {
             None => job.meta.warmup,
             Some(_) => self.warmup_at(c.range.start),
         };
-        // The next part, or after the last the chunk's next.
-        let next = match self.cuts.clone().take(2).collect::<Vec<_>>().as_slice() {
-            [] => job.meta.next,
+        // The next part, or after the last the chunk's next, and where its
+        // warm-up starts (only with CYC: without, none warms up).
+        let ahead: Vec<_> = match self.setup.cycles {
+            true => self.cuts.clone().take(2).collect(),
+            false => Vec::new(),
+        };
+        let next = match ahead.as_slice() {
+            _ if !self.setup.cycles => None,
+            [] => job
+                .meta
+                .next
+                .map(|n| (n, job.start() + job.meta.len - n.warmup)),
             [n, more @ ..] => {
                 let warmup = self.warmup_at(n.range.start);
-                (warmup > 0).then(|| NextChunk {
-                    warmup,
-                    len: n.range.end - n.range.start,
-                    last: job.meta.last && more.is_empty(),
+                let time = n.tsc.map(|t| self.setup.perf_time(t)).or(self.time);
+                (warmup > 0).then(|| {
+                    let next = NextChunk {
+                        warmup,
+                        len: n.range.end - n.range.start,
+                        last: job.meta.last && more.is_empty(),
+                        start_time: time,
+                    };
+                    (next, n.range.start - warmup)
                 })
             }
         };
+        let from = c.decode.start - warmup;
+        let lead = next.map_or(0, |(_, at)| from.saturating_sub(at));
         self.prev_start = Some(c.range.start);
         Some(ChunkJob {
             stream: job.stream,
-            decode: c.decode.start - warmup..c.decode.end,
+            decode: from - lead..c.decode.end,
             meta: ChunkMeta {
                 aux_offset: job.meta.aux_offset + (c.range.start - job.start()),
                 len: c.range.end - c.range.start,
@@ -147,7 +163,8 @@ impl Iterator for Parts<'_, '_> {
                 last: job.meta.last && last,
                 start_time: self.time,
                 warmup,
-                next,
+                next: next.map(|(n, _)| n),
+                lead,
                 ..job.meta
             },
         })

@@ -237,6 +237,12 @@ pub(super) struct ChunkMeta {
     /// warms up: what [`ChunkDecoder::next_chunk_meets`] decodes as it is
     /// decoded. `None`: no next chunk, or one synchronized at its PSB.
     pub next: Option<NextChunk>,
+    /// Bytes of the job before the warm-up (before the chunk without
+    /// one), read only where the next chunk's decoder is run from its own
+    /// warm-up, which may start earlier: a chunk with no MTC before it
+    /// warms up from the PSB before it, the next one with an MTC between
+    /// looks further back (`chunks::warmup_len`).
+    pub lead: u64,
 }
 
 /// The next chunk and its bytes from its warm-up's start to where this
@@ -244,12 +250,14 @@ pub(super) struct ChunkMeta {
 type NextBytes<'b> = Option<(NextChunk, &'b [u8])>;
 
 /// The next chunk as its decoder sees it: its warm-up bytes before its
-/// PSB (more than 0), its length, whether it is the segment's last.
+/// PSB (more than 0), its length, whether it is the segment's last, the
+/// perf time of its PSB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct NextChunk {
     pub warmup: u64,
     pub len: u64,
     pub last: bool,
+    pub start_time: Option<u64>,
 }
 
 /// The ops a decode worker may hold of the chunk `meta` places
@@ -456,13 +464,14 @@ fn decode_chunk_warm(
     // warming up).
     let again = flush.as_mut().map(|f| &mut **f as &mut dyn FnMut(Piece));
     // The next chunk's bytes from its warm-up, up to where this chunk's
-    // reading ends: its PSB lies `meta.warmup + meta.len` in. Its warm-up
-    // starts within this chunk's bytes: a chunk's warm-up starts at the
-    // last PSB with two MTCs before it, or the last PSB, within a bound
-    // back, so the next one's starts no earlier (`chunks::warmup_len`).
+    // reading ends: its PSB lies `meta.lead + meta.warmup + meta.len` in
+    // the job's bytes, which start where the earlier of the two warm-ups
+    // starts (`ChunkMeta::lead`).
+    let all = bytes;
+    let bytes = &all[(meta.lead as usize).min(all.len())..];
     let next = meta.next.and_then(|n| {
-        let from = (meta.warmup + meta.len).checked_sub(n.warmup)?;
-        Some((n, bytes.get(usize::try_from(from).ok()?..)?))
+        let from = (meta.lead + meta.warmup + meta.len).checked_sub(n.warmup)?;
+        Some((n, all.get(usize::try_from(from).ok()?..)?))
     });
     match decode_chunk_from(images, pool, (meta, bytes, next), how, again)? {
         Err(Stopped::WarmUp) => {
@@ -533,68 +542,98 @@ fn decode_chunk_from<'b>(
 
 /// The first error past its warm-up that the decoder of chunk `meta`'s
 /// next chunk `next` meets, reading `bytes` (from its warm-up's start
-/// to where chunk `meta`'s reading ends), made as chunk `meta`'s was
-/// (`how`), its offset in `bytes`: `Some(None)` where it meets none
-/// there; `None` where its warm-up fails (the next chunk is decoded
-/// without one) or the fast decoder gives it up. Nothing it decodes is
-/// kept or listed. See [`ChunkDecoder::next_chunk_meets`].
+/// to where chunk `meta`'s reading ends), its offset in `bytes`:
+/// `Some(None)` where it meets none there; `None` where its warm-up fails
+/// (the next chunk is then decoded without one). The decoder is the one
+/// that decodes the next chunk: the fast decoder where it was asked for,
+/// libipt where the fast decoder refuses the trace or gives up before
+/// that error (the next chunk, or its first part, goes to libipt with
+/// the same warm-up; where the fast decoder gives up only after the
+/// error, within the part, libipt decodes that part and the answer is
+/// still the fast decoder's). Nothing it decodes is kept or listed. See
+/// [`ChunkDecoder::next_chunk_meets`].
 #[cold]
 #[inline(never)]
 fn probe_next(
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     (meta, next, bytes): (ChunkMeta, NextChunk, &[u8]),
-    how: How,
 ) -> Option<Option<(PtError, u64)>> {
     let meta = ChunkMeta {
         aux_offset: meta.aux_offset + meta.len,
         len: next.len,
         after_loss: false,
+        before_loss: false,
         first: false,
         last: next.last,
+        start_time: next.start_time,
         warmup: next.warmup,
+        op_limit: None,
         next: None,
-        ..meta
+        lead: 0,
+        owner: meta.owner,
     };
     let cfg = images.setup.pt_config();
-    match how {
-        How::Libipt => {
-            let dec = BlockDecoder::new(&cfg, bytes).ok()?;
-            let mut dec = Libipt { dec, images };
-            dec.dec.image().set_memory(Vec::new());
-            probe_with(&mut dec, images, pool, (meta, bytes), how)
-        }
-        How::Fast | How::FastListing | How::Dry => {
-            let dec = FastDecoder::new(&cfg.settings(), bytes).ok()?;
+    if images.setup.opts.decoder == DecoderKind::Fast {
+        if let Ok(dec) = FastDecoder::new(&cfg.settings(), bytes) {
             let mut dec = Fast {
                 dec,
                 images,
                 unsupported: None,
             };
-            probe_with(&mut dec, images, pool, (meta, bytes), How::Dry)
+            match probe_with(&mut dec, images, pool, (meta, bytes), How::Dry) {
+                Probed::GaveUp => {}
+                Probed::WarmUpFailed => return None,
+                Probed::Met(first) => return Some(first),
+            }
         }
+    }
+    let dec = BlockDecoder::new(&cfg, bytes).ok()?;
+    let mut dec = Libipt { dec, images };
+    dec.dec.image().set_memory(Vec::new());
+    match probe_with(&mut dec, images, pool, (meta, bytes), How::Libipt) {
+        Probed::Met(first) => Some(first),
+        Probed::GaveUp | Probed::WarmUpFailed => None,
     }
 }
 
-/// [`probe_next`] with the decoder `dec`.
+/// What [`probe_with`] found.
+enum Probed {
+    /// The first error past the warm-up (`None`: none).
+    Met(Option<(PtError, u64)>),
+    /// The warm-up failed.
+    WarmUpFailed,
+    /// The fast decoder gave the chunk up before any error.
+    GaveUp,
+}
+
+/// [`probe_next`] with the decoder `dec`, as `how` decodes. Its runs go
+/// back to the pool as they fill up, as a dry run's do.
 fn probe_with(
     dec: &mut impl FlowDecoder,
     images: &WorkerImages<'_, '_>,
     pool: &OpPool,
     (meta, bytes): (ChunkMeta, &[u8]),
     how: How,
-) -> Option<Option<(PtError, u64)>> {
-    let mut st = ChunkDecoder::new(images, pool, (meta, bytes, None), how, None, false);
+) -> Probed {
+    let mut drop_runs = |p: Piece| {
+        for r in p.runs {
+            pool.give(r.ops);
+        }
+    };
+    let flush: &mut dyn FnMut(Piece) = &mut drop_runs;
+    let mut st = ChunkDecoder::new(images, pool, (meta, bytes, None), how, Some(flush), false);
     st.list_off = true;
     st.probe = Some(None);
     st.run_decoder(dec);
     for r in st.runs.drain(..).chain(st.run.take()) {
         pool.give(r.ops);
     }
-    let found = st.probe.flatten();
-    match found.is_none() && (st.edges.warming || dec.unsupported().is_some()) {
-        true => None,
-        false => Some(found),
+    match st.probe.flatten() {
+        Some(first) => Probed::Met(Some(first)),
+        None if dec.unsupported().is_some() => Probed::GaveUp,
+        None if st.edges.warming => Probed::WarmUpFailed,
+        None => Probed::Met(None),
     }
 }
 
@@ -768,7 +807,6 @@ impl<'i, 's, 't, 'f> ChunkDecoder<'i, 's, 't, 'f> {
             list_off: how == How::Dry,
             list_over: Default::default(),
             fell_back: how == How::Libipt && setup.opts.decoder == DecoderKind::Fast,
-            how,
             next,
             probe: None,
         }
@@ -870,9 +908,6 @@ struct ChunkDecoder<'i, 's, 't, 'f> {
     /// on that test).
     listing: bool,
     cycles: bool,
-    /// How the chunk is decoded: the next chunk's decoder, where it is
-    /// asked for, is made alike ([`ChunkDecoder::next_chunk_meets`]).
-    how: How,
     /// The next chunk and its bytes, where it warms up ([`ChunkMeta::next`]).
     next: NextBytes<'i>,
     /// This decoder is the next chunk's, run by the chunk before it
@@ -1034,7 +1069,8 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             // The next chunk's decoder, run by the chunk before: its first
             // error past the warm-up is the answer.
             if let (Some(None), false, Failure::Pt(e)) = (self.probe, self.edges.warming, failure) {
-                self.probe = Some(Some((e, dec.offset().unwrap_or(u64::MAX))));
+                // An offset the decoder cannot tell matches no error.
+                self.probe = Some(dec.offset().ok().map(|at| (e, at)));
                 return;
             }
             // A packet that cannot be read (BAD_OPC, BAD_PACKET), met while
@@ -1073,12 +1109,17 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         }
     }
 
-    /// Whether the next chunk, synchronized at its PSB (where this one
-    /// ends), meets error `e` at the offset `dec` met it, among that
-    /// PSB+'s status updates and the events right after them. Cold: only
-    /// an error while walking to the next chunk's first IP asks, and the
-    /// answer is kept: a hostile trace may hold many errors there, and a
-    /// long run of events after the PSB+ to read again for each.
+    /// Whether the next chunk's decoder meets error `e` at the offset
+    /// `dec` met it. Cold: only an error while walking to the next chunk's
+    /// first IP asks, and the answer is kept for this decode of the chunk
+    /// (a chunk decoded again asks again): a hostile trace may hold many
+    /// errors there, and a long run of events after the PSB+ to read
+    /// again for each.
+    ///
+    /// Without a warm-up (no CYC) the next chunk's decoder synchronizes at
+    /// its PSB (where this one ends): the answer is whether one
+    /// synchronized there meets `e` at that offset among that PSB+'s
+    /// status updates and the events right after them.
     ///
     /// Where the next chunk warms up (with CYC), its decoder is not one
     /// synchronized afresh: it reads from a PSB before, through this
@@ -1086,11 +1127,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// chunk's decoder does, so it may meet an error that a fresh one does
     /// not (a PSB+ copied from elsewhere, whose IP is not where the flow
     /// is). Then the next chunk's decoder is run as it is run
-    /// ([`probe_next`]), over the bytes this chunk reads, and its first
-    /// error past its warm-up is the answer; where its warm-up fails, the
-    /// next chunk is decoded without one, and a fresh decoder answers.
-    /// Asking a fresh decoder there made the gap twice at small chunk
-    /// sizes, once by each chunk.
+    /// ([`probe_next`]), from its warm-up's start (the job's bytes begin
+    /// there where it is earlier than this chunk's: `ChunkMeta::lead`) up
+    /// to where this chunk's reading ends, and its first error past its
+    /// warm-up, after blocks or not, is the answer; where its warm-up
+    /// fails, the next chunk is decoded without one, and a fresh decoder
+    /// answers as without CYC. Asking a fresh decoder there made the gap
+    /// twice at small chunk sizes, once by each chunk.
     #[cold]
     #[inline(never)]
     fn next_chunk_meets(&mut self, dec: &impl FlowDecoder, e: PtError) -> bool {
@@ -1098,14 +1141,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             return false;
         };
         let psb = self.meta.warmup + self.meta.len;
-        let (images, pool, how, next, meta) =
-            (self.images, self.pool, self.how, self.next, self.meta);
+        let (images, pool, next, meta) = (self.images, self.pool, self.next, self.meta);
         let first = *self.next_chunk_error.get_or_insert_with(|| {
             // The next chunk's offsets from its warm-up's start, made this
             // chunk's.
             let warm = next.and_then(|(n, bytes)| {
-                let first = probe_next(images, pool, (meta, n, bytes), how)?;
-                Some(first.and_then(|(e, o)| Some((e, (o.checked_sub(n.warmup)?) + psb))))
+                let first = probe_next(images, pool, (meta, n, bytes))?;
+                Some(first.and_then(|(e, o)| Some((e, o.checked_sub(n.warmup)?.checked_add(psb)?))))
             });
             warm.unwrap_or_else(|| dec.error_after_psb(&self.cfg, self.bytes, psb))
         });
