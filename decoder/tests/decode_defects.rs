@@ -862,6 +862,51 @@ fn same_ops_however_cut(pt: &[u8], on_error: OnError) -> Vec<(Vec<Op>, DecodeSta
     outs
 }
 
+/// A PSB+ whose IP the decode never gets to, an OVF right after it (the
+/// packets that would take it there were lost: a sound ptsim trace whose
+/// overflows lose instructions): the same ops however the trace is cut.
+/// The chunk before that PSB, walking to its IP, went on past the
+/// overflow, where the trace resumes, and decoded the code there up to
+/// that IP, which the chunk starting at the PSB decoded again after the
+/// overflow. Now that chunk stops at the overflow, the next chunk's.
+#[test]
+fn an_overflow_between_a_psb_plus_and_its_ip_is_one_edge_however_the_trace_is_cut() {
+    let mut pkts = psb_cbrs(1000, &[10], false);
+    pkts.push(taken(3));
+    // At the jnz, the decode needs a bit; the PSB+ says the jmp after it.
+    pkts.extend([
+        Packet::Psb,
+        Packet::Tsc(2000),
+        Packet::Cbr(10),
+        PSB_ENABLED[1],
+        Packet::Fup(CODE + 4, Compression::Sext48),
+        Packet::Psbend,
+        Packet::Ovf,
+        Packet::Fup(CODE, Compression::Sext48),
+        taken(2),
+    ]);
+    pkts.extend(psb_cbrs(3000, &[10], false));
+    pkts.extend([taken(2), Packet::TipPgd(0, Compression::Suppressed)]);
+    for on_error in [OnError::Resync, OnError::NextPsb] {
+        for (ops, st) in same_ops_however_cut(&encode(&pkts), on_error) {
+            let overflows = ops
+                .iter()
+                .filter(|op| {
+                    matches!(
+                        op,
+                        Op::Gap {
+                            kind: GapKind::Overflow,
+                            ..
+                        }
+                    )
+                })
+                .count();
+            assert_eq!(overflows, 1, "{on_error:?} {ops:?}");
+            assert!(st.errors.is_empty(), "{:?}", st.errors);
+        }
+    }
+}
+
 /// The CBR ratios marked, in order.
 fn cbr_marks(ops: &[Op]) -> Vec<u16> {
     ops.iter()

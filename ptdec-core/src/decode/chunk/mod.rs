@@ -990,6 +990,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                                 self.list_notes(notes);
                                 return;
                             }
+                            if let EventKind::Overflow { .. } = ev.kind() {
+                                if self.overflow_at_an_edge(dec) {
+                                    self.list_notes(notes);
+                                    return;
+                                }
+                            }
                             if self.edges.stop_at.is_none() {
                                 self.on_event(dec, &ev);
                             }
@@ -1152,6 +1158,29 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             warm.unwrap_or_else(|| dec.error_after_psb(&self.cfg, self.bytes, psb))
         });
         first == Some((e, at))
+    }
+
+    /// An overflow read between a PSB+ and its IP (the decoder hands the
+    /// PSB+'s status update out as it reads it, before its decode has got
+    /// to that IP, and the packets that would take it there were lost):
+    /// the decode never gets to that IP, and goes on where the trace
+    /// resumes. So the edge between the chunks is the overflow: walking
+    /// to the next chunk's first IP, this chunk stops there (`true`: the
+    /// overflow is the next chunk's); the next chunk, warmed up and
+    /// waiting for that IP, starts at the overflow. A sound ptsim trace
+    /// whose overflows lose instructions had a PSB+ right before an OVF:
+    /// the chunk before walked on from where the trace resumed, the next
+    /// chunk still waited for its first IP, and the chunk size changed
+    /// the output.
+    #[cold]
+    fn overflow_at_an_edge(&mut self, dec: &mut impl FlowDecoder) -> bool {
+        if self.edges.stop_at.is_some() {
+            return true;
+        }
+        if self.edges.start_at.take().is_some() {
+            self.update_follow(dec);
+        }
+        false
     }
 
     /// Decoder offsets less the warm-up: offsets in the chunk.
@@ -1766,29 +1795,44 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
             .as_ref()
             .filter(|r| r.ops.is_empty())
             .and_then(|r| self.continued.map(|c| (r.task, c)));
+        // The run still going on, of the task on the buffer's CPU now.
+        let current = self
+            .run
+            .as_ref()
+            .is_some_and(|r| Some(r.task) == self.ctx.task);
         if let Some(r) = self.run.take() {
             self.runs.push(r);
         }
         if self.meta.before_loss {
             if let Some(r) = self.runs.last_mut() {
-                // At the last time the trace tells before the loss (a
-                // PSB+ or an MTC may follow the last op, with tracing
-                // off), whatever the chunk size: the last op's stamp, or
-                // the one a flush handed on, as late as the clock. The
-                // chunk that starts at a PSB+ read with tracing off has
-                // no op, only that PSB+'s time; one decoder running
-                // through had put the gap at its last op before it.
                 let last = match (r.ops.last(), continued) {
                     (Some(op), _) => op.stamp(),
                     (None, Some((_, (_, t)))) => Stamp {
                         time: t,
                         ..Stamp::default()
                     },
-                    (None, None) => Stamp::default(),
+                    (None, None) => Stamp {
+                        time: self.clock.time,
+                        ..Stamp::default()
+                    },
                 };
-                let at = Stamp {
-                    time: last.time.max(self.clock.time),
-                    ..last
+                // In the run still going on, at the last time the trace
+                // tells before the loss, as any gap is made (a PSB+ or an
+                // MTC may follow the last op, with tracing off), but not
+                // past the task's next switch on that CPU (the decoder
+                // switches runs only as it decodes): then the same for
+                // any chunk size, where the chunk starting at a PSB+ read
+                // with tracing off right before the loss has no op, only
+                // that PSB+'s time; one decoder running through had put
+                // the gap at its last op before it. A run already ended
+                // keeps it at its last op.
+                let at = match current {
+                    true => Stamp {
+                        time: self.clock.time.min(self.ctx.next_switch).max(last.time),
+                        insns: r.insns,
+                        cycles: self.cycles.then_some(r.cycles).into(),
+                    },
+                    false => last,
                 };
                 let offset = self.meta.aux_offset + self.meta.len;
                 r.push(Op::Gap {
