@@ -316,6 +316,17 @@ fn decode_ftf(dir: &Path, out: &Path) -> Report {
 }
 
 fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
+    let emit = EmitOptions {
+        axis,
+        record: true,
+        ..EmitOptions::default()
+    };
+    ftf_with(dir, out, DecodeOptions::default(), emit)
+}
+
+/// Trace dir `dir` decoded with `decode` into FTF file `out` as `emit`
+/// says.
+fn ftf_with(dir: &Path, out: &Path, decode: DecodeOptions, emit: EmitOptions) -> Report {
     let trace = Trace::open(dir).unwrap();
     let images = images(dir);
     let symbols = SymbolCache::for_search(images.search());
@@ -324,13 +335,8 @@ fn decode_ftf_on(dir: &Path, out: &Path, axis: TimeAxis) -> Report {
         images: &images,
         symbols: &symbols,
     };
-    let emit = EmitOptions {
-        axis,
-        record: true,
-        ..EmitOptions::default()
-    };
-    let (decode, stacks) = (DecodeOptions::default(), Default::default());
-    common::ftf_run(input, decode, stacks, emit, Target::File(out.to_path_buf())).unwrap()
+    let target = Target::File(out.to_path_buf());
+    common::ftf_run(input, decode, Default::default(), emit, target).unwrap()
 }
 
 /// A call slice of the FTF, with its depth recomputed from the intervals.
@@ -1050,29 +1056,14 @@ fn ftf_chunked(
     decoder: ptdec::decode::DecoderKind,
     chunking: ptdec::decode::Chunking,
 ) -> (Vec<u8>, Report) {
-    let trace = Trace::open(dir).unwrap();
-    let images = images(dir);
-    let symbols = SymbolCache::for_search(images.search());
-    let input = ptdec::pipeline::Input::Trace {
-        trace: &trace,
-        images: &images,
-        symbols: &symbols,
-    };
     let decode = DecodeOptions {
         decoder,
         chunking,
         ..DecodeOptions::default()
     };
     let out = dir.join(format!("{decoder:?}-{chunking:?}.ftf"));
-    let target = Target::File(out.clone());
-    let r = common::ftf_run(
-        input,
-        decode,
-        Default::default(),
-        EmitOptions::default(),
-        target,
-    );
-    (std::fs::read(out).unwrap(), r.unwrap())
+    let r = ftf_with(dir, &out, decode, EmitOptions::default());
+    (std::fs::read(out).unwrap(), r)
 }
 
 /// Recursion 700 levels deep (fixtures/programs/deep.c), deeper than the

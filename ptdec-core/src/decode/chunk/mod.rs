@@ -498,6 +498,7 @@ fn decode_chunk_from<'b>(
     flush: Option<&mut dyn FnMut(Piece)>,
 ) -> Result<Result<ChunkOutput, Stopped>, super::DecodeError> {
     let cfg = images.setup.pt_config();
+    let chunk = (meta, bytes, next);
     match how {
         How::Libipt => {
             let dec =
@@ -509,14 +510,7 @@ fn decode_chunk_from<'b>(
             // No memory besides the file sections: the callback only records
             // the address libipt found no code at (for the NoImage gap).
             dec.dec.image().set_memory(Vec::new());
-            Ok(run_chunk(
-                &mut dec,
-                images,
-                pool,
-                (meta, bytes, next),
-                how,
-                flush,
-            ))
+            Ok(run_chunk(&mut dec, images, pool, chunk, how, flush))
         }
         How::Fast | How::FastListing | How::Dry => {
             let dec = match FastDecoder::new(&cfg.settings(), bytes) {
@@ -528,14 +522,7 @@ fn decode_chunk_from<'b>(
                 images,
                 unsupported: None,
             };
-            Ok(run_chunk(
-                &mut dec,
-                images,
-                pool,
-                (meta, bytes, next),
-                how,
-                flush,
-            ))
+            Ok(run_chunk(&mut dec, images, pool, chunk, how, flush))
         }
     }
 }
