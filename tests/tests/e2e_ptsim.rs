@@ -821,14 +821,15 @@ fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
         },
     };
     let (tmp, dir) = simulate(&progs, "interp", v);
-    let (_, _, aux, packets) = aux_packets(&dir);
-    let psbs = psbs_of(&aux, &packets);
+    let parsed = aux_packets(&dir);
+    let (_, _, aux, packets) = &parsed;
+    let psbs = psbs_of(aux, packets);
     assert!(psbs.len() >= 3, "PSBs at {psbs:?}");
     // An earlier PSB+ (its TSC in the past), over the last PSB interval.
     let src = psbs[psbs.len() / 2];
-    let copy = &aux[src..psb_plus_end(&packets, src)];
+    let copy = &aux[src..psb_plus_end(packets, src)];
     let last = psbs[psbs.len() - 1];
-    let from = psb_plus_end(&packets, psbs[psbs.len() - 2]);
+    let from = psb_plus_end(packets, psbs[psbs.len() - 2]);
     let spots: Vec<usize> = packets
         .iter()
         .map(|(o, _)| *o)
@@ -836,7 +837,7 @@ fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
         .collect();
     assert!(spots.len() >= 20, "{} packets to copy over", spots.len());
     let picked: Vec<usize> = (0..20).map(|i| spots[i * spots.len() / 20]).collect();
-    let errors = copies_decode_alike(tmp.path(), &dir, copy, &picked);
+    let errors = copies_decode_alike(tmp.path(), (&dir, &parsed), copy, &picked);
     // Not a test of sound traces: the copies make errors.
     assert!(errors >= 20, "too few decode errors");
 }
@@ -868,13 +869,14 @@ fn a_psb_plus_copied_into_a_trace_with_few_mtcs_decodes_alike_however_cut() {
         },
     };
     let (tmp, dir) = simulate(&progs, "interp", v);
-    let (_, _, aux, packets) = aux_packets(&dir);
-    let psbs = psbs_of(&aux, &packets);
+    let parsed = aux_packets(&dir);
+    let (_, _, aux, packets) = &parsed;
+    let psbs = psbs_of(aux, packets);
     assert!(psbs.len() >= 8, "PSBs at {psbs:?}");
-    let copy = &aux[psbs[0]..psb_plus_end(&packets, psbs[0])];
+    let copy = &aux[psbs[0]..psb_plus_end(packets, psbs[0])];
     let mut picked = Vec::new();
     for w in psbs.windows(2).skip(1) {
-        let from = psb_plus_end(&packets, w[0]);
+        let from = psb_plus_end(packets, w[0]);
         let spots: Vec<usize> = packets
             .iter()
             .map(|(o, _)| *o)
@@ -888,16 +890,22 @@ fn a_psb_plus_copied_into_a_trace_with_few_mtcs_decodes_alike_however_cut() {
                 .filter(|&&o| o + copy.len() + 16 <= w[1]),
         );
     }
-    let errors = copies_decode_alike(tmp.path(), &dir, copy, &picked);
+    let errors = copies_decode_alike(tmp.path(), (&dir, &parsed), copy, &picked);
     assert!(errors >= picked.len() as u64, "too few decode errors");
 }
 
-/// Trace dir `dir`'s PT with `copy` written over it at each of `spots`
-/// (offsets in the PT), each a trace dir in `tmp`: decoded whole and in
-/// chunks of one PSB, with either flow decoder, the same FTF and errors.
-/// The decode errors of the whole decodes, summed.
-fn copies_decode_alike(tmp: &Path, dir: &Path, copy: &[u8], spots: &[usize]) -> u64 {
-    let (data, base, _, _) = aux_packets(dir);
+/// Trace dir `dir`'s PT (`parsed`, its [`aux_packets`]) with `copy`
+/// written over it at each of `spots` (offsets in the PT), each a trace
+/// dir in `tmp`: decoded whole and in chunks of one PSB, with either flow
+/// decoder, the same FTF and errors. The decode errors of the whole
+/// decodes, summed.
+fn copies_decode_alike(
+    tmp: &Path,
+    (dir, parsed): (&Path, &AuxPackets),
+    copy: &[u8],
+    spots: &[usize],
+) -> u64 {
+    let (data, base, _, _) = parsed;
     let errors = std::sync::atomic::AtomicU64::new(0);
     parallel(spots, |&q| {
         let mdir = tmp.join(format!("copied-at-{q}"));

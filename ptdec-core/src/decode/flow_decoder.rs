@@ -83,6 +83,24 @@ pub(crate) struct Libipt<'a, 'w, 's, 't> {
     pub images: &'w WorkerImages<'s, 't>,
 }
 
+impl<'a, 'w, 's, 't> Libipt<'a, 'w, 's, 't> {
+    /// libipt's block decoder of a chunk's `bytes`, with no memory besides
+    /// the file sections: its callback only records the address libipt
+    /// found no code at (for the NoImage gap).
+    pub fn of_chunk(
+        images: &'w WorkerImages<'s, 't>,
+        cfg: &PtConfig,
+        bytes: &'a [u8],
+    ) -> Result<Self, PtError> {
+        let mut dec = Libipt {
+            dec: BlockDecoder::new(cfg, bytes)?,
+            images,
+        };
+        dec.dec.image().set_memory(Vec::new());
+        Ok(dec)
+    }
+}
+
 impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     fn sync_forward(&mut self) -> Result<Status, PtError> {
         self.dec.sync_forward()
@@ -156,6 +174,22 @@ pub(crate) struct Fast<'a, 'w, 's, 't> {
     pub unsupported: Option<&'static str>,
 }
 
+impl<'a, 'w, 's, 't> Fast<'a, 'w, 's, 't> {
+    /// The fast decoder of a chunk's `bytes`; `Err`: why it does not
+    /// decode the trace's settings.
+    pub fn of_chunk(
+        images: &'w WorkerImages<'s, 't>,
+        cfg: &PtConfig,
+        bytes: &'a [u8],
+    ) -> Result<Self, &'static str> {
+        Ok(Fast {
+            dec: FastDecoder::new(&cfg.settings(), bytes)?,
+            images,
+            unsupported: None,
+        })
+    }
+}
+
 impl FlowDecoder for Fast<'_, '_, '_, '_> {
     fn sync_forward(&mut self) -> Result<Status, PtError> {
         self.dec.sync_forward()
@@ -194,15 +228,7 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
         self.dec.event()
     }
     fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)> {
-        let dec = FastDecoder::new(&cfg.settings(), bytes).ok()?;
-        first_error_after_psb(
-            Fast {
-                dec,
-                images: self.images,
-                unsupported: None,
-            },
-            psb,
-        )
+        first_error_after_psb(Fast::of_chunk(self.images, cfg, bytes).ok()?, psb)
     }
     fn offset(&self) -> Result<u64, PtError> {
         self.dec.offset()

@@ -1108,22 +1108,14 @@ fn segment_jobs(
     let nexts: Vec<Option<(NextChunk, u64)>> = (lo..hi)
         .map(|ci| {
             let next = cuts.get(ci + 1)?;
-            let warmup = warmups[ci + 1 - lo];
-            (warmup > 0).then(|| {
-                let n = NextChunk {
-                    warmup,
-                    len: next.range.end - next.range.start,
-                    last: next.range.end == len,
-                    start_time: times[ci + 1],
-                };
-                (n, next.range.start - warmup)
-            })
+            let (warmup, last) = (warmups[ci + 1 - lo], next.range.end == len);
+            NextChunk::of(&next.range, warmup, last, times[ci + 1])
         })
         .collect();
     for (ci, c) in cuts.into_iter().enumerate().take(hi).skip(lo) {
         let (warmup, next) = (warmups[ci - lo], nexts[ci - lo]);
         let from = c.decode.start - warmup;
-        let lead = next.map_or(0, |(_, at)| from.saturating_sub(at));
+        let lead = NextChunk::lead(from, next);
         jobs.push(ChunkJob {
             stream: si,
             decode: from - lead..c.decode.end,

@@ -79,6 +79,9 @@ struct Parts<'a, 't> {
     time: Option<u64>,
     /// The start of the last part returned.
     prev_start: Option<u64>,
+    /// With CYC: the next part's start and warm-up, found with the last
+    /// part returned (as its next chunk).
+    next_warmup: Option<(u64, u64)>,
 }
 
 impl<'a, 't> Parts<'a, 't> {
@@ -92,6 +95,7 @@ impl<'a, 't> Parts<'a, 't> {
             cuts: cuts_within(stream, setup.pt_config(), range, job.decode.end).peekable(),
             time: job.meta.start_time,
             prev_start: None,
+            next_warmup: None,
         }
     }
 
@@ -118,9 +122,11 @@ impl Iterator for Parts<'_, '_> {
         let last = self.cuts.peek().is_none();
         // As `super::segment_jobs` warms a chunk up with CYC: a part warms
         // up as a chunk starting at its PSB does.
-        let warmup = match self.prev_start {
-            None => job.meta.warmup,
-            Some(_) => self.warmup_at(c.range.start),
+        // The next part's warm-up, found with the part before it.
+        let warmup = match (self.prev_start, self.next_warmup.take()) {
+            (None, _) => job.meta.warmup,
+            (Some(_), Some((at, warmup))) if at == c.range.start => warmup,
+            (Some(_), _) => self.warmup_at(c.range.start),
         };
         // The next part, or after the last the chunk's next, and where its
         // warm-up starts (only with CYC: without, none warms up).
@@ -136,20 +142,13 @@ impl Iterator for Parts<'_, '_> {
                 .map(|n| (n, job.start() + job.meta.len - n.warmup)),
             [n, more @ ..] => {
                 let warmup = self.warmup_at(n.range.start);
+                self.next_warmup = Some((n.range.start, warmup));
                 let time = n.tsc.map(|t| self.setup.perf_time(t)).or(self.time);
-                (warmup > 0).then(|| {
-                    let next = NextChunk {
-                        warmup,
-                        len: n.range.end - n.range.start,
-                        last: job.meta.last && more.is_empty(),
-                        start_time: time,
-                    };
-                    (next, n.range.start - warmup)
-                })
+                NextChunk::of(&n.range, warmup, job.meta.last && more.is_empty(), time)
             }
         };
         let from = c.decode.start - warmup;
-        let lead = next.map_or(0, |(_, at)| from.saturating_sub(at));
+        let lead = NextChunk::lead(from, next);
         self.prev_start = Some(c.range.start);
         Some(ChunkJob {
             stream: job.stream,

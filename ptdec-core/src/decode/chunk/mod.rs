@@ -27,13 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use ipt::{
-    Block, BlockDecoder, Config as PtConfig, Error as PtError, Event as PtEvent, EventKind, Status,
-};
+use ipt::{Block, Config as PtConfig, Error as PtError, Event as PtEvent, EventKind, Status};
 
 use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt, EMULATED_PTWRITE};
 use ptflow::block::Follow;
-use ptflow::FastDecoder;
 use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
@@ -260,6 +257,34 @@ pub(super) struct NextChunk {
     pub start_time: Option<u64>,
 }
 
+impl NextChunk {
+    /// The chunk over stream offsets `range` as another's next, warmed up
+    /// over `warmup` bytes before it, and the stream offset its warm-up
+    /// starts at; `None` without a warm-up.
+    pub(super) fn of(
+        range: &std::ops::Range<u64>,
+        warmup: u64,
+        last: bool,
+        start_time: Option<u64>,
+    ) -> Option<(NextChunk, u64)> {
+        (warmup > 0).then(|| {
+            let next = NextChunk {
+                warmup,
+                len: range.end - range.start,
+                last,
+                start_time,
+            };
+            (next, range.start - warmup)
+        })
+    }
+
+    /// [`ChunkMeta::lead`] of a job whose warm-up (or chunk) starts at
+    /// stream offset `from`, its next chunk's warm-up at `next`'s.
+    pub(super) fn lead(from: u64, next: Option<(NextChunk, u64)>) -> u64 {
+        next.map_or(0, |(_, at)| from.saturating_sub(at))
+    }
+}
+
 /// The ops a decode worker may hold of the chunk `meta` places
 /// (`DecodeOptions::chunk_ops`, or [`super::chunk_ops_bound`] of its
 /// length), or fewer where its [`ChunkMeta::op_limit`] says.
@@ -356,6 +381,16 @@ pub(super) fn decode_fast(
     )
 }
 
+/// A flush that gives the runs' op vectors back to `pool`: a decode
+/// whose runs are not kept (a dry run, the next chunk's probe).
+fn dropping(pool: &OpPool) -> impl FnMut(Piece) + '_ {
+    |p: Piece| {
+        for r in p.runs {
+            pool.give(r.ops);
+        }
+    }
+}
+
 /// Whether the fast decoder decodes the chunk whole (`Err`: why not),
 /// its ops dropped as they fill up and with no listing: a dry run before
 /// [`decode_fast_flushing`].
@@ -365,11 +400,7 @@ pub(super) fn fast_decodes_whole(
     meta: ChunkMeta,
     bytes: &[u8],
 ) -> Result<Result<(), GaveUp>, super::DecodeError> {
-    let mut drop_runs = |p: Piece| {
-        for r in p.runs {
-            pool.give(r.ops);
-        }
-    };
+    let mut drop_runs = dropping(pool);
     Ok(
         match decode_chunk_warm(images, pool, meta, bytes, How::Dry, Some(&mut drop_runs))? {
             Ok(out) => {
@@ -501,26 +532,18 @@ fn decode_chunk_from<'b>(
     let chunk = (meta, bytes, next);
     match how {
         How::Libipt => {
-            let dec =
-                BlockDecoder::new(&cfg, bytes).map_err(|error| super::DecodeError::Libipt {
+            let mut dec = Libipt::of_chunk(images, &cfg, bytes).map_err(|error| {
+                super::DecodeError::Libipt {
                     what: "allocate a block decoder",
                     error,
-                })?;
-            let mut dec = Libipt { dec, images };
-            // No memory besides the file sections: the callback only records
-            // the address libipt found no code at (for the NoImage gap).
-            dec.dec.image().set_memory(Vec::new());
+                }
+            })?;
             Ok(run_chunk(&mut dec, images, pool, chunk, how, flush))
         }
         How::Fast | How::FastListing | How::Dry => {
-            let dec = match FastDecoder::new(&cfg.settings(), bytes) {
+            let mut dec = match Fast::of_chunk(images, &cfg, bytes) {
                 Ok(d) => d,
                 Err(why) => return Ok(Err(Stopped::Refused(why))),
-            };
-            let mut dec = Fast {
-                dec,
-                images,
-                unsupported: None,
             };
             Ok(run_chunk(&mut dec, images, pool, chunk, how, flush))
         }
@@ -562,12 +585,7 @@ fn probe_next(
     };
     let cfg = images.setup.pt_config();
     if images.setup.opts.decoder == DecoderKind::Fast {
-        if let Ok(dec) = FastDecoder::new(&cfg.settings(), bytes) {
-            let mut dec = Fast {
-                dec,
-                images,
-                unsupported: None,
-            };
+        if let Ok(mut dec) = Fast::of_chunk(images, &cfg, bytes) {
             match probe_with(&mut dec, images, pool, (meta, bytes), How::Dry) {
                 Probed::GaveUp => {}
                 Probed::WarmUpFailed => return None,
@@ -575,9 +593,7 @@ fn probe_next(
             }
         }
     }
-    let dec = BlockDecoder::new(&cfg, bytes).ok()?;
-    let mut dec = Libipt { dec, images };
-    dec.dec.image().set_memory(Vec::new());
+    let mut dec = Libipt::of_chunk(images, &cfg, bytes).ok()?;
     match probe_with(&mut dec, images, pool, (meta, bytes), How::Libipt) {
         Probed::Met(first) => Some(first),
         Probed::GaveUp | Probed::WarmUpFailed => None,
@@ -603,19 +619,13 @@ fn probe_with(
     (meta, bytes): (ChunkMeta, &[u8]),
     how: How,
 ) -> Probed {
-    let mut drop_runs = |p: Piece| {
-        for r in p.runs {
-            pool.give(r.ops);
-        }
-    };
+    let mut drop_runs = dropping(pool);
     let flush: &mut dyn FnMut(Piece) = &mut drop_runs;
     let mut st = ChunkDecoder::new(images, pool, (meta, bytes, None), how, Some(flush), false);
     st.list_off = true;
     st.probe = Some(None);
     st.run_decoder(dec);
-    for r in st.runs.drain(..).chain(st.run.take()) {
-        pool.give(r.ops);
-    }
+    st.give_back_runs();
     match st.probe.flatten() {
         Some(first) => Probed::Met(Some(first)),
         None if dec.unsupported().is_some() => Probed::GaveUp,
@@ -696,9 +706,7 @@ fn run_chunk<'b>(
         }
     }
     if st.edges.warming || st.over_bound || dec.unsupported().is_some() {
-        for r in st.runs.drain(..).chain(st.run.take()) {
-            pool.give(r.ops);
-        }
+        st.give_back_runs();
         // An error in the warm-up is libipt's too: it decodes the chunk
         // again without one, and so does the fast decoder.
         return Err(match (dec.unsupported(), st.over_bound) {
@@ -726,6 +734,14 @@ fn run_chunk<'b>(
 }
 
 impl<'i, 's, 't, 'f> ChunkDecoder<'i, 's, 't, 'f> {
+    /// Gives the op vectors of its runs, finished and current, back to
+    /// the pool: a decode that is not kept.
+    fn give_back_runs(&mut self) {
+        for r in self.runs.drain(..).chain(self.run.take()) {
+            self.pool.give(r.ops);
+        }
+    }
+
     /// The decoder of the chunk `meta` in `bytes` (see [`decode_fast`]),
     /// decoded as `how` says; `next`: the next chunk and its bytes, where
     /// it warms up; `held_listing`: the listing is held until the chunk
