@@ -894,6 +894,54 @@ fn a_psb_plus_copied_into_a_trace_with_few_mtcs_decodes_alike_however_cut() {
     assert!(errors >= picked.len() as u64, "too few decode errors");
 }
 
+/// A CYC trace (ptsim `interp`) with one PSB+'s FUP corrupted, for each
+/// of its PSBs after the first in turn: bits 40-47 of the IP set, so that
+/// the PSB+ says the flow is at code without an image. One decoder
+/// running through reads that PSB+ as a status update its state does not
+/// match, makes a gap, and goes on from where it recovers (the next
+/// PSB). The chunk that starts at that PSB warms up from the PSB before
+/// and then waits for its first IP, the corrupt one: it made the same
+/// gap, and then dropped everything it decoded after it, waiting for an
+/// IP the flow never gets to. A fifth of a real program's trace was gone
+/// at chunks of 32K, with the same gaps and errors as whole (a
+/// hostile-input probe's mutant). Decoded whole and in chunks of one
+/// PSB, with either flow decoder: the same FTF.
+#[test]
+fn a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut() {
+    let test = "a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut";
+    let Some(progs) = programs(test) else { return };
+    let v = Variant {
+        name: "--cyc --psb-period 0 --no-mtc",
+        apply: |o| {
+            o.pt.cyc = true;
+            o.pt.psb_period = 0;
+            o.pt.mtc = false;
+        },
+    };
+    let (tmp, dir) = simulate(&progs, "interp", v);
+    let parsed = aux_packets(&dir);
+    let (_, _, aux, packets) = &parsed;
+    let psbs = psbs_of(aux, packets);
+    assert!(psbs.len() >= 3, "PSBs at {psbs:?}");
+    // The byte for bits 40-47 of each later PSB+'s FUP with a 6- or
+    // 8-byte IP.
+    let spots: Vec<usize> = psbs[1..]
+        .iter()
+        .filter_map(|&p| {
+            let end = psb_plus_end(packets, p);
+            packets
+                .iter()
+                .find(|(o, k)| (p..end).contains(o) && matches!(k, ptflow::packet::Packet::Fup(..)))
+                .map(|(o, _)| *o)
+                .filter(|&o| matches!(aux[o] >> 5, 3 | 6))
+                .map(|o| o + 6)
+        })
+        .collect();
+    assert!(spots.len() >= 3, "{} PSB+s with a FUP", spots.len());
+    let errors = copies_decode_alike(tmp.path(), (&dir, &parsed), &[0xa1], &spots);
+    assert!(errors >= spots.len() as u64, "too few decode errors");
+}
+
 /// Trace dir `dir`'s PT (`parsed`, its [`aux_packets`]) with `copy`
 /// written over it at each of `spots` (offsets in the PT), each a trace
 /// dir in `tmp`: decoded whole and in chunks of one PSB, with either flow

@@ -358,6 +358,15 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         // then (and for the no-progress bound) skip to the next PSB.
         let again = self.last_error_offset == Some(off);
         self.last_error_offset = Some(off);
+        // An error after the chunk's own PSB+ was read in its warm-up,
+        // before its first IP: one decoder running through meets it there
+        // too, makes this gap and goes on from where it recovers, never to
+        // that IP (the chunk before, walking to it, left the error to this
+        // chunk: `next_chunk_meets`). So the chunk starts here; still
+        // waiting for its first IP, it dropped all it decoded after the
+        // error (a corrupt FUP in a PSB+: a fifth of a trace gone at
+        // chunks of 32K, with nothing said).
+        self.edges.start_at = None;
         let mut events = Vec::new();
         let next = match failure {
             Failure::Pt(_) if self.setup().resync && !again => {
