@@ -382,24 +382,29 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         // one gap for the whole stretch, as long as no instruction was
         // decoded since its gap (looking back past enables, disables and
         // marks, which a resync meets on the way; `order::repeated_gap`
-        // does the same across chunks).
-        let repeated = nomap
+        // does the same across chunks). So is an error met again at the
+        // same offset, after a resync that did not get past it (an enable
+        // without an IP: the resync stops at it again), before the sync at
+        // the next PSB: one gap, the error counted twice as for code
+        // without an image (it showed twice in a hostile-input probe's
+        // mutant, at every chunk size).
+        let offset = self.meta.aux_offset + off;
+        let repeated = (nomap || again)
             && self.run.as_ref().is_some_and(|r| {
-                r.ops
-                    .iter()
-                    .rev()
-                    .find(|o| is_flow(o))
-                    .is_some_and(|o| is_no_image(o) && o.stamp().insns == r.insns)
+                r.ops.iter().rev().find(|o| is_flow(o)).is_some_and(|o| {
+                    o.stamp().insns == r.insns
+                        && match o {
+                            Op::Gap { .. } if is_no_image(o) => nomap,
+                            Op::Gap { offset: g, .. } => again && *g == offset,
+                            _ => false,
+                        }
+                })
             });
         if !repeated {
             if nomap {
                 self.stats.no_image += 1;
             }
-            self.push(Op::Gap {
-                at,
-                kind,
-                offset: self.meta.aux_offset + off,
-            });
+            self.push(Op::Gap { at, kind, offset });
         }
         if next.is_some() {
             let to = self.offset(dec).unwrap_or(off);
