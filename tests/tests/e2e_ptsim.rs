@@ -1039,7 +1039,10 @@ fn lost_data_after_a_psb_plus_with_tracing_off_is_one_gap_however_cut() {
         let (cut, cut_st) = ftf_chunked(&dir, decoder, ptdec::decode::Chunking::Bytes(1));
         assert!(cut_st.decode.chunks > st.decode.chunks);
         assert_eq!(st.decode.lost_data, cut_st.decode.lost_data, "{decoder:?}");
-        assert!(st.decode.lost_data > 0, "{decoder:?}: no data lost");
+        // One cut, one gap (perf too reports it once: `Lost trace
+        // data`); the segment after the loss no longer adds a second one
+        // of no length for the same thread.
+        assert_eq!(st.decode.lost_data, 1, "{decoder:?}: the lost-data gaps");
         assert!(
             whole == cut,
             "{decoder:?}: the FTF cut at every PSB differs"

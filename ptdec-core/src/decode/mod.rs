@@ -84,7 +84,9 @@
 //! with libipt 2.1.2, or for `--on-error next-psb`. [`DecodeStats`] counts PSB syncs,
 //! resyncs and the bytes skipped. OVF becomes `Gap(Overflow)`; data lost
 //! between segments (AUX records flagged truncated/partial/collision, or
-//! holes in the AUX offsets) becomes `Gap(LostData)`.
+//! holes in the AUX offsets) becomes `Gap(LostData)`: at the end of the
+//! segment before the loss, and at the start of the segment after it
+//! unless that starts with the same task (`Orderer::follows_loss`).
 //!
 //! A PSB whose PSB+ libipt cannot read (random bytes that hold the
 //! pattern, a corrupt buffer) is passed over for the next one, however many
@@ -830,11 +832,16 @@ pub fn decode_with(
     let buffers = trace.buffers();
     let mut stats = DecodeStats::default();
     let mut segments = Vec::new();
+    // The buffer of the trace's segment before, when it is decoded.
+    let mut decoded_before: Option<usize> = None;
     for s in trace.segments() {
         if !setup.wanted(&s) {
             stats.segments_skipped += 1;
+            decoded_before = None;
             continue;
         }
+        let follows = s.after_loss && decoded_before == Some(s.buffer);
+        decoded_before = Some(s.buffer);
         let buf = &buffers[s.buffer];
         let owner = if setup.per_cpu {
             buf.cpu.map(Owner::Cpu)
@@ -853,6 +860,7 @@ pub fn decode_with(
             aux_offset: s.aux_offset,
             after_loss: s.after_loss,
             before_loss: s.before_loss,
+            follows,
             owner,
         });
     }
@@ -914,6 +922,7 @@ pub fn decode_raw(
         aux_offset: 0,
         after_loss: false,
         before_loss: false,
+        follows: false,
         owner: Some(Owner::Task(RAW_TASK)),
     };
     decode_segments(
@@ -932,6 +941,9 @@ struct SegmentPlan<'t> {
     aux_offset: u64,
     after_loss: bool,
     before_loss: bool,
+    /// After lost data, with the segment before the loss (the one before
+    /// this one) decoded too: its end made the loss's gap.
+    follows: bool,
     owner: Option<Owner>,
 }
 
@@ -987,6 +999,11 @@ fn decode_segments(
         &pool,
         stats,
     );
+    for (si, seg) in segments.iter().enumerate() {
+        if seg.follows {
+            orderer.follows_loss(si);
+        }
+    }
     // One chunk as long as its segment (`ptdec raw` with a listing or
     // sideband): decoded here, its runs handed on as they fill up, so that
     // memory stays bounded however long the trace.

@@ -34,6 +34,9 @@ use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp, T
 pub(super) struct ChunkStart {
     segment: usize,
     first: bool,
+    /// The segment's first chunk after lost data: the task whose run the
+    /// segment before ended with the loss's gap.
+    lost_in: Option<TaskId>,
     /// The previous chunk's open task and last CBR ratio.
     prev_open: Option<TaskId>,
     prev_cbr: Option<u16>,
@@ -83,6 +86,9 @@ pub(super) struct Orderer<'o> {
     lost: Vec<bool>,
     /// Per segment: the run its last chunk left open (see [`Tail`]).
     tail: Vec<Option<Tail>>,
+    /// Per segment: it follows lost data, and the segment before it, of
+    /// the same buffer, was decoded ([`Orderer::follows_loss`]).
+    follows: Vec<bool>,
     /// Per-cpu runs waiting for the watermark, by (start time, arrival).
     held: BTreeMap<(u64, u64), Run>,
     held_ops: usize,
@@ -129,6 +135,7 @@ impl<'o> Orderer<'o> {
             synced: vec![false; segments],
             lost: vec![false; segments],
             tail: vec![None; segments],
+            follows: vec![false; segments],
             held: BTreeMap::new(),
             held_ops: 0,
             arrivals: 0,
@@ -137,6 +144,18 @@ impl<'o> Orderer<'o> {
             batch: Vec::new(),
             stats,
         }
+    }
+
+    /// Segment `segment` follows lost data, and the segment before it is
+    /// of the same buffer: the end of that one made the loss's gap
+    /// (`ChunkDecoder::finish`), and the start of this one makes one too
+    /// for the task it starts with (the task on the CPU may have changed
+    /// in the loss). When it is the same task, with nothing decoded for it
+    /// in between, that second gap is the same loss again: dropped
+    /// ([`Orderer::stitch`]), so that one loss is one gap (per-thread
+    /// buffers showed two for each, the second with no length).
+    pub fn follows_loss(&mut self, segment: usize) {
+        self.follows[segment] = segment > 0;
     }
 
     /// Ops held here now (per-cpu runs waiting for their turn).
@@ -173,9 +192,14 @@ impl<'o> Orderer<'o> {
         let tail = self.tail[segment]
             .take()
             .filter(|t| !first && (prev_open == Some(t.task) || (prev_open.is_none() && !t.open)));
+        // The loss's gap the segment before ended with, and its task.
+        let lost_in = self.tail[segment.saturating_sub(1)]
+            .filter(|t| first && self.follows[segment] && t.after_lost)
+            .map(|t| t.task);
         ChunkStart {
             segment,
             first,
+            lost_in,
             prev_open,
             prev_cbr: self.cbr[segment],
             prev_tail: tail,
@@ -295,6 +319,11 @@ impl<'o> Orderer<'o> {
             if runs[0].task == t.task {
                 let removed = repeated_gap(runs, t, self.cycles);
                 self.stats.no_image = self.stats.no_image.saturating_sub(removed);
+            }
+        }
+        if let (true, Some(task)) = (begins, st.lost_in) {
+            if runs[0].task == task && drop_first_op(&mut runs[0], is_lost_data) {
+                self.stats.lost_data = self.stats.lost_data.saturating_sub(1);
             }
         }
     }
@@ -673,6 +702,8 @@ struct Tail {
     /// Still traced at the chunk's end (else tracing was off).
     open: bool,
     after_no_image: bool,
+    /// Its last op that goes on is a gap for lost data.
+    after_lost: bool,
     closed: Option<bool>,
 }
 
@@ -698,6 +729,7 @@ impl Tail {
                 Some((_, op)) => is_no_image(op) && op.stamp().insns == r.insns,
                 None => r.insns == 0 && prev.is_some_and(|p| p.after_no_image),
             },
+            after_lost: kept(r).next_back().is_some_and(|(_, op)| is_lost_data(op)),
             closed: closed(r).or_else(|| prev.and_then(|p| p.closed)),
         })
     }
@@ -735,6 +767,34 @@ pub(super) fn is_no_image(op: &Op) -> bool {
             ..
         }
     )
+}
+
+/// A gap for lost data.
+fn is_lost_data(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Gap {
+            kind: GapKind::LostData,
+            ..
+        }
+    )
+}
+
+/// Removes `r`'s first op when it goes on and `what` says so (the gap a
+/// segment after lost data starts with: `ChunkDecoder::switch_to`);
+/// whether it did.
+fn drop_first_op(r: &mut Run, what: fn(&Op) -> bool) -> bool {
+    if r.skip.drops(0) || !r.ops.first().is_some_and(what) {
+        return false;
+    }
+    r.ops.remove(0);
+    if let Some(a) = r.skip.at.as_mut() {
+        *a = a.saturating_sub(1);
+    }
+    // Counted and built ahead for the ops as they were.
+    r.stretch = None;
+    r.tally.n = usize::MAX;
+    true
 }
 
 /// A chunk's first run goes on with the run its previous chunk left
