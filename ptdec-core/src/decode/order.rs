@@ -1191,6 +1191,48 @@ mod tests {
         assert_eq!(stats.threads[&(1, 1)].calls, 2);
     }
 
+    fn lost(time: u64, insns: u64) -> Op {
+        Op::Gap {
+            at: at(time, insns),
+            kind: GapKind::LostData,
+            offset: 500,
+        }
+    }
+
+    /// One loss, one gap: the segment after the loss drops the gap it
+    /// starts with where the segment before ended with the loss's gap in
+    /// the same task, and keeps it for another task (per-cpu buffers) or
+    /// where the segment before was not decoded (`follows_loss` not
+    /// said).
+    #[test]
+    fn a_loss_between_segments_is_one_gap_per_task() {
+        for (follows, next, want) in [(true, A, 1), (true, B, 2), (false, A, 2)] {
+            let opts = DecodeOptions::default();
+            let pool = OpPool::default();
+            let mut o = Orderer::new(&opts, false, false, 2, &pool, DecodeStats::default());
+            let mut seen = Seen::default();
+            if follows {
+                o.follows_loss(1);
+            }
+            o.stats.lost_data = 2;
+            let c0 = chunk(
+                vec![run(A, 10, 3, vec![enabled(10, 0x1000), lost(12, 3)])],
+                None,
+                None,
+            );
+            o.chunk(0, true, c0, None, &mut seen);
+            let c1 = chunk(
+                vec![run(next, 20, 2, vec![lost(20, 0), enabled(20, 0x2000)])],
+                None,
+                None,
+            );
+            o.chunk(1, true, c1, None, &mut seen);
+            let stats = o.finish(&mut seen);
+            let gaps = seen.0.iter().filter(|(_, op)| matches!(op, Op::Gap { .. })).count();
+            assert_eq!((gaps, stats.lost_data), (want, want as u64), "{follows} {next:?}");
+        }
+    }
+
     #[test]
     fn per_cpu_runs_wait_for_the_watermark_and_come_out_in_time_order() {
         let opts = DecodeOptions::default();
