@@ -34,9 +34,9 @@ use crate::model::ops::{Ahead, Base, GapKind, Mark, Op, OpSink, Rebase, Stamp, T
 pub(super) struct ChunkStart {
     segment: usize,
     first: bool,
-    /// The segment's first chunk after lost data: the task whose run the
-    /// segment before ended with the loss's gap.
-    lost_in: Option<TaskId>,
+    /// The segment's first chunk after lost data, when the segment before
+    /// was decoded ([`Orderer::follows_loss`]).
+    lost_in: bool,
     /// The previous chunk's open task and last CBR ratio.
     prev_open: Option<TaskId>,
     prev_cbr: Option<u16>,
@@ -66,6 +66,9 @@ struct ThreadOut {
     skipped: bool,
     /// Past the window's end: nothing more is handed over.
     done: bool,
+    /// The last op handed over is a gap for lost data, with nothing
+    /// decoded after it.
+    after_lost: bool,
 }
 
 /// See the module doc.
@@ -150,10 +153,14 @@ impl<'o> Orderer<'o> {
     /// of the same buffer: the end of that one made the loss's gap
     /// (`ChunkDecoder::finish`), and the start of this one makes one too
     /// for the task it starts with (the task on the CPU may have changed
-    /// in the loss). When it is the same task, with nothing decoded for it
-    /// in between, that second gap is the same loss again: dropped
-    /// ([`Orderer::stitch`]), so that one loss is one gap (per-thread
-    /// buffers showed two for each, the second with no length).
+    /// in the loss). When the last op handed on for that task is the
+    /// loss's gap, with nothing decoded for it since, that second gap is
+    /// the same loss again: dropped where the run is handed on
+    /// ([`Orderer::emit`]; its thread may have run on another CPU in
+    /// between, and a window may have cut the first gap), so that one
+    /// loss is one gap (per-thread buffers showed two for each, the
+    /// second with no length). Not with a time window: the first gap may
+    /// lie before it.
     pub fn follows_loss(&mut self, segment: usize) {
         self.follows[segment] = segment > 0;
     }
@@ -192,10 +199,7 @@ impl<'o> Orderer<'o> {
         let tail = self.tail[segment]
             .take()
             .filter(|t| !first && (prev_open == Some(t.task) || (prev_open.is_none() && !t.open)));
-        // The loss's gap the segment before ended with, and its task.
-        let lost_in = self.tail[segment.saturating_sub(1)]
-            .filter(|t| first && self.follows[segment] && t.after_lost)
-            .map(|t| t.task);
+        let lost_in = first && self.follows[segment];
         ChunkStart {
             segment,
             first,
@@ -321,10 +325,8 @@ impl<'o> Orderer<'o> {
                 self.stats.no_image = self.stats.no_image.saturating_sub(removed);
             }
         }
-        if let (true, Some(task)) = (begins, st.lost_in) {
-            if runs[0].task == task && drop_first_op(&mut runs[0], is_lost_data) {
-                self.stats.lost_data = self.stats.lost_data.saturating_sub(1);
-            }
+        if begins && st.lost_in {
+            runs[0].lost_first = runs[0].ops.first().is_some_and(is_lost_data);
         }
     }
 
@@ -385,6 +387,19 @@ impl<'o> Orderer<'o> {
     /// stretch of them a worker built the call stack of
     /// ([`OpSink::stretch`]) between its head and tail.
     fn emit(&mut self, mut run: Run, sink: &mut dyn OpSink) {
+        let windowed = self.opts.start.is_some() || self.opts.end.is_some();
+        if run.lost_first
+            && !windowed
+            && self.threads.get(&run.task).is_some_and(|t| t.after_lost)
+            && drop_first_op(&mut run, is_lost_data)
+        {
+            self.stats.lost_data = self.stats.lost_data.saturating_sub(1);
+        }
+        // What the run leaves its thread with: nothing decoded (keep what
+        // it was), or whether it ends in a gap for lost data.
+        let after_lost = (!run.ops.is_empty() || run.insns > 0)
+            .then(|| run.ops.last().is_some_and(is_lost_data));
+        let task = run.task;
         let mut ops = std::mem::take(&mut run.ops);
         let stretch = run.stretch.take().filter(|st| {
             // Not with a window (ops are dropped around it), not for a
@@ -395,6 +410,9 @@ impl<'o> Orderer<'o> {
                 && self.threads.get(&run.task).is_some_and(|t| !t.fresh)
         });
         self.emit_ops(&run, &mut ops, stretch, sink);
+        if let (Some(a), Some(th)) = (after_lost, self.threads.get_mut(&task)) {
+            th.after_lost = a;
+        }
         // Drained by `emit_ops`: nothing left to drop.
         ops.clear();
         self.pool.give(ops);
@@ -702,8 +720,6 @@ struct Tail {
     /// Still traced at the chunk's end (else tracing was off).
     open: bool,
     after_no_image: bool,
-    /// Its last op that goes on is a gap for lost data.
-    after_lost: bool,
     closed: Option<bool>,
 }
 
@@ -729,7 +745,6 @@ impl Tail {
                 Some((_, op)) => is_no_image(op) && op.stamp().insns == r.insns,
                 None => r.insns == 0 && prev.is_some_and(|p| p.after_no_image),
             },
-            after_lost: kept(r).next_back().is_some_and(|(_, op)| is_lost_data(op)),
             closed: closed(r).or_else(|| prev.and_then(|p| p.closed)),
         })
     }
@@ -1200,16 +1215,22 @@ mod tests {
     }
 
     /// One loss, one gap: the segment after the loss drops the gap it
-    /// starts with where the segment before ended with the loss's gap in
-    /// the same task, and keeps it for another task (per-cpu buffers) or
-    /// where the segment before was not decoded (`follows_loss` not
-    /// said).
+    /// starts with where the last op handed on for its task is the loss's
+    /// gap, and keeps it for another task (per-cpu buffers), where the
+    /// task ran elsewhere in between (another CPU's segment, 2), or where
+    /// the segment before was not decoded (`follows_loss` not said).
     #[test]
     fn a_loss_between_segments_is_one_gap_per_task() {
-        for (follows, next, want) in [(true, A, 1), (true, B, 2), (false, A, 2)] {
+        let cases = [
+            (true, A, false, 1),
+            (true, B, false, 2),
+            (false, A, false, 2),
+            (true, A, true, 2),
+        ];
+        for (follows, next, elsewhere, want) in cases {
             let opts = DecodeOptions::default();
             let pool = OpPool::default();
-            let mut o = Orderer::new(&opts, false, false, 2, &pool, DecodeStats::default());
+            let mut o = Orderer::new(&opts, false, false, 3, &pool, DecodeStats::default());
             let mut seen = Seen::default();
             if follows {
                 o.follows_loss(1);
@@ -1221,6 +1242,19 @@ mod tests {
                 None,
             );
             o.chunk(0, true, c0, None, &mut seen);
+            if elsewhere {
+                let c2 = chunk(
+                    vec![run(
+                        A,
+                        15,
+                        4,
+                        vec![enabled(15, 0x3000), call(16, 2, 0x3010)],
+                    )],
+                    None,
+                    None,
+                );
+                o.chunk(2, true, c2, None, &mut seen);
+            }
             let c1 = chunk(
                 vec![run(next, 20, 2, vec![lost(20, 0), enabled(20, 0x2000)])],
                 None,
@@ -1228,8 +1262,16 @@ mod tests {
             );
             o.chunk(1, true, c1, None, &mut seen);
             let stats = o.finish(&mut seen);
-            let gaps = seen.0.iter().filter(|(_, op)| matches!(op, Op::Gap { .. })).count();
-            assert_eq!((gaps, stats.lost_data), (want, want as u64), "{follows} {next:?}");
+            let gaps = seen
+                .0
+                .iter()
+                .filter(|(_, op)| matches!(op, Op::Gap { .. }))
+                .count();
+            assert_eq!(
+                (gaps, stats.lost_data),
+                (want, want as u64),
+                "{follows} {next:?} {elsewhere}"
+            );
         }
     }
 

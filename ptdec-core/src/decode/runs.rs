@@ -56,6 +56,10 @@ pub(super) struct Run {
     /// Jumps left out (the module doc's quiet jumps), which the ordering
     /// stage counts among the thread's jumps.
     pub dropped: u64,
+    /// Its first op is the gap a segment after lost data starts with,
+    /// which the ordering stage drops where the thread's last op handed
+    /// on is the loss's gap already (`order::Orderer::follows_loss`).
+    pub lost_first: bool,
     /// The instructions and cycles of the last jump left out (0: none).
     /// Where no op came after it (its instructions are more than the
     /// last op's: an op's stamp is taken later), the ordering stage takes
@@ -90,6 +94,7 @@ impl Run {
             stretch: None,
             tally: Tally::default(),
             dropped: 0,
+            lost_first: false,
             tail_insns: 0,
             tail_cycles: Cycles::NONE,
             quiet: None,

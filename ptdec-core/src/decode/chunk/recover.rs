@@ -395,7 +395,7 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                     o.stamp().insns == r.insns
                         && match o {
                             Op::Gap { .. } if is_no_image(o) => nomap,
-                            Op::Gap { offset: g, .. } => again && *g == offset,
+                            Op::Gap { offset: g, .. } => again && !nomap && *g == offset,
                             _ => false,
                         }
                 })
