@@ -942,6 +942,65 @@ fn a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut() {
     assert!(errors >= spots.len() as u64, "too few decode errors");
 }
 
+/// A CYC trace with overflows (ptsim `interp`, as a hostile-input probe
+/// made it) whose PSB+ MODE.Exec says 16-bit code where the code is
+/// 64-bit (one byte changed): libipt decodes that PSB interval as 16-bit
+/// code, and its block cache, the worker's, keeps those blocks and gives
+/// them back in 16-bit mode to the 64-bit decode of a later chunk (or
+/// the other way round). Which chunks a worker decoded before depended on
+/// how the two workers shared them: `-j2` gave another output from one
+/// run to the next (4 of 12 runs of the probe's mutant, the fast decoder
+/// at 4K chunks). Now a chunk decoded after code was decoded in two
+/// modes with the worker's caches is decoded again with fresh ones
+/// (`WorkerImages::modes_mixed`): `-j2`, run eight times, gives `-j1`'s
+/// FTF each time.
+#[test]
+fn a_psb_plus_that_says_16_bit_code_decodes_alike_on_any_worker() {
+    let test = "a_psb_plus_that_says_16_bit_code_decodes_alike_on_any_worker";
+    let Some(progs) = programs(test) else { return };
+    let v = Variant {
+        name: "--cyc --psb-period 0 --overflow-every 3000 --overflow-lost 40",
+        apply: |o| {
+            o.pt.cyc = true;
+            o.pt.psb_period = 0;
+            o.pt.overflow_every = Some(3000);
+            o.pt.overflow_lost_insns = 40;
+        },
+    };
+    let (_tmp, dir) = simulate(&progs, "interp", v);
+    let (mut data, base, aux, packets) = aux_packets(&dir);
+    let psbs = psbs_of(&aux, &packets);
+    assert!(psbs.len() >= 8, "PSBs at {psbs:?}");
+    // The MODE.Exec payloads of PSB+s in the trace's middle: 0 (16-bit).
+    let mut changed = 0;
+    for &p in &psbs[psbs.len() / 3..psbs.len() / 3 + 2] {
+        let end = psb_plus_end(&packets, p);
+        let mode = packets.iter().find(|(o, k)| {
+            (p..end).contains(o) && matches!(k, ptflow::packet::Packet::ModeExec { .. })
+        });
+        if let Some(&(o, _)) = mode {
+            data[base + o + 1] &= !3;
+            changed += 1;
+        }
+    }
+    assert!(changed > 0, "no MODE.Exec in the PSB+s");
+    std::fs::write(dir.join("data"), &data).unwrap();
+    let decode = |jobs: usize| {
+        let opts = DecodeOptions {
+            jobs,
+            chunking: ptdec::decode::Chunking::Bytes(4096),
+            ..DecodeOptions::default()
+        };
+        let out = dir.join(format!("j{jobs}.ftf"));
+        ftf_with(&dir, &out, opts, EmitOptions::default());
+        std::fs::read(out).unwrap()
+    };
+    let one = decode(1);
+    for run in 0..8 {
+        assert!(decode(2) == one, "run {run}: -j2 differs from -j1");
+    }
+}
+
 /// Trace dir `dir`'s PT (`parsed`, its [`aux_packets`]) with `copy`
 /// written over it at each of `spots` (offsets in the PT), each a trace
 /// dir in `tmp`: decoded whole and in chunks of one PSB, with either flow

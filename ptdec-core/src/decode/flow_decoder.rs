@@ -113,6 +113,7 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     }
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
         let (mut b, r) = self.dec.next_block();
+        self.images.note_mode(b.isid, b.mode);
         // Blocks say our section ids, whichever decoder made them.
         b.isid = self.images.our_isid(b.isid);
         *block = b;

@@ -1027,6 +1027,11 @@ fn decode_segments(
         let stream = &segments[job.stream].stream;
         if let Some(redo) = out.redo.take() {
             orderer.stats.chunks_in_pieces += 1;
+            // Fresh caches after code decoded in two execution modes
+            // (`WorkerImages::modes_mixed`).
+            if images_here.as_ref().is_some_and(|i| i.modes_mixed()) {
+                images_here = None;
+            }
             let images = match &mut images_here {
                 Some(i) => &*i,
                 None => &*images_here.insert(worker_images::WorkerImages::new(setup)?),

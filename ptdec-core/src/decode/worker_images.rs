@@ -6,7 +6,7 @@
 //!
 //! The maps are hit once per block: they hash with [`FastMap`].
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use ipt::SectionCache;
@@ -73,6 +73,13 @@ pub(super) struct WorkerImages<'s, 't> {
     /// read it).
     #[cfg_attr(not(test), allow(dead_code))]
     probe_lookups: u64,
+    /// The execution modes libipt decoded each section's blocks in (bit
+    /// `1 << mode`, by libipt's section id), and the last section and
+    /// mode noted ([`WorkerImages::note_mode`]).
+    lib_modes: RefCell<FastMap<i32, u8>>,
+    last_mode: Cell<(i32, u32)>,
+    /// A section was decoded in two modes ([`WorkerImages::modes_mixed`]).
+    mixed: Cell<bool>,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
@@ -139,7 +146,44 @@ impl<'s, 't> WorkerImages<'s, 't> {
             fast_sections: RefCell::default(),
             files: RefCell::default(),
             probe_lookups,
+            lib_modes: RefCell::default(),
+            last_mode: Cell::new((0, u32::MAX)),
+            mixed: Cell::new(false),
         })
+    }
+
+    /// libipt decoded a block of its section `isid` in execution mode
+    /// `mode`. Looked up only where the section or mode changes from the
+    /// block before, and only for sections (libipt caches their blocks).
+    #[inline]
+    pub fn note_mode(&self, isid: i32, mode: u32) {
+        // Bytes from elsewhere (isid 0: no block cache) or no mode.
+        if self.last_mode.get() == (isid, mode) || isid <= 0 || mode == 0 {
+            return;
+        }
+        self.last_mode.set((isid, mode));
+        let bit = 1u8 << mode.min(7);
+        let mut modes = self.lib_modes.borrow_mut();
+        let m = modes.entry(isid).or_insert(0);
+        *m |= bit;
+        if *m != bit {
+            self.mixed.set(true);
+        }
+    }
+
+    /// Whether libipt decoded some section's code in two execution modes
+    /// with these caches (a corrupt MODE.Exec: 64-bit code read as 16-bit
+    /// code). libipt's block cache, a section's in the worker's image
+    /// section cache, keeps the mode each block was decoded in and gives
+    /// the block back in that mode whatever mode the decoder is in when
+    /// it asks again; so what a chunk decodes after another decoded its
+    /// code in another mode depends on which chunks the worker decoded
+    /// before, that is, on how the chunks were shared among the workers:
+    /// `-j2` gave another output from one run to the next on such a trace
+    /// (a hostile-input probe's mutant). The workers then decode the chunk
+    /// again with fresh caches (`workers::decode_job`).
+    pub fn modes_mixed(&self) -> bool {
+        self.mixed.get()
     }
 
     /// Our id of the set-up's section `i`.

@@ -116,9 +116,9 @@ pub(super) fn inline_on_one_cpu(threads: usize) -> bool {
 /// Decodes `job` with a worker's `images`, each run then prepared by
 /// `prepare` (the stitch's stacks built ahead) where there is one, and
 /// counts its bytes as done; a panic becomes the error.
-fn decode_job(
-    shared: &Shared<'_, '_>,
-    images: &WorkerImages<'_, '_>,
+fn decode_job<'s, 't>(
+    shared: &Shared<'s, 't>,
+    (images, fresh): (&mut WorkerImages<'s, 't>, &mut bool),
     prepare: &mut Option<crate::model::ops::Preparer<'_>>,
     (job, share): (&ChunkJob, Option<usize>),
 ) -> Result<ChunkOutput, DecodeError> {
@@ -132,7 +132,26 @@ fn decode_job(
             },
         });
         let job = limited.as_ref().unwrap_or(job);
-        let mut r = decode_on_worker(images, shared.pool, shared.streams[job.stream], job);
+        let stream = shared.streams[job.stream];
+        let mut r = decode_on_worker(images, shared.pool, stream, job);
+        // libipt decoded some code in two execution modes with the
+        // worker's caches (`WorkerImages::modes_mixed`): what this chunk
+        // decoded may depend on the chunks the worker decoded before. So
+        // it is decoded again with fresh caches, unless they were fresh,
+        // and the next chunk gets fresh ones too: each chunk then decodes
+        // as it would alone, whichever worker takes it.
+        let mixed = images.modes_mixed();
+        if mixed {
+            if !*fresh {
+                if let Ok(out) = r {
+                    out.give_back(shared.pool);
+                }
+                *images = WorkerImages::new(shared.setup)?;
+                r = decode_on_worker(images, shared.pool, stream, job);
+            }
+            *images = WorkerImages::new(shared.setup)?;
+        }
+        *fresh = mixed;
         if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
             for run in out.runs_mut() {
                 run.stretch = prep(run.task, &run.ops, shared.setup.cycles);
@@ -149,7 +168,8 @@ fn decode_job(
 /// delivered, as a worker and the delivery would, with nothing held.
 fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), DecodeError> {
     let setup = shared.setup;
-    let images = WorkerImages::new(setup)?;
+    let mut images = WorkerImages::new(setup)?;
+    let mut fresh = true;
     let mut prepare = shared
         .prepare
         .filter(|_| !setup.per_cpu)
@@ -159,7 +179,7 @@ fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), 
         if stop.is_stopped() {
             return Err(DecodeError::Stopped);
         }
-        let out = decode_job(shared, &images, &mut prepare, (job, None))?;
+        let out = decode_job(shared, (&mut images, &mut fresh), &mut prepare, (job, None))?;
         let held = out.ops_held();
         deliver(k, out, held)?;
     }
@@ -222,7 +242,8 @@ pub(super) fn run(
                 (&next, &stop, &gate, &too_far, &in_flight);
             scope.spawn(move || {
                 yield_to_delivery();
-                let images = match WorkerImages::new(setup) {
+                let mut fresh = true;
+                let mut images = match WorkerImages::new(setup) {
                     Ok(i) => i,
                     Err(e) => {
                         let k = next.fetch_add(1, Ordering::Relaxed);
@@ -243,7 +264,12 @@ pub(super) fn run(
                     if stop.load(Ordering::Relaxed) || setup.opts.stop.is_stopped() {
                         break;
                     }
-                    let r = decode_job(shared, &images, &mut prepare, (job, Some(share)));
+                    let r = decode_job(
+                        shared,
+                        (&mut images, &mut fresh),
+                        &mut prepare,
+                        (job, Some(share)),
+                    );
                     if let Ok(out) = &r {
                         in_flight.fetch_add(out.ops_held(), Ordering::Relaxed);
                     }
