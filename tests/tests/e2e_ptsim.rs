@@ -953,10 +953,7 @@ fn a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut() {
 /// at 4K chunks). Now a chunk decoded after code was decoded in two
 /// modes with the worker's caches is decoded again with fresh ones
 /// (`WorkerImages::modes_mixed`): `-j2`, run eight times, gives `-j1`'s
-/// FTF each time, with either flow decoder. (A chunk in which libipt met
-/// a decode error with caches filled before is decoded again too,
-/// `WorkerImages::take_error`; a probe's per-cpu mutant showed it, and no
-/// trace made here does.)
+/// FTF each time, with either flow decoder.
 #[test]
 fn a_psb_plus_that_says_16_bit_code_decodes_alike_on_any_worker() {
     let test = "a_psb_plus_that_says_16_bit_code_decodes_alike_on_any_worker";

@@ -114,20 +114,13 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
         let (mut b, r) = self.dec.next_block();
         self.images.note_mode(b.isid, b.mode);
-        if let Err(e) = r {
-            self.images.note_error(e);
-        }
         // Blocks say our section ids, whichever decoder made them.
         b.isid = self.images.our_isid(b.isid);
         *block = b;
         r
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
-        let r = self.dec.event();
-        if let Err(e) = r {
-            self.images.note_error(e);
-        }
-        r
+        self.dec.event()
     }
     fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)> {
         let dec = BlockDecoder::new(cfg, bytes).ok()?;

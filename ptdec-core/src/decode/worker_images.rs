@@ -80,8 +80,6 @@ pub(super) struct WorkerImages<'s, 't> {
     last_mode: Cell<(i32, u32)>,
     /// A section was decoded in two modes ([`WorkerImages::modes_mixed`]).
     mixed: Cell<bool>,
-    /// libipt met a decode error ([`WorkerImages::take_error`]).
-    error: Cell<bool>,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
@@ -151,32 +149,7 @@ impl<'s, 't> WorkerImages<'s, 't> {
             lib_modes: RefCell::default(),
             last_mode: Cell::new((0, u32::MAX)),
             mixed: Cell::new(false),
-            error: Cell::new(false),
         })
-    }
-
-    /// libipt met error `e` decoding. Not the end of the trace, and not
-    /// code without an image (no section, no block cache; common on real
-    /// traces: JIT code, a binary not found).
-    #[cold]
-    pub fn note_error(&self, e: ipt::Error) {
-        if e != ipt::Error::EOS && e != ipt::Error::NOMAP {
-            self.error.set(true);
-        }
-    }
-
-    /// Whether libipt met a decode error since the last call. On a
-    /// corrupt trace what libipt does at an error can depend on its block
-    /// cache (it follows a cached block to its end without decoding the
-    /// instructions on the way, and meets the bad trace elsewhere than
-    /// where decoding them does): a per-cpu mutant's chunk met a bad
-    /// compressed return after another chunk had filled the cache and a
-    /// bad query with a fresh one, so its FTF changed from one `-j2` run
-    /// to the next. The workers decode such a chunk again with fresh
-    /// caches (`workers::decode_job`); on a sound trace libipt meets no
-    /// such error.
-    pub fn take_error(&self) -> bool {
-        self.error.replace(false)
     }
 
     /// libipt decoded a block of its section `isid` in execution mode

@@ -134,22 +134,18 @@ fn decode_job<'s, 't>(
         let job = limited.as_ref().unwrap_or(job);
         let stream = shared.streams[job.stream];
         let mut r = decode_on_worker(images, shared.pool, stream, job);
-        // Where libipt decoded some code in two execution modes with the
-        // worker's caches (`WorkerImages::modes_mixed`), or met a decode
-        // error (`WorkerImages::take_error`), what this chunk decoded may
-        // depend on the chunks the worker decoded before: it is decoded
-        // again with fresh caches, unless they were fresh. After code
-        // decoded in two modes the next chunk gets fresh caches too; the
-        // caches an error leaves are sound. Each chunk then decodes as it
-        // would alone, whichever worker takes it.
-        let (mixed, error) = (images.modes_mixed(), images.take_error());
-        if (mixed || error) && !*fresh {
+        // libipt decoded some code in two execution modes with the
+        // worker's caches (`WorkerImages::modes_mixed`): what this chunk
+        // decoded may depend on the chunks the worker decoded before. So
+        // it is decoded again with fresh caches, unless they were fresh,
+        // and the next chunk gets fresh ones too: each chunk then decodes
+        // as it would alone, whichever worker takes it.
+        if images.modes_mixed() && !*fresh {
             if let Ok(out) = r {
                 out.give_back(shared.pool);
             }
             *images = WorkerImages::new(shared.setup)?;
             r = decode_on_worker(images, shared.pool, stream, job);
-            images.take_error();
         }
         *fresh = images.modes_mixed();
         if *fresh {
