@@ -116,6 +116,16 @@ const CYC: Variant = Variant {
     },
 };
 
+// CYC without MTC: each chunk warms up from the PSB before it.
+const CYC_NO_MTC: Variant = Variant {
+    name: "--cyc --psb-period 0 --no-mtc",
+    apply: |o| {
+        o.pt.cyc = true;
+        o.pt.psb_period = 0;
+        o.pt.mtc = false;
+    },
+};
+
 /// Runs ptsim on `prog` (empty environment; forkexec follows its child)
 /// into `tmp/trace`.
 fn simulate(progs: &Path, prog: &str, v: Variant) -> (tempfile::TempDir, PathBuf) {
@@ -812,15 +822,7 @@ fn cycle_accurate_traces_decode_as_the_truth_says() {
 fn a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut() {
     let test = "a_psb_plus_copied_into_a_cyc_trace_decodes_alike_however_cut";
     let Some(progs) = programs(test) else { return };
-    let v = Variant {
-        name: "--cyc --psb-period 0 --no-mtc",
-        apply: |o| {
-            o.pt.cyc = true;
-            o.pt.psb_period = 0;
-            o.pt.mtc = false;
-        },
-    };
-    let (tmp, dir) = simulate(&progs, "interp", v);
+    let (tmp, dir) = simulate(&progs, "interp", CYC_NO_MTC);
     let parsed = aux_packets(&dir);
     let (_, _, aux, packets) = &parsed;
     let psbs = psbs_of(aux, packets);
@@ -910,15 +912,7 @@ fn a_psb_plus_copied_into_a_trace_with_few_mtcs_decodes_alike_however_cut() {
 fn a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut() {
     let test = "a_corrupt_ip_in_a_psb_plus_of_a_cyc_trace_decodes_alike_however_cut";
     let Some(progs) = programs(test) else { return };
-    let v = Variant {
-        name: "--cyc --psb-period 0 --no-mtc",
-        apply: |o| {
-            o.pt.cyc = true;
-            o.pt.psb_period = 0;
-            o.pt.mtc = false;
-        },
-    };
-    let (tmp, dir) = simulate(&progs, "interp", v);
+    let (tmp, dir) = simulate(&progs, "interp", CYC_NO_MTC);
     let parsed = aux_packets(&dir);
     let (_, _, aux, packets) = &parsed;
     let psbs = psbs_of(aux, packets);
