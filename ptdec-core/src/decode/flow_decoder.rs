@@ -81,6 +81,10 @@ pub(crate) trait FlowDecoder {
 pub(crate) struct Libipt<'a, 'w, 's, 't> {
     pub dec: BlockDecoder<'a>,
     pub images: &'w WorkerImages<'s, 't>,
+    /// The execution mode the decoder's events last gave (0: none since
+    /// the last sync). A block from libipt's block cache has the mode the
+    /// cache was filled in, not this one (`WorkerImages::note_mode`).
+    pub mode: u32,
 }
 
 impl<'a, 'w, 's, 't> Libipt<'a, 'w, 's, 't> {
@@ -95,6 +99,7 @@ impl<'a, 'w, 's, 't> Libipt<'a, 'w, 's, 't> {
         let mut dec = Libipt {
             dec: BlockDecoder::new(cfg, bytes)?,
             images,
+            mode: 0,
         };
         dec.dec.image().set_memory(Vec::new());
         Ok(dec)
@@ -103,9 +108,11 @@ impl<'a, 'w, 's, 't> Libipt<'a, 'w, 's, 't> {
 
 impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.mode = 0;
         self.dec.sync_forward()
     }
     fn sync_set(&mut self, offset: u64) -> Result<Status, PtError> {
+        self.mode = 0;
         self.dec.sync_set(offset)
     }
     fn resync(&mut self) -> Result<Status, PtError> {
@@ -113,14 +120,21 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
     }
     fn next_block(&mut self, block: &mut Block) -> Result<Status, PtError> {
         let (mut b, r) = self.dec.next_block();
-        self.images.note_mode(b.isid, b.mode);
+        self.images
+            .note_mode(b.isid, b.mode, b.ninsn > 0 && b.mode != self.mode);
         // Blocks say our section ids, whichever decoder made them.
         b.isid = self.images.our_isid(b.isid);
         *block = b;
         r
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
-        self.dec.event()
+        let r = self.dec.event();
+        if let Ok((ev, _)) = &r {
+            if let Some(m) = ev.exec_mode() {
+                self.mode = m;
+            }
+        }
+        r
     }
     fn error_after_psb(&self, cfg: &PtConfig, bytes: &[u8], psb: u64) -> Option<(PtError, u64)> {
         let dec = BlockDecoder::new(cfg, bytes).ok()?;
@@ -128,6 +142,7 @@ impl FlowDecoder for Libipt<'_, '_, '_, '_> {
             Libipt {
                 dec,
                 images: self.images,
+                mode: 0,
             },
             psb,
         )

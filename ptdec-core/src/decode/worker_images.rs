@@ -153,10 +153,16 @@ impl<'s, 't> WorkerImages<'s, 't> {
     }
 
     /// libipt decoded a block of its section `isid` in execution mode
-    /// `mode`. Looked up only where the section or mode changes from the
-    /// block before, and only for sections (libipt caches their blocks).
+    /// `mode`; `stale`: not the mode its decoder is in (a block from the
+    /// block cache, filled in another mode, has that mode: a chunk whose
+    /// code all came from it would note only that one). Looked up only
+    /// where the section or mode changes from the block before, and only
+    /// for sections (libipt caches their blocks).
     #[inline]
-    pub fn note_mode(&self, isid: i32, mode: u32) {
+    pub fn note_mode(&self, isid: i32, mode: u32, stale: bool) {
+        if stale {
+            self.mixed.set(true);
+        }
         // Bytes from elsewhere (isid 0: no block cache) or no mode.
         if self.last_mode.get() == (isid, mode) || isid <= 0 || mode == 0 {
             return;
