@@ -86,7 +86,8 @@
 //! between segments (AUX records flagged truncated/partial/collision, or
 //! holes in the AUX offsets) becomes `Gap(LostData)`: at the end of the
 //! segment before the loss, and at the start of the segment after it
-//! unless that starts with the same task (`Orderer::follows_loss`).
+//! unless the last op handed on for its first task is that gap already
+//! (`Orderer::follows_loss`).
 //!
 //! A PSB whose PSB+ libipt cannot read (random bytes that hold the
 //! pattern, a corrupt buffer) is passed over for the next one, however many
