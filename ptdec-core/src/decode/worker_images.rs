@@ -80,6 +80,8 @@ pub(super) struct WorkerImages<'s, 't> {
     last_mode: Cell<(i32, u32)>,
     /// A section was decoded in two modes ([`WorkerImages::modes_mixed`]).
     mixed: Cell<bool>,
+    /// A chunk was decoded with these caches (`workers::decode_job`).
+    pub used: Cell<bool>,
 }
 
 impl<'s, 't> WorkerImages<'s, 't> {
@@ -149,6 +151,7 @@ impl<'s, 't> WorkerImages<'s, 't> {
             lib_modes: RefCell::default(),
             last_mode: Cell::new((0, u32::MAX)),
             mixed: Cell::new(false),
+            used: Cell::new(false),
         })
     }
 

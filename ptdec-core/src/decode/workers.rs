@@ -118,7 +118,7 @@ pub(super) fn inline_on_one_cpu(threads: usize) -> bool {
 /// counts its bytes as done; a panic becomes the error.
 fn decode_job<'s, 't>(
     shared: &Shared<'s, 't>,
-    (images, fresh): (&mut WorkerImages<'s, 't>, &mut bool),
+    images: &mut WorkerImages<'s, 't>,
     prepare: &mut Option<crate::model::ops::Preparer<'_>>,
     (job, share): (&ChunkJob, Option<usize>),
 ) -> Result<ChunkOutput, DecodeError> {
@@ -133,6 +133,7 @@ fn decode_job<'s, 't>(
         });
         let job = limited.as_ref().unwrap_or(job);
         let stream = shared.streams[job.stream];
+        let used = images.used.replace(true);
         let mut r = decode_on_worker(images, shared.pool, stream, job);
         // libipt decoded some code in two execution modes with the
         // worker's caches (`WorkerImages::modes_mixed`): what this chunk
@@ -140,15 +141,15 @@ fn decode_job<'s, 't>(
         // it is decoded again with fresh caches, unless they were fresh,
         // and the next chunk gets fresh ones too: each chunk then decodes
         // as it would alone, whichever worker takes it.
-        if images.modes_mixed() && !*fresh {
+        if images.modes_mixed() && used {
             if let Ok(out) = r {
                 out.give_back(shared.pool);
             }
             *images = WorkerImages::new(shared.setup)?;
+            images.used.set(true);
             r = decode_on_worker(images, shared.pool, stream, job);
         }
-        *fresh = images.modes_mixed();
-        if *fresh {
+        if images.modes_mixed() {
             *images = WorkerImages::new(shared.setup)?;
         }
         if let (Ok(out), Some(prep)) = (&mut r, prepare.as_mut()) {
@@ -168,7 +169,6 @@ fn decode_job<'s, 't>(
 fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), DecodeError> {
     let setup = shared.setup;
     let mut images = WorkerImages::new(setup)?;
-    let mut fresh = true;
     let mut prepare = shared
         .prepare
         .filter(|_| !setup.per_cpu)
@@ -178,7 +178,7 @@ fn run_inline(shared: &Shared<'_, '_>, deliver: &mut Deliver<'_>) -> Result<(), 
         if stop.is_stopped() {
             return Err(DecodeError::Stopped);
         }
-        let out = decode_job(shared, (&mut images, &mut fresh), &mut prepare, (job, None))?;
+        let out = decode_job(shared, &mut images, &mut prepare, (job, None))?;
         let held = out.ops_held();
         deliver(k, out, held)?;
     }
@@ -241,7 +241,6 @@ pub(super) fn run(
                 (&next, &stop, &gate, &too_far, &in_flight);
             scope.spawn(move || {
                 yield_to_delivery();
-                let mut fresh = true;
                 let mut images = match WorkerImages::new(setup) {
                     Ok(i) => i,
                     Err(e) => {
@@ -263,12 +262,7 @@ pub(super) fn run(
                     if stop.load(Ordering::Relaxed) || setup.opts.stop.is_stopped() {
                         break;
                     }
-                    let r = decode_job(
-                        shared,
-                        (&mut images, &mut fresh),
-                        &mut prepare,
-                        (job, Some(share)),
-                    );
+                    let r = decode_job(shared, &mut images, &mut prepare, (job, Some(share)));
                     if let Ok(out) = &r {
                         in_flight.fetch_add(out.ops_held(), Ordering::Relaxed);
                     }
