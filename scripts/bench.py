@@ -690,13 +690,17 @@ def main():
             # On the core of the one-core rows they are compared with.
             ("bare libipt", ["taskset", "-c", "0", os.path.join(REL, "ptbench-libipt"), trace], False),
             ("bare fast", ["taskset", "-c", "0", os.path.join(REL, "ptbench-fast"), trace], False),
+            # The flow decoder handing out walks, as ptdec's chunk
+            # decoder takes its blocks (`ptflow::walk`).
+            ("bare fast, walks", ["env", "PTBENCH_WALKS=1", "taskset", "-c", "0", os.path.join(REL, "ptbench-fast"), trace], False),
         ]
         if real:
             # A real recording (an LLDB bundle, which perf does not
             # read): the decoders alone, FTF and report on one core, and
             # both flow decoders' FTF (the same bytes).
             keep = {"ptdec 1 core", "ptdec --decoder libipt -j1", "ptdec --decoder fast -j1",
-                    "ptdec report --decoder fast, 1 core, no --slowest", "bare libipt", "bare fast"}
+                    "ptdec report --decoder fast, 1 core, no --slowest", "bare libipt", "bare fast",
+                    "bare fast, walks"}
             tools = [t for t in tools if t[0] in keep]
             # Its cores' traces as raw PT (`ptdec raw`, as LLDB's,
             # simple-pt's or kAFL's trace files are decoded), one after
@@ -889,6 +893,9 @@ def main():
         if "bare fast" in res:
             res["bare fast"]["ratio"] = "speed: %s x bare libipt (target >= 8)" % (
                 ratio(cpu("bare libipt"), cpu("bare fast")))
+        if "bare fast, walks" in res:
+            res["bare fast, walks"]["ratio"] = "speed: %s x bare libipt (target >= 8)" % (
+                ratio(cpu("bare libipt"), cpu("bare fast, walks")))
         if real:
             if one in res:
                 res[one]["ratio"] = "CPU: %s x bare libipt (FTF, 1 core)" % ratio(cpu(one), cpu("bare libipt"))

@@ -261,6 +261,101 @@ impl Dec for Batch<'_> {
     }
 }
 
+/// What [`Walked`] queues from one call of `next_blocks_to`: a block or
+/// a walk, with the time it was handed out at.
+enum Handed {
+    Block(Block, (u64, u32, u32)),
+    Walk(ptflow::walk::Walk, (u64, u32, u32)),
+}
+
+/// [`Handed`]s in a queue, as `next_blocks_to` hands them out.
+#[derive(Default)]
+struct Handout {
+    handed: Vec<Handed>,
+    time: (u64, u32, u32),
+}
+
+impl ptflow::block::Follow for Handout {
+    const WALKS: bool = true;
+    fn moved(&mut self, time: (u64, u32, u32), _: Option<u64>) {
+        self.time = time;
+    }
+    fn block(&mut self, b: &Block) -> bool {
+        self.handed.push(Handed::Block(*b, self.time));
+        true
+    }
+    fn walk(&mut self, w: &ptflow::walk::Walk) -> Option<bool> {
+        self.handed.push(Handed::Walk(*w, self.time));
+        Some(true)
+    }
+}
+
+/// The flow decoder through [`FastDecoder::next_blocks_to`], taking walks
+/// (`ptflow::walk`): the blocks and each walk's blocks, found again one
+/// by one ([`ptflow::walk::Walk::expand`]), queued and taken one by one.
+/// Its log must be [`Fast`]'s: a walk that went elsewhere or left the
+/// decoder elsewhere than the blocks one by one differs.
+struct Walked<'a> {
+    fast: Fast<'a>,
+    walks: ptflow::walk::Walks,
+    queue: std::collections::VecDeque<Queued>,
+    time: (u64, u32, u32),
+}
+
+impl Dec for Walked<'_> {
+    fn sync_forward(&mut self) -> Result<Status, PtError> {
+        self.fast.sync_forward()
+    }
+    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
+        if self.queue.is_empty() {
+            let mut b = Block::default();
+            let mut h = Handout {
+                time: self.fast.dec.time(),
+                ..Handout::default()
+            };
+            let r = self.fast.dec.next_blocks_to(
+                &mut self.fast.code,
+                &mut self.walks,
+                &mut b,
+                BATCH_MAX,
+                &mut h,
+            );
+            for handed in h.handed {
+                match handed {
+                    Handed::Block(b, t) => self.queue.push_back((b, Ok(Status(0)), t)),
+                    Handed::Walk(w, t) => {
+                        for b in w.expand(&self.fast.code) {
+                            self.queue.push_back((b, Ok(Status(0)), t));
+                        }
+                    }
+                }
+            }
+            self.queue.push_back((b, r, self.fast.dec.time()));
+        }
+        let (b, r, t) = self.queue.pop_front().expect("queued");
+        self.time = t;
+        (b, r)
+    }
+    fn event(&mut self) -> Result<(Event, Status), PtError> {
+        self.fast.event()
+    }
+    fn offset(&self) -> u64 {
+        self.fast.offset()
+    }
+    fn time(&mut self) -> (u64, u32, u32) {
+        self.time
+    }
+    fn take_miss(&mut self) -> Option<u64> {
+        self.fast.take_miss()
+    }
+    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
+        self.fast.code_at(ip, bits)
+    }
+    fn stopped(&self) -> bool {
+        self.queue.is_empty() && self.fast.stopped()
+    }
+}
+
 /// Runs `d` as ptxed does, logging what it hands out.
 fn run(d: &mut impl Dec, log: &mut Vec<Line>) {
     // The decoder's mode: unknown after a sync (`pt_blk_reset`), then the
@@ -559,17 +654,39 @@ fn batches_agree(
         queue: Default::default(),
         time: Default::default(),
     };
-    batch.fast.dec.set_image(image);
+    batch.fast.dec.set_image(image.clone());
     let mut batch_log = Vec::new();
     run(&mut batch, &mut batch_log);
+    same_logs(fast_log, batch_log, cut, "next_blocks")?;
+    let Ok(dec) = FastDecoder::new(&cfg.settings(), trace) else {
+        return Ok(());
+    };
+    let mut walked = Walked {
+        fast: Fast {
+            dec,
+            code: CodeCache::default(),
+            sections: batch.fast.sections,
+        },
+        walks: Default::default(),
+        queue: Default::default(),
+        time: Default::default(),
+    };
+    walked.fast.dec.set_image(image);
+    let mut walked_log = Vec::new();
+    run(&mut walked, &mut walked_log);
+    same_logs(fast_log, walked_log, cut, "next_blocks_to, walking")
+}
+
+/// `log`, made by `how`, is `fast_log` (its start, when `cut`).
+fn same_logs(fast_log: &[Line], mut log: Vec<Line>, cut: bool, how: &str) -> Result<(), String> {
     if cut {
-        batch_log.truncate(fast_log.len());
+        log.truncate(fast_log.len());
     }
-    match (0..fast_log.len().max(batch_log.len())).find(|&i| fast_log.get(i) != batch_log.get(i)) {
+    match (0..fast_log.len().max(log.len())).find(|&i| fast_log.get(i) != log.get(i)) {
         Some(i) => Err(format!(
-            "line {i}: next_block {:?}, next_blocks {:?}",
+            "line {i}: next_block {:?}, {how} {:?}",
             &fast_log[i.min(fast_log.len())..(i + 3).min(fast_log.len())],
-            &batch_log[i.min(batch_log.len())..(i + 3).min(batch_log.len())],
+            &log[i.min(log.len())..(i + 3).min(log.len())],
         )),
         None => Ok(()),
     }

@@ -445,6 +445,9 @@ pub struct CodeCache {
     front: Box<[Front; FRONT]>,
     /// Changes whenever the nodes are cleared (never 0).
     gen: u64,
+    /// Counts the conditional and direct links made to name another node
+    /// than they named: the walks found before are stale then.
+    relinks: u64,
 }
 
 impl Default for CodeCache {
@@ -459,6 +462,7 @@ impl Default for CodeCache {
                 .try_into()
                 .unwrap_or_else(|_| unreachable!("FRONT slots")),
             gen: new_gen(),
+            relinks: 0,
         }
     }
 }
@@ -658,8 +662,18 @@ impl CodeCache {
     #[inline]
     pub fn link(&mut self, from: u32, slot: usize, to: u32) {
         if let Some(n) = self.nodes.get_mut(from as usize) {
-            n.next[slot] = to;
+            let was = std::mem::replace(&mut n.next[slot], to);
+            if slot <= NEXT_TAKEN && was != NO_NODE && was != to {
+                self.relinks += 1;
+            }
         }
+    }
+
+    /// How many conditional and direct links were made to name another
+    /// node than they did (see [`crate::walk`]).
+    #[inline]
+    pub fn relinks(&self) -> u64 {
+        self.relinks
     }
 
     /// The node of the run from `ip` of the section of cache key `key` if

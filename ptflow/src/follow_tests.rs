@@ -99,6 +99,12 @@ enum How {
     },
     /// Following turned on, then off again.
     FollowOff,
+    /// As `Follow`, taking walks ([`crate::walk`]) too: each walk's
+    /// blocks, found again one by one, go where its blocks one by one
+    /// would (a walk that would pass `each_max` is declined).
+    Walk {
+        each_max: usize,
+    },
 }
 
 /// The test's [`super::block::Follow`]: each block goes to `out` with
@@ -130,6 +136,53 @@ impl super::block::Follow for Each<'_> {
     }
 }
 
+/// [`Each`], taking walks: each walk's blocks ([`crate::walk::Walk::expand`])
+/// as `Each` takes blocks.
+struct Walking<'a, 'c> {
+    each: Each<'a>,
+    code: &'c CodeCache,
+    walks: usize,
+}
+
+impl super::block::Follow for Walking<'_, '_> {
+    const WALKS: bool = true;
+
+    fn moved(&mut self, time: (u64, u32, u32), offset: Option<u64>) {
+        self.each.moved(time, offset);
+    }
+
+    fn block(&mut self, b: &Block) -> bool {
+        self.each.block(b)
+    }
+
+    fn walk(&mut self, w: &crate::walk::Walk) -> Option<bool> {
+        if self.each.n + w.blocks as usize > self.each.each_max {
+            return None;
+        }
+        let blocks = w.expand(self.code);
+        assert_eq!(
+            blocks.len(),
+            w.blocks as usize,
+            "a walk's blocks found again"
+        );
+        assert_eq!(
+            blocks.iter().map(|b| u64::from(b.ninsn)).sum::<u64>(),
+            w.insns,
+            "its instructions"
+        );
+        assert_eq!(
+            (blocks[0].ip, blocks[blocks.len() - 1].end_ip),
+            (w.first_ip, w.last_end)
+        );
+        let mut go_on = true;
+        for b in &blocks {
+            go_on = self.each.block(b);
+        }
+        self.walks += 1;
+        Some(go_on)
+    }
+}
+
 /// The items decoded from `t` with `CODE` at `base`, and how many
 /// blocks `follow` handed out.
 fn decode(t: &[u8], base: u64, how: How) -> (Vec<Item>, usize) {
@@ -149,7 +202,7 @@ fn decode_code(
     let mut dec = super::test_packets::fast_decoder(tag, bytes, base, t);
     let each_max = match how {
         How::OneByOne => 0,
-        How::Follow { each_max } => {
+        How::Follow { each_max } | How::Walk { each_max } => {
             dec.set_follow(true);
             each_max
         }
@@ -160,6 +213,7 @@ fn decode_code(
         }
     };
     let mut code = CodeCache::default();
+    let mut walks = crate::walk::Walks::default();
     let mut out = Vec::new();
     let mut followed = Vec::new();
     let mut status = dec.sync_forward().expect("a PSB");
@@ -182,8 +236,19 @@ fn decode_code(
                 n: 0,
                 each_max,
             };
-            let handed = dec.follow(&code, &mut b, &mut each);
-            let n = each.n;
+            let (handed, n) = if let How::Walk { .. } = how {
+                let mut w = Walking {
+                    each,
+                    code: &code,
+                    walks: 0,
+                };
+                let handed = dec.follow(&code, &mut walks, &mut b, &mut w);
+                WALKS_TAKEN.with(|c| c.set(c.get() + w.walks));
+                (handed, w.each.n)
+            } else {
+                let handed = dec.follow(&code, &mut walks, &mut b, &mut each);
+                (handed, each.n)
+            };
             assert_eq!(handed as usize, n, "follow counts what it handed out");
             assert!(n <= each_max, "it stops when told");
         }
@@ -219,13 +284,25 @@ fn loops(base: u64) -> Vec<u8> {
     .concat()
 }
 
+thread_local! {
+    /// Walks [`Walking`] took.
+    static WALKS_TAKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 #[test]
 fn followed_blocks_are_the_blocks_next_block_hands_out() {
     let trace = loops(BASE);
     let (one, _) = decode(&trace, BASE, How::OneByOne);
-    for each_max in [usize::MAX, 1, 2] {
+    for each_max in [usize::MAX, 1, 2, 3, 5] {
         let (followed, n) = decode(&trace, BASE, How::Follow { each_max });
         assert_eq!(followed, one, "each_max {each_max}");
+        WALKS_TAKEN.with(|c| c.set(0));
+        let (walked, m) = decode(&trace, BASE, How::Walk { each_max });
+        assert_eq!(walked, one, "walking, each_max {each_max}");
+        assert_eq!(m, n, "walking, each_max {each_max}");
+        let walks = WALKS_TAKEN.with(|c| c.get());
+        // Walks longer than the follower's room are declined.
+        assert!(each_max < usize::MAX || walks > 0, "no walk taken");
         // Most of the loops' branches take a bit that is not their
         // packet's last, and the jump back needs none.
         assert!(n >= 8, "{n} blocks followed, each_max {each_max}");

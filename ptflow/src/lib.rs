@@ -96,6 +96,7 @@ pub mod code;
 pub mod event;
 pub mod packet;
 pub mod time;
+pub mod walk;
 
 #[cfg(test)]
 mod follow_tests;
@@ -316,13 +317,49 @@ impl<'a> FastDecoder<'a> {
             time: self.time(),
         };
         loop {
-            left -= self
-                .dec
-                .follow_tnt::<false, true>(code, block, left, &mut f);
+            left -= self.dec.follow_tnt::<false, true>(
+                code,
+                &mut walk::Walks::default(),
+                block,
+                left,
+                &mut f,
+            );
             match self.next_block(code, block) {
                 Ok(Status(0)) if left > 0 => {
                     left -= 1;
                     (f.each)(block, self.time());
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// [`Self::next_blocks`] to a [`block::Follow`], `f`: where it takes
+    /// walks ([`walk`]), the blocks of plain code the decoder walks
+    /// through come at once (the same blocks, results and state). The
+    /// blocks with `Status(0)` that [`Self::next_block`] hands out on the
+    /// way go to [`block::Follow::block`] too (its result is not asked),
+    /// after [`block::Follow::moved`] with the time after each and no
+    /// offset; the last, returned, does not.
+    #[inline(always)]
+    pub fn next_blocks_to(
+        &mut self,
+        code: &mut CodeCache,
+        walks: &mut walk::Walks,
+        block: &mut pttypes::Block,
+        max: u32,
+        f: &mut impl block::Follow,
+    ) -> Result<Status, PtError> {
+        let mut left = max;
+        loop {
+            left -= self
+                .dec
+                .follow_tnt::<false, true>(code, walks, block, left, f);
+            match self.next_block(code, block) {
+                Ok(Status(0)) if left > 0 => {
+                    left -= 1;
+                    f.moved(self.time(), None);
+                    f.block(block);
                 }
                 r => return r,
             }
@@ -345,11 +382,14 @@ impl<'a> FastDecoder<'a> {
     /// left them ([`block::Follow::moved`]); they hold for the blocks
     /// after it until the next. Each block is handed out from a local:
     /// `block` is left as it was, for the [`Self::next_block`] that comes
-    /// next, which writes it.
+    /// next, which writes it. Where `each` takes walks, the blocks of
+    /// plain code come in walks ([`walk`]), kept in `walks` (the code
+    /// cache's, kept beside it).
     #[inline(always)]
     pub fn follow(
         &mut self,
         code: &CodeCache,
+        walks: &mut walk::Walks,
         block: &mut pttypes::Block,
         each: &mut impl block::Follow,
     ) -> u32 {
@@ -357,7 +397,7 @@ impl<'a> FastDecoder<'a> {
             return 0;
         }
         self.dec
-            .follow_tnt::<true, true>(code, block, u32::MAX, each)
+            .follow_tnt::<true, true>(code, walks, block, u32::MAX, each)
     }
 
     /// The next block, written into `block` (see

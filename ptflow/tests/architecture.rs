@@ -9,13 +9,18 @@ use pt_tests::modules::{circles, graph, Stages};
 const LAYERS: &[(&str, &[&str], &[&str])] = &[
     ("packets", &["packet", "time"], &[]),
     ("code", &["code"], &[]),
+    ("walks", &["walk"], &["code"]),
     ("events", &["event"], &["packets"]),
-    ("blocks", &["block"], &["packets", "events", "code"]),
+    (
+        "blocks",
+        &["block"],
+        &["packets", "events", "code", "walks"],
+    ),
     // Test builds only (the `test-helpers` feature).
     (
         "test helpers",
         &["test_packets", "follow_tests"],
-        &["packets", "events", "code", "blocks"],
+        &["packets", "events", "code", "walks", "blocks"],
     ),
 ];
 

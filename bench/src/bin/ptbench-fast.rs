@@ -3,11 +3,18 @@
 //! 23) and prints what it counted, as `ptbench-libipt` does with libipt's
 //! block decoder: the same segments, images and configuration, the same
 //! loop (events, blocks, a sync at the next PSB after an error). The
-//! blocks come through `FastDecoder::next_blocks`, the decoder's way of
-//! handing out every block when nothing else is done between two of them
-//! (the same blocks as `next_block`, one by one, hands out:
-//! `ptdec_core::flow_diff` checks it). ptdec's chunk decoder, which does the
-//! call stacks' work between blocks, takes them one by one. A segment
+//! blocks come through `FastDecoder::next_blocks_to`, the decoder's way
+//! of handing out every block when nothing else is done between two of
+//! them (the same blocks as `next_block`, one by one, hands out:
+//! `ptdec_core::flow_diff` checks it). With `PTBENCH_WALKS` set, the
+//! blocks of plain code come in walks (`ptflow::walk`), as ptdec's chunk
+//! decoder takes them: a second copy of the decoder's loop runs then,
+//! which costs this loop's few instructions per block more (the bench's
+//! interp and shapes traces: 0.11-0.12 instead of 0.10-0.11 s, and
+//! 0.155 instead of 0.135 s) and the real LLDB row's loop of a branch
+//! and a jump less (0.66-0.80 instead of 0.74-1.07 s). In ptdec, where
+//! more is done per block, walks cost nothing on interp and save on the
+//! others (docs/decoding.md). A segment
 //! where it meets something it does not follow (libipt would decode that
 //! chunk in ptdec) ends there and is counted as `unsupported`.
 #![deny(unsafe_code)]
@@ -19,7 +26,9 @@ use std::time::Instant;
 use anyhow::bail;
 use ipt::Error as PtError;
 use pt_bench::Counts;
+use ptflow::block::Follow;
 use ptflow::code::{CodeCache, Image, Section};
+use ptflow::walk::{Walk, Walks};
 use ptflow::FastDecoder;
 use sideband::bytes::FileBytes;
 
@@ -57,7 +66,9 @@ fn run() -> anyhow::Result<()> {
         ));
     }
     let image = Image::new(sections, missing);
+    let walking = std::env::var_os("PTBENCH_WALKS").is_some();
     let mut code = CodeCache::default();
+    let mut walks = Walks::default();
 
     let started = Instant::now();
     let mut n = Counts::default();
@@ -71,7 +82,11 @@ fn run() -> anyhow::Result<()> {
             Err(why) => bail!("the flow decoder cannot decode this configuration: {why}"),
         };
         dec.set_image(image.clone());
-        decode(&mut dec, &mut code, &mut n);
+        if walking {
+            decode::<true>(&mut dec, &mut code, &mut walks, &mut n);
+        } else {
+            decode::<false>(&mut dec, &mut code, &mut walks, &mut n);
+        }
         if let Some(why) = dec.unsupported() {
             unsupported.push(why);
         }
@@ -83,9 +98,40 @@ fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Counts the blocks and instructions handed out, and with `W` takes
+/// walks.
+#[derive(Default)]
+struct Count<const W: bool> {
+    blocks: u64,
+    insns: u64,
+}
+
+impl<const W: bool> Follow for Count<W> {
+    const WALKS: bool = W;
+    #[inline(always)]
+    fn moved(&mut self, _: (u64, u32, u32), _: Option<u64>) {}
+    #[inline(always)]
+    fn block(&mut self, b: &ipt::Block) -> bool {
+        self.blocks += 1;
+        self.insns += u64::from(b.ninsn);
+        true
+    }
+    #[inline(always)]
+    fn walk(&mut self, w: &Walk) -> Option<bool> {
+        self.blocks += u64::from(w.blocks);
+        self.insns += w.insns;
+        Some(true)
+    }
+}
+
 /// Synchronizes at each PSB in turn and walks every block to the next
 /// error or the end.
-fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
+fn decode<const W: bool>(
+    dec: &mut FastDecoder<'_>,
+    code: &mut CodeCache,
+    walks: &mut Walks,
+    n: &mut Counts,
+) {
     let mut b = ipt::Block::default();
     'sync: loop {
         let mut status = match dec.sync_forward() {
@@ -109,13 +155,10 @@ fn decode(dec: &mut FastDecoder<'_>, code: &mut CodeCache, n: &mut Counts) {
                     }
                 }
             }
-            let (mut blocks, mut insns) = (0, 0);
-            let r = dec.next_blocks(code, &mut b, 1 << 16, |b, _| {
-                blocks += 1;
-                insns += u64::from(b.ninsn);
-            });
-            n.blocks += blocks;
-            n.insns += insns + u64::from(b.ninsn);
+            let mut c = Count::<W>::default();
+            let r = dec.next_blocks_to(code, walks, &mut b, 1 << 16, &mut c);
+            n.blocks += c.blocks;
+            n.insns += c.insns + u64::from(b.ninsn);
             match r {
                 Ok(s) => {
                     n.blocks += 1;

@@ -235,7 +235,8 @@ impl FlowDecoder for Fast<'_, '_, '_, '_> {
             return 0;
         }
         let code = self.images.code.borrow();
-        self.dec.follow(&code, block, each)
+        let mut walks = self.images.walks.borrow_mut();
+        self.dec.follow(&code, &mut walks, block, each)
     }
     fn event(&mut self) -> Result<(Event, Status), PtError> {
         if self.unsupported.is_some() {

@@ -52,6 +52,8 @@ pub(super) struct WorkerImages<'s, 't> {
     pub emu: crate::events::EmuPtwrite,
     /// The fast flow decoder's decoded code, shared by the worker's chunks.
     pub code: RefCell<ptflow::code::CodeCache>,
+    /// The walks the fast decoder found in `code` (`ptflow::walk`).
+    pub walks: RefCell<ptflow::walk::Walks>,
     /// The set-up's section index of each cache id.
     section_of: FastMap<u32, usize>,
     /// Where this worker asks whether a jump stays in its function
@@ -138,6 +140,7 @@ impl<'s, 't> WorkerImages<'s, 't> {
             last_kinds: RefCell::new(FastMap::default()),
             emu,
             code: RefCell::default(),
+            walks: RefCell::default(),
             section_of,
             places: setup
                 .jump_spans

@@ -31,6 +31,7 @@ use ipt::{Block, Config as PtConfig, Error as PtError, Event as PtEvent, EventKi
 
 use super::flow_decoder::{DecoderKind, Fast, FlowDecoder, Libipt, EMULATED_PTWRITE};
 use ptflow::block::Follow;
+use ptflow::walk::Walk;
 use sideband::timeline::TaskId;
 
 use super::chunks::{next_psb, psb_holding};
@@ -946,6 +947,18 @@ impl Follow for Following<'_, '_, '_, '_, '_> {
         self.insns += u64::from(b.ninsn);
         self.chunk.on_followed(b)
     }
+
+    const WALKS: bool = true;
+
+    #[inline(always)]
+    fn walk(&mut self, w: &Walk) -> Option<bool> {
+        if !self.chunk.walk_fits(w) {
+            return None;
+        }
+        self.last_end = w.last_end;
+        self.insns += w.insns;
+        Some(self.chunk.on_walk(w))
+    }
 }
 
 impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
@@ -1538,6 +1551,38 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
         self.stall.insns <= NO_PROGRESS_INSNS
     }
 
+    /// Whether walk `w` can be taken whole ([`ChunkDecoder::on_walk`]):
+    /// no block of it would end the follow (the stall's bound), and no
+    /// flush could come between its blocks.
+    #[inline(always)]
+    fn walk_fits(&self, w: &Walk) -> bool {
+        self.flush.is_none() && self.stall.insns + w.insns <= NO_PROGRESS_INSNS
+    }
+
+    /// [`ChunkDecoder::on_followed`] for each block of walk `w`, at once:
+    /// the transfer pending before it completes at its first block, its
+    /// direct jumps are pending in turn and complete at their targets
+    /// (the last one, if it ends the walk, at the block after it), and
+    /// its instructions count where they did, each jump's stamp taken
+    /// after its own block. Its conditional branches make no op.
+    #[inline(always)]
+    fn on_walk(&mut self, w: &Walk) -> bool {
+        debug_assert!(!self.at_start && self.walk_fits(w));
+        self.resolve(Some(w.first_ip));
+        let mut counted = 0;
+        for j in w.jumps() {
+            self.count_run_insns_n(u64::from(j.insns) - counted);
+            counted = u64::from(j.insns);
+            self.pend(Transfer::Jump, j.from, 0);
+            if counted < w.insns {
+                self.resolve(Some(j.to));
+            }
+        }
+        self.count_run_insns_n(w.insns - counted);
+        self.stall.insns += w.insns;
+        true
+    }
+
     /// What [`ChunkDecoder::block_time`] and `check_progress` do before a
     /// followed block, told before the first one of a `follow` and
     /// before each one for which the decoder read a packet: its time
@@ -1586,7 +1631,12 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     /// block's caller notes once, after `follow`.
     #[inline(always)]
     fn count_run_insns(&mut self, b: &Block) {
-        let n = u64::from(b.ninsn);
+        self.count_run_insns_n(u64::from(b.ninsn));
+    }
+
+    /// Counts `n` instructions of followed blocks.
+    #[inline(always)]
+    fn count_run_insns_n(&mut self, n: u64) {
         match self.run.as_mut() {
             Some(r) => r.insns += n,
             None => self.stats.unattributed_insns += n,
