@@ -214,11 +214,46 @@ type Queued = (Block, Result<Status, PtError>, (u64, u32, u32));
 
 /// The flow decoder through [`FastDecoder::next_blocks`]: the blocks it
 /// hands out at once are queued and taken one by one, each with the time
-/// after it. Its log must be [`Fast`]'s.
+/// after it. Its log must be [`Fast`]'s. With `walks`, through
+/// [`FastDecoder::next_blocks_to`] taking walks (`ptflow::walk`): each
+/// walk's blocks are found again one by one
+/// ([`ptflow::walk::Walk::expand`]) and queued, so a walk that went
+/// elsewhere or left the decoder elsewhere than the blocks one by one
+/// makes the logs differ.
 struct Batch<'a> {
     fast: Fast<'a>,
+    walks: Option<ptflow::walk::Walks>,
     queue: std::collections::VecDeque<Queued>,
     time: (u64, u32, u32),
+}
+
+impl Batch<'_> {
+    /// The next blocks from `next_blocks_to` taking walks, queued.
+    fn walk_on(&mut self) {
+        let Some(walks) = self.walks.as_mut() else {
+            return;
+        };
+        let mut b = Block::default();
+        let mut h = Handout {
+            time: self.fast.dec.time(),
+            ..Handout::default()
+        };
+        let r = self
+            .fast
+            .dec
+            .next_blocks_to(&mut self.fast.code, walks, &mut b, BATCH_MAX, &mut h);
+        for handed in h.handed {
+            match handed {
+                Handed::Block(b, t) => self.queue.push_back((b, Ok(Status(0)), t)),
+                Handed::Walk(w, t) => {
+                    for b in w.expand(&self.fast.code) {
+                        self.queue.push_back((b, Ok(Status(0)), t));
+                    }
+                }
+            }
+        }
+        self.queue.push_back((b, r, self.fast.dec.time()));
+    }
 }
 
 impl Dec for Batch<'_> {
@@ -226,7 +261,9 @@ impl Dec for Batch<'_> {
         self.fast.sync_forward()
     }
     fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
-        if self.queue.is_empty() {
+        if self.queue.is_empty() && self.walks.is_some() {
+            self.walk_on();
+        } else if self.queue.is_empty() {
             let mut b = Block::default();
             let queue = &mut self.queue;
             let r = self
@@ -261,8 +298,8 @@ impl Dec for Batch<'_> {
     }
 }
 
-/// What [`Walked`] queues from one call of `next_blocks_to`: a block or
-/// a walk, with the time it was handed out at.
+/// What [`Batch`] taking walks queues from one call of `next_blocks_to`:
+/// a block or a walk, with the time it was handed out at.
 enum Handed {
     Block(Block, (u64, u32, u32)),
     Walk(ptflow::walk::Walk, (u64, u32, u32)),
@@ -287,72 +324,6 @@ impl ptflow::block::Follow for Handout {
     fn walk(&mut self, w: &ptflow::walk::Walk) -> Option<bool> {
         self.handed.push(Handed::Walk(*w, self.time));
         Some(true)
-    }
-}
-
-/// The flow decoder through [`FastDecoder::next_blocks_to`], taking walks
-/// (`ptflow::walk`): the blocks and each walk's blocks, found again one
-/// by one ([`ptflow::walk::Walk::expand`]), queued and taken one by one.
-/// Its log must be [`Fast`]'s: a walk that went elsewhere or left the
-/// decoder elsewhere than the blocks one by one differs.
-struct Walked<'a> {
-    fast: Fast<'a>,
-    walks: ptflow::walk::Walks,
-    queue: std::collections::VecDeque<Queued>,
-    time: (u64, u32, u32),
-}
-
-impl Dec for Walked<'_> {
-    fn sync_forward(&mut self) -> Result<Status, PtError> {
-        self.fast.sync_forward()
-    }
-    fn next_block(&mut self) -> (Block, Result<Status, PtError>) {
-        if self.queue.is_empty() {
-            let mut b = Block::default();
-            let mut h = Handout {
-                time: self.fast.dec.time(),
-                ..Handout::default()
-            };
-            let r = self.fast.dec.next_blocks_to(
-                &mut self.fast.code,
-                &mut self.walks,
-                &mut b,
-                BATCH_MAX,
-                &mut h,
-            );
-            for handed in h.handed {
-                match handed {
-                    Handed::Block(b, t) => self.queue.push_back((b, Ok(Status(0)), t)),
-                    Handed::Walk(w, t) => {
-                        for b in w.expand(&self.fast.code) {
-                            self.queue.push_back((b, Ok(Status(0)), t));
-                        }
-                    }
-                }
-            }
-            self.queue.push_back((b, r, self.fast.dec.time()));
-        }
-        let (b, r, t) = self.queue.pop_front().expect("queued");
-        self.time = t;
-        (b, r)
-    }
-    fn event(&mut self) -> Result<(Event, Status), PtError> {
-        self.fast.event()
-    }
-    fn offset(&self) -> u64 {
-        self.fast.offset()
-    }
-    fn time(&mut self) -> (u64, u32, u32) {
-        self.time
-    }
-    fn take_miss(&mut self) -> Option<u64> {
-        self.fast.take_miss()
-    }
-    fn code_at(&self, ip: u64, bits: u32) -> Option<iced_x86::Instruction> {
-        self.fast.code_at(ip, bits)
-    }
-    fn stopped(&self) -> bool {
-        self.queue.is_empty() && self.fast.stopped()
     }
 }
 
@@ -651,6 +622,7 @@ fn batches_agree(
             code: CodeCache::default(),
             sections,
         },
+        walks: None,
         queue: Default::default(),
         time: Default::default(),
     };
@@ -661,13 +633,13 @@ fn batches_agree(
     let Ok(dec) = FastDecoder::new(&cfg.settings(), trace) else {
         return Ok(());
     };
-    let mut walked = Walked {
+    let mut walked = Batch {
         fast: Fast {
             dec,
             code: CodeCache::default(),
             sections: batch.fast.sections,
         },
-        walks: Default::default(),
+        walks: Some(Default::default()),
         queue: Default::default(),
         time: Default::default(),
     };
