@@ -223,6 +223,9 @@ type Queued = (Block, Result<Status, PtError>, (u64, u32, u32));
 struct Batch<'a> {
     fast: Fast<'a>,
     walks: Option<ptflow::walk::Walks>,
+    /// The first walk whose own account of its blocks (instructions,
+    /// ends, jumps) is not what its blocks found again say.
+    walk_error: Option<String>,
     queue: std::collections::VecDeque<Queued>,
     time: (u64, u32, u32),
 }
@@ -242,18 +245,56 @@ impl Batch<'_> {
             .fast
             .dec
             .next_blocks_to(&mut self.fast.code, walks, &mut b, BATCH_MAX, &mut h);
-        for handed in h.handed {
-            match handed {
-                Handed::Block(b, t) => self.queue.push_back((b, Ok(Status(0)), t)),
-                Handed::Walk(w, t) => {
-                    for b in w.expand(&self.fast.code) {
-                        self.queue.push_back((b, Ok(Status(0)), t));
-                    }
-                }
-            }
+        if let Some(e) = h.walk_error {
+            self.walk_error.get_or_insert(e);
+        }
+        for (b, t) in h.handed {
+            self.queue.push_back((b, Ok(Status(0)), t));
         }
         self.queue.push_back((b, r, self.fast.dec.time()));
     }
+}
+
+/// Whether walk `w` says of itself what its blocks, found again one by
+/// one, say: how many, their instructions, the first IP and the last
+/// end, and each direct jump (where, to the next block's IP, with the
+/// instructions up to it): what the chunk decoder takes of a walk.
+fn walk_says(w: &ptflow::walk::Walk, blocks: &[Block]) -> Result<(), String> {
+    let insns: u64 = blocks.iter().map(|b| u64::from(b.ninsn)).sum();
+    let mut jumps = Vec::new();
+    let mut upto = 0u64;
+    for (k, b) in blocks.iter().enumerate() {
+        upto += u64::from(b.ninsn);
+        if b.iclass == ipt::ffi::ptic_jump {
+            let to = blocks.get(k + 1).map_or(w.ip_after(), |n| n.ip);
+            jumps.push((b.end_ip, to, upto));
+        }
+    }
+    let said: Vec<_> = w
+        .jumps()
+        .iter()
+        .map(|j| (j.from, j.to, u64::from(j.insns)))
+        .collect();
+    let ends = (
+        blocks.first().map(|b| b.ip),
+        blocks.last().map(|b| b.end_ip),
+    );
+    if blocks.len() as u64 != u64::from(w.blocks)
+        || insns != w.insns
+        || ends != (Some(w.first_ip), Some(w.last_end))
+        || jumps != said
+    {
+        return Err(format!(
+            "walk at {:#x}: says {} blocks, {} instructions, ends {:#x}..{:#x}, jumps {said:x?}; its blocks: {}, {insns}, {ends:x?}, {jumps:x?}",
+            w.first_ip,
+            w.blocks,
+            w.insns,
+            w.first_ip,
+            w.last_end,
+            blocks.len()
+        ));
+    }
+    Ok(())
 }
 
 impl Dec for Batch<'_> {
@@ -298,18 +339,17 @@ impl Dec for Batch<'_> {
     }
 }
 
-/// What [`Batch`] taking walks queues from one call of `next_blocks_to`:
-/// a block or a walk, with the time it was handed out at.
-enum Handed {
-    Block(Block, (u64, u32, u32)),
-    Walk(ptflow::walk::Walk, (u64, u32, u32)),
-}
-
-/// [`Handed`]s in a queue, as `next_blocks_to` hands them out.
+/// The blocks [`Batch`] taking walks queues from one call of
+/// `next_blocks_to`, each with the time it was handed out at: each walk's
+/// found again one by one ([`ptflow::walk::Walk::expand`]) as it is
+/// handed out (the links it followed may be made anew by `next_block`
+/// before the call returns), checked against what the walk says of them
+/// ([`walk_says`]).
 #[derive(Default)]
 struct Handout {
-    handed: Vec<Handed>,
+    handed: Vec<(Block, (u64, u32, u32))>,
     time: (u64, u32, u32),
+    walk_error: Option<String>,
 }
 
 impl ptflow::block::Follow for Handout {
@@ -318,11 +358,16 @@ impl ptflow::block::Follow for Handout {
         self.time = time;
     }
     fn block(&mut self, b: &Block) -> bool {
-        self.handed.push(Handed::Block(*b, self.time));
+        self.handed.push((*b, self.time));
         true
     }
-    fn walk(&mut self, w: &ptflow::walk::Walk) -> Option<bool> {
-        self.handed.push(Handed::Walk(*w, self.time));
+    fn walk(&mut self, w: &ptflow::walk::Walk, code: &CodeCache) -> Option<bool> {
+        let blocks = w.expand(code);
+        if let Err(e) = walk_says(w, &blocks) {
+            self.walk_error.get_or_insert(e);
+        }
+        let time = self.time;
+        self.handed.extend(blocks.into_iter().map(|b| (b, time)));
         Some(true)
     }
 }
@@ -623,6 +668,7 @@ fn batches_agree(
             sections,
         },
         walks: None,
+        walk_error: None,
         queue: Default::default(),
         time: Default::default(),
     };
@@ -640,12 +686,16 @@ fn batches_agree(
             sections: batch.fast.sections,
         },
         walks: Some(Default::default()),
+        walk_error: None,
         queue: Default::default(),
         time: Default::default(),
     };
     walked.fast.dec.set_image(image);
     let mut walked_log = Vec::new();
     run(&mut walked, &mut walked_log);
+    if let Some(e) = walked.walk_error {
+        return Err(e);
+    }
     same_logs(fast_log, walked_log, cut, "next_blocks_to, walking")
 }
 

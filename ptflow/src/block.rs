@@ -442,9 +442,10 @@ pub trait Follow {
     /// The blocks of walk `w` ([`crate::walk`]), all with `Status(0)`,
     /// at once: whether to go on after them, or `None` to have them one
     /// by one through [`Follow::block`] instead (where it would stop
-    /// within them).
+    /// within them). `code` is the code cache the walk was found in, as
+    /// it is (for [`Walk::expand`], in tests).
     #[inline(always)]
-    fn walk(&mut self, _w: &Walk) -> Option<bool> {
+    fn walk(&mut self, _w: &Walk, _code: &CodeCache) -> Option<bool> {
         None
     }
 }
@@ -1669,7 +1670,7 @@ impl<'a> BlockDecoder<'a> {
                         each.moved(time, off);
                         moved = false;
                     }
-                    if let Some(go_on) = each.walk(w) {
+                    if let Some(go_on) = each.walk(w, code) {
                         left -= w.used;
                         n += w.blocks;
                         ip = w.ip;

@@ -138,13 +138,12 @@ impl super::block::Follow for Each<'_> {
 
 /// [`Each`], taking walks: each walk's blocks ([`crate::walk::Walk::expand`])
 /// as `Each` takes blocks.
-struct Walking<'a, 'c> {
+struct Walking<'a> {
     each: Each<'a>,
-    code: &'c CodeCache,
     walks: usize,
 }
 
-impl super::block::Follow for Walking<'_, '_> {
+impl super::block::Follow for Walking<'_> {
     const WALKS: bool = true;
 
     fn moved(&mut self, time: (u64, u32, u32), offset: Option<u64>) {
@@ -155,11 +154,11 @@ impl super::block::Follow for Walking<'_, '_> {
         self.each.block(b)
     }
 
-    fn walk(&mut self, w: &crate::walk::Walk) -> Option<bool> {
+    fn walk(&mut self, w: &crate::walk::Walk, code: &CodeCache) -> Option<bool> {
         if self.each.n + w.blocks as usize > self.each.each_max {
             return None;
         }
-        let blocks = w.expand(self.code);
+        let blocks = w.expand(code);
         assert_eq!(
             blocks.len(),
             w.blocks as usize,
@@ -237,11 +236,7 @@ fn decode_code(
                 each_max,
             };
             let (handed, n) = if let How::Walk { .. } = how {
-                let mut w = Walking {
-                    each,
-                    code: &code,
-                    walks: 0,
-                };
+                let mut w = Walking { each, walks: 0 };
                 let handed = dec.follow(&code, &mut walks, &mut b, &mut w);
                 WALKS_TAKEN.with(|c| c.set(c.get() + w.walks));
                 (handed, w.each.n)

@@ -316,14 +316,12 @@ impl<'a> FastDecoder<'a> {
             each: &mut each,
             time: self.time(),
         };
+        // `each` takes no walks: none is looked up, none kept.
+        let mut no_walks = walk::Walks::default();
         loop {
-            left -= self.dec.follow_tnt::<false, true>(
-                code,
-                &mut walk::Walks::default(),
-                block,
-                left,
-                &mut f,
-            );
+            left -= self
+                .dec
+                .follow_tnt::<false, true>(code, &mut no_walks, block, left, &mut f);
             match self.next_block(code, block) {
                 Ok(Status(0)) if left > 0 => {
                     left -= 1;

@@ -25,8 +25,8 @@
 //! first time its start and bits come up, by the same steps the loop
 //! takes, and kept in a direct-mapped cache keyed
 //! by (node, bits, how many), valid for the code cache's generation and
-//! as long as no conditional or direct link it followed was made to
-//! name another node ([`super::code::CodeCache::relinks`]). The caller
+//! until a conditional or direct link (any) is made to name another node
+//! ([`super::code::CodeCache::relinks`]). The caller
 //! keeps the walks beside the code cache ([`Walks`], one per decode
 //! worker, as its code cache is). Hand-written: no crate decodes Intel
 //! PT flow or caches it this way.
@@ -61,6 +61,8 @@ pub struct Walk {
     /// The start's node, the bits and how many ([`key`]); `u64::MAX`:
     /// none.
     key: u64,
+    /// The code cache's [`CodeCache::relinks`] when it was found.
+    relinks: u64,
     /// TNT bits used.
     pub(crate) used: u8,
     /// How many of `jumps` hold jumps.
@@ -91,6 +93,7 @@ fn key(cur: u32, bits: u8, len: u8) -> u64 {
 impl Walk {
     const EMPTY: Walk = Walk {
         key: u64::MAX,
+        relinks: 0,
         used: 0,
         njumps: 0,
         blocks: 0,
@@ -150,6 +153,12 @@ impl Walk {
         out
     }
 
+    /// The IP after it: the next block's.
+    #[inline]
+    pub fn ip_after(&self) -> u64 {
+        self.ip
+    }
+
     /// The direct jumps among its blocks, in order.
     #[inline]
     pub fn jumps(&self) -> &[WalkJump] {
@@ -161,9 +170,12 @@ impl Walk {
     /// cache `code`.
     #[inline(never)]
     fn find(w: &mut Walk, code: &CodeCache, cur: u32, node: &Node, bits: u8, len: u8) {
-        w.key = key(cur, bits, len);
-        (w.used, w.njumps, w.blocks, w.insns) = (0, 0, 0, 0);
-        w.first_ip = node.ip;
+        *w = Walk {
+            key: key(cur, bits, len),
+            relinks: code.relinks(),
+            first_ip: node.ip,
+            ..Walk::EMPTY
+        };
         let (mut nd, mut c) = (node, cur);
         loop {
             let last = &nd.last;
@@ -210,13 +222,12 @@ impl Walk {
 
 /// The walks found so far (see the module doc), in a direct-mapped
 /// cache (boxed: an index masked to its size needs no bounds check),
-/// for the code cache generation and link count they were found in;
-/// empty until the first is asked for.
+/// for the code cache generation they were found in; empty until the
+/// first is asked for.
 #[derive(Default)]
 pub struct Walks {
     slots: Option<Box<[Walk; WALK_SLOTS]>>,
     gen: u64,
-    relinks: u64,
 }
 
 impl Walks {
@@ -231,7 +242,7 @@ impl Walks {
         bits: u8,
         len: u8,
     ) -> &Walk {
-        if self.gen != code.gen() || self.relinks != code.relinks() || self.slots.is_none() {
+        if self.gen != code.gen() || self.slots.is_none() {
             self.renew(code);
         }
         let k = key(cur, bits, len);
@@ -241,7 +252,11 @@ impl Walks {
             .as_mut()
             .unwrap_or_else(|| unreachable!("made by renew"));
         let w = &mut slots[(h >> 53) as usize & (WALK_SLOTS - 1)];
-        if w.key != k {
+        // A walk found before a link was made to name another node is
+        // found again (per walk: on per-cpu traces links are remade after
+        // context switches, and emptying the cache at each, 0.5 MB, cost
+        // a review's small per-cpu trace 2.5% of its instructions).
+        if w.key != k || w.relinks != code.relinks() {
             Walk::find(w, code, cur, node, bits, len);
         }
         w
@@ -262,6 +277,6 @@ impl Walks {
                 )
             }
         }
-        (self.gen, self.relinks) = (code.gen(), code.relinks());
+        self.gen = code.gen();
     }
 }

@@ -117,7 +117,7 @@ impl<const W: bool> Follow for Count<W> {
         true
     }
     #[inline(always)]
-    fn walk(&mut self, w: &Walk) -> Option<bool> {
+    fn walk(&mut self, w: &Walk, _: &CodeCache) -> Option<bool> {
         self.blocks += u64::from(w.blocks);
         self.insns += w.insns;
         Some(true)

@@ -929,13 +929,15 @@ enum Flow {
 /// The chunk decoder as the fast decoder's [`Follow`], with the counts
 /// it notes once after `follow`: the last block's end and the
 /// instructions.
-struct Following<'c, 'i, 's, 't, 'f> {
+/// With `W`, it takes walks (`ptflow::walk`): where no flush can come
+/// between blocks.
+struct Following<'c, 'i, 's, 't, 'f, const W: bool> {
     chunk: &'c mut ChunkDecoder<'i, 's, 't, 'f>,
     last_end: u64,
     insns: u64,
 }
 
-impl Follow for Following<'_, '_, '_, '_, '_> {
+impl<const W: bool> Follow for Following<'_, '_, '_, '_, '_, W> {
     #[inline(always)]
     fn moved(&mut self, (tsc, _, _): (u64, u32, u32), offset: Option<u64>) {
         self.chunk.followed_moved(tsc, offset);
@@ -948,10 +950,10 @@ impl Follow for Following<'_, '_, '_, '_, '_> {
         self.chunk.on_followed(b)
     }
 
-    const WALKS: bool = true;
+    const WALKS: bool = W;
 
     #[inline(always)]
-    fn walk(&mut self, w: &Walk) -> Option<bool> {
+    fn walk(&mut self, w: &Walk, _: &ptflow::code::CodeCache) -> Option<bool> {
         if !self.chunk.walk_fits(w) {
             return None;
         }
@@ -1049,13 +1051,21 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
                 // locals (three updates of `self` a block less in the
                 // loop), and the stall's maximum is noted where a stall
                 // ends and once after.
-                let mut f = Following {
-                    chunk: self,
-                    last_end: 0,
-                    insns: 0,
+                let (followed, last_end, insns) = if self.flush.is_none() {
+                    let mut f = Following::<true> {
+                        chunk: self,
+                        last_end: 0,
+                        insns: 0,
+                    };
+                    (dec.follow(&mut blk, &mut f), f.last_end, f.insns)
+                } else {
+                    let mut f = Following::<false> {
+                        chunk: self,
+                        last_end: 0,
+                        insns: 0,
+                    };
+                    (dec.follow(&mut blk, &mut f), f.last_end, f.insns)
                 };
-                let followed = dec.follow(&mut blk, &mut f);
-                let (last_end, insns) = (f.last_end, f.insns);
                 if followed > 0 {
                     self.stats.blocks += u64::from(followed);
                     self.stats.insns += insns;
@@ -1552,11 +1562,13 @@ impl<'i, 's, 't> ChunkDecoder<'i, 's, 't, '_> {
     }
 
     /// Whether walk `w` can be taken whole ([`ChunkDecoder::on_walk`]):
-    /// no block of it would end the follow (the stall's bound), and no
-    /// flush could come between its blocks.
+    /// no block of it would end the follow (the stall's bound). (Walks
+    /// are offered only where no flush can come between blocks:
+    /// `Following`.)
     #[inline(always)]
     fn walk_fits(&self, w: &Walk) -> bool {
-        self.flush.is_none() && self.stall.insns + w.insns <= NO_PROGRESS_INSNS
+        debug_assert!(self.flush.is_none());
+        self.stall.insns + w.insns <= NO_PROGRESS_INSNS
     }
 
     /// [`ChunkDecoder::on_followed`] for each block of walk `w`, at once:
