@@ -311,25 +311,12 @@ impl<'a> FastDecoder<'a> {
                 true
             }
         }
-        let mut left = max;
         let mut f = Each {
             each: &mut each,
             time: self.time(),
         };
         // `each` takes no walks: none is looked up, none kept.
-        let mut no_walks = walk::Walks::default();
-        loop {
-            left -= self
-                .dec
-                .follow_tnt::<false, true>(code, &mut no_walks, block, left, &mut f);
-            match self.next_block(code, block) {
-                Ok(Status(0)) if left > 0 => {
-                    left -= 1;
-                    (f.each)(block, self.time());
-                }
-                r => return r,
-            }
-        }
+        self.next_blocks_to(code, &mut walk::Walks::default(), block, max, &mut f)
     }
 
     /// [`Self::next_blocks`] to a [`block::Follow`], `f`: where it takes
